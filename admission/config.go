@@ -1,0 +1,120 @@
+package admission
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+)
+
+// Defaults of Config; CONTRACT.md section 4 names them.
+const (
+	DefaultAccount         = "default"
+	DefaultTargetRPS       = 90
+	DefaultMarketingRPS    = 70
+	DefaultBurst           = 5
+	DefaultMaxSenders      = 23
+	DefaultRedisTimeout    = 50 * time.Millisecond
+	DefaultRedisRetryAfter = time.Second
+)
+
+// Config is the limiter's configuration. A zero field means its default.
+type Config struct {
+	// Account names the provider account; all its keys share the hash tag
+	// {sms:<Account>}. Default "default".
+	Account string
+	// TargetRPS is what all processes together may send, every class.
+	// Default 90.
+	TargetRPS float64
+	// MarketingRPS is what marketing may use of TargetRPS. Default 70.
+	MarketingRPS float64
+	// Burst is how many messages may go at once after a quiet spell. Default 5.
+	Burst int
+	// MaxSenders is the most processes that can ever send on the account at
+	// once; each falls back to TargetRPS/MaxSenders while Redis is down.
+	// Default 23.
+	MaxSenders int
+	// RedisTimeout bounds each script call. Default 50ms. The Redis client
+	// must honour context deadlines (go-redis: ContextTimeoutEnabled).
+	RedisTimeout time.Duration
+	// RedisRetryAfter is how long Redis is left alone after an error before
+	// it is tried again. Default 1s.
+	RedisRetryAfter time.Duration
+	// Logger receives at most one line per RedisRetryAfter about Redis
+	// failures. If nil, slog.Default() is used.
+	Logger *slog.Logger
+}
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Account == "" {
+		c.Account = DefaultAccount
+	}
+	if c.TargetRPS == 0 {
+		c.TargetRPS = DefaultTargetRPS
+	}
+	if c.MarketingRPS == 0 {
+		c.MarketingRPS = DefaultMarketingRPS
+	}
+	if c.Burst == 0 {
+		c.Burst = DefaultBurst
+	}
+	if c.MaxSenders == 0 {
+		c.MaxSenders = DefaultMaxSenders
+	}
+	if c.RedisTimeout == 0 {
+		c.RedisTimeout = DefaultRedisTimeout
+	}
+	if c.RedisRetryAfter == 0 {
+		c.RedisRetryAfter = DefaultRedisRetryAfter
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// A ConfigError names the field of Config that cannot work.
+type ConfigError struct {
+	Field  string // "TargetRPS", "MarketingRPS", ...
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("admission: %s %s", e.Field, e.Reason)
+}
+
+// Validate reports the first field of c (after defaults) that cannot work,
+// as a *ConfigError.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case !(c.TargetRPS > 0) || math.IsInf(c.TargetRPS, 0):
+		return bad("TargetRPS", "must be a positive number, got %v", c.TargetRPS)
+	case !(c.MarketingRPS > 0) || c.MarketingRPS > c.TargetRPS:
+		return bad("MarketingRPS", "must be above 0 and at most TargetRPS (%v), got %v", c.TargetRPS, c.MarketingRPS)
+	case c.Burst < 1:
+		return bad("Burst", "must be at least 1, got %d", c.Burst)
+	case c.MaxSenders < 1:
+		return bad("MaxSenders", "must be at least 1, got %d", c.MaxSenders)
+	case c.RedisTimeout < 0:
+		return bad("RedisTimeout", "must not be negative, got %v", c.RedisTimeout)
+	case c.RedisRetryAfter < 0:
+		return bad("RedisRetryAfter", "must not be negative, got %v", c.RedisRetryAfter)
+	}
+	for _, r := range c.Account {
+		if r == '{' || r == '}' || r < 0x21 || r > 0x7e {
+			return bad("Account", "must be printable ASCII without braces, got %q", c.Account)
+		}
+	}
+	return nil
+}
+
+// interval returns the GCRA emission interval for rate, rounded up to the
+// microsecond so that rounding never raises the rate.
+func interval(rate float64) time.Duration {
+	return time.Duration(math.Ceil(1e6/rate)) * time.Microsecond
+}

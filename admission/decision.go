@@ -1,0 +1,75 @@
+package admission
+
+import (
+	"fmt"
+	"time"
+)
+
+// Class is the priority class of a message. The zero value is OTP.
+type Class int
+
+const (
+	// OTP is served first and limited only by the account's target rate.
+	OTP Class = iota
+	// Marketing is limited by the target rate and by its own cap.
+	Marketing
+)
+
+// String returns "otp" or "marketing".
+func (c Class) String() string {
+	switch c {
+	case OTP:
+		return "otp"
+	case Marketing:
+		return "marketing"
+	}
+	return fmt.Sprintf("Class(%d)", int(c))
+}
+
+// ParseClass returns the Class named "otp" or "marketing".
+func ParseClass(s string) (Class, error) {
+	switch s {
+	case "otp":
+		return OTP, nil
+	case "marketing":
+		return Marketing, nil
+	}
+	return 0, fmt.Errorf("admission: unknown class %q (want otp or marketing)", s)
+}
+
+// Source says who took a decision.
+type Source string
+
+const (
+	// SourceRedis is a decision of the shared GCRA script.
+	SourceRedis Source = "redis"
+	// SourceFallback is a decision of the in-process limiter while Redis is
+	// unreachable.
+	SourceFallback Source = "fallback"
+	// SourcePenalty is a denial because the provider answered 429 and its
+	// Retry-After has not run out.
+	SourcePenalty Source = "penalty"
+)
+
+// Reason says which limit denied a request.
+type Reason string
+
+const (
+	ReasonNone      Reason = ""          // allowed
+	ReasonPenalty   Reason = "penalty"   // a 429 penalty is live
+	ReasonGlobal    Reason = "global"    // TargetRPS would be exceeded
+	ReasonMarketing Reason = "marketing" // MarketingRPS would be exceeded
+)
+
+// A Decision is the answer to one admission request.
+type Decision struct {
+	// Allowed reports whether the caller holds a send slot and may send now.
+	Allowed bool
+	// RetryAfter is, when denied, how long until a slot may open. Zero when
+	// allowed.
+	RetryAfter time.Duration
+	// Source is who decided.
+	Source Source
+	// Reason is the limit that denied; empty when allowed.
+	Reason Reason
+}

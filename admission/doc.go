@@ -1,0 +1,22 @@
+// Package admission decides, for every process that sends on one SMS
+// account, whether a message may go to the provider now.
+//
+// Invariant: across all processes sharing a Redis, admissions on the account
+// never exceed Config.TargetRPS plus Config.Burst in any window, measured by
+// Redis's own clock; marketing never exceeds Config.MarketingRPS, so OTP
+// always has room; and while a 429 penalty is live nothing is admitted.
+//
+// Each decision is one Lua script call (gcra.lua): the penalty key is checked
+// first, then GCRA on the global key and, for marketing, on the marketing key;
+// a denial writes nothing. All keys of an account share the hash tag
+// {sms:<account>} so the script runs on Redis Cluster.
+//
+// When Redis fails or times out, a Limiter decides locally at
+// TargetRPS/MaxSenders (marketing at MarketingRPS/MaxSenders) and leaves Redis
+// alone for Config.RedisRetryAfter before trying it again: never fail open,
+// never stop. Each process admits at most one message at a time in fallback,
+// so all processes together stay at TargetRPS over any second; a window
+// shorter than one fallback interval may see up to MaxSenders messages if
+// every process happens to send at the same instant (the start of each
+// process's fallback is jittered to make that unlikely).
+package admission

@@ -1,0 +1,58 @@
+-- gcra.lua decides one send slot on the SMS account: one call, one clock,
+-- one round trip. It is the only writer of the TAT keys.
+--
+-- KEYS[1] -> global TAT key ({sms:<account>}:tat:global), microseconds
+-- KEYS[2] -> marketing TAT key ({sms:<account>}:tat:marketing), microseconds
+-- KEYS[3] -> penalty key ({sms:<account>}:penalty), set by penalty.lua on a 429
+-- ARGV[1] -> global emission interval in microseconds (1e6 / TARGET_RPS, rounded up)
+-- ARGV[2] -> global tolerance tau in microseconds ((BURST - 1) * interval)
+-- ARGV[3] -> marketing emission interval in microseconds
+-- ARGV[4] -> marketing tolerance tau in microseconds
+-- ARGV[5] -> '1' when the caller is marketing (check both keys), '0' for OTP
+--
+-- Returns {allowed, wait_us, reason}:
+--   allowed -> 1 when a slot was taken, 0 when denied
+--   wait_us -> when denied, microseconds until a slot may open; 0 when allowed
+--   reason  -> 0 allowed, 1 penalty live, 2 global rate, 3 marketing cap
+--
+-- The clock is Redis TIME, never the caller's. A denial writes nothing: a
+-- marketing call updates both keys only when both have room.
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+
+local pen = redis.call('PTTL', KEYS[3])
+if pen > 0 then
+  return {0, pen * 1000, 1}
+end
+
+-- check returns the TAT after one more send and how long the caller would
+-- have to wait for it (<= 0 means now).
+local function check(key, interval, tau)
+  local tat = tonumber(redis.call('GET', key) or now)
+  if tat < now then
+    tat = now -- idle time banks no credit beyond the tolerance
+  end
+  return tat + interval, tat - now - tau
+end
+
+local g_new, g_wait = check(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]))
+local m_new, m_wait = 0, -1
+local marketing = ARGV[5] == '1'
+if marketing then
+  m_new, m_wait = check(KEYS[2], tonumber(ARGV[3]), tonumber(ARGV[4]))
+end
+
+if g_wait > 0 or m_wait > 0 then
+  if m_wait > g_wait then
+    return {0, m_wait, 3}
+  end
+  return {0, g_wait, 2}
+end
+
+-- The key lives just past its TAT: an idle account leaves nothing behind.
+redis.call('SET', KEYS[1], string.format('%d', g_new), 'PX', math.ceil((g_new - now) / 1000) + 1000)
+if marketing then
+  redis.call('SET', KEYS[2], string.format('%d', m_new), 'PX', math.ceil((m_new - now) / 1000) + 1000)
+end
+return {1, 0, 0}

@@ -1,0 +1,116 @@
+package admission
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"smsdispatcher/internal/redistest"
+)
+
+// Fixed instants for pure-logic tests.
+var (
+	t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+)
+
+// fakeClock is a process clock a test moves by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time // guarded by mu
+}
+
+var _ Clock = (*fakeClock)(nil)
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// skewedClock is the system clock off by a fixed amount.
+type skewedClock time.Duration
+
+func (s skewedClock) Now() time.Time { return time.Now().Add(time.Duration(s)) }
+
+// countingHandler is a slog handler that counts records.
+type countingHandler struct {
+	slog.Handler
+	n atomic.Int64
+}
+
+func newCountingLogger() (*slog.Logger, *countingHandler) {
+	h := &countingHandler{Handler: slog.NewTextHandler(io.Discard, nil)}
+	return slog.New(h), h
+}
+
+func (h *countingHandler) Handle(ctx context.Context, r slog.Record) error {
+	h.n.Add(1)
+	return nil
+}
+
+// testConfig is the contract's defaults on an account no other test uses.
+func testConfig(t *testing.T) Config {
+	return Config{Account: redistest.UniqueAccount(t), TargetRPS: 90, MarketingRPS: 70, Burst: 5, MaxSenders: 23}
+}
+
+func newLimiter(t *testing.T, rdb redis.Scripter, cfg Config, opts ...Option) *Limiter {
+	t.Helper()
+	l, err := New(rdb, cfg, opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return l
+}
+
+func try(t *testing.T, l *Limiter, class Class) Decision {
+	t.Helper()
+	d, err := l.TryAcquire(context.Background(), class)
+	if err != nil {
+		t.Fatalf("TryAcquire(%v): %v", class, err)
+	}
+	return d
+}
+
+// redisNow returns Redis's clock in microseconds.
+func redisNow(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	tm, err := rdb.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatalf("TIME: %v", err)
+	}
+	return tm.UnixMicro()
+}
+
+// plantTAT sets a TAT key to redisNow+offset, living ttl.
+func plantTAT(t *testing.T, rdb *redis.Client, key string, offset, ttl time.Duration) {
+	t.Helper()
+	v := redisNow(t, rdb) + offset.Microseconds()
+	if err := rdb.Set(context.Background(), key, strconv.FormatInt(v, 10), ttl).Err(); err != nil {
+		t.Fatalf("SET %s: %v", key, err)
+	}
+}
+
+func get(t *testing.T, rdb *redis.Client, key string) string {
+	t.Helper()
+	v, err := rdb.Get(context.Background(), key).Result()
+	if err == redis.Nil {
+		return "<absent>"
+	}
+	if err != nil {
+		t.Fatalf("GET %s: %v", key, err)
+	}
+	return v
+}

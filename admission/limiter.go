@@ -1,0 +1,225 @@
+package admission
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed gcra.lua
+	gcraLua    string
+	gcraScript = redis.NewScript(gcraLua)
+
+	//go:embed penalty.lua
+	penaltyLua    string
+	penaltyScript = redis.NewScript(penaltyLua)
+)
+
+// ErrBadReply reports a script reply of an unexpected shape.
+var ErrBadReply = errors.New("admission: unexpected script reply")
+
+// A Clock tells the process time. The decision never depends on it (Redis
+// TIME does); it times the Redis circuit, fallback and local waits.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// An Option configures optional dependencies of a Limiter.
+type Option func(*Limiter)
+
+// WithClock makes the Limiter read the process time from c.
+func WithClock(c Clock) Option { return func(l *Limiter) { l.clock = c } }
+
+// A Limiter admits sends on one account. It is safe for concurrent use; any
+// number of Limiters in any number of processes may share one Redis.
+type Limiter struct {
+	rdb   redis.Scripter // *redis.Client or *redis.ClusterClient; only scripts run on it
+	cfg   Config
+	clock Clock
+
+	keys       []string    // global TAT, marketing TAT, penalty: one hash tag
+	args       [2][]any    // ARGV of gcra.lua by Class
+	turns      [2]chan int // one waiter per class talks to Redis; see Acquire
+	intervalGl time.Duration
+
+	mu sync.Mutex
+	// Guarded by mu.
+	skipUntil    time.Time // Redis is left alone until then after an error
+	lastLog      time.Time // last line logged about Redis
+	inFallback   bool
+	penaltyUntil time.Time // the latest 429 penalty this process knows of
+	fb           fallback
+	lastDenial   [2]Decision
+}
+
+// New returns a Limiter that keeps its state in rdb. It returns a
+// *ConfigError if cfg cannot work.
+func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	tag := "{sms:" + cfg.Account + "}"
+	gi, mi := interval(cfg.TargetRPS), interval(cfg.MarketingRPS)
+	burst := time.Duration(cfg.Burst - 1)
+	us := func(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
+	base := []any{us(gi), us(burst * gi), us(mi), us(burst * mi)}
+	l := &Limiter{
+		rdb:        rdb,
+		cfg:        cfg,
+		clock:      systemClock{},
+		keys:       []string{tag + ":tat:global", tag + ":tat:marketing", tag + ":penalty"},
+		args:       [2][]any{append(base[:4:4], "0"), append(base[:4:4], "1")},
+		turns:      [2]chan int{make(chan int, 1), make(chan int, 1)},
+		intervalGl: gi,
+		fb:         newFallback(cfg),
+	}
+	for _, o := range opts {
+		o(l)
+	}
+	return l, nil
+}
+
+// Keys returns the Redis keys of the account: global TAT, marketing TAT and
+// penalty.
+func (l *Limiter) Keys() []string { return append([]string(nil), l.keys...) }
+
+// TryAcquire decides at once whether a message of class may be sent now,
+// with at most one Redis round trip. A live penalty known to this process
+// and an open Redis circuit are decided without Redis. Redis errors are not
+// returned: the fallback decides instead. The error is non-nil only when ctx
+// ends first.
+func (l *Limiter) TryAcquire(ctx context.Context, class Class) (Decision, error) {
+	now := l.clock.Now()
+	l.mu.Lock()
+	if now.Before(l.penaltyUntil) {
+		l.mu.Unlock()
+		return Decision{RetryAfter: l.penaltyUntil.Sub(now), Source: SourcePenalty, Reason: ReasonPenalty}, nil
+	}
+	if now.Before(l.skipUntil) {
+		d := l.fb.decideAt(now, class)
+		l.mu.Unlock()
+		return d, nil
+	}
+	l.mu.Unlock()
+
+	d, err := l.eval(ctx, class)
+	if err != nil && ctx.Err() != nil {
+		return Decision{}, ctx.Err() // the caller gave up; not Redis's fault
+	}
+
+	now = l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		l.skipUntil = now.Add(l.cfg.RedisRetryAfter)
+		if !l.inFallback {
+			l.inFallback = true
+			l.fb.enterAt(now, rand.Float64())
+		}
+		if now.Sub(l.lastLog) >= l.cfg.RedisRetryAfter {
+			l.lastLog = now
+			l.cfg.Logger.Warn("admission: redis unavailable, deciding locally",
+				"rate_per_process", l.cfg.TargetRPS/float64(l.cfg.MaxSenders),
+				"retry_in", l.cfg.RedisRetryAfter, "err", err)
+		}
+		return l.fb.decideAt(now, class), nil
+	}
+	if l.inFallback {
+		l.inFallback = false
+		l.lastLog = now
+		l.cfg.Logger.Info("admission: redis reachable again")
+	}
+	if d.Source == SourcePenalty {
+		if until := now.Add(d.RetryAfter); until.After(l.penaltyUntil) {
+			l.penaltyUntil = until
+		}
+	}
+	return d, nil
+}
+
+// eval runs gcra.lua once.
+func (l *Limiter) eval(ctx context.Context, class Class) (Decision, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
+	defer cancel()
+	v, err := gcraScript.Run(ctx, l.rdb, l.keys, l.args[class]...).Slice()
+	if err != nil {
+		return Decision{}, fmt.Errorf("gcra eval: %w", err)
+	}
+	return parseReply(v)
+}
+
+// parseReply turns gcra.lua's {allowed, wait_us, reason} into a Decision.
+func parseReply(v []any) (Decision, error) {
+	if len(v) != 3 {
+		return Decision{}, fmt.Errorf("%w: %d elements, want 3", ErrBadReply, len(v))
+	}
+	var n [3]int64
+	for i := range v {
+		x, ok := v[i].(int64)
+		if !ok {
+			return Decision{}, fmt.Errorf("%w: element %d is %T", ErrBadReply, i, v[i])
+		}
+		n[i] = x
+	}
+	d := Decision{Allowed: n[0] == 1, RetryAfter: time.Duration(n[1]) * time.Microsecond, Source: SourceRedis}
+	switch {
+	case n[0] == 1 && n[2] == 0:
+		d.RetryAfter = 0
+	case n[0] == 0 && n[2] == 1:
+		d.Source, d.Reason = SourcePenalty, ReasonPenalty
+	case n[0] == 0 && n[2] == 2:
+		d.Reason = ReasonGlobal
+	case n[0] == 0 && n[2] == 3:
+		d.Reason = ReasonMarketing
+	default:
+		return Decision{}, fmt.Errorf("%w: %v", ErrBadReply, v)
+	}
+	if !d.Allowed && d.RetryAfter <= 0 {
+		return Decision{}, fmt.Errorf("%w: denial without a wait: %v", ErrBadReply, v)
+	}
+	return d, nil
+}
+
+// ReportThrottled records that the provider answered 429 with retryAfter:
+// this process stops at once, and every process sharing the Redis stops
+// until retryAfter has passed. A longer live penalty is never shortened.
+// retryAfter below one millisecond counts as one millisecond. The error
+// reports that Redis could not record the penalty; this process honours it
+// regardless.
+func (l *Limiter) ReportThrottled(ctx context.Context, retryAfter time.Duration) error {
+	retryAfter = max(retryAfter, time.Millisecond)
+	now := l.clock.Now()
+	l.mu.Lock()
+	if until := now.Add(retryAfter); until.After(l.penaltyUntil) {
+		l.penaltyUntil = until
+	}
+	l.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
+	defer cancel()
+	ms := (retryAfter + time.Millisecond - 1) / time.Millisecond
+	left, err := penaltyScript.Run(ctx, l.rdb, l.keys[2:], int64(ms)).Int64()
+	if err != nil {
+		return fmt.Errorf("penalty eval: %w", err)
+	}
+	// Another process may hold a longer penalty: honour it here too.
+	l.mu.Lock()
+	if until := now.Add(time.Duration(left) * time.Millisecond); until.After(l.penaltyUntil) {
+		l.penaltyUntil = until
+	}
+	l.mu.Unlock()
+	return nil
+}
