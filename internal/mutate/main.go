@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "mutate:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	only := flag.String("run", "", "run only the mutants whose ID or name matches this regexp")
+	verbose := flag.Bool("v", false, "print the test output of every mutant")
+	pkg := flag.String("pkg", "./admission/", "the package whose tests must kill the mutants")
+	flag.Parse()
+	var match *regexp.Regexp
+	if *only != "" {
+		var err error
+		if match, err = regexp.Compile(*only); err != nil {
+			return fmt.Errorf("-run: %w", err)
+		}
+	}
+
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		return errors.New("run from the module root (where go.mod is)")
+	}
+
+	survived, total := 0, 0
+	for _, m := range mutants {
+		if match != nil && !match.MatchString(m.ID) && !match.MatchString(m.Name) {
+			continue
+		}
+		total++
+		killer, out, err := try(root, m, *pkg)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", m.ID, m.Name, err)
+		}
+		if *verbose {
+			fmt.Println(out)
+		}
+		if killer == "" {
+			survived++
+			fmt.Printf("%-4s %-48s SURVIVED\n", m.ID, m.Name)
+		} else {
+			fmt.Printf("%-4s %-48s killed by %s\n", m.ID, m.Name, killer)
+		}
+	}
+	fmt.Printf("%d/%d mutants killed\n", total-survived, total)
+	if survived > 0 {
+		return fmt.Errorf("%d mutant(s) survived", survived)
+	}
+	return nil
+}
+
+var failLine = regexp.MustCompile(`^\s*--- FAIL: (\S+)`)
+
+// try applies m to a copy of the module at root and runs pkg's tests. It
+// returns the first failing test, or "" if every test passed.
+func try(root string, m mutant, pkg string) (killer, output string, err error) {
+	dir, err := os.MkdirTemp("", "mutant-"+m.ID+"-")
+	if err != nil {
+		return "", "", err
+	}
+	defer os.RemoveAll(dir)
+	if err := copyTree(root, dir); err != nil {
+		return "", "", fmt.Errorf("copy module: %w", err)
+	}
+	for _, e := range m.Edits {
+		if err := apply(filepath.Join(dir, e.File), e); err != nil {
+			return "", "", err
+		}
+	}
+	cmd := exec.Command("go", "test", "-count=1", "-failfast", pkg)
+	cmd.Dir = dir
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	runErr := cmd.Run()
+	out := buf.String()
+	if runErr == nil {
+		return "", out, nil
+	}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		if f := failLine.FindStringSubmatch(sc.Text()); f != nil {
+			// Prefer the top-level test: subtests print first.
+			killer = strings.SplitN(f[1], "/", 2)[0]
+		}
+	}
+	if killer == "" {
+		// A mutant that does not build, or a test binary that crashed,
+		// says the table is wrong, not that a test caught the bug.
+		return "", out, fmt.Errorf("tests failed without a failing test:\n%s", out)
+	}
+	return killer, out, nil
+}
+
+func apply(path string, e edit) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if n := strings.Count(string(b), e.Old); n != 1 {
+		return fmt.Errorf("%s: the text to mutate occurs %d times, want 1: %q", e.File, n, e.Old)
+	}
+	return os.WriteFile(path, []byte(strings.Replace(string(b), e.Old, e.New, 1)), 0o644)
+}
+
+// copyTree copies the module's source files (not .git) from src to dst.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		if d.IsDir() {
+			if d.Name() == ".git" || d.Name() == "node_modules" {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+}
