@@ -1,0 +1,474 @@
+package provider
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// StatusClientClosed is the status recorded for a request whose context
+// ended while the Simulator was adding its Latency: no answer was written
+// and the request counts as neither accepted nor refused.
+const StatusClientClosed = 499
+
+// maxRequestBody caps what the Simulator reads of a request; the contract's
+// largest message (1,600 code points) is far below it.
+const maxRequestBody = 64 << 10
+
+// SimConfig configures a Simulator. The zero value means the defaults, which
+// are the account's contract of CONTRACT.md section 3: 100 messages per
+// strict sliding second, suspension for 60 minutes after more than 300 429s
+// in 10 minutes.
+type SimConfig struct {
+	// Token is the expected bearer token. If empty, any Authorization (or
+	// none) is accepted; otherwise a mismatch is answered 401.
+	Token string
+	// Limit is how many messages may be accepted per Window. Zero or
+	// negative means 100.
+	Limit int
+	// Window is the length of the rate window. Zero or negative means 1s.
+	Window time.Duration
+	// Fixed selects fixed windows [Phase+k*Window, Phase+(k+1)*Window) on
+	// the Unix time line. If false, the window is strict and sliding: no
+	// Window-long span ending at any request may hold more than Limit
+	// acceptances.
+	Fixed bool
+	// Phase is the offset of fixed windows from the Unix epoch; any value,
+	// negative or longer than Window, is taken modulo Window.
+	Phase time.Duration
+	// RetryAfter is the Retry-After of a 429 for being over the rate,
+	// written in decimal seconds ("1", "0.25") rounded up to the
+	// millisecond. Zero means 1s; negative means no Retry-After header.
+	RetryAfter time.Duration
+	// SuspendAfter: more than this many 429s (over-rate or forced) within
+	// SuspendWindow suspend the account. Zero means 300; negative means
+	// never suspend.
+	SuspendAfter int
+	// SuspendWindow is the span in which 429s are counted. Zero or negative
+	// means 10m.
+	SuspendWindow time.Duration
+	// SuspendFor is how long a suspension lasts. Zero or negative means
+	// 60m. While suspended, every request that passes routing and
+	// authentication is answered 429 with the time left as Retry-After,
+	// and counted in SimStats.SuspendedAnswers, not Throttled.
+	SuspendFor time.Duration
+	// Latency is added before deciding and answering. If the request's
+	// context ends first, nothing is answered and the arrival is recorded
+	// with StatusClientClosed. Zero or negative means none. Latency runs on
+	// real time, whatever clock is given with WithSimClock.
+	Latency time.Duration
+	// HonourIdempotencyKey makes a repeat of an accepted Idempotency-Key
+	// answer 200 without counting as a send (SimStats.Duplicates). If
+	// false, every accepted repeat is a new send.
+	HonourIdempotencyKey bool
+	// MaxArrivals bounds the arrivals kept for Arrivals; past it the oldest
+	// are dropped and counted in SimStats.DroppedArrivals. Zero means
+	// 1<<20 (about 64 MiB at most); negative means keep none.
+	MaxArrivals int
+}
+
+func (c SimConfig) withDefaults() SimConfig {
+	if c.Limit <= 0 {
+		c.Limit = 100
+	}
+	if c.Window <= 0 {
+		c.Window = time.Second
+	}
+	if c.RetryAfter == 0 {
+		c.RetryAfter = time.Second
+	}
+	if c.SuspendAfter == 0 {
+		c.SuspendAfter = 300
+	}
+	if c.SuspendWindow <= 0 {
+		c.SuspendWindow = 10 * time.Minute
+	}
+	if c.SuspendFor <= 0 {
+		c.SuspendFor = 60 * time.Minute
+	}
+	if c.MaxArrivals == 0 {
+		c.MaxArrivals = 1 << 20
+	}
+	return c
+}
+
+// Arrival is one request as the Simulator saw it. It holds no phone number
+// and no body.
+type Arrival struct {
+	// At is when the Simulator decided, by its clock (after Latency).
+	At time.Time
+	// ID is the Idempotency-Key header, or client_ref when the header is
+	// absent; empty if neither was readable.
+	ID string
+	// Status is the answer, or StatusClientClosed.
+	Status int
+}
+
+// SimStats counts what a Simulator answered. Every arrival is counted in
+// exactly one of Accepted, Throttled, Failed, Rejected, Duplicates,
+// SuspendedAnswers and Canceled.
+type SimStats struct {
+	Accepted   int // 200, counted as a send
+	Throttled  int // 429 for being over the rate or forced by ThrottleNext
+	Failed     int // answered by FailFor, whatever the status
+	Rejected   int // other 4xx: 400, 401, 404, 405, 413, 415
+	Duplicates int // 200 for an accepted Idempotency-Key, not a send
+	// Suspended reports whether the account is suspended now.
+	Suspended bool
+	// MaxInWindow is the most acceptances any window held, by the
+	// Simulator's own measure: the sliding window ending at each request,
+	// or the fixed window it fell in. It never exceeds Limit.
+	MaxInWindow int
+
+	Suspensions      int // times the account was suspended
+	SuspendedAnswers int // 429s answered because the account was suspended
+	Canceled         int // requests given up during Latency
+	DroppedArrivals  int // arrivals no longer kept, see SimConfig.MaxArrivals
+}
+
+// A SimOption configures an optional dependency of a Simulator.
+type SimOption func(*Simulator)
+
+// WithSimClock makes the Simulator read the time from now. If now is nil,
+// time.Now is used.
+func WithSimClock(now func() time.Time) SimOption {
+	return func(s *Simulator) {
+		if now != nil {
+			s.now = now
+		}
+	}
+}
+
+// Simulator is an http.Handler that plays the provider of CONTRACT.md
+// section 3 strictly. It is safe for concurrent use; each request is
+// decided under one mutex in O(1) amortized time.
+type Simulator struct {
+	cfg SimConfig        // defaults applied; read-only after NewSimulator
+	now func() time.Time // read-only after NewSimulator
+
+	mu sync.Mutex
+	// Guarded by mu.
+	accepted         ring[time.Time] // sliding: acceptances in the window ending at the last request
+	fixedIndex       int64           // fixed: index of the current window
+	fixedCount       int             // fixed: acceptances in it
+	throttles        ring[time.Time] // 429s within SuspendWindow, toward suspension
+	suspendedUntil   time.Time
+	failStatus       int
+	failUntil        time.Time
+	forced           int
+	forcedRetryAfter time.Duration
+	arrivals         ring[Arrival]
+	sent             map[string]int
+	stats            SimStats
+}
+
+// NewSimulator returns a Simulator with cfg's zero fields set to their
+// defaults.
+func NewSimulator(cfg SimConfig, opts ...SimOption) *Simulator {
+	cfg = cfg.withDefaults()
+	s := &Simulator{
+		cfg:       cfg,
+		now:       time.Now,
+		accepted:  newRing[time.Time](cfg.Limit),
+		throttles: newRing[time.Time](cfg.SuspendAfter + 1),
+		arrivals:  newRing[Arrival](cfg.MaxArrivals),
+		sent:      make(map[string]int),
+	}
+	s.fixedIndex = -1 << 63 // no window yet
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// FailFor makes the Simulator answer status to every request that passes
+// routing and authentication, for d from now. A status outside 200–999 is
+// taken as 500 (net/http cannot write it); d zero or negative stops failing.
+func (s *Simulator) FailFor(status int, d time.Duration) {
+	if status < 200 || status > 999 {
+		status = http.StatusInternalServerError
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d <= 0 {
+		s.failStatus, s.failUntil = 0, time.Time{}
+		return
+	}
+	s.failStatus, s.failUntil = status, s.now().Add(d)
+}
+
+// ThrottleNext makes the next n requests that pass routing and
+// authentication get 429 with retryAfter as Retry-After, whatever the rate
+// (negative retryAfter: no header). They count as Throttled and toward
+// suspension. n zero or negative cancels what is left.
+func (s *Simulator) ThrottleNext(n int, retryAfter time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forced, s.forcedRetryAfter = max(n, 0), retryAfter
+}
+
+// Arrivals returns a copy of the kept arrivals, in arrival order.
+func (s *Simulator) Arrivals() []Arrival {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.arrivals.appendValues(make([]Arrival, 0, s.arrivals.len()))
+}
+
+// Stats returns the counts so far.
+func (s *Simulator) Stats() SimStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.Suspended = s.now().Before(s.suspendedUntil)
+	return st
+}
+
+// SentCount returns how many times id was accepted as a send. A re-send of
+// an accepted id counts again unless HonourIdempotencyKey is set.
+func (s *Simulator) SentCount(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sent[id]
+}
+
+// request is what ServeHTTP learned from a request before taking the lock.
+type request struct {
+	id         string // Idempotency-Key, else client_ref
+	key        string // Idempotency-Key
+	routeFault int    // 404 or 405; 0 when routed
+	authorized bool
+	bodyFault  int // 400, 413 or 415; 0 when the body is valid
+}
+
+// answer is what the Simulator decided.
+type answer struct {
+	status     int
+	retryAfter time.Duration // for 429; negative: no header
+	reason     string        // for the body; never holds request content
+}
+
+// ServeHTTP checks, in this order: route (404, 405), token (401),
+// suspension (429), FailFor, ThrottleNext (429), content type and body
+// (415, 413, 400), a repeated Idempotency-Key, and the rate (429). A request
+// that passes all is accepted (200).
+func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	in := s.read(w, r)
+	if s.cfg.Latency > 0 && !sleepCtx(r.Context(), s.cfg.Latency) {
+		s.mu.Lock()
+		s.stats.Canceled++
+		s.record(s.now(), in.id, StatusClientClosed)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Lock()
+	now := s.now()
+	a := s.decide(now, in)
+	s.record(now, in.id, a.status)
+	s.mu.Unlock()
+	s.write(w, a)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *Simulator) read(w http.ResponseWriter, r *http.Request) request {
+	in := request{key: r.Header.Get("Idempotency-Key")}
+	in.id = in.key
+	// Read the body first, whatever the answer: net/http notices a client
+	// that hangs up (ending r.Context(), which Latency honours) only once
+	// the body has been read.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	switch {
+	case r.URL.Path != "/v1/messages":
+		in.routeFault = http.StatusNotFound
+		return in
+	case r.Method != http.MethodPost:
+		in.routeFault = http.StatusMethodNotAllowed
+		return in
+	}
+	in.authorized = s.authorized(r.Header.Get("Authorization"))
+	if !in.authorized {
+		return in
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		in.bodyFault = http.StatusUnsupportedMediaType
+		return in
+	}
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		in.bodyFault = http.StatusRequestEntityTooLarge
+		return in
+	}
+	var msg struct {
+		To        *string `json:"to"`
+		Body      *string `json:"body"`
+		ClientRef string  `json:"client_ref"`
+	}
+	if err == nil {
+		err = json.Unmarshal(body, &msg) // also refuses data after the object
+	}
+	if in.id == "" {
+		in.id = msg.ClientRef
+	}
+	if err != nil || msg.To == nil || !isE164(*msg.To) || msg.Body == nil || *msg.Body == "" {
+		in.bodyFault = http.StatusBadRequest
+	}
+	return in
+}
+
+func (s *Simulator) authorized(h string) bool {
+	if s.cfg.Token == "" {
+		return true
+	}
+	scheme, tok, _ := strings.Cut(h, " ")
+	return strings.EqualFold(scheme, "Bearer") &&
+		subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) == 1
+}
+
+// isE164 reports whether to is '+' then 8 to 15 ASCII digits.
+func isE164(to string) bool {
+	if len(to) < 1+8 || len(to) > 1+15 || to[0] != '+' {
+		return false
+	}
+	return allDigits(to[1:])
+}
+
+// decide answers one request at now. s.mu must be held.
+func (s *Simulator) decide(now time.Time, in request) answer {
+	switch {
+	case in.routeFault != 0:
+		s.stats.Rejected++
+		return answer{status: in.routeFault, reason: http.StatusText(in.routeFault)}
+	case !in.authorized:
+		s.stats.Rejected++
+		return answer{status: http.StatusUnauthorized, reason: "bad or missing bearer token"}
+	case now.Before(s.suspendedUntil):
+		s.stats.SuspendedAnswers++
+		return answer{status: http.StatusTooManyRequests, retryAfter: s.suspendedUntil.Sub(now), reason: "account suspended"}
+	case s.failStatus != 0 && now.Before(s.failUntil):
+		s.stats.Failed++
+		return answer{status: s.failStatus, retryAfter: s.cfg.RetryAfter, reason: "injected failure"}
+	case s.forced > 0:
+		s.forced--
+		s.stats.Throttled++
+		s.countThrottle(now)
+		return answer{status: http.StatusTooManyRequests, retryAfter: s.forcedRetryAfter, reason: "rate limited (forced)"}
+	case in.bodyFault != 0:
+		s.stats.Rejected++
+		return answer{status: in.bodyFault, reason: "invalid message"}
+	case s.cfg.HonourIdempotencyKey && in.key != "" && s.sent[in.key] > 0:
+		s.stats.Duplicates++
+		return answer{status: http.StatusOK, reason: "duplicate"}
+	case !s.admit(now):
+		s.stats.Throttled++
+		s.countThrottle(now)
+		return answer{status: http.StatusTooManyRequests, retryAfter: s.cfg.RetryAfter, reason: "rate limited"}
+	}
+	s.stats.Accepted++
+	s.sent[in.id]++
+	return answer{status: http.StatusOK, reason: "accepted"}
+}
+
+// admit counts an acceptance at now if the window allows it. s.mu must be
+// held.
+func (s *Simulator) admit(now time.Time) bool {
+	if s.cfg.Fixed {
+		k := floorDiv(now.UnixNano()-int64(s.cfg.Phase), int64(s.cfg.Window))
+		if k != s.fixedIndex {
+			s.fixedIndex, s.fixedCount = k, 0
+		}
+		if s.fixedCount >= s.cfg.Limit {
+			return false
+		}
+		s.fixedCount++
+		s.stats.MaxInWindow = max(s.stats.MaxInWindow, s.fixedCount)
+		return true
+	}
+	// Keep only acceptances in (now-Window, now]: with now itself they must
+	// fit in one half-open window of length Window, as MaxInAnyWindow counts.
+	for s.accepted.len() > 0 && now.Sub(s.accepted.front()) >= s.cfg.Window {
+		s.accepted.popFront()
+	}
+	if s.accepted.len() >= s.cfg.Limit {
+		return false
+	}
+	s.accepted.push(now)
+	s.stats.MaxInWindow = max(s.stats.MaxInWindow, s.accepted.len())
+	return true
+}
+
+// countThrottle counts a 429 at now toward suspension. s.mu must be held.
+func (s *Simulator) countThrottle(now time.Time) {
+	if s.cfg.SuspendAfter < 0 {
+		return
+	}
+	for s.throttles.len() > 0 && now.Sub(s.throttles.front()) >= s.cfg.SuspendWindow {
+		s.throttles.popFront()
+	}
+	s.throttles.push(now)
+	if s.throttles.len() > s.cfg.SuspendAfter {
+		s.suspendedUntil = now.Add(s.cfg.SuspendFor)
+		s.stats.Suspensions++
+		s.throttles.reset() // a suspension served wipes the slate
+	}
+}
+
+// record keeps one arrival. s.mu must be held.
+func (s *Simulator) record(at time.Time, id string, status int) {
+	if s.arrivals.push(Arrival{At: at, ID: id, Status: status}) {
+		s.stats.DroppedArrivals++
+	}
+}
+
+func (s *Simulator) write(w http.ResponseWriter, a answer) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	switch a.status {
+	case http.StatusTooManyRequests:
+		if a.retryAfter >= 0 {
+			h.Set("Retry-After", formatSeconds(a.retryAfter))
+		}
+	case http.StatusMethodNotAllowed:
+		h.Set("Allow", http.MethodPost)
+	case http.StatusUnauthorized:
+		h.Set("WWW-Authenticate", "Bearer")
+	}
+	w.WriteHeader(a.status)
+	key := "error"
+	if a.status >= 200 && a.status < 300 {
+		key = "status"
+	}
+	b, _ := json.Marshal(map[string]string{key: a.reason})
+	w.Write(append(b, '\n'))
+}
+
+// formatSeconds writes d as decimal seconds, rounded up to the millisecond
+// so that the caller never waits less than d.
+func formatSeconds(d time.Duration) string {
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	return strconv.FormatFloat(float64(ms)/1000, 'f', -1, 64)
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
