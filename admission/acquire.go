@@ -33,8 +33,9 @@ func (l *Limiter) Acquire(ctx context.Context, class Class, maxWait time.Duratio
 	}
 
 	var timer *time.Timer
-	for {
+	for tries := 1; ; tries++ {
 		d, err := l.TryAcquire(ctx, class)
+		d.Tries = tries
 		if err != nil || d.Allowed {
 			return d, err
 		}

@@ -72,4 +72,7 @@ type Decision struct {
 	Source Source
 	// Reason is the limit that denied; empty when allowed.
 	Reason Reason
+	// Tries is how many decisions Acquire asked for, this one included:
+	// 1 means the first answer was final. TryAcquire leaves it 0.
+	Tries int
 }

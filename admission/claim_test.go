@@ -1,0 +1,63 @@
+package admission
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"smsdispatcher/internal/redistest"
+)
+
+func TestClaims(t *testing.T) {
+	rdb := redistest.Client(t)
+	ctx := context.Background()
+	c := NewClaims(rdb, redistest.UniqueAccount(t), time.Minute, time.Hour, 0)
+	other := NewClaims(redistest.Client(t), "", 0, 0, 0)
+	other.prefix = c.prefix // a second process on the same account
+
+	step := func(name string, got ClaimState, err error, want ClaimState) {
+		t.Helper()
+		if err != nil || got != want {
+			t.Fatalf("%s: %v, %v; want %v", name, got, err, want)
+		}
+	}
+	s, err := c.Claim(ctx, "login-1", "a", 0)
+	step("first claim", s, err, Claimed)
+	s, err = c.Claim(ctx, "login-1", "a", 0)
+	step("same attempt again", s, err, Claimed)
+	s, err = other.Claim(ctx, "login-1", "b", 0)
+	step("another attempt while held", s, err, Held)
+
+	if err := other.Release(ctx, "login-1", "b"); err != nil {
+		t.Fatal(err)
+	}
+	s, err = other.Claim(ctx, "login-1", "b", 0)
+	step("a release by a non-holder is a no-op", s, err, Held)
+
+	if err := c.Release(ctx, "login-1", "a"); err != nil {
+		t.Fatal(err)
+	}
+	s, err = other.Claim(ctx, "login-1", "b", 0)
+	step("after the holder released", s, err, Claimed)
+
+	if err := other.Finish(ctx, "login-1", RecordSent); err != nil {
+		t.Fatal(err)
+	}
+	s, err = c.Claim(ctx, "login-1", "c", 0)
+	step("after sent", s, err, Finished)
+	if ttl := rdb.PTTL(ctx, c.Key("login-1")).Val(); ttl < 59*time.Minute {
+		t.Fatalf("sent record PTTL = %v, want the record lifetime (1h)", ttl)
+	}
+}
+
+func TestClaimExpiresWhenItsHolderDies(t *testing.T) {
+	rdb := redistest.Client(t)
+	ctx := context.Background()
+	c := NewClaims(rdb, redistest.UniqueAccount(t), 0, 0, 0)
+	if _, err := c.Claim(ctx, "x", "dead-holder", 0); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := rdb.PTTL(ctx, c.Key("x")).Val(); ttl <= 0 || ttl > DefaultClaimTTL {
+		t.Fatalf("claim PTTL = %v, want within the claim lifetime %v", ttl, DefaultClaimTTL)
+	}
+}

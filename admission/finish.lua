@@ -1,0 +1,9 @@
+-- finish.lua writes a message id's final record: the outcome is a fact, so
+-- it overwrites any claim.
+--
+-- KEYS[1] -> id record key ({sms:<account>}:id:<id>)
+-- ARGV[1] -> final record: 'sent' or 'rejected'
+-- ARGV[2] -> record lifetime in milliseconds
+--
+-- Returns 'OK'.
+return redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
