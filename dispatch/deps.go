@@ -1,0 +1,67 @@
+package dispatch
+
+import (
+	"context"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/provider"
+)
+
+// Limiter hands out send slots (admission.Limiter).
+type Limiter interface {
+	Acquire(ctx context.Context, class admission.Class, maxWait time.Duration) (admission.Decision, error)
+	ReportThrottled(ctx context.Context, retryAfter time.Duration) error
+}
+
+// Claimer keeps the send-once record of each id (admission.Claims).
+type Claimer interface {
+	Claim(ctx context.Context, id, token string, ttl time.Duration) (admission.ClaimState, error)
+	Finish(ctx context.Context, id, record string) error
+	Release(ctx context.Context, id, token string) error
+}
+
+// Sender sends one message to the provider (provider.Client).
+type Sender interface {
+	Send(ctx context.Context, m provider.Message) error
+}
+
+// DeadLetterer publishes a message that will never be sent to the
+// dead-letter topic and returns once the server has it.
+type DeadLetterer interface {
+	DeadLetter(ctx context.Context, m *pubsub.Message, class admission.Class, reason string) error
+}
+
+var (
+	_ Limiter = (*admission.Limiter)(nil)
+	_ Claimer = (*admission.Claims)(nil)
+	_ Sender  = (*provider.Client)(nil)
+)
+
+// DeadLetterTopic dead-letters by publishing to a Pub/Sub topic.
+type DeadLetterTopic struct {
+	Publisher *pubsub.Publisher
+}
+
+// Attributes a dead letter carries besides the original message's.
+const (
+	AttrRejectReason      = "reject_reason"
+	AttrClass             = "class"
+	AttrOriginalMessageID = "original_message_id"
+)
+
+// DeadLetter publishes m's data and attributes with reject_reason, class and
+// original_message_id added, and waits for the server's answer.
+func (t DeadLetterTopic) DeadLetter(ctx context.Context, m *pubsub.Message, class admission.Class, reason string) error {
+	attrs := make(map[string]string, len(m.Attributes)+3)
+	for k, v := range m.Attributes {
+		attrs[k] = v
+	}
+	attrs[AttrRejectReason] = reason
+	attrs[AttrClass] = class.String()
+	attrs[AttrOriginalMessageID] = m.ID
+	_, err := t.Publisher.Publish(ctx, &pubsub.Message{Data: m.Data, Attributes: attrs}).Get(ctx)
+	return err
+}

@@ -1,0 +1,356 @@
+package dispatch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/nack"
+	"smsdispatcher/priority"
+	"smsdispatcher/provider"
+)
+
+// Defaults of Config.
+const (
+	DefaultOTPMaxWait       = time.Second
+	DefaultMarketingMaxWait = 8 * time.Second
+	DefaultSendTimeout      = 10 * time.Second
+	DefaultGrace            = 10 * time.Second
+	DefaultBackoffInitial   = 500 * time.Millisecond
+	DefaultBackoffMax       = 30 * time.Second
+)
+
+// Config is a Dispatcher's configuration. A zero field means its default.
+type Config struct {
+	// OTPMaxWait and MarketingMaxWait bound how long a message waits for a
+	// send slot before it is nacked. Defaults 1s and 8s.
+	OTPMaxWait, MarketingMaxWait time.Duration
+	// SendTimeout bounds one provider call; a message's deadline bounds it
+	// further. Default 10s.
+	SendTimeout time.Duration
+	// Grace is how long sends in flight may take to finish after Run's
+	// context ends. Default 10s.
+	Grace time.Duration
+	// HoldOTPWithoutRedis nacks OTP while the send-once record cannot be
+	// read. By default OTP is sent anyway: a duplicate OTP beats a lost one.
+	HoldOTPWithoutRedis bool
+	// SendMarketingWithoutRedis sends marketing while the send-once record
+	// cannot be read. By default marketing is nacked until Redis is back.
+	SendMarketingWithoutRedis bool
+	// OTPOutstanding and MarketingOutstanding cap the messages a lane holds
+	// (Pub/Sub flow control). Zero means the client's default.
+	OTPOutstanding, MarketingOutstanding int
+	// BackoffInitial and BackoffMax shape the pause of a lane whose retry
+	// budget is spent. Defaults 500ms and 30s.
+	BackoffInitial, BackoffMax time.Duration
+	// Logger; if nil, slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.OTPMaxWait, DefaultOTPMaxWait)
+	def(&c.MarketingMaxWait, DefaultMarketingMaxWait)
+	def(&c.SendTimeout, DefaultSendTimeout)
+	def(&c.Grace, DefaultGrace)
+	def(&c.BackoffInitial, DefaultBackoffInitial)
+	def(&c.BackoffMax, DefaultBackoffMax)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Deps are what a Dispatcher works with. All are required but Observer.
+type Deps struct {
+	OTP, Marketing *pubsub.Subscriber
+	Limiter        Limiter
+	Claims         Claimer
+	Sender         Sender
+	DeadLetter     DeadLetterer
+	Observer       Observer // if nil, nothing is observed
+}
+
+// Event is what happened to one delivery of one message.
+type Event struct {
+	Class           admission.Class
+	Outcome         nack.Outcome
+	Action          nack.Action        // what was done with the Pub/Sub message
+	MessageID       string             // Pub/Sub message ID
+	ID              string             // idempotency key; empty if the data did not decode
+	DeliveryAttempt int                // Pub/Sub's count, 0 when the subscription has no dead-letter policy
+	PublishTime     time.Time          // when the producer published
+	Received        time.Time          // when this delivery reached the dispatcher
+	Admitted        time.Time          // when a slot was granted; zero if none
+	Decision        admission.Decision // the last admission decision; zero if admission was not reached
+	Finished        time.Time
+	Err             error // why, for outcomes other than sent; never holds a phone number
+}
+
+// Observer is told of every delivery's end. Implementations must be safe
+// for concurrent use and must not block.
+type Observer interface {
+	Observe(Event)
+}
+
+// A Dispatcher takes messages from both subscriptions to the provider. Run
+// it once.
+type Dispatcher struct {
+	cfg      Config
+	deps     Deps
+	gate     priority.Gate
+	budget   *nack.Budget
+	instance string // prefix of claim tokens: unique per process
+	seq      atomic.Uint64
+
+	inflight sync.Map       // id -> *flight: duplicates inside the process collapse
+	active   sync.WaitGroup // callbacks running; Run waits for them
+
+	// Set once by Run before any lane starts.
+	hard  context.Context // sends in flight; ends Grace after Run's context
+	lanes [2]*lane
+}
+
+// flight is one id being handled in this process.
+type flight struct {
+	done    chan struct{}
+	outcome nack.Outcome // written before done is closed
+}
+
+// New returns a Dispatcher.
+func New(cfg Config, deps Deps) (*Dispatcher, error) {
+	if deps.OTP == nil || deps.Marketing == nil || deps.Limiter == nil || deps.Claims == nil ||
+		deps.Sender == nil || deps.DeadLetter == nil {
+		return nil, errors.New("dispatch: Deps needs OTP, Marketing, Limiter, Claims, Sender and DeadLetter")
+	}
+	var b [8]byte
+	rand.Read(b[:])
+	return &Dispatcher{
+		cfg:      cfg.withDefaults(),
+		deps:     deps,
+		budget:   nack.NewBudget(10, 0.1),
+		instance: hex.EncodeToString(b[:]),
+	}, nil
+}
+
+// Ready reports whether both lanes are receiving.
+func (d *Dispatcher) Ready() bool {
+	for _, l := range d.lanes {
+		if l == nil || !l.receiving.Load() {
+			return false
+		}
+	}
+	return true
+}
+
+// BudgetTokens returns the retry budget's tokens, for metrics.
+func (d *Dispatcher) BudgetTokens() float64 { return d.budget.Tokens() }
+
+// Run pulls both classes until ctx ends, then stops pulling, nacks every
+// message still waiting for a slot, lets sends in flight finish within
+// Config.Grace, and returns once every callback has returned.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHard()
+	stopGrace := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(d.cfg.Grace, cancelHard)
+		context.AfterFunc(hard, func() { t.Stop() })
+	})
+	defer stopGrace()
+	d.hard = hard
+	d.lanes = [2]*lane{
+		newLane(d, admission.OTP, d.deps.OTP, d.cfg.OTPOutstanding),
+		newLane(d, admission.Marketing, d.deps.Marketing, d.cfg.MarketingOutstanding),
+	}
+	var wg sync.WaitGroup
+	for _, l := range d.lanes {
+		wg.Go(func() { l.run(ctx) })
+	}
+	wg.Wait()
+	// A timed Receive shutdown may return before its callbacks do.
+	d.active.Wait()
+	return nil
+}
+
+// handle is the Receive callback of class: it takes m to one end.
+func (d *Dispatcher) handle(ctx context.Context, class admission.Class, m *pubsub.Message) {
+	ev := Event{Class: class, MessageID: m.ID, PublishTime: m.PublishTime, Received: time.Now()}
+	if m.DeliveryAttempt != nil {
+		ev.DeliveryAttempt = *m.DeliveryAttempt
+	}
+	ev.Outcome, ev.Err = d.process(ctx, class, m, &ev)
+	ev.Action = nack.ActionFor(ev.Outcome)
+	switch ev.Action {
+	case nack.Ack:
+		m.Ack()
+	case nack.Nack:
+		m.Nack()
+	case nack.DeadLetter:
+		if err := d.deps.DeadLetter.DeadLetter(d.hard, m, class, nack.RejectReason(ev.Outcome, ev.Err)); err != nil {
+			// Not acked: it comes back and is dead-lettered then.
+			d.cfg.Logger.Error("dead-letter publish failed; message nacked", "message_id", m.ID, "class", class, "err", err)
+			ev.Action = nack.Nack
+			m.Nack()
+		} else {
+			m.Ack()
+		}
+	}
+	ev.Finished = time.Now()
+	if d.deps.Observer != nil {
+		d.deps.Observer.Observe(ev)
+	}
+}
+
+// process runs the pipeline up to the outcome; handle acts on it.
+func (d *Dispatcher) process(ctx context.Context, class admission.Class, pm *pubsub.Message, ev *Event) (nack.Outcome, error) {
+	m, err := Decode(pm.Data, pm.ID)
+	if err != nil {
+		return nack.Invalid, err
+	}
+	ev.ID = m.ID
+	if d.expired(m) {
+		return nack.Expired, nil
+	}
+
+	// Duplicates inside this process wait for the first one's outcome.
+	f := &flight{done: make(chan struct{})}
+	if v, loaded := d.inflight.LoadOrStore(m.ID, f); loaded {
+		first := v.(*flight)
+		select {
+		case <-first.done:
+			if nack.ActionFor(first.outcome) == nack.Nack {
+				return nack.InFlightElsewhere, nil
+			}
+			return nack.Duplicate, nil
+		case <-ctx.Done():
+			return nack.ShuttingDown, ctx.Err()
+		}
+	}
+	out, err := d.claimAndSend(ctx, class, m, ev)
+	f.outcome = out
+	close(f.done)
+	d.inflight.Delete(m.ID)
+	return out, err
+}
+
+func (d *Dispatcher) expired(m Message) bool {
+	return !m.Deadline.IsZero() && !time.Now().Before(m.Deadline)
+}
+
+func (d *Dispatcher) maxWait(class admission.Class) time.Duration {
+	if class == admission.OTP {
+		return d.cfg.OTPMaxWait
+	}
+	return d.cfg.MarketingMaxWait
+}
+
+// claimAndSend takes the id's send claim, a slot and sends.
+func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, m Message, ev *Event) (nack.Outcome, error) {
+	token := fmt.Sprintf("%s-%d", d.instance, d.seq.Add(1))
+	ttl := d.maxWait(class) + d.cfg.SendTimeout + 5*time.Second
+	state, err := d.deps.Claims.Claim(ctx, m.ID, token, ttl)
+	claimed := err == nil
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nack.ShuttingDown, ctx.Err()
+	case err != nil:
+		sendAnyway := (class == admission.OTP && !d.cfg.HoldOTPWithoutRedis) ||
+			(class == admission.Marketing && d.cfg.SendMarketingWithoutRedis)
+		if !sendAnyway {
+			return nack.Denied, fmt.Errorf("send-once record unavailable: %w", err)
+		}
+		d.cfg.Logger.Warn("send-once record unavailable; sending without it", "class", class, "id", m.ID, "err", err)
+	case state == admission.Held:
+		return nack.InFlightElsewhere, nil
+	case state == admission.Finished:
+		return nack.Duplicate, nil
+	}
+
+	out, err := d.admitAndSend(ctx, class, m, ev)
+	switch {
+	case !claimed:
+	case out == nack.Sent:
+		if ferr := d.deps.Claims.Finish(d.hard, m.ID, admission.RecordSent); ferr != nil {
+			d.cfg.Logger.Warn("could not record a sent id; a redelivery could send it again", "id", m.ID, "err", ferr)
+		}
+	case out == nack.Rejected:
+		if ferr := d.deps.Claims.Finish(d.hard, m.ID, admission.RecordRejected); ferr != nil {
+			d.cfg.Logger.Warn("could not record a rejected id", "id", m.ID, "err", ferr)
+		}
+	default: // it will be retried: let the next delivery claim it at once
+		if rerr := d.deps.Claims.Release(d.hard, m.ID, token); rerr != nil {
+			d.cfg.Logger.Warn("could not release a send claim; the retry waits for it to expire", "id", m.ID, "err", rerr)
+		}
+	}
+	return out, err
+}
+
+// admitAndSend passes the priority gate, waits for a slot and sends.
+func (d *Dispatcher) admitAndSend(ctx context.Context, class admission.Class, m Message, ev *Event) (nack.Outcome, error) {
+	maxWait := d.maxWait(class)
+	if !m.Deadline.IsZero() {
+		maxWait = min(maxWait, time.Until(m.Deadline))
+	}
+	start := time.Now()
+	if class == admission.OTP {
+		release := d.gate.EnterOTP()
+		defer release() // a waiting OTP holds marketing back until its slot is decided
+	} else if err := d.gate.WaitMarketing(ctx); err != nil {
+		return nack.ShuttingDown, err
+	}
+	dec, err := d.deps.Limiter.Acquire(ctx, class, maxWait-time.Since(start))
+	ev.Decision = dec
+	if err != nil {
+		return nack.ShuttingDown, err
+	}
+	if !dec.Allowed {
+		if d.expired(m) {
+			return nack.Expired, nil
+		}
+		return nack.Denied, fmt.Errorf("no send slot within %v (%s, %s)", maxWait, dec.Source, dec.Reason)
+	}
+	ev.Admitted = time.Now()
+
+	timeout := d.cfg.SendTimeout
+	if !m.Deadline.IsZero() {
+		timeout = min(timeout, time.Until(m.Deadline))
+	}
+	sctx, cancel := context.WithTimeout(d.hard, timeout)
+	err = d.deps.Sender.Send(sctx, provider.Message{ID: m.ID, To: m.To, Body: m.Body})
+	cancel()
+
+	out := nack.Classify(err)
+	switch out {
+	case nack.Sent:
+		d.budget.OnSuccess()
+		d.lanes[class].succeeded()
+	case nack.Throttled:
+		retryAfter := time.Second
+		var pe *provider.Error
+		if errors.As(err, &pe) {
+			retryAfter = pe.RetryAfter
+		}
+		if terr := d.deps.Limiter.ReportThrottled(d.hard, retryAfter); terr != nil {
+			d.cfg.Logger.Warn("could not share a 429 penalty; this process honours it alone", "retry_after", retryAfter, "err", terr)
+		}
+	case nack.Transient:
+		d.budget.OnFailure()
+		if !d.budget.Allow() {
+			d.lanes[class].pause()
+		}
+	}
+	return out, err
+}

@@ -1,0 +1,17 @@
+// Package dispatch is the per-message pipeline and the pool's lifecycle:
+// it pulls both classes from Pub/Sub and takes every message to exactly one
+// end.
+//
+// Invariant: a message is acknowledged only once it was sent, expired, found
+// already sent, or published to the dead-letter topic; everything else is
+// nacked, so a crash or a shutdown never loses an acknowledged message. No
+// message is sent without a slot from the Limiter, none waits for one beyond
+// its class's max wait, and a denial or a 429 ends in a nack, never in a
+// sleep loop.
+//
+// Per message, in order: decode and validate, deadline, send-once claim,
+// priority gate (OTP before marketing), admission, provider send, then the
+// action nack.ActionFor gives its outcome. dispatch knows no Lua, no HTTP
+// status code and no OTel: those live in admission, provider and nack, and
+// behind Observer.
+package dispatch

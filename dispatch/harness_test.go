@@ -1,0 +1,270 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"cloud.google.com/go/pubsub/v2/pstest"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/internal/redistest"
+	"smsdispatcher/nack"
+	"smsdispatcher/provider"
+)
+
+const project = "test"
+
+// harness is one Pub/Sub (pstest), one Redis account and one provider
+// simulator, shared by the dispatcher instances a test starts.
+type harness struct {
+	t       *testing.T
+	ps      *pstest.Server
+	admin   *pubsub.Client
+	sim     *provider.Simulator
+	simURL  string
+	account string
+	limits  admission.Config
+	pubs    [2]*pubsub.Publisher
+
+	mu     sync.Mutex
+	events []Event          // guarded by mu
+	ended  map[string]Event // Pub/Sub message ID -> its acked/dead-lettered event; guarded by mu
+	notify chan struct{}
+}
+
+// newHarness starts the fakes. provider may wrap the simulator's handler.
+func newHarness(t *testing.T, sim provider.SimConfig, wrap func(http.Handler) http.Handler) *harness {
+	t.Helper()
+	h := &harness{
+		t: t, ps: pstest.NewServer(), sim: provider.NewSimulator(sim),
+		account: redistest.UniqueAccount(t),
+		ended:   map[string]Event{}, notify: make(chan struct{}, 1),
+	}
+	h.limits = admission.Config{Account: h.account, TargetRPS: 90, MarketingRPS: 70, Burst: 5, MaxSenders: 23}
+	t.Cleanup(func() { h.ps.Close() })
+	var handler http.Handler = h.sim
+	if wrap != nil {
+		handler = wrap(handler)
+	}
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	h.simURL = srv.URL
+	h.admin = h.client()
+
+	ctx := context.Background()
+	for _, name := range []string{"sms-otp", "sms-marketing", "sms-dead-letter"} {
+		if _, err := h.admin.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: "projects/test/topics/" + name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// No dead-letter policy here: pstest's forwarding republishes forever;
+	// the tests assert on the dispatcher's explicit dead-lettering.
+	for sub, topic := range map[string]string{"sms-otp-dispatcher": "sms-otp", "sms-marketing-dispatcher": "sms-marketing", "sms-dead-letter-inspect": "sms-dead-letter"} {
+		if _, err := h.admin.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
+			Name: "projects/test/subscriptions/" + sub, Topic: "projects/test/topics/" + topic, AckDeadlineSeconds: 10,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.pubs = [2]*pubsub.Publisher{h.admin.Publisher("sms-otp"), h.admin.Publisher("sms-marketing")}
+	for _, p := range h.pubs {
+		p.PublishSettings.DelayThreshold = time.Millisecond
+		t.Cleanup(p.Stop)
+	}
+	return h
+}
+
+func (h *harness) client() *pubsub.Client {
+	h.t.Helper()
+	c, err := pubsub.NewClient(context.Background(), project, option.WithEndpoint(h.ps.Addr),
+		option.WithoutAuthentication(), option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Observe records events; it is the Observer of every instance.
+func (h *harness) Observe(ev Event) {
+	h.mu.Lock()
+	h.events = append(h.events, ev)
+	if ev.Action != nack.Nack {
+		h.ended[ev.MessageID] = ev
+	}
+	h.mu.Unlock()
+	select {
+	case h.notify <- struct{}{}:
+	default:
+	}
+}
+
+// start runs n dispatcher instances, each with its own Pub/Sub client,
+// Redis client and limiter, as n pods would. stop ends them and waits.
+func (h *harness) start(n int, cfg Config) (stop func()) {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range n {
+		rdb := redistest.Client(h.t)
+		lim, err := admission.New(rdb, h.limits)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		sender, err := provider.NewClient(h.simURL, "")
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		c := h.client()
+		dlq := c.Publisher("sms-dead-letter")
+		h.t.Cleanup(dlq.Stop)
+		d, err := New(cfg, Deps{
+			OTP: c.Subscriber("sms-otp-dispatcher"), Marketing: c.Subscriber("sms-marketing-dispatcher"),
+			Limiter: lim, Claims: admission.NewClaims(rdb, h.account, 0, 0, 0), Sender: sender,
+			DeadLetter: DeadLetterTopic{Publisher: dlq}, Observer: h,
+		})
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		wg.Go(func() { d.Run(ctx) })
+	}
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
+	h.t.Cleanup(stop)
+	return stop
+}
+
+// publish publishes one message of class and returns its Pub/Sub ID.
+func (h *harness) publish(class admission.Class, m map[string]string) string {
+	h.t.Helper()
+	b, _ := json.Marshal(m)
+	return h.publishRaw(class, b)
+}
+
+func (h *harness) publishRaw(class admission.Class, data []byte) string {
+	h.t.Helper()
+	id, err := h.pubs[class].Publish(context.Background(), &pubsub.Message{Data: data}).Get(context.Background())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return id
+}
+
+// flood publishes n marketing messages with ids prefix-0..n-1 and returns
+// their Pub/Sub IDs.
+func (h *harness) flood(prefix string, n int) []string {
+	h.t.Helper()
+	rs := make([]*pubsub.PublishResult, n)
+	for i := range n {
+		b, _ := json.Marshal(map[string]string{"id": fmt.Sprintf("%s-%d", prefix, i), "to": "+819012345678", "body": "sale"})
+		rs[i] = h.pubs[admission.Marketing].Publish(context.Background(), &pubsub.Message{Data: b})
+	}
+	ids := make([]string, n)
+	for i, r := range rs {
+		id, err := r.Get(context.Background())
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		ids[i] = id
+	}
+	return ids
+}
+
+// waitEnded waits until every Pub/Sub ID reached an end (acked or
+// dead-lettered) and returns those events. It fails the test after
+// timeout: a bound on a hang, not a speed claim.
+func (h *harness) waitEnded(ids []string, timeout time.Duration) map[string]Event {
+	h.t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		h.mu.Lock()
+		missing := 0
+		for _, id := range ids {
+			if _, ok := h.ended[id]; !ok {
+				missing++
+			}
+		}
+		h.mu.Unlock()
+		if missing == 0 {
+			break
+		}
+		select {
+		case <-h.notify:
+		case <-deadline.C:
+			h.mu.Lock()
+			var lost []string
+			for _, id := range ids {
+				if _, ok := h.ended[id]; !ok && len(lost) < 5 {
+					var evs []string
+					for _, ev := range h.events {
+						if ev.MessageID == id {
+							evs = append(evs, fmt.Sprintf("%v/%v(%v)", ev.Outcome, ev.Action, ev.Err))
+						}
+					}
+					lost = append(lost, fmt.Sprintf("%s: %v", id, evs))
+				}
+			}
+			h.mu.Unlock()
+			h.t.Fatalf("%d of %d messages did not reach an end within %v; first: %v", missing, len(ids), timeout, lost)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]Event{}
+	for _, id := range ids {
+		out[id] = h.ended[id]
+	}
+	return out
+}
+
+// eventsOf returns every event of the Pub/Sub ID, oldest first.
+func (h *harness) eventsOf(id string) []Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var evs []Event
+	for _, ev := range h.events {
+		if ev.MessageID == id {
+			evs = append(evs, ev)
+		}
+	}
+	return evs
+}
+
+// deadLetters pulls n messages from the dead-letter inspect subscription.
+func (h *harness) deadLetters(n int) []*pubsub.Message {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var got []*pubsub.Message
+	err := h.admin.Subscriber("sms-dead-letter-inspect").Receive(ctx, func(_ context.Context, m *pubsub.Message) {
+		m.Ack()
+		mu.Lock()
+		got = append(got, m)
+		if len(got) == n {
+			cancel()
+		}
+		mu.Unlock()
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != n {
+		h.t.Fatalf("dead-letter topic has %d messages, want %d", len(got), n)
+	}
+	return got
+}

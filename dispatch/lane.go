@@ -1,0 +1,106 @@
+package dispatch
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/nack"
+)
+
+// lane pulls one class. Its Receive is restarted after a pause (retry
+// budget spent) or an error, until the Dispatcher's context ends.
+type lane struct {
+	d         *Dispatcher
+	class     admission.Class
+	sub       *pubsub.Subscriber
+	receiving atomic.Bool
+
+	mu sync.Mutex
+	// Guarded by mu.
+	cancel  context.CancelFunc // ends the current Receive
+	paused  bool               // the current Receive was ended by pause
+	backoff *nack.FullJitter
+}
+
+func newLane(d *Dispatcher, class admission.Class, sub *pubsub.Subscriber, outstanding int) *lane {
+	if outstanding > 0 {
+		sub.ReceiveSettings.MaxOutstandingMessages = outstanding
+	}
+	// On shutdown or pause the client nacks what it pulled but has not
+	// handed to a callback, instead of letting it sit out its lease. Run
+	// waits for the callbacks themselves (Dispatcher.active).
+	//
+	// A message that reaches the client while a stream is closing can
+	// still slip past both: the lease the client last asked for is all
+	// that brings it back. Asking 10s at a time (the least Pub/Sub allows)
+	// bounds that wait at 10s instead of the default 60s.
+	sub.ReceiveSettings.MaxDurationPerAckExtension = 10 * time.Second
+	sub.ReceiveSettings.ShutdownOptions = &pubsub.ShutdownOptions{
+		Behavior: pubsub.ShutdownBehaviorNackImmediately,
+		Timeout:  d.cfg.Grace,
+	}
+	return &lane{d: d, class: class, sub: sub, backoff: nack.NewFullJitter(d.cfg.BackoffInitial, d.cfg.BackoffMax)}
+}
+
+// run receives until ctx ends.
+func (l *lane) run(ctx context.Context) {
+	log := l.d.cfg.Logger.With("class", l.class, "subscription", l.sub.ID())
+	for {
+		rctx, cancel := context.WithCancel(ctx)
+		l.mu.Lock()
+		l.cancel, l.paused = cancel, false
+		l.mu.Unlock()
+
+		l.receiving.Store(true)
+		err := l.sub.Receive(rctx, func(cctx context.Context, m *pubsub.Message) {
+			l.d.active.Add(1)
+			defer l.d.active.Done()
+			l.d.handle(cctx, l.class, m)
+		})
+		l.receiving.Store(false)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+
+		l.mu.Lock()
+		paused := l.paused
+		wait := l.backoff.NextBackOff()
+		l.mu.Unlock()
+		if paused {
+			log.Warn("retry budget spent: pausing pulls", "for", wait, "budget_tokens", l.d.budget.Tokens())
+		} else {
+			log.Error("receive stopped; retrying", "in", wait, "err", err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// pause ends the current Receive; run waits out a backoff before pulling
+// again. Messages in hand are nacked as their callbacks see the context end.
+func (l *lane) pause() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.paused && l.cancel != nil {
+		l.paused = true
+		l.cancel()
+	}
+}
+
+// succeeded resets the pause backoff after a send went through.
+func (l *lane) succeeded() {
+	l.mu.Lock()
+	l.backoff.Reset()
+	l.mu.Unlock()
+}
