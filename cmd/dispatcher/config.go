@@ -1,0 +1,211 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// config is the dispatcher's whole configuration (CONTRACT.md section 4).
+// Each field comes from a flag, else its environment variable, else its
+// default; parseConfig validates it once.
+type config struct {
+	ProjectID             string
+	OTPTopic              string
+	MarketingTopic        string
+	OTPSubscription       string
+	MarketingSubscription string
+	DeadLetterTopic       string
+	DeadLetterInspect     string
+	RedisURL              string
+	ProviderURL           string
+	ProviderToken         string
+	Account               string
+	ContractRPS           float64
+	TargetRPS             float64
+	MarketingRPS          float64
+	Burst                 int
+	MaxSenders            int
+	OTPMaxWait            time.Duration
+	MarketingMaxWait      time.Duration
+	SendTimeout           time.Duration
+	ShutdownGrace         time.Duration
+	HTTPAddr              string
+}
+
+// A configError names the variable whose value cannot work. Its text is the
+// one line the process prints before it exits with status 2.
+type configError struct {
+	Env, Flag, Msg string
+}
+
+func (e *configError) Error() string {
+	return fmt.Sprintf("invalid configuration: %s (--%s): %s", e.Env, e.Flag, e.Msg)
+}
+
+// setting is one row of the configuration table.
+type setting struct {
+	env, flag, def, usage string
+	secret                bool
+	parse                 func(c *config, v string) error
+}
+
+func str(dst func(*config) *string) func(*config, string) error {
+	return func(c *config, v string) error { *dst(c) = v; return nil }
+}
+
+func num(dst func(*config) *float64) func(*config, string) error {
+	return func(c *config, v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return fmt.Errorf("want a number, got %q", v)
+		}
+		*dst(c) = f
+		return nil
+	}
+}
+
+func integer(dst func(*config) *int) func(*config, string) error {
+	return func(c *config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("want an integer, got %q", v)
+		}
+		*dst(c) = n
+		return nil
+	}
+}
+
+func duration(dst func(*config) *time.Duration) func(*config, string) error {
+	return func(c *config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("want a duration such as 500ms or 8s, got %q", v)
+		}
+		if d <= 0 {
+			return fmt.Errorf("must be positive, got %v", d)
+		}
+		*dst(c) = d
+		return nil
+	}
+}
+
+var settings = []setting{
+	{"PUBSUB_PROJECT_ID", "project", "local", "Google Cloud project of the topics (GOOGLE_CLOUD_PROJECT is read too)", false, str(func(c *config) *string { return &c.ProjectID })},
+	{"OTP_TOPIC", "otp-topic", "sms-otp", "topic producers publish OTP to", false, str(func(c *config) *string { return &c.OTPTopic })},
+	{"MARKETING_TOPIC", "marketing-topic", "sms-marketing", "topic producers publish marketing to", false, str(func(c *config) *string { return &c.MarketingTopic })},
+	{"OTP_SUBSCRIPTION", "otp-subscription", "sms-otp-dispatcher", "subscription the dispatcher pulls OTP from", false, str(func(c *config) *string { return &c.OTPSubscription })},
+	{"MARKETING_SUBSCRIPTION", "marketing-subscription", "sms-marketing-dispatcher", "subscription the dispatcher pulls marketing from", false, str(func(c *config) *string { return &c.MarketingSubscription })},
+	{"DEAD_LETTER_TOPIC", "dead-letter-topic", "sms-dead-letter", "topic of messages that will never be sent", false, str(func(c *config) *string { return &c.DeadLetterTopic })},
+	{"DEAD_LETTER_SUBSCRIPTION", "dead-letter-subscription", "sms-dead-letter-inspect", "subscription for people to read dead letters", false, str(func(c *config) *string { return &c.DeadLetterInspect })},
+	{"REDIS_URL", "redis-url", "", "redis:// or rediss:// URL; redis+cluster:// or a comma list of host:port for Redis Cluster", true, str(func(c *config) *string { return &c.RedisURL })},
+	{"SMS_PROVIDER_URL", "provider-url", "", "base URL of the SMS provider", false, str(func(c *config) *string { return &c.ProviderURL })},
+	{"SMS_PROVIDER_TOKEN", "provider-token", "", "bearer token of the SMS provider (secret)", true, str(func(c *config) *string { return &c.ProviderToken })},
+	{"SMS_ACCOUNT", "account", "default", "provider account name; keys in Redis are {sms:<account>}:*", false, str(func(c *config) *string { return &c.Account })},
+	{"CONTRACT_RPS", "contract-rps", "100", "the provider contract, messages per second", false, num(func(c *config) *float64 { return &c.ContractRPS })},
+	{"TARGET_RPS", "target-rps", "90", "what all processes together may send, every class", false, num(func(c *config) *float64 { return &c.TargetRPS })},
+	{"MARKETING_RPS", "marketing-rps", "70", "what marketing may use of TARGET_RPS", false, num(func(c *config) *float64 { return &c.MarketingRPS })},
+	{"BURST", "burst", "5", "messages that may go at once after a quiet spell", false, integer(func(c *config) *int { return &c.Burst })},
+	{"MAX_SENDERS", "max-senders", "23", "most processes that can ever send on the account at once", false, integer(func(c *config) *int { return &c.MaxSenders })},
+	{"OTP_MAX_WAIT", "otp-max-wait", "1s", "how long an OTP may wait for a send slot before it is nacked", false, duration(func(c *config) *time.Duration { return &c.OTPMaxWait })},
+	{"MARKETING_MAX_WAIT", "marketing-max-wait", "8s", "how long a marketing message may wait for a send slot", false, duration(func(c *config) *time.Duration { return &c.MarketingMaxWait })},
+	{"SEND_TIMEOUT", "send-timeout", "10s", "bound of one provider call", false, duration(func(c *config) *time.Duration { return &c.SendTimeout })},
+	{"SHUTDOWN_GRACE", "shutdown-grace", "10s", "how long sends in flight may finish after SIGTERM", false, duration(func(c *config) *time.Duration { return &c.ShutdownGrace })},
+	{"HTTP_ADDR", "http-addr", ":8080", "address of /metrics, /healthz and /readyz", false, str(func(c *config) *string { return &c.HTTPAddr })},
+}
+
+// configFlags registers every setting on fs. The returned function parses
+// and validates once fs.Parse has run: a flag given wins over the variable,
+// which wins over the default.
+func configFlags(fs *flag.FlagSet, getenv func(string) string) func() (config, error) {
+	given := map[string]*string{}
+	for _, s := range settings {
+		def := s.def
+		if s.secret {
+			def = "" // never print a secret's value in -help
+		}
+		given[s.flag] = fs.String(s.flag, def, s.usage+" ["+s.env+"]")
+	}
+	return func() (config, error) {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		var c config
+		for _, s := range settings {
+			v := s.def
+			if e := getenv(s.env); e != "" {
+				v = e
+			} else if s.env == "PUBSUB_PROJECT_ID" && getenv("GOOGLE_CLOUD_PROJECT") != "" {
+				v = getenv("GOOGLE_CLOUD_PROJECT")
+			}
+			if set[s.flag] {
+				v = *given[s.flag]
+			}
+			if err := s.parse(&c, strings.TrimSpace(v)); err != nil {
+				return config{}, &configError{s.env, s.flag, err.Error()}
+			}
+		}
+		return c, c.validate()
+	}
+}
+
+// validate reports the first value that cannot work.
+func (c config) validate() error {
+	bad := func(env, format string, args ...any) error {
+		for _, s := range settings {
+			if s.env == env {
+				return &configError{env, s.flag, fmt.Sprintf(format, args...)}
+			}
+		}
+		panic("validate: unknown setting " + env)
+	}
+	switch {
+	case !(c.ContractRPS > 0):
+		return bad("CONTRACT_RPS", "must be above 0, got %v", c.ContractRPS)
+	case !(c.TargetRPS > 0):
+		return bad("TARGET_RPS", "must be above 0, got %v", c.TargetRPS)
+	case c.TargetRPS > c.ContractRPS:
+		return bad("TARGET_RPS", "%v is above CONTRACT_RPS (%v): the dispatcher would break the contract", c.TargetRPS, c.ContractRPS)
+	case !(c.MarketingRPS > 0):
+		return bad("MARKETING_RPS", "must be above 0, got %v", c.MarketingRPS)
+	case c.MarketingRPS > c.TargetRPS:
+		return bad("MARKETING_RPS", "%v is above TARGET_RPS (%v): OTP would have no room", c.MarketingRPS, c.TargetRPS)
+	case c.Burst < 1:
+		return bad("BURST", "must be at least 1, got %d", c.Burst)
+	case c.MaxSenders < 1:
+		return bad("MAX_SENDERS", "must be at least 1, got %d", c.MaxSenders)
+	case strings.ContainsAny(c.Account, "{} ") || c.Account == "":
+		return bad("SMS_ACCOUNT", "must be non-empty printable ASCII without braces or spaces, got %q", c.Account)
+	}
+	if c.ProviderURL != "" {
+		if err := checkURL(c.ProviderURL, "http", "https"); err != nil {
+			return bad("SMS_PROVIDER_URL", "%v", err)
+		}
+	}
+	if c.RedisURL != "" {
+		if _, err := redisOptions(c.RedisURL); err != nil {
+			return bad("REDIS_URL", "%v", err) // the message never holds the URL: it may carry a password
+		}
+	}
+	return nil
+}
+
+func checkURL(raw string, schemes ...string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return errors.New("not a URL")
+	}
+	for _, s := range schemes {
+		if u.Scheme == s && u.Host != "" {
+			return nil
+		}
+	}
+	return fmt.Errorf("want an absolute %s URL", strings.Join(schemes, " or "))
+}
+
+// environ is os.Getenv, replaced in tests.
+var environ = os.Getenv

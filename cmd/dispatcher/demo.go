@@ -1,0 +1,378 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"github.com/redis/go-redis/v9"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/dispatch"
+	"smsdispatcher/nack"
+	"smsdispatcher/provider"
+)
+
+// demoOptions are the demo's own flags.
+type demoOptions struct {
+	Instances int
+	Campaign  int
+	OTPRate   float64
+	Timeout   time.Duration
+	Progress  string // auto, on, off
+}
+
+// runDemo is `dispatcher demo`: the real pipeline on one machine.
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("demo", stderr)
+	load := configFlags(fs, environ)
+	var o demoOptions
+	fs.IntVar(&o.Instances, "instances", 3, "dispatcher instances (each with its own Redis client and limiter, as pods)")
+	fs.IntVar(&o.Campaign, "campaign", 3000, "marketing messages published at the start")
+	fs.Float64Var(&o.OTPRate, "otp-rate", 5, "OTP messages published per second while the campaign runs")
+	fs.DurationVar(&o.Timeout, "timeout", 3*time.Minute, "give up after this long")
+	fs.StringVar(&o.Progress, "progress", "auto", "live progress line: auto (on a terminal), on, off")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := load()
+	if err != nil {
+		return err
+	}
+	if o.Instances < 1 || o.Campaign < 0 || o.OTPRate < 0 {
+		return fmt.Errorf("demo: --instances must be ≥ 1, --campaign and --otp-rate ≥ 0")
+	}
+	r, err := demo(ctx, cfg, o, progressWriter(o.Progress, stdout))
+	if err != nil {
+		return err
+	}
+	r.print(stdout, cfg)
+	if r.Throttled > 0 {
+		return fmt.Errorf("demo: the provider answered 429 %d times", r.Throttled)
+	}
+	return nil
+}
+
+func progressWriter(mode string, stdout io.Writer) io.Writer {
+	switch mode {
+	case "on":
+		return stdout
+	case "off":
+		return nil
+	}
+	if f, ok := stdout.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			return stdout
+		}
+	}
+	return nil
+}
+
+// demoReport is what one demo run measured.
+type demoReport struct {
+	Instances              int
+	Elapsed                time.Duration
+	Sent                   [2]int
+	Expired, DeadLettered  int
+	Nacked                 int
+	Throttled              int // 429 answers of the simulator
+	MaxIn1s                int // most provider acceptances in any 1 s window
+	Rate                   [2]float64 // sends per second of each class while it was sending
+	OTPLatencyP50, P99     time.Duration
+	ScriptCalls, RedisCmds int64
+	EmbeddedRedis          bool
+}
+
+func (r demoReport) print(w io.Writer, cfg config) {
+	sent := r.Sent[0] + r.Sent[1]
+	per := func(n int64) float64 { return float64(n) / float64(max(sent, 1)) }
+	redis := "real Redis (REDIS_URL)"
+	if r.EmbeddedRedis {
+		redis = "embedded Redis (miniredis)"
+	}
+	fmt.Fprintf(w, "\nsms-dispatcher demo: %d instances, in-process Pub/Sub, %s, provider simulator (strict 1 s window at CONTRACT_RPS=%g)\n", r.Instances, redis, cfg.ContractRPS)
+	fmt.Fprintf(w, "  elapsed                          %v\n", r.Elapsed.Round(100*time.Millisecond))
+	fmt.Fprintf(w, "  sent                             %d (otp %d, marketing %d)\n", sent, r.Sent[admission.OTP], r.Sent[admission.Marketing])
+	fmt.Fprintf(w, "  expired / dead-lettered          %d / %d\n", r.Expired, r.DeadLettered)
+	fmt.Fprintf(w, "  marketing rate while busy        %.1f/s = %.2f of MARKETING_RPS %g (its cap)\n", r.Rate[admission.Marketing], r.Rate[admission.Marketing]/cfg.MarketingRPS, cfg.MarketingRPS)
+	fmt.Fprintf(w, "  total rate while busy            %.1f/s of TARGET_RPS %g (OTP came at %.1f/s)\n", r.Rate[admission.Marketing]+r.Rate[admission.OTP], cfg.TargetRPS, r.Rate[admission.OTP])
+	fmt.Fprintf(w, "  most accepted in any 1 s         %d (contract %g, TARGET_RPS+BURST %g)\n", r.MaxIn1s, cfg.ContractRPS, cfg.TargetRPS+float64(cfg.Burst))
+	fmt.Fprintf(w, "  429 answers                      %d\n", r.Throttled)
+	fmt.Fprintf(w, "  OTP publish→provider p50 / p99   %v / %v\n", r.OTPLatencyP50.Round(100*time.Microsecond), r.P99.Round(100*time.Microsecond))
+	fmt.Fprintf(w, "  nacks per sent message           %.3f\n", per(int64(r.Nacked)))
+	fmt.Fprintf(w, "  admission calls per sent message %.2f\n", per(r.ScriptCalls))
+	fmt.Fprintf(w, "  Redis commands per sent message  %.2f (admission + send-once claim and record)\n", per(r.RedisCmds))
+}
+
+// demoStats collects events of every instance. Safe for concurrent use.
+type demoStats struct {
+	mu         sync.Mutex
+	sent       [2]int
+	done       map[string]bool // message ids that reached an end
+	expired    int
+	dead       int
+	nacked     int
+	otpLatency []time.Duration
+	first      [2]time.Time // first and last send of each class
+	last       [2]time.Time
+	changed    chan struct{} // signalled after each end
+}
+
+func (s *demoStats) Observe(ev dispatch.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch ev.Action {
+	case nack.Nack:
+		s.nacked++
+		return
+	case nack.DeadLetter:
+		s.dead++
+	}
+	switch ev.Outcome {
+	case nack.Sent:
+		s.sent[ev.Class]++
+		if s.first[ev.Class].IsZero() {
+			s.first[ev.Class] = ev.Finished
+		}
+		s.last[ev.Class] = ev.Finished
+		if ev.Class == admission.OTP {
+			s.otpLatency = append(s.otpLatency, ev.Finished.Sub(ev.PublishTime))
+		}
+	case nack.Expired:
+		s.expired++
+	}
+	s.done[ev.MessageID] = true
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// counter counts the Redis commands of one client, and the admission
+// script calls among them.
+type counter struct{ cmds, scripts atomic.Int64 }
+
+func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.count(cmd.Args())
+		return next(ctx, cmd)
+	}
+}
+func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			c.count(cmd.Args())
+		}
+		return next(ctx, cmds)
+	}
+}
+func (c *counter) count(args []any) {
+	name := strings.ToLower(fmt.Sprint(args[0]))
+	if name == "hello" || name == "client" {
+		return
+	}
+	c.cmds.Add(1)
+	if (name == "evalsha" || name == "eval") && len(args) > 3 && strings.HasSuffix(fmt.Sprint(args[3]), ":tat:global") {
+		c.scripts.Add(1)
+	}
+}
+
+// demo runs the pipeline and returns its report.
+func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (demoReport, error) {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	stack, err := startLocal(cfg, provider.SimConfig{Limit: int(cfg.ContractRPS), Window: time.Second, RetryAfter: time.Second})
+	if err != nil {
+		return demoReport{}, err
+	}
+	defer stack.close()
+
+	admin, err := newPubsub(ctx, cfg.ProjectID, stack.Pubsub.Addr)
+	if err != nil {
+		return demoReport{}, err
+	}
+	defer admin.Close()
+	if err := setupTopology(ctx, admin, cfg, func(string, string, bool) {}); err != nil {
+		return demoReport{}, err
+	}
+
+	stats := &demoStats{done: map[string]bool{}, changed: make(chan struct{}, 1)}
+	var counters []*counter
+	start := time.Now()
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRun()
+	var running sync.WaitGroup
+	for i := range o.Instances {
+		rdb, err := stack.newRedis()
+		if err != nil {
+			return demoReport{}, err
+		}
+		defer rdb.Close()
+		c := &counter{}
+		rdb.AddHook(c)
+		counters = append(counters, c)
+		ps, err := newPubsub(ctx, cfg.ProjectID, stack.Pubsub.Addr)
+		if err != nil {
+			return demoReport{}, err
+		}
+		defer ps.Close()
+		sender, err := provider.NewClient(stack.SimURL, "demo-token")
+		if err != nil {
+			return demoReport{}, err
+		}
+		inst, err := newInstance(cfg, rdb, ps, sender, stats, logger.With("instance", i))
+		if err != nil {
+			return demoReport{}, err
+		}
+		defer inst.close()
+		running.Go(func() { inst.d.Run(runCtx) })
+	}
+
+	var lastSent int
+	show := func() {
+		if progress == nil {
+			return
+		}
+		stats.mu.Lock()
+		sent := stats.sent[0] + stats.sent[1]
+		line := fmt.Sprintf("\r%5.0fs  sent %6d (otp %4d, marketing %6d)  %5.1f/s  OTP p99 %-8v  429s %d   ",
+			time.Since(start).Seconds(), sent, stats.sent[0], stats.sent[1], float64(sent-lastSent),
+			p99(stats.otpLatency).Round(100*time.Microsecond), stack.Sim.Stats().Throttled)
+		lastSent = sent
+		stats.mu.Unlock()
+		io.WriteString(progress, line)
+	}
+	err = produce(ctx, admin, cfg, o, stats, show)
+	if progress != nil {
+		io.WriteString(progress, "\n")
+	}
+	stopRun()
+	running.Wait()
+	if err != nil {
+		return demoReport{}, err
+	}
+
+	r := demoReport{Instances: o.Instances, Elapsed: time.Since(start), EmbeddedRedis: stack.embeddedRedis()}
+	stats.mu.Lock()
+	r.Sent, r.Expired, r.DeadLettered, r.Nacked = stats.sent, stats.expired, stats.dead, stats.nacked
+	for c := range 2 {
+		if busy := stats.last[c].Sub(stats.first[c]).Seconds(); busy > 0 {
+			r.Rate[c] = float64(r.Sent[c]-1) / busy
+		}
+	}
+	r.OTPLatencyP50, r.P99 = quantile(stats.otpLatency, 0.50), quantile(stats.otpLatency, 0.99)
+	stats.mu.Unlock()
+	st := stack.Sim.Stats()
+	r.Throttled = st.Throttled + st.SuspendedAnswers
+	var accepted []time.Time
+	for _, a := range stack.Sim.Arrivals() {
+		if a.Status/100 == 2 {
+			accepted = append(accepted, a.At)
+		}
+	}
+	r.MaxIn1s = provider.MaxInAnyWindow(accepted, time.Second)
+	for _, c := range counters {
+		r.ScriptCalls += c.scripts.Load()
+		r.RedisCmds += c.cmds.Load()
+	}
+	return r, nil
+}
+
+// produce publishes the campaign at once and OTPs at o.OTPRate while it
+// runs, shows progress, and returns once every published message reached
+// an end (or ctx or the timeout ends the run).
+func produce(ctx context.Context, ps *pubsub.Client, cfg config, o demoOptions, stats *demoStats, progress func()) error {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	mkt, otp := ps.Publisher(cfg.MarketingTopic), ps.Publisher(cfg.OTPTopic)
+	defer mkt.Stop()
+	defer otp.Stop()
+
+	var ids []string
+	var results []*pubsub.PublishResult
+	publish := func(p *pubsub.Publisher, m map[string]string) {
+		b, _ := json.Marshal(m)
+		results = append(results, p.Publish(ctx, &pubsub.Message{Data: b}))
+	}
+	phone := func() string { return fmt.Sprintf("+8190%08d", rand.IntN(1e8)) }
+	for i := range o.Campaign {
+		publish(mkt, map[string]string{"id": fmt.Sprintf("campaign-%d", i), "to": phone(), "body": "Winter sale: 20% off this weekend"})
+	}
+
+	var tick <-chan time.Time
+	if o.OTPRate > 0 {
+		t := time.NewTicker(time.Duration(float64(time.Second) / o.OTPRate))
+		defer t.Stop()
+		tick = t.C
+	}
+	show := time.NewTicker(time.Second)
+	defer show.Stop()
+	otpN := 0
+	campaignDone := func() bool {
+		stats.mu.Lock()
+		defer stats.mu.Unlock()
+		return stats.sent[admission.Marketing]+stats.expired+stats.dead >= o.Campaign
+	}
+	for {
+		for len(ids) < len(results) { // collect server IDs as they come
+			id, err := results[len(ids)].Get(ctx)
+			if err != nil {
+				return fmt.Errorf("publish: %w", err)
+			}
+			ids = append(ids, id)
+		}
+		if campaignDone() {
+			tick = nil // the OTP stream ends with the campaign
+			if allDone(stats, ids) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("demo did not finish: %w", ctx.Err())
+		case <-tick:
+			otpN++
+			publish(otp, map[string]string{
+				"id": fmt.Sprintf("otp-%d", otpN), "to": phone(),
+				"body":     fmt.Sprintf("Your code is %06d", rand.IntN(1e6)),
+				"deadline": time.Now().Add(time.Minute).UTC().Format(time.RFC3339),
+			})
+		case <-show.C:
+			progress()
+		case <-stats.changed:
+		}
+	}
+}
+
+func allDone(stats *demoStats, ids []string) bool {
+	stats.mu.Lock()
+	defer stats.mu.Unlock()
+	for _, id := range ids {
+		if !stats.done[id] {
+			return false
+		}
+	}
+	return true
+}
+
+// quantile returns the q-quantile of ds (nearest rank), 0 if empty.
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+func p99(ds []time.Duration) time.Duration { return quantile(ds, 0.99) }

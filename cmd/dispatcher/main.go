@@ -1,0 +1,75 @@
+// Command dispatcher is the SMS send service: the only thing that talks to
+// the provider. See README.md for the commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	var ce *configError
+	switch {
+	case err == nil:
+	case errors.As(err, &ce):
+		fmt.Fprintln(os.Stderr, "dispatcher:", ce)
+		os.Exit(2)
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "dispatcher:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: dispatcher [command] [flags]
+
+commands:
+  serve     pull both subscriptions and send (the default)
+  publish   publish a message, or JSON lines with --file, as a producer does
+  setup     create the topics, subscriptions and dead-letter topic if missing
+  demo      run the whole pipeline on one machine: in-process Pub/Sub, Redis
+            and provider simulator, several dispatchers, a campaign and OTPs
+
+Run 'dispatcher <command> -h' for its flags. Every flag has an environment
+variable of the same meaning (shown in brackets).
+`
+
+// run is the whole program; main only maps its error to an exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return runServe(ctx, args, stderr)
+	case "publish":
+		return runPublish(ctx, args, stdout, stderr)
+	case "setup":
+		return runSetup(ctx, args, stdout, stderr)
+	case "demo":
+		return runDemo(ctx, args, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", cmd)
+}
+
+// newFlagSet returns a flag set that reports errors instead of exiting.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("dispatcher "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}

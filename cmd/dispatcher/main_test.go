@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2/pstest"
+
+	"smsdispatcher/internal/redistest"
+	"smsdispatcher/provider"
+)
+
+// TestMain lets a test run the real main in a child process.
+func TestMain(m *testing.M) {
+	if os.Getenv("DISPATCHER_RUN_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		env  map[string]string
+		args []string
+		want string // the variable the one line must name
+	}{
+		{map[string]string{"MARKETING_RPS": "95"}, nil, "MARKETING_RPS"},
+		{map[string]string{"TARGET_RPS": "120"}, nil, "TARGET_RPS"},
+		{nil, []string{"--target-rps", "101"}, "TARGET_RPS"},
+		{map[string]string{"BURST": "0"}, nil, "BURST"},
+		{map[string]string{"BURST": "five"}, nil, "BURST"},
+		{map[string]string{"MAX_SENDERS": "0"}, nil, "MAX_SENDERS"},
+		{map[string]string{"OTP_MAX_WAIT": "-1s"}, nil, "OTP_MAX_WAIT"},
+		{map[string]string{"REDIS_URL": "http://user:hunter2@redis:6379"}, nil, "REDIS_URL"},
+		{map[string]string{"SMS_PROVIDER_URL": "not a url"}, nil, "SMS_PROVIDER_URL"},
+		{map[string]string{"SMS_PROVIDER_URL": ""}, nil, "SMS_PROVIDER_URL"}, // serve needs one
+		{map[string]string{"SMS_PROVIDER_URL": "http://p", "REDIS_URL": ""}, nil, "REDIS_URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want+fmt.Sprint(tt.env, tt.args), func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			err := run(context.Background(), append([]string{"serve"}, tt.args...), io.Discard, io.Discard)
+			var ce *configError
+			if !errors.As(err, &ce) || ce.Env != tt.want {
+				t.Fatalf("run = %v, want a configuration error naming %s", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "\n") || strings.Contains(err.Error(), "hunter2") {
+				t.Fatalf("error %q: want one line, never a secret", err)
+			}
+		})
+	}
+}
+
+func TestBadConfigExitsTwoWithOneLine(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "serve")
+	cmd.Env = append(os.Environ(), "DISPATCHER_RUN_MAIN=1", "MARKETING_RPS=95")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+		t.Fatalf("exit: %v, want status 2", err)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "MARKETING_RPS") {
+		t.Fatalf("stderr %q: want one line naming MARKETING_RPS", stderr.String())
+	}
+}
+
+func TestRedisOptions(t *testing.T) {
+	tests := []struct {
+		url     string
+		cluster bool
+		addrs   int
+		tls     bool
+		bad     bool
+	}{
+		{"redis://localhost:6379/0", false, 1, false, false},
+		{"rediss://:pw@redis.example:6380", false, 1, true, false},
+		{"redis+cluster://a:7000?addr=b:7001&addr=c:7002", true, 3, false, false},
+		{"rediss+cluster://a:7000", true, 1, true, false},
+		{"a:7000,b:7001, c:7002", true, 3, false, false},
+		{"http://redis:6379", false, 0, false, true},
+		{"localhost", false, 0, false, true},
+	}
+	for _, tt := range tests {
+		o, err := redisOptions(tt.url)
+		if tt.bad {
+			if err == nil {
+				t.Errorf("%q: want an error", tt.url)
+			}
+			continue
+		}
+		if err != nil || o.IsClusterMode != tt.cluster || len(o.Addrs) != tt.addrs || (o.TLSConfig != nil) != tt.tls || !o.ContextTimeoutEnabled {
+			t.Errorf("%q: %+v, %v", tt.url, o, err)
+		}
+	}
+}
+
+// TestServeSetupPublishAndSIGTERM runs the real serve, setup and publish
+// commands against pstest (through PUBSUB_EMULATOR_HOST), the test Redis
+// and the provider simulator, then ends serve as SIGTERM would.
+func TestServeSetupPublishAndSIGTERM(t *testing.T) {
+	ps := pstest.NewServer()
+	defer ps.Close()
+	sim := provider.NewSimulator(provider.SimConfig{Token: "s3cret"})
+	simSrv := httptest.NewServer(sim)
+	defer simSrv.Close()
+	addr := freeAddr(t)
+	t.Setenv("PUBSUB_EMULATOR_HOST", ps.Addr)
+	t.Setenv("PUBSUB_PROJECT_ID", "proj")
+	t.Setenv("REDIS_URL", "redis://"+redistest.Addr(t))
+	t.Setenv("SMS_ACCOUNT", redistest.UniqueAccount(t))
+	t.Setenv("SMS_PROVIDER_URL", simSrv.URL)
+	t.Setenv("SMS_PROVIDER_TOKEN", "s3cret")
+	t.Setenv("HTTP_ADDR", addr)
+	ctx := context.Background()
+
+	for i, want := range []string{"created", "exists"} { // idempotent
+		var out bytes.Buffer
+		if err := run(ctx, []string{"setup"}, &out, io.Discard); err != nil {
+			t.Fatalf("setup #%d: %v", i+1, err)
+		}
+		if strings.Count(out.String(), want) != 6 {
+			t.Fatalf("setup #%d printed %q, want 6 resources %s", i+1, out.String(), want)
+		}
+	}
+
+	serveCtx, sigterm := context.WithCancel(ctx)
+	var logs bytes.Buffer
+	served := make(chan error, 1)
+	go func() { served <- run(serveCtx, []string{"serve"}, io.Discard, &logs) }()
+
+	if err := run(ctx, []string{"publish", "--class", "otp", "--to", "+819012345678", "--body", "Your code is 482913", "--id", "login-1"}, io.Discard, io.Discard); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	if err := run(ctx, []string{"publish", "--class", "otp", "--to", "12", "--body", "x"}, io.Discard, io.Discard); err == nil {
+		t.Fatal("publish of an invalid message: want an error")
+	}
+	waitFor(t, func() bool { return sim.SentCount("login-1") == 1 })
+	waitFor(t, func() bool { return get(t, "http://"+addr+"/readyz") == http.StatusOK })
+	if code := get(t, "http://"+addr+"/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz: %d", code)
+	}
+	if code := get(t, "http://"+addr+"/metrics"); code != http.StatusOK {
+		t.Fatalf("/metrics: %d", code)
+	}
+
+	sigterm()
+	if err := <-served; err != nil {
+		t.Fatalf("serve after SIGTERM: %v, want nil (exit 0)", err)
+	}
+	if strings.Contains(logs.String(), "s3cret") || strings.Contains(logs.String(), "9012345678") {
+		t.Fatal("logs hold the token or a phone number")
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func get(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// waitFor waits for cond, checking it each time the simulator or the
+// server could have moved; it fails after 30s (a hang bound).
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 30s")
+		}
+		<-tick.C
+	}
+}
+
+func TestDemoSmallRun(t *testing.T) {
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"demo", "--campaign", "150", "--otp-rate", "10", "--instances", "2", "--progress", "off"}, &out, io.Discard)
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{"marketing 150)", "429 answers                      0", "expired / dead-lettered          0 / 0"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo report lacks %q:\n%s", want, out.String())
+		}
+	}
+}

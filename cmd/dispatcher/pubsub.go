@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// newPubsub returns a Pub/Sub client of project. With endpoint set it talks
+// to that in-process server without credentials (local mode); otherwise the
+// client's own rules apply, PUBSUB_EMULATOR_HOST included.
+func newPubsub(ctx context.Context, project, endpoint string) (*pubsub.Client, error) {
+	var opts []option.ClientOption
+	if endpoint != "" {
+		opts = append(opts, option.WithEndpoint(endpoint), option.WithoutAuthentication(),
+			option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+	}
+	c, err := pubsub.NewClient(ctx, project, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("pubsub client: %w", err)
+	}
+	return c, nil
+}
+
+// Redelivery backoff of nacked messages, per class (the subscription's
+// RetryPolicy: the one place a nack is delayed).
+var retryPolicies = map[string]*pubsubpb.RetryPolicy{
+	"otp":       {MinimumBackoff: durationpb.New(time.Second), MaximumBackoff: durationpb.New(10 * time.Second)},
+	"marketing": {MinimumBackoff: durationpb.New(5 * time.Second), MaximumBackoff: durationpb.New(60 * time.Second)},
+}
+
+// maxDeliveryAttempts is the dead-letter policy's limit (Pub/Sub allows
+// 5-100). The policy is what makes Pub/Sub count delivery attempts; the
+// dispatcher dead-letters explicitly long before this.
+const maxDeliveryAttempts = 100
+
+// setupTopology creates what config names when it is missing: both topics,
+// the dead-letter topic and its inspect subscription, and both dispatcher
+// subscriptions with a dead-letter policy. It is idempotent. report is
+// told of each resource and whether it was created.
+func setupTopology(ctx context.Context, c *pubsub.Client, cfg config, report func(kind, name string, created bool)) error {
+	topic := func(id string) string { return fmt.Sprintf("projects/%s/topics/%s", c.Project(), id) }
+	sub := func(id string) string { return fmt.Sprintf("projects/%s/subscriptions/%s", c.Project(), id) }
+
+	for _, id := range []string{cfg.OTPTopic, cfg.MarketingTopic, cfg.DeadLetterTopic} {
+		_, err := c.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic(id)})
+		if created, err := existsOK(err); err != nil {
+			return fmt.Errorf("create topic %s: %w", id, err)
+		} else {
+			report("topic", id, created)
+		}
+	}
+	subs := []*pubsubpb.Subscription{
+		{Name: sub(cfg.DeadLetterInspect), Topic: topic(cfg.DeadLetterTopic), AckDeadlineSeconds: 60},
+		{Name: sub(cfg.OTPSubscription), Topic: topic(cfg.OTPTopic), AckDeadlineSeconds: 30,
+			RetryPolicy:      retryPolicies["otp"],
+			DeadLetterPolicy: &pubsubpb.DeadLetterPolicy{DeadLetterTopic: topic(cfg.DeadLetterTopic), MaxDeliveryAttempts: maxDeliveryAttempts}},
+		{Name: sub(cfg.MarketingSubscription), Topic: topic(cfg.MarketingTopic), AckDeadlineSeconds: 30,
+			RetryPolicy:      retryPolicies["marketing"],
+			DeadLetterPolicy: &pubsubpb.DeadLetterPolicy{DeadLetterTopic: topic(cfg.DeadLetterTopic), MaxDeliveryAttempts: maxDeliveryAttempts}},
+	}
+	for _, s := range subs {
+		_, err := c.SubscriptionAdminClient.CreateSubscription(ctx, s)
+		created, err := existsOK(err)
+		if err != nil {
+			return fmt.Errorf("create subscription %s: %w", s.Name, err)
+		}
+		report("subscription", s.Name[len(sub("")):], created)
+	}
+	return nil
+}
+
+// existsOK turns AlreadyExists into success: created reports whether the
+// call made the resource.
+func existsOK(err error) (created bool, _ error) {
+	if err == nil {
+		return true, nil
+	}
+	if status.Code(err) == codes.AlreadyExists {
+		return false, nil
+	}
+	return false, err
+}
+
+// publishAndWait publishes one message and waits for its server ID.
+func publishAndWait(ctx context.Context, p *pubsub.Publisher, m *pubsub.Message) (string, error) {
+	id, err := p.Publish(ctx, m).Get(ctx)
+	if err != nil {
+		return "", fmt.Errorf("publish: %w", err)
+	}
+	return id, nil
+}
+
+var errNoProvider = errors.New("SMS_PROVIDER_URL is required to serve (try 'dispatcher demo' for a local run)")

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisOptions turns REDIS_URL into client options: redis:// and rediss://
+// for one server; redis+cluster://, rediss+cluster:// or a comma list of
+// host:port for Redis Cluster. Errors never repeat the URL, which may hold a
+// password.
+func redisOptions(raw string) (*redis.UniversalOptions, error) {
+	var opts redis.UniversalOptions
+	switch {
+	case strings.HasPrefix(raw, "redis+cluster://"), strings.HasPrefix(raw, "rediss+cluster://"):
+		co, err := redis.ParseClusterURL(strings.Replace(raw, "+cluster", "", 1))
+		if err != nil {
+			return nil, errors.New("not a valid redis+cluster:// URL")
+		}
+		opts = redis.UniversalOptions{Addrs: co.Addrs, Username: co.Username, Password: co.Password, TLSConfig: co.TLSConfig, IsClusterMode: true}
+	case strings.HasPrefix(raw, "redis://"), strings.HasPrefix(raw, "rediss://"), strings.HasPrefix(raw, "unix://"):
+		o, err := redis.ParseURL(raw)
+		if err != nil {
+			return nil, errors.New("not a valid redis:// URL")
+		}
+		opts = redis.UniversalOptions{Addrs: []string{o.Addr}, Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLSConfig}
+	case !strings.Contains(raw, "://"):
+		for _, a := range strings.Split(raw, ",") {
+			if _, _, err := net.SplitHostPort(strings.TrimSpace(a)); err != nil {
+				return nil, fmt.Errorf("want redis://, rediss://, redis+cluster:// or host:port[,host:port...]")
+			}
+			opts.Addrs = append(opts.Addrs, strings.TrimSpace(a))
+		}
+		opts.IsClusterMode = true
+	default:
+		return nil, errors.New("want redis://, rediss://, redis+cluster:// or host:port[,host:port...]")
+	}
+	// The limiter bounds each call with a context deadline.
+	opts.ContextTimeoutEnabled = true
+	opts.DisableIdentity = true
+	return &opts, nil
+}
+
+// newRedis returns a client for REDIS_URL.
+func newRedis(raw string) (redis.UniversalClient, error) {
+	opts, err := redisOptions(raw)
+	if err != nil {
+		return nil, err
+	}
+	return redis.NewUniversalClient(opts), nil
+}
