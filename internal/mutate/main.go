@@ -24,7 +24,6 @@ func main() {
 func run() error {
 	only := flag.String("run", "", "run only the mutants whose ID or name matches this regexp")
 	verbose := flag.Bool("v", false, "print the test output of every mutant")
-	pkg := flag.String("pkg", "./admission/", "the package whose tests must kill the mutants")
 	flag.Parse()
 	var match *regexp.Regexp
 	if *only != "" {
@@ -48,7 +47,7 @@ func run() error {
 			continue
 		}
 		total++
-		killer, out, err := try(root, m, *pkg)
+		killer, out, err := try(root, m)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", m.ID, m.Name, err)
 		}
@@ -71,9 +70,9 @@ func run() error {
 
 var failLine = regexp.MustCompile(`^\s*--- FAIL: (\S+)`)
 
-// try applies m to a copy of the module at root and runs pkg's tests. It
-// returns the first failing test, or "" if every test passed.
-func try(root string, m mutant, pkg string) (killer, output string, err error) {
+// try applies m to a copy of the module at root and runs the tests of m's
+// package. It returns the first failing test, or "" if every test passed.
+func try(root string, m mutant) (killer, output string, err error) {
 	dir, err := os.MkdirTemp("", "mutant-"+m.ID+"-")
 	if err != nil {
 		return "", "", err
@@ -87,7 +86,7 @@ func try(root string, m mutant, pkg string) (killer, output string, err error) {
 			return "", "", err
 		}
 	}
-	cmd := exec.Command("go", "test", "-count=1", "-failfast", pkg)
+	cmd := exec.Command("go", "test", "-count=1", "-failfast", m.pkg())
 	cmd.Dir = dir
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf

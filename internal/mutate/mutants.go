@@ -8,51 +8,79 @@ type edit struct {
 type mutant struct {
 	ID, Name string
 	Edits    []edit
+	Pkg      string // whose tests must kill it; "" means ./admission/
+}
+
+func (m mutant) pkg() string {
+	if m.Pkg == "" {
+		return "./admission/"
+	}
+	return m.Pkg
 }
 
 var mutants = []mutant{
 	{"M1", "process clock instead of TIME", []edit{
 		{"admission/gcra.lua", "local t = redis.call('TIME')\nlocal now = tonumber(t[1]) * 1000000 + tonumber(t[2])", "local now = tonumber(ARGV[6])"},
 		{"admission/limiter.go", "gcraScript.Run(ctx, l.rdb, l.keys, l.args[class]...)", "gcraScript.Run(ctx, l.rdb, l.keys, append(l.args[class][:5:5], l.clock.Now().UnixMicro())...)"},
-	}},
+	}, ""},
 	{"M2", "idle time banks credit", []edit{
 		{"admission/gcra.lua", "    tat = now -- idle time banks no credit beyond the tolerance", "    -- mutant: stale TAT kept"},
-	}},
+	}, ""},
 	{"M3", "penalty not checked", []edit{
 		{"admission/gcra.lua", "if pen > 0 then", "if false then"},
-	}},
+	}, ""},
 	{"M4", "Redis error fails open", []edit{
 		{"admission/limiter.go", "		return l.fb.decideAt(now, class), nil\n	}\n	if l.inFallback {", "		return Decision{Allowed: true, Source: SourceFallback}, nil\n	}\n	if l.inFallback {"},
-	}},
+	}, ""},
 	{"M5", "marketing checks only the global key", []edit{
 		{"admission/gcra.lua", "local marketing = ARGV[5] == '1'", "local marketing = false"},
-	}},
+	}, ""},
 	{"M6", "marketing updates global even when denied", []edit{
 		{"admission/gcra.lua", "if g_wait > 0 or m_wait > 0 then", "if g_wait <= 0 then\n  redis.call('SET', KEYS[1], string.format('%d', g_new), 'PX', 60000)\nend\nif g_wait > 0 or m_wait > 0 then"},
-	}},
+	}, ""},
 	{"M7", "penalty shortened", []edit{
 		{"admission/penalty.lua", "if cur < want then", "if true then"},
-	}},
+	}, ""},
 	{"M8", "keys without hash tag", []edit{
 		{"admission/limiter.go", `tag := "{sms:" + cfg.Account + "}"`, `tag := "sms:" + cfg.Account`},
-	}},
+	}, ""},
 	{"M9", "fallback at full TARGET_RPS per process", []edit{
 		{"admission/fallback.go", "n := float64(cfg.MaxSenders)", "n := 1.0"},
-	}},
+	}, ""},
 	{"M10", "Acquire polls on a fixed tick", []edit{
 		{"admission/acquire.go", "wait := max(d.RetryAfter, minWait) + rand.N(l.intervalGl)", "wait := time.Millisecond + 0*rand.N(l.intervalGl)"},
-	}},
+	}, ""},
 	{"M11", "no circuit: Redis tried on every call while down", []edit{
 		{"admission/limiter.go", "l.skipUntil = now.Add(l.cfg.RedisRetryAfter)", "l.skipUntil = now"},
-	}},
+	}, ""},
 	{"M12", "burst one too many", []edit{
 		{"admission/limiter.go", "burst := time.Duration(cfg.Burst - 1)", "burst := time.Duration(cfg.Burst)"},
-	}},
+	}, ""},
 	{"M13", "denial does not report its wait", []edit{
 		{"admission/gcra.lua", "    return {0, m_wait, 3}", "    return {0, 1, 3}"},
 		{"admission/gcra.lua", "  return {0, g_wait, 2}", "  return {0, 1, 2}"},
-	}},
+	}, ""},
 	{"M14", "script reply not checked", []edit{
 		{"admission/limiter.go", "		x, ok := v[i].(int64)\n		if !ok {", "		x, ok := v[i].(int64)\n		if ok && !ok {"},
-	}},
+	}, ""},
+
+	// The pipeline: each safety step of dispatch, removed.
+	{"D1", "a 429 is not shared with the other processes", []edit{
+		{"dispatch/dispatcher.go", "if terr := d.deps.Limiter.ReportThrottled(d.hard, retryAfter); terr != nil {", "if terr := error(nil); terr != nil {"},
+	}, "./dispatch/"},
+	{"D2", "an expired message is sent anyway", []edit{
+		{"dispatch/dispatcher.go", "return !m.Deadline.IsZero() && !time.Now().Before(m.Deadline)", "return false"},
+	}, "./dispatch/"},
+	{"D3", "the send-once record is not consulted", []edit{
+		{"dispatch/dispatcher.go", "	case state == admission.Held:\n		return nack.InFlightElsewhere, nil\n	case state == admission.Finished:\n", "	case state == admission.Held && false:\n		return nack.InFlightElsewhere, nil\n	case state == admission.Finished && false:\n"},
+	}, "./dispatch/"},
+	{"D4", "no admission before sending", []edit{
+		{"dispatch/dispatcher.go", "dec, err := d.deps.Limiter.Acquire(ctx, class, maxWait-time.Since(start))", "dec, err := admission.Decision{Allowed: true, Tries: int(time.Since(start))}, error(nil)"},
+	}, "./dispatch/"},
+	{"D5", "a malformed message is acked, not dead-lettered", []edit{
+		{"nack/outcome.go", "	case Invalid, Rejected:\n		return DeadLetter", "	case Rejected:\n		return DeadLetter\n	case Invalid:\n		return Ack"},
+	}, "./dispatch/"},
+	{"D6", "a shutdown acks what it did not send", []edit{
+		{"dispatch/dispatcher.go", "		return nack.ShuttingDown, err\n	}\n	if !dec.Allowed {", "		return nack.Sent, err\n	}\n	if !dec.Allowed {"},
+	}, "./dispatch/"},
 }
