@@ -85,8 +85,8 @@ type demoReport struct {
 	Sent                   [2]int
 	Expired, DeadLettered  int
 	Nacked                 int
-	Throttled              int // 429 answers of the simulator
-	MaxIn1s                int // most provider acceptances in any 1 s window
+	Throttled              int        // 429 answers of the simulator
+	MaxIn1s                int        // most provider acceptances in any 1 s window
 	Rate                   [2]float64 // sends per second of each class while it was sending
 	OTPLatencyP50, P99     time.Duration
 	ScriptCalls, RedisCmds int64
