@@ -14,7 +14,7 @@ const (
 	DefaultMarketingRPS    = 70
 	DefaultBurst           = 5
 	DefaultMaxSenders      = 23
-	DefaultRedisTimeout    = 50 * time.Millisecond
+	DefaultRedisTimeout    = 100 * time.Millisecond
 	DefaultRedisRetryAfter = time.Second
 )
 
@@ -34,7 +34,7 @@ type Config struct {
 	// once; each falls back to TargetRPS/MaxSenders while Redis is down.
 	// Default 23.
 	MaxSenders int
-	// RedisTimeout bounds each script call. Default 50ms. The Redis client
+	// RedisTimeout bounds each script call. Default 100ms. The Redis client
 	// must honour context deadlines (go-redis: ContextTimeoutEnabled).
 	RedisTimeout time.Duration
 	// RedisRetryAfter is how long Redis is left alone after an error before

@@ -38,6 +38,9 @@ func TestUsesRedisClockNotProcessClock(t *testing.T) {
 	allowed := 0
 	for _, l := range []*Limiter{behind, behind, behind, behind, behind, ahead, ahead, ahead, ahead, ahead} {
 		d := try(t, l, OTP)
+		if d.Source != SourceRedis {
+			t.Fatalf("decision %+v: want one of Redis", d)
+		}
 		if d.Allowed {
 			allowed++
 		} else if d.RetryAfter > interval(90) {

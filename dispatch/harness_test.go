@@ -51,7 +51,7 @@ func newHarness(t *testing.T, sim provider.SimConfig, wrap func(http.Handler) ht
 		account: redistest.UniqueAccount(t),
 		ended:   map[string]Event{}, notify: make(chan struct{}, 1),
 	}
-	h.limits = admission.Config{Account: h.account, TargetRPS: 90, MarketingRPS: 70, Burst: 5, MaxSenders: 23}
+	h.limits = admission.Config{Account: h.account, TargetRPS: 90, MarketingRPS: 70, Burst: 5, MaxSenders: 23, RedisTimeout: 2 * time.Second}
 	t.Cleanup(func() { h.ps.Close() })
 	var handler http.Handler = h.sim
 	if wrap != nil {

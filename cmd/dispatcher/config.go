@@ -34,6 +34,7 @@ type config struct {
 	OTPMaxWait            time.Duration
 	MarketingMaxWait      time.Duration
 	SendTimeout           time.Duration
+	RedisTimeout          time.Duration
 	ShutdownGrace         time.Duration
 	HTTPAddr              string
 }
@@ -114,6 +115,7 @@ var settings = []setting{
 	{"MAX_SENDERS", "max-senders", "23", "most processes that can ever send on the account at once", false, integer(func(c *config) *int { return &c.MaxSenders })},
 	{"OTP_MAX_WAIT", "otp-max-wait", "1s", "how long an OTP may wait for a send slot before it is nacked", false, duration(func(c *config) *time.Duration { return &c.OTPMaxWait })},
 	{"MARKETING_MAX_WAIT", "marketing-max-wait", "8s", "how long a marketing message may wait for a send slot", false, duration(func(c *config) *time.Duration { return &c.MarketingMaxWait })},
+	{"REDIS_TIMEOUT", "redis-timeout", "100ms", "bound of one limiter call; slower counts as Redis down (fallback)", false, duration(func(c *config) *time.Duration { return &c.RedisTimeout })},
 	{"SEND_TIMEOUT", "send-timeout", "10s", "bound of one provider call", false, duration(func(c *config) *time.Duration { return &c.SendTimeout })},
 	{"SHUTDOWN_GRACE", "shutdown-grace", "10s", "how long sends in flight may finish after SIGTERM", false, duration(func(c *config) *time.Duration { return &c.ShutdownGrace })},
 	{"HTTP_ADDR", "http-addr", ":8080", "address of /metrics, /healthz and /readyz", false, str(func(c *config) *string { return &c.HTTPAddr })},

@@ -102,12 +102,12 @@ type instance struct {
 func newInstance(cfg config, rdb redis.Scripter, ps *pubsub.Client, sender dispatch.Sender, obs dispatch.Observer, logger *slog.Logger) (*instance, error) {
 	lim, err := admission.New(rdb, admission.Config{
 		Account: cfg.Account, TargetRPS: cfg.TargetRPS, MarketingRPS: cfg.MarketingRPS,
-		Burst: cfg.Burst, MaxSenders: cfg.MaxSenders, Logger: logger,
+		Burst: cfg.Burst, MaxSenders: cfg.MaxSenders, RedisTimeout: cfg.RedisTimeout, Logger: logger,
 	})
 	if err != nil {
 		return nil, err
 	}
-	claims := admission.NewClaims(rdb, cfg.Account, 0, 0, 0)
+	claims := admission.NewClaims(rdb, cfg.Account, 0, 0, cfg.RedisTimeout)
 	dlq := ps.Publisher(cfg.DeadLetterTopic)
 	otp, mkt := ps.Subscriber(cfg.OTPSubscription), ps.Subscriber(cfg.MarketingSubscription)
 	d, err := dispatch.New(dispatch.Config{
