@@ -18,7 +18,13 @@ const minWait = 100 * time.Microsecond
 // others queue behind it, so a backlog costs about one script call per
 // admission instead of one per waiter per slot. The error is non-nil only
 // when ctx ends first.
+//
+// Acquire times its own wait on the monotonic clock (real timers), not on
+// the Limiter's Clock.
 func (l *Limiter) Acquire(ctx context.Context, class Class, maxWait time.Duration) (Decision, error) {
+	if maxWait <= 0 {
+		return l.lastDenialOf(class), nil
+	}
 	start := time.Now()
 	expire := time.NewTimer(maxWait)
 	defer expire.Stop()

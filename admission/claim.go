@@ -19,6 +19,10 @@ var (
 	finishLua    string
 	finishScript = redis.NewScript(finishLua)
 
+	//go:embed attempt.lua
+	attemptLua    string
+	attemptScript = redis.NewScript(attemptLua)
+
 	//go:embed release.lua
 	releaseLua    string
 	releaseScript = redis.NewScript(releaseLua)
@@ -62,7 +66,8 @@ const (
 // Idempotency-Key is what closes that window.
 type Claims struct {
 	rdb       redis.Scripter
-	prefix    string
+	tag       string // {sms:<account>}:
+	prefix    string // tag + "id:"
 	claimTTL  time.Duration
 	recordTTL time.Duration
 	timeout   time.Duration
@@ -82,7 +87,8 @@ func NewClaims(rdb redis.Scripter, account string, claimTTL, recordTTL, timeout 
 	if timeout <= 0 {
 		timeout = DefaultRedisTimeout
 	}
-	return &Claims{rdb: rdb, prefix: "{sms:" + cfg.Account + "}:id:", claimTTL: claimTTL, recordTTL: recordTTL, timeout: timeout}
+	tag := "{sms:" + cfg.Account + "}:"
+	return &Claims{rdb: rdb, tag: tag, prefix: tag + "id:", claimTTL: claimTTL, recordTTL: recordTTL, timeout: timeout}
 }
 
 // Key returns the Redis key of id's record.
@@ -124,6 +130,18 @@ func (c *Claims) Finish(ctx context.Context, id, record string) error {
 		return fmt.Errorf("finish %s: %w", record, err)
 	}
 	return nil
+}
+
+// CountAttempt counts one more provider attempt for id and returns the
+// count, this attempt included. The count lives as long as the id's record.
+func (c *Claims) CountAttempt(ctx context.Context, id string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	n, err := attemptScript.Run(ctx, c.rdb, []string{c.tag + "attempts:" + id}, c.recordTTL.Milliseconds()).Int()
+	if err != nil {
+		return 0, fmt.Errorf("attempt eval: %w", err)
+	}
+	return n, nil
 }
 
 // Release gives token's claim on id back so that a retry need not wait for

@@ -13,7 +13,7 @@ func TestClaims(t *testing.T) {
 	ctx := context.Background()
 	c := NewClaims(rdb, redistest.UniqueAccount(t), time.Minute, time.Hour, 0)
 	other := NewClaims(redistest.Client(t), "", 0, 0, 0)
-	other.prefix = c.prefix // a second process on the same account
+	other.tag, other.prefix = c.tag, c.prefix // a second process on the same account
 
 	step := func(name string, got ClaimState, err error, want ClaimState) {
 		t.Helper()

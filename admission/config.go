@@ -18,6 +18,10 @@ const (
 	DefaultRedisRetryAfter = time.Second
 )
 
+// MinRPS is the lowest rate a Limiter takes: one message in 100 s (a lower
+// one would overflow the microsecond arithmetic of a fallback share).
+const MinRPS = 0.01
+
 // Config is the limiter's configuration. A zero field means its default.
 type Config struct {
 	// Account names the provider account; all its keys share the hash tag
@@ -92,10 +96,10 @@ func (c Config) Validate() error {
 		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
 	switch {
-	case !(c.TargetRPS > 0) || math.IsInf(c.TargetRPS, 0):
-		return bad("TargetRPS", "must be a positive number, got %v", c.TargetRPS)
-	case !(c.MarketingRPS > 0) || c.MarketingRPS > c.TargetRPS:
-		return bad("MarketingRPS", "must be above 0 and at most TargetRPS (%v), got %v", c.TargetRPS, c.MarketingRPS)
+	case !(c.TargetRPS >= MinRPS) || math.IsInf(c.TargetRPS, 0):
+		return bad("TargetRPS", "must be a finite number of at least %v, got %v", MinRPS, c.TargetRPS)
+	case !(c.MarketingRPS >= MinRPS) || c.MarketingRPS > c.TargetRPS:
+		return bad("MarketingRPS", "must be at least %v and at most TargetRPS (%v), got %v", MinRPS, c.TargetRPS, c.MarketingRPS)
 	case c.Burst < 1:
 		return bad("Burst", "must be at least 1, got %d", c.Burst)
 	case c.MaxSenders < 1:

@@ -9,6 +9,13 @@
 -- ARGV[3] -> marketing emission interval in microseconds
 -- ARGV[4] -> marketing tolerance tau in microseconds
 -- ARGV[5] -> '1' when the caller is marketing (check both keys), '0' for OTP
+-- ARGV[6] -> recovery floor in microseconds, 0 normally: the caller has just
+--            come back from its Redis-down fallback, and other processes may
+--            still be sending from theirs for up to this long, so both TATs
+--            are first raised to at least now + floor (never lowered)
+-- ARGV[7] -> OTP reserve in microseconds: the part of the global tolerance
+--            marketing may not use, so that an OTP finds a slot at once
+--            even right after a marketing burst
 --
 -- Returns {allowed, wait_us, reason}:
 --   allowed -> 1 when a slot was taken, 0 when denied
@@ -26,6 +33,16 @@ if pen > 0 then
   return {0, pen * 1000, 1}
 end
 
+local floor = tonumber(ARGV[6])
+if floor > 0 then
+  for i = 1, 2 do
+    local tat = tonumber(redis.call('GET', KEYS[i]) or 0)
+    if tat < now + floor then
+      redis.call('SET', KEYS[i], string.format('%d', now + floor), 'PX', math.ceil(floor / 1000) + 1000)
+    end
+  end
+end
+
 -- check returns the TAT after one more send and how long the caller would
 -- have to wait for it (<= 0 means now).
 local function check(key, interval, tau)
@@ -36,9 +53,13 @@ local function check(key, interval, tau)
   return tat + interval, tat - now - tau
 end
 
-local g_new, g_wait = check(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]))
-local m_new, m_wait = 0, -1
 local marketing = ARGV[5] == '1'
+local g_tau = tonumber(ARGV[2])
+if marketing then
+  g_tau = g_tau - tonumber(ARGV[7])
+end
+local g_new, g_wait = check(KEYS[1], tonumber(ARGV[1]), g_tau)
+local m_new, m_wait = 0, -1
 if marketing then
   m_new, m_wait = check(KEYS[2], tonumber(ARGV[3]), tonumber(ARGV[4]))
 end

@@ -68,6 +68,14 @@ func testConfig(t *testing.T) Config {
 	return Config{Account: redistest.UniqueAccount(t), TargetRPS: 90, MarketingRPS: 70, Burst: 5, MaxSenders: 23, RedisTimeout: 2 * time.Second}
 }
 
+// slowConfig is testConfig at one message a second, BURST 5: a test's
+// quick calls all fall in one slot however loaded the machine is.
+func slowConfig(t *testing.T) Config {
+	c := testConfig(t)
+	c.TargetRPS, c.MarketingRPS = 1, 1
+	return c
+}
+
 func newLimiter(t *testing.T, rdb redis.Scripter, cfg Config, opts ...Option) *Limiter {
 	t.Helper()
 	l, err := New(rdb, cfg, opts...)

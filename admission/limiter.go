@@ -53,6 +53,8 @@ type Limiter struct {
 	args       [2][]any    // ARGV of gcra.lua by Class
 	turns      [2]chan int // one waiter per class talks to Redis; see Acquire
 	intervalGl time.Duration
+	// recoveryFloor is ARGV[6] after a fallback, in microseconds.
+	recoveryFloor string
 
 	mu sync.Mutex
 	// Guarded by mu.
@@ -76,15 +78,18 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 	burst := time.Duration(cfg.Burst - 1)
 	us := func(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
 	base := []any{us(gi), us(burst * gi), us(mi), us(burst * mi)}
+	// One slot of the burst is OTP's alone (none when BURST is 1).
+	reserve := us(min(burst, 1) * gi)
 	l := &Limiter{
-		rdb:        rdb,
-		cfg:        cfg,
-		clock:      systemClock{},
-		keys:       []string{tag + ":tat:global", tag + ":tat:marketing", tag + ":penalty"},
-		args:       [2][]any{append(base[:4:4], "0"), append(base[:4:4], "1")},
-		turns:      [2]chan int{make(chan int, 1), make(chan int, 1)},
-		intervalGl: gi,
-		fb:         newFallback(cfg),
+		rdb:           rdb,
+		cfg:           cfg,
+		clock:         systemClock{},
+		keys:          []string{tag + ":tat:global", tag + ":tat:marketing", tag + ":penalty"},
+		args:          [2][]any{append(base[:4:4], "0", "0", reserve), append(base[:4:4], "1", "0", reserve)},
+		turns:         [2]chan int{make(chan int, 1), make(chan int, 1)},
+		intervalGl:    gi,
+		fb:            newFallback(cfg),
+		recoveryFloor: us(cfg.RedisRetryAfter * time.Duration(cfg.MaxSenders-1) / time.Duration(cfg.MaxSenders)),
 	}
 	for _, o := range opts {
 		o(l)
@@ -115,7 +120,10 @@ func (l *Limiter) TryAcquire(ctx context.Context, class Class) (Decision, error)
 	}
 	l.mu.Unlock()
 
-	d, err := l.eval(ctx, class)
+	l.mu.Lock()
+	recovering := l.inFallback
+	l.mu.Unlock()
+	d, err := l.eval(ctx, class, recovering)
 	if err != nil && ctx.Err() != nil {
 		return Decision{}, ctx.Err() // the caller gave up; not Redis's fault
 	}
@@ -150,11 +158,18 @@ func (l *Limiter) TryAcquire(ctx context.Context, class Class) (Decision, error)
 	return d, nil
 }
 
-// eval runs gcra.lua once.
-func (l *Limiter) eval(ctx context.Context, class Class) (Decision, error) {
+// eval runs gcra.lua once. recovering says this process is coming back
+// from its fallback: others may still be in theirs for up to one
+// RedisRetryAfter, sending (MaxSenders-1)/MaxSenders of the target between
+// them, so the script first reserves that much time on both keys.
+func (l *Limiter) eval(ctx context.Context, class Class, recovering bool) (Decision, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
 	defer cancel()
-	v, err := gcraScript.Run(ctx, l.rdb, l.keys, l.args[class]...).Slice()
+	args := l.args[class]
+	if recovering {
+		args = append(args[:5:5], l.recoveryFloor, args[6])
+	}
+	v, err := gcraScript.Run(ctx, l.rdb, l.keys, args...).Slice()
 	if err != nil {
 		return Decision{}, fmt.Errorf("gcra eval: %w", err)
 	}
@@ -222,4 +237,13 @@ func (l *Limiter) ReportThrottled(ctx context.Context, retryAfter time.Duration)
 	}
 	l.mu.Unlock()
 	return nil
+}
+
+// State reports whether this process knows of a live 429 penalty and
+// whether it is deciding locally because Redis is unreachable.
+func (l *Limiter) State() (penalty, fallback bool) {
+	now := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return now.Before(l.penaltyUntil), l.inFallback
 }

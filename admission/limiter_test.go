@@ -13,25 +13,25 @@ import (
 
 func TestBurstThenExactSpacing(t *testing.T) {
 	rdb := redistest.Client(t)
-	l := newLimiter(t, rdb, testConfig(t))
+	l := newLimiter(t, rdb, slowConfig(t))
 	for i := range 5 {
 		if d := try(t, l, OTP); !d.Allowed || d.Source != SourceRedis {
 			t.Fatalf("call %d after a quiet spell: got %+v, want allowed by redis", i+1, d)
 		}
 	}
 	d := try(t, l, OTP)
-	want := interval(90) // 1/TARGET_RPS
+	want := interval(1) // 1/TARGET_RPS
 	if d.Allowed || d.Reason != ReasonGlobal {
 		t.Fatalf("call 6: got %+v, want denied by the global rate", d)
 	}
-	if d.RetryAfter <= want-5*time.Millisecond || d.RetryAfter > want {
+	if d.RetryAfter <= want-100*time.Millisecond || d.RetryAfter > want {
 		t.Fatalf("call 6: RetryAfter = %v, want about 1/TARGET_RPS = %v", d.RetryAfter, want)
 	}
 }
 
 func TestUsesRedisClockNotProcessClock(t *testing.T) {
 	rdb := redistest.Client(t)
-	cfg := testConfig(t)
+	cfg := slowConfig(t)
 	behind := newLimiter(t, rdb, cfg, WithClock(skewedClock(-time.Hour)))
 	ahead := newLimiter(t, redistest.Client(t), cfg, WithClock(skewedClock(time.Hour)))
 
@@ -43,7 +43,7 @@ func TestUsesRedisClockNotProcessClock(t *testing.T) {
 		}
 		if d.Allowed {
 			allowed++
-		} else if d.RetryAfter > interval(90) {
+		} else if d.RetryAfter > interval(1) {
 			t.Errorf("denial waits %v: a process clock leaked into the decision", d.RetryAfter)
 		}
 	}
@@ -56,7 +56,7 @@ func TestIdleTimeDoesNotBankCredit(t *testing.T) {
 	for _, class := range []Class{OTP, Marketing} {
 		t.Run(class.String(), func(t *testing.T) {
 			rdb := redistest.Client(t)
-			l := newLimiter(t, rdb, testConfig(t))
+			l := newLimiter(t, rdb, slowConfig(t))
 			// A TAT ten seconds in the past: an account idle for ten seconds
 			// whose key has not expired yet.
 			for _, key := range l.Keys()[:2] {
@@ -68,10 +68,29 @@ func TestIdleTimeDoesNotBankCredit(t *testing.T) {
 					allowed++
 				}
 			}
-			if allowed != 5 {
-				t.Fatalf("after ten idle seconds %d were allowed at once, want BURST=5", allowed)
+			want := 5 // BURST
+			if class == Marketing {
+				want-- // one slot of the burst is OTP's
+			}
+			if allowed != want {
+				t.Fatalf("after ten idle seconds %d were allowed at once, want %d", allowed, want)
 			}
 		})
+	}
+}
+
+func TestMarketingLeavesOTPOneSlotOfTheBurst(t *testing.T) {
+	l := newLimiter(t, redistest.Client(t), slowConfig(t))
+	for i := range 4 {
+		if d := try(t, l, Marketing); !d.Allowed {
+			t.Fatalf("marketing %d of a fresh burst: %+v, want allowed", i+1, d)
+		}
+	}
+	if d := try(t, l, Marketing); d.Allowed || d.Reason != ReasonGlobal {
+		t.Fatalf("marketing 5: %+v, want denied: the last slot of the burst is OTP's", d)
+	}
+	if d := try(t, l, OTP); !d.Allowed {
+		t.Fatalf("OTP after a marketing burst: %+v, want allowed at once", d)
 	}
 }
 
@@ -383,5 +402,33 @@ func TestManyProcessesStayUnderTarget(t *testing.T) {
 	}
 	if got < floor {
 		t.Fatalf("admitted %d in 3s, below 95%% of TARGET_RPS·3 + BURST = %d", got, floor)
+	}
+}
+
+// TestBackFromFallbackReservesTheOthersShare: a process coming back to
+// Redis after an outage leaves room for processes still sending from their
+// fallback, so the account does not see Redis's full rate on top of theirs.
+func TestBackFromFallbackReservesTheOthersShare(t *testing.T) {
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	clock := &fakeClock{t: t0}
+	logger, _ := newCountingLogger()
+	cfg := testConfig(t)
+	cfg.Logger = logger
+	back := newLimiter(t, redistest.ClientOf(t, proxy.Addr()), cfg, WithClock(clock))
+	other := newLimiter(t, redistest.Client(t), cfg) // never lost Redis
+
+	proxy.SetMode(redistest.Refuse)
+	if d := try(t, back, OTP); d.Source != SourceFallback {
+		t.Fatalf("Redis down: %+v, want fallback", d)
+	}
+	proxy.SetMode(redistest.Up)
+	clock.Add(1100 * time.Millisecond)
+	// (MaxSenders-1)/MaxSenders of a second, less the burst tolerance.
+	want := time.Second*22/23 - 4*interval(90) - 50*time.Millisecond
+	for _, l := range []*Limiter{back, other} {
+		d := try(t, l, Marketing)
+		if d.Source != SourceRedis || d.Allowed || d.RetryAfter < want {
+			t.Fatalf("right after a process came back: %+v, want a Redis denial of at least %v", d, want)
+		}
 	}
 }

@@ -56,9 +56,9 @@ func run() error {
 		}
 		if killer == "" {
 			survived++
-			fmt.Printf("%-4s %-48s SURVIVED\n", m.ID, m.Name)
+			fmt.Printf("%-4s %-56s SURVIVED\n", m.ID, m.Name)
 		} else {
-			fmt.Printf("%-4s %-48s killed by %s\n", m.ID, m.Name, killer)
+			fmt.Printf("%-4s %-56s killed by %s\n", m.ID, m.Name, killer)
 		}
 	}
 	fmt.Printf("%d/%d mutants killed\n", total-survived, total)

@@ -20,8 +20,8 @@ func (m mutant) pkg() string {
 
 var mutants = []mutant{
 	{"M1", "process clock instead of TIME", []edit{
-		{"admission/gcra.lua", "local t = redis.call('TIME')\nlocal now = tonumber(t[1]) * 1000000 + tonumber(t[2])", "local now = tonumber(ARGV[6])"},
-		{"admission/limiter.go", "gcraScript.Run(ctx, l.rdb, l.keys, l.args[class]...)", "gcraScript.Run(ctx, l.rdb, l.keys, append(l.args[class][:5:5], l.clock.Now().UnixMicro())...)"},
+		{"admission/gcra.lua", "local t = redis.call('TIME')\nlocal now = tonumber(t[1]) * 1000000 + tonumber(t[2])", "local now = tonumber(ARGV[6])\nARGV[6] = '0'"},
+		{"admission/limiter.go", "gcraScript.Run(ctx, l.rdb, l.keys, args...)", "gcraScript.Run(ctx, l.rdb, l.keys, append(args[:5:5], l.clock.Now().UnixMicro(), args[6])...)"},
 	}, ""},
 	{"M2", "idle time banks credit", []edit{
 		{"admission/gcra.lua", "    tat = now -- idle time banks no credit beyond the tolerance", "    -- mutant: stale TAT kept"},
@@ -59,6 +59,12 @@ var mutants = []mutant{
 	{"M13", "denial does not report its wait", []edit{
 		{"admission/gcra.lua", "    return {0, m_wait, 3}", "    return {0, 1, 3}"},
 		{"admission/gcra.lua", "  return {0, g_wait, 2}", "  return {0, 1, 2}"},
+	}, ""},
+	{"M15", "back from fallback without reserving the others' share", []edit{
+		{"admission/limiter.go", "	recovering := l.inFallback\n", "	recovering := l.inFallback && false\n"},
+	}, ""},
+	{"M16", "marketing may take OTP's reserved slot", []edit{
+		{"admission/gcra.lua", "  g_tau = g_tau - tonumber(ARGV[7])\n", ""},
 	}, ""},
 	{"M14", "script reply not checked", []edit{
 		{"admission/limiter.go", "		x, ok := v[i].(int64)\n		if !ok {", "		x, ok := v[i].(int64)\n		if ok && !ok {"},

@@ -1,0 +1,10 @@
+-- attempt.lua counts the provider attempts of one message id, for the
+-- http.request.resend_count of traces where Pub/Sub does not count them.
+--
+-- KEYS[1] -> attempts key ({sms:<account>}:attempts:<id>)
+-- ARGV[1] -> lifetime of the count in milliseconds
+--
+-- Returns the count after this attempt (1 for the first).
+local n = redis.call('INCR', KEYS[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return n
