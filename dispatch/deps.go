@@ -34,6 +34,31 @@ type DeadLetterer interface {
 	DeadLetter(ctx context.Context, m *pubsub.Message, class admission.Class, reason string) error
 }
 
+// Tracer opens the spans of a delivery (telemetry.Tracing). Each end
+// function is called exactly once.
+type Tracer interface {
+	// Delivery starts the span of one delivery of m from subscription.
+	Delivery(ctx context.Context, subscription string, m *pubsub.Message, class admission.Class) (context.Context, func(Event))
+	// Admission starts the span of the wait for a send slot.
+	Admission(ctx context.Context, class admission.Class) (context.Context, func(d admission.Decision, wait time.Duration))
+}
+
+// AttemptCounter counts provider attempts per id where Pub/Sub does not
+// (admission.Claims).
+type AttemptCounter interface {
+	CountAttempt(ctx context.Context, id string) (int, error)
+}
+
+type noTracer struct{}
+
+func (noTracer) Delivery(ctx context.Context, _ string, _ *pubsub.Message, _ admission.Class) (context.Context, func(Event)) {
+	return ctx, func(Event) {}
+}
+
+func (noTracer) Admission(ctx context.Context, _ admission.Class) (context.Context, func(admission.Decision, time.Duration)) {
+	return ctx, func(admission.Decision, time.Duration) {}
+}
+
 var (
 	_ Limiter = (*admission.Limiter)(nil)
 	_ Claimer = (*admission.Claims)(nil)

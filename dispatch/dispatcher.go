@@ -46,6 +46,11 @@ type Config struct {
 	// SendMarketingWithoutRedis sends marketing while the send-once record
 	// cannot be read. By default marketing is nacked until Redis is back.
 	SendMarketingWithoutRedis bool
+	// MaxDeliveryAttempts, if positive, dead-letters (with reject_reason
+	// max_attempts) a message whose Pub/Sub delivery attempt reaches it
+	// instead of nacking it once more. Set it to the subscription's
+	// dead-letter policy, which would otherwise forward it silently.
+	MaxDeliveryAttempts int
 	// OTPOutstanding and MarketingOutstanding cap the messages a lane holds
 	// (Pub/Sub flow control). Zero means the client's default.
 	OTPOutstanding, MarketingOutstanding int
@@ -82,6 +87,11 @@ type Deps struct {
 	Sender         Sender
 	DeadLetter     DeadLetterer
 	Observer       Observer // if nil, nothing is observed
+	Tracer         Tracer   // if nil, no spans
+	// Attempts counts provider attempts per id for messages whose delivery
+	// attempt Pub/Sub does not report (no dead-letter policy). If nil, such
+	// messages carry no resend count.
+	Attempts AttemptCounter
 }
 
 // Event is what happened to one delivery of one message.
@@ -96,6 +106,7 @@ type Event struct {
 	Received        time.Time          // when this delivery reached the dispatcher
 	Admitted        time.Time          // when a slot was granted; zero if none
 	Decision        admission.Decision // the last admission decision; zero if admission was not reached
+	ResendCount     int                // provider attempts of this message before this one, if it reached the provider
 	Finished        time.Time
 	Err             error // why, for outcomes other than sent; never holds a phone number
 }
@@ -116,12 +127,12 @@ type Dispatcher struct {
 	instance string // prefix of claim tokens: unique per process
 	seq      atomic.Uint64
 
-	inflight sync.Map       // id -> *flight: duplicates inside the process collapse
-	active   sync.WaitGroup // callbacks running; Run waits for them
+	inflight sync.Map // id -> *flight: duplicates inside the process collapse
+
+	lanes [2]*lane // by class; built by New
 
 	// Set once by Run before any lane starts.
-	hard  context.Context // sends in flight; ends Grace after Run's context
-	lanes [2]*lane
+	hard context.Context // sends in flight; ends Grace after Run's context
 }
 
 // flight is one id being handled in this process.
@@ -138,12 +149,20 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 	}
 	var b [8]byte
 	rand.Read(b[:])
-	return &Dispatcher{
+	if deps.Tracer == nil {
+		deps.Tracer = noTracer{}
+	}
+	d := &Dispatcher{
 		cfg:      cfg.withDefaults(),
 		deps:     deps,
 		budget:   nack.NewBudget(10, 0.1),
 		instance: hex.EncodeToString(b[:]),
-	}, nil
+	}
+	d.lanes = [2]*lane{
+		newLane(d, admission.OTP, deps.OTP, d.cfg.OTPOutstanding),
+		newLane(d, admission.Marketing, deps.Marketing, d.cfg.MarketingOutstanding),
+	}
+	return d, nil
 }
 
 // Ready reports whether both lanes are receiving.
@@ -159,6 +178,9 @@ func (d *Dispatcher) Ready() bool {
 // BudgetTokens returns the retry budget's tokens, for metrics.
 func (d *Dispatcher) BudgetTokens() float64 { return d.budget.Tokens() }
 
+// OTPWaiting returns how many OTP messages wait for a send slot, for metrics.
+func (d *Dispatcher) OTPWaiting() int { return d.gate.Waiting() }
+
 // Run pulls both classes until ctx ends, then stops pulling, nacks every
 // message still waiting for a slot, lets sends in flight finish within
 // Config.Grace, and returns once every callback has returned.
@@ -171,28 +193,31 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	})
 	defer stopGrace()
 	d.hard = hard
-	d.lanes = [2]*lane{
-		newLane(d, admission.OTP, d.deps.OTP, d.cfg.OTPOutstanding),
-		newLane(d, admission.Marketing, d.deps.Marketing, d.cfg.MarketingOutstanding),
-	}
 	var wg sync.WaitGroup
 	for _, l := range d.lanes {
 		wg.Go(func() { l.run(ctx) })
 	}
-	wg.Wait()
-	// A timed Receive shutdown may return before its callbacks do.
-	d.active.Wait()
+	wg.Wait() // Receive returns once its callbacks have
 	return nil
 }
 
 // handle is the Receive callback of class: it takes m to one end.
-func (d *Dispatcher) handle(ctx context.Context, class admission.Class, m *pubsub.Message) {
+func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscription string, m *pubsub.Message) {
 	ev := Event{Class: class, MessageID: m.ID, PublishTime: m.PublishTime, Received: time.Now()}
+	ctx, end := d.deps.Tracer.Delivery(ctx, subscription, m, class)
+	defer func() { end(ev) }()
 	if m.DeliveryAttempt != nil {
 		ev.DeliveryAttempt = *m.DeliveryAttempt
 	}
 	ev.Outcome, ev.Err = d.process(ctx, class, m, &ev)
 	ev.Action = nack.ActionFor(ev.Outcome)
+	if ev.Action == nack.Nack && ev.Outcome != nack.ShuttingDown && d.cfg.MaxDeliveryAttempts > 0 &&
+		ev.DeliveryAttempt >= d.cfg.MaxDeliveryAttempts {
+		// The subscription would dead-letter it silently after this nack:
+		// do it here, with a reason, and count it.
+		ev.Err = fmt.Errorf("max_attempts: %d deliveries, last %s: %w", ev.DeliveryAttempt, ev.Outcome, ev.Err)
+		ev.Action = nack.DeadLetter
+	}
 	switch ev.Action {
 	case nack.Ack:
 		m.Ack()
@@ -229,12 +254,16 @@ func (d *Dispatcher) process(ctx context.Context, class admission.Class, pm *pub
 	f := &flight{done: make(chan struct{})}
 	if v, loaded := d.inflight.LoadOrStore(m.ID, f); loaded {
 		first := v.(*flight)
+		wait := time.NewTimer(d.maxWait(class))
+		defer wait.Stop()
 		select {
 		case <-first.done:
 			if nack.ActionFor(first.outcome) == nack.Nack {
 				return nack.InFlightElsewhere, nil
 			}
 			return nack.Duplicate, nil
+		case <-wait.C:
+			return nack.InFlightElsewhere, nil
 		case <-ctx.Done():
 			return nack.ShuttingDown, ctx.Err()
 		}
@@ -244,6 +273,24 @@ func (d *Dispatcher) process(ctx context.Context, class admission.Class, pm *pub
 	close(f.done)
 	d.inflight.Delete(m.ID)
 	return out, err
+}
+
+// resendCount returns how many times the message reached the provider
+// before: Pub/Sub's count of earlier deliveries when the subscription has a
+// dead-letter policy, else this service's count of attempts for the id.
+func (d *Dispatcher) resendCount(ctx context.Context, ev *Event, id string) int {
+	if ev.DeliveryAttempt > 0 {
+		return ev.DeliveryAttempt - 1
+	}
+	if d.deps.Attempts == nil {
+		return 0
+	}
+	n, err := d.deps.Attempts.CountAttempt(ctx, id)
+	if err != nil {
+		d.cfg.Logger.Debug("attempt count unavailable", "id", id, "err", err)
+		return 0
+	}
+	return n - 1
 }
 
 func (d *Dispatcher) expired(m Message) bool {
@@ -267,6 +314,11 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, m 
 	case err != nil && ctx.Err() != nil:
 		return nack.ShuttingDown, ctx.Err()
 	case err != nil:
+		// A claim that timed out may still have landed: give it back so
+		// that it does not hold the id's redeliveries until it expires.
+		if rerr := d.deps.Claims.Release(d.hard, m.ID, token); rerr != nil {
+			d.cfg.Logger.Debug("could not release a claim that may not exist", "id", m.ID, "err", rerr)
+		}
 		sendAnyway := (class == admission.OTP && !d.cfg.HoldOTPWithoutRedis) ||
 			(class == admission.Marketing && d.cfg.SendMarketingWithoutRedis)
 		if !sendAnyway {
@@ -305,13 +357,25 @@ func (d *Dispatcher) admitAndSend(ctx context.Context, class admission.Class, m 
 		maxWait = min(maxWait, time.Until(m.Deadline))
 	}
 	start := time.Now()
+	release := func() {}
 	if class == admission.OTP {
-		release := d.gate.EnterOTP()
-		defer release() // a waiting OTP holds marketing back until its slot is decided
-	} else if err := d.gate.WaitMarketing(ctx); err != nil {
-		return nack.ShuttingDown, err
+		// A waiting OTP holds marketing back until its slot is decided.
+		release = d.gate.EnterOTP()
+	} else {
+		gctx, cancel := context.WithTimeout(ctx, maxWait)
+		err := d.gate.WaitMarketing(gctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return nack.ShuttingDown, ctx.Err()
+		case err != nil:
+			return nack.Denied, fmt.Errorf("OTP held the priority gate for the whole max wait (%v)", maxWait)
+		}
 	}
-	dec, err := d.deps.Limiter.Acquire(ctx, class, maxWait-time.Since(start))
+	actx, aend := d.deps.Tracer.Admission(ctx, class)
+	dec, err := d.deps.Limiter.Acquire(actx, class, maxWait-time.Since(start))
+	release()
+	aend(dec, time.Since(start))
 	ev.Decision = dec
 	if err != nil {
 		return nack.ShuttingDown, err
@@ -323,21 +387,34 @@ func (d *Dispatcher) admitAndSend(ctx context.Context, class admission.Class, m 
 		return nack.Denied, fmt.Errorf("no send slot within %v (%s, %s)", maxWait, dec.Source, dec.Reason)
 	}
 	ev.Admitted = time.Now()
+	if d.expired(m) {
+		return nack.Expired, nil // the slot goes unused: cheaper than a send nobody waits for
+	}
 
 	timeout := d.cfg.SendTimeout
 	if !m.Deadline.IsZero() {
 		timeout = min(timeout, time.Until(m.Deadline))
 	}
-	sctx, cancel := context.WithTimeout(d.hard, timeout)
-	err = d.deps.Sender.Send(sctx, provider.Message{ID: m.ID, To: m.To, Body: m.Body})
+	// The send keeps the delivery's values (its span) but not its
+	// cancellation: a shutdown stops waiting, not sending; Grace ends
+	// sends (d.hard).
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	stop := context.AfterFunc(d.hard, cancel)
+	ev.ResendCount = d.resendCount(sctx, ev, m.ID)
+	err = d.deps.Sender.Send(provider.WithResendCount(sctx, ev.ResendCount), provider.Message{ID: m.ID, To: m.To, Body: m.Body})
+	stop()
 	cancel()
 
 	out := nack.Classify(err)
+	if out == nack.Transient && d.expired(m) {
+		return nack.Expired, nil // cut off by its own deadline: not the provider's failure
+	}
 	switch out {
 	case nack.Sent:
 		d.budget.OnSuccess()
 		d.lanes[class].succeeded()
 	case nack.Throttled:
+		d.budget.OnFailure() // the penalty stops sends; a spent budget also stops pulls
 		retryAfter := time.Second
 		var pe *provider.Error
 		if errors.As(err, &pe) {

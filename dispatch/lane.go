@@ -31,19 +31,13 @@ func newLane(d *Dispatcher, class admission.Class, sub *pubsub.Subscriber, outst
 	if outstanding > 0 {
 		sub.ReceiveSettings.MaxOutstandingMessages = outstanding
 	}
-	// On shutdown or pause the client nacks what it pulled but has not
-	// handed to a callback, instead of letting it sit out its lease. Run
-	// waits for the callbacks themselves (Dispatcher.active).
-	//
-	// A message that reaches the client while a stream is closing can
-	// still slip past both: the lease the client last asked for is all
-	// that brings it back. Asking 10s at a time (the least Pub/Sub allows)
-	// bounds that wait at 10s instead of the default 60s.
+	// Shutdown (and pause) keep the client's default: wait for every
+	// callback (ours nack what has not been sent and bound sends by Grace),
+	// nack what was pulled but not handed over. A message that reaches the
+	// client while a stream is closing can still slip past: the lease the
+	// client last asked for is what brings it back. Asking 10s at a time
+	// (the least Pub/Sub allows) bounds that at 10s instead of 60s.
 	sub.ReceiveSettings.MaxDurationPerAckExtension = 10 * time.Second
-	sub.ReceiveSettings.ShutdownOptions = &pubsub.ShutdownOptions{
-		Behavior: pubsub.ShutdownBehaviorNackImmediately,
-		Timeout:  d.cfg.Grace,
-	}
 	return &lane{d: d, class: class, sub: sub, backoff: nack.NewFullJitter(d.cfg.BackoffInitial, d.cfg.BackoffMax)}
 }
 
@@ -58,9 +52,7 @@ func (l *lane) run(ctx context.Context) {
 
 		l.receiving.Store(true)
 		err := l.sub.Receive(rctx, func(cctx context.Context, m *pubsub.Message) {
-			l.d.active.Add(1)
-			defer l.d.active.Done()
-			l.d.handle(cctx, l.class, m)
+			l.d.handle(cctx, l.class, l.sub.ID(), m)
 		})
 		l.receiving.Store(false)
 		cancel()

@@ -21,9 +21,9 @@ func Example() {
 	}
 	// Output:
 	// sent ack sent
-	// throttled nack throttled
+	// throttled nack status 429
 	// rejected dead_letter provider: status 400
-	// transient nack transient
+	// transient nack context deadline exceeded
 }
 
 func ExampleBudget() {

@@ -148,8 +148,9 @@ const MaxRejectReasonLen = 1024
 // RejectReason returns the value of the reject_reason attribute of a dead
 // letter: "invalid: " followed by the validation error for Invalid, and
 // "provider: " followed by the provider's error for Rejected. With a nil err
-// it returns "invalid" or "provider"; for any other Outcome, o.String(), so
-// the attribute is never empty. The result is valid UTF-8 of at most
+// it returns "invalid" or "provider"; for any other Outcome (a message
+// dead-lettered after too many attempts), err's text, or o.String() when
+// err is nil, so the attribute is never empty. The result is valid UTF-8 of at most
 // MaxRejectReasonLen bytes.
 //
 // RejectReason copies err.Error() as it is: callers guarantee that their
@@ -162,7 +163,10 @@ func RejectReason(o Outcome, err error) string {
 	case Rejected:
 		prefix = "provider"
 	default:
-		return o.String()
+		if err == nil {
+			return o.String()
+		}
+		return truncateUTF8(strings.ToValidUTF8(err.Error(), "\uFFFD"), MaxRejectReasonLen)
 	}
 	if err == nil {
 		return prefix

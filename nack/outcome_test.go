@@ -183,7 +183,8 @@ func TestRejectReason(t *testing.T) {
 		{"rejected", Rejected, &providerError{Status: 400}, "provider: status 400"},
 		{"invalid nil", Invalid, nil, "invalid"},
 		{"rejected nil", Rejected, nil, "provider"},
-		{"not a dead letter", Transient, errors.New("x"), "transient"},
+		{"dead-lettered after too many attempts", Transient, errors.New("max_attempts: 100 deliveries"), "max_attempts: 100 deliveries"},
+		{"other outcome without error", Transient, nil, "transient"},
 		{"bad utf-8", Invalid, errors.New("body \xff"), "invalid: body \uFFFD"},
 		{"too long", Invalid, errors.New(long), ("invalid: " + long)[:MaxRejectReasonLen-1]},
 	}

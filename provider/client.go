@@ -134,6 +134,7 @@ type Client struct {
 	hc       *http.Client
 	timeout  time.Duration
 	now      func() time.Time
+	wrap     func(http.RoundTripper) http.RoundTripper // applied to the default client's transport
 }
 
 // An Option configures an optional dependency of a Client.
@@ -198,8 +199,19 @@ func NewClient(baseURL, token string, opts ...Option) (*Client, error) {
 	}
 	if c.hc == nil {
 		c.hc = defaultHTTPClient()
+		if c.wrap != nil {
+			c.hc.Transport = c.wrap(c.hc.Transport)
+		}
 	}
 	return c, nil
+}
+
+// WithTransportWrapper wraps the default client's tuned transport, for
+// instrumentation (tracing, metrics). It is ignored with WithHTTPClient.
+// The wrapper must not read the Idempotency-Key header by its canonical
+// name (see Send).
+func WithTransportWrapper(wrap func(http.RoundTripper) http.RoundTripper) Option {
+	return func(c *Client) { c.wrap = wrap }
 }
 
 func endpointURL(baseURL string) (string, error) {
