@@ -4,17 +4,45 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
 	"smsdispatcher/nack"
+)
+
+// Names of the instruments (OTel names; Prometheus shows dots as
+// underscores, adds the unit and _total to counters). k8s/alerts.yaml and
+// the dashboard use the Prometheus forms; a test keeps them in step.
+const (
+	MetricMessages          = "sms.messages"                 // sms_messages_total
+	MetricAdmission         = "sms.admission.decisions"      // sms_admission_decisions_total
+	MetricAdmissionWait     = "sms.admission.wait"           // sms_admission_wait_seconds
+	MetricOTPLatency        = "sms.otp.latency"              // sms_otp_latency_seconds
+	MetricProviderDuration  = "http.client.request.duration" // http_client_request_duration_seconds
+	MetricRedisCalls        = "sms.redis.calls"              // sms_redis_calls_total
+	MetricPenaltyActive     = "sms.penalty.active"           // sms_penalty_active
+	MetricFallbackActive    = "sms.fallback.active"          // sms_fallback_active
+	MetricBudgetTokens      = "sms.retry_budget.tokens"      // sms_retry_budget_tokens
+	MetricOTPWaiting        = "sms.otp.waiting"              // sms_otp_waiting
+	MetricConfiguredRate    = "sms.configured.rate"          // sms_configured_rate
+	MetricDeliveryAttempt   = "sms.delivery.attempts"        // sms_delivery_attempts
+	AttrStatusClass         = attribute.Key("sms.provider.status_class")
+	AttrRedisOp             = attribute.Key("sms.redis.op")
+	AttrLimit               = attribute.Key("sms.limit")
+	attrOutcomeResultAllows = "allowed"
 )
 
 // Metrics owns the meter provider and the Prometheus registry behind
@@ -23,50 +51,120 @@ type Metrics struct {
 	provider *sdkmetric.MeterProvider
 	registry *prometheus.Registry
 
-	messages      metric.Int64Counter
-	admissionWait metric.Float64Histogram
-	otpLatency    metric.Float64Histogram
+	messages         metric.Int64Counter
+	admission        metric.Int64Counter
+	admissionWait    metric.Float64Histogram
+	otpLatency       metric.Float64Histogram
+	providerDuration metric.Float64Histogram
+	redisCalls       metric.Int64Counter
+	attempts         metric.Int64Histogram
+
+	state atomic.Pointer[func() State] // read by the gauges; nil reads as zero
 }
 
 var _ dispatch.Observer = (*Metrics)(nil)
 
+// State is what the gauges show, read when /metrics is scraped.
+type State struct {
+	PenaltyActive, FallbackActive bool
+	BudgetTokens                  float64
+	OTPWaiting                    int
+	ContractRPS, TargetRPS        float64
+	MarketingRPS                  float64
+}
+
 // NewMetrics returns metrics exported on their own Prometheus registry.
 func NewMetrics() (*Metrics, error) {
 	reg := prometheus.NewRegistry()
-	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
 	if err != nil {
 		return nil, fmt.Errorf("prometheus exporter: %w", err)
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
 	meter := mp.Meter("smsdispatcher")
 	m := &Metrics{provider: mp, registry: reg}
-	if m.messages, err = meter.Int64Counter("sms.messages",
-		metric.WithUnit("{message}"),
-		metric.WithDescription("Deliveries handled, by class and outcome.")); err != nil {
-		return nil, err
+	seconds := func(bounds ...float64) []metric.Float64HistogramOption {
+		return []metric.Float64HistogramOption{metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(bounds...)}
 	}
-	if m.admissionWait, err = meter.Float64Histogram("sms.admission.wait",
-		metric.WithUnit("s"),
-		metric.WithDescription("Time a message waited for a send slot."),
-		metric.WithExplicitBucketBoundaries(0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8)); err != nil {
-		return nil, err
+	var errs []error
+	must := func(err error) { errs = append(errs, err) }
+	m.messages, err = meter.Int64Counter(MetricMessages, metric.WithUnit("{message}"),
+		metric.WithDescription("Deliveries handled, by class, outcome and action (ack, nack, dead_letter)."))
+	must(err)
+	m.admission, err = meter.Int64Counter(MetricAdmission, metric.WithUnit("{decision}"),
+		metric.WithDescription("Final admission decisions, by class, source (redis, fallback, penalty) and result."))
+	must(err)
+	m.admissionWait, err = meter.Float64Histogram(MetricAdmissionWait, append(seconds(0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8),
+		metric.WithDescription("Time a message waited for a send slot, by class."))...)
+	must(err)
+	m.otpLatency, err = meter.Float64Histogram(MetricOTPLatency, append(seconds(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+		metric.WithDescription("Time from an OTP's publication to the provider's acceptance."))...)
+	must(err)
+	m.providerDuration, err = meter.Float64Histogram(MetricProviderDuration, append(seconds(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+		metric.WithDescription("Provider request duration, by status class (2xx, 429, 4xx, 5xx, error)."))...)
+	must(err)
+	m.redisCalls, err = meter.Int64Counter(MetricRedisCalls, metric.WithUnit("{call}"),
+		metric.WithDescription("Redis commands, by operation (gcra, penalty, claim, other)."))
+	must(err)
+	m.attempts, err = meter.Int64Histogram(MetricDeliveryAttempt, metric.WithUnit("{attempt}"),
+		metric.WithExplicitBucketBoundaries(1, 2, 3, 5, 10, 20, 50, 100),
+		metric.WithDescription("Pub/Sub delivery attempt of each delivery, by class (needs the dead-letter policy)."))
+	must(err)
+
+	gauge := func(name, desc string, read func(State) []obs) {
+		_, err := meter.Float64ObservableGauge(name, metric.WithDescription(desc),
+			metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
+				var s State
+				if f := m.state.Load(); f != nil {
+					s = (*f)()
+				}
+				for _, v := range read(s) {
+					o.Observe(v.value, metric.WithAttributes(v.attrs...))
+				}
+				return nil
+			}))
+		must(err)
 	}
-	if m.otpLatency, err = meter.Float64Histogram("sms.otp.latency",
-		metric.WithUnit("s"),
-		metric.WithDescription("Time from an OTP's publication to the provider's acceptance."),
-		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10)); err != nil {
-		return nil, err
+	gauge(MetricPenaltyActive, "1 while a provider 429 penalty is live for this process.", func(s State) []obs { return one(b2f(s.PenaltyActive)) })
+	gauge(MetricFallbackActive, "1 while this process decides locally because Redis is unreachable.", func(s State) []obs { return one(b2f(s.FallbackActive)) })
+	gauge(MetricBudgetTokens, "Retry budget tokens (10 full; retries allowed above 5).", func(s State) []obs { return one(s.BudgetTokens) })
+	gauge(MetricOTPWaiting, "OTP messages of this process waiting for a send slot.", func(s State) []obs { return one(float64(s.OTPWaiting)) })
+	gauge(MetricConfiguredRate, "Configured rates in messages per second: the contract line and the targets.", func(s State) []obs {
+		return []obs{
+			{s.ContractRPS, []attribute.KeyValue{AttrLimit.String("contract")}},
+			{s.TargetRPS, []attribute.KeyValue{AttrLimit.String("target")}},
+			{s.MarketingRPS, []attribute.KeyValue{AttrLimit.String("marketing")}},
+		}
+	})
+	for _, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
 	}
 	return m, nil
 }
+
+type obs struct {
+	value float64
+	attrs []attribute.KeyValue
+}
+
+func one(v float64) []obs { return []obs{{value: v}} }
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// SetState makes the gauges read f when scraped.
+func (m *Metrics) SetState(f func() State) { m.state.Store(&f) }
 
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
-
-// Meter returns the meter other components register their instruments on.
-func (m *Metrics) Meter() metric.Meter { return m.provider.Meter("smsdispatcher") }
 
 // Shutdown flushes and stops the meter provider.
 func (m *Metrics) Shutdown(ctx context.Context) error { return m.provider.Shutdown(ctx) }
@@ -74,14 +172,89 @@ func (m *Metrics) Shutdown(ctx context.Context) error { return m.provider.Shutdo
 // Observe records one delivery's end.
 func (m *Metrics) Observe(ev dispatch.Event) {
 	ctx := context.Background()
-	class := attribute.String("sms.class", ev.Class.String())
+	class := AttrClass.String(ev.Class.String())
 	m.messages.Add(ctx, 1, metric.WithAttributes(class,
-		attribute.String("sms.outcome", ev.Outcome.String()),
-		attribute.String("sms.action", ev.Action.String())))
-	if !ev.Admitted.IsZero() {
-		m.admissionWait.Record(ctx, ev.Admitted.Sub(ev.Received).Seconds(), metric.WithAttributes(class))
+		AttrOutcome.String(ev.Outcome.String()), AttrAction.String(ev.Action.String())))
+	if ev.DeliveryAttempt > 0 {
+		m.attempts.Record(ctx, int64(ev.DeliveryAttempt), metric.WithAttributes(class))
+	}
+	if d := ev.Decision; d.Source != "" {
+		result := "denied"
+		if d.Allowed {
+			result = attrOutcomeResultAllows
+		}
+		m.admission.Add(ctx, 1, metric.WithAttributes(class, AttrSource.String(string(d.Source)),
+			AttrDecision.String(result), AttrReason.String(string(d.Reason))))
+		if !ev.Admitted.IsZero() {
+			m.admissionWait.Record(ctx, ev.Admitted.Sub(ev.Received).Seconds(), metric.WithAttributes(class))
+		}
 	}
 	if ev.Outcome == nack.Sent && ev.Class == admission.OTP && !ev.PublishTime.IsZero() {
 		m.otpLatency.Record(ctx, ev.Finished.Sub(ev.PublishTime).Seconds())
 	}
+}
+
+// recordProvider records one provider request; status 0 means no answer.
+func (m *Metrics) recordProvider(ctx context.Context, d time.Duration, status int) {
+	class := "error"
+	switch {
+	case status == http.StatusTooManyRequests:
+		class = "429"
+	case status >= 200 && status < 600:
+		class = strconv.Itoa(status/100) + "xx"
+	}
+	attrs := []attribute.KeyValue{AttrStatusClass.String(class), semconv.HTTPRequestMethodPost}
+	if status > 0 {
+		attrs = append(attrs, semconv.HTTPResponseStatusCode(status))
+	}
+	m.providerDuration.Record(ctx, d.Seconds(), metric.WithAttributes(attrs...))
+}
+
+// RedisHook returns a go-redis hook that counts commands by operation, so
+// that Redis calls per sent message can be graphed.
+func (m *Metrics) RedisHook() redis.Hook { return redisHook{m} }
+
+type redisHook struct{ m *Metrics }
+
+func (h redisHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(ctx, cmd.Args())
+		return next(ctx, cmd)
+	}
+}
+
+func (h redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			h.count(ctx, c.Args())
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h redisHook) count(ctx context.Context, args []any) {
+	h.m.redisCalls.Add(ctx, 1, metric.WithAttributes(AttrRedisOp.String(redisOp(args))))
+}
+
+// redisOp names a command by the first key of a script call.
+func redisOp(args []any) string {
+	name, _ := args[0].(string)
+	name = strings.ToLower(name)
+	if (name != "evalsha" && name != "eval") || len(args) < 4 {
+		return "other"
+	}
+	key, _ := args[3].(string)
+	switch {
+	case strings.HasSuffix(key, ":tat:global"):
+		return "gcra"
+	case strings.HasSuffix(key, ":penalty"):
+		return "penalty"
+	case strings.Contains(key, ":id:"):
+		return "claim"
+	case strings.Contains(key, ":attempts:"):
+		return "attempts"
+	}
+	return "other"
 }

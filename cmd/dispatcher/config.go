@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"strconv"
@@ -164,6 +165,11 @@ func (c config) validate() error {
 			}
 		}
 		panic("validate: unknown setting " + env)
+	}
+	for env, v := range map[string]float64{"CONTRACT_RPS": c.ContractRPS, "TARGET_RPS": c.TargetRPS, "MARKETING_RPS": c.MarketingRPS} {
+		if math.IsInf(v, 0) || math.IsNaN(v) {
+			return bad(env, "must be a finite number, got %v", v)
+		}
 	}
 	switch {
 	case !(c.ContractRPS > 0):

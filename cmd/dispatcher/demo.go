@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -21,6 +23,7 @@ import (
 	"smsdispatcher/dispatch"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
+	"smsdispatcher/telemetry"
 )
 
 // demoOptions are the demo's own flags.
@@ -30,6 +33,8 @@ type demoOptions struct {
 	OTPRate   float64
 	Timeout   time.Duration
 	Progress  string // auto, on, off
+	Traces    bool
+	Fail5xx   time.Duration
 }
 
 // runDemo is `dispatcher demo`: the real pipeline on one machine.
@@ -42,6 +47,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&o.OTPRate, "otp-rate", 5, "OTP messages published per second while the campaign runs")
 	fs.DurationVar(&o.Timeout, "timeout", 3*time.Minute, "give up after this long")
 	fs.StringVar(&o.Progress, "progress", "auto", "live progress line: auto (on a terminal), on, off")
+	fs.BoolVar(&o.Traces, "traces", false, "print every span to stdout (OTEL_TRACES_EXPORTER=console); with --fail-5xx, re-sends show http.request.resend_count")
+	fs.DurationVar(&o.Fail5xx, "fail-5xx", 0, "make the provider answer 503 for this long at the start, so that messages are re-sent")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -85,6 +92,7 @@ type demoReport struct {
 	Sent                   [2]int
 	Expired, DeadLettered  int
 	Nacked                 int
+	NackedBy               map[string]int
 	Throttled              int        // 429 answers of the simulator
 	MaxIn1s                int        // most provider acceptances in any 1 s window
 	Rate                   [2]float64 // sends per second of each class while it was sending
@@ -109,7 +117,7 @@ func (r demoReport) print(w io.Writer, cfg config) {
 	fmt.Fprintf(w, "  most accepted in any 1 s         %d (contract %g, TARGET_RPS+BURST %g)\n", r.MaxIn1s, cfg.ContractRPS, cfg.TargetRPS+float64(cfg.Burst))
 	fmt.Fprintf(w, "  429 answers                      %d\n", r.Throttled)
 	fmt.Fprintf(w, "  OTP publish→provider p50 / p99   %v / %v\n", r.OTPLatencyP50.Round(100*time.Microsecond), r.P99.Round(100*time.Microsecond))
-	fmt.Fprintf(w, "  nacks per sent message           %.3f\n", per(int64(r.Nacked)))
+	fmt.Fprintf(w, "  nacks per sent message           %.3f %v\n", per(int64(r.Nacked)), r.NackedBy)
 	fmt.Fprintf(w, "  admission calls per sent message %.2f\n", per(r.ScriptCalls))
 	fmt.Fprintf(w, "  Redis commands per sent message  %.2f (admission + send-once claim and record)\n", per(r.RedisCmds))
 }
@@ -122,6 +130,7 @@ type demoStats struct {
 	expired    int
 	dead       int
 	nacked     int
+	nackedBy   map[string]int // outcome -> nacks
 	otpLatency []time.Duration
 	first      [2]time.Time // first and last send of each class
 	last       [2]time.Time
@@ -134,6 +143,7 @@ func (s *demoStats) Observe(ev dispatch.Event) {
 	switch ev.Action {
 	case nack.Nack:
 		s.nacked++
+		s.nackedBy[ev.Outcome.String()]++
 		return
 	case nack.DeadLetter:
 		s.dead++
@@ -202,22 +212,50 @@ func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (d
 		return demoReport{}, err
 	}
 	defer admin.Close()
-	if err := setupTopology(ctx, admin, cfg, func(string, string, bool) {}); err != nil {
+	if err := setupTopology(ctx, admin, cfg, true, func(string, string, bool) {}); err != nil {
 		return demoReport{}, err
 	}
 
-	stats := &demoStats{done: map[string]bool{}, changed: make(chan struct{}, 1)}
+	stats := &demoStats{done: map[string]bool{}, nackedBy: map[string]int{}, changed: make(chan struct{}, 1)}
+	var tel *telemetrySet
+	if o.Traces {
+		// Console traces, as OTEL_TRACES_EXPORTER=console would give.
+		getenv := func(k string) string {
+			if k == "OTEL_TRACES_EXPORTER" {
+				return "console"
+			}
+			return environ(k)
+		}
+		tr, err := telemetry.SetupTracing(ctx, getenv)
+		if err != nil {
+			return demoReport{}, err
+		}
+		m, err := telemetry.NewMetrics()
+		if err != nil {
+			return demoReport{}, err
+		}
+		tel = &telemetrySet{Tracing: tr, metrics: m}
+		defer tel.shutdown(context.WithoutCancel(ctx), logger)
+	}
 	var counters []*counter
 	start := time.Now()
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopRun()
 	var running sync.WaitGroup
+	// Closers run after every dispatcher has stopped, whatever happens.
+	var closers []func()
+	defer func() {
+		stopRun()
+		running.Wait()
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}()
 	for i := range o.Instances {
 		rdb, err := stack.newRedis()
 		if err != nil {
 			return demoReport{}, err
 		}
-		defer rdb.Close()
+		closers = append(closers, func() { rdb.Close() })
 		c := &counter{}
 		rdb.AddHook(c)
 		counters = append(counters, c)
@@ -225,17 +263,20 @@ func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (d
 		if err != nil {
 			return demoReport{}, err
 		}
-		defer ps.Close()
-		sender, err := provider.NewClient(stack.SimURL, "demo-token")
+		closers = append(closers, func() { ps.Close() })
+		sender, err := newSender(stack.SimURL, "demo-token", cfg.SendTimeout, tel)
 		if err != nil {
 			return demoReport{}, err
 		}
-		inst, err := newInstance(cfg, rdb, ps, sender, stats, logger.With("instance", i))
+		inst, err := newInstance(cfg, rdb, ps, sender, tel, stats, logger.With("instance", i))
 		if err != nil {
 			return demoReport{}, err
 		}
-		defer inst.close()
+		closers = append(closers, inst.close)
 		running.Go(func() { inst.d.Run(runCtx) })
+	}
+	if o.Fail5xx > 0 {
+		stack.Sim.FailFor(http.StatusServiceUnavailable, o.Fail5xx)
 	}
 
 	var lastSent int
@@ -265,6 +306,7 @@ func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (d
 	r := demoReport{Instances: o.Instances, Elapsed: time.Since(start), EmbeddedRedis: stack.embeddedRedis()}
 	stats.mu.Lock()
 	r.Sent, r.Expired, r.DeadLettered, r.Nacked = stats.sent, stats.expired, stats.dead, stats.nacked
+	r.NackedBy = maps.Clone(stats.nackedBy)
 	for c := range 2 {
 		if busy := stats.last[c].Sub(stats.first[c]).Seconds(); busy > 0 {
 			r.Rate[c] = float64(r.Sent[c]-1) / busy

@@ -206,7 +206,9 @@ func waitFor(t *testing.T, cond func() bool) {
 
 func TestDemoSmallRun(t *testing.T) {
 	var out bytes.Buffer
-	err := run(context.Background(), []string{"demo", "--campaign", "150", "--otp-rate", "10", "--instances", "2", "--progress", "off"}, &out, io.Discard)
+	// A loaded CI machine is not a Redis outage: a generous Redis timeout.
+	args := []string{"demo", "--campaign", "150", "--otp-rate", "10", "--instances", "2", "--progress", "off", "--redis-timeout", "2s"}
+	err := run(context.Background(), args, &out, io.Discard)
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}

@@ -13,6 +13,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
+	"smsdispatcher/telemetry"
 )
 
 // runPublish is `dispatcher publish`: what a producer does.
@@ -64,6 +65,11 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 
+	tr, err := telemetry.SetupTracing(ctx, environ)
+	if err != nil {
+		return err
+	}
+	defer tr.Shutdown(context.WithoutCancel(ctx))
 	ps, err := newPubsub(ctx, cfg.ProjectID, "")
 	if err != nil {
 		return err
@@ -71,15 +77,20 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer ps.Close()
 	pub := ps.Publisher(topic)
 	defer pub.Stop()
-	return publishLines(ctx, pub, lines, stdout)
+	return publishLines(ctx, tr, pub, topic, lines, stdout)
 }
 
-// publishLines publishes every line and prints each server ID; it waits for
-// all of them.
-func publishLines(ctx context.Context, pub *pubsub.Publisher, lines [][]byte, stdout io.Writer) error {
+// publishLines publishes every line, each in a producer span whose W3C
+// trace context travels in the message's attributes, and prints each
+// server ID; it waits for all of them.
+func publishLines(ctx context.Context, tr *telemetry.Tracing, pub *pubsub.Publisher, topic string, lines [][]byte, stdout io.Writer) error {
 	results := make([]*pubsub.PublishResult, len(lines))
 	for i, l := range lines {
-		results[i] = pub.Publish(ctx, &pubsub.Message{Data: l})
+		sctx, span := tr.StartPublish(ctx, topic)
+		attrs := map[string]string{}
+		tr.Inject(sctx, attrs)
+		results[i] = pub.Publish(sctx, &pubsub.Message{Data: l, Attributes: attrs})
+		span.End()
 	}
 	for i, r := range results {
 		id, err := r.Get(ctx)
@@ -129,7 +140,7 @@ func runSetup(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer ps.Close()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	return setupTopology(ctx, ps, cfg, func(kind, name string, created bool) {
+	return setupTopology(ctx, ps, cfg, false, func(kind, name string, created bool) {
 		state := "exists"
 		if created {
 			state = "created"

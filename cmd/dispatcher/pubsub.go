@@ -46,9 +46,11 @@ const maxDeliveryAttempts = 100
 
 // setupTopology creates what config names when it is missing: both topics,
 // the dead-letter topic and its inspect subscription, and both dispatcher
-// subscriptions with a dead-letter policy. It is idempotent. report is
-// told of each resource and whether it was created.
-func setupTopology(ctx context.Context, c *pubsub.Client, cfg config, report func(kind, name string, created bool)) error {
+// subscriptions with a dead-letter policy (unless local: pstest's
+// dead-letter forwarding republishes forever, and the dispatcher
+// dead-letters explicitly anyway). It is idempotent. report is told of
+// each resource and whether it was created.
+func setupTopology(ctx context.Context, c *pubsub.Client, cfg config, local bool, report func(kind, name string, created bool)) error {
 	topic := func(id string) string { return fmt.Sprintf("projects/%s/topics/%s", c.Project(), id) }
 	sub := func(id string) string { return fmt.Sprintf("projects/%s/subscriptions/%s", c.Project(), id) }
 
@@ -70,6 +72,9 @@ func setupTopology(ctx context.Context, c *pubsub.Client, cfg config, report fun
 			DeadLetterPolicy: &pubsubpb.DeadLetterPolicy{DeadLetterTopic: topic(cfg.DeadLetterTopic), MaxDeliveryAttempts: maxDeliveryAttempts}},
 	}
 	for _, s := range subs {
+		if local {
+			s.DeadLetterPolicy = nil
+		}
 		_, err := c.SubscriptionAdminClient.CreateSubscription(ctx, s)
 		created, err := existsOK(err)
 		if err != nil {

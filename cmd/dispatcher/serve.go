@@ -39,37 +39,37 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
 
+	tel, err := newTelemetry(ctx)
+	if err != nil {
+		return err
+	}
+	defer tel.shutdown(context.WithoutCancel(ctx), logger)
 	rdb, err := newRedis(cfg.RedisURL)
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
+	rdb.AddHook(tel.metrics.RedisHook())
 	ps, err := newPubsub(ctx, cfg.ProjectID, "")
 	if err != nil {
 		return err
 	}
 	defer ps.Close()
-	sender, err := provider.NewClient(cfg.ProviderURL, cfg.ProviderToken, provider.WithTimeout(cfg.SendTimeout))
-	if err != nil {
-		return &configError{"SMS_PROVIDER_URL", "provider-url", err.Error()}
-	}
-	metrics, err := telemetry.NewMetrics()
+	sender, err := newSender(cfg.ProviderURL, cfg.ProviderToken, cfg.SendTimeout, tel)
 	if err != nil {
 		return err
 	}
-	defer metrics.Shutdown(context.WithoutCancel(ctx))
-
-	inst, err := newInstance(cfg, rdb, ps, sender, metrics, logger)
+	inst, err := newInstance(cfg, rdb, ps, sender, tel, tel.metrics, logger)
 	if err != nil {
 		return err
 	}
-	defer inst.close()
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
+		inst.close()
 		return &configError{"HTTP_ADDR", "http-addr", err.Error()}
 	}
-	srv := &http.Server{Handler: inst.httpHandler(rdb, metrics.Handler()), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: inst.httpHandler(rdb, tel.metrics.Handler()), ReadHeaderTimeout: 5 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
 	logger.Info("dispatcher serving", "http_addr", ln.Addr().String(), "project", cfg.ProjectID,
@@ -77,18 +77,69 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		"target_rps", cfg.TargetRPS, "marketing_rps", cfg.MarketingRPS, "max_senders", cfg.MaxSenders)
 
 	// Shutdown order: the dispatcher stops pulling, nacks what waits and
-	// lets sends finish (Run returns); then the dead-letter publisher
-	// flushes (inst.close); then the HTTP server stops; Redis and Pub/Sub
-	// clients close last (defers).
+	// lets sends finish (Run returns); the dead-letter publisher flushes
+	// (inst.close); the HTTP server stops; then, deferred, Pub/Sub, Redis
+	// and telemetry close.
 	runErr := inst.d.Run(ctx)
-	logger.Info("dispatcher stopped pulling; in-flight sends finished")
+	logger.Info("dispatcher stopped pulling; sends in flight finished")
+	inst.close()
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	srv.Shutdown(shutdownCtx)
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		logger.Warn("http server shutdown", "err", err)
+	}
 	if err := <-httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("http server: %w", err)
 	}
 	return runErr
+}
+
+// telemetrySet is the process's tracing and metrics.
+type telemetrySet struct {
+	*telemetry.Tracing
+	metrics *telemetry.Metrics
+}
+
+func newTelemetry(ctx context.Context) (*telemetrySet, error) {
+	tr, err := telemetry.SetupTracing(ctx, environ)
+	if err != nil {
+		return nil, err
+	}
+	m, err := telemetry.NewMetrics()
+	if err != nil {
+		tr.Shutdown(ctx)
+		return nil, err
+	}
+	return &telemetrySet{Tracing: tr, metrics: m}, nil
+}
+
+func (t *telemetrySet) shutdown(ctx context.Context, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := t.Tracing.Shutdown(ctx); err != nil {
+		logger.Warn("trace exporter shutdown", "err", err)
+	}
+	if err := t.metrics.Shutdown(ctx); err != nil {
+		logger.Warn("metrics shutdown", "err", err)
+	}
+}
+
+// newSender returns the provider client, instrumented when tel is set.
+func newSender(url, token string, timeout time.Duration, tel *telemetrySet) (*provider.Client, error) {
+	opts := []provider.Option{provider.WithTimeout(timeout)}
+	if tel != nil {
+		opts = append(opts, provider.WithTransportWrapper(func(rt http.RoundTripper) http.RoundTripper {
+			return tel.Transport(rt, tel.metrics)
+		}))
+	}
+	c, err := provider.NewClient(url, token, opts...)
+	switch {
+	case errors.Is(err, provider.ErrInvalidToken):
+		return nil, &configError{"SMS_PROVIDER_TOKEN", "provider-token", err.Error()}
+	case err != nil:
+		return nil, &configError{"SMS_PROVIDER_URL", "provider-url", err.Error()}
+	}
+	return c, nil
 }
 
 // instance is one dispatcher with its own limiter, as one pod has.
@@ -98,31 +149,60 @@ type instance struct {
 	dlq     *pubsub.Publisher
 }
 
-// newInstance wires one dispatcher on the given clients.
-func newInstance(cfg config, rdb redis.Scripter, ps *pubsub.Client, sender dispatch.Sender, obs dispatch.Observer, logger *slog.Logger) (*instance, error) {
+// envOfField names the variable behind each admission.Config field.
+var envOfField = map[string][2]string{
+	"TargetRPS": {"TARGET_RPS", "target-rps"}, "MarketingRPS": {"MARKETING_RPS", "marketing-rps"},
+	"Burst": {"BURST", "burst"}, "MaxSenders": {"MAX_SENDERS", "max-senders"},
+	"Account": {"SMS_ACCOUNT", "account"}, "RedisTimeout": {"REDIS_TIMEOUT", "redis-timeout"},
+}
+
+// newInstance wires one dispatcher on the given clients. tel and obs may be
+// nil.
+func newInstance(cfg config, rdb redis.Scripter, ps *pubsub.Client, sender dispatch.Sender, tel *telemetrySet, obs dispatch.Observer, logger *slog.Logger) (*instance, error) {
 	lim, err := admission.New(rdb, admission.Config{
 		Account: cfg.Account, TargetRPS: cfg.TargetRPS, MarketingRPS: cfg.MarketingRPS,
 		Burst: cfg.Burst, MaxSenders: cfg.MaxSenders, RedisTimeout: cfg.RedisTimeout, Logger: logger,
 	})
+	var ce *admission.ConfigError
+	if errors.As(err, &ce) {
+		if v, ok := envOfField[ce.Field]; ok {
+			return nil, &configError{v[0], v[1], ce.Reason}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	claims := admission.NewClaims(rdb, cfg.Account, 0, 0, cfg.RedisTimeout)
 	dlq := ps.Publisher(cfg.DeadLetterTopic)
 	otp, mkt := ps.Subscriber(cfg.OTPSubscription), ps.Subscriber(cfg.MarketingSubscription)
+	deps := dispatch.Deps{
+		OTP: otp, Marketing: mkt, Limiter: lim, Claims: claims, Sender: sender, Attempts: claims,
+		DeadLetter: dispatch.DeadLetterTopic{Publisher: dlq}, Observer: obs,
+	}
+	if tel != nil {
+		deps.Tracer = tel.Tracing
+	}
 	d, err := dispatch.New(dispatch.Config{
 		OTPMaxWait: cfg.OTPMaxWait, MarketingMaxWait: cfg.MarketingMaxWait,
 		SendTimeout: cfg.SendTimeout, Grace: cfg.ShutdownGrace,
+		MaxDeliveryAttempts:  maxDeliveryAttempts,
 		OTPOutstanding:       outstanding(cfg.TargetRPS, cfg.OTPMaxWait, 1),
 		MarketingOutstanding: outstanding(cfg.MarketingRPS, cfg.MarketingMaxWait, cfg.MaxSenders),
 		Logger:               logger,
-	}, dispatch.Deps{
-		OTP: otp, Marketing: mkt, Limiter: lim, Claims: claims, Sender: sender,
-		DeadLetter: dispatch.DeadLetterTopic{Publisher: dlq}, Observer: obs,
-	})
+	}, deps)
 	if err != nil {
 		dlq.Stop()
 		return nil, err
+	}
+	if tel != nil {
+		tel.metrics.SetState(func() telemetry.State {
+			penalty, fallback := lim.State()
+			return telemetry.State{
+				PenaltyActive: penalty, FallbackActive: fallback,
+				BudgetTokens: d.BudgetTokens(), OTPWaiting: d.OTPWaiting(),
+				ContractRPS: cfg.ContractRPS, TargetRPS: cfg.TargetRPS, MarketingRPS: cfg.MarketingRPS,
+			}
+		})
 	}
 	return &instance{d: d, limiter: lim, dlq: dlq}, nil
 }

@@ -1,0 +1,237 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/dispatch"
+	"smsdispatcher/provider"
+)
+
+// Attribute keys of this service (the rest are OTel semantic conventions).
+const (
+	AttrClass      = attribute.Key("sms.class")
+	AttrOutcome    = attribute.Key("sms.outcome")
+	AttrAction     = attribute.Key("sms.action")
+	AttrID         = attribute.Key("sms.id") // the idempotency key: never a phone number
+	AttrDecision   = attribute.Key("sms.admission.decision")
+	AttrSource     = attribute.Key("sms.admission.source")
+	AttrReason     = attribute.Key("sms.admission.reason")
+	AttrWait       = attribute.Key("sms.admission.wait_ms")
+	AttrTries      = attribute.Key("sms.admission.tries")
+	AttrRetryAfter = attribute.Key("sms.admission.retry_after_ms")
+)
+
+// Tracing owns the tracer provider and the W3C propagator. The zero value
+// is not usable; a Tracing from SetupTracing is safe for concurrent use.
+type Tracing struct {
+	tp         *sdktrace.TracerProvider // nil when traces are off
+	tracer     trace.Tracer
+	propagator propagation.TextMapPropagator
+}
+
+var _ dispatch.Tracer = (*Tracing)(nil)
+
+// A TracingOption configures SetupTracing.
+type TracingOption func(*tracingOptions)
+
+type tracingOptions struct {
+	exporter sdktrace.SpanExporter
+	sync     bool
+}
+
+// WithSpanExporter exports to e instead of what the environment says, each
+// span as it ends (tests use an in-memory exporter).
+func WithSpanExporter(e sdktrace.SpanExporter) TracingOption {
+	return func(o *tracingOptions) { o.exporter, o.sync = e, true }
+}
+
+// SetupTracing builds tracing from the OpenTelemetry SDK's standard
+// variables, read through getenv: OTEL_TRACES_EXPORTER (otlp, console or
+// none; when unset, otlp if OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, none otherwise),
+// OTEL_SERVICE_NAME (default sms-dispatcher), OTEL_RESOURCE_ATTRIBUTES and
+// OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG.
+func SetupTracing(ctx context.Context, getenv func(string) string, opts ...TracingOption) (*Tracing, error) {
+	var o tracingOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	t := &Tracing{
+		propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+		tracer:     noop.NewTracerProvider().Tracer(""),
+	}
+	if o.exporter == nil {
+		switch {
+		case getenv("OTEL_TRACES_EXPORTER") == "none":
+			return t, nil
+		case getenv("OTEL_TRACES_EXPORTER") == "" &&
+			getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "":
+			return t, nil
+		}
+		e, err := autoexport.NewSpanExporter(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("trace exporter: %w", err)
+		}
+		o.exporter = e
+	}
+	res, err := resource.New(ctx,
+		resource.WithAttributes(semconv.ServiceName("sms-dispatcher")),
+		resource.WithFromEnv(), resource.WithTelemetrySDK(), resource.WithHost())
+	if err != nil {
+		return nil, fmt.Errorf("trace resource: %w", err)
+	}
+	export := sdktrace.WithBatcher(o.exporter)
+	if o.sync {
+		export = sdktrace.WithSyncer(o.exporter)
+	}
+	// The sampler comes from OTEL_TRACES_SAMPLER: the SDK reads it itself.
+	t.tp = sdktrace.NewTracerProvider(export, sdktrace.WithResource(res))
+	t.tracer = t.tp.Tracer("smsdispatcher")
+	return t, nil
+}
+
+// Shutdown flushes and stops the exporter.
+func (t *Tracing) Shutdown(ctx context.Context) error {
+	if t.tp == nil {
+		return nil
+	}
+	return t.tp.Shutdown(ctx)
+}
+
+// Inject writes ctx's trace context into message attributes (W3C
+// traceparent), as a producer does when it publishes.
+func (t *Tracing) Inject(ctx context.Context, attrs map[string]string) {
+	t.propagator.Inject(ctx, propagation.MapCarrier(attrs))
+}
+
+// StartPublish starts a producer span for a message to topic.
+func (t *Tracing) StartPublish(ctx context.Context, topic string) (context.Context, trace.Span) {
+	return t.tracer.Start(ctx, "send "+topic, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(semconv.MessagingSystemGCPPubSub, semconv.MessagingDestinationName(topic),
+			semconv.MessagingOperationTypeSend))
+}
+
+// Delivery starts the consumer span of one delivery. Its parent is the
+// producer's span when the message carries a traceparent (and it links to
+// it), so one trace shows publish, every delivery and every provider call.
+func (t *Tracing) Delivery(ctx context.Context, subscription string, m *pubsub.Message, class admission.Class) (context.Context, func(dispatch.Event)) {
+	producer := trace.SpanContextFromContext(t.propagator.Extract(ctx, propagation.MapCarrier(m.Attributes)))
+	attrs := []attribute.KeyValue{
+		semconv.MessagingSystemGCPPubSub,
+		semconv.MessagingOperationTypeProcess,
+		semconv.MessagingOperationName("process"),
+		semconv.MessagingDestinationSubscriptionName(subscription),
+		semconv.MessagingMessageID(m.ID),
+		AttrClass.String(class.String()),
+	}
+	if m.DeliveryAttempt != nil {
+		attrs = append(attrs, semconv.MessagingGCPPubSubMessageDeliveryAttempt(*m.DeliveryAttempt))
+	}
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...)}
+	if producer.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, producer)
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: producer}))
+	}
+	ctx, span := t.tracer.Start(ctx, "process "+subscription, opts...)
+	return ctx, func(ev dispatch.Event) {
+		span.SetAttributes(AttrOutcome.String(ev.Outcome.String()), AttrAction.String(ev.Action.String()))
+		if ev.ID != "" {
+			span.SetAttributes(AttrID.String(ev.ID))
+		}
+		if ev.Err != nil && ev.Outcome.String() != "sent" {
+			span.SetStatus(codes.Error, ev.Outcome.String())
+		}
+		span.End()
+	}
+}
+
+// Admission starts the admission child span.
+func (t *Tracing) Admission(ctx context.Context, class admission.Class) (context.Context, func(admission.Decision, time.Duration)) {
+	ctx, span := t.tracer.Start(ctx, "admission", trace.WithAttributes(AttrClass.String(class.String())))
+	return ctx, func(d admission.Decision, wait time.Duration) {
+		decision := "denied"
+		if d.Allowed {
+			decision = "allowed"
+		}
+		span.SetAttributes(AttrDecision.String(decision), AttrSource.String(string(d.Source)),
+			AttrWait.Float64(float64(wait)/float64(time.Millisecond)), AttrTries.Int(d.Tries))
+		if !d.Allowed {
+			span.SetAttributes(AttrReason.String(string(d.Reason)),
+				AttrRetryAfter.Float64(float64(d.RetryAfter)/float64(time.Millisecond)))
+		}
+		span.End()
+	}
+}
+
+// Transport wraps base (http.DefaultTransport if nil) so that each provider
+// request is an HTTP client span with http.request.method,
+// http.response.status_code, server.address and, on a re-send,
+// http.request.resend_count; it carries the W3C trace context to the
+// provider and records the request duration in m (if not nil). URLs are
+// recorded without query or credentials.
+func (t *Tracing) Transport(base http.RoundTripper, m *Metrics) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return &transport{t: t, base: base, m: m}
+}
+
+type transport struct {
+	t    *Tracing
+	base http.RoundTripper
+	m    *Metrics
+}
+
+func (tr *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	attrs := []attribute.KeyValue{
+		semconv.HTTPRequestMethodKey.String(req.Method),
+		semconv.ServerAddress(req.URL.Hostname()),
+		semconv.URLFull((&url.URL{Scheme: req.URL.Scheme, Host: req.URL.Host, Path: req.URL.Path}).String()),
+	}
+	if p, err := strconv.Atoi(req.URL.Port()); err == nil {
+		attrs = append(attrs, semconv.ServerPort(p))
+	}
+	if n, ok := provider.ResendCount(req.Context()); ok {
+		attrs = append(attrs, semconv.HTTPRequestResendCount(n))
+	}
+	ctx, span := tr.t.tracer.Start(req.Context(), req.Method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	defer span.End()
+	req = req.Clone(ctx)
+	tr.t.propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
+
+	start := time.Now()
+	resp, err := tr.base.RoundTrip(req)
+	status := 0
+	if err != nil {
+		span.SetAttributes(semconv.ErrorTypeOther)
+		span.SetStatus(codes.Error, "request failed")
+	} else {
+		status = resp.StatusCode
+		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+		if status >= 400 {
+			span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(status)))
+			span.SetStatus(codes.Error, "")
+		}
+	}
+	if tr.m != nil {
+		tr.m.recordProvider(ctx, time.Since(start), status)
+	}
+	return resp, err
+}
