@@ -3,8 +3,10 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -54,6 +57,12 @@ type TracingOption func(*tracingOptions)
 type tracingOptions struct {
 	exporter sdktrace.SpanExporter
 	sync     bool
+	console  io.Writer // where OTEL_TRACES_EXPORTER=console writes; default os.Stdout
+}
+
+// WithConsole makes OTEL_TRACES_EXPORTER=console write to w.
+func WithConsole(w io.Writer) TracingOption {
+	return func(o *tracingOptions) { o.console = w }
 }
 
 // WithSpanExporter exports to e instead of what the environment says, each
@@ -69,7 +78,7 @@ func WithSpanExporter(e sdktrace.SpanExporter) TracingOption {
 // OTEL_SERVICE_NAME (default sms-dispatcher), OTEL_RESOURCE_ATTRIBUTES and
 // OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG.
 func SetupTracing(ctx context.Context, getenv func(string) string, opts ...TracingOption) (*Tracing, error) {
-	var o tracingOptions
+	o := tracingOptions{console: os.Stdout}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -78,18 +87,23 @@ func SetupTracing(ctx context.Context, getenv func(string) string, opts ...Traci
 		tracer:     noop.NewTracerProvider().Tracer(""),
 	}
 	if o.exporter == nil {
-		switch {
-		case getenv("OTEL_TRACES_EXPORTER") == "none":
+		var err error
+		switch exp := getenv("OTEL_TRACES_EXPORTER"); {
+		case exp == "none":
 			return t, nil
-		case getenv("OTEL_TRACES_EXPORTER") == "" &&
-			getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "":
+		case exp == "" && getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "":
 			return t, nil
+		case exp == "console":
+			// The SDK's stdout exporter, as autoexport would pick; named
+			// here so that getenv (not only the process environment)
+			// can choose it.
+			o.exporter, err = stdouttrace.New(stdouttrace.WithWriter(o.console))
+		default: // otlp, with the SDK's OTEL_EXPORTER_OTLP_* variables
+			o.exporter, err = autoexport.NewSpanExporter(ctx)
 		}
-		e, err := autoexport.NewSpanExporter(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("trace exporter: %w", err)
 		}
-		o.exporter = e
 	}
 	res, err := resource.New(ctx,
 		resource.WithAttributes(semconv.ServiceName("sms-dispatcher")),
