@@ -24,6 +24,7 @@ func main() {
 func run() error {
 	only := flag.String("run", "", "run only the mutants whose ID or name matches this regexp")
 	verbose := flag.Bool("v", false, "print the test output of every mutant")
+	check := flag.Bool("check", false, "only check that every mutation applies (no tests)")
 	flag.Parse()
 	var match *regexp.Regexp
 	if *only != "" {
@@ -47,6 +48,18 @@ func run() error {
 			continue
 		}
 		total++
+		if *check {
+			for _, e := range m.Edits {
+				b, err := os.ReadFile(filepath.Join(root, e.File))
+				if err != nil {
+					return err
+				}
+				if n := strings.Count(string(b), e.Old); n != 1 {
+					return fmt.Errorf("%s %s: %s: the text to mutate occurs %d times, want 1", m.ID, m.Name, e.File, n)
+				}
+			}
+			continue
+		}
 		killer, out, err := try(root, m)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", m.ID, m.Name, err)
@@ -60,6 +73,10 @@ func run() error {
 		} else {
 			fmt.Printf("%-4s %-56s killed by %s\n", m.ID, m.Name, killer)
 		}
+	}
+	if *check {
+		fmt.Printf("%d mutants apply\n", total)
+		return nil
 	}
 	fmt.Printf("%d/%d mutants killed\n", total-survived, total)
 	if survived > 0 {

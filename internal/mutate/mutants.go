@@ -60,16 +60,16 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "    return {0, m_wait, 3}", "    return {0, 1, 3}"},
 		{"admission/gcra.lua", "  return {0, g_wait, 2}", "  return {0, 1, 2}"},
 	}, ""},
+	{"M14", "script reply not checked", []edit{
+		{"admission/limiter.go", "		x, ok := v[i].(int64)\n		if !ok {", "		x, ok := v[i].(int64)\n		if ok && !ok {"},
+	}, ""},
+
 	{"M15", "back from fallback without reserving the others' share", []edit{
 		{"admission/limiter.go", "	recovering := l.inFallback\n", "	recovering := l.inFallback && false\n"},
 	}, ""},
 	{"M16", "marketing may take OTP's reserved slot", []edit{
 		{"admission/gcra.lua", "  g_tau = g_tau - tonumber(ARGV[7])\n", ""},
 	}, ""},
-	{"M14", "script reply not checked", []edit{
-		{"admission/limiter.go", "		x, ok := v[i].(int64)\n		if !ok {", "		x, ok := v[i].(int64)\n		if ok && !ok {"},
-	}, ""},
-
 	// The pipeline: each safety step of dispatch, removed.
 	{"D1", "a 429 is not shared with the other processes", []edit{
 		{"dispatch/dispatcher.go", "if terr := d.deps.Limiter.ReportThrottled(d.hard, retryAfter); terr != nil {", "if terr := error(nil); terr != nil {"},
@@ -81,7 +81,7 @@ var mutants = []mutant{
 		{"dispatch/dispatcher.go", "	case state == admission.Held:\n		return nack.InFlightElsewhere, nil\n	case state == admission.Finished:\n", "	case state == admission.Held && false:\n		return nack.InFlightElsewhere, nil\n	case state == admission.Finished && false:\n"},
 	}, "./dispatch/"},
 	{"D4", "no admission before sending", []edit{
-		{"dispatch/dispatcher.go", "dec, err := d.deps.Limiter.Acquire(ctx, class, maxWait-time.Since(start))", "dec, err := admission.Decision{Allowed: true, Tries: int(time.Since(start))}, error(nil)"},
+		{"dispatch/dispatcher.go", "dec, err := d.deps.Limiter.Acquire(actx, class, maxWait-time.Since(start))", "dec, err := admission.Decision{Allowed: true, Tries: int(time.Since(start))}, error(actx.Err())"},
 	}, "./dispatch/"},
 	{"D5", "a malformed message is acked, not dead-lettered", []edit{
 		{"nack/outcome.go", "	case Invalid, Rejected:\n		return DeadLetter", "	case Rejected:\n		return DeadLetter\n	case Invalid:\n		return Ack"},
