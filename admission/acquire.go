@@ -2,7 +2,6 @@ package admission
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 )
 
@@ -10,17 +9,21 @@ import (
 const minWait = 100 * time.Microsecond
 
 // Acquire waits up to maxWait for a send slot of class. It sleeps exactly as
-// long as the last denial says (never on a fixed tick) and gives up at once
-// when the slot would open after maxWait, returning that denial: the caller
-// nacks instead of holding the message.
+// long as the last answer says (never on a fixed tick) and gives up at once
+// when it would have to wait past maxWait, returning the last denial: the
+// caller nacks instead of holding the message.
 //
-// Within one process only one caller per class talks to Redis at a time; the
-// others queue behind it, so a backlog costs about one script call per
-// admission instead of one per waiter per slot. The error is non-nil only
-// when ctx ends first.
+// Two things keep Redis calls near one per admission under a backlog.
+// Within a process only one caller per class talks to Redis at a time; the
+// others queue behind it. Across processes, a waiter does not wake when the
+// next slot opens (with every other process's waiter, one winning and the
+// rest paying a call for nothing): gcra.lua hands each waiter a wake ticket,
+// one interval after the last one handed out, and an admitted caller with
+// another caller queued behind it gets that caller's ticket in the same
+// answer.
 //
 // Acquire times its own wait on the monotonic clock (real timers), not on
-// the Limiter's Clock.
+// the Limiter's Clock. The error is non-nil only when ctx ends first.
 func (l *Limiter) Acquire(ctx context.Context, class Class, maxWait time.Duration) (Decision, error) {
 	if maxWait <= 0 {
 		return l.lastDenialOf(class), nil
@@ -29,42 +32,80 @@ func (l *Limiter) Acquire(ctx context.Context, class Class, maxWait time.Duratio
 	expire := time.NewTimer(maxWait)
 	defer expire.Stop()
 
+	l.queued[class].Add(1)
 	select {
 	case l.turns[class] <- 1:
+		l.queued[class].Add(-1)
 		defer func() { <-l.turns[class] }()
 	case <-ctx.Done():
+		l.queued[class].Add(-1)
 		return l.lastDenialOf(class), ctx.Err()
 	case <-expire.C:
+		l.queued[class].Add(-1)
 		return l.lastDenialOf(class), nil
 	}
 
 	var timer *time.Timer
-	for tries := 1; ; tries++ {
-		d, err := l.TryAcquire(ctx, class)
-		d.Tries = tries
-		if err != nil || d.Allowed {
-			return d, err
-		}
-		l.mu.Lock()
-		l.lastDenial[class] = d
-		l.mu.Unlock()
-
-		// Waiters of other processes were told the same instant; a jitter
-		// of up to one global interval spreads them over the slots.
-		wait := max(d.RetryAfter, minWait) + rand.N(l.intervalGl)
-		if time.Since(start)+wait > maxWait {
-			return d, nil
-		}
+	sleep := func(wait time.Duration) error {
 		if timer == nil {
 			timer = time.NewTimer(wait)
-			defer timer.Stop()
 		} else {
 			timer.Reset(wait)
 		}
 		select {
 		case <-ctx.Done():
-			return d, ctx.Err()
+			return ctx.Err()
 		case <-timer.C:
+			return nil
+		}
+	}
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+
+	// The ticket the previous admission of this class brought back.
+	l.mu.Lock()
+	ask := l.nextAsk[class]
+	l.mu.Unlock()
+	if wait := time.Until(ask); wait > 0 {
+		if time.Since(start)+wait > maxWait {
+			return l.lastDenialOf(class), nil
+		}
+		if err := sleep(wait); err != nil {
+			return l.lastDenialOf(class), err
+		}
+	}
+
+	for tries := 1; ; tries++ {
+		tickets := ticketOnDenial
+		if l.queued[class].Load() > 0 {
+			tickets = ticketAlways
+		}
+		d, err := l.tryAcquire(ctx, class, tickets)
+		d.Tries = tries
+		if err != nil {
+			return d, err
+		}
+		if d.Allowed {
+			if tickets == ticketAlways && d.Source == SourceRedis {
+				l.mu.Lock()
+				l.nextAsk[class] = time.Now().Add(d.Next)
+				l.mu.Unlock()
+			}
+			return d, nil
+		}
+		l.mu.Lock()
+		l.lastDenial[class] = d
+		l.mu.Unlock()
+
+		wait := max(d.RetryAfter, minWait)
+		if time.Since(start)+wait > maxWait {
+			return d, nil
+		}
+		if err := sleep(wait); err != nil {
+			return d, err
 		}
 	}
 }

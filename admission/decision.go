@@ -72,6 +72,10 @@ type Decision struct {
 	Source Source
 	// Reason is the limit that denied; empty when allowed.
 	Reason Reason
+	// Next is, when allowed to an Acquire with another caller of the class
+	// waiting in this process, how long that caller should wait before it
+	// asks (its wake ticket). Zero otherwise.
+	Next time.Duration
 	// Tries is how many decisions Acquire asked for, this one included:
 	// 1 means the first answer was final. TryAcquire leaves it 0.
 	Tries int

@@ -4,6 +4,7 @@
 -- KEYS[1] -> global TAT key ({sms:<account>}:tat:global), microseconds
 -- KEYS[2] -> marketing TAT key ({sms:<account>}:tat:marketing), microseconds
 -- KEYS[3] -> penalty key ({sms:<account>}:penalty), set by penalty.lua on a 429
+-- KEYS[4] -> wake-ticket key of the caller's class ({sms:<account>}:wake:<class>)
 -- ARGV[1] -> global emission interval in microseconds (1e6 / TARGET_RPS, rounded up)
 -- ARGV[2] -> global tolerance tau in microseconds ((BURST - 1) * interval)
 -- ARGV[3] -> marketing emission interval in microseconds
@@ -16,21 +17,56 @@
 -- ARGV[7] -> OTP reserve in microseconds: the part of the global tolerance
 --            marketing may not use, so that an OTP finds a slot at once
 --            even right after a marketing burst
+-- ARGV[8] -> wake tickets: '0' none (the caller will not wait), '1' on a
+--            denial, '2' on a denial and, when allowed, one for the
+--            caller's next message of the class
+-- ARGV[9] -> ticket spacing in microseconds (the class's interval)
 --
 -- Returns {allowed, wait_us, reason}:
 --   allowed -> 1 when a slot was taken, 0 when denied
---   wait_us -> when denied, microseconds until a slot may open; 0 when allowed
+--   wait_us -> when denied, microseconds until the caller should ask again
+--              (its wake ticket, or the time until a slot may open); when
+--              allowed with ARGV[8] = '2', when to ask for the next
+--              message (may be <= 0: at once); else 0
 --   reason  -> 0 allowed, 1 penalty live, 2 global rate, 3 marketing cap
 --
--- The clock is Redis TIME, never the caller's. A denial writes nothing: a
--- marketing call updates both keys only when both have room.
+-- The clock is Redis TIME, never the caller's. A denial never writes the
+-- TAT keys: a marketing call updates both only when both have room.
+--
+-- Wake tickets spread the waiters of all processes over the coming slots,
+-- one interval apart, instead of waking them all when the next slot opens
+-- (where one wins and the rest pay a call for nothing). A ticket is a hint
+-- of when to ask, never a slot: the TATs alone decide.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
+local tickets = ARGV[8]
+
+-- ticket returns when the caller should ask, in microseconds from now: the
+-- next free hint at or after open (at most 1 s past it), and takes it.
+local function ticket(open)
+  local w = tonumber(redis.call('GET', KEYS[4]) or 0)
+  if w < open then
+    w = open
+  elseif w > open + 1000000 then
+    w = open + 1000000
+  end
+  local nextw = w + tonumber(ARGV[9])
+  redis.call('SET', KEYS[4], string.format('%d', nextw), 'PX', math.ceil((nextw - now) / 1000) + 1000)
+  return w - now
+end
+
+local function deny(wait, reason)
+  if tickets ~= '0' then
+    wait = ticket(now + wait)
+  end
+  return {0, wait, reason}
+end
+
 local pen = redis.call('PTTL', KEYS[3])
 if pen > 0 then
-  return {0, pen * 1000, 1}
+  return deny(pen * 1000, 1)
 end
 
 local floor = tonumber(ARGV[6])
@@ -66,14 +102,21 @@ end
 
 if g_wait > 0 or m_wait > 0 then
   if m_wait > g_wait then
-    return {0, m_wait, 3}
+    return deny(m_wait, 3)
   end
-  return {0, g_wait, 2}
+  return deny(g_wait, 2)
 end
 
 -- The key lives just past its TAT: an idle account leaves nothing behind.
 redis.call('SET', KEYS[1], string.format('%d', g_new), 'PX', math.ceil((g_new - now) / 1000) + 1000)
 if marketing then
   redis.call('SET', KEYS[2], string.format('%d', m_new), 'PX', math.ceil((m_new - now) / 1000) + 1000)
+end
+if tickets == '2' then
+  local open = g_new - g_tau
+  if marketing and m_new - tonumber(ARGV[4]) > open then
+    open = m_new - tonumber(ARGV[4])
+  end
+  return {1, ticket(open), 0}
 end
 return {1, 0, 0}

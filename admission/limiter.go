@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -50,6 +52,7 @@ type Limiter struct {
 	clock Clock
 
 	keys       []string    // global TAT, marketing TAT, penalty: one hash tag
+	scriptKeys [2][]string // keys and the class's wake-ticket key, by Class
 	args       [2][]any    // ARGV of gcra.lua by Class
 	turns      [2]chan int // one waiter per class talks to Redis; see Acquire
 	intervalGl time.Duration
@@ -64,6 +67,9 @@ type Limiter struct {
 	penaltyUntil time.Time // the latest 429 penalty this process knows of
 	fb           fallback
 	lastDenial   [2]Decision
+	nextAsk      [2]time.Time // by class: the wake ticket the last admission brought back
+
+	queued [2]atomic.Int32 // by class: callers of Acquire waiting for the turn
 }
 
 // New returns a Limiter that keeps its state in rdb. It returns a
@@ -85,11 +91,14 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 		cfg:           cfg,
 		clock:         systemClock{},
 		keys:          []string{tag + ":tat:global", tag + ":tat:marketing", tag + ":penalty"},
-		args:          [2][]any{append(base[:4:4], "0", "0", reserve), append(base[:4:4], "1", "0", reserve)},
+		args:          [2][]any{append(base[:4:4], "0", "0", reserve, "0", us(gi)), append(base[:4:4], "1", "0", reserve, "0", us(mi))},
 		turns:         [2]chan int{make(chan int, 1), make(chan int, 1)},
 		intervalGl:    gi,
 		fb:            newFallback(cfg),
 		recoveryFloor: us(cfg.RedisRetryAfter * time.Duration(cfg.MaxSenders-1) / time.Duration(cfg.MaxSenders)),
+	}
+	for c := range l.scriptKeys {
+		l.scriptKeys[c] = append(l.keys[:3:3], tag+":wake:"+Class(c).String())
 	}
 	for _, o := range opts {
 		o(l)
@@ -107,6 +116,17 @@ func (l *Limiter) Keys() []string { return append([]string(nil), l.keys...) }
 // returned: the fallback decides instead. The error is non-nil only when ctx
 // ends first.
 func (l *Limiter) TryAcquire(ctx context.Context, class Class) (Decision, error) {
+	return l.tryAcquire(ctx, class, ticketNone)
+}
+
+// Wake-ticket modes of gcra.lua (ARGV[8]).
+const (
+	ticketNone     = "0" // the caller will not wait
+	ticketOnDenial = "1" // it will wait: spread it among the waiters
+	ticketAlways   = "2" // and another caller of the class waits behind it
+)
+
+func (l *Limiter) tryAcquire(ctx context.Context, class Class, tickets string) (Decision, error) {
 	now := l.clock.Now()
 	l.mu.Lock()
 	if now.Before(l.penaltyUntil) {
@@ -123,7 +143,7 @@ func (l *Limiter) TryAcquire(ctx context.Context, class Class) (Decision, error)
 	l.mu.Lock()
 	recovering := l.inFallback
 	l.mu.Unlock()
-	d, err := l.eval(ctx, class, recovering)
+	d, err := l.eval(ctx, class, recovering, tickets)
 	if err != nil && ctx.Err() != nil {
 		return Decision{}, ctx.Err() // the caller gave up; not Redis's fault
 	}
@@ -162,14 +182,18 @@ func (l *Limiter) TryAcquire(ctx context.Context, class Class) (Decision, error)
 // from its fallback: others may still be in theirs for up to one
 // RedisRetryAfter, sending (MaxSenders-1)/MaxSenders of the target between
 // them, so the script first reserves that much time on both keys.
-func (l *Limiter) eval(ctx context.Context, class Class, recovering bool) (Decision, error) {
+func (l *Limiter) eval(ctx context.Context, class Class, recovering bool, tickets string) (Decision, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
 	defer cancel()
 	args := l.args[class]
-	if recovering {
-		args = append(args[:5:5], l.recoveryFloor, args[6])
+	if recovering || tickets != ticketNone {
+		args = slices.Clone(args)
+		args[7] = tickets
+		if recovering {
+			args[5] = l.recoveryFloor
+		}
 	}
-	v, err := gcraScript.Run(ctx, l.rdb, l.keys, args...).Slice()
+	v, err := gcraScript.Run(ctx, l.rdb, l.scriptKeys[class], args...).Slice()
 	if err != nil {
 		return Decision{}, fmt.Errorf("gcra eval: %w", err)
 	}
@@ -192,7 +216,7 @@ func parseReply(v []any) (Decision, error) {
 	d := Decision{Allowed: n[0] == 1, RetryAfter: time.Duration(n[1]) * time.Microsecond, Source: SourceRedis}
 	switch {
 	case n[0] == 1 && n[2] == 0:
-		d.RetryAfter = 0
+		d.Next, d.RetryAfter = max(d.RetryAfter, 0), 0
 	case n[0] == 0 && n[2] == 1:
 		d.Source, d.Reason = SourcePenalty, ReasonPenalty
 	case n[0] == 0 && n[2] == 2:

@@ -432,3 +432,43 @@ func TestBackFromFallbackReservesTheOthersShare(t *testing.T) {
 		}
 	}
 }
+
+// TestAWaitingHerdCostsAboutOneCallPerAdmission: eight processes with a
+// marketing backlog each. Without wake tickets every process's waiter wakes
+// when the next slot opens and all but one pay a call for nothing (about
+// eight calls per admission).
+func TestAWaitingHerdCostsAboutOneCallPerAdmission(t *testing.T) {
+	cfg := testConfig(t)
+	var recs []*redistest.Recorder
+	var limiters []*Limiter
+	for range 8 {
+		rdb := redistest.Client(t)
+		rec := &redistest.Recorder{}
+		rdb.AddHook(rec)
+		recs = append(recs, rec)
+		limiters = append(limiters, newLimiter(t, rdb, cfg))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 8 * 4 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				if d, err := limiters[i%8].Acquire(ctx, Marketing, 8*time.Second); err == nil && d.Allowed {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	calls := 0
+	for _, r := range recs {
+		calls += r.Len()
+	}
+	ratio := float64(calls) / float64(admitted.Load())
+	t.Logf("%d script calls for %d admissions: %.2f per admission", calls, admitted.Load(), ratio)
+	if admitted.Load() < 100 || ratio > 1.5 {
+		t.Fatalf("%d calls for %d admissions (%.2f each), want ≤ 1.5 each", calls, admitted.Load(), ratio)
+	}
+}

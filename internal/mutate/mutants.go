@@ -21,7 +21,7 @@ func (m mutant) pkg() string {
 var mutants = []mutant{
 	{"M1", "process clock instead of TIME", []edit{
 		{"admission/gcra.lua", "local t = redis.call('TIME')\nlocal now = tonumber(t[1]) * 1000000 + tonumber(t[2])", "local now = tonumber(ARGV[6])\nARGV[6] = '0'"},
-		{"admission/limiter.go", "gcraScript.Run(ctx, l.rdb, l.keys, args...)", "gcraScript.Run(ctx, l.rdb, l.keys, append(args[:5:5], l.clock.Now().UnixMicro(), args[6])...)"},
+		{"admission/limiter.go", "gcraScript.Run(ctx, l.rdb, l.scriptKeys[class], args...)", "gcraScript.Run(ctx, l.rdb, l.scriptKeys[class], append(append(args[:5:5], l.clock.Now().UnixMicro()), args[6:]...)...)"},
 	}, ""},
 	{"M2", "idle time banks credit", []edit{
 		{"admission/gcra.lua", "    tat = now -- idle time banks no credit beyond the tolerance", "    -- mutant: stale TAT kept"},
@@ -48,7 +48,7 @@ var mutants = []mutant{
 		{"admission/fallback.go", "n := float64(cfg.MaxSenders)", "n := 1.0"},
 	}, ""},
 	{"M10", "Acquire polls on a fixed tick", []edit{
-		{"admission/acquire.go", "wait := max(d.RetryAfter, minWait) + rand.N(l.intervalGl)", "wait := time.Millisecond + 0*rand.N(l.intervalGl)"},
+		{"admission/acquire.go", "wait := max(d.RetryAfter, minWait)", "wait := time.Millisecond + 0*max(d.RetryAfter, minWait)"},
 	}, ""},
 	{"M11", "no circuit: Redis tried on every call while down", []edit{
 		{"admission/limiter.go", "l.skipUntil = now.Add(l.cfg.RedisRetryAfter)", "l.skipUntil = now"},
@@ -57,8 +57,8 @@ var mutants = []mutant{
 		{"admission/limiter.go", "burst := time.Duration(cfg.Burst - 1)", "burst := time.Duration(cfg.Burst)"},
 	}, ""},
 	{"M13", "denial does not report its wait", []edit{
-		{"admission/gcra.lua", "    return {0, m_wait, 3}", "    return {0, 1, 3}"},
-		{"admission/gcra.lua", "  return {0, g_wait, 2}", "  return {0, 1, 2}"},
+		{"admission/gcra.lua", "    return deny(m_wait, 3)", "    return {0, 1, 3}"},
+		{"admission/gcra.lua", "  return deny(g_wait, 2)", "  return {0, 1, 2}"},
 	}, ""},
 	{"M14", "script reply not checked", []edit{
 		{"admission/limiter.go", "		x, ok := v[i].(int64)\n		if !ok {", "		x, ok := v[i].(int64)\n		if ok && !ok {"},
@@ -69,6 +69,9 @@ var mutants = []mutant{
 	}, ""},
 	{"M16", "marketing may take OTP's reserved slot", []edit{
 		{"admission/gcra.lua", "  g_tau = g_tau - tonumber(ARGV[7])\n", ""},
+	}, ""},
+	{"M17", "no wake tickets: every waiter wakes when the slot opens", []edit{
+		{"admission/gcra.lua", "local tickets = ARGV[8]", "local tickets = '0'"},
 	}, ""},
 	// The pipeline: each safety step of dispatch, removed.
 	{"D1", "a 429 is not shared with the other processes", []edit{
