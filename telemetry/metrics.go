@@ -24,7 +24,7 @@ import (
 )
 
 // Names of the instruments (OTel names; Prometheus shows dots as
-// underscores, adds the unit and _total to counters). k8s/alerts.yaml and
+// underscores, adds the unit and _total to counters). k8s/monitoring/ and
 // the dashboard use the Prometheus forms; a test keeps them in step.
 const (
 	MetricMessages          = "sms.messages"                 // sms_messages_total

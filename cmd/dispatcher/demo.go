@@ -97,6 +97,7 @@ type demoReport struct {
 	MaxIn1s                int        // most provider acceptances in any 1 s window
 	Rate                   [2]float64 // sends per second of each class while it was sending
 	OTPLatencyP50, P99     time.Duration
+	OTPWaitP50, OTPWaitP99 time.Duration
 	ScriptCalls, RedisCmds int64
 	EmbeddedRedis          bool
 }
@@ -117,6 +118,7 @@ func (r demoReport) print(w io.Writer, cfg config) {
 	fmt.Fprintf(w, "  most accepted in any 1 s         %d (contract %g, TARGET_RPS+BURST %g)\n", r.MaxIn1s, cfg.ContractRPS, cfg.TargetRPS+float64(cfg.Burst))
 	fmt.Fprintf(w, "  429 answers                      %d\n", r.Throttled)
 	fmt.Fprintf(w, "  OTP publish→provider p50 / p99   %v / %v\n", r.OTPLatencyP50.Round(100*time.Microsecond), r.P99.Round(100*time.Microsecond))
+	fmt.Fprintf(w, "  OTP wait for a slot p50 / p99     %v / %v\n", r.OTPWaitP50.Round(10*time.Microsecond), r.OTPWaitP99.Round(10*time.Microsecond))
 	fmt.Fprintf(w, "  nacks per sent message           %.3f %v\n", per(int64(r.Nacked)), r.NackedBy)
 	fmt.Fprintf(w, "  admission calls per sent message %.2f\n", per(r.ScriptCalls))
 	fmt.Fprintf(w, "  Redis commands per sent message  %.2f (admission + send-once claim and record)\n", per(r.RedisCmds))
@@ -132,7 +134,8 @@ type demoStats struct {
 	nacked     int
 	nackedBy   map[string]int // outcome -> nacks
 	otpLatency []time.Duration
-	first      [2]time.Time // first and last send of each class
+	otpWait    []time.Duration // received → slot
+	first      [2]time.Time    // first and last send of each class
 	last       [2]time.Time
 	changed    chan struct{} // signalled after each end
 }
@@ -157,6 +160,7 @@ func (s *demoStats) Observe(ev dispatch.Event) {
 		s.last[ev.Class] = ev.Finished
 		if ev.Class == admission.OTP {
 			s.otpLatency = append(s.otpLatency, ev.Finished.Sub(ev.PublishTime))
+			s.otpWait = append(s.otpWait, ev.Admitted.Sub(ev.Received))
 		}
 	case nack.Expired:
 		s.expired++
@@ -313,6 +317,7 @@ func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (d
 		}
 	}
 	r.OTPLatencyP50, r.P99 = quantile(stats.otpLatency, 0.50), quantile(stats.otpLatency, 0.99)
+	r.OTPWaitP50, r.OTPWaitP99 = quantile(stats.otpWait, 0.50), quantile(stats.otpWait, 0.99)
 	stats.mu.Unlock()
 	st := stack.Sim.Stats()
 	r.Throttled = st.Throttled + st.SuspendedAnswers
