@@ -83,7 +83,7 @@ func (l *Limiter) Acquire(ctx context.Context, class Class, maxWait time.Duratio
 		if l.queued[class].Load() > 0 {
 			tickets = ticketAlways
 		}
-		d, err := l.tryAcquire(ctx, class, tickets)
+		d, err := l.tryAcquire(ctx, class, tickets, maxWait-time.Since(start))
 		d.Tries = tries
 		if err != nil {
 			return d, err

@@ -21,6 +21,8 @@
 --            denial, '2' on a denial and, when allowed, one for the
 --            caller's next message of the class
 -- ARGV[9] -> ticket spacing in microseconds (the class's interval)
+-- ARGV[10] -> the longest the caller will wait, in microseconds: a ticket
+--            further away is not taken (it would be wasted)
 --
 -- Returns {allowed, wait_us, reason}:
 --   allowed -> 1 when a slot was taken, 0 when denied
@@ -51,6 +53,9 @@ local function ticket(open)
     w = open
   elseif w > open + 1000000 then
     w = open + 1000000
+  end
+  if w - now > tonumber(ARGV[10]) then
+    return open - now
   end
   local nextw = w + tonumber(ARGV[9])
   redis.call('SET', KEYS[4], string.format('%d', nextw), 'PX', math.ceil((nextw - now) / 1000) + 1000)

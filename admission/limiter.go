@@ -91,7 +91,7 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 		cfg:           cfg,
 		clock:         systemClock{},
 		keys:          []string{tag + ":tat:global", tag + ":tat:marketing", tag + ":penalty"},
-		args:          [2][]any{append(base[:4:4], "0", "0", reserve, "0", us(gi)), append(base[:4:4], "1", "0", reserve, "0", us(mi))},
+		args:          [2][]any{append(base[:4:4], "0", "0", reserve, "0", us(gi), "0"), append(base[:4:4], "1", "0", reserve, "0", us(mi), "0")},
 		turns:         [2]chan int{make(chan int, 1), make(chan int, 1)},
 		intervalGl:    gi,
 		fb:            newFallback(cfg),
@@ -116,7 +116,7 @@ func (l *Limiter) Keys() []string { return append([]string(nil), l.keys...) }
 // returned: the fallback decides instead. The error is non-nil only when ctx
 // ends first.
 func (l *Limiter) TryAcquire(ctx context.Context, class Class) (Decision, error) {
-	return l.tryAcquire(ctx, class, ticketNone)
+	return l.tryAcquire(ctx, class, ticketNone, 0)
 }
 
 // Wake-ticket modes of gcra.lua (ARGV[8]).
@@ -126,7 +126,8 @@ const (
 	ticketAlways   = "2" // and another caller of the class waits behind it
 )
 
-func (l *Limiter) tryAcquire(ctx context.Context, class Class, tickets string) (Decision, error) {
+// tryAcquire is TryAcquire taking wake tickets no further than within.
+func (l *Limiter) tryAcquire(ctx context.Context, class Class, tickets string, within time.Duration) (Decision, error) {
 	now := l.clock.Now()
 	l.mu.Lock()
 	if now.Before(l.penaltyUntil) {
@@ -143,7 +144,7 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, tickets string) (
 	l.mu.Lock()
 	recovering := l.inFallback
 	l.mu.Unlock()
-	d, err := l.eval(ctx, class, recovering, tickets)
+	d, err := l.eval(ctx, class, recovering, tickets, within)
 	if err != nil && ctx.Err() != nil {
 		return Decision{}, ctx.Err() // the caller gave up; not Redis's fault
 	}
@@ -182,13 +183,14 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, tickets string) (
 // from its fallback: others may still be in theirs for up to one
 // RedisRetryAfter, sending (MaxSenders-1)/MaxSenders of the target between
 // them, so the script first reserves that much time on both keys.
-func (l *Limiter) eval(ctx context.Context, class Class, recovering bool, tickets string) (Decision, error) {
+func (l *Limiter) eval(ctx context.Context, class Class, recovering bool, tickets string, within time.Duration) (Decision, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
 	defer cancel()
 	args := l.args[class]
 	if recovering || tickets != ticketNone {
 		args = slices.Clone(args)
 		args[7] = tickets
+		args[9] = strconv.FormatInt(within.Microseconds(), 10)
 		if recovering {
 			args[5] = l.recoveryFloor
 		}
