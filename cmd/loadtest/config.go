@@ -1,0 +1,289 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/provider"
+)
+
+// Strategies, in the order they are run and reported.
+const (
+	stratV1    = "v1"    // static split, LIMIT_PER_POD = 100/2, local window
+	stratV2    = "v2"    // GET-then-INCR on the pod's clock, fail open, spin, 429 x4
+	stratPlanA = "planA" // one INCR, same window, same loop
+	stratGCRA  = "gcra"  // admission.Limiter and the dispatcher's nack policy
+)
+
+var allStrategies = []string{stratV1, stratV2, stratPlanA, stratGCRA}
+
+// The provider's contract, as CONTRACT.md states it, and the real limiter's
+// defaults.
+const (
+	targetRPS        = admission.DefaultTargetRPS
+	marketingRPS     = admission.DefaultMarketingRPS
+	contractRPS      = 100
+	suspendAfter429s = 300
+	suspendWindow    = 10 * time.Minute
+)
+
+// A mode is one way the provider may measure its 100 messages per second.
+type mode struct {
+	name string
+	sim  provider.SimConfig
+}
+
+// modes are the provider's measurement modes. None suspends the account:
+// the report extrapolates the suspension from the 429 rate instead, so a run
+// keeps measuring after the point where the real account would stop.
+var modes = []mode{
+	{"sliding1s", provider.SimConfig{Limit: 100, Window: time.Second}},
+	{"fixed1s", provider.SimConfig{Limit: 100, Window: time.Second, Fixed: true}},
+	{"fixed1s-0.37", provider.SimConfig{Limit: 100, Window: time.Second, Fixed: true, Phase: 370 * time.Millisecond}},
+	{"sliding100ms", provider.SimConfig{Limit: 10, Window: 100 * time.Millisecond}},
+}
+
+func init() {
+	for i := range modes {
+		modes[i].sim.SuspendAfter = -1
+		modes[i].sim.RetryAfter = time.Second
+		modes[i].sim.Token = simToken
+	}
+}
+
+func modeNames() []string {
+	names := make([]string, len(modes))
+	for i, m := range modes {
+		names[i] = m.name
+	}
+	return names
+}
+
+func modeByName(name string) (mode, bool) {
+	for _, m := range modes {
+		if m.name == name {
+			return m, true
+		}
+	}
+	return mode{}, false
+}
+
+// config is the whole command line, validated.
+type config struct {
+	redisURL   string
+	duration   time.Duration
+	senders    []int
+	strategies []string
+	modes      []string
+	skew       time.Duration
+	otpRate    float64
+	mktWorkers int
+	otpWorkers int
+	burst      int // gcra BURST in modes counting 1 s
+	burst100ms int // gcra BURST in modes counting 100 ms
+	maxSenders int
+	redelivery time.Duration
+	latency    time.Duration
+	redisTO    time.Duration
+	faults     []fault
+	jsonFile   string
+	svgFile    string
+	svgMode    string
+	svgSenders int
+	verbose    bool
+	quick      bool
+}
+
+// defaults of the flags; --quick changes the first three unless given.
+const (
+	defDuration   = 5 * time.Second
+	defSenders    = "2,16,23"
+	quickDuration = 2 * time.Second
+	quickSenders  = "2,16"
+	quickModes    = "sliding1s,sliding100ms"
+)
+
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := &config{}
+	var senders, strategies, modesFlag string
+	fs.StringVar(&c.redisURL, "redis-url", os.Getenv("REDIS_URL"),
+		"redis:// URL of a Redis to use [REDIS_URL]; if empty, start redis-server from PATH on a free loopback port")
+	fs.DurationVar(&c.duration, "duration", defDuration, "length of each run")
+	fs.StringVar(&senders, "senders", defSenders, "comma list of K, the number of concurrent senders (pods)")
+	fs.StringVar(&strategies, "strategies", strings.Join(allStrategies, ","), "comma list of strategies: "+strings.Join(allStrategies, ", "))
+	fs.StringVar(&modesFlag, "modes", strings.Join(modeNames(), ","), "comma list of provider modes: "+strings.Join(modeNames(), ", "))
+	fs.DurationVar(&c.skew, "skew", 300*time.Millisecond, "clock spread: sender i of K runs (i/(K-1) - 0.5) x skew off true time (old strategies' windows)")
+	fs.Float64Var(&c.otpRate, "otp-rate", 10, "OTP messages per second, all senders together")
+	fs.IntVar(&c.mktWorkers, "marketing-workers", 4, "workers per sender that take OTP first, else marketing")
+	fs.IntVar(&c.otpWorkers, "otp-workers", 2, "workers per sender that take OTP only")
+	fs.IntVar(&c.burst, "burst", admission.DefaultBurst, "gcra BURST in the modes that count per second")
+	fs.IntVar(&c.burst100ms, "burst-100ms", 1, "gcra BURST in the modes that count per 100 ms")
+	fs.IntVar(&c.maxSenders, "max-senders", admission.DefaultMaxSenders, "gcra MAX_SENDERS (raised to K when K is larger)")
+	fs.DurationVar(&c.redelivery, "redelivery-delay", 100*time.Millisecond, "gcra: how long a nacked message takes to come back, as Pub/Sub redelivery")
+	fs.DurationVar(&c.latency, "provider-latency", 0, "time the simulated provider takes to answer each request (0: loopback speed; real providers take tens of ms, which spreads the old strategies' bursts)")
+	fs.DurationVar(&c.redisTO, "redis-timeout", admission.DefaultRedisTimeout, "gcra REDIS_TIMEOUT: a script call slower than this falls back to the local share for a second")
+	fs.Func("fault", "inject a fault, KIND@START+LENGTH, may repeat: redis-down@2s+1.5s, 429@2s+0.5s, 5xx@2s+1s", func(s string) error {
+		f, err := parseFault(s)
+		if err == nil {
+			c.faults = append(c.faults, f)
+		}
+		return err
+	})
+	fs.StringVar(&c.jsonFile, "json", "", "write every row and its per-100ms arrival histogram to this file")
+	fs.StringVar(&c.svgFile, "svg", "", "write a chart of arrivals per 100 ms, one panel per strategy, to this file")
+	fs.StringVar(&c.svgMode, "svg-mode", "sliding1s", "provider mode the chart shows")
+	fs.IntVar(&c.svgSenders, "svg-senders", 16, "K the chart shows")
+	fs.BoolVar(&c.verbose, "verbose", false, "log the real limiter's Redis fallback lines to stderr")
+	fs.BoolVar(&c.quick, "quick", false, "smoke run: "+quickDuration.String()+" runs, K="+quickSenders+", modes "+quickModes+" (flags given explicitly win)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if c.quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["duration"] {
+			c.duration = quickDuration
+		}
+		if !set["senders"] {
+			senders = quickSenders
+		}
+		if !set["modes"] {
+			modesFlag = quickModes
+		}
+	}
+
+	var err error
+	if c.senders, err = parseInts(senders); err != nil {
+		return nil, fmt.Errorf("--senders: %w", err)
+	}
+	if c.strategies, err = parseNames(strategies, allStrategies); err != nil {
+		return nil, fmt.Errorf("--strategies: %w", err)
+	}
+	if c.modes, err = parseNames(modesFlag, modeNames()); err != nil {
+		return nil, fmt.Errorf("--modes: %w", err)
+	}
+	switch {
+	case c.duration < 100*time.Millisecond:
+		return nil, fmt.Errorf("--duration must be at least 100ms, got %v", c.duration)
+	case c.skew < 0:
+		return nil, fmt.Errorf("--skew must not be negative, got %v", c.skew)
+	case !(c.otpRate >= 0) || c.otpRate > 10000:
+		return nil, fmt.Errorf("--otp-rate must be in [0, 10000], got %v", c.otpRate)
+	case c.mktWorkers < 1 || c.otpWorkers < 0:
+		return nil, fmt.Errorf("--marketing-workers must be at least 1 and --otp-workers at least 0")
+	case c.burst < 1 || c.burst100ms < 1:
+		return nil, fmt.Errorf("--burst and --burst-100ms must be at least 1")
+	case c.maxSenders < 1:
+		return nil, fmt.Errorf("--max-senders must be at least 1, got %d", c.maxSenders)
+	case c.redelivery < 0:
+		return nil, fmt.Errorf("--redelivery-delay must not be negative, got %v", c.redelivery)
+	case c.redisTO <= 0:
+		return nil, fmt.Errorf("--redis-timeout must be positive, got %v", c.redisTO)
+	case c.latency < 0 || c.latency >= sendTimeout:
+		return nil, fmt.Errorf("--provider-latency must be in [0, %v), got %v", sendTimeout, c.latency)
+	}
+	for _, f := range c.faults {
+		if f.at >= c.duration {
+			return nil, fmt.Errorf("--fault %s starts after the run ends (--duration %v)", f, c.duration)
+		}
+	}
+	if c.svgFile != "" {
+		if !slices.Contains(c.modes, c.svgMode) || !slices.Contains(c.senders, c.svgSenders) {
+			return nil, fmt.Errorf("--svg shows mode %q with K=%d, which this run does not include (set --svg-mode and --svg-senders)", c.svgMode, c.svgSenders)
+		}
+	}
+	return c, nil
+}
+
+// burstFor returns the gcra BURST for m: BURST 1 fits a provider counting
+// per 100 ms (10 per window), BURST 5 one counting per second.
+func (c *config) burstFor(m mode) int {
+	if m.sim.Window < time.Second {
+		return c.burst100ms
+	}
+	return c.burst
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 1000 {
+			return nil, fmt.Errorf("%q is not a number from 1 to 1000", f)
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// parseNames returns the names of s that are in known, in known's order.
+func parseNames(s string, known []string) ([]string, error) {
+	want := map[string]bool{}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(known, f) {
+			return nil, fmt.Errorf("unknown name %q (want some of %s)", f, strings.Join(known, ", "))
+		}
+		want[f] = true
+	}
+	var out []string
+	for _, k := range known {
+		if want[k] {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// Fault kinds.
+const (
+	faultRedisDown = "redis-down" // senders cannot connect to Redis
+	fault429       = "429"        // the provider answers 429 to everything
+	fault5xx       = "5xx"        // the provider answers 503 to everything
+)
+
+// A fault is one span of trouble in every run, timed from the run's start.
+type fault struct {
+	kind string
+	at   time.Duration
+	dur  time.Duration
+}
+
+func (f fault) String() string { return fmt.Sprintf("%s@%v+%v", f.kind, f.at, f.dur) }
+
+// parseFault reads KIND@START+LENGTH, such as redis-down@2s+1.5s.
+func parseFault(s string) (fault, error) {
+	kind, rest, ok := strings.Cut(s, "@")
+	at, length, ok2 := strings.Cut(rest, "+")
+	if !ok || !ok2 {
+		return fault{}, fmt.Errorf("%q: want KIND@START+LENGTH, e.g. redis-down@2s+1.5s", s)
+	}
+	switch kind {
+	case faultRedisDown, fault429, fault5xx:
+	default:
+		return fault{}, fmt.Errorf("%q: unknown kind %q (want %s, %s or %s)", s, kind, faultRedisDown, fault429, fault5xx)
+	}
+	f := fault{kind: kind}
+	var err error
+	if f.at, err = time.ParseDuration(at); err != nil || f.at < 0 {
+		return fault{}, fmt.Errorf("%q: start %q is not a duration of 0 or more", s, at)
+	}
+	if f.dur, err = time.ParseDuration(length); err != nil || f.dur <= 0 {
+		return fault{}, fmt.Errorf("%q: length %q is not a positive duration", s, length)
+	}
+	return f, nil
+}

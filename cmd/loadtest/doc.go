@@ -1,0 +1,35 @@
+// Command loadtest reproduces the incident of seed 000 and measures the fix:
+// the old send limiters (v1 static split, v2 GET-then-INCR, plan A atomic
+// INCR; package internal/oldlimiters) and the real one (package admission,
+// with the dispatcher's nack policy) each drive K concurrent senders against
+// a real Redis and the provider simulator, under every way the provider may
+// count its 100 messages per second, side by side in one run.
+//
+//	go run ./cmd/loadtest                      # the whole matrix, about 4 min
+//	go run ./cmd/loadtest --quick              # 2 s runs, K=2,16, two modes
+//	go run ./cmd/loadtest --json out.json --svg out.svg
+//	go run ./cmd/loadtest --strategies gcra --fault redis-down@2s+1.5s
+//
+// Invariant: every run is bounded and leaves nothing behind. Each run lasts
+// --duration, plus at most one send timeout for sends already on the wire;
+// every goroutine it starts stops at the run's end and is waited for, and
+// its Redis clients, HTTP server and proxy are closed, before the next run
+// starts. Each run counts in a key namespace of its own. A redis-server the
+// command starts itself is stopped on every way out, error and interrupt
+// included.
+//
+// What one run is: K senders, each standing for a pod, with its own Redis
+// client, provider client, clock skew and workers (by default 4 that take
+// OTP first and marketing otherwise, and 2 that take OTP only). A marketing
+// backlog that never runs dry and an OTP stream at --otp-rate feed all
+// senders. The simulator records every request; the report measures them by
+// any window, whatever the simulator itself enforced. The start of a run is
+// part of it: a campaign starts at whatever phase of the second it starts.
+//
+// Files: main.go (flags, run), config.go (modes, strategies, faults),
+// harness.go (one run), sender.go (workers and the strategies' send loops),
+// queue.go (the load), fault.go (fault schedule), proxy.go (a TCP proxy that
+// can refuse connections), redisserver.go and pdeathsig_*.go (a local
+// redis-server), metrics.go (counters, the Redis command hook, quantiles),
+// report.go (table and JSON), svg.go (the chart).
+package main

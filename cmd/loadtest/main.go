@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(1)
+	}
+}
+
+// run is the whole program; main only maps its error to an exit status.
+// The table goes to stdout, progress to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	redisOpts, stopRedis, err := redisFor(ctx, cfg.redisURL, stderr)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := stopRedis(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+
+	began := time.Now()
+	rows, err := runMatrix(ctx, cfg, redisOpts, stderr)
+	if err != nil {
+		return err
+	}
+	if err := writeTable(stdout, cfg, rows); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	fmt.Fprintf(stderr, "loadtest: %d runs in %v\n", len(rows), time.Since(began).Round(100*time.Millisecond))
+	if cfg.jsonFile != "" {
+		if err := writeFile(cfg.jsonFile, func(w io.Writer) error { return writeJSON(w, cfg, rows) }); err != nil {
+			return fmt.Errorf("write --json: %w", err)
+		}
+	}
+	if cfg.svgFile != "" {
+		if err := writeFile(cfg.svgFile, func(w io.Writer) error { return writeSVG(w, cfg, rows) }); err != nil {
+			return fmt.Errorf("write --svg: %w", err)
+		}
+	}
+	return nil
+}
+
+// writeFile creates name and fills it with write, reporting the first error
+// of either or of closing it.
+func writeFile(name string, write func(io.Writer) error) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

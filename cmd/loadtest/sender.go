@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/nack"
+	"smsdispatcher/provider"
+)
+
+const (
+	// sendTimeout bounds one provider send; a send on the wire when the run
+	// ends finishes within it.
+	sendTimeout = 2 * time.Second
+	// spinInterval is the seed's time.sleep(0.001) between denied asks.
+	spinInterval = time.Millisecond
+	// oldSendTries is the seed's for attempt in range(4): a 429 is re-sent
+	// at once, four tries in all.
+	oldSendTries = 4
+	// oldRedisTimeout bounds one Redis call of the old strategies; the
+	// seed's client had no timeout, and no fault here hangs Redis.
+	oldRedisTimeout = time.Second
+	// The dispatcher's max waits for a send slot (CONTRACT.md section 4).
+	otpMaxWait       = time.Second
+	marketingMaxWait = 8 * time.Second
+)
+
+// The message every send carries; the simulator checks its shape.
+const (
+	simToken = "loadtest-token"
+	sendTo   = "+819012345678"
+	sendBody = "loadtest"
+)
+
+// A sender stands for one pod: its own Redis client, provider client,
+// clock skew and send policy. Its workers share it; it is safe for
+// concurrent use.
+type sender struct {
+	skew   time.Duration
+	client *provider.Client
+	policy policy
+	load   *load
+	st     *counters
+}
+
+// now is the sender's notion of the time: true time off by its skew.
+func (s *sender) now() time.Time { return time.Now().Add(s.skew) }
+
+// work takes messages until ctx ends and hands each to the policy.
+func (s *sender) work(ctx context.Context, otpOnly bool) {
+	for {
+		m, ok := s.load.next(ctx, otpOnly)
+		if !ok {
+			return
+		}
+		s.policy.handle(ctx, s, m)
+	}
+}
+
+// send posts m once. A send keeps going when the run ends (it may already
+// be on the wire) but gives up after sendTimeout.
+func (s *sender) send(ctx context.Context, m msg) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
+	defer cancel()
+	return s.client.Send(ctx, provider.Message{ID: m.id, To: sendTo, Body: sendBody})
+}
+
+// admitted records that m may go now.
+func (s *sender) admitted(m msg) {
+	s.st.admitted.Add(1)
+	if m.class == admission.OTP {
+		s.st.admittedOTP(m, time.Now())
+	}
+}
+
+// A policy admits and sends one message and ends it the way its strategy
+// does. handle returns early, dropping m, once ctx ends.
+type policy interface {
+	handle(ctx context.Context, s *sender, m msg)
+}
+
+// oldPolicy is the seed's send loop around an old limiter:
+//
+//	while not limiter.acquire(): time.sleep(0.001)
+//	for attempt in range(4):
+//	    resp = sms.send(msg)
+//	    if resp.status_code != 429: break
+//	msg.ack()
+//
+// A Redis error admits (allow returns true with it).
+type oldPolicy struct {
+	allow func(ctx context.Context, now time.Time) (bool, error)
+}
+
+func (p oldPolicy) handle(ctx context.Context, s *sender, m msg) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, oldRedisTimeout)
+		ok, err := p.allow(actx, s.now())
+		cancel()
+		if ctx.Err() != nil {
+			return // the run is over; a failed call now is not Redis's fault
+		}
+		if err != nil {
+			s.st.redisErrors.Add(1)
+		}
+		if ok {
+			break
+		}
+		s.st.spins.Add(1)
+		if !sleepCtx(ctx, spinInterval) {
+			return
+		}
+	}
+	s.admitted(m)
+	for try := 1; ; try++ {
+		err := s.send(ctx, m)
+		throttled := nack.Classify(err) == nack.Throttled
+		if throttled && try == 1 {
+			s.st.first429.Add(1)
+		}
+		if !throttled || try == oldSendTries || ctx.Err() != nil {
+			if err != nil {
+				s.st.lost.Add(1) // msg.ack() whatever happened
+			}
+			return
+		}
+		s.st.retries.Add(1)
+	}
+}
+
+// gcraPolicy is the dispatcher's: the shared limiter with the class's max
+// wait, one send, and the outcome mapped by package nack. Denial, 429 and
+// transient failures nack (the message comes back by redelivery); a 429
+// also stops every sender for its Retry-After. Nothing is retried on the
+// spot.
+type gcraPolicy struct {
+	lim *admission.Limiter
+}
+
+func (p gcraPolicy) handle(ctx context.Context, s *sender, m msg) {
+	maxWait := marketingMaxWait
+	if m.class == admission.OTP {
+		maxWait = otpMaxWait
+	}
+	d, err := p.lim.Acquire(ctx, m.class, maxWait)
+	if err != nil {
+		return // the run is over
+	}
+	if !d.Allowed {
+		s.st.denied.Add(1)
+		s.st.nacks.Add(1)
+		s.load.nack(m)
+		return
+	}
+	if d.Source == admission.SourceFallback {
+		s.st.fallback.Add(1)
+	}
+	s.admitted(m)
+	m.sends++
+	err = s.send(ctx, m)
+	out := nack.Classify(err)
+	if out == nack.Throttled {
+		if m.sends == 1 {
+			s.st.first429.Add(1)
+		}
+		retryAfter := provider.DefaultRetryAfter
+		if pe, ok := errors.AsType[*provider.Error](err); ok {
+			retryAfter = pe.RetryAfter
+		}
+		if terr := p.lim.ReportThrottled(context.WithoutCancel(ctx), retryAfter); terr != nil {
+			s.st.redisErrors.Add(1) // this sender honours the penalty alone
+		}
+	}
+	switch nack.ActionFor(out) {
+	case nack.Nack:
+		s.st.nacks.Add(1)
+		s.load.nack(m)
+	case nack.DeadLetter:
+		s.st.deadLettered.Add(1)
+	}
+}
+
+// sleepCtx sleeps for d and reports whether ctx was still live after it.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// redisClient returns a sender's own Redis client: context deadlines
+// honoured (the real limiter needs it), no retries inside the client, short
+// dials, commands counted by calls.
+func redisClient(base *redis.Options, addr string, calls *callCounter) *redis.Client {
+	o := *base
+	o.Addr = addr
+	o.ContextTimeoutEnabled = true
+	o.MaxRetries = -1
+	o.DisableIdentity = true
+	o.DialTimeout = 500 * time.Millisecond
+	c := redis.NewClient(&o)
+	c.AddHook(calls)
+	return c
+}
