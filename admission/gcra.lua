@@ -5,6 +5,9 @@
 -- KEYS[2] -> marketing TAT key ({sms:<account>}:tat:marketing), microseconds
 -- KEYS[3] -> penalty key ({sms:<account>}:penalty), set by penalty.lua on a 429
 -- KEYS[4] -> wake-ticket key of the caller's class ({sms:<account>}:wake:<class>)
+-- KEYS[5] -> rate override hash ({sms:<account>}:override, fields target_rps
+--            and marketing_rps), set by an operator to lower the rates
+--            without a redeploy; a value can only lower a rate, never raise it
 -- ARGV[1] -> global emission interval in microseconds (1e6 / TARGET_RPS, rounded up)
 -- ARGV[2] -> global tolerance tau in microseconds ((BURST - 1) * interval)
 -- ARGV[3] -> marketing emission interval in microseconds
@@ -45,6 +48,28 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 local tickets = ARGV[8]
 
+-- An operator's override lowers the rates: longer intervals, and the
+-- tolerances scaled with them (the same BURST).
+local g_int, g_tau0 = tonumber(ARGV[1]), tonumber(ARGV[2])
+local m_int, m_tau = tonumber(ARGV[3]), tonumber(ARGV[4])
+local reserve, spacing = tonumber(ARGV[7]), tonumber(ARGV[9])
+local o = redis.call('HMGET', KEYS[5], 'target_rps', 'marketing_rps')
+local o_g, o_m = tonumber(o[1]), tonumber(o[2])
+if o_g and o_g > 0 and math.ceil(1000000 / o_g) > g_int then
+  local f = math.ceil(1000000 / o_g) / g_int
+  g_int, g_tau0, reserve = math.ceil(g_int * f), math.ceil(g_tau0 * f), math.ceil(reserve * f)
+  if ARGV[5] ~= '1' then
+    spacing = g_int
+  end
+end
+if o_m and o_m > 0 and math.ceil(1000000 / o_m) > m_int then
+  local f = math.ceil(1000000 / o_m) / m_int
+  m_int, m_tau = math.ceil(m_int * f), math.ceil(m_tau * f)
+  if ARGV[5] == '1' then
+    spacing = m_int
+  end
+end
+
 -- ticket returns when the caller should ask, in microseconds from now: the
 -- next free hint at or after open (at most 1 s past it), and takes it.
 local function ticket(open)
@@ -57,7 +82,7 @@ local function ticket(open)
   if w - now > tonumber(ARGV[10]) then
     return open - now
   end
-  local nextw = w + tonumber(ARGV[9])
+  local nextw = w + spacing
   redis.call('SET', KEYS[4], string.format('%d', nextw), 'PX', math.ceil((nextw - now) / 1000) + 1000)
   return w - now
 end
@@ -95,14 +120,14 @@ local function check(key, interval, tau)
 end
 
 local marketing = ARGV[5] == '1'
-local g_tau = tonumber(ARGV[2])
+local g_tau = g_tau0
 if marketing then
-  g_tau = g_tau - tonumber(ARGV[7])
+  g_tau = g_tau - reserve
 end
-local g_new, g_wait = check(KEYS[1], tonumber(ARGV[1]), g_tau)
+local g_new, g_wait = check(KEYS[1], g_int, g_tau)
 local m_new, m_wait = 0, -1
 if marketing then
-  m_new, m_wait = check(KEYS[2], tonumber(ARGV[3]), tonumber(ARGV[4]))
+  m_new, m_wait = check(KEYS[2], m_int, m_tau)
 end
 
 if g_wait > 0 or m_wait > 0 then
@@ -119,8 +144,8 @@ if marketing then
 end
 if tickets == '2' then
   local open = g_new - g_tau
-  if marketing and m_new - tonumber(ARGV[4]) > open then
-    open = m_new - tonumber(ARGV[4])
+  if marketing and m_new - m_tau > open then
+    open = m_new - m_tau
   end
   return {1, ticket(open), 0}
 end

@@ -20,6 +20,10 @@ var (
 	gcraLua    string
 	gcraScript = redis.NewScript(gcraLua)
 
+	//go:embed override.lua
+	overrideLua    string
+	overrideScript = redis.NewScript(overrideLua)
+
 	//go:embed penalty.lua
 	penaltyLua    string
 	penaltyScript = redis.NewScript(penaltyLua)
@@ -98,7 +102,7 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 		recoveryFloor: us(cfg.RedisRetryAfter * time.Duration(cfg.MaxSenders-1) / time.Duration(cfg.MaxSenders)),
 	}
 	for c := range l.scriptKeys {
-		l.scriptKeys[c] = append(l.keys[:3:3], tag+":wake:"+Class(c).String())
+		l.scriptKeys[c] = append(l.keys[:3:3], tag+":wake:"+Class(c).String(), tag+":override")
 	}
 	for _, o := range opts {
 		o(l)
@@ -262,6 +266,29 @@ func (l *Limiter) ReportThrottled(ctx context.Context, retryAfter time.Duration)
 		l.penaltyUntil = until
 	}
 	l.mu.Unlock()
+	return nil
+}
+
+// Override lowers the account's rates for every process until ttl has
+// passed (ttl 0: until cleared): targetRPS and marketingRPS, where positive,
+// replace TargetRPS and MarketingRPS in the script when they are lower; a
+// value above the configured one is ignored there, so an override can never
+// raise a rate. Both zero clears it. The Redis-down fallback keeps the
+// configured share.
+func (l *Limiter) Override(ctx context.Context, targetRPS, marketingRPS float64, ttl time.Duration) error {
+	key := l.scriptKeys[OTP][4]
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
+	defer cancel()
+	if targetRPS <= 0 && marketingRPS <= 0 {
+		if err := overrideScript.Run(ctx, l.rdb, []string{key}, "0", "0", "0").Err(); err != nil {
+			return fmt.Errorf("override clear: %w", err)
+		}
+		return nil
+	}
+	f := func(v float64) string { return strconv.FormatFloat(max(v, 0), 'f', -1, 64) }
+	if err := overrideScript.Run(ctx, l.rdb, []string{key}, f(targetRPS), f(marketingRPS), ttl.Milliseconds()).Err(); err != nil {
+		return fmt.Errorf("override: %w", err)
+	}
 	return nil
 }
 

@@ -472,3 +472,42 @@ func TestAWaitingHerdCostsAboutOneCallPerAdmission(t *testing.T) {
 		t.Fatalf("%d calls for %d admissions (%.2f each), want ≤ 1.5 each", calls, admitted.Load(), ratio)
 	}
 }
+
+func TestOverrideLowersTheRateForEveryProcessAndNeverRaisesIt(t *testing.T) {
+	cfg := testConfig(t)
+	ctx := context.Background()
+	tests := []struct {
+		name           string
+		target, market float64
+		wantOTP        time.Duration // RetryAfter of the first denial after a burst
+	}{
+		{"lowered to 10/s", 10, 5, 100 * time.Millisecond},
+		{"above the configured rate: ignored", 1000, 1000, interval(90)},
+		{"cleared", 0, 0, interval(90)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := cfg
+			cfg.Account = redistest.UniqueAccount(t)
+			op := newLimiter(t, redistest.Client(t), cfg)
+			if tt.target == 0 { // set one, then clear it
+				if err := op.Override(ctx, 10, 5, time.Minute); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := op.Override(ctx, tt.target, tt.market, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			other := newLimiter(t, redistest.Client(t), cfg) // another process
+			var d Decision
+			for range 6 {
+				if d = try(t, other, OTP); !d.Allowed {
+					break
+				}
+			}
+			if d.Allowed || d.RetryAfter > tt.wantOTP || d.RetryAfter < tt.wantOTP/2 {
+				t.Fatalf("first denial after a burst: %+v, want a wait of about %v", d, tt.wantOTP)
+			}
+		})
+	}
+}

@@ -13,6 +13,9 @@ import (
 	"syscall"
 )
 
+// version is stamped by the build (-ldflags "-X main.version=...").
+var version = "dev"
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -37,6 +40,8 @@ commands:
   serve     pull both subscriptions and send (the default)
   publish   publish a message, or JSON lines with --file, as a producer does
   setup     create the topics, subscriptions and dead-letter topic if missing
+  override  lower the account's rates for every pod at once (--set-target-rps,
+            --set-marketing-rps, --ttl, --clear): an incident lever
   demo      run the whole pipeline on one machine: in-process Pub/Sub, Redis
             and provider simulator, several dispatchers, a campaign and OTPs
 
@@ -59,6 +64,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runSetup(ctx, args, stdout, stderr)
 	case "demo":
 		return runDemo(ctx, args, stdout, stderr)
+	case "override":
+		return runOverride(ctx, args, stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, version)
+		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

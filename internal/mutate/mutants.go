@@ -68,10 +68,16 @@ var mutants = []mutant{
 		{"admission/limiter.go", "	recovering := l.inFallback\n", "	recovering := l.inFallback && false\n"},
 	}, ""},
 	{"M16", "marketing may take OTP's reserved slot", []edit{
-		{"admission/gcra.lua", "  g_tau = g_tau - tonumber(ARGV[7])\n", ""},
+		{"admission/gcra.lua", "  g_tau = g_tau - reserve\n", ""},
 	}, ""},
 	{"M17", "no wake tickets: every waiter wakes when the slot opens", []edit{
 		{"admission/gcra.lua", "local tickets = ARGV[8]", "local tickets = '0'"},
+	}, ""},
+	{"M18", "the operator's override is ignored", []edit{
+		{"admission/gcra.lua", "local o_g, o_m = tonumber(o[1]), tonumber(o[2])", "local o_g, o_m = nil, nil"},
+	}, ""},
+	{"M19", "an override can raise a rate", []edit{
+		{"admission/gcra.lua", "if o_g and o_g > 0 and math.ceil(1000000 / o_g) > g_int then", "if o_g and o_g > 0 then"},
 	}, ""},
 	// The pipeline: each safety step of dispatch, removed.
 	{"D1", "a 429 is not shared with the other processes", []edit{
