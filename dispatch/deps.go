@@ -2,6 +2,9 @@ package dispatch
 
 import (
 	"context"
+	"maps"
+	"slices"
+	"strconv"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -77,16 +80,33 @@ const (
 	AttrOriginalMessageID = "original_message_id"
 )
 
+// AttrOriginalDataBytes is set on a dead letter whose data was cut to
+// MaxDataBytes: the size of the data the producer sent.
+const AttrOriginalDataBytes = "original_data_bytes"
+
+// maxAttributes is Pub/Sub's limit of attributes per message.
+const maxAttributes = 100
+
 // DeadLetter publishes m's data and attributes with reject_reason, class and
-// original_message_id added, and waits for the server's answer.
+// original_message_id added, and waits for the server's answer. Data over
+// MaxDataBytes (never sendable) is cut to MaxDataBytes, with
+// original_data_bytes added, and producer attributes beyond what Pub/Sub
+// takes with the added ones are dropped (in key order): a dead letter that
+// did not fit its topic would be nacked and redelivered for ever.
 func (t DeadLetterTopic) DeadLetter(ctx context.Context, m *pubsub.Message, class admission.Class, reason string) error {
-	attrs := make(map[string]string, len(m.Attributes)+3)
-	for k, v := range m.Attributes {
-		attrs[k] = v
+	attrs := make(map[string]string, len(m.Attributes)+4)
+	keys := slices.Sorted(maps.Keys(m.Attributes))
+	for _, k := range keys[:min(len(keys), maxAttributes-4)] {
+		attrs[k] = m.Attributes[k]
+	}
+	data := m.Data
+	if len(data) > MaxDataBytes {
+		data = data[:MaxDataBytes]
+		attrs[AttrOriginalDataBytes] = strconv.Itoa(len(m.Data))
 	}
 	attrs[AttrRejectReason] = reason
 	attrs[AttrClass] = class.String()
 	attrs[AttrOriginalMessageID] = m.ID
-	_, err := t.Publisher.Publish(ctx, &pubsub.Message{Data: m.Data, Attributes: attrs}).Get(ctx)
+	_, err := t.Publisher.Publish(ctx, &pubsub.Message{Data: data, Attributes: attrs}).Get(ctx)
 	return err
 }

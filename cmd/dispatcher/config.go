@@ -1,15 +1,19 @@
 package main
 
 import (
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"smsdispatcher/admission"
 )
 
 // config is the dispatcher's whole configuration (CONTRACT.md section 4).
@@ -24,8 +28,11 @@ type config struct {
 	DeadLetterTopic       string
 	DeadLetterInspect     string
 	RedisURL              string
+	RedisCAFile           string
+	RedisCA               []byte // PEM certificates read from RedisCAFile; nil: the system's roots
 	ProviderURL           string
-	ProviderToken         string
+	ProviderToken         string // from SMS_PROVIDER_TOKEN, or read from ProviderTokenFile
+	ProviderTokenFile     string
 	Account               string
 	ContractRPS           float64
 	TargetRPS             float64
@@ -49,6 +56,19 @@ type configError struct {
 func (e *configError) Error() string {
 	return fmt.Sprintf("invalid configuration: %s (--%s): %s", e.Env, e.Flag, e.Msg)
 }
+
+// Bounds beyond which a value is taken for a mistake: past them the
+// limiter's microsecond and nanosecond arithmetic would overflow, and a
+// typo would pass for a setting.
+const (
+	maxRPS      = 1e6 // the limiter counts in microseconds: one slot per µs at most
+	maxBurst    = 1_000_000
+	maxSenders  = 100_000
+	maxDuration = 24 * time.Hour
+	// maxFileSize bounds what is read of a token or CA file, so that a path
+	// to /dev/zero or a log file neither hangs nor bloats the process.
+	maxFileSize = 1 << 20
+)
 
 // setting is one row of the configuration table.
 type setting struct {
@@ -92,6 +112,9 @@ func duration(dst func(*config) *time.Duration) func(*config, string) error {
 		if d <= 0 {
 			return fmt.Errorf("must be positive, got %v", d)
 		}
+		if d > maxDuration {
+			return fmt.Errorf("must be at most %v, got %v", maxDuration, d)
+		}
 		*dst(c) = d
 		return nil
 	}
@@ -106,8 +129,10 @@ var settings = []setting{
 	{"DEAD_LETTER_TOPIC", "dead-letter-topic", "sms-dead-letter", "topic of messages that will never be sent", false, str(func(c *config) *string { return &c.DeadLetterTopic })},
 	{"DEAD_LETTER_SUBSCRIPTION", "dead-letter-subscription", "sms-dead-letter-inspect", "subscription for people to read dead letters", false, str(func(c *config) *string { return &c.DeadLetterInspect })},
 	{"REDIS_URL", "redis-url", "", "redis:// or rediss:// URL; redis+cluster:// or a comma list of host:port for Redis Cluster", true, str(func(c *config) *string { return &c.RedisURL })},
+	{"REDIS_CA_FILE", "redis-ca-file", "", "PEM file of the CA certificates a rediss:// server's certificate must chain to (default: the system's roots)", false, str(func(c *config) *string { return &c.RedisCAFile })},
 	{"SMS_PROVIDER_URL", "provider-url", "", "base URL of the SMS provider", false, str(func(c *config) *string { return &c.ProviderURL })},
 	{"SMS_PROVIDER_TOKEN", "provider-token", "", "bearer token of the SMS provider (secret)", true, str(func(c *config) *string { return &c.ProviderToken })},
+	{"SMS_PROVIDER_TOKEN_FILE", "provider-token-file", "", "file holding the provider's bearer token, such as a mounted Secret; a trailing newline is trimmed (instead of SMS_PROVIDER_TOKEN)", false, str(func(c *config) *string { return &c.ProviderTokenFile })},
 	{"SMS_ACCOUNT", "account", "default", "provider account name; keys in Redis are {sms:<account>}:*", false, str(func(c *config) *string { return &c.Account })},
 	{"CONTRACT_RPS", "contract-rps", "100", "the provider contract, messages per second", false, num(func(c *config) *float64 { return &c.ContractRPS })},
 	{"TARGET_RPS", "target-rps", "90", "what all processes together may send, every class", false, num(func(c *config) *float64 { return &c.TargetRPS })},
@@ -152,8 +177,58 @@ func configFlags(fs *flag.FlagSet, getenv func(string) string) func() (config, e
 				return config{}, &configError{s.env, s.flag, err.Error()}
 			}
 		}
-		return c, c.validate()
+		if err := c.validate(); err != nil {
+			return c, err
+		}
+		return c, c.readFiles()
 	}
+}
+
+// readFiles reads the token and CA files that c names. Its errors name the
+// variable and never hold a file's content.
+func (c *config) readFiles() error {
+	if c.ProviderTokenFile != "" {
+		b, err := readSmall(c.ProviderTokenFile)
+		if err != nil {
+			return &configError{"SMS_PROVIDER_TOKEN_FILE", "provider-token-file", err.Error()}
+		}
+		// Files written by echo or an editor end with a newline; a Secret
+		// mounted by Kubernetes holds the bytes as they were given.
+		tok := strings.TrimRight(string(b), "\r\n")
+		if tok == "" {
+			return &configError{"SMS_PROVIDER_TOKEN_FILE", "provider-token-file", "the file is empty"}
+		}
+		c.ProviderToken = tok
+	}
+	if c.RedisCAFile != "" {
+		b, err := readSmall(c.RedisCAFile)
+		if err != nil {
+			return &configError{"REDIS_CA_FILE", "redis-ca-file", err.Error()}
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(b) {
+			return &configError{"REDIS_CA_FILE", "redis-ca-file", "no PEM certificate in the file"}
+		}
+		c.RedisCA = b
+	}
+	return nil
+}
+
+// readSmall reads a file of at most maxFileSize bytes. Its errors say what
+// went wrong with the path (os errors name it), never what the file holds.
+func readSmall(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxFileSize {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxFileSize)
+	}
+	return b, nil
 }
 
 // validate reports the first value that cannot work.
@@ -174,19 +249,27 @@ func (c config) validate() error {
 	switch {
 	case !(c.ContractRPS > 0):
 		return bad("CONTRACT_RPS", "must be above 0, got %v", c.ContractRPS)
-	case !(c.TargetRPS > 0):
-		return bad("TARGET_RPS", "must be above 0, got %v", c.TargetRPS)
+	case c.ContractRPS > maxRPS:
+		return bad("CONTRACT_RPS", "must be at most %v (the limiter counts in microseconds), got %v", maxRPS, c.ContractRPS)
+	case !(c.TargetRPS >= admission.MinRPS):
+		return bad("TARGET_RPS", "must be at least %v, got %v", admission.MinRPS, c.TargetRPS)
 	case c.TargetRPS > c.ContractRPS:
 		return bad("TARGET_RPS", "%v is above CONTRACT_RPS (%v): the dispatcher would break the contract", c.TargetRPS, c.ContractRPS)
-	case !(c.MarketingRPS > 0):
-		return bad("MARKETING_RPS", "must be above 0, got %v", c.MarketingRPS)
+	case !(c.MarketingRPS >= admission.MinRPS):
+		return bad("MARKETING_RPS", "must be at least %v, got %v", admission.MinRPS, c.MarketingRPS)
 	case c.MarketingRPS > c.TargetRPS:
 		return bad("MARKETING_RPS", "%v is above TARGET_RPS (%v): OTP would have no room", c.MarketingRPS, c.TargetRPS)
 	case c.Burst < 1:
 		return bad("BURST", "must be at least 1, got %d", c.Burst)
+	case c.Burst > maxBurst:
+		return bad("BURST", "must be at most %d, got %d", maxBurst, c.Burst)
 	case c.MaxSenders < 1:
 		return bad("MAX_SENDERS", "must be at least 1, got %d", c.MaxSenders)
-	case strings.ContainsAny(c.Account, "{} ") || c.Account == "":
+	case c.MaxSenders > maxSenders:
+		return bad("MAX_SENDERS", "must be at most %d, got %d", maxSenders, c.MaxSenders)
+	case c.ProviderToken != "" && c.ProviderTokenFile != "":
+		return bad("SMS_PROVIDER_TOKEN_FILE", "set either it or SMS_PROVIDER_TOKEN, not both")
+	case !validAccount(c.Account):
 		return bad("SMS_ACCOUNT", "must be non-empty printable ASCII without braces or spaces, got %q", c.Account)
 	}
 	if c.ProviderURL != "" {
@@ -195,11 +278,26 @@ func (c config) validate() error {
 		}
 	}
 	if c.RedisURL != "" {
-		if _, err := redisOptions(c.RedisURL); err != nil {
+		o, err := redisOptions(c.RedisURL)
+		if err != nil {
 			return bad("REDIS_URL", "%v", err) // the message never holds the URL: it may carry a password
+		}
+		if c.RedisCAFile != "" && o.TLSConfig == nil {
+			return bad("REDIS_CA_FILE", "applies to TLS only, and REDIS_URL is not a rediss:// URL")
 		}
 	}
 	return nil
+}
+
+// validAccount reports whether account can go in a Redis hash tag
+// {sms:<account>} as admission requires.
+func validAccount(account string) bool {
+	for i := 0; i < len(account); i++ {
+		if b := account[i]; b < 0x21 || b > 0x7e || b == '{' || b == '}' {
+			return false
+		}
+	}
+	return account != ""
 }
 
 func checkURL(raw string, schemes ...string) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -45,11 +46,29 @@ func redisOptions(raw string) (*redis.UniversalOptions, error) {
 	return &opts, nil
 }
 
-// newRedis returns a client for REDIS_URL.
-func newRedis(raw string) (redis.UniversalClient, error) {
+// newRedis returns a client for REDIS_URL; a rediss:// server is verified
+// against the system's roots.
+func newRedis(raw string) (redis.UniversalClient, error) { return newRedisWithCA(raw, nil) }
+
+// newRedisWithCA returns a client for REDIS_URL. If caPEM is not empty
+// (REDIS_CA_FILE), a rediss:// server's certificate must chain to one of
+// the PEM certificates in it instead of the system's roots; caPEM with a
+// URL without TLS is an error.
+func newRedisWithCA(raw string, caPEM []byte) (redis.UniversalClient, error) {
 	opts, err := redisOptions(raw)
 	if err != nil {
 		return nil, err
+	}
+	if len(caPEM) > 0 {
+		if opts.TLSConfig == nil {
+			return nil, errors.New("a CA file applies to rediss:// URLs only")
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(caPEM) {
+			return nil, errors.New("no PEM certificate in the CA file")
+		}
+		opts.TLSConfig = opts.TLSConfig.Clone()
+		opts.TLSConfig.RootCAs = roots
 	}
 	return redis.NewUniversalClient(opts), nil
 }

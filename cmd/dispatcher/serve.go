@@ -44,7 +44,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer tel.shutdown(context.WithoutCancel(ctx), logger)
-	rdb, err := newRedis(cfg.RedisURL)
+	rdb, err := newRedisWithCA(cfg.RedisURL, cfg.RedisCA)
 	if err != nil {
 		return err
 	}
@@ -56,6 +56,10 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer ps.Close()
 	sender, err := newSender(cfg.ProviderURL, cfg.ProviderToken, cfg.SendTimeout, tel)
+	var ce *configError
+	if errors.As(err, &ce) && ce.Env == "SMS_PROVIDER_TOKEN" && cfg.ProviderTokenFile != "" {
+		ce.Env, ce.Flag = "SMS_PROVIDER_TOKEN_FILE", "provider-token-file" // name where the token came from
+	}
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"smsdispatcher/admission"
+)
+
+// FuzzConfig feeds arbitrary values of the rate, burst, wait, account and
+// URL variables through configFlags and validate. Nothing may panic; a
+// rejected configuration is one line naming a known variable; an accepted
+// one keeps the invariants the limiter relies on and is accepted by the
+// limiter too, so that no value passes the check at start and fails (or
+// overflows) later.
+func FuzzConfig(f *testing.F) {
+	f.Add("100", "90", "70", "5", "23", "1s", "8s", "default", "redis://127.0.0.1:6379/0", "http://p")
+	f.Add("1e6", "1e6", "0.01", "1", "1", "1ns", "24h", "a", "rediss://u:p@h:6380", "https://p/x")
+	f.Add("NaN", "Inf", "-0", "0x10", "9223372036854775807", "2562047h", "-1s", "{x}", "redis+cluster://a:1?addr=b:2", "")
+	f.Add("1e-300", "1e-300", "1e-301", "1000000", "100000", "1h", "1m", "sms acc", "a:1, b:2", "ftp://p")
+	f.Add("100", "100", "100", "1000001", "100001", "24h0m1s", "0s", "", "http://u:hunter2@r:1", "http://")
+	f.Fuzz(func(t *testing.T, contract, target, marketing, burst, senders, otpWait, mktWait, account, redisURL, providerURL string) {
+		env := map[string]string{
+			"CONTRACT_RPS": contract, "TARGET_RPS": target, "MARKETING_RPS": marketing,
+			"BURST": burst, "MAX_SENDERS": senders, "OTP_MAX_WAIT": otpWait, "MARKETING_MAX_WAIT": mktWait,
+			"SMS_ACCOUNT": account, "REDIS_URL": redisURL, "SMS_PROVIDER_URL": providerURL,
+		}
+		c, err := loadConfig(env)
+		if err != nil {
+			var ce *configError
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %v (%T) is not a configError", err, err)
+			}
+			if !known(ce.Env) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error %q: want one line naming a known variable", err)
+			}
+			if ce.Env == "REDIS_URL" && strings.Contains(err.Error(), "hunter2") {
+				t.Fatalf("error %q repeats the Redis password", err)
+			}
+			return
+		}
+		for name, v := range map[string]float64{"contract": c.ContractRPS, "target": c.TargetRPS, "marketing": c.MarketingRPS} {
+			if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+				t.Fatalf("accepted a %s rate of %v", name, v)
+			}
+		}
+		switch {
+		case c.TargetRPS > c.ContractRPS:
+			t.Fatalf("accepted TARGET_RPS %v above CONTRACT_RPS %v", c.TargetRPS, c.ContractRPS)
+		case c.MarketingRPS > c.TargetRPS:
+			t.Fatalf("accepted MARKETING_RPS %v above TARGET_RPS %v", c.MarketingRPS, c.TargetRPS)
+		case c.Burst < 1 || c.MaxSenders < 1:
+			t.Fatalf("accepted BURST %d, MAX_SENDERS %d", c.Burst, c.MaxSenders)
+		case c.OTPMaxWait <= 0 || c.MarketingMaxWait <= 0:
+			t.Fatalf("accepted waits %v, %v", c.OTPMaxWait, c.MarketingMaxWait)
+		case c.Account == "":
+			t.Fatal("accepted an empty account")
+		}
+		// A send claim's TTL is wait + send timeout + 5s: it must not overflow.
+		if ttl := c.MarketingMaxWait + c.SendTimeout + 5*time.Second; ttl <= 0 {
+			t.Fatalf("claim TTL overflows: %v", ttl)
+		}
+		for _, n := range []int{outstanding(c.TargetRPS, c.OTPMaxWait, 1), outstanding(c.MarketingRPS, c.MarketingMaxWait, c.MaxSenders)} {
+			if n < 10 || n > 1<<40 {
+				t.Fatalf("flow control of %d messages from an accepted configuration", n)
+			}
+		}
+		lim := admission.Config{Account: c.Account, TargetRPS: c.TargetRPS, MarketingRPS: c.MarketingRPS,
+			Burst: c.Burst, MaxSenders: c.MaxSenders, RedisTimeout: c.RedisTimeout}
+		if err := lim.Validate(); err != nil {
+			t.Fatalf("accepted here, refused by the limiter: %v", err)
+		}
+		// The limiter's largest products, in nanoseconds, must not overflow.
+		perProcess := c.TargetRPS / float64(c.MaxSenders)
+		if slowest := 1e9 / min(perProcess, c.MarketingRPS/float64(c.MaxSenders)); slowest >= math.MaxInt64/2 {
+			t.Fatalf("fallback interval of %v ns overflows", slowest)
+		}
+		if tol := 1e9 / c.MarketingRPS * float64(c.Burst); tol >= math.MaxInt64/2 {
+			t.Fatalf("burst tolerance of %v ns overflows", tol)
+		}
+	})
+}
+
+func known(env string) bool {
+	for _, s := range settings {
+		if s.env == env {
+			return true
+		}
+	}
+	return false
+}
+
+// TestConfigBounds: values past the bounds the limiter's arithmetic takes
+// stop the process at start, naming the variable.
+func TestConfigBounds(t *testing.T) {
+	tests := []struct {
+		env, value string
+	}{
+		{"CONTRACT_RPS", "2e6"},
+		{"TARGET_RPS", "0.001"},
+		{"MARKETING_RPS", "0.001"},
+		{"BURST", "1000001"},
+		{"MAX_SENDERS", "100001"},
+		{"OTP_MAX_WAIT", "25h"},
+		{"SEND_TIMEOUT", "2562047h"},
+		{"SMS_ACCOUNT", "compte-é"},
+		{"SMS_ACCOUNT", "tab\there"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.env+"="+tt.value, func(t *testing.T) {
+			_, err := loadConfig(map[string]string{tt.env: tt.value})
+			var ce *configError
+			if !errors.As(err, &ce) || ce.Env != tt.env {
+				t.Fatalf("err %v, want a configuration error naming %s", err, tt.env)
+			}
+		})
+	}
+	if _, err := loadConfig(map[string]string{"CONTRACT_RPS": "1e6", "TARGET_RPS": "1e6", "MARKETING_RPS": "0.01", "BURST": "1000000", "MAX_SENDERS": "100000", "OTP_MAX_WAIT": "24h"}); err != nil {
+		t.Fatalf("the bounds themselves: %v, want accepted", err)
+	}
+}
