@@ -39,6 +39,19 @@ var retryPolicies = map[string]*pubsubpb.RetryPolicy{
 	"marketing": {MinimumBackoff: durationpb.New(5 * time.Second), MaximumBackoff: durationpb.New(60 * time.Second)},
 }
 
+// retention keeps unacked messages (a campaign backlog, or everything while
+// the provider suspends the account) for Pub/Sub's maximum of 7 days.
+var retention = durationpb.New(7 * 24 * time.Hour)
+
+// ackDeadline is the subscriptions' ack deadline: longer than a message can
+// be held (the longer max wait plus a send), so that Pub/Sub does not
+// redeliver a message a pod is still working on before the client's lease
+// extension has a chance; within Pub/Sub's 10-600 s.
+func ackDeadline(cfg config) int32 {
+	d := max(cfg.OTPMaxWait, cfg.MarketingMaxWait) + cfg.SendTimeout + 10*time.Second
+	return int32(min(max(d/time.Second, 10), 600))
+}
+
 // maxDeliveryAttempts is the dead-letter policy's limit (Pub/Sub allows
 // 5-100). The policy is what makes Pub/Sub count delivery attempts; the
 // dispatcher dead-letters explicitly long before this.
@@ -63,11 +76,14 @@ func setupTopology(ctx context.Context, c *pubsub.Client, cfg config, local bool
 		}
 	}
 	subs := []*pubsubpb.Subscription{
-		{Name: sub(cfg.DeadLetterInspect), Topic: topic(cfg.DeadLetterTopic), AckDeadlineSeconds: 60},
-		{Name: sub(cfg.OTPSubscription), Topic: topic(cfg.OTPTopic), AckDeadlineSeconds: 30,
+		{Name: sub(cfg.DeadLetterInspect), Topic: topic(cfg.DeadLetterTopic), AckDeadlineSeconds: 60,
+			MessageRetentionDuration: retention},
+		{Name: sub(cfg.OTPSubscription), Topic: topic(cfg.OTPTopic), AckDeadlineSeconds: ackDeadline(cfg),
+			MessageRetentionDuration: retention,
 			RetryPolicy:      retryPolicies["otp"],
 			DeadLetterPolicy: &pubsubpb.DeadLetterPolicy{DeadLetterTopic: topic(cfg.DeadLetterTopic), MaxDeliveryAttempts: maxDeliveryAttempts}},
-		{Name: sub(cfg.MarketingSubscription), Topic: topic(cfg.MarketingTopic), AckDeadlineSeconds: 30,
+		{Name: sub(cfg.MarketingSubscription), Topic: topic(cfg.MarketingTopic), AckDeadlineSeconds: ackDeadline(cfg),
+			MessageRetentionDuration: retention,
 			RetryPolicy:      retryPolicies["marketing"],
 			DeadLetterPolicy: &pubsubpb.DeadLetterPolicy{DeadLetterTopic: topic(cfg.DeadLetterTopic), MaxDeliveryAttempts: maxDeliveryAttempts}},
 	}
