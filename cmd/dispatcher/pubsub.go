@@ -80,12 +80,12 @@ func setupTopology(ctx context.Context, c *pubsub.Client, cfg config, local bool
 			MessageRetentionDuration: retention},
 		{Name: sub(cfg.OTPSubscription), Topic: topic(cfg.OTPTopic), AckDeadlineSeconds: ackDeadline(cfg),
 			MessageRetentionDuration: retention,
-			RetryPolicy:      retryPolicies["otp"],
-			DeadLetterPolicy: &pubsubpb.DeadLetterPolicy{DeadLetterTopic: topic(cfg.DeadLetterTopic), MaxDeliveryAttempts: maxDeliveryAttempts}},
+			RetryPolicy:              retryPolicies["otp"],
+			DeadLetterPolicy:         &pubsubpb.DeadLetterPolicy{DeadLetterTopic: topic(cfg.DeadLetterTopic), MaxDeliveryAttempts: maxDeliveryAttempts}},
 		{Name: sub(cfg.MarketingSubscription), Topic: topic(cfg.MarketingTopic), AckDeadlineSeconds: ackDeadline(cfg),
 			MessageRetentionDuration: retention,
-			RetryPolicy:      retryPolicies["marketing"],
-			DeadLetterPolicy: &pubsubpb.DeadLetterPolicy{DeadLetterTopic: topic(cfg.DeadLetterTopic), MaxDeliveryAttempts: maxDeliveryAttempts}},
+			RetryPolicy:              retryPolicies["marketing"],
+			DeadLetterPolicy:         &pubsubpb.DeadLetterPolicy{DeadLetterTopic: topic(cfg.DeadLetterTopic), MaxDeliveryAttempts: maxDeliveryAttempts}},
 	}
 	for _, s := range subs {
 		if local {
