@@ -16,6 +16,7 @@ const (
 	DefaultMaxSenders      = 23
 	DefaultRedisTimeout    = 100 * time.Millisecond
 	DefaultRedisRetryAfter = time.Second
+	DefaultLeaseTTL        = 30 * time.Second
 )
 
 // MinRPS is the lowest rate a Limiter takes: one message in 100 s (a lower
@@ -44,6 +45,15 @@ type Config struct {
 	// RedisRetryAfter is how long Redis is left alone after an error before
 	// it is tried again. Default 1s.
 	RedisRetryAfter time.Duration
+	// MaxInFlight is the most sends in flight on the account across all
+	// processes (the provider's simultaneous connections); 0 means no
+	// limit. Each admission then holds a lease until Release or LeaseTTL.
+	// In the Redis-down fallback each process holds at most
+	// MaxInFlight/MaxSenders (at least 1).
+	MaxInFlight int
+	// LeaseTTL is how long a lease outlives a process that died mid-send.
+	// It must exceed the longest send. Default 30s.
+	LeaseTTL time.Duration
 	// Logger receives at most one line per RedisRetryAfter about Redis
 	// failures. If nil, slog.Default() is used.
 	Logger *slog.Logger
@@ -71,6 +81,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RedisRetryAfter == 0 {
 		c.RedisRetryAfter = DefaultRedisRetryAfter
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -106,6 +119,10 @@ func (c Config) Validate() error {
 		return bad("MaxSenders", "must be at least 1, got %d", c.MaxSenders)
 	case c.RedisTimeout < 0:
 		return bad("RedisTimeout", "must not be negative, got %v", c.RedisTimeout)
+	case c.MaxInFlight < 0:
+		return bad("MaxInFlight", "must not be negative, got %d", c.MaxInFlight)
+	case c.LeaseTTL < time.Millisecond:
+		return bad("LeaseTTL", "must be at least 1ms, got %v", c.LeaseTTL)
 	case c.RedisRetryAfter < 0:
 		return bad("RedisRetryAfter", "must not be negative, got %v", c.RedisRetryAfter)
 	}

@@ -59,6 +59,7 @@ const (
 	ReasonPenalty   Reason = "penalty"   // a 429 penalty is live
 	ReasonGlobal    Reason = "global"    // TargetRPS would be exceeded
 	ReasonMarketing Reason = "marketing" // MarketingRPS would be exceeded
+	ReasonInFlight  Reason = "in_flight" // MaxInFlight sends are in flight
 )
 
 // A Decision is the answer to one admission request.
@@ -76,6 +77,9 @@ type Decision struct {
 	// waiting in this process, how long that caller should wait before it
 	// asks (its wake ticket). Zero otherwise.
 	Next time.Duration
+	// Lease, when allowed with Config.MaxInFlight set, names the in-flight
+	// lease the caller holds: pass it to Release when the send is over.
+	Lease string
 	// Tries is how many decisions Acquire asked for, this one included:
 	// 1 means the first answer was final. TryAcquire leaves it 0.
 	Tries int

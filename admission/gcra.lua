@@ -5,6 +5,9 @@
 -- KEYS[2] -> marketing TAT key ({sms:<account>}:tat:marketing), microseconds
 -- KEYS[3] -> penalty key ({sms:<account>}:penalty), set by penalty.lua on a 429
 -- KEYS[4] -> wake-ticket key of the caller's class ({sms:<account>}:wake:<class>)
+-- KEYS[6] -> in-flight leases ({sms:<account>}:leases), a sorted set of
+--            lease members scored by expiry; a process that dies mid-send
+--            leaves its lease to expire
 -- KEYS[5] -> rate override hash ({sms:<account>}:override, fields target_rps
 --            and marketing_rps), set by an operator to lower the rates
 --            without a redeploy; a value can only lower a rate, never raise it
@@ -26,6 +29,9 @@
 -- ARGV[9] -> ticket spacing in microseconds (the class's interval)
 -- ARGV[10] -> the longest the caller will wait, in microseconds: a ticket
 --            further away is not taken (it would be wasted)
+-- ARGV[11] -> the most sends in flight on the account (0: no limit)
+-- ARGV[12] -> the lease member of this send (unique per attempt)
+-- ARGV[13] -> lease lifetime in microseconds (longer than a send can take)
 --
 -- Returns {allowed, wait_us, reason}:
 --   allowed -> 1 when a slot was taken, 0 when denied
@@ -33,7 +39,8 @@
 --              (its wake ticket, or the time until a slot may open); when
 --              allowed with ARGV[8] = '2', when to ask for the next
 --              message (may be <= 0: at once); else 0
---   reason  -> 0 allowed, 1 penalty live, 2 global rate, 3 marketing cap
+--   reason  -> 0 allowed, 1 penalty live, 2 global rate, 3 marketing cap,
+--              4 in-flight limit
 --
 -- The clock is Redis TIME, never the caller's. A denial never writes the
 -- TAT keys: a marketing call updates both only when both have room.
@@ -135,6 +142,21 @@ if g_wait > 0 or m_wait > 0 then
     return deny(m_wait, 3)
   end
   return deny(g_wait, 2)
+end
+
+-- The in-flight limit, checked once the rate allows: stale leases of dead
+-- processes are reclaimed on the way in; a full set denies and writes no TAT.
+local max_inflight = tonumber(ARGV[11])
+if max_inflight > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)
+  if redis.call('ZCARD', KEYS[6]) >= max_inflight then
+    local first = redis.call('ZRANGE', KEYS[6], 0, 0, 'WITHSCORES')
+    local wait = math.min(tonumber(first[2]) - now, g_int)
+    return deny(math.max(wait, 1), 4)
+  end
+  local ttl = tonumber(ARGV[13])
+  redis.call('ZADD', KEYS[6], now + ttl, ARGV[12])
+  redis.call('PEXPIRE', KEYS[6], math.ceil(ttl / 1000) + 1000)
 end
 
 -- The key lives just past its TAT: an idle account leaves nothing behind.

@@ -24,6 +24,10 @@ var (
 	overrideLua    string
 	overrideScript = redis.NewScript(overrideLua)
 
+	//go:embed lease_release.lua
+	leaseReleaseLua    string
+	leaseReleaseScript = redis.NewScript(leaseReleaseLua)
+
 	//go:embed penalty.lua
 	penaltyLua    string
 	penaltyScript = redis.NewScript(penaltyLua)
@@ -62,6 +66,9 @@ type Limiter struct {
 	intervalGl time.Duration
 	// recoveryFloor is ARGV[6] after a fallback, in microseconds.
 	recoveryFloor string
+	instance      string        // prefix of lease members: unique per Limiter
+	leaseSeq      atomic.Uint64 // suffix of lease members
+	localInFlight int           // fallback leases held; guarded by mu
 
 	mu sync.Mutex
 	// Guarded by mu.
@@ -91,18 +98,22 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 	// One slot of the burst is OTP's alone (none when BURST is 1).
 	reserve := us(min(burst, 1) * gi)
 	l := &Limiter{
-		rdb:           rdb,
-		cfg:           cfg,
-		clock:         systemClock{},
-		keys:          []string{tag + ":tat:global", tag + ":tat:marketing", tag + ":penalty"},
-		args:          [2][]any{append(base[:4:4], "0", "0", reserve, "0", us(gi), "0"), append(base[:4:4], "1", "0", reserve, "0", us(mi), "0")},
+		rdb:   rdb,
+		cfg:   cfg,
+		clock: systemClock{},
+		keys:  []string{tag + ":tat:global", tag + ":tat:marketing", tag + ":penalty"},
+		args: [2][]any{
+			append(base[:4:4], "0", "0", reserve, "0", us(gi), "0", strconv.Itoa(cfg.MaxInFlight), "", us(cfg.LeaseTTL)),
+			append(base[:4:4], "1", "0", reserve, "0", us(mi), "0", strconv.Itoa(cfg.MaxInFlight), "", us(cfg.LeaseTTL)),
+		},
+		instance:      strconv.FormatUint(rand.Uint64(), 36),
 		turns:         [2]chan int{make(chan int, 1), make(chan int, 1)},
 		intervalGl:    gi,
 		fb:            newFallback(cfg),
 		recoveryFloor: us(cfg.RedisRetryAfter * time.Duration(cfg.MaxSenders-1) / time.Duration(cfg.MaxSenders)),
 	}
 	for c := range l.scriptKeys {
-		l.scriptKeys[c] = append(l.keys[:3:3], tag+":wake:"+Class(c).String(), tag+":override")
+		l.scriptKeys[c] = append(l.keys[:3:3], tag+":wake:"+Class(c).String(), tag+":override", tag+":leases")
 	}
 	for _, o := range opts {
 		o(l)
@@ -139,7 +150,7 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, tickets string, w
 		return Decision{RetryAfter: l.penaltyUntil.Sub(now), Source: SourcePenalty, Reason: ReasonPenalty}, nil
 	}
 	if now.Before(l.skipUntil) {
-		d := l.fb.decideAt(now, class)
+		d := l.fallbackAt(now, class)
 		l.mu.Unlock()
 		return d, nil
 	}
@@ -148,9 +159,17 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, tickets string, w
 	l.mu.Lock()
 	recovering := l.inFallback
 	l.mu.Unlock()
+	// A caller whose own deadline falls within the call's timeout may see
+	// the call fail a moment before ctx reports it: that is the caller
+	// giving up, not Redis failing.
+	dl, ok := ctx.Deadline()
+	callerBound := ok && time.Until(dl) <= l.cfg.RedisTimeout
 	d, err := l.eval(ctx, class, recovering, tickets, within)
-	if err != nil && ctx.Err() != nil {
-		return Decision{}, ctx.Err() // the caller gave up; not Redis's fault
+	if err != nil && (ctx.Err() != nil || callerBound) {
+		if cerr := ctx.Err(); cerr != nil {
+			return Decision{}, cerr
+		}
+		return Decision{}, context.DeadlineExceeded
 	}
 
 	now = l.clock.Now()
@@ -168,7 +187,7 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, tickets string, w
 				"rate_per_process", l.cfg.TargetRPS/float64(l.cfg.MaxSenders),
 				"retry_in", l.cfg.RedisRetryAfter, "err", err)
 		}
-		return l.fb.decideAt(now, class), nil
+		return l.fallbackAt(now, class), nil
 	}
 	if l.inFallback {
 		l.inFallback = false
@@ -191,19 +210,28 @@ func (l *Limiter) eval(ctx context.Context, class Class, recovering bool, ticket
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
 	defer cancel()
 	args := l.args[class]
-	if recovering || tickets != ticketNone {
+	var lease string
+	if recovering || tickets != ticketNone || l.cfg.MaxInFlight > 0 {
 		args = slices.Clone(args)
 		args[7] = tickets
 		args[9] = strconv.FormatInt(within.Microseconds(), 10)
 		if recovering {
 			args[5] = l.recoveryFloor
 		}
+		if l.cfg.MaxInFlight > 0 {
+			lease = l.instance + "-" + strconv.FormatUint(l.leaseSeq.Add(1), 10)
+			args[11] = lease
+		}
 	}
 	v, err := gcraScript.Run(ctx, l.rdb, l.scriptKeys[class], args...).Slice()
 	if err != nil {
 		return Decision{}, fmt.Errorf("gcra eval: %w", err)
 	}
-	return parseReply(v)
+	d, err := parseReply(v)
+	if err == nil && d.Allowed {
+		d.Lease = lease
+	}
+	return d, err
 }
 
 // parseReply turns gcra.lua's {allowed, wait_us, reason} into a Decision.
@@ -229,6 +257,8 @@ func parseReply(v []any) (Decision, error) {
 		d.Reason = ReasonGlobal
 	case n[0] == 0 && n[2] == 3:
 		d.Reason = ReasonMarketing
+	case n[0] == 0 && n[2] == 4:
+		d.Reason = ReasonInFlight
 	default:
 		return Decision{}, fmt.Errorf("%w: %v", ErrBadReply, v)
 	}
@@ -288,6 +318,43 @@ func (l *Limiter) Override(ctx context.Context, targetRPS, marketingRPS float64,
 	f := func(v float64) string { return strconv.FormatFloat(max(v, 0), 'f', -1, 64) }
 	if err := overrideScript.Run(ctx, l.rdb, []string{key}, f(targetRPS), f(marketingRPS), ttl.Milliseconds()).Err(); err != nil {
 		return fmt.Errorf("override: %w", err)
+	}
+	return nil
+}
+
+// localLease marks a lease held in the fallback, not in Redis.
+const localLease = "local"
+
+// fallbackAt decides in the fallback, holding a local lease when
+// MaxInFlight is set. Called with l.mu held.
+func (l *Limiter) fallbackAt(now time.Time, class Class) Decision {
+	if l.cfg.MaxInFlight > 0 && l.localInFlight >= max(1, l.cfg.MaxInFlight/l.cfg.MaxSenders) {
+		return Decision{RetryAfter: l.intervalGl, Source: SourceFallback, Reason: ReasonInFlight}
+	}
+	d := l.fb.decideAt(now, class)
+	if d.Allowed && l.cfg.MaxInFlight > 0 {
+		l.localInFlight++
+		d.Lease = localLease
+	}
+	return d
+}
+
+// Release ends the in-flight lease of an admission (Decision.Lease); an
+// empty lease is a no-op. A lease not released expires after LeaseTTL.
+func (l *Limiter) Release(ctx context.Context, lease string) error {
+	switch lease {
+	case "":
+		return nil
+	case localLease:
+		l.mu.Lock()
+		l.localInFlight = max(0, l.localInFlight-1)
+		l.mu.Unlock()
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
+	defer cancel()
+	if err := leaseReleaseScript.Run(ctx, l.rdb, l.scriptKeys[OTP][5:6], lease).Err(); err != nil {
+		return fmt.Errorf("lease release: %w", err)
 	}
 	return nil
 }

@@ -35,6 +35,7 @@ func (openLimiter) Acquire(context.Context, admission.Class, time.Duration) (adm
 	return admission.Decision{Allowed: true, Source: admission.SourceRedis, Tries: 1}, nil
 }
 func (openLimiter) ReportThrottled(context.Context, time.Duration) error { return nil }
+func (openLimiter) Release(context.Context, string) error                { return nil }
 func (memClaims) Claim(context.Context, string, string, time.Duration) (admission.ClaimState, error) {
 	return admission.Claimed, nil
 }

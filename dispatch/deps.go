@@ -17,6 +17,8 @@ import (
 type Limiter interface {
 	Acquire(ctx context.Context, class admission.Class, maxWait time.Duration) (admission.Decision, error)
 	ReportThrottled(ctx context.Context, retryAfter time.Duration) error
+	// Release ends the in-flight lease of an admission (Decision.Lease).
+	Release(ctx context.Context, lease string) error
 }
 
 // Claimer keeps the send-once record of each id (admission.Claims).

@@ -387,6 +387,11 @@ func (d *Dispatcher) admitAndSend(ctx context.Context, class admission.Class, m 
 		return nack.Denied, fmt.Errorf("no send slot within %v (%s, %s)", maxWait, dec.Source, dec.Reason)
 	}
 	ev.Admitted = time.Now()
+	defer func() {
+		if err := d.deps.Limiter.Release(d.hard, dec.Lease); err != nil {
+			d.cfg.Logger.Warn("could not release an in-flight lease; it expires by itself", "err", err)
+		}
+	}()
 	if d.expired(m) {
 		return nack.Expired, nil // the slot goes unused: cheaper than a send nobody waits for
 	}

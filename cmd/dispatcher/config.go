@@ -43,6 +43,7 @@ type config struct {
 	MarketingMaxWait      time.Duration
 	SendTimeout           time.Duration
 	RedisTimeout          time.Duration
+	MaxInFlight           int
 	ShutdownGrace         time.Duration
 	HTTPAddr              string
 }
@@ -141,6 +142,7 @@ var settings = []setting{
 	{"MAX_SENDERS", "max-senders", "23", "most processes that can ever send on the account at once", false, integer(func(c *config) *int { return &c.MaxSenders })},
 	{"OTP_MAX_WAIT", "otp-max-wait", "1s", "how long an OTP may wait for a send slot before it is nacked", false, duration(func(c *config) *time.Duration { return &c.OTPMaxWait })},
 	{"MARKETING_MAX_WAIT", "marketing-max-wait", "8s", "how long a marketing message may wait for a send slot", false, duration(func(c *config) *time.Duration { return &c.MarketingMaxWait })},
+	{"PROVIDER_MAX_INFLIGHT", "provider-max-inflight", "0", "most sends in flight on the account across all pods (the provider's simultaneous connections); 0: no limit", false, integer(func(c *config) *int { return &c.MaxInFlight })},
 	{"REDIS_TIMEOUT", "redis-timeout", "100ms", "bound of one limiter call; slower counts as Redis down (fallback)", false, duration(func(c *config) *time.Duration { return &c.RedisTimeout })},
 	{"SEND_TIMEOUT", "send-timeout", "10s", "bound of one provider call", false, duration(func(c *config) *time.Duration { return &c.SendTimeout })},
 	{"SHUTDOWN_GRACE", "shutdown-grace", "10s", "how long sends in flight may finish after SIGTERM", false, duration(func(c *config) *time.Duration { return &c.ShutdownGrace })},

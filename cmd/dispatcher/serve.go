@@ -158,6 +158,7 @@ var envOfField = map[string][2]string{
 	"TargetRPS": {"TARGET_RPS", "target-rps"}, "MarketingRPS": {"MARKETING_RPS", "marketing-rps"},
 	"Burst": {"BURST", "burst"}, "MaxSenders": {"MAX_SENDERS", "max-senders"},
 	"Account": {"SMS_ACCOUNT", "account"}, "RedisTimeout": {"REDIS_TIMEOUT", "redis-timeout"},
+	"MaxInFlight": {"PROVIDER_MAX_INFLIGHT", "provider-max-inflight"},
 }
 
 // newInstance wires one dispatcher on the given clients. tel and obs may be
@@ -166,6 +167,7 @@ func newInstance(cfg config, rdb redis.Scripter, ps *pubsub.Client, sender dispa
 	lim, err := admission.New(rdb, admission.Config{
 		Account: cfg.Account, TargetRPS: cfg.TargetRPS, MarketingRPS: cfg.MarketingRPS,
 		Burst: cfg.Burst, MaxSenders: cfg.MaxSenders, RedisTimeout: cfg.RedisTimeout, Logger: logger,
+		MaxInFlight: cfg.MaxInFlight, LeaseTTL: cfg.SendTimeout + 10*time.Second,
 	})
 	var ce *admission.ConfigError
 	if errors.As(err, &ce) {

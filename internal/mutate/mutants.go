@@ -30,7 +30,7 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "if pen > 0 then", "if false then"},
 	}, ""},
 	{"M4", "Redis error fails open", []edit{
-		{"admission/limiter.go", "		return l.fb.decideAt(now, class), nil\n	}\n	if l.inFallback {", "		return Decision{Allowed: true, Source: SourceFallback}, nil\n	}\n	if l.inFallback {"},
+		{"admission/limiter.go", "		return l.fallbackAt(now, class), nil\n	}\n	if l.inFallback {", "		return Decision{Allowed: true, Source: SourceFallback}, nil\n	}\n	if l.inFallback {"},
 	}, ""},
 	{"M5", "marketing checks only the global key", []edit{
 		{"admission/gcra.lua", "local marketing = ARGV[5] == '1'", "local marketing = false"},
@@ -78,6 +78,15 @@ var mutants = []mutant{
 	}, ""},
 	{"M19", "an override can raise a rate", []edit{
 		{"admission/gcra.lua", "if o_g and o_g > 0 and math.ceil(1000000 / o_g) > g_int then", "if o_g and o_g > 0 then"},
+	}, ""},
+	{"L1", "stale leases of dead processes never reclaimed", []edit{
+		{"admission/gcra.lua", "  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)\n", ""},
+	}, ""},
+	{"L2", "every lease of a process has the same member", []edit{
+		{"admission/limiter.go", "args[11] = lease", "args[11] = l.instance"},
+	}, ""},
+	{"L3", "a finished send does not release its lease", []edit{
+		{"admission/lease_release.lua", "return redis.call('ZREM', KEYS[1], ARGV[1])", "return 0"},
 	}, ""},
 	// The pipeline: each safety step of dispatch, removed.
 	{"D1", "a 429 is not shared with the other processes", []edit{
