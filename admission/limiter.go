@@ -286,7 +286,7 @@ func (l *Limiter) ReportThrottled(ctx context.Context, retryAfter time.Duration)
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
 	defer cancel()
 	ms := (retryAfter + time.Millisecond - 1) / time.Millisecond
-	left, err := penaltyScript.Run(ctx, l.rdb, l.keys[2:], int64(ms)).Int64()
+	left, err := penaltyScript.Run(ctx, l.rdb, []string{l.keys[2], l.keys[0]}, int64(ms), l.args[OTP][1]).Int64()
 	if err != nil {
 		return fmt.Errorf("penalty eval: %w", err)
 	}

@@ -474,16 +474,16 @@ func TestAWaitingHerdCostsAboutOneCallPerAdmission(t *testing.T) {
 }
 
 func TestOverrideLowersTheRateForEveryProcessAndNeverRaisesIt(t *testing.T) {
-	cfg := testConfig(t)
+	cfg := slowConfig(t) // one a second: quick calls all fall in one slot
 	ctx := context.Background()
 	tests := []struct {
 		name           string
 		target, market float64
 		wantOTP        time.Duration // RetryAfter of the first denial after a burst
 	}{
-		{"lowered to 10/s", 10, 5, 100 * time.Millisecond},
-		{"above the configured rate: ignored", 1000, 1000, interval(90)},
-		{"cleared", 0, 0, interval(90)},
+		{"lowered to 0.5/s", 0.5, 0.25, 2 * time.Second},
+		{"above the configured rate: ignored", 1000, 1000, interval(1)},
+		{"cleared", 0, 0, interval(1)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -491,7 +491,7 @@ func TestOverrideLowersTheRateForEveryProcessAndNeverRaisesIt(t *testing.T) {
 			cfg.Account = redistest.UniqueAccount(t)
 			op := newLimiter(t, redistest.Client(t), cfg)
 			if tt.target == 0 { // set one, then clear it
-				if err := op.Override(ctx, 10, 5, time.Minute); err != nil {
+				if err := op.Override(ctx, 0.5, 0.25, time.Minute); err != nil {
 					t.Fatal(err)
 				}
 			}

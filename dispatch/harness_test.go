@@ -36,6 +36,9 @@ type harness struct {
 	account string
 	limits  admission.Config
 	pubs    [2]*pubsub.Publisher
+	// redisAddr, if set before start, is where instances reach Redis (a
+	// redistest.Proxy to make it go down); default the test Redis.
+	redisAddr string
 
 	mu     sync.Mutex
 	events []Event          // guarded by mu
@@ -117,7 +120,11 @@ func (h *harness) start(n int, cfg Config) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for range n {
-		rdb := redistest.Client(h.t)
+		addr := h.redisAddr
+		if addr == "" {
+			addr = redistest.Addr(h.t)
+		}
+		rdb := redistest.ClientOf(h.t, addr)
 		lim, err := admission.New(rdb, h.limits)
 		if err != nil {
 			h.t.Fatal(err)

@@ -79,6 +79,9 @@ var mutants = []mutant{
 	{"M19", "an override can raise a rate", []edit{
 		{"admission/gcra.lua", "if o_g and o_g > 0 and math.ceil(1000000 / o_g) > g_int then", "if o_g and o_g > 0 then"},
 	}, ""},
+	{"M20", "the account bursts when a penalty ends", []edit{
+		{"admission/penalty.lua", "if tonumber(redis.call('GET', KEYS[2]) or 0) < tat then", "if false then"},
+	}, "./dispatch/"},
 	{"L1", "stale leases of dead processes never reclaimed", []edit{
 		{"admission/gcra.lua", "  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)\n", ""},
 	}, ""},

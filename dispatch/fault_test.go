@@ -1,0 +1,101 @@
+package dispatch
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/internal/redistest"
+	"smsdispatcher/nack"
+)
+
+// TestASuspendedAccountGetsAbout429PerRetryAfter: the provider answers 429
+// to everything for 3 s (Retry-After 1 s). Every instance stops for each
+// Retry-After, so the account's 429 counter grows by about one per second
+// across all instances, not by the send rate; everything is sent after.
+func TestASuspendedAccountGetsAbout429PerRetryAfter(t *testing.T) {
+	h := newHarness(t, strict, nil)
+	ids := h.flood("campaign", 200)
+	h.sim.FailFor(http.StatusTooManyRequests, 3*time.Second)
+	h.start(3, Config{})
+	for id, ev := range h.waitEnded(ids, time.Minute) {
+		if ev.Outcome != nack.Sent {
+			t.Fatalf("%s ended %v, want sent after the suspension", id, ev.Outcome)
+		}
+	}
+	n429 := 0
+	for _, a := range h.sim.Arrivals() {
+		if a.Status == http.StatusTooManyRequests {
+			n429++
+		}
+	}
+	// Three Retry-After spans: the penalty moves the account's TAT to its
+	// own end, so the account resumes with one probe, not a burst.
+	t.Logf("%d answers of 429 during a 3 s suspension with Retry-After 1 s", n429)
+	if n429 > 4 {
+		t.Fatalf("%d answers of 429 in 3 s, want one per Retry-After span (≤ 4 with the span edges)", n429)
+	}
+}
+
+// TestRedisDownMidFloodThenBack: Redis goes away for 2 s in the middle of
+// an OTP flood and comes back. No 429, OTP keeps going at the fallback
+// rate, decisions come from Redis again afterwards, nothing is lost.
+func TestRedisDownMidFloodThenBack(t *testing.T) {
+	h := newHarness(t, strict, nil)
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	h.redisAddr = proxy.Addr()
+	h.limits.RedisTimeout = 50 * time.Millisecond
+	var ids []string
+	for i := range 300 {
+		ids = append(ids, h.publish(admission.OTP, map[string]string{"id": fmt.Sprintf("otp-%d", i), "to": "+819012345678", "body": "code"}))
+	}
+	h.start(2, Config{})
+	for { // a third of the flood on Redis, then cut it
+		h.mu.Lock()
+		n := len(h.ended)
+		h.mu.Unlock()
+		if n >= 100 {
+			break
+		}
+		<-h.notify
+	}
+	proxy.SetMode(redistest.Refuse)
+	down := time.Now()
+	time.Sleep(2 * time.Second) // the outage's length: nothing to wait for
+	proxy.SetMode(redistest.Up)
+	up := time.Now()
+
+	for id, ev := range h.waitEnded(ids, time.Minute) {
+		if ev.Outcome != nack.Sent {
+			t.Fatalf("%s ended %v, want sent", id, ev.Outcome)
+		}
+	}
+	if st := h.sim.Stats(); st.Throttled != 0 {
+		t.Fatalf("%d answers of 429, want none", st.Throttled)
+	}
+	var during []time.Time
+	for _, a := range h.sim.Arrivals() {
+		if a.Status/100 == 2 && a.At.After(down.Add(200*time.Millisecond)) && a.At.Before(up) {
+			during = append(during, a.At)
+		}
+	}
+	// Two instances at TARGET_RPS/MAX_SENDERS = 90/23 a second each, one at
+	// a time: at most about 2 × (1.8 s × 3.9 + 1) while Redis was away.
+	t.Logf("%d sends during the 1.8 s of outage measured", len(during))
+	if len(during) > 2*(2*4+1) {
+		t.Fatalf("%d sends while Redis was down, want the fallback rate (≤ 18)", len(during))
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var after int
+	for _, ev := range h.events {
+		if ev.Received.After(up.Add(2*time.Second)) && ev.Decision.Source == admission.SourceRedis {
+			after++
+		}
+	}
+	if after == 0 {
+		t.Fatal("no Redis decision more than 2 s after Redis came back")
+	}
+}
