@@ -119,12 +119,3 @@ func validE164(s string) bool {
 	}
 	return true
 }
-
-// MaskPhone returns the number with all but its last 4 digits masked, for
-// logs.
-func MaskPhone(to string) string {
-	if len(to) <= 4 {
-		return "****"
-	}
-	return "+****" + to[len(to)-4:]
-}

@@ -75,9 +75,3 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
-
-func TestMaskPhone(t *testing.T) {
-	if got := MaskPhone("+819012345678"); got != "+****5678" {
-		t.Fatalf("MaskPhone = %q", got)
-	}
-}
