@@ -26,7 +26,7 @@ const (
 	DefaultSendTimeout      = 10 * time.Second
 	DefaultGrace            = 10 * time.Second
 	DefaultBackoffInitial   = 500 * time.Millisecond
-	DefaultBackoffMax       = 30 * time.Second
+	DefaultBackoffMax       = 2 * time.Second
 )
 
 // Config is a Dispatcher's configuration. A zero field means its default.
@@ -55,7 +55,11 @@ type Config struct {
 	// (Pub/Sub flow control). Zero means the client's default.
 	OTPOutstanding, MarketingOutstanding int
 	// BackoffInitial and BackoffMax shape the pause of a lane whose retry
-	// budget is spent. Defaults 500ms and 30s.
+	// budget is spent. Defaults 500ms and 2s: a pod whose sends all fail
+	// probes again within 2s, so it is sending again within about that of
+	// the provider's recovery. The pause is not what protects the provider
+	// during an outage: every try, first or retry, takes a slot from the
+	// shared limiter, and the budget keeps the tries far below that.
 	BackoffInitial, BackoffMax time.Duration
 	// Logger; if nil, slog.Default().
 	Logger *slog.Logger

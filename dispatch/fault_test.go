@@ -112,3 +112,69 @@ func TestRedisDownMidFloodThenBack(t *testing.T) {
 		t.Fatal("no Redis decision more than 2 s after Redis came back")
 	}
 }
+
+// TestA5xxStormDoesNotAmplifyAndRecovers is seed 002's metastable trigger:
+// the provider answers 503 to everything for 15 s while a flood is being
+// sent at full speed by three instances. Retries are redeliveries that
+// take a slot like any first try, and each instance's retry budget pauses
+// its pulls, so the provider sees fewer requests during the storm than
+// before it; after the storm the lanes are pulling again within one
+// backoff cap (2 s), so sends succeed at the usual rate within 3 s.
+func TestA5xxStormDoesNotAmplifyAndRecovers(t *testing.T) {
+	const (
+		warm  = 3 * time.Second
+		storm = 15 * time.Second
+	)
+	h := newHarness(t, strict, nil)
+	ids := h.flood("storm", 700) // 10 s of marketing at 70/s: more than the 6 s of sending measured
+	h.start(3, Config{})
+	for len(accepted(h.sim)) == 0 {
+		<-h.notify
+	}
+	time.Sleep(warm) // the pre-storm period's length: nothing to wait for
+	begin := time.Now()
+	h.sim.FailFor(http.StatusServiceUnavailable, storm)
+	time.Sleep(storm + 3*time.Second) // the storm and the recovery window
+	end := begin.Add(storm)
+
+	// Requests and successes per second in [from, to).
+	rate := func(from, to time.Time, ok bool) float64 {
+		n := 0
+		for _, a := range h.sim.Arrivals() {
+			if !a.At.Before(from) && a.At.Before(to) && (!ok || a.Status/100 == 2) {
+				n++
+			}
+		}
+		return float64(n) / to.Sub(from).Seconds()
+	}
+	before := rate(begin.Add(-warm+time.Second), begin, false)
+	during := rate(begin, end, false)
+	// The last second of the 3 s after the storm: sends are succeeding
+	// again at the usual rate.
+	after := rate(end.Add(2*time.Second), end.Add(3*time.Second), true)
+	t.Logf("provider requests/s: %.1f before the storm, %.1f during (%.2f×); successes/s in the 3rd second after: %.1f (%.2f×)",
+		before, during, during/before, after, after/before)
+	if before < 30 {
+		t.Fatalf("only %.1f requests/s before the storm: the flood did not reach full speed", before)
+	}
+	if during > 1.2*before {
+		t.Errorf("%.1f provider requests/s during the storm, want at most 1.2× the %.1f/s before it", during, before)
+	}
+	// The slots alone would allow 1×; the retry budget's pauses keep a
+	// failing provider from seeing more than a trickle.
+	if during > 0.5*before {
+		t.Errorf("%.1f provider requests/s during the storm, want the retry budget to keep it under half the %.1f/s before it", during, before)
+	}
+	if after < 0.5*before {
+		t.Errorf("%.1f successes/s in the third second after the storm, want the usual rate (%.1f/s) back", after, before)
+	}
+
+	for id, ev := range h.waitEnded(ids, time.Minute) {
+		if ev.Outcome != nack.Sent {
+			t.Fatalf("%s ended %v, want sent once the storm is over", id, ev.Outcome)
+		}
+	}
+	if st := h.sim.Stats(); st.Throttled != 0 {
+		t.Errorf("%d answers of 429, want none", st.Throttled)
+	}
+}

@@ -110,4 +110,7 @@ var mutants = []mutant{
 	{"D6", "a shutdown acks what it did not send", []edit{
 		{"dispatch/dispatcher.go", "		return nack.ShuttingDown, err\n	}\n	if !dec.Allowed {", "		return nack.Sent, err\n	}\n	if !dec.Allowed {"},
 	}, "./dispatch/"},
+	{"D7", "a spent retry budget does not pause pulls", []edit{
+		{"dispatch/dispatcher.go", "if !d.budget.Allow() {", "if false && !d.budget.Allow() {"},
+	}, "./dispatch/"},
 }
