@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# .ci/redis.sh DIR: start a standalone Redis and a 3-master Redis Cluster on
-# free loopback ports, with their data and logs in DIR. Prints the variables
-# the tests read (SMS_TEST_REDIS_ADDR, SMS_TEST_REDIS_CLUSTER) and writes the
-# server pids to DIR/pids, one per line; `.ci/redis.sh stop DIR` stops them.
+# .ci/redis.sh DIR: start a standalone Redis and a Redis Cluster of 3 masters
+# with one replica each on free loopback ports, with their data and logs in
+# DIR. Prints the variables the tests read (SMS_TEST_REDIS_ADDR,
+# SMS_TEST_REDIS_CLUSTER: all 6 nodes) and writes the server pids to DIR/pids,
+# one per line; `.ci/redis.sh stop DIR` stops them.
+#
+# The cluster is ready for a failover when this returns: every node reports
+# cluster_state:ok and every master has a replica that finished its sync.
+# cluster-node-timeout is 1s, so a master that stops answering is replaced
+# by its replica within a few seconds (admission/failover_test.go).
 set -euo pipefail
 
 if [ "${1:-}" = stop ]; then
   dir=$2
   [ -f "$dir/pids" ] || exit 0
-  while read -r pid; do kill "$pid" 2>/dev/null || true; done <"$dir/pids"
+  # SIGCONT too: a node a failover test left frozen (SIGSTOP) ends only then.
+  while read -r pid; do kill "$pid" 2>/dev/null || true; kill -CONT "$pid" 2>/dev/null || true; done <"$dir/pids"
   while read -r pid; do
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   done <"$dir/pids"
@@ -56,17 +63,34 @@ single=$(free_port)
 start "$single"
 
 cluster=()
-for _ in 1 2 3; do
+for _ in 1 2 3 4 5 6; do
   p=$(free_port)
-  start "$p" --cluster-enabled yes --cluster-config-file "$dir/$p/nodes.conf" --cluster-node-timeout 2000
+  # A full sync goes at once (no wait for more replicas to share it).
+  start "$p" --cluster-enabled yes --cluster-config-file "$dir/$p/nodes.conf" --cluster-node-timeout 1000 \
+    --repl-diskless-sync-delay 0
   cluster+=("127.0.0.1:$p")
 done
-redis-cli --cluster create "${cluster[@]}" --cluster-replicas 0 --cluster-yes >"$dir/cluster-create.log" 2>&1 ||
+redis-cli --cluster create "${cluster[@]}" --cluster-replicas 1 --cluster-yes >"$dir/cluster-create.log" 2>&1 ||
   { cat "$dir/cluster-create.log" >&2; exit 1; }
+
+# ready PORT: the node sees the whole cluster ok and, as a master, has an
+# online replica or, as a replica, a live link to its master with no sync in
+# progress.
+ready() {
+  local info repl
+  info=$(redis-cli -p "$1" cluster info 2>/dev/null) || return 1
+  grep -q 'cluster_state:ok' <<<"$info" && grep -q "cluster_known_nodes:${#cluster[@]}\b" <<<"$info" || return 1
+  repl=$(redis-cli -p "$1" info replication 2>/dev/null) || return 1
+  if grep -q 'role:master' <<<"$repl"; then
+    grep -q '^slave0:.*state=online' <<<"$repl"
+  else
+    grep -q 'master_link_status:up' <<<"$repl" && grep -q 'master_sync_in_progress:0' <<<"$repl"
+  fi
+}
 for hp in "${cluster[@]}"; do
-  for i in $(seq 100); do
-    redis-cli -p "${hp#*:}" cluster info 2>/dev/null | grep -q 'cluster_state:ok' && break
-    [ "$i" = 100 ] && { echo "cluster node $hp not ok" >&2; exit 1; }
+  for i in $(seq 300); do
+    ready "${hp#*:}" && break
+    [ "$i" = 300 ] && { echo "cluster node $hp not ready (state ok, replica synced) after 30s" >&2; exit 1; }
     sleep 0.1
   done
 done

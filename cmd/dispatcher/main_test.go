@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2/pstest"
+	"github.com/redis/go-redis/v9"
 
+	"smsdispatcher/admission"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/provider"
 )
@@ -108,6 +110,18 @@ func TestRedisOptions(t *testing.T) {
 		if err != nil || o.IsClusterMode != tt.cluster || len(o.Addrs) != tt.addrs || (o.TLSConfig != nil) != tt.tls || !o.ContextTimeoutEnabled {
 			t.Errorf("%q: %+v, %v", tt.url, o, err)
 		}
+		// A cluster client must find a promoted replica within seconds
+		// (admission/failover_test.go shows why and that it does).
+		rdb, err := newRedis(tt.url)
+		if err != nil {
+			t.Fatalf("%q: %v", tt.url, err)
+		}
+		if c, ok := rdb.(*redis.ClusterClient); ok != tt.cluster {
+			t.Errorf("%q: client %T, want a cluster client: %v", tt.url, rdb, tt.cluster)
+		} else if ok && c.Options().ClusterStateReloadInterval != admission.ClusterStateReloadInterval {
+			t.Errorf("%q: slot map reloaded every %v, want %v", tt.url, c.Options().ClusterStateReloadInterval, admission.ClusterStateReloadInterval)
+		}
+		rdb.Close()
 	}
 }
 

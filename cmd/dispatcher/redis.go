@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"smsdispatcher/admission"
 )
 
 // redisOptions turns REDIS_URL into client options: redis:// and rediss://
@@ -69,6 +71,11 @@ func newRedisWithCA(raw string, caPEM []byte) (redis.UniversalClient, error) {
 		}
 		opts.TLSConfig = opts.TLSConfig.Clone()
 		opts.TLSConfig.RootCAs = roots
+	}
+	if opts.IsClusterMode {
+		co := opts.Cluster()
+		admission.FollowFailovers(co)
+		return redis.NewClusterClient(co), nil
 	}
 	return redis.NewUniversalClient(opts), nil
 }
