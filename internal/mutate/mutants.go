@@ -91,6 +91,9 @@ var mutants = []mutant{
 	{"L3", "a finished send does not release its lease", []edit{
 		{"admission/lease_release.lua", "return redis.call('ZREM', KEYS[1], ARGV[1])", "return 0"},
 	}, ""},
+	{"M21", "cluster clients keep go-redis's 60s slot-map reload", []edit{
+		{"admission/cluster.go", "	o.ClusterStateReloadInterval = ClusterStateReloadInterval\n", ""},
+	}, ""},
 	// The pipeline: each safety step of dispatch, removed.
 	{"D1", "a 429 is not shared with the other processes", []edit{
 		{"dispatch/dispatcher.go", "if terr := d.deps.Limiter.ReportThrottled(d.hard, retryAfter); terr != nil {", "if terr := error(nil); terr != nil {"},
@@ -113,4 +116,40 @@ var mutants = []mutant{
 	{"D7", "a spent retry budget does not pause pulls", []edit{
 		{"dispatch/dispatcher.go", "if !d.budget.Allow() {", "if false && !d.budget.Allow() {"},
 	}, "./dispatch/"},
+}
+
+// killers names the test known to kill each mutant. try runs it first, alone;
+// the whole package still runs if it does not kill the mutant.
+var killers = map[string]string{
+	"M1":  "TestUsesRedisClockNotProcessClock",
+	"M2":  "TestIdleTimeDoesNotBankCredit",
+	"M3":  "TestPenaltyIsSharedAcrossLimitersAndHonouredUntilItEnds",
+	"M4":  "TestRedisDownFallsBackToSlowLocalRate",
+	"M5":  "TestIdleTimeDoesNotBankCredit",
+	"M6":  "TestDeniedMarketingChangesNoKey",
+	"M7":  "TestShorterPenaltyDoesNotOverwriteLonger",
+	"M8":  "TestEveryScriptCallStaysInOneClusterSlot",
+	"M9":  "TestRedisDownFallsBackToSlowLocalRate",
+	"M10": "TestAcquireWakesWhenTheSlotOpensNotOnATick",
+	"M11": "TestRedisDownFallsBackToSlowLocalRate",
+	"M12": "TestBurstThenExactSpacing",
+	"M13": "TestBurstThenExactSpacing",
+	"M14": "TestParseReply",
+	"M15": "TestBackFromFallbackReservesTheOthersShare",
+	"M16": "TestIdleTimeDoesNotBankCredit",
+	"M17": "TestAWaitingHerdCostsAboutOneCallPerAdmission",
+	"M18": "TestOverrideLowersTheRateForEveryProcessAndNeverRaisesIt",
+	"M19": "TestOverrideLowersTheRateForEveryProcessAndNeverRaisesIt",
+	"M20": "TestASuspendedAccountGetsAbout429PerRetryAfter",
+	"L1":  "TestADeadHoldersLeaseComesBackAfterItExpires",
+	"L2":  "TestNeverMoreThanTheLimitInFlightAcrossProcesses",
+	"L3":  "TestNeverMoreThanTheLimitInFlightAcrossProcesses",
+	"M21": "TestClusterMasterFailoverKeepsDeciding",
+	"D1":  "TestA429StopsEveryInstanceForRetryAfter",
+	"D2":  "TestExpiredMessageIsNeverSent",
+	"D3":  "TestDuplicateDeliveryIsNotSentTwice",
+	"D4":  "TestNoThrottleUnderMarketingFloodAtThreeInstances",
+	"D5":  "TestDataAtThePublishLimitIsDeadLetteredOnce",
+	"D6":  "TestShutdownMidFloodLosesNothing",
+	"D7":  "TestA5xxStormDoesNotAmplifyAndRecovers",
 }

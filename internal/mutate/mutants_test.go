@@ -24,3 +24,35 @@ func TestEveryMutationApplies(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryKillerExists keeps the killers table in step with the tests: a
+// renamed test would only cost time (the whole package runs), but the
+// table should say what is true.
+func TestEveryKillerExists(t *testing.T) {
+	root := filepath.Join("..", "..")
+	for _, m := range mutants {
+		k := killers[m.ID]
+		if k == "" {
+			t.Errorf("%s (%s): no killer named", m.ID, m.Name)
+			continue
+		}
+		files, err := filepath.Glob(filepath.Join(root, m.pkg(), "*_test.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found = found || strings.Contains(string(b), "\nfunc "+k+"(t *testing.T) {")
+		}
+		if !found {
+			t.Errorf("%s (%s): killer %s is not a test of %s", m.ID, m.Name, k, m.pkg())
+		}
+	}
+	if len(killers) != len(mutants) {
+		t.Errorf("%d killers for %d mutants", len(killers), len(mutants))
+	}
+}
