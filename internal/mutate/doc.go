@@ -1,15 +1,17 @@
-// Command mutate proves that the admission tests guard each safety
-// mechanism: it breaks the mechanisms one at a time in a copy of the module,
-// runs the admission tests against each mutant, and fails unless every
-// mutant is killed.
+// Command mutate proves that the tests guard each safety mechanism: it
+// breaks the mechanisms one at a time in a copy of the module, runs the
+// tests of the mutant's package (admission or dispatch) against it, and
+// fails unless every mutant is killed.
 //
 // Usage (with the Redis variables of .ci/redis.sh set):
 //
 //	go run ./internal/mutate [-run REGEXP] [-v]
 //
-// Each line of output names a mutant and either the first test that killed
-// it or SURVIVED. A mutation whose text is not found exactly once is an
-// error: the mutant table has drifted from the code.
+// Each mutant first runs the test known to kill it (the killers table),
+// alone; if that test passes, the whole package runs. Each line of output
+// names a mutant and either the test that killed it or SURVIVED. A
+// mutation whose text is not found exactly once is an error: the mutant
+// table has drifted from the code.
 //
 // This is a package of its own because the check is tooling, not part of
 // any production room of DESIGN.md.

@@ -38,7 +38,7 @@ func ClusterAddrs(t testing.TB) []string {
 	v := os.Getenv(EnvCluster)
 	if v == "" {
 		t.Fatalf("this test needs a real Redis Cluster and %s is not set; "+
-			"run the suite with: bash .ci/run (it starts a 3-master cluster on loopback)", EnvCluster)
+			"run the suite with: bash .ci/run (it starts a cluster of 3 masters and 3 replicas on loopback)", EnvCluster)
 	}
 	return strings.Split(v, ",")
 }
