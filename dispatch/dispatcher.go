@@ -57,9 +57,9 @@ type Config struct {
 	// BackoffInitial and BackoffMax shape the pause of a lane whose retry
 	// budget is spent. Defaults 500ms and 2s: a pod whose sends all fail
 	// probes again within 2s, so it is sending again within about that of
-	// the provider's recovery. The pause is not what protects the provider
-	// during an outage: every try, first or retry, takes a slot from the
-	// shared limiter, and the budget keeps the tries far below that.
+	// the provider's recovery. The limiter is what bounds an outage's load:
+	// every try, first or retry, takes a slot; the pauses cut it further,
+	// to about one probe a second per pod and class.
 	BackoffInitial, BackoffMax time.Duration
 	// Logger; if nil, slog.Default().
 	Logger *slog.Logger

@@ -128,8 +128,13 @@ func TestA5xxStormDoesNotAmplifyAndRecovers(t *testing.T) {
 	h := newHarness(t, strict, nil)
 	ids := h.flood("storm", 700) // 10 s of marketing at 70/s: more than the 6 s of sending measured
 	h.start(3, Config{})
-	for len(accepted(h.sim)) == 0 {
-		<-h.notify
+	hang := time.After(time.Minute)
+	for len(accepted(h.sim)) == 0 { // sending has begun
+		select {
+		case <-h.notify:
+		case <-hang:
+			t.Fatal("nothing sent within a minute")
+		}
 	}
 	time.Sleep(warm) // the pre-storm period's length: nothing to wait for
 	begin := time.Now()
@@ -157,16 +162,13 @@ func TestA5xxStormDoesNotAmplifyAndRecovers(t *testing.T) {
 	if before < 30 {
 		t.Fatalf("only %.1f requests/s before the storm: the flood did not reach full speed", before)
 	}
-	if during > 1.2*before {
-		t.Errorf("%.1f provider requests/s during the storm, want at most 1.2× the %.1f/s before it", during, before)
-	}
-	// The slots alone would allow 1×; the retry budget's pauses keep a
-	// failing provider from seeing more than a trickle.
+	// The slots alone keep it at 1× (the bound of seed 002's fix is 1.2×);
+	// the retry budget's pauses keep a failing provider to a trickle.
 	if during > 0.5*before {
 		t.Errorf("%.1f provider requests/s during the storm, want the retry budget to keep it under half the %.1f/s before it", during, before)
 	}
 	if after < 0.5*before {
-		t.Errorf("%.1f successes/s in the third second after the storm, want the usual rate (%.1f/s) back", after, before)
+		t.Errorf("%.1f successes/s in the third second after the storm, want at least half the usual rate (%.1f/s) back", after, before)
 	}
 
 	for id, ev := range h.waitEnded(ids, time.Minute) {

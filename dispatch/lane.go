@@ -24,8 +24,17 @@ type lane struct {
 	// Guarded by mu.
 	cancel  context.CancelFunc // ends the current Receive
 	paused  bool               // the current Receive was ended by pause
-	backoff *nack.FullJitter
+	backoff *nack.FullJitter   // pauses of a spent retry budget
+	errWait *nack.FullJitter   // restarts after Receive failed (IAM, a missing subscription)
 }
+
+// Receive errors are not the provider failing but our setup: retried more
+// slowly than a budget pause, so that a wrong subscription does not log an
+// error and call Pub/Sub every second per lane and pod.
+const (
+	receiveRetryInitial = time.Second
+	receiveRetryMax     = 30 * time.Second
+)
 
 func newLane(d *Dispatcher, class admission.Class, sub *pubsub.Subscriber, outstanding int) *lane {
 	if outstanding > 0 {
@@ -38,7 +47,11 @@ func newLane(d *Dispatcher, class admission.Class, sub *pubsub.Subscriber, outst
 	// client last asked for is what brings it back. Asking 10s at a time
 	// (the least Pub/Sub allows) bounds that at 10s instead of 60s.
 	sub.ReceiveSettings.MaxDurationPerAckExtension = 10 * time.Second
-	return &lane{d: d, class: class, sub: sub, backoff: nack.NewFullJitter(d.cfg.BackoffInitial, d.cfg.BackoffMax)}
+	return &lane{
+		d: d, class: class, sub: sub,
+		backoff: nack.NewFullJitter(d.cfg.BackoffInitial, d.cfg.BackoffMax),
+		errWait: nack.NewFullJitter(receiveRetryInitial, receiveRetryMax),
+	}
 }
 
 // run receives until ctx ends.
@@ -62,7 +75,12 @@ func (l *lane) run(ctx context.Context) {
 
 		l.mu.Lock()
 		paused := l.paused
-		wait := l.backoff.NextBackOff()
+		var wait time.Duration
+		if paused {
+			wait = l.backoff.NextBackOff()
+		} else {
+			wait = l.errWait.NextBackOff()
+		}
 		l.mu.Unlock()
 		if paused {
 			log.Warn("retry budget spent: pausing pulls", "for", wait, "budget_tokens", l.d.budget.Tokens())
@@ -90,9 +108,10 @@ func (l *lane) pause() {
 	}
 }
 
-// succeeded resets the pause backoff after a send went through.
+// succeeded resets both backoffs after a send went through.
 func (l *lane) succeeded() {
 	l.mu.Lock()
 	l.backoff.Reset()
+	l.errWait.Reset()
 	l.mu.Unlock()
 }
