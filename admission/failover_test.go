@@ -338,7 +338,7 @@ func windows(t *testing.T, what string, adm []call, w time.Duration, ref time.Ti
 func podClient(t *testing.T) *redis.ClusterClient {
 	t.Helper()
 	o := &redis.ClusterOptions{Addrs: redistest.ClusterAddrs(t), ContextTimeoutEnabled: true, DisableIdentity: true}
-	FollowFailovers(o) // as cmd/dispatcher does
+	FollowFailovers(o, 200*time.Millisecond) // as cmd/dispatcher does (REDIS_TIMEOUT of the pods below)
 	c := redis.NewClusterClient(o)
 	t.Cleanup(func() { c.Close() })
 	// A pod that has been up a while: the slot map loaded, a connection to
@@ -520,7 +520,13 @@ func redisPid(t *testing.T, c *redis.Client) int {
 	if pid <= 1 || pid == os.Getpid() {
 		t.Fatalf("INFO server of %s: no usable process_id (%d)", c.Options().Addr, pid)
 	}
-	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && !bytes.HasPrefix(comm, []byte("redis-server")) {
+	// The cluster must run on this machine: a pid from another host or
+	// namespace could name an unrelated process here.
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		t.Fatalf("pid %d of %s: %v (the test freezes a local redis-server through /proc's pid)", pid, c.Options().Addr, err)
+	}
+	if !bytes.HasPrefix(comm, []byte("redis-server")) {
 		t.Fatalf("pid %d of %s is %q, not redis-server", pid, c.Options().Addr, bytes.TrimSpace(comm))
 	}
 	return pid

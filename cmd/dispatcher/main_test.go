@@ -118,8 +118,15 @@ func TestRedisOptions(t *testing.T) {
 		}
 		if c, ok := rdb.(*redis.ClusterClient); ok != tt.cluster {
 			t.Errorf("%q: client %T, want a cluster client: %v", tt.url, rdb, tt.cluster)
-		} else if ok && c.Options().ClusterStateReloadInterval != admission.ClusterStateReloadInterval {
-			t.Errorf("%q: slot map reloaded every %v, want %v", tt.url, c.Options().ClusterStateReloadInterval, admission.ClusterStateReloadInterval)
+		} else if ok {
+			co := c.Options()
+			if co.ClusterStateReloadInterval != admission.ClusterStateReloadInterval || co.ReadTimeout != time.Second {
+				t.Errorf("%q: slot map reloaded every %v, read timeout %v; want %v, 1s",
+					tt.url, co.ClusterStateReloadInterval, co.ReadTimeout, admission.ClusterStateReloadInterval)
+			}
+			if (co.TLSConfig != nil) != tt.tls || !co.ContextTimeoutEnabled {
+				t.Errorf("%q: cluster client lost TLS (%v) or context timeouts (%v)", tt.url, co.TLSConfig != nil, co.ContextTimeoutEnabled)
+			}
 		}
 		rdb.Close()
 	}
@@ -207,12 +214,19 @@ func get(t *testing.T, url string) int {
 // server could have moved; it fails after 30s (a hang bound).
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	waitWithin(t, 30*time.Second, "condition", cond)
+}
+
+// waitWithin waits for cond, checked every 20ms, and fails t after bound: a
+// hang bound, not a speed assertion.
+func waitWithin(t *testing.T, bound time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 30s")
+			t.Fatalf("%s: not met within %v", what, bound)
 		}
 		<-tick.C
 	}

@@ -33,14 +33,15 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if !*clear && *target <= 0 && *marketing <= 0 {
 		return fmt.Errorf("override: give --set-target-rps and/or --set-marketing-rps, or --clear")
 	}
-	rdb, err := newRedis(cfg.RedisURL)
+	const timeout = 5 * time.Second // an operator at a terminal, not a send waiting
+	rdb, err := newRedisWithCA(cfg.RedisURL, cfg.RedisCA, timeout)
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
 	lim, err := admission.New(rdb, admission.Config{
 		Account: cfg.Account, TargetRPS: cfg.TargetRPS, MarketingRPS: cfg.MarketingRPS,
-		Burst: cfg.Burst, MaxSenders: cfg.MaxSenders, RedisTimeout: 5 * time.Second,
+		Burst: cfg.Burst, MaxSenders: cfg.MaxSenders, RedisTimeout: timeout,
 		Logger: slog.New(slog.NewTextHandler(stderr, nil)),
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -50,13 +51,15 @@ func redisOptions(raw string) (*redis.UniversalOptions, error) {
 
 // newRedis returns a client for REDIS_URL; a rediss:// server is verified
 // against the system's roots.
-func newRedis(raw string) (redis.UniversalClient, error) { return newRedisWithCA(raw, nil) }
+func newRedis(raw string) (redis.UniversalClient, error) {
+	return newRedisWithCA(raw, nil, admission.DefaultRedisTimeout)
+}
 
-// newRedisWithCA returns a client for REDIS_URL. If caPEM is not empty
-// (REDIS_CA_FILE), a rediss:// server's certificate must chain to one of
-// the PEM certificates in it instead of the system's roots; caPEM with a
-// URL without TLS is an error.
-func newRedisWithCA(raw string, caPEM []byte) (redis.UniversalClient, error) {
+// newRedisWithCA returns a client for REDIS_URL whose longest call takes
+// callTimeout. If caPEM is not empty (REDIS_CA_FILE), a rediss:// server's
+// certificate must chain to one of the PEM certificates in it instead of
+// the system's roots; caPEM with a URL without TLS is an error.
+func newRedisWithCA(raw string, caPEM []byte, callTimeout time.Duration) (redis.UniversalClient, error) {
 	opts, err := redisOptions(raw)
 	if err != nil {
 		return nil, err
@@ -74,7 +77,7 @@ func newRedisWithCA(raw string, caPEM []byte) (redis.UniversalClient, error) {
 	}
 	if opts.IsClusterMode {
 		co := opts.Cluster()
-		admission.FollowFailovers(co)
+		admission.FollowFailovers(co, callTimeout)
 		return redis.NewClusterClient(co), nil
 	}
 	return redis.NewUniversalClient(opts), nil

@@ -44,7 +44,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer tel.shutdown(context.WithoutCancel(ctx), logger)
-	rdb, err := newRedisWithCA(cfg.RedisURL, cfg.RedisCA)
+	rdb, err := newRedisWithCA(cfg.RedisURL, cfg.RedisCA, cfg.RedisTimeout)
 	if err != nil {
 		return err
 	}

@@ -200,7 +200,7 @@ func TestRedisTLSAndACL(t *testing.T) {
 		if err != nil {
 			t.Fatalf("configuration: %v", err)
 		}
-		rdb, err := newRedisWithCA(cfg.RedisURL, cfg.RedisCA)
+		rdb, err := newRedisWithCA(cfg.RedisURL, cfg.RedisCA, cfg.RedisTimeout)
 		if err != nil {
 			t.Fatalf("newRedisWithCA: %v", err)
 		}
@@ -286,7 +286,7 @@ func TestRedisCAFileConfig(t *testing.T) {
 				if err != nil || len(c.RedisCA) == 0 {
 					t.Fatalf("config %v, CA %d bytes; want it accepted with the CA read", err, len(c.RedisCA))
 				}
-				rdb, err := newRedisWithCA(c.RedisURL, c.RedisCA)
+				rdb, err := newRedisWithCA(c.RedisURL, c.RedisCA, c.RedisTimeout)
 				if err != nil {
 					t.Fatal(err)
 				}
