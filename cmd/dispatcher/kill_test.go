@@ -48,13 +48,13 @@ import (
 func TestSIGKILLMidFloodLosesNothing(t *testing.T) {
 	// Registered first, so it runs after every other cleanup: the test
 	// leaves no goroutine of its own behind.
+	before := goleak.IgnoreCurrent()
 	t.Cleanup(func() {
-		goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+		goleak.VerifyNone(t, before,
 			goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
 			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
 			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
 			goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
 		)
 	})
 	const (
@@ -106,10 +106,10 @@ func TestSIGKILLMidFloodLosesNothing(t *testing.T) {
 	// Two serve processes.
 	children := [2]*killChild{}
 	for i := range children {
-		children[i] = startKillChild(t, fmt.Sprintf("child-%d", i), servers[i].URL, freeAddr(t))
+		children[i] = startKillChild(t, fmt.Sprintf("child-%d", i), servers[i].URL, freeAddr(t), env)
 	}
 	for _, c := range children {
-		killWait(t, 60*time.Second, c.name+" ready", func() bool {
+		waitWithin(t, 60*time.Second, c.name+" ready", func() bool {
 			select {
 			case <-c.done:
 				t.Fatalf("%s exited before it was ready: %v\n%s", c.name, c.err, c.stderr.tail())
@@ -180,7 +180,7 @@ func TestSIGKILLMidFloodLosesNothing(t *testing.T) {
 	// reached Pub/Sub yet (acks go out in batches every 100ms): that
 	// message comes back, and only the send-once record keeps it from a
 	// second send.
-	killWait(t, 60*time.Second, "a third of the flood sent", func() bool { return sim.Stats().Accepted >= len(flood)/3 })
+	waitWithin(t, 60*time.Second, "a third of the flood sent", func() bool { return sim.Stats().Accepted >= len(flood)/3 })
 	victim, survivor := children[0], children[1]
 	ve, se := endpoints[0], endpoints[1]
 	if endpoints[1].count() > endpoints[0].count() {
@@ -234,7 +234,7 @@ func TestSIGKILLMidFloodLosesNothing(t *testing.T) {
 
 	// The survivor drains everything, redeliveries of the dead process's
 	// messages included.
-	killWait(t, 90*time.Second, "every message acked", func() bool {
+	waitWithin(t, 90*time.Second, "every message acked", func() bool {
 		select {
 		case <-survivor.done:
 			t.Fatalf("%s exited while draining: %v\n%s", survivor.name, survivor.err, survivor.stderr.tail())
@@ -389,11 +389,20 @@ type killChild struct {
 // startKillChild runs the real main (serve) in a child process with the
 // test's environment, its own provider URL and HTTP address. It is killed
 // when the test ends, whatever happens.
-func startKillChild(t *testing.T, name, providerURL, addr string) *killChild {
+func startKillChild(t *testing.T, name, providerURL, addr string, env map[string]string) *killChild {
 	t.Helper()
 	c := &killChild{name: name, addr: addr, stderr: &killBuffer{}, done: make(chan struct{})}
 	c.cmd = exec.Command(os.Args[0], "serve")
-	c.cmd.Env = append(os.Environ(), "DISPATCHER_RUN_MAIN=1", "SMS_PROVIDER_URL="+providerURL, "HTTP_ADDR="+addr)
+	// The test's environment (t.Setenv) and nothing of the developer's
+	// SMS_*, OTEL_* or REDIS_* beyond it.
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if (!strings.HasPrefix(name, "SMS_") && !strings.HasPrefix(name, "OTEL_") && !strings.HasPrefix(name, "REDIS_")) || env[name] != "" {
+			c.cmd.Env = append(c.cmd.Env, kv)
+		}
+	}
+	// Last, so that they win over any of the same name.
+	c.cmd.Env = append(c.cmd.Env, "DISPATCHER_RUN_MAIN=1", "SMS_PROVIDER_URL="+providerURL, "HTTP_ADDR="+addr)
 	c.cmd.Stdout = io.Discard
 	c.cmd.Stderr = c.stderr
 	if err := c.cmd.Start(); err != nil {
@@ -480,17 +489,4 @@ func killDataID(data []byte) string {
 	}
 	json.Unmarshal(data, &v)
 	return v.ID
-}
-
-// killWait waits for cond, checked every 50ms, failing t after bound (a
-// hang bound, not a speed assertion).
-func killWait(t *testing.T, bound time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, bound)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
