@@ -7,8 +7,9 @@
 #
 # The cluster is ready for a failover when this returns: every node reports
 # cluster_state:ok and every master has a replica that finished its sync.
-# cluster-node-timeout is 1s, so a master that stops answering is replaced
-# by its replica within a few seconds (admission/failover_test.go).
+# cluster-node-timeout is 2s, so a master that stops answering is replaced
+# by its replica within a few seconds (admission/failover_test.go), and a
+# node slowed by a busy machine is not taken for dead.
 set -euo pipefail
 
 if [ "${1:-}" = stop ]; then
@@ -18,6 +19,7 @@ if [ "${1:-}" = stop ]; then
   while read -r pid; do kill "$pid" 2>/dev/null || true; kill -CONT "$pid" 2>/dev/null || true; done <"$dir/pids"
   while read -r pid; do
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true # still there after 5s
   done <"$dir/pids"
   rm -f "$dir/pids"
   exit 0
@@ -25,6 +27,8 @@ fi
 
 dir=$1
 mkdir -p "$dir"
+# Whatever fails from here, the servers already started are stopped.
+trap '[ $? = 0 ] || bash "$0" stop "$dir"' EXIT
 
 in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -66,7 +70,7 @@ cluster=()
 for _ in 1 2 3 4 5 6; do
   p=$(free_port)
   # A full sync goes at once (no wait for more replicas to share it).
-  start "$p" --cluster-enabled yes --cluster-config-file "$dir/$p/nodes.conf" --cluster-node-timeout 1000 \
+  start "$p" --cluster-enabled yes --cluster-config-file "$dir/$p/nodes.conf" --cluster-node-timeout 2000 \
     --repl-diskless-sync-delay 0
   cluster+=("127.0.0.1:$p")
 done
