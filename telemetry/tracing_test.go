@@ -52,12 +52,13 @@ func TestResendCountAppearsOnTheSecondProviderSpan(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: "projects/p/topics/sms-otp"}); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{"sms-otp-dispatcher", "sms-marketing-dispatcher"} {
+	// Each lane its own topic: a message on both would race between them.
+	for _, topic := range []string{"sms-otp", "sms-marketing"} {
+		if _, err := c.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: "projects/p/topics/" + topic}); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := c.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-			Name: "projects/p/subscriptions/" + s, Topic: "projects/p/topics/sms-otp"}); err != nil {
+			Name: "projects/p/subscriptions/" + topic + "-dispatcher", Topic: "projects/p/topics/" + topic}); err != nil {
 			t.Fatal(err)
 		}
 	}
