@@ -28,8 +28,8 @@
 //
 // Files: main.go (flags, run), config.go (modes, strategies, faults),
 // harness.go (one run), sender.go (workers and the strategies' send loops),
-// queue.go (the load), fault.go (fault schedule), proxy.go (a TCP proxy that
-// can refuse connections), redisserver.go and pdeathsig_*.go (a local
-// redis-server), metrics.go (counters, the Redis command hook, quantiles),
+// queue.go (the load), fault.go (fault schedule; Redis going down is
+// internal/redistest's Proxy refusing connections), redisserver.go and
+// pdeathsig_*.go (a local redis-server), metrics.go (counters, the Redis command hook, quantiles),
 // report.go (table and JSON), svg.go (the chart).
 package main

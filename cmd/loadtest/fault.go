@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"smsdispatcher/internal/redistest"
 	"smsdispatcher/provider"
 )
 
@@ -18,14 +19,14 @@ type faultEvent struct {
 // schedule turns faults into events in time order. A redis-down fault needs
 // px; the provider faults act through sim.FailFor, so two provider faults
 // that overlap cut each other short.
-func schedule(faults []fault, sim *provider.Simulator, px *proxy) []faultEvent {
+func schedule(faults []fault, sim *provider.Simulator, px *redistest.Proxy) []faultEvent {
 	var evs []faultEvent
 	for _, f := range faults {
 		switch f.kind {
 		case faultRedisDown:
 			evs = append(evs,
-				faultEvent{f.at, func() { px.setDown(true) }},
-				faultEvent{f.at + f.dur, func() { px.setDown(false) }})
+				faultEvent{f.at, func() { px.SetMode(redistest.Refuse) }},
+				faultEvent{f.at + f.dur, func() { px.SetMode(redistest.Up) }})
 		case fault429:
 			evs = append(evs, faultEvent{f.at, func() { sim.FailFor(http.StatusTooManyRequests, f.dur) }})
 		case fault5xx:

@@ -17,6 +17,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/oldlimiters"
+	"smsdispatcher/internal/redistest"
 	"smsdispatcher/provider"
 )
 
@@ -65,14 +66,14 @@ func runOne(ctx context.Context, cfg *config, redisOpts *redis.Options, strat st
 	defer srv.Close()
 
 	redisAddr := redisOpts.Addr
-	var px *proxy
+	var px *redistest.Proxy
 	if slices.ContainsFunc(cfg.faults, func(f fault) bool { return f.kind == faultRedisDown }) {
 		var err error
-		if px, err = newProxy(redisAddr); err != nil {
+		if px, err = redistest.StartProxy(redisAddr); err != nil {
 			return nil, err
 		}
-		defer px.close()
-		redisAddr = px.addr()
+		defer px.Close()
+		redisAddr = px.Addr()
 	}
 
 	// A namespace no other run, here or in another process, counts in.

@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -16,31 +17,42 @@ const (
 	Blackhole             // accept and never answer: the client times out
 )
 
-// A Proxy is a TCP proxy in front of a Redis that a test can take down. It
-// is safe for concurrent use and is closed, with all its goroutines waited
-// for, when the test ends.
+// A Proxy is a TCP proxy in front of a Redis that a test (or the load
+// harness) can take down. It is safe for concurrent use.
 type Proxy struct {
 	ln     net.Listener
 	target string
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // the accept loop and every connection's goroutines
 
-	mu    sync.Mutex
-	mode  Mode                  // guarded by mu
-	conns map[net.Conn]struct{} // guarded by mu; every open connection, both sides
+	mu     sync.Mutex
+	mode   Mode                  // guarded by mu
+	closed bool                  // guarded by mu
+	conns  map[net.Conn]struct{} // guarded by mu; every open connection, both sides
 }
 
-// NewProxy starts a proxy on a free loopback port in front of target.
+// NewProxy starts a proxy on a free loopback port in front of target; it is
+// closed, with all its goroutines waited for, when the test ends.
 func NewProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
+	p, err := StartProxy(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// StartProxy starts a proxy on a free loopback port in front of target. The
+// caller must Close it.
+func StartProxy(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("proxy listen: %v", err)
+		return nil, fmt.Errorf("proxy listen: %w", err)
 	}
 	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
-	t.Cleanup(p.close)
-	return p
+	return p, nil
 }
 
 // Addr returns the address clients dial.
@@ -57,19 +69,34 @@ func (p *Proxy) SetMode(m Mode) {
 	p.mu.Unlock()
 }
 
-func (p *Proxy) close() {
+// Close stops accepting, drops every connection and waits for every
+// goroutine of the proxy.
+func (p *Proxy) Close() {
 	p.ln.Close()
-	p.SetMode(Refuse)
+	p.mu.Lock()
+	p.closed = true
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
 	p.wg.Wait()
 }
 
-func (p *Proxy) track(c net.Conn) bool {
+// track registers c, taken in mode want, or closes it and reports false
+// when the mode changed meanwhile (while dialing the target) or the proxy
+// is closed.
+func (p *Proxy) track(want Mode, c ...net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.conns == nil {
+	if p.closed || p.mode != want {
+		for _, x := range c {
+			x.Close()
+		}
 		return false
 	}
-	p.conns[c] = struct{}{}
+	for _, x := range c {
+		p.conns[x] = struct{}{}
+	}
 	return true
 }
 
@@ -85,7 +112,7 @@ func (p *Proxy) accept() {
 	for {
 		c, err := p.ln.Accept()
 		if err != nil {
-			return
+			return // closed
 		}
 		p.mu.Lock()
 		mode := p.mode
@@ -94,7 +121,9 @@ func (p *Proxy) accept() {
 		case Refuse:
 			c.Close()
 		case Blackhole:
-			p.track(c)
+			if !p.track(Blackhole, c) {
+				continue
+			}
 			p.wg.Add(1)
 			go func() {
 				defer p.wg.Done()
@@ -107,15 +136,16 @@ func (p *Proxy) accept() {
 				c.Close()
 				continue
 			}
-			p.track(c)
-			p.track(up)
-			p.wg.Add(2)
+			if !p.track(Up, c, up) {
+				continue
+			}
 			pipe := func(dst, src net.Conn) {
 				defer p.wg.Done()
 				io.Copy(dst, src)
 				p.untrack(dst)
 				p.untrack(src)
 			}
+			p.wg.Add(2)
 			go pipe(up, c)
 			go pipe(c, up)
 		}
