@@ -202,15 +202,7 @@ func TestShutdownMidFloodLosesNothing(t *testing.T) {
 	h := newHarness(t, strict, nil)
 	ids := h.flood("campaign", 200)
 	stop := h.start(2, Config{Grace: 5 * time.Second})
-	for { // let part of the flood go out
-		h.mu.Lock()
-		n := len(h.ended)
-		h.mu.Unlock()
-		if n >= 60 {
-			break
-		}
-		<-h.notify
-	}
+	h.waitUntil("60 messages ended", time.Minute, func() bool { return h.endedCount() >= 60 }) // part of the flood out
 	stop()
 	h.mu.Lock()
 	endedAtStop := len(h.ended)

@@ -65,15 +65,8 @@ func TestRedisDownMidFloodThenBack(t *testing.T) {
 		ids = append(ids, h.publish(admission.OTP, map[string]string{"id": fmt.Sprintf("otp-%d", i), "to": "+819012345678", "body": "code"}))
 	}
 	h.start(2, Config{})
-	for { // a third of the flood on Redis, then cut it
-		h.mu.Lock()
-		n := len(h.ended)
-		h.mu.Unlock()
-		if n >= 100 {
-			break
-		}
-		<-h.notify
-	}
+	// A third of the flood on Redis, then cut it.
+	h.waitUntil("100 messages ended", time.Minute, func() bool { return h.endedCount() >= 100 })
 	proxy.SetMode(redistest.Refuse)
 	down := time.Now()
 	time.Sleep(2 * time.Second) // the outage's length: nothing to wait for
@@ -128,14 +121,7 @@ func TestA5xxStormDoesNotAmplifyAndRecovers(t *testing.T) {
 	h := newHarness(t, strict, nil)
 	ids := h.flood("storm", 700) // 10 s of marketing at 70/s: more than the 6 s of sending measured
 	h.start(3, Config{})
-	hang := time.After(time.Minute)
-	for len(accepted(h.sim)) == 0 { // sending has begun
-		select {
-		case <-h.notify:
-		case <-hang:
-			t.Fatal("nothing sent within a minute")
-		}
-	}
+	h.waitUntil("a first send", time.Minute, func() bool { return len(accepted(h.sim)) > 0 })
 	time.Sleep(warm) // the pre-storm period's length: nothing to wait for
 	begin := time.Now()
 	h.sim.FailFor(http.StatusServiceUnavailable, storm)

@@ -236,6 +236,28 @@ func (h *harness) waitEnded(ids []string, timeout time.Duration) map[string]Even
 	return out
 }
 
+// waitUntil waits until cond holds, checking it after each event, and
+// fails the test after timeout: a bound on a hang, not a speed claim.
+func (h *harness) waitUntil(what string, timeout time.Duration, cond func() bool) {
+	h.t.Helper()
+	hang := time.NewTimer(timeout)
+	defer hang.Stop()
+	for !cond() {
+		select {
+		case <-h.notify:
+		case <-hang.C:
+			h.t.Fatalf("%s: not within %v", what, timeout)
+		}
+	}
+}
+
+// endedCount returns how many messages reached an end.
+func (h *harness) endedCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.ended)
+}
+
 // eventsOf returns every event of the Pub/Sub ID, oldest first.
 func (h *harness) eventsOf(id string) []Event {
 	h.mu.Lock()
