@@ -82,10 +82,13 @@ type Error struct {
 	// missing or does not parse; 0 for a date in the past.
 	RetryAfter time.Duration
 	// Message is the first 256 bytes (or fewer) of the answer's body, with
-	// invalid UTF-8 dropped and, should the provider echo them, the token
-	// replaced by "[redacted]", the message's body (4 bytes or longer) by
-	// "[body]" and its number masked but for the last 4 digits. It never
-	// holds the request.
+	// invalid UTF-8 dropped and, should the provider echo them as they are,
+	// JSON-escaped or in part, the token replaced by "[redacted]", the
+	// message's body (4 bytes or longer) by "[body]", and the digits of its
+	// number (but the last 4) and of the body's digit groups by '*' (see
+	// redact.go for the exact rule). Should the result still show one of
+	// them, which takes a body built to collide with those placeholders,
+	// Message is a fixed placeholder instead. It never holds the request.
 	Message string
 }
 
@@ -357,18 +360,18 @@ func checkID(id string) error {
 // do echo what they refuse ("+8190... is not a valid number"), so the token,
 // m's number and m's body are taken out before the text can reach a log.
 func (c *Client) excerpt(head []byte, m Message) string {
-	s := string(head)
-	if c.token != "" {
-		s = strings.ReplaceAll(s, c.token, "[redacted]")
-	}
-	if len(m.Body) >= 4 { // shorter is no secret, and would mangle the text
-		s = strings.ReplaceAll(s, m.Body, "[body]")
-	}
-	if digits := strings.TrimPrefix(m.To, "+"); len(digits) >= 5 {
-		s = strings.ReplaceAll(s, digits, MaskNumber(digits)) // "+" stays: "+********5678"
-	}
+	sec := newSecrets(c.token, m)
+	// Invalid UTF-8 is dropped first, so that it cannot split an echo in two.
+	s := sec.redact(strings.ToValidUTF8(string(head), ""))
 	if len(s) > maxMessageLen {
 		s = s[:maxMessageLen] // a rune cut in half is dropped just below
 	}
-	return strings.TrimSpace(strings.ToValidUTF8(s, ""))
+	s = strings.TrimSpace(strings.ToValidUTF8(s, ""))
+	if !sec.shows(s) {
+		return s
+	}
+	if !sec.shows(withheld) {
+		return withheld
+	}
+	return "" // a body built to hold the placeholder itself
 }

@@ -16,7 +16,8 @@
 // that does not forgive. MaxInAnyWindow measures a list of arrival times the
 // way the contract does: any window of a given length, at any phase.
 //
-// One file per concept: client.go (Client, Error, Message), retryafter.go
-// (ParseRetryAfter), simulator.go (Simulator), window.go (MaxInAnyWindow)
-// and ring.go (the bounded FIFO the simulator's windows use).
+// One file per concept: client.go (Client, Error, Message), redact.go (what
+// of an answer may go into Error.Message), retryafter.go (ParseRetryAfter),
+// simulator.go (Simulator), window.go (MaxInAnyWindow) and ring.go (the
+// bounded FIFO the simulator's windows use).
 package provider
