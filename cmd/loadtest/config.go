@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -99,6 +100,9 @@ type config struct {
 	svgSenders int
 	verbose    bool
 	quick      bool
+	soak       time.Duration // 0: the matrix; else a soak of this length
+	soakCSV    string
+	soakEvery  time.Duration // soak sampling interval: soakInterval, shorter in tests
 }
 
 // defaults of the flags; --quick changes the first three unless given.
@@ -108,7 +112,12 @@ const (
 	quickDuration = 2 * time.Second
 	quickSenders  = "2,16"
 	quickModes    = "sliding1s,sliding100ms"
+	soakSenders   = 23
+	soakMode      = "sliding1s"
 )
+
+// soakExcludes are the flags of the matrix that a soak does not take.
+var soakExcludes = []string{"duration", "quick", "strategies", "fault", "json", "svg", "svg-mode", "svg-senders"}
 
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
@@ -144,15 +153,33 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.svgSenders, "svg-senders", 16, "K the chart shows")
 	fs.BoolVar(&c.verbose, "verbose", false, "log the real limiter's Redis fallback lines to stderr")
 	fs.BoolVar(&c.quick, "quick", false, "smoke run: "+quickDuration.String()+" runs, K="+quickSenders+", modes "+quickModes+" (flags given explicitly win)")
+	fs.DurationVar(&c.soak, "soak", 0, fmt.Sprintf("instead of the matrix, run K sender processes with gcra at full rate for this long (K=%d and mode %s unless given), "+
+		"sample them and Redis every %v, and fail if any series grows more than %.0f%% from minute 2 (halfway if shorter than 4m) to the end, or on any 429", soakSenders, soakMode, soakInterval, soakMaxGrowth*100))
+	fs.StringVar(&c.soakCSV, "soak-csv", "", "with --soak, write every sample to this CSV file")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.soak != 0 {
+		for _, name := range soakExcludes {
+			if set[name] {
+				return nil, fmt.Errorf("--%s does not apply to --soak", name)
+			}
+		}
+		if !set["senders"] {
+			senders = strconv.Itoa(soakSenders)
+		}
+		if !set["modes"] {
+			modesFlag = soakMode
+		}
+		strategies = stratGCRA
+		c.soakEvery = soakInterval
+	}
 	if c.quick {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if !set["duration"] {
 			c.duration = quickDuration
 		}
@@ -193,6 +220,18 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("--redis-timeout must be positive, got %v", c.redisTO)
 	case c.latency < 0 || c.latency >= sendTimeout:
 		return nil, fmt.Errorf("--provider-latency must be in [0, %v), got %v", sendTimeout, c.latency)
+	}
+	if c.soak != 0 {
+		switch {
+		case c.soak < 2*c.soakEvery:
+			return nil, fmt.Errorf("--soak must be at least %v (two samples), got %v", 2*c.soakEvery, c.soak)
+		case len(c.senders) != 1:
+			return nil, fmt.Errorf("--soak takes one K in --senders, got %v", c.senders)
+		case len(c.modes) != 1:
+			return nil, fmt.Errorf("--soak takes one mode in --modes, got %v", c.modes)
+		}
+	} else if c.soakCSV != "" {
+		return nil, errors.New("--soak-csv needs --soak")
 	}
 	for _, f := range c.faults {
 		if f.at >= c.duration {

@@ -9,6 +9,7 @@
 //	go run ./cmd/loadtest --quick              # 2 s runs, K=2,16, two modes
 //	go run ./cmd/loadtest --json out.json --svg out.svg
 //	go run ./cmd/loadtest --strategies gcra --fault redis-down@2s+1.5s
+//	go run ./cmd/loadtest --soak 10m --soak-csv soak.csv  # leaks: 23 sender processes
 //
 // Invariant: every run is bounded and leaves nothing behind. Each run lasts
 // --duration, plus at most one send timeout for sends already on the wire;
@@ -26,10 +27,23 @@
 // any window, whatever the simulator itself enforced. The start of a run is
 // part of it: a campaign starts at whatever phase of the second it starts.
 //
+// Soak (--soak DURATION): K (23) sender processes, each this program started
+// again with its spec in LOADTEST_SOAK_SENDER, run gcra at full rate on one
+// account for DURATION against one provider simulator. Every 10 s the
+// harness asks each for its live heap, goroutines and open sockets (a line
+// on its stdin, a JSON line back on its stdout) and reads Redis's
+// used_memory and DBSIZE (the most of ten reads over the 10 s: the
+// limiter's keys expire at their TAT). It fails if any of them (per-process figures by
+// their median) grows more than 10 % from minute 2 (halfway in a run
+// shorter than 4 min) to the end, or if the provider answered any 429.
+// Closing a sender's stdin stops it.
+//
 // Files: main.go (flags, run), config.go (modes, strategies, faults),
 // harness.go (one run), sender.go (workers and the strategies' send loops),
 // queue.go (the load), fault.go (fault schedule; Redis going down is
 // internal/redistest's Proxy refusing connections), redisserver.go and
 // pdeathsig_*.go (a local redis-server), metrics.go (counters, the Redis command hook, quantiles),
-// report.go (table and JSON), svg.go (the chart).
+// report.go (table and JSON), svg.go (the chart), soak.go (the soak's
+// harness), soaksender.go (a soak sender process), soakreport.go (the
+// soak's criterion, table and CSV).
 package main

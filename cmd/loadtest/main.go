@@ -13,6 +13,9 @@ import (
 )
 
 func main() {
+	if spec, ok := os.LookupEnv(soakSenderEnv); ok {
+		os.Exit(soakSenderMain(spec))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -27,7 +30,8 @@ func main() {
 }
 
 // run is the whole program; main only maps its error to an exit status.
-// The table goes to stdout, progress to stderr.
+// The table goes to stdout, progress to stderr. With --soak it runs the
+// soak instead of the matrix (soak.go).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
@@ -42,6 +46,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			err = serr
 		}
 	}()
+
+	if cfg.soak > 0 {
+		redisURL := cfg.redisURL
+		if redisURL == "" {
+			redisURL = "redis://" + redisOpts.Addr // the redis-server redisFor started
+		} else {
+			fmt.Fprintln(stderr, "loadtest: soak: Redis used_memory and keys are the whole server's: other users of it count as growth")
+		}
+		return runSoak(ctx, cfg, redisURL, stdout, stderr)
+	}
 
 	began := time.Now()
 	rows, err := runMatrix(ctx, cfg, redisOpts, stderr)

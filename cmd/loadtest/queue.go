@@ -31,6 +31,9 @@ type load struct {
 	marketing chan msg     // redelivered marketing, served before new ids
 	nextID    atomic.Int64 // the backlog: the next marketing id
 	dropped   atomic.Int64 // OTPs the full queue could not take
+	// noArrivals, set before the load is used, keeps no OTP arrival times
+	// (a soak sender's memory must not grow with the run by design).
+	noArrivals bool
 
 	delay time.Duration
 	wake  chan struct{} // cap 1: a nack arrived
@@ -97,10 +100,13 @@ func (l *load) streamOTP(ctx context.Context, rate float64) {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			l.mu.Lock()
-			seq := len(l.otpArrivals)
-			l.otpArrivals = append(l.otpArrivals, now)
-			l.mu.Unlock()
+			var seq int
+			if !l.noArrivals {
+				l.mu.Lock()
+				seq = len(l.otpArrivals)
+				l.otpArrivals = append(l.otpArrivals, now)
+				l.mu.Unlock()
+			}
 			select {
 			case l.otp <- msg{id: "otp-" + strconv.Itoa(n), class: admission.OTP, arrived: now, seq: seq}:
 			default:
