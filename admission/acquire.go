@@ -26,7 +26,7 @@ const minWait = 100 * time.Microsecond
 // the Limiter's Clock. The error is non-nil only when ctx ends first.
 func (l *Limiter) Acquire(ctx context.Context, class Class, maxWait time.Duration) (Decision, error) {
 	if maxWait <= 0 {
-		return l.lastDenialOf(class), nil
+		return notAsked(ReasonNoTime), nil
 	}
 	start := time.Now()
 	expire := time.NewTimer(maxWait)
@@ -39,10 +39,10 @@ func (l *Limiter) Acquire(ctx context.Context, class Class, maxWait time.Duratio
 		defer func() { <-l.turns[class] }()
 	case <-ctx.Done():
 		l.queued[class].Add(-1)
-		return l.lastDenialOf(class), ctx.Err()
+		return notAsked(ReasonTurn), ctx.Err()
 	case <-expire.C:
 		l.queued[class].Add(-1)
-		return l.lastDenialOf(class), nil
+		return notAsked(ReasonTurn), nil
 	}
 
 	var timer *time.Timer
@@ -71,10 +71,10 @@ func (l *Limiter) Acquire(ctx context.Context, class Class, maxWait time.Duratio
 	l.mu.Unlock()
 	if wait := time.Until(ask); wait > 0 {
 		if time.Since(start)+wait > maxWait {
-			return l.lastDenialOf(class), nil
+			return notAsked(ReasonTicket), nil
 		}
 		if err := sleep(wait); err != nil {
-			return l.lastDenialOf(class), err
+			return notAsked(ReasonTicket), err
 		}
 	}
 
@@ -96,10 +96,6 @@ func (l *Limiter) Acquire(ctx context.Context, class Class, maxWait time.Duratio
 			}
 			return d, nil
 		}
-		l.mu.Lock()
-		l.lastDenial[class] = d
-		l.mu.Unlock()
-
 		wait := max(d.RetryAfter, minWait)
 		if time.Since(start)+wait > maxWait {
 			return d, nil
@@ -110,12 +106,8 @@ func (l *Limiter) Acquire(ctx context.Context, class Class, maxWait time.Duratio
 	}
 }
 
-func (l *Limiter) lastDenialOf(class Class) Decision {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	d := l.lastDenial[class]
-	if d.Source == "" {
-		d = Decision{RetryAfter: l.intervalGl, Source: SourceRedis, Reason: ReasonGlobal}
-	}
-	return d
+// notAsked is the answer to a caller that gave up before it asked: nobody
+// decided, and why it did not ask is the reason.
+func notAsked(why Reason) Decision {
+	return Decision{Source: SourceNone, Reason: why}
 }

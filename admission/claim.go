@@ -5,6 +5,9 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -37,19 +40,34 @@ const (
 	// Held means another attempt holds a live claim: it may be sending now.
 	Held
 	// Finished means the id already has a final record (sent, or rejected
-	// for good): it must not be sent again.
+	// for good and dead-lettered): it must not be sent again.
 	Finished
+	// Refused means the provider refused the id for good but its dead
+	// letter may not be published yet: dead-letter it with the recorded
+	// reason, never send it again.
+	Refused
 )
 
 func (s ClaimState) String() string {
-	return [...]string{"claimed", "held", "finished"}[s]
+	return [...]string{"claimed", "held", "finished", "refused"}[s]
+}
+
+// Record is what Claim found of an id.
+type Record struct {
+	State ClaimState
+	// RejectReason is, when State is Refused, the refusal as recorded.
+	RejectReason string
 }
 
 // Final records of an id.
 const (
 	RecordSent     = "sent"
-	RecordRejected = "rejected"
+	RecordRejected = "rejected" // refused, and dead-lettered
 )
+
+// refusedPrefix starts the record of a refusal whose dead letter is not
+// published yet; the reason follows it.
+const refusedPrefix = "refused:"
 
 // Default lifetimes of Claims.
 const (
@@ -71,12 +89,27 @@ type Claims struct {
 	claimTTL  time.Duration
 	recordTTL time.Duration
 	timeout   time.Duration
+	circuit   *Circuit // nil: every call asks Redis
+
+	mu sync.Mutex
+	// unreleased are claims whose Release did not reach Redis (down, or
+	// known down); they are given back once it answers a Claim again, not
+	// left to hold their ids' redeliveries until they expire. Guarded by mu.
+	unreleased []claimRef
 }
+
+type claimRef struct{ id, token string }
+
+// maxUnreleased bounds the claims kept for a later release; past it the
+// oldest are left to expire.
+const maxUnreleased = 1024
 
 // NewClaims returns the claims of account in rdb. A zero claimTTL or
 // recordTTL means its default; timeout bounds each call (zero means
-// DefaultRedisTimeout).
-func NewClaims(rdb redis.Scripter, account string, claimTTL, recordTTL, timeout time.Duration) *Claims {
+// DefaultRedisTimeout). circuit, shared with the process's Limiter
+// (Limiter.Circuit), keeps calls off a Redis known to be down: they fail at
+// once with ErrRedisDown. If nil, every call asks Redis.
+func NewClaims(rdb redis.Scripter, account string, claimTTL, recordTTL, timeout time.Duration, circuit *Circuit) *Claims {
 	cfg := Config{Account: account}.withDefaults()
 	if claimTTL <= 0 {
 		claimTTL = DefaultClaimTTL
@@ -88,7 +121,7 @@ func NewClaims(rdb redis.Scripter, account string, claimTTL, recordTTL, timeout 
 		timeout = DefaultRedisTimeout
 	}
 	tag := "{sms:" + cfg.Account + "}:"
-	return &Claims{rdb: rdb, tag: tag, prefix: tag + "id:", claimTTL: claimTTL, recordTTL: recordTTL, timeout: timeout}
+	return &Claims{rdb: rdb, tag: tag, prefix: tag + "id:", claimTTL: claimTTL, recordTTL: recordTTL, timeout: timeout, circuit: circuit}
 }
 
 // Key returns the Redis key of id's record.
@@ -97,25 +130,34 @@ func (c *Claims) Key(id string) string { return c.prefix + id }
 // Claim takes the send claim of id for the attempt named token, for ttl
 // (zero means the Claims' default). The claim must outlive the attempt's
 // wait for a slot and its send.
-func (c *Claims) Claim(ctx context.Context, id, token string, ttl time.Duration) (ClaimState, error) {
+func (c *Claims) Claim(ctx context.Context, id, token string, ttl time.Duration) (Record, error) {
 	if ttl <= 0 {
 		ttl = c.claimTTL
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	v, err := claimScript.Run(ctx, c.rdb, []string{c.Key(id)}, token, ttl.Milliseconds()).Text()
+	var v string
+	err := c.circuit.do(ctx, c.timeout, func(ctx context.Context) (err error) {
+		v, err = claimScript.Run(ctx, c.rdb, []string{c.Key(id)}, token, ttl.Milliseconds()).Text()
+		if err != nil {
+			return fmt.Errorf("claim eval: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return 0, fmt.Errorf("claim eval: %w", err)
+		return Record{}, err
 	}
+	c.releaseLeftovers(ctx)
 	switch v {
 	case "claimed":
-		return Claimed, nil
+		return Record{State: Claimed}, nil
 	case "held":
-		return Held, nil
+		return Record{State: Held}, nil
 	case RecordSent, RecordRejected:
-		return Finished, nil
+		return Record{State: Finished}, nil
 	}
-	return 0, fmt.Errorf("%w: claim returned %q", ErrBadReply, v)
+	if reason, ok := strings.CutPrefix(v, refusedPrefix); ok {
+		return Record{State: Refused, RejectReason: reason}, nil
+	}
+	return Record{}, fmt.Errorf("%w: claim returned %q", ErrBadReply, v)
 }
 
 // Finish writes id's final record (RecordSent or RecordRejected), which
@@ -124,33 +166,82 @@ func (c *Claims) Finish(ctx context.Context, id, record string) error {
 	if record != RecordSent && record != RecordRejected {
 		return errors.New("admission: Finish wants RecordSent or RecordRejected")
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	if err := finishScript.Run(ctx, c.rdb, []string{c.Key(id)}, record, c.recordTTL.Milliseconds()).Err(); err != nil {
-		return fmt.Errorf("finish %s: %w", record, err)
-	}
-	return nil
+	return c.finish(ctx, id, record)
+}
+
+func (c *Claims) finish(ctx context.Context, id, record string) error {
+	return c.circuit.do(ctx, c.timeout, func(ctx context.Context) error {
+		if err := finishScript.Run(ctx, c.rdb, []string{c.Key(id)}, record, c.recordTTL.Milliseconds()).Err(); err != nil {
+			return fmt.Errorf("finish %.16s: %w", record, err)
+		}
+		return nil
+	})
+}
+
+// Refuse records that the provider refused id for good, with reason, before
+// its dead letter is published: a redelivery then finds Refused and is
+// dead-lettered without a second send. Finish(RecordRejected) follows once
+// the dead letter is published. The record lives recordTTL.
+func (c *Claims) Refuse(ctx context.Context, id, reason string) error {
+	return c.finish(ctx, id, refusedPrefix+reason)
 }
 
 // CountAttempt counts one more provider attempt for id and returns the
 // count, this attempt included. The count lives as long as the id's record.
 func (c *Claims) CountAttempt(ctx context.Context, id string) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	n, err := attemptScript.Run(ctx, c.rdb, []string{c.tag + "attempts:" + id}, c.recordTTL.Milliseconds()).Int()
-	if err != nil {
-		return 0, fmt.Errorf("attempt eval: %w", err)
-	}
-	return n, nil
+	var n int
+	err := c.circuit.do(ctx, c.timeout, func(ctx context.Context) (err error) {
+		n, err = attemptScript.Run(ctx, c.rdb, []string{c.tag + "attempts:" + id}, c.recordTTL.Milliseconds()).Int()
+		if err != nil {
+			return fmt.Errorf("attempt eval: %w", err)
+		}
+		return nil
+	})
+	return n, err
 }
 
 // Release gives token's claim on id back so that a retry need not wait for
 // it to expire. Releasing a claim that is no longer the caller's is a no-op.
+// When Redis cannot be reached the claim is kept and given back once Redis
+// answers a Claim again.
 func (c *Claims) Release(ctx context.Context, id, token string) error {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	if err := releaseScript.Run(ctx, c.rdb, []string{c.Key(id)}, token).Err(); err != nil {
-		return fmt.Errorf("release eval: %w", err)
+	err := c.release(ctx, []claimRef{{id, token}})
+	if err != nil {
+		c.mu.Lock()
+		c.unreleased = append(c.unreleased, claimRef{id, token})
+		if n := len(c.unreleased) - maxUnreleased; n > 0 {
+			c.unreleased = slices.Delete(c.unreleased, 0, n)
+		}
+		c.mu.Unlock()
 	}
-	return nil
+	return err
+}
+
+// releaseLeftovers gives back, in one call, claims whose Release failed.
+func (c *Claims) releaseLeftovers(ctx context.Context) {
+	c.mu.Lock()
+	refs := c.unreleased
+	c.unreleased = nil
+	c.mu.Unlock()
+	if len(refs) == 0 {
+		return
+	}
+	if err := c.release(context.WithoutCancel(ctx), refs); err != nil {
+		c.mu.Lock()
+		c.unreleased = append(refs, c.unreleased...)
+		c.mu.Unlock()
+	}
+}
+
+func (c *Claims) release(ctx context.Context, refs []claimRef) error {
+	keys, tokens := make([]string, len(refs)), make([]any, len(refs))
+	for i, r := range refs {
+		keys[i], tokens[i] = c.Key(r.id), r.token
+	}
+	return c.circuit.do(ctx, c.timeout, func(ctx context.Context) error {
+		if err := releaseScript.Run(ctx, c.rdb, keys, tokens...).Err(); err != nil {
+			return fmt.Errorf("release eval: %w", err)
+		}
+		return nil
+	})
 }

@@ -3,7 +3,8 @@
 --
 -- KEYS[1] -> id record key ({sms:<account>}:id:<id>)
 -- ARGV[1] -> claim token, unique per delivery attempt
--- ARGV[2] -> claim lifetime in milliseconds (send timeout plus a margin)
+-- ARGV[2] -> claim lifetime in milliseconds (send timeout plus a margin;
+--            below 1 counts as 1)
 --
 -- Returns the record as it stands after the call:
 --   'claimed'  -> the caller holds the claim (new, or already its own)
@@ -11,7 +12,7 @@
 --   any other  -> the id's final record ('sent', 'rejected'): do not send
 local v = redis.call('GET', KEYS[1])
 if not v then
-  redis.call('SET', KEYS[1], 'claim:' .. ARGV[1], 'PX', ARGV[2])
+  redis.call('SET', KEYS[1], 'claim:' .. ARGV[1], 'PX', math.max(tonumber(ARGV[2]), 1))
   return 'claimed'
 end
 if v == 'claim:' .. ARGV[1] then

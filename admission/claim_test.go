@@ -11,13 +11,13 @@ import (
 func TestClaims(t *testing.T) {
 	rdb := redistest.Client(t)
 	ctx := context.Background()
-	c := NewClaims(rdb, redistest.UniqueAccount(t), time.Minute, time.Hour, 0)
-	other := NewClaims(redistest.Client(t), "", 0, 0, 0)
+	c := NewClaims(rdb, redistest.UniqueAccount(t), time.Minute, time.Hour, 0, nil)
+	other := NewClaims(redistest.Client(t), "", 0, 0, 0, nil)
 	other.tag, other.prefix = c.tag, c.prefix // a second process on the same account
 
-	step := func(name string, got ClaimState, err error, want ClaimState) {
+	step := func(name string, got Record, err error, want ClaimState) {
 		t.Helper()
-		if err != nil || got != want {
+		if err != nil || got.State != want {
 			t.Fatalf("%s: %v, %v; want %v", name, got, err, want)
 		}
 	}
@@ -48,12 +48,33 @@ func TestClaims(t *testing.T) {
 	if ttl := rdb.PTTL(ctx, c.Key("login-1")).Val(); ttl < 59*time.Minute {
 		t.Fatalf("sent record PTTL = %v, want the record lifetime (1h)", ttl)
 	}
+
+	// A refusal is kept, with its reason, until its dead letter is out.
+	s, err = c.Claim(ctx, "promo-9", "d", 0)
+	step("promo claim", s, err, Claimed)
+	const reason = "status 400: code 21211: invalid 'To' number"
+	if err := c.Refuse(ctx, "promo-9", reason); err != nil {
+		t.Fatal(err)
+	}
+	s, err = other.Claim(ctx, "promo-9", "e", 0)
+	step("after refused, dead letter pending", s, err, Refused)
+	if s.RejectReason != reason {
+		t.Fatalf("refused record reason = %q, want %q", s.RejectReason, reason)
+	}
+	if ttl := rdb.PTTL(ctx, c.Key("promo-9")).Val(); ttl < 59*time.Minute {
+		t.Fatalf("refused record PTTL = %v, want the record lifetime (1h)", ttl)
+	}
+	if err := other.Finish(ctx, "promo-9", RecordRejected); err != nil {
+		t.Fatal(err)
+	}
+	s, err = c.Claim(ctx, "promo-9", "f", 0)
+	step("after dead-lettered", s, err, Finished)
 }
 
 func TestClaimExpiresWhenItsHolderDies(t *testing.T) {
 	rdb := redistest.Client(t)
 	ctx := context.Background()
-	c := NewClaims(rdb, redistest.UniqueAccount(t), 0, 0, 0)
+	c := NewClaims(rdb, redistest.UniqueAccount(t), 0, 0, 0, nil)
 	if _, err := c.Claim(ctx, "x", "dead-holder", 0); err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,9 @@ const (
 	// SourcePenalty is a denial because the provider answered 429 and its
 	// Retry-After has not run out.
 	SourcePenalty Source = "penalty"
+	// SourceNone is a denial nobody decided: the caller gave up before it
+	// asked (Reason says why).
+	SourceNone Source = "none"
 )
 
 // Reason says which limit denied a request.
@@ -60,6 +63,11 @@ const (
 	ReasonGlobal    Reason = "global"    // TargetRPS would be exceeded
 	ReasonMarketing Reason = "marketing" // MarketingRPS would be exceeded
 	ReasonInFlight  Reason = "in_flight" // MaxInFlight sends are in flight
+
+	// Reasons of SourceNone: the caller did not ask.
+	ReasonTurn   Reason = "turn"    // its max wait ran out queued behind a caller of its class
+	ReasonTicket Reason = "ticket"  // its wake ticket lay past its max wait
+	ReasonNoTime Reason = "no_time" // it came with no time left to wait
 )
 
 // A Decision is the answer to one admission request.
@@ -67,7 +75,7 @@ type Decision struct {
 	// Allowed reports whether the caller holds a send slot and may send now.
 	Allowed bool
 	// RetryAfter is, when denied, how long until a slot may open. Zero when
-	// allowed.
+	// allowed, and when nobody decided (SourceNone).
 	RetryAfter time.Duration
 	// Source is who decided.
 	Source Source

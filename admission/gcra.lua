@@ -53,6 +53,16 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
+-- px returns the lifetime in milliseconds of a key that must outlive the
+-- instant until_us: 1 s past it, and 1 s when it has already passed. A
+-- wake ticket's instant can lie more than 1 s in the past when the
+-- tolerance is long (a large BURST, or an override scaling it), and Redis
+-- refuses SET PX <= 0 (PEXPIRE <= 0 deletes the key) after the writes
+-- before it, which a script does not roll back.
+local function px(until_us)
+  return math.max(math.ceil((until_us - now) / 1000), 0) + 1000
+end
+
 local tickets = ARGV[8]
 
 -- An operator's override lowers the rates: longer intervals, and the
@@ -90,7 +100,7 @@ local function ticket(open)
     return open - now
   end
   local nextw = w + spacing
-  redis.call('SET', KEYS[4], string.format('%d', nextw), 'PX', math.ceil((nextw - now) / 1000) + 1000)
+  redis.call('SET', KEYS[4], string.format('%d', nextw), 'PX', px(nextw))
   return w - now
 end
 
@@ -111,7 +121,7 @@ if floor > 0 then
   for i = 1, 2 do
     local tat = tonumber(redis.call('GET', KEYS[i]) or 0)
     if tat < now + floor then
-      redis.call('SET', KEYS[i], string.format('%d', now + floor), 'PX', math.ceil(floor / 1000) + 1000)
+      redis.call('SET', KEYS[i], string.format('%d', now + floor), 'PX', px(now + floor))
     end
   end
 end
@@ -156,13 +166,13 @@ if max_inflight > 0 then
   end
   local ttl = tonumber(ARGV[13])
   redis.call('ZADD', KEYS[6], now + ttl, ARGV[12])
-  redis.call('PEXPIRE', KEYS[6], math.ceil(ttl / 1000) + 1000)
+  redis.call('PEXPIRE', KEYS[6], px(now + ttl))
 end
 
 -- The key lives just past its TAT: an idle account leaves nothing behind.
-redis.call('SET', KEYS[1], string.format('%d', g_new), 'PX', math.ceil((g_new - now) / 1000) + 1000)
+redis.call('SET', KEYS[1], string.format('%d', g_new), 'PX', px(g_new))
 if marketing then
-  redis.call('SET', KEYS[2], string.format('%d', m_new), 'PX', math.ceil((m_new - now) / 1000) + 1000)
+  redis.call('SET', KEYS[2], string.format('%d', m_new), 'PX', px(m_new))
 end
 if tickets == '2' then
   local open = g_new - g_tau

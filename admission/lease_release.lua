@@ -1,7 +1,8 @@
--- lease_release.lua ends one send's in-flight lease.
+-- lease_release.lua ends in-flight leases: the one of a send that is over,
+-- and any whose admission reply or release was lost (orphans).
 --
 -- KEYS[1] -> in-flight leases ({sms:<account>}:leases)
--- ARGV[1] -> the lease member
+-- ARGV    -> the lease members, at least one
 --
--- Returns 1 when the lease was live, 0 when it had expired or was unknown.
-return redis.call('ZREM', KEYS[1], ARGV[1])
+-- Returns how many of them were live (expired or unknown ones count 0).
+return redis.call('ZREM', KEYS[1], unpack(ARGV))

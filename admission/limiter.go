@@ -52,12 +52,18 @@ type Option func(*Limiter)
 // WithClock makes the Limiter read the process time from c.
 func WithClock(c Clock) Option { return func(l *Limiter) { l.clock = c } }
 
+// WithCircuit makes the Limiter share c, the process's view of Redis's
+// health, with the other users of the same Redis (Claims). Without it the
+// Limiter has a Circuit of its own (Limiter.Circuit).
+func WithCircuit(c *Circuit) Option { return func(l *Limiter) { l.circuit = c } }
+
 // A Limiter admits sends on one account. It is safe for concurrent use; any
 // number of Limiters in any number of processes may share one Redis.
 type Limiter struct {
-	rdb   redis.Scripter // *redis.Client or *redis.ClusterClient; only scripts run on it
-	cfg   Config
-	clock Clock
+	rdb     redis.Scripter // *redis.Client or *redis.ClusterClient; only scripts run on it
+	cfg     Config
+	clock   Clock
+	circuit *Circuit // Redis left alone for RedisRetryAfter after an error
 
 	keys       []string    // global TAT, marketing TAT, penalty: one hash tag
 	scriptKeys [2][]string // keys and the class's wake-ticket key, by Class
@@ -72,13 +78,14 @@ type Limiter struct {
 
 	mu sync.Mutex
 	// Guarded by mu.
-	skipUntil    time.Time // Redis is left alone until then after an error
-	lastLog      time.Time // last line logged about Redis
-	inFallback   bool
+	inFallback   bool      // decided locally since Redis last answered
 	penaltyUntil time.Time // the latest 429 penalty this process knows of
 	fb           fallback
-	lastDenial   [2]Decision
 	nextAsk      [2]time.Time // by class: the wake ticket the last admission brought back
+	// orphans are lease members that may hold a slot of MaxInFlight in
+	// Redis though no send uses them: the reply of the admission that took
+	// them, or their release, was lost. The next Release frees them.
+	orphans []string
 
 	queued [2]atomic.Int32 // by class: callers of Acquire waiting for the turn
 }
@@ -118,8 +125,15 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 	for _, o := range opts {
 		o(l)
 	}
+	if l.circuit == nil {
+		l.circuit = newCircuit(cfg.RedisRetryAfter, cfg.Logger, l.clock)
+	}
 	return l, nil
 }
+
+// Circuit returns the Limiter's view of Redis's health, to share with
+// Claims.
+func (l *Limiter) Circuit() *Circuit { return l.circuit }
 
 // Keys returns the Redis keys of the account: global TAT, marketing TAT and
 // penalty.
@@ -149,51 +163,32 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, tickets string, w
 		l.mu.Unlock()
 		return Decision{RetryAfter: l.penaltyUntil.Sub(now), Source: SourcePenalty, Reason: ReasonPenalty}, nil
 	}
-	if now.Before(l.skipUntil) {
-		d := l.fallbackAt(now, class)
-		l.mu.Unlock()
-		return d, nil
-	}
-	l.mu.Unlock()
-
-	l.mu.Lock()
 	recovering := l.inFallback
+	orphans := len(l.orphans) > 0
 	l.mu.Unlock()
-	// A caller whose own deadline falls within the call's timeout may see
-	// the call fail a moment before ctx reports it: that is the caller
-	// giving up, not Redis failing.
-	dl, ok := ctx.Deadline()
-	callerBound := ok && time.Until(dl) <= l.cfg.RedisTimeout
-	d, err := l.eval(ctx, class, recovering, tickets, within)
-	if err != nil && (ctx.Err() != nil || callerBound) {
-		if cerr := ctx.Err(); cerr != nil {
-			return Decision{}, cerr
-		}
-		return Decision{}, context.DeadlineExceeded
+	if orphans && l.circuit.Allow() {
+		// Leases whose admission reply was lost may fill MaxInFlight:
+		// free them before asking for another. On failure they are kept.
+		_ = l.Release(ctx, "")
 	}
 
+	d, err := l.eval(ctx, class, recovering, tickets, within)
+	if callerGaveUp(err) {
+		return Decision{}, err
+	}
 	now = l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err != nil {
-		l.skipUntil = now.Add(l.cfg.RedisRetryAfter)
+	if err != nil { // Redis failed, or failed less than RedisRetryAfter ago
 		if !l.inFallback {
 			l.inFallback = true
 			l.fb.enterAt(now, rand.Float64())
-		}
-		if now.Sub(l.lastLog) >= l.cfg.RedisRetryAfter {
-			l.lastLog = now
-			l.cfg.Logger.Warn("admission: redis unavailable, deciding locally",
-				"rate_per_process", l.cfg.TargetRPS/float64(l.cfg.MaxSenders),
-				"retry_in", l.cfg.RedisRetryAfter, "err", err)
+			l.cfg.Logger.Warn("admission: deciding locally until redis answers",
+				"rate_per_process", l.cfg.TargetRPS/float64(l.cfg.MaxSenders), "err", err)
 		}
 		return l.fallbackAt(now, class), nil
 	}
-	if l.inFallback {
-		l.inFallback = false
-		l.lastLog = now
-		l.cfg.Logger.Info("admission: redis reachable again")
-	}
+	l.inFallback = false
 	if d.Source == SourcePenalty {
 		if until := now.Add(d.RetryAfter); until.After(l.penaltyUntil) {
 			l.penaltyUntil = until
@@ -207,8 +202,6 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, tickets string, w
 // RedisRetryAfter, sending (MaxSenders-1)/MaxSenders of the target between
 // them, so the script first reserves that much time on both keys.
 func (l *Limiter) eval(ctx context.Context, class Class, recovering bool, tickets string, within time.Duration) (Decision, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
-	defer cancel()
 	args := l.args[class]
 	var lease string
 	if recovering || tickets != ticketNone || l.cfg.MaxInFlight > 0 {
@@ -223,9 +216,21 @@ func (l *Limiter) eval(ctx context.Context, class Class, recovering bool, ticket
 			args[11] = lease
 		}
 	}
-	v, err := gcraScript.Run(ctx, l.rdb, l.scriptKeys[class], args...).Slice()
+	var v []any
+	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
+		v, err = gcraScript.Run(ctx, l.rdb, l.scriptKeys[class], args...).Slice()
+		if err != nil {
+			return fmt.Errorf("gcra eval: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return Decision{}, fmt.Errorf("gcra eval: %w", err)
+		if lease != "" && err != ErrRedisDown {
+			// The script may have run and taken the lease with the reply
+			// lost: free it rather than hold a slot for LeaseTTL.
+			l.orphan(lease)
+		}
+		return Decision{}, err
 	}
 	d, err := parseReply(v)
 	if err == nil && d.Allowed {
@@ -283,12 +288,17 @@ func (l *Limiter) ReportThrottled(ctx context.Context, retryAfter time.Duration)
 	}
 	l.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
-	defer cancel()
 	ms := (retryAfter + time.Millisecond - 1) / time.Millisecond
-	left, err := penaltyScript.Run(ctx, l.rdb, []string{l.keys[2], l.keys[0]}, int64(ms), l.args[OTP][1]).Int64()
+	var left int64
+	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
+		left, err = penaltyScript.Run(ctx, l.rdb, []string{l.keys[2], l.keys[0]}, int64(ms), l.args[OTP][1]).Int64()
+		if err != nil {
+			return fmt.Errorf("penalty eval: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("penalty eval: %w", err)
+		return err
 	}
 	// Another process may hold a longer penalty: honour it here too.
 	l.mu.Lock()
@@ -304,20 +314,24 @@ func (l *Limiter) ReportThrottled(ctx context.Context, retryAfter time.Duration)
 // replace TargetRPS and MarketingRPS in the script when they are lower; a
 // value above the configured one is ignored there, so an override can never
 // raise a rate. Both zero clears it. The Redis-down fallback keeps the
-// configured share.
+// configured share. What the account owes from sends just made is carried
+// over to the new rate, so a cleared override gives the configured rate
+// back at once; that reckoning uses this Limiter's configured rates, which
+// must be the pods'.
 func (l *Limiter) Override(ctx context.Context, targetRPS, marketingRPS float64, ttl time.Duration) error {
-	key := l.scriptKeys[OTP][4]
+	keys := []string{l.scriptKeys[OTP][4], l.keys[0], l.keys[1], l.scriptKeys[OTP][3], l.scriptKeys[Marketing][3]}
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
 	defer cancel()
-	if targetRPS <= 0 && marketingRPS <= 0 {
-		if err := overrideScript.Run(ctx, l.rdb, []string{key}, "0", "0", "0").Err(); err != nil {
-			return fmt.Errorf("override clear: %w", err)
-		}
-		return nil
-	}
 	f := func(v float64) string { return strconv.FormatFloat(max(v, 0), 'f', -1, 64) }
-	if err := overrideScript.Run(ctx, l.rdb, []string{key}, f(targetRPS), f(marketingRPS), ttl.Milliseconds()).Err(); err != nil {
-		return fmt.Errorf("override: %w", err)
+	what := "override"
+	if targetRPS <= 0 && marketingRPS <= 0 {
+		what, targetRPS, marketingRPS, ttl = "override clear", 0, 0, 0
+	}
+	// The configured intervals, so that the script can rescale what the
+	// TATs owe to the interval in force after the change.
+	err := overrideScript.Run(ctx, l.rdb, keys, f(targetRPS), f(marketingRPS), ttl.Milliseconds(), l.args[OTP][0], l.args[OTP][2]).Err()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }
@@ -339,24 +353,69 @@ func (l *Limiter) fallbackAt(now time.Time, class Class) Decision {
 	return d
 }
 
-// Release ends the in-flight lease of an admission (Decision.Lease); an
-// empty lease is a no-op. A lease not released expires after LeaseTTL.
+// Release ends the in-flight lease of an admission (Decision.Lease), and
+// with it any lease whose admission reply or release was lost; an empty
+// lease ends only those. A lease Redis did not hear of is kept for the next
+// Release; past that it expires after LeaseTTL.
 func (l *Limiter) Release(ctx context.Context, lease string) error {
 	switch lease {
 	case "":
-		return nil
+		l.mu.Lock()
+		none := len(l.orphans) == 0
+		l.mu.Unlock()
+		if none {
+			return nil
+		}
 	case localLease:
 		l.mu.Lock()
 		l.localInFlight = max(0, l.localInFlight-1)
 		l.mu.Unlock()
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
-	defer cancel()
-	if err := leaseReleaseScript.Run(ctx, l.rdb, l.scriptKeys[OTP][5:6], lease).Err(); err != nil {
-		return fmt.Errorf("lease release: %w", err)
+	l.mu.Lock()
+	members := toAny(l.orphans)
+	l.orphans = nil
+	l.mu.Unlock()
+	if lease != "" {
+		members = append(members, lease)
 	}
-	return nil
+	if len(members) == 0 {
+		return nil
+	}
+	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) error {
+		if err := leaseReleaseScript.Run(ctx, l.rdb, l.scriptKeys[OTP][5:6], members...).Err(); err != nil {
+			return fmt.Errorf("lease release: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		for _, m := range members {
+			l.orphan(m.(string))
+		}
+	}
+	return err
+}
+
+// maxOrphans bounds the leases kept for a later release; past it the
+// oldest are left to expire after LeaseTTL.
+const maxOrphans = 1024
+
+// orphan keeps lease for the next Release.
+func (l *Limiter) orphan(lease string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.orphans = append(l.orphans, lease)
+	if n := len(l.orphans) - maxOrphans; n > 0 {
+		l.orphans = slices.Delete(l.orphans, 0, n)
+	}
+}
+
+func toAny(s []string) []any {
+	a := make([]any, len(s))
+	for i, v := range s {
+		a[i] = v
+	}
+	return a
 }
 
 // State reports whether this process knows of a live 429 penalty and

@@ -3,18 +3,57 @@
 -- lower than the configured rate.
 --
 -- KEYS[1] -> override hash ({sms:<account>}:override)
+-- KEYS[2] -> global TAT key ({sms:<account>}:tat:global)
+-- KEYS[3] -> marketing TAT key ({sms:<account>}:tat:marketing)
+-- KEYS[4] -> OTP wake-ticket key ({sms:<account>}:wake:otp)
+-- KEYS[5] -> marketing wake-ticket key ({sms:<account>}:wake:marketing)
 -- ARGV[1] -> target_rps (0: none)
 -- ARGV[2] -> marketing_rps (0: none)
--- ARGV[3] -> lifetime in milliseconds (0: until cleared)
+-- ARGV[3] -> lifetime in milliseconds (<= 0: until cleared, else at least 1)
+-- ARGV[4] -> configured global emission interval in microseconds
+-- ARGV[5] -> configured marketing emission interval in microseconds
 --
 -- Returns 1 when an override was set, 0 when it was cleared.
+--
+-- A TAT ahead of now is a debt in units of the interval it was written
+-- with: at 1/s a burst leaves it seconds ahead. When the interval in force
+-- changes, each TAT's lead is rescaled to the new interval (the same number
+-- of messages owed), so that clearing an override brings the configured
+-- rate back at once instead of after the old debt runs out at the new
+-- rate, and setting one keeps what was just sent counted. Wake tickets,
+-- spaced at the old interval, are dropped.
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+
+-- interval is the one gcra.lua uses for configured interval int under an
+-- override of rps (nil or <= 0: none; never shorter than int).
+local function interval(int, rps)
+  rps = tonumber(rps)
+  if rps and rps > 0 and math.ceil(1000000 / rps) > int then
+    return math.ceil(1000000 / rps)
+  end
+  return int
+end
+
+local old = redis.call('HMGET', KEYS[1], 'target_rps', 'marketing_rps')
+for i = 1, 2 do
+  local int = tonumber(ARGV[3 + i])
+  local from, to = interval(int, old[i]), interval(int, ARGV[i])
+  local tat = tonumber(redis.call('GET', KEYS[1 + i]) or 0)
+  if from ~= to and tat > now then
+    local rescaled = now + math.ceil((tat - now) * to / from)
+    redis.call('SET', KEYS[1 + i], string.format('%d', rescaled),
+      'PX', math.max(math.ceil((rescaled - now) / 1000), 0) + 1000)
+  end
+end
+redis.call('DEL', KEYS[1], KEYS[4], KEYS[5])
+
 if tonumber(ARGV[1]) <= 0 and tonumber(ARGV[2]) <= 0 then
-  redis.call('DEL', KEYS[1])
   return 0
 end
-redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'target_rps', ARGV[1], 'marketing_rps', ARGV[2])
 if tonumber(ARGV[3]) > 0 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], math.max(tonumber(ARGV[3]), 1))
 end
 return 1

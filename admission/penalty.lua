@@ -2,7 +2,7 @@
 --
 -- KEYS[1] -> penalty key ({sms:<account>}:penalty)
 -- KEYS[2] -> global TAT key ({sms:<account>}:tat:global)
--- ARGV[1] -> penalty length in milliseconds (> 0)
+-- ARGV[1] -> penalty length in milliseconds (below 1 counts as 1)
 -- ARGV[2] -> global tolerance tau in microseconds
 --
 -- Returns the penalty's remaining milliseconds after the call. A shorter
@@ -13,7 +13,7 @@
 -- so that a provider still refusing sees one probe per Retry-After, not one
 -- per waiting process.
 
-local want = tonumber(ARGV[1])
+local want = math.max(tonumber(ARGV[1]), 1) -- SET PX refuses <= 0
 local cur = redis.call('PTTL', KEYS[1])
 if cur < want then
   redis.call('SET', KEYS[1], '1', 'PX', want)
@@ -21,8 +21,16 @@ if cur < want then
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+
+-- px returns the lifetime in milliseconds of a key that must outlive the
+-- instant until_us: 1 s past it, and never less than 1 s (SET PX refuses
+-- <= 0, after the penalty was written).
+local function px(until_us)
+  return math.max(math.ceil((until_us - now) / 1000), 0) + 1000
+end
+
 local tat = now + cur * 1000 + tonumber(ARGV[2])
 if tonumber(redis.call('GET', KEYS[2]) or 0) < tat then
-  redis.call('SET', KEYS[2], string.format('%d', tat), 'PX', math.ceil((tat - now) / 1000) + 1000)
+  redis.call('SET', KEYS[2], string.format('%d', tat), 'PX', px(tat))
 end
 return cur

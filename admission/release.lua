@@ -1,12 +1,16 @@
--- release.lua gives a send claim back when the message will be retried, so
--- that the next delivery need not wait for the claim to expire.
+-- release.lua gives send claims back when their messages will be retried,
+-- so that the next delivery need not wait for a claim to expire. Several
+-- at once after an outage: every key shares the account's hash tag.
 --
--- KEYS[1] -> id record key ({sms:<account>}:id:<id>)
--- ARGV[1] -> claim token of the caller
+-- KEYS[i] -> id record key ({sms:<account>}:id:<id>)
+-- ARGV[i] -> claim token of the caller for KEYS[i]
 --
--- Returns 1 when the caller's claim was removed, 0 when the record is not
--- the caller's claim (expired and taken by another attempt, or final).
-if redis.call('GET', KEYS[1]) == 'claim:' .. ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+-- Returns how many claims were removed; a record that is not the caller's
+-- claim (expired and taken by another attempt, or final) is left alone.
+local n = 0
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == 'claim:' .. ARGV[i] then
+    n = n + redis.call('DEL', key)
+  end
 end
-return 0
+return n

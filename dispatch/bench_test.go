@@ -36,9 +36,10 @@ func (openLimiter) Acquire(context.Context, admission.Class, time.Duration) (adm
 }
 func (openLimiter) ReportThrottled(context.Context, time.Duration) error { return nil }
 func (openLimiter) Release(context.Context, string) error                { return nil }
-func (memClaims) Claim(context.Context, string, string, time.Duration) (admission.ClaimState, error) {
-	return admission.Claimed, nil
+func (memClaims) Claim(context.Context, string, string, time.Duration) (admission.Record, error) {
+	return admission.Record{State: admission.Claimed}, nil
 }
+func (memClaims) Refuse(context.Context, string, string) error  { return nil }
 func (memClaims) Finish(context.Context, string, string) error  { return nil }
 func (memClaims) Release(context.Context, string, string) error { return nil }
 func (nullSender) Send(context.Context, provider.Message) error { return nil }

@@ -23,8 +23,10 @@ type Limiter interface {
 
 // Claimer keeps the send-once record of each id (admission.Claims).
 type Claimer interface {
-	Claim(ctx context.Context, id, token string, ttl time.Duration) (admission.ClaimState, error)
+	Claim(ctx context.Context, id, token string, ttl time.Duration) (admission.Record, error)
 	Finish(ctx context.Context, id, record string) error
+	// Refuse records a refusal whose dead letter is not published yet.
+	Refuse(ctx context.Context, id, reason string) error
 	Release(ctx context.Context, id, token string) error
 }
 

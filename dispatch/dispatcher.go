@@ -139,11 +139,21 @@ type Dispatcher struct {
 	hard context.Context // sends in flight; ends Grace after Run's context
 }
 
-// flight is one id being handled in this process.
+// flight is one id being handled in this process: other deliveries of the
+// id wait for its end (join).
 type flight struct {
-	done    chan struct{}
-	outcome nack.Outcome // written before done is closed
+	done chan struct{}
+	end  flightEnd // written before done is closed
 }
+
+// flightEnd is how a flight ended, as the deliveries waiting on it see it.
+type flightEnd int
+
+const (
+	endUnsent   flightEnd = iota // acked unsent (expired, ...): no answer for a waiter
+	endFinished                  // sent, or refused and dead-lettered: the id is done
+	endNacked                    // it comes back
+)
 
 // New returns a Dispatcher.
 func New(cfg Config, deps Deps) (*Dispatcher, error) {
@@ -213,28 +223,21 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 	if m.DeliveryAttempt != nil {
 		ev.DeliveryAttempt = *m.DeliveryAttempt
 	}
-	ev.Outcome, ev.Err = d.process(ctx, class, m, &ev)
-	ev.Action = nack.ActionFor(ev.Outcome)
-	if ev.Action == nack.Nack && ev.Outcome != nack.ShuttingDown && d.cfg.MaxDeliveryAttempts > 0 &&
-		ev.DeliveryAttempt >= d.cfg.MaxDeliveryAttempts {
-		// The subscription would dead-letter it silently after this nack:
-		// do it here, with a reason, and count it.
-		ev.Err = fmt.Errorf("max_attempts: %d deliveries, last %s: %w", ev.DeliveryAttempt, ev.Outcome, ev.Err)
-		ev.Action = nack.DeadLetter
-	}
-	switch ev.Action {
-	case nack.Ack:
-		m.Ack()
-	case nack.Nack:
-		m.Nack()
-	case nack.DeadLetter:
-		if err := d.deps.DeadLetter.DeadLetter(d.hard, m, class, nack.RejectReason(ev.Outcome, ev.Err)); err != nil {
-			// Not acked: it comes back and is dead-lettered then.
-			d.cfg.Logger.Error("dead-letter publish failed; message nacked", "message_id", m.ID, "class", class, "err", err)
-			ev.Action = nack.Nack
-			m.Nack()
-		} else {
-			m.Ack()
+
+	msg, err := Decode(m.Data, m.ID)
+	if err != nil {
+		ev.Outcome, ev.Err = nack.Invalid, err
+		ev.Action = d.act(ctx, class, m, &ev)
+	} else {
+		ev.ID = msg.ID
+		f, out, err := d.join(ctx, class, msg)
+		ev.Outcome, ev.Err = out, err
+		if f != nil {
+			ev.Outcome, ev.Err = d.claimAndSend(ctx, class, msg, &ev)
+		}
+		ev.Action = d.act(ctx, class, m, &ev)
+		if f != nil {
+			d.land(msg.ID, f, ev)
 		}
 	}
 	ev.Finished = time.Now()
@@ -243,40 +246,93 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 	}
 }
 
-// process runs the pipeline up to the outcome; handle acts on it.
-func (d *Dispatcher) process(ctx context.Context, class admission.Class, pm *pubsub.Message, ev *Event) (nack.Outcome, error) {
-	m, err := Decode(pm.Data, pm.ID)
-	if err != nil {
-		return nack.Invalid, err
-	}
-	ev.ID = m.ID
+// join makes this delivery of m the flight of its id in this process and
+// returns it. When another delivery of the id is in flight here, join
+// waits for its end instead (up to the class's max wait) and returns the
+// outcome that end means for this one: Duplicate when the id was sent or
+// dead-lettered, InFlightElsewhere when it was nacked or is still in
+// flight. A delivery that ended unsent (expired, say, where this one may
+// have a later deadline) answers nothing: this one then takes its place.
+func (d *Dispatcher) join(ctx context.Context, class admission.Class, m Message) (*flight, nack.Outcome, error) {
 	if d.expired(m) {
-		return nack.Expired, nil
+		return nil, nack.Expired, nil
 	}
-
-	// Duplicates inside this process wait for the first one's outcome.
-	f := &flight{done: make(chan struct{})}
-	if v, loaded := d.inflight.LoadOrStore(m.ID, f); loaded {
+	wait := time.NewTimer(d.maxWait(class))
+	defer wait.Stop()
+	for {
+		f := &flight{done: make(chan struct{})}
+		v, loaded := d.inflight.LoadOrStore(m.ID, f)
+		if !loaded {
+			return f, 0, nil
+		}
 		first := v.(*flight)
-		wait := time.NewTimer(d.maxWait(class))
-		defer wait.Stop()
 		select {
 		case <-first.done:
-			if nack.ActionFor(first.outcome) == nack.Nack {
-				return nack.InFlightElsewhere, nil
+			switch first.end {
+			case endFinished:
+				return nil, nack.Duplicate, nil
+			case endNacked:
+				return nil, nack.InFlightElsewhere, nil
 			}
-			return nack.Duplicate, nil
 		case <-wait.C:
-			return nack.InFlightElsewhere, nil
+			return nil, nack.InFlightElsewhere, nil
 		case <-ctx.Done():
-			return nack.ShuttingDown, ctx.Err()
+			return nil, nack.ShuttingDown, ctx.Err()
 		}
 	}
-	out, err := d.claimAndSend(ctx, class, m, ev)
-	f.outcome = out
+}
+
+// land ends id's flight f with what was done with the delivery, once that
+// is done: a waiter must never ack on a first outcome whose action failed.
+func (d *Dispatcher) land(id string, f *flight, ev Event) {
+	switch {
+	case ev.Action == nack.Nack:
+		f.end = endNacked
+	case ev.Outcome == nack.Sent || ev.Outcome == nack.Duplicate ||
+		(ev.Outcome == nack.Rejected && ev.Action == nack.DeadLetter):
+		f.end = endFinished
+	default:
+		f.end = endUnsent
+	}
+	d.inflight.Delete(id)
 	close(f.done)
-	d.inflight.Delete(m.ID)
-	return out, err
+}
+
+// act does what ev's outcome calls for with m (ack, nack or dead-letter)
+// and returns the action taken: a dead letter that cannot be published
+// is nacked instead, and comes back.
+func (d *Dispatcher) act(ctx context.Context, class admission.Class, m *pubsub.Message, ev *Event) nack.Action {
+	action := nack.ActionFor(ev.Outcome)
+	if action == nack.Nack && ev.Outcome != nack.ShuttingDown && d.cfg.MaxDeliveryAttempts > 0 &&
+		ev.DeliveryAttempt >= d.cfg.MaxDeliveryAttempts {
+		// The subscription would dead-letter it silently after this nack:
+		// do it here, with a reason, and count it.
+		ev.Err = fmt.Errorf("max_attempts: %d deliveries, last %s: %w", ev.DeliveryAttempt, ev.Outcome, ev.Err)
+		action = nack.DeadLetter
+	}
+	switch action {
+	case nack.Ack:
+		m.Ack()
+	case nack.Nack:
+		m.Nack()
+	case nack.DeadLetter:
+		if err := d.deps.DeadLetter.DeadLetter(d.hard, m, class, nack.RejectReason(ev.Outcome, ev.Err)); err != nil {
+			// A refusal's send-once record says "refused": the redelivery
+			// is dead-lettered again, never re-sent.
+			d.cfg.Logger.Error("dead-letter publish failed; message nacked, it comes back to be dead-lettered",
+				"message_id", m.ID, "class", class, "err", err)
+			m.Nack()
+			return nack.Nack
+		}
+		if ev.Outcome == nack.Rejected {
+			if err := d.deps.Claims.Finish(context.WithoutCancel(ctx), ev.ID, admission.RecordRejected); err != nil {
+				d.cfg.Logger.Warn("could not record a dead-lettered id; a redelivery would be dead-lettered again",
+					"id", ev.ID, "err", err)
+			}
+		}
+		m.Ack()
+	}
+	return action
 }
 
 // resendCount returns how many times the message reached the provider
@@ -312,16 +368,23 @@ func (d *Dispatcher) maxWait(class admission.Class) time.Duration {
 func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, m Message, ev *Event) (nack.Outcome, error) {
 	token := fmt.Sprintf("%s-%d", d.instance, d.seq.Add(1))
 	ttl := d.maxWait(class) + d.cfg.SendTimeout + 5*time.Second
-	state, err := d.deps.Claims.Claim(ctx, m.ID, token, ttl)
+	// The record is kept after the delivery's context ends (shutdown,
+	// Grace): each call bounds itself, and with Redis known down none waits.
+	after := context.WithoutCancel(ctx)
+	rec, err := d.deps.Claims.Claim(ctx, m.ID, token, ttl)
 	claimed := err == nil
-	switch {
-	case err != nil && ctx.Err() != nil:
-		return nack.ShuttingDown, ctx.Err()
-	case err != nil:
-		// A claim that timed out may still have landed: give it back so
-		// that it does not hold the id's redeliveries until it expires.
-		if rerr := d.deps.Claims.Release(d.hard, m.ID, token); rerr != nil {
-			d.cfg.Logger.Debug("could not release a claim that may not exist", "id", m.ID, "err", rerr)
+	if err != nil {
+		if !errors.Is(err, admission.ErrRedisDown) {
+			// A claim that failed may still have landed (a timeout, or
+			// this delivery giving up): give it back so that it does not
+			// hold the id's redeliveries, here or elsewhere, until it
+			// expires.
+			if rerr := d.deps.Claims.Release(after, m.ID, token); rerr != nil {
+				d.cfg.Logger.Debug("could not release a claim that may not exist", "id", m.ID, "err", rerr)
+			}
+		}
+		if ctx.Err() != nil {
+			return nack.ShuttingDown, ctx.Err()
 		}
 		sendAnyway := (class == admission.OTP && !d.cfg.HoldOTPWithoutRedis) ||
 			(class == admission.Marketing && d.cfg.SendMarketingWithoutRedis)
@@ -329,30 +392,43 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, m 
 			return nack.Denied, fmt.Errorf("send-once record unavailable: %w", err)
 		}
 		d.cfg.Logger.Warn("send-once record unavailable; sending without it", "class", class, "id", m.ID, "err", err)
-	case state == admission.Held:
+	}
+	switch rec.State {
+	case admission.Held:
 		return nack.InFlightElsewhere, nil
-	case state == admission.Finished:
+	case admission.Finished:
 		return nack.Duplicate, nil
+	case admission.Refused:
+		return nack.Rejected, refusedEarlier(rec.RejectReason)
 	}
 
 	out, err := d.admitAndSend(ctx, class, m, ev)
 	switch {
 	case !claimed:
 	case out == nack.Sent:
-		if ferr := d.deps.Claims.Finish(d.hard, m.ID, admission.RecordSent); ferr != nil {
+		if ferr := d.deps.Claims.Finish(after, m.ID, admission.RecordSent); ferr != nil {
 			d.cfg.Logger.Warn("could not record a sent id; a redelivery could send it again", "id", m.ID, "err", ferr)
 		}
 	case out == nack.Rejected:
-		if ferr := d.deps.Claims.Finish(d.hard, m.ID, admission.RecordRejected); ferr != nil {
-			d.cfg.Logger.Warn("could not record a rejected id", "id", m.ID, "err", ferr)
+		// Recorded before the dead letter is published: if that fails, the
+		// redelivery is dead-lettered without a second send.
+		if ferr := d.deps.Claims.Refuse(after, m.ID, err.Error()); ferr != nil {
+			d.cfg.Logger.Warn("could not record a refused id; if its dead letter fails, a redelivery sends it again", "id", m.ID, "err", ferr)
 		}
 	default: // it will be retried: let the next delivery claim it at once
-		if rerr := d.deps.Claims.Release(d.hard, m.ID, token); rerr != nil {
+		if rerr := d.deps.Claims.Release(after, m.ID, token); rerr != nil {
 			d.cfg.Logger.Warn("could not release a send claim; the retry waits for it to expire", "id", m.ID, "err", rerr)
 		}
 	}
 	return out, err
 }
+
+// refusedEarlier is the provider's refusal of an earlier delivery of the
+// same id, as its send-once record kept it.
+type refusedEarlier string
+
+func (r refusedEarlier) Error() string   { return string(r) }
+func (r refusedEarlier) Permanent() bool { return true }
 
 // admitAndSend passes the priority gate, waits for a slot and sends.
 func (d *Dispatcher) admitAndSend(ctx context.Context, class admission.Class, m Message, ev *Event) (nack.Outcome, error) {
@@ -391,8 +467,9 @@ func (d *Dispatcher) admitAndSend(ctx context.Context, class admission.Class, m 
 		return nack.Denied, fmt.Errorf("no send slot within %v (%s, %s)", maxWait, dec.Source, dec.Reason)
 	}
 	ev.Admitted = time.Now()
+	after := context.WithoutCancel(ctx) // bookkeeping outlives Grace; each call bounds itself
 	defer func() {
-		if err := d.deps.Limiter.Release(d.hard, dec.Lease); err != nil {
+		if err := d.deps.Limiter.Release(after, dec.Lease); err != nil {
 			d.cfg.Logger.Warn("could not release an in-flight lease; it expires by itself", "err", err)
 		}
 	}()
@@ -415,8 +492,13 @@ func (d *Dispatcher) admitAndSend(ctx context.Context, class admission.Class, m 
 	cancel()
 
 	out := nack.Classify(err)
-	if out == nack.Transient && d.expired(m) {
+	switch {
+	case out == nack.Transient && d.expired(m):
 		return nack.Expired, nil // cut off by its own deadline: not the provider's failure
+	case out == nack.Transient && d.hard.Err() != nil:
+		// Cut off by the shutdown's Grace: not the provider's failure
+		// either, so it charges no retry budget and pauses no lane.
+		return nack.ShuttingDown, err
 	}
 	switch out {
 	case nack.Sent:
@@ -429,7 +511,7 @@ func (d *Dispatcher) admitAndSend(ctx context.Context, class admission.Class, m 
 		if errors.As(err, &pe) {
 			retryAfter = pe.RetryAfter
 		}
-		if terr := d.deps.Limiter.ReportThrottled(d.hard, retryAfter); terr != nil {
+		if terr := d.deps.Limiter.ReportThrottled(after, retryAfter); terr != nil {
 			d.cfg.Logger.Warn("could not share a 429 penalty; this process honours it alone", "retry_after", retryAfter, "err", terr)
 		}
 	case nack.Transient:

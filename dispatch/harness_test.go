@@ -39,6 +39,11 @@ type harness struct {
 	// redisAddr, if set before start, is where instances reach Redis (a
 	// redistest.Proxy to make it go down); default the test Redis.
 	redisAddr string
+	// wrapClaims, if set before start, wraps each instance's Claimer.
+	wrapClaims func(Claimer) Claimer
+	// dispatchers are the instances start ran, and limiters their limiters.
+	dispatchers []*Dispatcher
+	limiters    []*admission.Limiter
 
 	mu     sync.Mutex
 	events []Event          // guarded by mu
@@ -136,14 +141,20 @@ func (h *harness) start(n int, cfg Config) (stop func()) {
 		c := h.client()
 		dlq := c.Publisher("sms-dead-letter")
 		h.t.Cleanup(dlq.Stop)
+		var claims Claimer = admission.NewClaims(rdb, h.account, 0, 0, h.limits.RedisTimeout, lim.Circuit())
+		if h.wrapClaims != nil {
+			claims = h.wrapClaims(claims)
+		}
 		d, err := New(cfg, Deps{
 			OTP: c.Subscriber("sms-otp-dispatcher"), Marketing: c.Subscriber("sms-marketing-dispatcher"),
-			Limiter: lim, Claims: admission.NewClaims(rdb, h.account, 0, 0, 0), Sender: sender,
+			Limiter: lim, Claims: claims, Sender: sender,
 			DeadLetter: DeadLetterTopic{Publisher: dlq}, Observer: h,
 		})
 		if err != nil {
 			h.t.Fatal(err)
 		}
+		h.dispatchers = append(h.dispatchers, d)
+		h.limiters = append(h.limiters, lim)
 		wg.Go(func() { d.Run(ctx) })
 	}
 	var once sync.Once

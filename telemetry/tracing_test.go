@@ -79,7 +79,7 @@ func TestResendCountAppearsOnTheSecondProviderSpan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claims := admission.NewClaims(rdb, account, 0, 0, 2*time.Second)
+	claims := admission.NewClaims(rdb, account, 0, 0, 2*time.Second, nil)
 	sender, err := provider.NewClient(srv.URL, "tok-secret", provider.WithTransportWrapper(func(rt http.RoundTripper) http.RoundTripper {
 		return tr.Transport(rt, nil)
 	}))

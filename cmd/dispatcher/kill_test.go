@@ -150,7 +150,7 @@ func TestSIGKILLMidFloodLosesNothing(t *testing.T) {
 	}
 
 	rdb := redistest.Client(t)
-	claims := admission.NewClaims(rdb, account, 0, 0, 0)
+	claims := admission.NewClaims(rdb, account, 0, 0, 0, nil)
 	// recordedOf returns which of ids have their send (or rejection)
 	// recorded in Redis.
 	recordedOf := func(ids []string) map[string]bool {

@@ -178,7 +178,7 @@ func newInstance(cfg config, rdb redis.Scripter, ps *pubsub.Client, sender dispa
 	if err != nil {
 		return nil, err
 	}
-	claims := admission.NewClaims(rdb, cfg.Account, 0, 0, cfg.RedisTimeout)
+	claims := admission.NewClaims(rdb, cfg.Account, 0, 0, cfg.RedisTimeout, lim.Circuit())
 	dlq := ps.Publisher(cfg.DeadLetterTopic)
 	otp, mkt := ps.Subscriber(cfg.OTPSubscription), ps.Subscriber(cfg.MarketingSubscription)
 	deps := dispatch.Deps{

@@ -30,7 +30,7 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "if pen > 0 then", "if false then"},
 	}, ""},
 	{"M4", "Redis error fails open", []edit{
-		{"admission/limiter.go", "		return l.fallbackAt(now, class), nil\n	}\n	if l.inFallback {", "		return Decision{Allowed: true, Source: SourceFallback}, nil\n	}\n	if l.inFallback {"},
+		{"admission/limiter.go", "		return l.fallbackAt(now, class), nil\n	}\n	l.inFallback = false", "		return Decision{Allowed: true, Source: SourceFallback}, nil\n	}\n	l.inFallback = false"},
 	}, ""},
 	{"M5", "marketing checks only the global key", []edit{
 		{"admission/gcra.lua", "local marketing = ARGV[5] == '1'", "local marketing = false"},
@@ -51,7 +51,7 @@ var mutants = []mutant{
 		{"admission/acquire.go", "wait := max(d.RetryAfter, minWait)", "wait := time.Millisecond + 0*max(d.RetryAfter, minWait)"},
 	}, ""},
 	{"M11", "no circuit: Redis tried on every call while down", []edit{
-		{"admission/limiter.go", "l.skipUntil = now.Add(l.cfg.RedisRetryAfter)", "l.skipUntil = now"},
+		{"admission/circuit.go", "c.openUntil = now.Add(c.retryAfter)", "c.openUntil = now"},
 	}, ""},
 	{"M12", "burst one too many", []edit{
 		{"admission/limiter.go", "burst := time.Duration(cfg.Burst - 1)", "burst := time.Duration(cfg.Burst)"},
@@ -89,20 +89,20 @@ var mutants = []mutant{
 		{"admission/limiter.go", "args[11] = lease", "args[11] = l.instance"},
 	}, ""},
 	{"L3", "a finished send does not release its lease", []edit{
-		{"admission/lease_release.lua", "return redis.call('ZREM', KEYS[1], ARGV[1])", "return 0"},
+		{"admission/lease_release.lua", "return redis.call('ZREM', KEYS[1], unpack(ARGV))", "return 0"},
 	}, ""},
 	{"M21", "cluster clients keep go-redis's 60s slot-map reload", []edit{
 		{"admission/cluster.go", "	o.ClusterStateReloadInterval = ClusterStateReloadInterval\n", ""},
 	}, ""},
 	// The pipeline: each safety step of dispatch, removed.
 	{"D1", "a 429 is not shared with the other processes", []edit{
-		{"dispatch/dispatcher.go", "if terr := d.deps.Limiter.ReportThrottled(d.hard, retryAfter); terr != nil {", "if terr := error(nil); terr != nil {"},
+		{"dispatch/dispatcher.go", "if terr := d.deps.Limiter.ReportThrottled(after, retryAfter); terr != nil {", "if terr := error(nil); terr != nil {"},
 	}, "./dispatch/"},
 	{"D2", "an expired message is sent anyway", []edit{
 		{"dispatch/dispatcher.go", "return !m.Deadline.IsZero() && !time.Now().Before(m.Deadline)", "return false"},
 	}, "./dispatch/"},
 	{"D3", "the send-once record is not consulted", []edit{
-		{"dispatch/dispatcher.go", "	case state == admission.Held:\n		return nack.InFlightElsewhere, nil\n	case state == admission.Finished:\n", "	case state == admission.Held && false:\n		return nack.InFlightElsewhere, nil\n	case state == admission.Finished && false:\n"},
+		{"dispatch/dispatcher.go", "	switch rec.State {\n", "	switch rec.State + 100 {\n"},
 	}, "./dispatch/"},
 	{"D4", "no admission before sending", []edit{
 		{"dispatch/dispatcher.go", "dec, err := d.deps.Limiter.Acquire(actx, class, maxWait-time.Since(start))", "dec, err := admission.Decision{Allowed: true, Tries: int(time.Since(start))}, error(actx.Err())"},
@@ -116,6 +116,35 @@ var mutants = []mutant{
 	{"D7", "a spent retry budget does not pause pulls", []edit{
 		{"dispatch/dispatcher.go", "if !d.budget.Allow() {", "if false && !d.budget.Allow() {"},
 	}, "./dispatch/"},
+
+	// Faults a review found: each fix, undone.
+	{"R1", "a refusal is recorded final before its dead letter is out", []edit{
+		{"dispatch/dispatcher.go", "if ferr := d.deps.Claims.Refuse(after, m.ID, err.Error()); ferr != nil {", "if ferr := d.deps.Claims.Finish(after, m.ID, admission.RecordRejected); ferr != nil {"},
+	}, "./dispatch/"},
+	{"R2", "an expiry in the past: SET PX <= 0 fails after the TAT and lease are written", []edit{
+		{"admission/gcra.lua", "  return math.max(math.ceil((until_us - now) / 1000), 0) + 1000\n", "  return math.ceil((until_us - now) / 1000) + 1000\n"},
+	}, ""},
+	{"R3", "the send-once claims ignore the Redis circuit", []edit{
+		{"admission/claim.go", "	err := c.circuit.do(ctx, c.timeout, func(ctx context.Context) (err error) {\n		v, err = claimScript", "	err := (*Circuit)(nil).do(ctx, c.timeout, func(ctx context.Context) (err error) {\n		v, err = claimScript"},
+	}, ""},
+	{"R4", "a duplicate waits for a first copy that expired and acks unsent", []edit{
+		{"dispatch/dispatcher.go", "	default:\n		f.end = endUnsent\n", "	default:\n		f.end = endFinished\n"},
+	}, "./dispatch/"},
+	{"R5", "a claim cut off by its context is not given back", []edit{
+		{"dispatch/dispatcher.go", "		if !errors.Is(err, admission.ErrRedisDown) {\n", "		if !errors.Is(err, admission.ErrRedisDown) && ctx.Err() == nil {\n"},
+	}, "./dispatch/"},
+	{"R6", "a send cut off by the shutdown's grace counts as a provider failure", []edit{
+		{"dispatch/dispatcher.go", "	case out == nack.Transient && d.hard.Err() != nil:\n", "	case out == nack.Transient && d.hard.Err() != nil && false:\n"},
+	}, "./dispatch/"},
+	{"R8", "a lease whose admission reply was lost is not released", []edit{
+		{"admission/limiter.go", "		if lease != \"\" && err != ErrRedisDown {\n", "		if false {\n"},
+	}, ""},
+	{"R9", "a caller that never asked reports a made-up Redis denial", []edit{
+		{"admission/acquire.go", "	return Decision{Source: SourceNone, Reason: why}", "	return Decision{Source: SourceRedis, Reason: ReasonGlobal, RetryAfter: time.Millisecond}"},
+	}, ""},
+	{"R10", "a cleared override leaves its debt at the configured rate", []edit{
+		{"admission/override.lua", "  if from ~= to and tat > now then", "  if false then"},
+	}, ""},
 }
 
 // killers names the test known to kill each mutant. try runs it first, alone;
@@ -152,4 +181,13 @@ var killers = map[string]string{
 	"D5":  "TestDataAtThePublishLimitIsDeadLetteredOnce",
 	"D6":  "TestShutdownMidFloodLosesNothing",
 	"D7":  "TestA5xxStormDoesNotAmplifyAndRecovers",
+	"R1":  "TestRefusedMessagesSurviveADeadLetterOutage",
+	"R2":  "TestGCRAScriptNeverErrsAtExtremes",
+	"R3":  "TestClaimsAndLimiterShareOneCircuit",
+	"R4":  "TestADuplicateOfAnExpiredCopyIsSent",
+	"R5":  "TestAClaimCutOffByShutdownIsReleased",
+	"R6":  "TestASendCutOffByGraceIsShuttingDown",
+	"R8":  "TestALeaseWhoseReplyWasLostIsReleased",
+	"R9":  "TestACallerThatNeverAskedSaysSo",
+	"R10": "TestClearingAnOverrideGivesTheRateBackAtOnce",
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Mode is how a Proxy treats connections.
@@ -26,6 +27,7 @@ type Proxy struct {
 
 	mu     sync.Mutex
 	mode   Mode                  // guarded by mu
+	delay  time.Duration         // guarded by mu; added to every reply in mode Up
 	closed bool                  // guarded by mu
 	conns  map[net.Conn]struct{} // guarded by mu; every open connection, both sides
 }
@@ -67,6 +69,21 @@ func (p *Proxy) SetMode(m Mode) {
 		c.Close()
 	}
 	p.mu.Unlock()
+}
+
+// SetDelay holds every reply of the target for d before passing it on, as
+// a slow network or a busy Redis would; zero ends it. Connections stay
+// open.
+func (p *Proxy) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	p.delay = d
+	p.mu.Unlock()
+}
+
+func (p *Proxy) replyDelay() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.delay
 }
 
 // Close stops accepting, drops every connection and waits for every
@@ -139,15 +156,38 @@ func (p *Proxy) accept() {
 			if !p.track(Up, c, up) {
 				continue
 			}
-			pipe := func(dst, src net.Conn) {
+			pipe := func(dst, src net.Conn, delayed bool) {
 				defer p.wg.Done()
-				io.Copy(dst, src)
+				if delayed {
+					p.copyDelayed(dst, src)
+				} else {
+					io.Copy(dst, src)
+				}
 				p.untrack(dst)
 				p.untrack(src)
 			}
 			p.wg.Add(2)
-			go pipe(up, c)
-			go pipe(c, up)
+			go pipe(up, c, false)
+			go pipe(c, up, true)
+		}
+	}
+}
+
+// copyDelayed copies src to dst, holding each read for the delay in force.
+func (p *Proxy) copyDelayed(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if d := p.replyDelay(); d > 0 {
+				time.Sleep(d) // the fault itself, not a wait for an event
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
 		}
 	}
 }
