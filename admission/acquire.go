@@ -10,7 +10,8 @@ const minWait = 100 * time.Microsecond
 
 // Acquire waits up to maxWait for a send slot of class. It sleeps exactly as
 // long as the last answer says (never on a fixed tick) and gives up at once
-// when it would have to wait past maxWait, returning the last denial: the
+// when it would have to wait past maxWait, returning that denial (or, when
+// it never asked, a Decision of SourceNone saying why): the
 // caller nacks instead of holding the message.
 //
 // Two things keep Redis calls near one per admission under a backlog.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 )
@@ -14,8 +15,9 @@ var ErrRedisDown = errors.New("admission: redis unavailable, not asked")
 
 // A Circuit is one process's view of Redis's health. After a Redis call
 // fails, every caller that shares the Circuit leaves Redis alone for the
-// retry interval instead of paying a timeout per message; the first call
-// after it is the probe. The Limiter and the Claims of a process share one
+// retry interval instead of paying a timeout per message; then one call,
+// the probe, asks Redis while the others still do not, until it answers or
+// its timeout passes. The Limiter and the Claims of a process share one
 // (Limiter.Circuit), so that a Redis that hangs costs one timeout per
 // interval, not two per message.
 //
@@ -58,6 +60,21 @@ func (c *Circuit) Allow() bool {
 	return !now.Before(c.openUntil)
 }
 
+// probe is Allow for a call bounded by timeout: after a failure, the
+// caller it allows is the only one until the call is over.
+func (c *Circuit) probe(timeout time.Duration) bool {
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now.Before(c.openUntil) {
+		return false
+	}
+	if c.down {
+		c.openUntil = now.Add(timeout)
+	}
+	return true
+}
+
 // Failed records that a Redis call failed with err: the circuit opens for
 // the retry interval. It reports whether this failure began an outage (no
 // failure was known before it).
@@ -89,12 +106,12 @@ func (c *Circuit) Succeeded() {
 // do makes one Redis call, bounded by timeout, unless the circuit is open
 // (ErrRedisDown, without asking). A nil Circuit always asks. The call's
 // error opens the circuit unless it is the caller giving up: ctx ended, or
-// its deadline fell within timeout, so the call may fail a moment before ctx
-// reports it. do then returns ctx.Err(), or context.DeadlineExceeded, not
+// the call timed out at a deadline of the caller's that fell within timeout
+// (the call may fail a moment before ctx reports it). do then returns ctx.Err(), or context.DeadlineExceeded, not
 // the call's error; call wraps its own errors, so the two never compare
 // equal.
 func (c *Circuit) do(ctx context.Context, timeout time.Duration, call func(context.Context) error) error {
-	if c != nil && !c.Allow() {
+	if c != nil && !c.probe(timeout) {
 		return ErrRedisDown
 	}
 	dl, ok := ctx.Deadline()
@@ -109,12 +126,22 @@ func (c *Circuit) do(ctx context.Context, timeout time.Duration, call func(conte
 		}
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case callerBound:
+	case callerBound && isTimeout(err):
 		return context.DeadlineExceeded
 	case c != nil:
 		c.Failed(err)
 	}
 	return err
+}
+
+// isTimeout reports whether err is a call timing out: the context's
+// deadline, or the connection's, which go-redis sets from it.
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	ne, ok := errors.AsType[net.Error](err)
+	return ok && ne.Timeout()
 }
 
 // callerGaveUp reports whether err, returned by do, is the caller giving up

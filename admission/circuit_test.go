@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -46,6 +47,26 @@ func TestClaimsAndLimiterShareOneCircuit(t *testing.T) {
 	}
 	if n := rec.Len() - asked; n != 0 {
 		t.Fatalf("%d Redis commands sent with the circuit open, want 0", n)
+	}
+
+	// The interval over, Redis still hung: one caller probes, the others
+	// still do not wait.
+	clock.Add(cfg.RedisRetryAfter + time.Millisecond)
+	errs := make(chan error, 4)
+	for i := range 4 {
+		go func() {
+			_, err := claims.Claim(ctx, fmt.Sprintf("login-p%d", i), "p", 0)
+			errs <- err
+		}()
+	}
+	probes := 0
+	for range 4 {
+		if err := <-errs; !errors.Is(err, ErrRedisDown) {
+			probes++
+		}
+	}
+	if probes != 1 {
+		t.Fatalf("%d of 4 concurrent claims asked a hung Redis after the interval, want 1 probe", probes)
 	}
 
 	proxy.SetMode(redistest.Up)
@@ -201,5 +222,31 @@ func TestClearingAnOverrideGivesTheRateBackAtOnce(t *testing.T) {
 	d := try(t, lim, OTP)
 	if !d.Allowed && d.RetryAfter > time.Duration(cfg.Burst+1)*interval(cfg.TargetRPS) {
 		t.Fatalf("right after clearing: %+v, want allowed within BURST intervals of %v", d, interval(cfg.TargetRPS))
+	}
+}
+
+// TestAnOverrideKeepsALivePenaltysLength: a 429 moved the TAT past the
+// penalty's end. An override then rescales only what the TAT owes in
+// messages, not the penalty's pause: at a ninth of the rate, the account
+// must not wait nine times the Retry-After.
+func TestAnOverrideKeepsALivePenaltysLength(t *testing.T) {
+	rdb := redistest.Client(t)
+	cfg := testConfig(t)
+	lim := newLimiter(t, rdb, cfg)
+	ctx := context.Background()
+	if err := lim.ReportThrottled(ctx, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := lim.Override(ctx, 10, 10, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	tat, err := rdb.Get(ctx, lim.Keys()[0]).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead := time.Duration(tat-redisNow(t, rdb)) * time.Microsecond
+	// The penalty, then at most BURST messages owed at 10/s.
+	if most := 2*time.Second + time.Duration(cfg.Burst)*interval(10); lead > most {
+		t.Fatalf("global TAT %v ahead after an override during a 2 s penalty, want at most %v", lead, most)
 	}
 }

@@ -2,7 +2,6 @@ package admission
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,24 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
-
-var (
-	//go:embed claim.lua
-	claimLua    string
-	claimScript = redis.NewScript(claimLua)
-
-	//go:embed finish.lua
-	finishLua    string
-	finishScript = redis.NewScript(finishLua)
-
-	//go:embed attempt.lua
-	attemptLua    string
-	attemptScript = redis.NewScript(attemptLua)
-
-	//go:embed release.lua
-	releaseLua    string
-	releaseScript = redis.NewScript(releaseLua)
 )
 
 // ClaimState is the state of a message id's send record.
@@ -80,7 +61,7 @@ const (
 // It is safe for concurrent use.
 //
 // The guarantee is Redis's: with asynchronous replication a failover can
-// lose a record written just before it (seed 003), and the provider's
+// lose a record written just before it (docs/design.md, send-once), and the provider's
 // Idempotency-Key is what closes that window.
 type Claims struct {
 	rdb       redis.Scripter
@@ -207,14 +188,19 @@ func (c *Claims) CountAttempt(ctx context.Context, id string) (int, error) {
 func (c *Claims) Release(ctx context.Context, id, token string) error {
 	err := c.release(ctx, []claimRef{{id, token}})
 	if err != nil {
-		c.mu.Lock()
-		c.unreleased = append(c.unreleased, claimRef{id, token})
-		if n := len(c.unreleased) - maxUnreleased; n > 0 {
-			c.unreleased = slices.Delete(c.unreleased, 0, n)
-		}
-		c.mu.Unlock()
+		c.keep(claimRef{id, token})
 	}
 	return err
+}
+
+// keep holds r for a later release, dropping the oldest past maxUnreleased.
+func (c *Claims) keep(r claimRef) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unreleased = append(c.unreleased, r)
+	if n := len(c.unreleased) - maxUnreleased; n > 0 {
+		c.unreleased = slices.Delete(c.unreleased, 0, n)
+	}
 }
 
 // releaseLeftovers gives back, in one call, claims whose Release failed.
@@ -227,9 +213,9 @@ func (c *Claims) releaseLeftovers(ctx context.Context) {
 		return
 	}
 	if err := c.release(context.WithoutCancel(ctx), refs); err != nil {
-		c.mu.Lock()
-		c.unreleased = append(refs, c.unreleased...)
-		c.mu.Unlock()
+		for _, r := range refs {
+			c.keep(r)
+		}
 	}
 }
 

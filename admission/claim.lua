@@ -9,7 +9,8 @@
 -- Returns the record as it stands after the call:
 --   'claimed'  -> the caller holds the claim (new, or already its own)
 --   'held'     -> another attempt holds a live claim
---   any other  -> the id's final record ('sent', 'rejected'): do not send
+--   any other  -> the id's record ('sent', 'rejected', or 'refused:<reason>'
+--                 while a refusal's dead letter is pending): do not send
 local v = redis.call('GET', KEYS[1])
 if not v then
   redis.call('SET', KEYS[1], 'claim:' .. ARGV[1], 'PX', math.max(tonumber(ARGV[2]), 1))

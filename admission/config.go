@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Defaults of Config; CONTRACT.md section 4 names them.
+// Defaults of Config; docs/contract.md section 4 names them.
 const (
 	DefaultAccount         = "default"
 	DefaultTargetRPS       = 90

@@ -8,7 +8,7 @@
 //
 // Each decision is one Lua script call (gcra.lua): the penalty key is checked
 // first, then GCRA on the global key and, for marketing, on the marketing key;
-// a denial writes nothing. All keys of an account share the hash tag
+// a denial advances no TAT. All keys of an account share the hash tag
 // {sms:<account>} so the script runs on Redis Cluster.
 //
 // When Redis fails or times out, a Limiter decides locally at

@@ -27,9 +27,9 @@ import (
 // rejoin, a sync): it only guards a hang, it is no timing assertion.
 const clusterHang = 30 * time.Second
 
-// TestClusterMasterFailoverKeepsDeciding is the issue "Redis Cluster master
-// killed: the limiter keeps deciding; overshoot bounded by BURST (TAT lost
-// on failover), no crash", on the real cluster of .ci/redis.sh (3 masters,
+// TestClusterMasterFailoverKeepsDeciding: a Redis Cluster master is
+// killed; the limiter keeps deciding, the overshoot is bounded by BURST (the
+// TAT lost on failover), nothing crashes. On the real cluster of .ci/redis.sh (3 masters,
 // one replica each).
 //
 // MaxSenders "pods", each its own ClusterClient and Limiter, take OTP slots

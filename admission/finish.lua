@@ -1,8 +1,9 @@
--- finish.lua writes a message id's final record: the outcome is a fact, so
--- it overwrites any claim.
+-- finish.lua writes a message id's record of what became of it: the
+-- outcome is a fact, so it overwrites any claim.
 --
 -- KEYS[1] -> id record key ({sms:<account>}:id:<id>)
--- ARGV[1] -> final record: 'sent' or 'rejected'
+-- ARGV[1] -> the record: 'sent', 'rejected' (refused and dead-lettered), or
+--            'refused:<reason>' (refused, its dead letter not out yet)
 -- ARGV[2] -> record lifetime in milliseconds (below 1 counts as 1)
 --
 -- Returns 'OK'.

@@ -1,16 +1,17 @@
 -- gcra.lua decides one send slot on the SMS account: one call, one clock,
--- one round trip. It is the only writer of the TAT keys.
+-- one round trip. It is what admits; penalty.lua (a 429's end) and
+-- override.lua (a rate change) only move the TATs later.
 --
 -- KEYS[1] -> global TAT key ({sms:<account>}:tat:global), microseconds
 -- KEYS[2] -> marketing TAT key ({sms:<account>}:tat:marketing), microseconds
 -- KEYS[3] -> penalty key ({sms:<account>}:penalty), set by penalty.lua on a 429
 -- KEYS[4] -> wake-ticket key of the caller's class ({sms:<account>}:wake:<class>)
--- KEYS[6] -> in-flight leases ({sms:<account>}:leases), a sorted set of
---            lease members scored by expiry; a process that dies mid-send
---            leaves its lease to expire
 -- KEYS[5] -> rate override hash ({sms:<account>}:override, fields target_rps
 --            and marketing_rps), set by an operator to lower the rates
 --            without a redeploy; a value can only lower a rate, never raise it
+-- KEYS[6] -> in-flight leases ({sms:<account>}:leases), a sorted set of
+--            lease members scored by expiry; a process that dies mid-send
+--            leaves its lease to expire
 -- ARGV[1] -> global emission interval in microseconds (1e6 / TARGET_RPS, rounded up)
 -- ARGV[2] -> global tolerance tau in microseconds ((BURST - 1) * interval)
 -- ARGV[3] -> marketing emission interval in microseconds
@@ -42,8 +43,10 @@
 --   reason  -> 0 allowed, 1 penalty live, 2 global rate, 3 marketing cap,
 --              4 in-flight limit
 --
--- The clock is Redis TIME, never the caller's. A denial never writes the
--- TAT keys: a marketing call updates both only when both have room.
+-- The clock is Redis TIME, never the caller's. A denial never advances a
+-- TAT (it may take a wake ticket, and a recovery floor raises both TATs
+-- before anything is decided): a marketing call updates both only when both
+-- have room.
 --
 -- Wake tickets spread the waiters of all processes over the coming slots,
 -- one interval apart, instead of waking them all when the next slot opens

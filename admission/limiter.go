@@ -2,7 +2,6 @@ package admission
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -13,24 +12,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
-
-var (
-	//go:embed gcra.lua
-	gcraLua    string
-	gcraScript = redis.NewScript(gcraLua)
-
-	//go:embed override.lua
-	overrideLua    string
-	overrideScript = redis.NewScript(overrideLua)
-
-	//go:embed lease_release.lua
-	leaseReleaseLua    string
-	leaseReleaseScript = redis.NewScript(leaseReleaseLua)
-
-	//go:embed penalty.lua
-	penaltyLua    string
-	penaltyScript = redis.NewScript(penaltyLua)
 )
 
 // ErrBadReply reports a script reply of an unexpected shape.
@@ -160,8 +141,9 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, tickets string, w
 	now := l.clock.Now()
 	l.mu.Lock()
 	if now.Before(l.penaltyUntil) {
+		left := l.penaltyUntil.Sub(now) // read under mu: ReportThrottled writes it
 		l.mu.Unlock()
-		return Decision{RetryAfter: l.penaltyUntil.Sub(now), Source: SourcePenalty, Reason: ReasonPenalty}, nil
+		return Decision{RetryAfter: left, Source: SourcePenalty, Reason: ReasonPenalty}, nil
 	}
 	recovering := l.inFallback
 	orphans := len(l.orphans) > 0
@@ -316,8 +298,10 @@ func (l *Limiter) ReportThrottled(ctx context.Context, retryAfter time.Duration)
 // raise a rate. Both zero clears it. The Redis-down fallback keeps the
 // configured share. What the account owes from sends just made is carried
 // over to the new rate, so a cleared override gives the configured rate
-// back at once; that reckoning uses this Limiter's configured rates, which
-// must be the pods'.
+// back at once, while a live 429 penalty keeps its length; that reckoning
+// uses this Limiter's configured rates, which must be the pods'. An
+// override that ends by its ttl gets no such reckoning: the account may
+// then wait up to Burst intervals of the override's rate.
 func (l *Limiter) Override(ctx context.Context, targetRPS, marketingRPS float64, ttl time.Duration) error {
 	keys := []string{l.scriptKeys[OTP][4], l.keys[0], l.keys[1], l.scriptKeys[OTP][3], l.scriptKeys[Marketing][3]}
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.RedisTimeout)
@@ -329,7 +313,12 @@ func (l *Limiter) Override(ctx context.Context, targetRPS, marketingRPS float64,
 	}
 	// The configured intervals, so that the script can rescale what the
 	// TATs owe to the interval in force after the change.
-	err := overrideScript.Run(ctx, l.rdb, keys, f(targetRPS), f(marketingRPS), ttl.Milliseconds(), l.args[OTP][0], l.args[OTP][2]).Err()
+	ms := int64(0) // until cleared
+	if ttl > 0 {
+		ms = int64((ttl + time.Millisecond - 1) / time.Millisecond) // a ttl under 1 ms is not "until cleared"
+	}
+	err := overrideScript.Run(ctx, l.rdb, keys, f(targetRPS), f(marketingRPS), ms,
+		l.args[OTP][0], l.args[OTP][2], l.args[OTP][1], l.args[OTP][3]).Err()
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}

@@ -12,16 +12,20 @@
 -- ARGV[3] -> lifetime in milliseconds (<= 0: until cleared, else at least 1)
 -- ARGV[4] -> configured global emission interval in microseconds
 -- ARGV[5] -> configured marketing emission interval in microseconds
+-- ARGV[6] -> configured global tolerance tau in microseconds
+-- ARGV[7] -> configured marketing tolerance tau in microseconds
 --
 -- Returns 1 when an override was set, 0 when it was cleared.
 --
--- A TAT ahead of now is a debt in units of the interval it was written
--- with: at 1/s a burst leaves it seconds ahead. When the interval in force
--- changes, each TAT's lead is rescaled to the new interval (the same number
--- of messages owed), so that clearing an override brings the configured
--- rate back at once instead of after the old debt runs out at the new
--- rate, and setting one keeps what was just sent counted. Wake tickets,
--- spaced at the old interval, are dropped.
+-- A TAT ahead of now is partly a debt in units of the interval it was
+-- written with (at most tau plus one interval: at 1/s a burst leaves it
+-- seconds ahead) and, beyond that, a pause in time (a 429's Retry-After, a
+-- recovery floor). When the interval in force changes, the debt is rescaled
+-- to the new interval (the same number of messages owed) and the pause is
+-- kept as it is, so that clearing an override brings the configured rate
+-- back at once, setting one keeps what was just sent counted, and neither
+-- stretches nor shortens a penalty. Wake tickets, spaced at the old
+-- interval, are dropped.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -42,7 +46,9 @@ for i = 1, 2 do
   local from, to = interval(int, old[i]), interval(int, ARGV[i])
   local tat = tonumber(redis.call('GET', KEYS[1 + i]) or 0)
   if from ~= to and tat > now then
-    local rescaled = now + math.ceil((tat - now) * to / from)
+    local lead = tat - now
+    local debt = math.min(lead, math.ceil(tonumber(ARGV[5 + i]) * from / int) + from)
+    local rescaled = now + math.ceil(debt * to / from) + (lead - debt)
     redis.call('SET', KEYS[1 + i], string.format('%d', rescaled),
       'PX', math.max(math.ceil((rescaled - now) / 1000), 0) + 1000)
   end

@@ -51,11 +51,12 @@ type harness struct {
 	notify chan struct{}
 }
 
-// newHarness starts the fakes. provider may wrap the simulator's handler.
-func newHarness(t *testing.T, sim provider.SimConfig, wrap func(http.Handler) http.Handler) *harness {
+// newHarness starts the fakes. wrap, if not nil, wraps the simulator's
+// handler; reactors change how pstest answers.
+func newHarness(t *testing.T, sim provider.SimConfig, wrap func(http.Handler) http.Handler, reactors ...pstest.ServerReactorOption) *harness {
 	t.Helper()
 	h := &harness{
-		t: t, ps: pstest.NewServer(), sim: provider.NewSimulator(sim),
+		t: t, ps: pstest.NewServer(reactors...), sim: provider.NewSimulator(sim),
 		account: redistest.UniqueAccount(t),
 		ended:   map[string]Event{}, notify: make(chan struct{}, 1),
 	}

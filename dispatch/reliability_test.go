@@ -8,10 +8,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"cloud.google.com/go/pubsub/v2/pstest"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/redistest"
@@ -32,12 +36,25 @@ func refuseIDs(prefix string) func(http.Handler) http.Handler {
 	}
 }
 
-// TestRefusedMessagesSurviveADeadLetterOutage: the dead-letter topic is
-// deleted while 40 messages the provider refuses go through, and re-created
-// seconds later. Each ends in the inspect subscription with its
-// reject_reason, none is lost (acked unsent), and none reaches the provider
-// a second time: the send-once record keeps the refusal until its dead
-// letter is out.
+// deadLetterOutage makes pstest answer a publish to the dead-letter topic
+// as Pub/Sub answers one to a deleted topic, while on.
+type deadLetterOutage struct{ on atomic.Bool }
+
+func (o *deadLetterOutage) React(req any) (bool, any, error) {
+	if r, ok := req.(*pubsubpb.PublishRequest); ok && o.on.Load() && strings.HasSuffix(r.Topic, "/sms-dead-letter") {
+		return true, nil, status.Errorf(codes.NotFound, "Resource not found (resource=sms-dead-letter).")
+	}
+	return false, nil, nil
+}
+
+// TestRefusedMessagesSurviveADeadLetterOutage: the dead-letter topic
+// refuses publishes (NotFound, as when it was deleted) while 40 messages
+// the provider refuses go through, and takes them again seconds later.
+// Each ends in the inspect subscription with its reject_reason, none is
+// lost (acked unsent), and none reaches the provider a second time: the
+// send-once record keeps the refusal until its dead letter is out. (A
+// deleted and re-created topic loses what is published before its
+// subscription is re-created: a test of that would race with itself.)
 func TestRefusedMessagesSurviveADeadLetterOutage(t *testing.T) {
 	const n = 40
 	var mu sync.Mutex
@@ -51,15 +68,9 @@ func TestRefusedMessagesSurviveADeadLetterOutage(t *testing.T) {
 			refuse.ServeHTTP(w, r)
 		})
 	}
-	h := newHarness(t, strict, count)
-	ctx := context.Background()
-	const topic, sub = "projects/test/topics/sms-dead-letter", "projects/test/subscriptions/sms-dead-letter-inspect"
-	if err := h.admin.SubscriptionAdminClient.DeleteSubscription(ctx, &pubsubpb.DeleteSubscriptionRequest{Subscription: sub}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.admin.TopicAdminClient.DeleteTopic(ctx, &pubsubpb.DeleteTopicRequest{Topic: topic}); err != nil {
-		t.Fatal(err)
-	}
+	outage := &deadLetterOutage{}
+	outage.on.Store(true)
+	h := newHarness(t, strict, count, pstest.ServerReactorOption{FuncName: "Publish", Reactor: outage})
 	var ids []string
 	for i := range n {
 		ids = append(ids, h.publish(admission.Marketing, map[string]string{"id": fmt.Sprintf("refused-%d", i), "to": "+819012345678", "body": "sale"}))
@@ -83,12 +94,7 @@ func TestRefusedMessagesSurviveADeadLetterOutage(t *testing.T) {
 	}
 	time.Sleep(3 * time.Second) // the outage goes on: nothing to wait for
 
-	if _, err := h.admin.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.admin.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: topic, AckDeadlineSeconds: 10}); err != nil {
-		t.Fatal(err)
-	}
+	outage.on.Store(false)
 	for id, ev := range h.waitEnded(ids, time.Minute) {
 		if ev.Outcome != nack.Rejected || ev.Action != nack.DeadLetter {
 			t.Errorf("%s ended %v/%v, want rejected and dead-lettered", id, ev.Outcome, ev.Action)
@@ -137,7 +143,9 @@ func TestADuplicateOfAnExpiredCopyIsSent(t *testing.T) {
 		})
 	}
 	h := newHarness(t, strict, slowFirst)
-	h.start(1, Config{})
+	// A max wait past the first copy's deadline: the second waits in the
+	// process for the first one's end, not in a nack-redelivery cycle.
+	h.start(1, Config{OTPMaxWait: 5 * time.Second})
 	early := h.publish(admission.OTP, map[string]string{
 		"id": "login-dup", "to": "+819012345678", "body": "code",
 		"deadline": time.Now().Add(3 * time.Second).Format(time.RFC3339Nano),
@@ -249,7 +257,10 @@ func TestRedisSlowNotDown(t *testing.T) {
 	h := newHarness(t, strict, nil)
 	proxy := redistest.NewProxy(t, redistest.Addr(t))
 	h.redisAddr = proxy.Addr()
-	h.limits.RedisTimeout = 200 * time.Millisecond
+	// 80 ms is well under it even on a loaded machine under the race
+	// detector, where a call that misses REDIS_TIMEOUT would put its pod in
+	// the fallback and, on its return, behind the recovery floor.
+	h.limits.RedisTimeout = 500 * time.Millisecond
 	const delay = 80 * time.Millisecond
 	cfg := Config{OTPMaxWait: time.Second}
 	ids := h.flood("campaign", 1500)
@@ -282,18 +293,29 @@ func TestRedisSlowNotDown(t *testing.T) {
 	// A delivery's Redis calls outside the wait for a slot (claim, finish,
 	// lease) each take the delay; the wait itself is bounded by the max
 	// wait.
-	bound := cfg.OTPMaxWait + 4*h.limits.RedisTimeout
+	// Until its slot (or its nack): the claim, then at most the max wait,
+	// which a Redis call begun just before its end may overrun by one
+	// delay; then the finish. Scheduling on a loaded machine gets 250 ms.
+	bound := cfg.OTPMaxWait + 3*delay + 250*time.Millisecond
 	var worst time.Duration
 	var fast []time.Duration
+	fallbacks := 0
 	h.mu.Lock()
 	for _, ev := range h.events {
+		if ev.Decision.Source == admission.SourceFallback {
+			fallbacks++
+		}
 		if ev.Class != admission.OTP || ev.Received.Before(slowFrom) {
 			continue
 		}
-		held := ev.Finished.Sub(ev.Received)
+		end := ev.Finished
+		if !ev.Admitted.IsZero() {
+			end = ev.Admitted
+		}
+		held := end.Sub(ev.Received)
 		worst = max(worst, held)
 		if held > bound {
-			t.Errorf("OTP %s held %v (%v/%v), want at most %v", ev.ID, held, ev.Outcome, ev.Action, bound)
+			t.Errorf("OTP %s waited %v for its slot (%v/%v), want at most %v", ev.ID, held, ev.Outcome, ev.Action, bound)
 		}
 		if ev.Received.After(fastFrom.Add(time.Second)) && ev.Outcome == nack.Sent {
 			fast = append(fast, ev.Finished.Sub(ev.Received))
@@ -301,7 +323,7 @@ func TestRedisSlowNotDown(t *testing.T) {
 	}
 	h.mu.Unlock()
 	med := median(fast)
-	t.Logf("OTP with Redis 80 ms slow: longest held %v; OTP median from 1 s after Redis is fast again: %v (%d sent)", worst, med, len(fast))
+	t.Logf("OTP with Redis 80 ms slow: longest wait for a slot %v; OTP median from 1 s after Redis is fast again: %v (%d sent); %d fallback decisions", worst, med, len(fast), fallbacks)
 	if len(fast) == 0 || med >= delay {
 		t.Fatalf("OTP median %v over %d sends 1 s after Redis is fast again, want under the %v delay", med, len(fast), delay)
 	}

@@ -1,0 +1,105 @@
+package admission
+
+import (
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The Lua scripts of the package, each opening with its KEYS/ARGV/Returns
+// contract. Each runs with EVALSHA, falling back to EVAL on NOSCRIPT.
+var (
+	//go:embed gcra.lua
+	gcraLua    string
+	gcraScript = redis.NewScript(gcraLua)
+
+	//go:embed penalty.lua
+	penaltyLua    string
+	penaltyScript = redis.NewScript(penaltyLua)
+
+	//go:embed override.lua
+	overrideLua    string
+	overrideScript = redis.NewScript(overrideLua)
+
+	//go:embed lease_release.lua
+	leaseReleaseLua    string
+	leaseReleaseScript = redis.NewScript(leaseReleaseLua)
+
+	//go:embed claim.lua
+	claimLua    string
+	claimScript = redis.NewScript(claimLua)
+
+	//go:embed finish.lua
+	finishLua    string
+	finishScript = redis.NewScript(finishLua)
+
+	//go:embed release.lua
+	releaseLua    string
+	releaseScript = redis.NewScript(releaseLua)
+
+	//go:embed attempt.lua
+	attemptLua    string
+	attemptScript = redis.NewScript(attemptLua)
+)
+
+// Operations, one per script: the names ScriptOp gives.
+const (
+	OpAdmit        = "admit"         // gcra.lua: a send slot (and lease, wake ticket)
+	OpPenalty      = "penalty"       // penalty.lua: a 429's Retry-After for every process
+	OpOverride     = "override"      // override.lua: an operator's rate override
+	OpLeaseRelease = "lease_release" // lease_release.lua: the end of a send's in-flight lease
+	OpClaim        = "claim"         // claim.lua: an id's send claim
+	OpFinish       = "finish"        // finish.lua: an id's record (sent, refused, rejected)
+	OpRelease      = "release"       // release.lua: an id's claim given back
+	OpAttempt      = "attempt"       // attempt.lua: an id's provider attempts counted
+)
+
+// scriptOps maps each script's SHA-1, in hex as EVALSHA takes it, to its
+// operation.
+var scriptOps = func() map[string]string {
+	m := map[string]string{}
+	for op, src := range map[string]string{
+		OpAdmit: gcraLua, OpPenalty: penaltyLua, OpOverride: overrideLua, OpLeaseRelease: leaseReleaseLua,
+		OpClaim: claimLua, OpFinish: finishLua, OpRelease: releaseLua, OpAttempt: attemptLua,
+	} {
+		sum := sha1.Sum([]byte(src))
+		m[hex.EncodeToString(sum[:])] = op
+	}
+	return m
+}()
+
+// ScriptOp names the operation of a Redis command, from its arguments as
+// go-redis gives them: EVALSHA or EVAL of one of this package's scripts is
+// the script's operation (OpAdmit, OpClaim, ...); anything else is "other".
+func ScriptOp(args []any) string {
+	if len(args) < 2 {
+		return "other"
+	}
+	name, _ := args[0].(string)
+	ref, _ := args[1].(string)
+	switch name {
+	case "evalsha", "EVALSHA":
+	case "eval", "EVAL":
+		sum := sha1.Sum([]byte(ref))
+		ref = hex.EncodeToString(sum[:])
+	default:
+		return "other"
+	}
+	if op, ok := scriptOps[ref]; ok {
+		return op
+	}
+	return "other"
+}
+
+// ScriptHash returns the SHA-1 (hex) of the script of operation op, or ""
+// for an unknown op.
+func ScriptHash(op string) string {
+	for sha, o := range scriptOps {
+		if o == op {
+			return sha
+		}
+	}
+	return ""
+}
