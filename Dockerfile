@@ -22,10 +22,12 @@ ARG TARGETARCH
 ARG VERSION=dev
 # Static (no cgo, so no libc in the image), reproducible paths, no symbol
 # tables; the version is stamped into main.version (the linker ignores -X
-# for a variable cmd/dispatcher does not declare).
+# for a variable cmd/dispatcher does not declare). -tags nodemo leaves out
+# `dispatcher demo` and what it runs on (in-process Pub/Sub, Redis and
+# provider simulator): the image's binary has no test servers.
 RUN --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" \
+    go build -trimpath -tags nodemo -ldflags "-s -w -X main.version=${VERSION}" \
       -o /out/dispatcher ./cmd/dispatcher
 
 # distroless/static: CA certificates, tzdata and /etc/passwd with the

@@ -106,7 +106,7 @@ func TestRedisDownMidFloodThenBack(t *testing.T) {
 	}
 }
 
-// TestA5xxStormDoesNotAmplifyAndRecovers is seed 002's metastable trigger:
+// TestA5xxStormDoesNotAmplifyAndRecovers is the metastable trigger of docs/design.md (retry in one layer):
 // the provider answers 503 to everything for 15 s while a flood is being
 // sent at full speed by three instances. Retries are redeliveries that
 // take a slot like any first try, and each instance's retry budget pauses
@@ -148,7 +148,7 @@ func TestA5xxStormDoesNotAmplifyAndRecovers(t *testing.T) {
 	if before < 30 {
 		t.Fatalf("only %.1f requests/s before the storm: the flood did not reach full speed", before)
 	}
-	// The slots alone keep it at 1× (the bound of seed 002's fix is 1.2×);
+	// The slots alone keep it at 1× (docs/design.md's bound is 1.2×);
 	// the retry budget's pauses keep a failing provider to a trickle.
 	if during > 0.5*before {
 		t.Errorf("%.1f provider requests/s during the storm, want the retry budget to keep it under half the %.1f/s before it", during, before)

@@ -141,7 +141,7 @@ func TestHostileMessagesAreDeadLetteredOnce(t *testing.T) {
 }
 
 // TestOddAttributesDoNotStopAValidMessage: attributes are the producer's
-// (CONTRACT.md section 2 judges the data only), so a valid message with a
+// (docs/contract.md section 2 judges the data only), so a valid message with a
 // garbage traceparent, a forged reject_reason or a delivery-attempt
 // look-alike is sent, once, and not dead-lettered.
 func TestOddAttributesDoNotStopAValidMessage(t *testing.T) {
@@ -178,7 +178,7 @@ func debugLogger(w *bytes.Buffer) *slog.Logger {
 }
 
 // checkLogs fails the test if the dispatcher's logs hold any of secrets: a
-// phone number in clear or a body (STYLE.md rule 11).
+// phone number in clear or a body (docs/design.md, conventions).
 func checkLogs(t *testing.T, logs string, secrets ...string) {
 	t.Helper()
 	for _, s := range secrets {

@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 )
 
-// Limits of CONTRACT.md section 2.
+// Limits of docs/contract.md section 2.
 const (
 	MaxDataBytes = 64 << 10
 	MaxIDLen     = 128
@@ -35,7 +35,7 @@ type InvalidError struct {
 
 func (e *InvalidError) Error() string { return e.Reason + ": " + e.Detail }
 
-// wire is the JSON of CONTRACT.md section 2; unknown fields are ignored.
+// wire is the JSON of docs/contract.md section 2; unknown fields are ignored.
 type wire struct {
 	ID       *string `json:"id"`
 	To       *string `json:"to"`

@@ -1,5 +1,8 @@
-// Package k8s holds no code: it exists so that the checks of the deployment
-// files run with every `go test ./...`. Its tests guarantee that every
+// Package k8s holds no code: it is the nested module (k8s/go.mod) of the
+// checks of the deployment and monitoring files, so that their heavy
+// dependencies (kustomize, the Kubernetes API types, Prometheus's rule
+// parser, buildkit's Dockerfile parser) stay out of the service's module.
+// `cd k8s && go test ./...` runs them (.ci/run does). Its tests guarantee that every
 // manifest under k8s/ decodes strictly into its Kubernetes API type (a
 // misspelt or misplaced field fails), that the kustomize base and the
 // example overlay render, and that the rendered objects agree with each
@@ -9,8 +12,10 @@
 // set is one the dispatcher reads; TARGET_RPS stays within CONTRACT_RPS;
 // the HPA never scales on the marketing backlog; the pods run nonroot on a
 // read-only root filesystem without capabilities; and the Dockerfile builds
-// a static binary onto a nonroot distroless image.
+// a static binary, without the demo, onto a nonroot distroless image; and
+// that every alert rule names metrics the service exports and carries a
+// runbook_url into docs/runbook.md.
 //
-// No other package may import this one: DESIGN.md gives k8s/ "how it runs
-// on Kubernetes" and nothing else.
+// No other package may import this one: docs/design.md gives k8s/ "how it
+// runs on Kubernetes" and nothing else.
 package k8s

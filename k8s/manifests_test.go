@@ -1439,20 +1439,10 @@ func TestDockerignoreKeepsTheBuildInputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(goTool, "list", "-deps", "-f",
-		`{{if .Module}}{{if .Module.Main}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{range .EmbedFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{end}}{{end}}`,
-		"./cmd/dispatcher")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
+	files := listDispatcherDeps(t, dockerBuildTags(t),
+		`{{if .Module}}{{if .Module.Main}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{range .EmbedFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{end}}{{end}}`)
 	inputs := []string{"go.mod", "go.sum"}
-	for _, p := range strings.Fields(string(out)) {
+	for _, p := range files {
 		rel, err := filepath.Rel(root, p)
 		if err != nil {
 			t.Fatal(err)
@@ -1474,6 +1464,61 @@ func TestDockerignoreKeepsTheBuildInputs(t *testing.T) {
 	for _, out := range []string{".git/config", "k8s/base/deployment.yaml", "cmd/dispatcher/main_test.go"} {
 		if excluded, _ := pm.MatchesOrParentMatches(out); !excluded {
 			t.Errorf(".dockerignore lets %s into the build context", out)
+		}
+	}
+}
+
+// dockerBuildTags returns the build tags of the Dockerfile's go build, ""
+// if it sets none.
+func dockerBuildTags(t *testing.T) string {
+	t.Helper()
+	for _, s := range dockerfileStages(t) {
+		for _, n := range s.instrs {
+			if !strings.EqualFold(n.Value, "run") || !strings.Contains(n.Original, "go build") {
+				continue
+			}
+			if m := regexp.MustCompile(`\s-?-tags[= ]+(?:"([^"]*)"|'([^']*)'|(\S+))`).FindStringSubmatch(n.Original); m != nil {
+				return m[1] + m[2] + m[3]
+			}
+			return ""
+		}
+	}
+	t.Fatal("no RUN go build in the Dockerfile")
+	return ""
+}
+
+// listDispatcherDeps runs go list -deps -f format on ./cmd/dispatcher of the
+// root module, with the build tags given, and returns its output's fields.
+func listDispatcherDeps(t *testing.T, tags, format string) []string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(goTool, "list", "-deps", "-tags", tags, "-f", format, "./cmd/dispatcher")
+	cmd.Dir = ".."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
+	}
+	return strings.Fields(string(out))
+}
+
+// TestImageLeavesOutTheDemo: the binary the Dockerfile builds has no test
+// servers. `dispatcher demo` runs on an in-process Pub/Sub (pstest), Redis
+// (miniredis) and the provider simulator behind an httptest server; the
+// Dockerfile's build tags (nodemo) must leave all of them out.
+func TestImageLeavesOutTheDemo(t *testing.T) {
+	tags := dockerBuildTags(t)
+	deps := listDispatcherDeps(t, tags, "{{.ImportPath}}")
+	if !slices.Contains(deps, "smsdispatcher/provider") {
+		t.Fatalf("go list found only %v", deps)
+	}
+	for _, p := range []string{"cloud.google.com/go/pubsub/v2/pstest", "github.com/alicebob/miniredis/v2", "net/http/httptest"} {
+		if slices.Contains(deps, p) {
+			t.Errorf("the Dockerfile's build (tags %q) links %s: build with -tags nodemo", tags, p)
 		}
 	}
 }

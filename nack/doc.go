@@ -9,7 +9,8 @@
 // package does not know. The package decides only: it never sends, publishes,
 // acks or nacks, and never sleeps.
 //
-// Retry policy lives in one layer, Pub/Sub redelivery (DESIGN.md decision 7).
+// Retry policy lives in one layer, Pub/Sub redelivery (docs/design.md,
+// "Retry in one layer").
 // Budget applies the gRPC A6 retryThrottling rule to that layer, so that a
 // provider outage does not multiply the load on the provider; FullJitter
 // spreads waits uniformly so that many processes do not retry in step.

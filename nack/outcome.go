@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -17,7 +18,7 @@ const (
 	Expired
 	// Duplicate means its id was already sent (or finished) earlier.
 	Duplicate
-	// Invalid means the message breaks CONTRACT.md section 2.
+	// Invalid means the message breaks docs/contract.md section 2.
 	Invalid
 	// Denied means admission gave no send slot within the class's max wait.
 	Denied
@@ -140,6 +141,39 @@ func Classify(err error) Outcome {
 	return Transient
 }
 
+// DefaultRetryAfter is how long a 429 without a usable Retry-After asks
+// every sender to wait.
+const DefaultRetryAfter = time.Second
+
+// A Verdict is what one provider send came to.
+type Verdict struct {
+	Outcome Outcome
+	// RetryAfter is, for Throttled, how long the provider asked every
+	// sender to wait: the Backoff of the first error in the tree that has
+	// a Backoff() time.Duration method, else DefaultRetryAfter. Zero for
+	// any other outcome.
+	RetryAfter time.Duration
+}
+
+// backoffer is a provider error that can say how long to wait.
+type backoffer interface {
+	error
+	Backoff() time.Duration
+}
+
+// Judge classifies err as Classify does and, for Throttled, carries the
+// Retry-After the provider asked for.
+func Judge(err error) Verdict {
+	v := Verdict{Outcome: Classify(err)}
+	if v.Outcome == Throttled {
+		v.RetryAfter = DefaultRetryAfter
+		if b, ok := errors.AsType[backoffer](err); ok {
+			v.RetryAfter = b.Backoff()
+		}
+	}
+	return v
+}
+
 // MaxRejectReasonLen is the longest reject_reason RejectReason returns, in
 // bytes: Pub/Sub refuses attribute values over 1024 bytes, and a dead letter
 // that cannot be published would be nacked for ever.
@@ -147,7 +181,8 @@ const MaxRejectReasonLen = 1024
 
 // RejectReason returns the value of the reject_reason attribute of a dead
 // letter: "invalid: " followed by the validation error for Invalid, and
-// "provider: " followed by the provider's error for Rejected. With a nil err
+// "provider: " followed by the provider's error for Rejected (once: an
+// error whose text already starts so is not prefixed again). With a nil err
 // it returns "invalid" or "provider"; for any other Outcome (a message
 // dead-lettered after too many attempts), err's text, or o.String() when
 // err is nil, so the attribute is never empty. The result is valid UTF-8 of at most
@@ -171,7 +206,11 @@ func RejectReason(o Outcome, err error) string {
 	if err == nil {
 		return prefix
 	}
-	return truncateUTF8(strings.ToValidUTF8(prefix+": "+err.Error(), "\uFFFD"), MaxRejectReasonLen)
+	text := err.Error()
+	if !strings.HasPrefix(text, prefix+": ") { // the provider's errors say "provider: " already
+		text = prefix + ": " + text
+	}
+	return truncateUTF8(strings.ToValidUTF8(text, "\uFFFD"), MaxRejectReasonLen)
 }
 
 // truncateUTF8 cuts valid UTF-8 s to at most n bytes without splitting a

@@ -200,3 +200,29 @@ func TestRejectReason(t *testing.T) {
 		})
 	}
 }
+
+// backoffError is a 429 that says how long to wait.
+type backoffError struct{ d time.Duration }
+
+func (e backoffError) Error() string          { return "status 429" }
+func (e backoffError) Throttled() bool        { return true }
+func (e backoffError) Backoff() time.Duration { return e.d }
+
+func TestJudgeCarriesTheRetryAfterOfA429(t *testing.T) {
+	tests := []struct {
+		err  error
+		want Verdict
+	}{
+		{nil, Verdict{Outcome: Sent}},
+		{backoffError{3 * time.Second}, Verdict{Outcome: Throttled, RetryAfter: 3 * time.Second}},
+		{fmt.Errorf("send: %w", backoffError{0}), Verdict{Outcome: Throttled}}, // a date in the past: at once
+		{flags{throttled: true}, Verdict{Outcome: Throttled, RetryAfter: DefaultRetryAfter}},
+		{flags{permanent: true}, Verdict{Outcome: Rejected}},
+		{errors.New("connection reset"), Verdict{Outcome: Transient}},
+	}
+	for _, tt := range tests {
+		if got := Judge(tt.err); got != tt.want {
+			t.Errorf("Judge(%v) = %+v, want %+v", tt.err, got, tt.want)
+		}
+	}
+}

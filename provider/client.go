@@ -34,8 +34,8 @@ var (
 	// wrapping error never shows the token.
 	ErrInvalidToken = errors.New("provider: invalid token")
 	// ErrInvalidMessage reports a Message that Send cannot put on the wire.
-	// Nothing was sent, and nothing will change if it is sent again: callers
-	// treat it as permanent.
+	// Nothing was sent, and nothing will change if it is sent again: the
+	// error Send returns says Permanent, like a provider's refusal.
 	ErrInvalidMessage = errors.New("provider: invalid message")
 )
 
@@ -64,7 +64,8 @@ func (m Message) LogValue() slog.Value {
 }
 
 // MaskNumber replaces every byte of a phone number but the last 4 with '*',
-// the form in which a number may be logged (STYLE.md rule 11). A number of 4
+// the form in which a number may be logged (docs/design.md, Conventions,
+// rule 6). A number of 4
 // bytes or fewer is masked entirely.
 func MaskNumber(to string) string {
 	if len(to) <= 4 {
@@ -113,6 +114,10 @@ func (e *Error) Error() string {
 // its rate and nobody should send on it for RetryAfter.
 func (e *Error) Throttled() bool { return e.Status == http.StatusTooManyRequests }
 
+// Backoff returns how long the provider asked every sender to wait:
+// RetryAfter.
+func (e *Error) Backoff() time.Duration { return e.RetryAfter }
+
 // Permanent reports whether the provider refused this message for good: a
 // 4xx other than 429. Sending it again will not help.
 func (e *Error) Permanent() bool {
@@ -127,7 +132,7 @@ func (e *Error) Temporary() bool {
 }
 
 // Client sends one message per Send call to the provider's generic JSON API
-// (CONTRACT.md section 3). It is safe for concurrent use. It does not retry:
+// (docs/contract.md section 3). It is safe for concurrent use. It does not retry:
 // the one layer that retries is Pub/Sub redelivery.
 type Client struct {
 	// All fields are set by NewClient and only read afterwards.
@@ -269,7 +274,7 @@ func defaultHTTPClient() *http.Client {
 // http.Client. Call it at shutdown; the Client stays usable.
 func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
 
-// wireMessage is the request body of CONTRACT.md section 3.
+// wireMessage is the request body of docs/contract.md section 3.
 type wireMessage struct {
 	To        string `json:"to"`
 	Body      string `json:"body"`
@@ -294,7 +299,7 @@ func (c *Client) Send(ctx context.Context, m Message) error {
 	enc := json.NewEncoder(&body)
 	enc.SetEscapeHTML(false) // send "<" and "&" as they are; the provider may count bytes
 	if err := enc.Encode(wireMessage{To: m.To, Body: m.Body, ClientRef: m.ID}); err != nil {
-		return fmt.Errorf("%w: encode: %v", ErrInvalidMessage, err)
+		return invalidMessage("encode: %v", err)
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
@@ -346,11 +351,11 @@ func sendError(ctx context.Context, err error) error {
 
 func checkID(id string) error {
 	if id == "" {
-		return fmt.Errorf("%w: empty ID", ErrInvalidMessage)
+		return invalidMessage("empty ID")
 	}
 	for i := 0; i < len(id); i++ {
 		if b := id[i]; (b < ' ' && b != '\t') || b == 0x7f {
-			return fmt.Errorf("%w: ID has a control character at byte %d", ErrInvalidMessage, i)
+			return invalidMessage("ID has a control character at byte %d", i)
 		}
 	}
 	return nil
@@ -375,3 +380,17 @@ func (c *Client) excerpt(head []byte, m Message) string {
 	}
 	return "" // a body built to hold the placeholder itself
 }
+
+// invalidMessageError is a Message Send refused before sending it. It is
+// ErrInvalidMessage and, since sending it again cannot help, Permanent.
+type invalidMessageError struct{ detail string }
+
+func invalidMessage(format string, args ...any) error {
+	return invalidMessageError{fmt.Sprintf(format, args...)}
+}
+
+func (e invalidMessageError) Error() string        { return ErrInvalidMessage.Error() + ": " + e.detail }
+func (e invalidMessageError) Is(target error) bool { return target == ErrInvalidMessage }
+
+// Permanent reports true: the message will never go on the wire.
+func (e invalidMessageError) Permanent() bool { return true }

@@ -403,8 +403,11 @@ func TestClientInvalidMessage(t *testing.T) {
 		m := testMsg
 		m.ID = id
 		err := c.Send(context.Background(), m)
-		if !errors.Is(err, ErrInvalidMessage) {
-			t.Errorf("Send with ID %q = %v, want ErrInvalidMessage", id, err)
+		if p, ok := errors.AsType[interface {
+			error
+			Permanent() bool
+		}](err); !errors.Is(err, ErrInvalidMessage) || !ok || !p.Permanent() {
+			t.Errorf("Send with ID %q = %v, want ErrInvalidMessage, permanent", id, err)
 		}
 		checkNoSecrets(t, err, m)
 	}

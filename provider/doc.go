@@ -9,7 +9,7 @@
 // or value it logs holds the token, a phone number or a message body.
 //
 // The package also holds a Simulator: an http.Handler that enforces the
-// provider's side of CONTRACT.md section 3 (request shape, bearer token, a
+// provider's side of docs/contract.md section 3 (request shape, bearer token, a
 // rate limit over a strict sliding or a fixed window, 429 with Retry-After,
 // suspension after too many 429s) and records every arrival, so that tests,
 // the local demo and load runs can check the dispatcher against a provider

@@ -9,7 +9,7 @@ import (
 const (
 	// DefaultRetryAfter is how long a 429 asks the caller to wait when its
 	// Retry-After header is missing, negative or does not parse
-	// (CONTRACT.md section 3: "missing means 1 s").
+	// (docs/contract.md section 3: "missing or unreadable means 1 s").
 	DefaultRetryAfter = time.Second
 
 	// MaxRetryAfter caps any Retry-After: a provider answering "wait a year"

@@ -24,7 +24,7 @@ const StatusClientClosed = 499
 const maxRequestBody = 64 << 10
 
 // SimConfig configures a Simulator. The zero value means the defaults, which
-// are the account's contract of CONTRACT.md section 3: 100 messages per
+// are the account's contract of docs/contract.md section 3: 100 messages per
 // strict sliding second, suspension for 60 minutes after more than 300 429s
 // in 10 minutes.
 type SimConfig struct {
@@ -147,7 +147,7 @@ func WithSimClock(now func() time.Time) SimOption {
 	}
 }
 
-// Simulator is an http.Handler that plays the provider of CONTRACT.md
+// Simulator is an http.Handler that plays the provider of docs/contract.md
 // section 3 strictly. It is safe for concurrent use; each request is
 // decided under one mutex in O(1) amortized time.
 type Simulator struct {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -235,26 +234,5 @@ func (h redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 }
 
 func (h redisHook) count(ctx context.Context, args []any) {
-	h.m.redisCalls.Add(ctx, 1, metric.WithAttributes(AttrRedisOp.String(redisOp(args))))
-}
-
-// redisOp names a command by the first key of a script call.
-func redisOp(args []any) string {
-	name, _ := args[0].(string)
-	name = strings.ToLower(name)
-	if (name != "evalsha" && name != "eval") || len(args) < 4 {
-		return "other"
-	}
-	key, _ := args[3].(string)
-	switch {
-	case strings.HasSuffix(key, ":tat:global"):
-		return "gcra"
-	case strings.HasSuffix(key, ":penalty"):
-		return "penalty"
-	case strings.Contains(key, ":id:"):
-		return "claim"
-	case strings.Contains(key, ":attempts:"):
-		return "attempts"
-	}
-	return "other"
+	h.m.redisCalls.Add(ctx, 1, metric.WithAttributes(AttrRedisOp.String(admission.ScriptOp(args))))
 }

@@ -16,7 +16,7 @@ import (
 	"smsdispatcher/admission"
 )
 
-// config is the dispatcher's whole configuration (CONTRACT.md section 4).
+// config is the dispatcher's whole configuration (docs/contract.md section 4).
 // Each field comes from a flag, else its environment variable, else its
 // default; parseConfig validates it once.
 type config struct {

@@ -1,3 +1,9 @@
+//go:build !nodemo
+
+// The demo (`dispatcher demo`) and what it runs on (local.go) are left out
+// of a build with -tags nodemo, as the Dockerfile's: the production image
+// carries no in-process Pub/Sub, Redis or provider simulator (demo_off.go).
+
 package main
 
 import (

@@ -25,7 +25,8 @@ import (
 	"smsdispatcher/provider"
 )
 
-// TestSIGKILLMidFloodLosesNothing is the issue's crash test: two real
+// TestSIGKILLMidFloodLosesNothing is the crash test of docs/design.md ("What
+// the measurements must show"): two real
 // dispatcher processes (serve) share a flood; one is SIGKILLed once about a
 // third of it is sent, the other drains the rest, redeliveries included.
 //
@@ -41,8 +42,8 @@ import (
 // before recording it, and its claim then expires and a redelivery sends
 // it again. A message the dead process had sent and recorded but not yet
 // acked comes back too, and must be acked as a duplicate without a second
-// send. The looser figure of the issue (any provider request started before
-// the kill whose Pub/Sub message was not acked 150 ms later) is logged.
+// send. A looser count (any provider request started before the kill whose
+// Pub/Sub message was not acked 150 ms later) is logged.
 //
 // No timing is asserted: only counts. The hang bounds are generous.
 func TestSIGKILLMidFloodLosesNothing(t *testing.T) {
@@ -213,7 +214,7 @@ func TestSIGKILLMidFloodLosesNothing(t *testing.T) {
 	}
 	recorded := recordedOf(ids) // id -> its send (or rejection) was recorded at the kill
 
-	// The issue's looser figure: a provider request started before the
+	// The looser count: a provider request started before the
 	// kill, its message not acked once in-transit acks had time to land.
 	time.Sleep(150 * time.Millisecond)
 	ackedAfterKill := killAcked(ps)

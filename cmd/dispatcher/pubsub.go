@@ -53,8 +53,10 @@ func ackDeadline(cfg config) int32 {
 }
 
 // maxDeliveryAttempts is the dead-letter policy's limit (Pub/Sub allows
-// 5-100). The policy is what makes Pub/Sub count delivery attempts; the
-// dispatcher dead-letters explicitly long before this.
+// 5-100). The policy is what makes Pub/Sub count delivery attempts. serve
+// gives the same number to dispatch.Config.MaxDeliveryAttempts, so that the
+// dispatcher dead-letters a message itself, with a reject_reason, on the
+// delivery after which the policy would forward it silently.
 const maxDeliveryAttempts = 100
 
 // setupTopology creates what config names when it is missing: both topics,

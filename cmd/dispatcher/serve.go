@@ -63,6 +63,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer sender.CloseIdleConnections() // after the last send: keep-alives to the provider end with the process
 	inst, err := newInstance(cfg, rdb, ps, sender, tel, tel.metrics, logger)
 	if err != nil {
 		return err
@@ -82,8 +83,8 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 
 	// Shutdown order: the dispatcher stops pulling, nacks what waits and
 	// lets sends finish (Run returns); the dead-letter publisher flushes
-	// (inst.close); the HTTP server stops; then, deferred, Pub/Sub, Redis
-	// and telemetry close.
+	// (inst.close); the HTTP server stops; then, deferred, the provider's
+	// idle connections, Pub/Sub, Redis and telemetry close.
 	runErr := inst.d.Run(ctx)
 	logger.Info("dispatcher stopped pulling; sends in flight finished")
 	inst.close()

@@ -25,7 +25,7 @@ const (
 
 var allStrategies = []string{stratV1, stratV2, stratPlanA, stratGCRA}
 
-// The provider's contract, as CONTRACT.md states it, and the real limiter's
+// The provider's contract, as docs/contract.md section 3 states it, and the real limiter's
 // defaults.
 const (
 	targetRPS        = admission.DefaultTargetRPS

@@ -1,4 +1,4 @@
-// Command loadtest reproduces the incident of seed 000 and measures the fix:
+// Command loadtest reproduces the incident of docs/design.md and measures the fix:
 // the old send limiters (v1 static split, v2 GET-then-INCR, plan A atomic
 // INCR; package internal/oldlimiters) and the real one (package admission,
 // with the dispatcher's nack policy) each drive K concurrent senders against

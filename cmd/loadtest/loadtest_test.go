@@ -80,7 +80,7 @@ func TestQuickRunShowsTheIncidentAndTheFix(t *testing.T) {
 		t.Errorf("v2 got no 429 from a strict provider; want some (max requests in 1 s: %d)", v2.MaxAll1s)
 	}
 	if v2.Retries == 0 {
-		t.Error("v2 re-sent nothing after its 429s; the seed's loop re-sends at once, 4 tries in all")
+		t.Error("v2 re-sent nothing after its 429s; the old send loop re-sends at once, 4 tries in all")
 	}
 }
 

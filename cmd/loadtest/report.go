@@ -224,7 +224,7 @@ func writeTable(w io.Writer, cfg *config, rows []*result) error {
 	_, err := fmt.Fprint(w, `
 429s: answered 429 (all tries); 1st try: of those, to a message's first try; after 1s: after the run's first second,
   which holds the campaign's start (a fixed window lets the window the start fell in and the next one both fill in it).
-suspended in: 300 / (429s per second), the seed's extrapolation of "more than 300 429s in 10 minutes"; never if under 0.5/s.
+suspended in: 300 / (429s per second), the incident analysis's extrapolation of "more than 300 429s in 10 minutes"; never if under 0.5/s.
 sent/s, util: accepted by the provider within the run, and that over TARGET_RPS.
 max 1s, max 100ms: most accepted in any window of that length at any phase (in brackets: all requests); contract 100 and 10.
 OTPs admitted: of those arrived. OTP p50/p99: queue arrival to first admission; ">" when the quantile is an OTP never

@@ -16,15 +16,16 @@ const (
 	// sendTimeout bounds one provider send; a send on the wire when the run
 	// ends finishes within it.
 	sendTimeout = 2 * time.Second
-	// spinInterval is the seed's time.sleep(0.001) between denied asks.
+	// spinInterval is the old send loop's time.sleep(0.001) between denied
+	// asks (docs/design.md, "The incident it replaces").
 	spinInterval = time.Millisecond
-	// oldSendTries is the seed's for attempt in range(4): a 429 is re-sent
+	// oldSendTries is the old send loop's for attempt in range(4): a 429 is re-sent
 	// at once, four tries in all.
 	oldSendTries = 4
 	// oldRedisTimeout bounds one Redis call of the old strategies; the
-	// seed's client had no timeout, and no fault here hangs Redis.
+	// old code's client had no timeout, and no fault here hangs Redis.
 	oldRedisTimeout = time.Second
-	// The dispatcher's max waits for a send slot (CONTRACT.md section 4).
+	// The dispatcher's max waits for a send slot (docs/contract.md section 4).
 	otpMaxWait       = time.Second
 	marketingMaxWait = 8 * time.Second
 )
@@ -83,7 +84,8 @@ type policy interface {
 	handle(ctx context.Context, s *sender, m msg)
 }
 
-// oldPolicy is the seed's send loop around an old limiter:
+// oldPolicy is the incident's send loop around an old limiter
+// (docs/design.md, "The incident it replaces"):
 //
 //	while not limiter.acquire(): time.sleep(0.001)
 //	for attempt in range(4):

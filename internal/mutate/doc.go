@@ -14,5 +14,5 @@
 // table has drifted from the code.
 //
 // This is a package of its own because the check is tooling, not part of
-// any production room of DESIGN.md.
+// any production room of docs/design.md ("Which package owns what").
 package main

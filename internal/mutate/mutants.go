@@ -96,30 +96,30 @@ var mutants = []mutant{
 	}, ""},
 	// The pipeline: each safety step of dispatch, removed.
 	{"D1", "a 429 is not shared with the other processes", []edit{
-		{"dispatch/dispatcher.go", "if terr := d.deps.Limiter.ReportThrottled(after, retryAfter); terr != nil {", "if terr := error(nil); terr != nil {"},
+		{"dispatch/pipeline.go", "if terr := d.deps.Limiter.ReportThrottled(context.WithoutCancel(ctx), v.RetryAfter); terr != nil {", "if terr := error(nil); terr != nil {"},
 	}, "./dispatch/"},
 	{"D2", "an expired message is sent anyway", []edit{
-		{"dispatch/dispatcher.go", "return !m.Deadline.IsZero() && !time.Now().Before(m.Deadline)", "return false"},
+		{"dispatch/pipeline.go", "return !m.Deadline.IsZero() && !time.Now().Before(m.Deadline)", "return false"},
 	}, "./dispatch/"},
 	{"D3", "the send-once record is not consulted", []edit{
-		{"dispatch/dispatcher.go", "	switch rec.State {\n", "	switch rec.State + 100 {\n"},
+		{"dispatch/pipeline.go", "	switch rec.State {\n", "	switch rec.State + 100 {\n"},
 	}, "./dispatch/"},
 	{"D4", "no admission before sending", []edit{
-		{"dispatch/dispatcher.go", "dec, err := d.deps.Limiter.Acquire(actx, class, maxWait-time.Since(start))", "dec, err := admission.Decision{Allowed: true, Tries: int(time.Since(start))}, error(actx.Err())"},
+		{"dispatch/pipeline.go", "dec, err := d.deps.Limiter.Acquire(actx, class, maxWait-time.Since(start))", "dec, err := admission.Decision{Allowed: true, Tries: int(time.Since(start))}, error(actx.Err())"},
 	}, "./dispatch/"},
 	{"D5", "a malformed message is acked, not dead-lettered", []edit{
 		{"nack/outcome.go", "	case Invalid, Rejected:\n		return DeadLetter", "	case Rejected:\n		return DeadLetter\n	case Invalid:\n		return Ack"},
 	}, "./dispatch/"},
 	{"D6", "a shutdown acks what it did not send", []edit{
-		{"dispatch/dispatcher.go", "		return nack.ShuttingDown, err\n	}\n	if !dec.Allowed {", "		return nack.Sent, err\n	}\n	if !dec.Allowed {"},
+		{"dispatch/pipeline.go", "	case err != nil:\n		t.outcome, t.err = nack.ShuttingDown, err\n", "	case err != nil:\n		t.outcome, t.err = nack.Sent, err\n"},
 	}, "./dispatch/"},
 	{"D7", "a spent retry budget does not pause pulls", []edit{
-		{"dispatch/dispatcher.go", "if !d.budget.Allow() {", "if false && !d.budget.Allow() {"},
+		{"dispatch/pipeline.go", "if !d.budget.Allow() {", "if false && !d.budget.Allow() {"},
 	}, "./dispatch/"},
 
 	// Faults a review found: each fix, undone.
 	{"R1", "a refusal is recorded final before its dead letter is out", []edit{
-		{"dispatch/dispatcher.go", "if ferr := d.deps.Claims.Refuse(after, m.ID, err.Error()); ferr != nil {", "if ferr := d.deps.Claims.Finish(after, m.ID, admission.RecordRejected); ferr != nil {"},
+		{"dispatch/pipeline.go", "if ferr := d.deps.Claims.Refuse(after, m.ID, t.err.Error()); ferr != nil {", "if ferr := d.deps.Claims.Finish(after, m.ID, admission.RecordRejected); ferr != nil {"},
 	}, "./dispatch/"},
 	{"R2", "an expiry in the past: SET PX <= 0 fails after the TAT and lease are written", []edit{
 		{"admission/gcra.lua", "  return math.max(math.ceil((until_us - now) / 1000), 0) + 1000\n", "  return math.ceil((until_us - now) / 1000) + 1000\n"},
@@ -128,13 +128,13 @@ var mutants = []mutant{
 		{"admission/claim.go", "	err := c.circuit.do(ctx, c.timeout, func(ctx context.Context) (err error) {\n		v, err = claimScript", "	err := (*Circuit)(nil).do(ctx, c.timeout, func(ctx context.Context) (err error) {\n		v, err = claimScript"},
 	}, ""},
 	{"R4", "a duplicate waits for a first copy that expired and acks unsent", []edit{
-		{"dispatch/dispatcher.go", "	default:\n		f.end = endUnsent\n", "	default:\n		f.end = endFinished\n"},
+		{"dispatch/pipeline.go", "	default:\n		f.end = endUnsent\n", "	default:\n		f.end = endFinished\n"},
 	}, "./dispatch/"},
 	{"R5", "a claim cut off by its context is not given back", []edit{
-		{"dispatch/dispatcher.go", "		if !errors.Is(err, admission.ErrRedisDown) {\n", "		if !errors.Is(err, admission.ErrRedisDown) && ctx.Err() == nil {\n"},
+		{"dispatch/pipeline.go", "		if !errors.Is(err, admission.ErrRedisDown) {\n", "		if !errors.Is(err, admission.ErrRedisDown) && ctx.Err() == nil {\n"},
 	}, "./dispatch/"},
 	{"R6", "a send cut off by the shutdown's grace counts as a provider failure", []edit{
-		{"dispatch/dispatcher.go", "	case out == nack.Transient && d.hard.Err() != nil:\n", "	case out == nack.Transient && d.hard.Err() != nil && false:\n"},
+		{"dispatch/pipeline.go", "	case v.Outcome == nack.Transient && d.hard.Err() != nil:\n", "	case v.Outcome == nack.Transient && d.hard.Err() != nil && false:\n"},
 	}, "./dispatch/"},
 	{"R8", "a lease whose admission reply was lost is not released", []edit{
 		{"admission/limiter.go", "		if lease != \"\" && err != ErrRedisDown {\n", "		if false {\n"},

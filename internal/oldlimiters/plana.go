@@ -14,13 +14,14 @@ type incrExpirer interface {
 	Expire(ctx context.Context, key string, expiration time.Duration) *redis.BoolCmd
 }
 
-// AtomicIncr is the team's plan A of the seed ("A: INCR 1 回にして原子化"):
+// AtomicIncr is the team's plan A of the incident ("make it one atomic INCR";
+// docs/design.md, "The incident it replaces"):
 // v2 with the GET and INCR folded into one INCR, admitting when the result
 // is at most Limit. The count is now exact, 100.0 per key, but the window
 // is still a fixed one-second bucket named by each process's own clock, and
-// a Redis error still admits. The seed: "ゆるい事業者なら 0 件、厳しい事業者
-// なら 22〜60 秒で停止" (no 429s from a provider counting fixed seconds,
-// suspension within a minute from a strict one).
+// a Redis error still admits. The incident's analysis: no 429s from a
+// provider counting fixed seconds, suspension within 22 to 60 seconds from
+// a strict one.
 //
 // A denied INCR still counts, so a key ends far above Limit; only the first
 // INCR of a key sets its EXPIRE, the usual idiom (one round trip per ask).

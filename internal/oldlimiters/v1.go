@@ -5,14 +5,14 @@ import (
 	"time"
 )
 
-// PerPod is the seed's LIMIT_PER_POD = 100 / 2: "production runs 2 pods".
+// PerPod is the incident's LIMIT_PER_POD = 100 / 2: "production runs 2 pods".
 // At 16 pods the account sees 800 messages per second.
 const PerPod = ContractRPS / 2
 
 // ContractRPS is the account's contract the old code was written against.
 const ContractRPS = 100
 
-// StaticSplit is v1 of the seed (cart-reminder): each process allows Limit
+// StaticSplit is v1 of the incident (cart-reminder): each process allows Limit
 // messages per second of its own clock, counted in memory in a fixed
 // one-second window, with no knowledge of any other process.
 //

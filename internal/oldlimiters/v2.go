@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// KeyTTL is the seed's EXPIRE of a window key: two seconds.
+// KeyTTL is v2's EXPIRE of a window key: two seconds.
 const KeyTTL = 2 * time.Second
 
 // getIncrExpirer lists the Redis calls of GetIncr; *redis.Client has them.
@@ -19,13 +19,13 @@ type getIncrExpirer interface {
 	incrExpirer
 }
 
-// windowKey returns the seed's key sms:{int(time.time())} under prefix: the
+// windowKey returns v2's key sms:{int(time.time())} under prefix: the
 // Unix second of the caller's clock.
 func windowKey(prefix string, now time.Time) string {
 	return prefix + strconv.FormatInt(now.Unix(), 10)
 }
 
-// GetIncr is v2 of the seed (notify-worker):
+// GetIncr is v2 of the incident (notify-worker):
 //
 //	key = f"sms:{int(time.time())}"   # the pod's clock, a fixed window
 //	count = int(r.get(key) or 0)
@@ -44,7 +44,7 @@ type GetIncr struct {
 }
 
 // NewGetIncr returns v2 counting in rdb under keys prefix+"<unix second>".
-// The seed's prefix is "sms:" and its limit ContractRPS; limit zero or
+// The old code's prefix was "sms:" and its limit ContractRPS; limit zero or
 // negative means ContractRPS.
 func NewGetIncr(rdb getIncrExpirer, prefix string, limit int) *GetIncr {
 	if limit <= 0 {
@@ -58,7 +58,7 @@ func (l *GetIncr) Key(now time.Time) string { return windowKey(l.prefix, now) }
 
 // AllowAt reports whether one more message may go in the window of now:
 // GET, and if below the limit INCR and EXPIRE. On a Redis error it returns
-// true, failing open as the seed did, with the error for the caller to
+// true, failing open as the old code did, with the error for the caller to
 // count.
 func (l *GetIncr) AllowAt(ctx context.Context, now time.Time) (bool, error) {
 	key := l.Key(now)

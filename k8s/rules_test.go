@@ -1,4 +1,4 @@
-package telemetry
+package k8s
 
 import (
 	"bytes"
@@ -31,14 +31,16 @@ import (
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
 	"smsdispatcher/nack"
+	"smsdispatcher/telemetry"
 )
 
-// The monitoring manifests checked here, relative to this package.
+// The monitoring manifests checked here against what package telemetry
+// exports, relative to this package.
 const (
-	ruleFile      = "../k8s/monitoring/prometheusrule.yaml"
-	dashboardFile = "../k8s/monitoring/grafana-dashboard.json"
-	configMapFile = "../k8s/monitoring/grafana-dashboard-configmap.yaml"
-	runbookURL    = "https://github.com/example/sms-dispatcher/blob/main/README.md#runbook-"
+	ruleFile      = monitoringDir + "/prometheusrule.yaml"
+	dashboardFile = monitoringDir + "/grafana-dashboard.json"
+	configMapFile = monitoringDir + "/grafana-dashboard-configmap.yaml"
+	runbookURL    = "https://github.com/example/sms-dispatcher/blob/main/docs/runbook.md#"
 )
 
 var updateConfigMap = flag.Bool("update-dashboard-configmap", false,
@@ -75,7 +77,7 @@ type exported struct {
 // /metrics shows.
 func scrape(t *testing.T) map[string]*family {
 	t.Helper()
-	m, err := NewMetrics()
+	m, err := telemetry.NewMetrics()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,8 +86,8 @@ func scrape(t *testing.T) map[string]*family {
 			t.Error(err)
 		}
 	})
-	m.SetState(func() State {
-		return State{PenaltyActive: true, BudgetTokens: 7.5, OTPWaiting: 3, ContractRPS: 100, TargetRPS: 90, MarketingRPS: 70}
+	m.SetState(func() telemetry.State {
+		return telemetry.State{PenaltyActive: true, BudgetTokens: 7.5, OTPWaiting: 3, ContractRPS: 100, TargetRPS: 90, MarketingRPS: 70}
 	})
 
 	now := time.Now()
@@ -109,12 +111,31 @@ func scrape(t *testing.T) map[string]*family {
 		}
 	}
 	ctx := context.Background()
+	// Provider requests through the transport serve gives the provider
+	// client (tracing off): status 0 is a request that got no answer.
+	tracing, err := telemetry.SetupTracing(ctx, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, status := range []int{200, 429, 404, 503, 0} {
-		m.recordProvider(ctx, 30*time.Millisecond, status)
+		answer := roundTripper(func(req *http.Request) (*http.Response, error) {
+			if status == 0 {
+				return nil, errors.New("no answer")
+			}
+			return &http.Response{StatusCode: status, Body: http.NoBody, Request: req}, nil
+		})
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://provider.invalid/send", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := tracing.Transport(answer, m).RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
 	}
 	process := m.RedisHook().ProcessHook(func(context.Context, redis.Cmder) error { return nil })
-	for _, key := range []string{"{sms:a}:tat:global", "{sms:a}:penalty", "{sms:a}:id:login-1", "{sms:a}:attempts:login-1", "{sms:a}:other"} {
-		if err := process(ctx, redis.NewCmd(ctx, "evalsha", "sha", "3", key)); err != nil {
+	for _, op := range []string{admission.OpAdmit, admission.OpPenalty, admission.OpOverride, admission.OpLeaseRelease,
+		admission.OpClaim, admission.OpFinish, admission.OpRelease, admission.OpAttempt} {
+		if err := process(ctx, redis.NewCmd(ctx, "evalsha", admission.ScriptHash(op), "1", "{sms:a}:key")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -152,6 +173,10 @@ func scrape(t *testing.T) map[string]*family {
 	}
 	return out
 }
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // resolve returns the family a series name belongs to (x_bucket, x_sum and
 // x_count belong to histogram x) and whether the name is a histogram's
@@ -577,7 +602,7 @@ func TestGrafanaDashboard(t *testing.T) {
 func renderConfigMap(dashboard []byte) []byte {
 	var b bytes.Buffer
 	b.WriteString(`# Generated from grafana-dashboard.json; do not edit. Regenerate with:
-#   go test ./telemetry -run TestGrafanaDashboardConfigMap -update-dashboard-configmap
+#   cd k8s && go test -run TestGrafanaDashboardConfigMap -update-dashboard-configmap .
 apiVersion: v1
 kind: ConfigMap
 metadata:
@@ -622,6 +647,6 @@ func TestGrafanaDashboardConfigMap(t *testing.T) {
 		t.Errorf("%s: data differs from %s", configMapFile, dashboardFile)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s is stale: run go test ./telemetry -run TestGrafanaDashboardConfigMap -update-dashboard-configmap", configMapFile)
+		t.Errorf("%s is stale: run (cd k8s && go test -run TestGrafanaDashboardConfigMap -update-dashboard-configmap .)", configMapFile)
 	}
 }

@@ -1,0 +1,372 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/nack"
+	"smsdispatcher/provider"
+)
+
+// The per-message path, in the order of docs/design.md: handle decodes,
+// joins the id's flight in this process, claims the id across processes
+// (claimAndSend), passes the priority gate and waits for a slot
+// (admitAndSend), sends, judges the answer, acts on the Pub/Sub message
+// (act) and lands the flight. Each step takes values and returns what it
+// came to; only handle writes the Event.
+
+// try is what one delivery's attempt came to, for its Event.
+type try struct {
+	outcome  nack.Outcome
+	err      error
+	decision admission.Decision // the last admission decision; zero if admission was not reached
+	admitted time.Time          // when a slot was granted; zero if none
+	resends  int                // provider attempts before this one, if it reached the provider
+}
+
+// handle is the Receive callback of class: it takes m to one end.
+func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscription string, m *pubsub.Message) {
+	ev := Event{Class: class, MessageID: m.ID, PublishTime: m.PublishTime, Received: time.Now()}
+	ctx, end := d.deps.Tracer.Delivery(ctx, subscription, m, class)
+	defer func() { end(ev) }()
+	if m.DeliveryAttempt != nil {
+		ev.DeliveryAttempt = *m.DeliveryAttempt
+	}
+
+	var t try
+	var f *flight
+	msg, err := Decode(m.Data, m.ID)
+	if err != nil {
+		t = try{outcome: nack.Invalid, err: err}
+	} else {
+		ev.ID = msg.ID
+		f, t.outcome, t.err = d.join(ctx, class, msg)
+		if f != nil {
+			t = d.claimAndSend(ctx, class, msg, ev.DeliveryAttempt)
+		}
+	}
+	ev.Outcome, ev.Err, ev.Decision, ev.Admitted, ev.ResendCount = t.outcome, t.err, t.decision, t.admitted, t.resends
+	ev.Action, ev.Err = d.act(ctx, class, m, ev)
+	if f != nil {
+		d.land(msg.ID, f, ev)
+	}
+	ev.Finished = time.Now()
+	if d.deps.Observer != nil {
+		d.deps.Observer.Observe(ev)
+	}
+}
+
+// join makes this delivery of m the flight of its id in this process and
+// returns it. When another delivery of the id is in flight here, join
+// waits for its end instead (up to the class's max wait) and returns the
+// outcome that end means for this one: Duplicate when the id was sent or
+// dead-lettered, InFlightElsewhere when it was nacked or is still in
+// flight. A delivery that ended unsent (expired, say, where this one may
+// have a later deadline) answers nothing: this one then takes its place.
+func (d *Dispatcher) join(ctx context.Context, class admission.Class, m Message) (*flight, nack.Outcome, error) {
+	if d.expired(m) {
+		return nil, nack.Expired, nil
+	}
+	wait := time.NewTimer(d.maxWait(class))
+	defer wait.Stop()
+	for {
+		f := &flight{done: make(chan struct{})}
+		v, loaded := d.inflight.LoadOrStore(m.ID, f)
+		if !loaded {
+			return f, 0, nil
+		}
+		first := v.(*flight)
+		select {
+		case <-first.done:
+			switch first.end {
+			case endFinished:
+				return nil, nack.Duplicate, nil
+			case endNacked:
+				return nil, nack.InFlightElsewhere, nil
+			}
+		case <-wait.C:
+			return nil, nack.InFlightElsewhere, nil
+		case <-ctx.Done():
+			return nil, nack.ShuttingDown, ctx.Err()
+		}
+	}
+}
+
+// land ends id's flight f with what was done with the delivery, once that
+// is done: a waiter must never ack on a first outcome whose action failed.
+func (d *Dispatcher) land(id string, f *flight, ev Event) {
+	switch {
+	case ev.Action == nack.Nack:
+		f.end = endNacked
+	case ev.Outcome == nack.Sent || ev.Outcome == nack.Duplicate ||
+		(ev.Outcome == nack.Rejected && ev.Action == nack.DeadLetter):
+		f.end = endFinished
+	default:
+		f.end = endUnsent
+	}
+	d.inflight.Delete(id)
+	close(f.done)
+}
+
+// act does what ev's outcome calls for with m (ack, nack or dead-letter)
+// and returns the action taken, and ev's error with why when it differs:
+// a message on its last delivery is dead-lettered rather than nacked, and a
+// dead letter that cannot be published is nacked instead, and comes back.
+func (d *Dispatcher) act(ctx context.Context, class admission.Class, m *pubsub.Message, ev Event) (nack.Action, error) {
+	action, why := nack.ActionFor(ev.Outcome), ev.Err
+	if action == nack.Nack && ev.Outcome != nack.ShuttingDown && d.cfg.MaxDeliveryAttempts > 0 &&
+		ev.DeliveryAttempt >= d.cfg.MaxDeliveryAttempts {
+		// The subscription would dead-letter it silently after this nack:
+		// do it here, with a reason, and count it.
+		why = fmt.Errorf("max_attempts: %d deliveries, last %s: %w", ev.DeliveryAttempt, ev.Outcome, ev.Err)
+		action = nack.DeadLetter
+	}
+	switch action {
+	case nack.Ack:
+		m.Ack()
+	case nack.Nack:
+		m.Nack()
+	case nack.DeadLetter:
+		if err := d.deps.DeadLetter.DeadLetter(d.hard, m, class, nack.RejectReason(ev.Outcome, why)); err != nil {
+			// A refusal's send-once record says "refused": the redelivery
+			// is dead-lettered again, never re-sent.
+			d.cfg.Logger.Error("dead-letter publish failed; message nacked, it comes back to be dead-lettered",
+				"message_id", m.ID, "class", class, "err", err)
+			m.Nack()
+			return nack.Nack, why
+		}
+		if ev.Outcome == nack.Rejected {
+			if err := d.deps.Claims.Finish(context.WithoutCancel(ctx), ev.ID, admission.RecordRejected); err != nil {
+				d.cfg.Logger.Warn("could not record a dead-lettered id; a redelivery would be dead-lettered again",
+					"id", ev.ID, "err", err)
+			}
+		}
+		m.Ack()
+	}
+	return action, why
+}
+
+// claimAndSend takes the id's send claim, a slot and sends, and keeps the
+// id's record of what came of it.
+func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, m Message, deliveryAttempt int) try {
+	token := fmt.Sprintf("%s-%d", d.instance, d.seq.Add(1))
+	ttl := d.maxWait(class) + d.cfg.SendTimeout + 5*time.Second
+	// The record is kept after the delivery's context ends (shutdown,
+	// Grace): each call bounds itself, and with Redis known down none waits.
+	after := context.WithoutCancel(ctx)
+	rec, err := d.deps.Claims.Claim(ctx, m.ID, token, ttl)
+	claimed := err == nil
+	if err != nil {
+		if !errors.Is(err, admission.ErrRedisDown) {
+			// A claim that failed may still have landed (a timeout, or
+			// this delivery giving up): give it back so that it does not
+			// hold the id's redeliveries, here or elsewhere, until it
+			// expires.
+			if rerr := d.deps.Claims.Release(after, m.ID, token); rerr != nil {
+				d.cfg.Logger.Debug("could not release a claim that may not exist", "id", m.ID, "err", rerr)
+			}
+		}
+		if ctx.Err() != nil {
+			return try{outcome: nack.ShuttingDown, err: ctx.Err()}
+		}
+		// Without the record, OTP is sent anyway (a duplicate OTP beats a
+		// lost one); marketing waits for Redis.
+		if class == admission.Marketing {
+			return try{outcome: nack.Denied, err: fmt.Errorf("send-once record unavailable: %w", err)}
+		}
+		d.cfg.Logger.Warn("send-once record unavailable; sending without it", "class", class, "id", m.ID, "err", err)
+	}
+	switch rec.State {
+	case admission.Held:
+		return try{outcome: nack.InFlightElsewhere}
+	case admission.Finished:
+		return try{outcome: nack.Duplicate}
+	case admission.Refused:
+		return try{outcome: nack.Rejected, err: refusedEarlier(rec.RejectReason)}
+	}
+
+	t := d.admitAndSend(ctx, class, m, deliveryAttempt)
+	switch {
+	case !claimed:
+	case t.outcome == nack.Sent:
+		if ferr := d.deps.Claims.Finish(after, m.ID, admission.RecordSent); ferr != nil {
+			d.cfg.Logger.Warn("could not record a sent id; a redelivery could send it again", "id", m.ID, "err", ferr)
+		}
+	case t.outcome == nack.Rejected:
+		// Recorded before the dead letter is published: if that fails, the
+		// redelivery is dead-lettered without a second send.
+		if ferr := d.deps.Claims.Refuse(after, m.ID, t.err.Error()); ferr != nil {
+			d.cfg.Logger.Warn("could not record a refused id; if its dead letter fails, a redelivery sends it again", "id", m.ID, "err", ferr)
+		}
+	default: // it will be retried: let the next delivery claim it at once
+		if rerr := d.deps.Claims.Release(after, m.ID, token); rerr != nil {
+			d.cfg.Logger.Warn("could not release a send claim; the retry waits for it to expire", "id", m.ID, "err", rerr)
+		}
+	}
+	return t
+}
+
+// refusedEarlier is the provider's refusal of an earlier delivery of the
+// same id, as its send-once record kept it.
+type refusedEarlier string
+
+func (r refusedEarlier) Error() string   { return string(r) }
+func (r refusedEarlier) Permanent() bool { return true }
+
+// admitAndSend passes the priority gate, waits for a slot, sends and
+// judges the answer.
+func (d *Dispatcher) admitAndSend(ctx context.Context, class admission.Class, m Message, deliveryAttempt int) try {
+	maxWait := d.maxWait(class)
+	if !m.Deadline.IsZero() {
+		maxWait = min(maxWait, time.Until(m.Deadline))
+	}
+	dec, err := d.admit(ctx, class, maxWait)
+	t := try{decision: dec}
+	switch {
+	case errors.Is(err, errGateHeld):
+		t.outcome, t.err = nack.Denied, fmt.Errorf("%w for the whole max wait (%v)", err, maxWait)
+		return t
+	case err != nil:
+		t.outcome, t.err = nack.ShuttingDown, err
+		return t
+	case dec.Allowed:
+	case d.expired(m):
+		t.outcome = nack.Expired
+		return t
+	default:
+		t.outcome, t.err = nack.Denied, fmt.Errorf("no send slot within %v (%s, %s)", maxWait, dec.Source, dec.Reason)
+		return t
+	}
+	t.admitted = time.Now()
+	defer d.releaseLease(ctx, dec.Lease)
+	if d.expired(m) {
+		t.outcome = nack.Expired // the slot goes unused: cheaper than a send nobody waits for
+		return t
+	}
+	var sendErr error
+	t.resends, sendErr = d.send(ctx, m, deliveryAttempt)
+	t.outcome, t.err = d.judge(ctx, class, m, sendErr)
+	return t
+}
+
+// errGateHeld is admit's answer to marketing that found OTP holding the
+// priority gate for its whole wait.
+var errGateHeld = errors.New("OTP held the priority gate")
+
+// admit passes the priority gate of class and waits up to maxWait for a
+// slot. The error is errGateHeld, or the delivery's context ending.
+func (d *Dispatcher) admit(ctx context.Context, class admission.Class, maxWait time.Duration) (admission.Decision, error) {
+	start := time.Now()
+	release := func() {}
+	if class == admission.OTP {
+		// A waiting OTP holds marketing back until its slot is decided.
+		release = d.gate.EnterOTP()
+	} else {
+		gctx, cancel := context.WithTimeout(ctx, maxWait)
+		err := d.gate.WaitMarketing(gctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return admission.Decision{}, ctx.Err()
+		case err != nil:
+			return admission.Decision{}, errGateHeld
+		}
+	}
+	actx, aend := d.deps.Tracer.Admission(ctx, class)
+	dec, err := d.deps.Limiter.Acquire(actx, class, maxWait-time.Since(start))
+	release()
+	aend(dec, time.Since(start))
+	return dec, err
+}
+
+// releaseLease ends an admission's in-flight lease after its send. It
+// outlives the delivery's context (Grace): the call bounds itself.
+func (d *Dispatcher) releaseLease(ctx context.Context, lease string) {
+	if err := d.deps.Limiter.Release(context.WithoutCancel(ctx), lease); err != nil {
+		d.cfg.Logger.Warn("could not release an in-flight lease; it is released with the next one, or expires", "err", err)
+	}
+}
+
+// send sends m once and returns the provider attempts before this one
+// (the trace's resend count) and the provider's answer. The send keeps
+// the delivery's values (its span) but not its cancellation: a shutdown
+// stops waiting, not sending; Grace ends sends (d.hard).
+func (d *Dispatcher) send(ctx context.Context, m Message, deliveryAttempt int) (int, error) {
+	timeout := d.cfg.SendTimeout
+	if !m.Deadline.IsZero() {
+		timeout = min(timeout, time.Until(m.Deadline))
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	stop := context.AfterFunc(d.hard, cancel)
+	defer stop()
+	resends := d.resendCount(sctx, deliveryAttempt, m.ID)
+	return resends, d.deps.Sender.Send(provider.WithResendCount(sctx, resends), provider.Message{ID: m.ID, To: m.To, Body: m.Body})
+}
+
+// judge turns the provider's answer into the delivery's outcome and does
+// what it asks of the process: a success refills the retry budget, a 429
+// stops every process for its Retry-After, a transient failure spends the
+// budget and, once it is spent, pauses the class's pulls. A send cut off
+// by its own deadline or by the shutdown's Grace is not the provider's
+// failure and charges nothing.
+func (d *Dispatcher) judge(ctx context.Context, class admission.Class, m Message, err error) (nack.Outcome, error) {
+	v := nack.Judge(err)
+	switch {
+	case v.Outcome == nack.Transient && d.expired(m):
+		return nack.Expired, nil
+	case v.Outcome == nack.Transient && d.hard.Err() != nil:
+		return nack.ShuttingDown, err
+	}
+	switch v.Outcome {
+	case nack.Sent:
+		d.budget.OnSuccess()
+		d.lanes[class].succeeded()
+	case nack.Throttled:
+		d.budget.OnFailure() // the penalty stops sends; a spent budget also stops pulls
+		if terr := d.deps.Limiter.ReportThrottled(context.WithoutCancel(ctx), v.RetryAfter); terr != nil {
+			d.cfg.Logger.Warn("could not share a 429 penalty; this process honours it alone", "retry_after", v.RetryAfter, "err", terr)
+		}
+	case nack.Transient:
+		d.budget.OnFailure()
+		if !d.budget.Allow() {
+			d.lanes[class].pause()
+		}
+	}
+	return v.Outcome, err
+}
+
+// resendCount returns how many times the message was tried before this
+// attempt: with a dead-letter policy, Pub/Sub's count of earlier deliveries
+// (those that never reached the provider, denied or nacked, included);
+// without one, this service's count of provider attempts for the id.
+func (d *Dispatcher) resendCount(ctx context.Context, deliveryAttempt int, id string) int {
+	if deliveryAttempt > 0 {
+		return deliveryAttempt - 1
+	}
+	if d.deps.Attempts == nil {
+		return 0
+	}
+	n, err := d.deps.Attempts.CountAttempt(ctx, id)
+	if err != nil {
+		d.cfg.Logger.Debug("attempt count unavailable", "id", id, "err", err)
+		return 0
+	}
+	return n - 1
+}
+
+func (d *Dispatcher) expired(m Message) bool {
+	return !m.Deadline.IsZero() && !time.Now().Before(m.Deadline)
+}
+
+func (d *Dispatcher) maxWait(class admission.Class) time.Duration {
+	if class == admission.OTP {
+		return d.cfg.OTPMaxWait
+	}
+	return d.cfg.MarketingMaxWait
+}

@@ -1,0 +1,223 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/pstest"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/nack"
+	"smsdispatcher/provider"
+)
+
+// Fakes of the pipeline's dependencies, for the branches of one delivery.
+type (
+	fakeLimiter struct {
+		dec       admission.Decision
+		mu        sync.Mutex
+		throttled []time.Duration // guarded by mu
+	}
+	fakeClaims struct {
+		rec admission.Record
+		err error
+		mu  sync.Mutex
+		log []string // guarded by mu
+	}
+	fakeSender struct {
+		err   error
+		mu    sync.Mutex
+		sends int // guarded by mu
+	}
+	fakeDLQ struct {
+		err     error
+		mu      sync.Mutex
+		reasons []string // guarded by mu
+	}
+)
+
+var (
+	_ Limiter      = (*fakeLimiter)(nil)
+	_ Claimer      = (*fakeClaims)(nil)
+	_ Sender       = (*fakeSender)(nil)
+	_ DeadLetterer = (*fakeDLQ)(nil)
+)
+
+func (l *fakeLimiter) Acquire(context.Context, admission.Class, time.Duration) (admission.Decision, error) {
+	return l.dec, nil
+}
+func (l *fakeLimiter) ReportThrottled(_ context.Context, d time.Duration) error {
+	l.mu.Lock()
+	l.throttled = append(l.throttled, d)
+	l.mu.Unlock()
+	return nil
+}
+func (l *fakeLimiter) Release(context.Context, string) error { return nil }
+
+func (c *fakeClaims) note(s string) {
+	c.mu.Lock()
+	c.log = append(c.log, s)
+	c.mu.Unlock()
+}
+func (c *fakeClaims) Claim(context.Context, string, string, time.Duration) (admission.Record, error) {
+	c.note("claim")
+	return c.rec, c.err
+}
+func (c *fakeClaims) Finish(_ context.Context, _, record string) error {
+	c.note("finish " + record)
+	return nil
+}
+func (c *fakeClaims) Refuse(_ context.Context, _, reason string) error {
+	c.note("refuse " + reason)
+	return nil
+}
+func (c *fakeClaims) Release(context.Context, string, string) error {
+	c.note("release")
+	return nil
+}
+
+func (s *fakeSender) Send(context.Context, provider.Message) error {
+	s.mu.Lock()
+	s.sends++
+	s.mu.Unlock()
+	return s.err
+}
+
+func (q *fakeDLQ) DeadLetter(_ context.Context, _ *pubsub.Message, _ admission.Class, reason string) error {
+	q.mu.Lock()
+	q.reasons = append(q.reasons, reason)
+	q.mu.Unlock()
+	return q.err
+}
+
+type eventLog struct {
+	mu  sync.Mutex
+	evs []Event // guarded by mu
+}
+
+func (o *eventLog) Observe(ev Event) {
+	o.mu.Lock()
+	o.evs = append(o.evs, ev)
+	o.mu.Unlock()
+}
+
+// unitDispatcher returns a Dispatcher on fakes, ready for handle (its
+// subscriptions are never received from).
+func unitDispatcher(t *testing.T, cfg Config, deps Deps) *Dispatcher {
+	t.Helper()
+	srv := pstest.NewServer()
+	t.Cleanup(func() { srv.Close() })
+	c, err := pubsub.NewClient(context.Background(), project, option.WithEndpoint(srv.Addr),
+		option.WithoutAuthentication(), option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	deps.OTP, deps.Marketing = c.Subscriber("otp"), c.Subscriber("marketing")
+	d, err := New(cfg, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.hard = context.Background() // Run's, which these tests do not call
+	return d
+}
+
+func TestPipelineBranches(t *testing.T) {
+	allowed := admission.Decision{Allowed: true, Source: admission.SourceRedis}
+	denied := admission.Decision{RetryAfter: time.Second, Source: admission.SourceRedis, Reason: admission.ReasonGlobal}
+	data := []byte(`{"id":"login-1","to":"+819012345678","body":"code 482913"}`)
+	tests := []struct {
+		name      string
+		class     admission.Class
+		attempt   int // Pub/Sub delivery attempt; 0: no dead-letter policy
+		dec       admission.Decision
+		rec       admission.Record // what Claim finds
+		claimErr  error
+		sendErr   error
+		dlqErr    error
+		want      nack.Outcome
+		action    nack.Action
+		sends     int
+		claimLog  string // the Claimer calls, joined by "; "
+		reason    string // prefix of the dead letter's reject_reason
+		throttled []time.Duration
+	}{
+		{name: "sent", dec: allowed, want: nack.Sent, action: nack.Ack, sends: 1, claimLog: "claim; finish sent"},
+		{name: "denied, retried", dec: denied, want: nack.Denied, action: nack.Nack, claimLog: "claim; release"},
+		{name: "denied on the last delivery: dead-lettered with a reason", attempt: 100, dec: denied,
+			want: nack.Denied, action: nack.DeadLetter, claimLog: "claim; release", reason: "max_attempts: 100 deliveries, last denied"},
+		{name: "a 429 shares its Retry-After", dec: allowed, sendErr: &provider.Error{Status: http.StatusTooManyRequests, RetryAfter: 3 * time.Second},
+			want: nack.Throttled, action: nack.Nack, sends: 1, claimLog: "claim; release", throttled: []time.Duration{3 * time.Second}},
+		{name: "refused: recorded, then dead-lettered and recorded final", dec: allowed, sendErr: &provider.Error{Status: 422, Message: "number blocked"},
+			want: nack.Rejected, action: nack.DeadLetter, sends: 1, claimLog: "claim; refuse provider: status 422: number blocked; finish rejected", reason: "provider: status 422: number blocked"},
+		{name: "refused, dead letter fails: nacked, the refusal kept", dec: allowed, sendErr: &provider.Error{Status: 422, Message: "number blocked"}, dlqErr: errors.New("topic not found"),
+			want: nack.Rejected, action: nack.Nack, sends: 1, claimLog: "claim; refuse provider: status 422: number blocked", reason: "provider: status 422: number blocked"},
+		{name: "refused earlier: dead-lettered with the recorded reason, not sent", dec: allowed,
+			rec:  admission.Record{State: admission.Refused, RejectReason: "provider: status 422: number blocked"},
+			want: nack.Rejected, action: nack.DeadLetter, claimLog: "claim; finish rejected", reason: "provider: status 422: number blocked"},
+		{name: "already sent", dec: allowed, rec: admission.Record{State: admission.Finished},
+			want: nack.Duplicate, action: nack.Ack, claimLog: "claim"},
+		{name: "held elsewhere", dec: allowed, rec: admission.Record{State: admission.Held},
+			want: nack.InFlightElsewhere, action: nack.Nack, claimLog: "claim"},
+		{name: "OTP without the record: sent anyway", dec: allowed, claimErr: admission.ErrRedisDown,
+			want: nack.Sent, action: nack.Ack, sends: 1, claimLog: "claim"},
+		{name: "marketing without the record: waits for Redis", class: admission.Marketing, dec: allowed, claimErr: admission.ErrRedisDown,
+			want: nack.Denied, action: nack.Nack, claimLog: "claim"},
+		{name: "a claim that timed out is given back", class: admission.Marketing, dec: allowed, claimErr: context.DeadlineExceeded,
+			want: nack.Denied, action: nack.Nack, claimLog: "claim; release"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lim, claims := &fakeLimiter{dec: tt.dec}, &fakeClaims{rec: tt.rec, err: tt.claimErr}
+			sender, dlq, obs := &fakeSender{err: tt.sendErr}, &fakeDLQ{err: tt.dlqErr}, &eventLog{}
+			d := unitDispatcher(t, Config{MaxDeliveryAttempts: 100},
+				Deps{Limiter: lim, Claims: claims, Sender: sender, DeadLetter: dlq, Observer: obs})
+			m := &pubsub.Message{ID: "m1", Data: data}
+			if tt.attempt > 0 {
+				m.DeliveryAttempt = &tt.attempt
+			}
+			d.handle(context.Background(), tt.class, "sub", m)
+
+			ev := obs.evs[0]
+			if ev.Outcome != tt.want || ev.Action != tt.action {
+				t.Errorf("event %v/%v (%v), want %v/%v", ev.Outcome, ev.Action, ev.Err, tt.want, tt.action)
+			}
+			if sender.sends != tt.sends {
+				t.Errorf("%d sends, want %d", sender.sends, tt.sends)
+			}
+			if got := strings.Join(claims.log, "; "); got != tt.claimLog {
+				t.Errorf("claims: %q, want %q", got, tt.claimLog)
+			}
+			switch {
+			case tt.reason == "" && len(dlq.reasons) > 0:
+				t.Errorf("dead letters %q, want none", dlq.reasons)
+			case tt.reason != "" && (len(dlq.reasons) != 1 || !strings.HasPrefix(dlq.reasons[0], tt.reason)):
+				t.Errorf("dead letters %q, want one with a reason starting %q", dlq.reasons, tt.reason)
+			}
+			if len(lim.throttled) != len(tt.throttled) || (len(tt.throttled) > 0 && lim.throttled[0] != tt.throttled[0]) {
+				t.Errorf("penalties reported %v, want %v", lim.throttled, tt.throttled)
+			}
+		})
+	}
+}
+
+func TestRunTwice(t *testing.T) {
+	d := unitDispatcher(t, Config{}, Deps{Limiter: &fakeLimiter{}, Claims: &fakeClaims{}, Sender: &fakeSender{}, DeadLetter: &fakeDLQ{}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := d.Run(ctx); err != nil {
+		t.Fatalf("first Run: %v", err)
+	}
+	if err := d.Run(ctx); !errors.Is(err, ErrRunTwice) {
+		t.Fatalf("second Run: %v, want ErrRunTwice", err)
+	}
+}
