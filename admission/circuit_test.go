@@ -128,7 +128,7 @@ func TestALeaseWhoseReplyWasLostIsReleased(t *testing.T) {
 	cfg.MaxInFlight, cfg.LeaseTTL = 1, time.Minute
 	cfg.MaxSenders = 1 // no recovery floor: the point is the lease, not the rate
 	lim := newLimiter(t, redistest.ClientOf(t, proxy.Addr()), cfg, WithClock(clock))
-	leases := lim.scriptKeys[OTP][5]
+	leases := lim.admit[OTP].Leases
 	ctx := context.Background()
 	// Once on a fast Redis, so that the script is cached there and the
 	// late call is one EVALSHA.

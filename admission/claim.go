@@ -117,7 +117,8 @@ func (c *Claims) Claim(ctx context.Context, id, token string, ttl time.Duration)
 	}
 	var v string
 	err := c.circuit.do(ctx, c.timeout, func(ctx context.Context) (err error) {
-		v, err = claimScript.Run(ctx, c.rdb, []string{c.Key(id)}, token, ttl.Milliseconds()).Text()
+		call := claimCall{Record: c.Key(id), Token: token, Millis: ttl.Milliseconds()}
+		v, err = claimScript.Run(ctx, c.rdb, call.keys(), call.argv()...).Text()
 		if err != nil {
 			return fmt.Errorf("claim eval: %w", err)
 		}
@@ -152,7 +153,8 @@ func (c *Claims) Finish(ctx context.Context, id, record string) error {
 
 func (c *Claims) finish(ctx context.Context, id, record string) error {
 	return c.circuit.do(ctx, c.timeout, func(ctx context.Context) error {
-		if err := finishScript.Run(ctx, c.rdb, []string{c.Key(id)}, record, c.recordTTL.Milliseconds()).Err(); err != nil {
+		call := finishCall{Record: c.Key(id), Value: record, Millis: c.recordTTL.Milliseconds()}
+		if err := finishScript.Run(ctx, c.rdb, call.keys(), call.argv()...).Err(); err != nil {
 			return fmt.Errorf("finish %.16s: %w", record, err)
 		}
 		return nil
@@ -172,7 +174,8 @@ func (c *Claims) Refuse(ctx context.Context, id, reason string) error {
 func (c *Claims) CountAttempt(ctx context.Context, id string) (int, error) {
 	var n int
 	err := c.circuit.do(ctx, c.timeout, func(ctx context.Context) (err error) {
-		n, err = attemptScript.Run(ctx, c.rdb, []string{c.tag + "attempts:" + id}, c.recordTTL.Milliseconds()).Int()
+		call := attemptCall{Counter: c.tag + "attempts:" + id, Millis: c.recordTTL.Milliseconds()}
+		n, err = attemptScript.Run(ctx, c.rdb, call.keys(), call.argv()...).Int()
 		if err != nil {
 			return fmt.Errorf("attempt eval: %w", err)
 		}

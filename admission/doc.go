@@ -19,4 +19,12 @@
 // shorter than one fallback interval may see up to MaxSenders messages if
 // every process happens to send at the same instant (the start of each
 // process's fallback is jittered to make that unlikely).
+//
+// One concept per file: limiter.go (the Limiter and one decision),
+// acquire.go (waiting for a slot), eval.go (a gcra.lua call and its reply),
+// penalty.go (a 429 for every process), override.go (an operator's
+// override), lease.go (in-flight leases), fallback.go (deciding without
+// Redis), circuit.go (Redis's health), claim.go (send-once records),
+// calls.go (each script's KEYS and ARGV as a struct) and scripts.go (the
+// scripts and their operation names).
 package admission

@@ -2,11 +2,17 @@ package admission
 
 import (
 	"crypto/sha1"
-	_ "embed"
+	"embed"
 	"encoding/hex"
 
 	"github.com/redis/go-redis/v9"
 )
+
+// scriptFS holds the scripts as files, for the test that checks their
+// headers against their calls.
+//
+//go:embed *.lua
+var scriptFS embed.FS
 
 // The Lua scripts of the package, each opening with its KEYS/ARGV/Returns
 // contract. Each runs with EVALSHA, falling back to EVAL on NOSCRIPT.

@@ -21,7 +21,7 @@ func (m mutant) pkg() string {
 var mutants = []mutant{
 	{"M1", "process clock instead of TIME", []edit{
 		{"admission/gcra.lua", "local t = redis.call('TIME')\nlocal now = tonumber(t[1]) * 1000000 + tonumber(t[2])", "local now = tonumber(ARGV[6])\nARGV[6] = '0'"},
-		{"admission/limiter.go", "gcraScript.Run(ctx, l.rdb, l.scriptKeys[class], args...)", "gcraScript.Run(ctx, l.rdb, l.scriptKeys[class], append(append(args[:5:5], l.clock.Now().UnixMicro()), args[6:]...)...)"},
+		{"admission/eval.go", "	lease := call.Lease\n", "	lease := call.Lease\n	call.RecoveryFloor = l.clock.Now().UnixMicro()\n"},
 	}, ""},
 	{"M2", "idle time banks credit", []edit{
 		{"admission/gcra.lua", "    tat = now -- idle time banks no credit beyond the tolerance", "    -- mutant: stale TAT kept"},
@@ -61,7 +61,7 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "  return deny(g_wait, 2)", "  return {0, 1, 2}"},
 	}, ""},
 	{"M14", "script reply not checked", []edit{
-		{"admission/limiter.go", "		x, ok := v[i].(int64)\n		if !ok {", "		x, ok := v[i].(int64)\n		if ok && !ok {"},
+		{"admission/eval.go", "		x, ok := v[i].(int64)\n		if !ok {", "		x, ok := v[i].(int64)\n		if ok && !ok {"},
 	}, ""},
 
 	{"M15", "back from fallback without reserving the others' share", []edit{
@@ -86,7 +86,7 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)\n", ""},
 	}, ""},
 	{"L2", "every lease of a process has the same member", []edit{
-		{"admission/limiter.go", "args[11] = lease", "args[11] = l.instance"},
+		{"admission/eval.go", `call.Lease = l.instance + "-" + strconv.FormatUint(l.leaseSeq.Add(1), 10)`, `call.Lease = l.instance + "-" + strconv.FormatUint(0*l.leaseSeq.Add(1), 10)`},
 	}, ""},
 	{"L3", "a finished send does not release its lease", []edit{
 		{"admission/lease_release.lua", "return redis.call('ZREM', KEYS[1], unpack(ARGV))", "return 0"},
@@ -125,7 +125,7 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "  return math.max(math.ceil((until_us - now) / 1000), 0) + 1000\n", "  return math.ceil((until_us - now) / 1000) + 1000\n"},
 	}, ""},
 	{"R3", "the send-once claims ignore the Redis circuit", []edit{
-		{"admission/claim.go", "	err := c.circuit.do(ctx, c.timeout, func(ctx context.Context) (err error) {\n		v, err = claimScript", "	err := (*Circuit)(nil).do(ctx, c.timeout, func(ctx context.Context) (err error) {\n		v, err = claimScript"},
+		{"admission/claim.go", "	err := c.circuit.do(ctx, c.timeout, func(ctx context.Context) (err error) {\n		call := claimCall{", "	err := (*Circuit)(nil).do(ctx, c.timeout, func(ctx context.Context) (err error) {\n		call := claimCall{"},
 	}, ""},
 	{"R4", "a duplicate waits for a first copy that expired and acks unsent", []edit{
 		{"dispatch/pipeline.go", "	default:\n		f.end = endUnsent\n", "	default:\n		f.end = endFinished\n"},
@@ -137,7 +137,7 @@ var mutants = []mutant{
 		{"dispatch/pipeline.go", "	case v.Outcome == nack.Transient && d.hard.Err() != nil:\n", "	case v.Outcome == nack.Transient && d.hard.Err() != nil && false:\n"},
 	}, "./dispatch/"},
 	{"R8", "a lease whose admission reply was lost is not released", []edit{
-		{"admission/limiter.go", "		if lease != \"\" && err != ErrRedisDown {\n", "		if false {\n"},
+		{"admission/eval.go", "		if lease != \"\" && err != ErrRedisDown {\n", "		if false {\n"},
 	}, ""},
 	{"R9", "a caller that never asked reports a made-up Redis denial", []edit{
 		{"admission/acquire.go", "	return Decision{Source: SourceNone, Reason: why}", "	return Decision{Source: SourceRedis, Reason: ReasonGlobal, RetryAfter: time.Millisecond}"},

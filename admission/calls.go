@@ -1,0 +1,117 @@
+package admission
+
+// The scripts' calls as values: one struct per script, its fields the
+// script's KEYS then ARGV in the order of the script's header, each tagged
+// with the header line it stands for (TestScriptCallsFollowTheirHeaders
+// checks both). Durations are in the unit the header gives. release.lua
+// and lease_release.lua take lists and are called with them directly.
+
+// admitCall is one call of gcra.lua.
+type admitCall struct {
+	GlobalTAT    string `lua:"KEYS[1] global TAT key"`
+	MarketingTAT string `lua:"KEYS[2] marketing TAT key"`
+	Penalty      string `lua:"KEYS[3] penalty key"`
+	Wake         string `lua:"KEYS[4] wake-ticket key of the caller's class"`
+	Override     string `lua:"KEYS[5] rate override hash"`
+	Leases       string `lua:"KEYS[6] in-flight leases"`
+
+	GlobalInterval    int64  `lua:"ARGV[1] global emission interval in microseconds"`
+	GlobalTau         int64  `lua:"ARGV[2] global tolerance tau in microseconds"`
+	MarketingInterval int64  `lua:"ARGV[3] marketing emission interval in microseconds"`
+	MarketingTau      int64  `lua:"ARGV[4] marketing tolerance tau in microseconds"`
+	Marketing         bool   `lua:"ARGV[5] '1' when the caller is marketing"`
+	RecoveryFloor     int64  `lua:"ARGV[6] recovery floor in microseconds"`
+	Reserve           int64  `lua:"ARGV[7] OTP reserve in microseconds"`
+	Tickets           string `lua:"ARGV[8] wake tickets"`
+	Spacing           int64  `lua:"ARGV[9] ticket spacing in microseconds"`
+	Within            int64  `lua:"ARGV[10] the longest the caller will wait, in microseconds"`
+	MaxInFlight       int    `lua:"ARGV[11] the most sends in flight on the account"`
+	Lease             string `lua:"ARGV[12] the lease member of this send"`
+	LeaseTTL          int64  `lua:"ARGV[13] lease lifetime in microseconds"`
+}
+
+func (c admitCall) keys() []string {
+	return []string{c.GlobalTAT, c.MarketingTAT, c.Penalty, c.Wake, c.Override, c.Leases}
+}
+
+func (c admitCall) argv() []any {
+	return []any{c.GlobalInterval, c.GlobalTau, c.MarketingInterval, c.MarketingTau, flag(c.Marketing),
+		c.RecoveryFloor, c.Reserve, c.Tickets, c.Spacing, c.Within, c.MaxInFlight, c.Lease, c.LeaseTTL}
+}
+
+// penaltyCall is one call of penalty.lua.
+type penaltyCall struct {
+	Penalty   string `lua:"KEYS[1] penalty key"`
+	GlobalTAT string `lua:"KEYS[2] global TAT key"`
+
+	Millis    int64 `lua:"ARGV[1] penalty length in milliseconds"`
+	GlobalTau int64 `lua:"ARGV[2] global tolerance tau in microseconds"`
+}
+
+func (c penaltyCall) keys() []string { return []string{c.Penalty, c.GlobalTAT} }
+func (c penaltyCall) argv() []any    { return []any{c.Millis, c.GlobalTau} }
+
+// overrideCall is one call of override.lua.
+type overrideCall struct {
+	Override      string `lua:"KEYS[1] override hash"`
+	GlobalTAT     string `lua:"KEYS[2] global TAT key"`
+	MarketingTAT  string `lua:"KEYS[3] marketing TAT key"`
+	WakeOTP       string `lua:"KEYS[4] OTP wake-ticket key"`
+	WakeMarketing string `lua:"KEYS[5] marketing wake-ticket key"`
+
+	TargetRPS         string `lua:"ARGV[1] target_rps"`
+	MarketingRPS      string `lua:"ARGV[2] marketing_rps"`
+	Millis            int64  `lua:"ARGV[3] lifetime in milliseconds"`
+	GlobalInterval    int64  `lua:"ARGV[4] configured global emission interval in microseconds"`
+	MarketingInterval int64  `lua:"ARGV[5] configured marketing emission interval in microseconds"`
+	GlobalTau         int64  `lua:"ARGV[6] configured global tolerance tau in microseconds"`
+	MarketingTau      int64  `lua:"ARGV[7] configured marketing tolerance tau in microseconds"`
+}
+
+func (c overrideCall) keys() []string {
+	return []string{c.Override, c.GlobalTAT, c.MarketingTAT, c.WakeOTP, c.WakeMarketing}
+}
+
+func (c overrideCall) argv() []any {
+	return []any{c.TargetRPS, c.MarketingRPS, c.Millis, c.GlobalInterval, c.MarketingInterval, c.GlobalTau, c.MarketingTau}
+}
+
+// claimCall is one call of claim.lua.
+type claimCall struct {
+	Record string `lua:"KEYS[1] id record key"`
+
+	Token  string `lua:"ARGV[1] claim token"`
+	Millis int64  `lua:"ARGV[2] claim lifetime in milliseconds"`
+}
+
+func (c claimCall) keys() []string { return []string{c.Record} }
+func (c claimCall) argv() []any    { return []any{c.Token, c.Millis} }
+
+// finishCall is one call of finish.lua.
+type finishCall struct {
+	Record string `lua:"KEYS[1] id record key"`
+
+	Value  string `lua:"ARGV[1] the record"`
+	Millis int64  `lua:"ARGV[2] record lifetime in milliseconds"`
+}
+
+func (c finishCall) keys() []string { return []string{c.Record} }
+func (c finishCall) argv() []any    { return []any{c.Value, c.Millis} }
+
+// attemptCall is one call of attempt.lua.
+type attemptCall struct {
+	Counter string `lua:"KEYS[1] attempts key"`
+
+	Millis int64 `lua:"ARGV[1] lifetime of the count in milliseconds"`
+}
+
+func (c attemptCall) keys() []string { return []string{c.Counter} }
+func (c attemptCall) argv() []any    { return []any{c.Millis} }
+
+// flag is a boolean as the scripts read one.
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}

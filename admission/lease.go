@@ -1,0 +1,90 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// localLease marks a lease held in the fallback, not in Redis.
+const localLease = "local"
+
+// fallbackAt decides in the fallback, holding a local lease when
+// MaxInFlight is set. Called with l.mu held.
+func (l *Limiter) fallbackAt(now time.Time, class Class) Decision {
+	if l.cfg.MaxInFlight > 0 && l.localInFlight >= max(1, l.cfg.MaxInFlight/l.cfg.MaxSenders) {
+		return Decision{RetryAfter: l.intervalGl, Source: SourceFallback, Reason: ReasonInFlight}
+	}
+	d := l.fb.decideAt(now, class)
+	if d.Allowed && l.cfg.MaxInFlight > 0 {
+		l.localInFlight++
+		d.Lease = localLease
+	}
+	return d
+}
+
+// Release ends the in-flight lease of an admission (Decision.Lease), and
+// with it any lease whose admission reply or release was lost; an empty
+// lease ends only those. A lease Redis did not hear of is kept for the next
+// Release; past that it expires after LeaseTTL.
+func (l *Limiter) Release(ctx context.Context, lease string) error {
+	switch lease {
+	case "":
+		l.mu.Lock()
+		none := len(l.orphans) == 0
+		l.mu.Unlock()
+		if none {
+			return nil
+		}
+	case localLease:
+		l.mu.Lock()
+		l.localInFlight = max(0, l.localInFlight-1)
+		l.mu.Unlock()
+		return nil
+	}
+	l.mu.Lock()
+	members := toAny(l.orphans)
+	l.orphans = nil
+	l.mu.Unlock()
+	if lease != "" {
+		members = append(members, lease)
+	}
+	if len(members) == 0 {
+		return nil
+	}
+	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) error {
+		if err := leaseReleaseScript.Run(ctx, l.rdb, []string{l.admit[OTP].Leases}, members...).Err(); err != nil {
+			return fmt.Errorf("lease release: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		for _, m := range members {
+			l.orphan(m.(string))
+		}
+	}
+	return err
+}
+
+// maxOrphans bounds the leases kept for a later release; past it the
+// oldest are left to expire after LeaseTTL.
+const maxOrphans = 1024
+
+// orphan keeps lease for the next Release.
+func (l *Limiter) orphan(lease string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.orphans = append(l.orphans, lease)
+	if n := len(l.orphans) - maxOrphans; n > 0 {
+		l.orphans = slices.Delete(l.orphans, 0, n)
+	}
+}
+
+func toAny(s []string) []any {
+	a := make([]any, len(s))
+	for i, v := range s {
+		a[i] = v
+	}
+	return a
+}
