@@ -88,6 +88,9 @@ type Deps struct {
 	// attempt Pub/Sub does not report (no dead-letter policy). If nil, such
 	// messages carry no resend count.
 	Attempts AttemptCounter
+	// Clock tells the time that deadlines and Events are read against; if
+	// nil, the system clock. Waits run on real timers whatever it says.
+	Clock admission.Clock
 }
 
 // Event is what happened to one delivery of one message.
@@ -159,6 +162,9 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 	if deps.Tracer == nil {
 		deps.Tracer = noTracer{}
 	}
+	if deps.Clock == nil {
+		deps.Clock = systemClock{}
+	}
 	d := &Dispatcher{
 		cfg:      cfg.withDefaults(),
 		deps:     deps,
@@ -187,6 +193,13 @@ func (d *Dispatcher) BudgetTokens() float64 { return d.budget.Tokens() }
 
 // OTPWaiting returns how many OTP messages wait for a send slot, for metrics.
 func (d *Dispatcher) OTPWaiting() int { return d.gate.Waiting() }
+
+// now is the time on the Dispatcher's clock.
+func (d *Dispatcher) now() time.Time { return d.deps.Clock.Now() }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
 
 // ErrRunTwice is what Run returns to a second call: a Dispatcher runs once.
 var ErrRunTwice = errors.New("dispatch: Run called twice")

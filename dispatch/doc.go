@@ -9,9 +9,14 @@
 // its class's max wait, and a denial or a 429 ends in a nack, never in a
 // sleep loop.
 //
-// Per message, in order: decode and validate, deadline, send-once claim,
-// priority gate (OTP before marketing), admission, provider send, then the
-// action nack.ActionFor gives its outcome. dispatch knows no Lua, no HTTP
-// status code and no OTel: those live in admission, provider and nack, and
-// behind Observer.
+// Per message, in order (pipeline.go, one function a step, each returning
+// what it came to): decode and validate; join the id's flight in this
+// process (a duplicate waits for the first copy's end); deadline; send-once
+// claim across processes; priority gate (OTP before marketing); admission;
+// provider send; judge the answer (nack.Judge: 429 penalty, retry budget);
+// the action nack.ActionFor gives the outcome (ack, nack, dead-letter); and
+// the id's record (sent, refused, rejected). dispatcher.go holds the
+// Dispatcher and Run, lane.go each class's Receive loop. dispatch knows no
+// Lua, no HTTP status code and no OTel: those live in admission, provider
+// and nack, and behind Observer.
 package dispatch

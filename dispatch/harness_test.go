@@ -139,6 +139,7 @@ func (h *harness) start(n int, cfg Config) (stop func()) {
 		if err != nil {
 			h.t.Fatal(err)
 		}
+		h.t.Cleanup(sender.CloseIdleConnections) // as serve does at exit
 		c := h.client()
 		dlq := c.Publisher("sms-dead-letter")
 		h.t.Cleanup(dlq.Stop)

@@ -31,7 +31,7 @@ type try struct {
 
 // handle is the Receive callback of class: it takes m to one end.
 func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscription string, m *pubsub.Message) {
-	ev := Event{Class: class, MessageID: m.ID, PublishTime: m.PublishTime, Received: time.Now()}
+	ev := Event{Class: class, MessageID: m.ID, PublishTime: m.PublishTime, Received: d.now()}
 	ctx, end := d.deps.Tracer.Delivery(ctx, subscription, m, class)
 	defer func() { end(ev) }()
 	if m.DeliveryAttempt != nil {
@@ -55,7 +55,7 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 	if f != nil {
 		d.land(msg.ID, f, ev)
 	}
-	ev.Finished = time.Now()
+	ev.Finished = d.now()
 	if d.deps.Observer != nil {
 		d.deps.Observer.Observe(ev)
 	}
@@ -223,7 +223,7 @@ func (r refusedEarlier) Permanent() bool { return true }
 func (d *Dispatcher) admitAndSend(ctx context.Context, class admission.Class, m Message, deliveryAttempt int) try {
 	maxWait := d.maxWait(class)
 	if !m.Deadline.IsZero() {
-		maxWait = min(maxWait, time.Until(m.Deadline))
+		maxWait = min(maxWait, m.Deadline.Sub(d.now()))
 	}
 	dec, err := d.admit(ctx, class, maxWait)
 	t := try{decision: dec}
@@ -242,7 +242,7 @@ func (d *Dispatcher) admitAndSend(ctx context.Context, class admission.Class, m 
 		t.outcome, t.err = nack.Denied, fmt.Errorf("no send slot within %v (%s, %s)", maxWait, dec.Source, dec.Reason)
 		return t
 	}
-	t.admitted = time.Now()
+	t.admitted = d.now()
 	defer d.releaseLease(ctx, dec.Lease)
 	if d.expired(m) {
 		t.outcome = nack.Expired // the slot goes unused: cheaper than a send nobody waits for
@@ -261,7 +261,7 @@ var errGateHeld = errors.New("OTP held the priority gate")
 // admit passes the priority gate of class and waits up to maxWait for a
 // slot. The error is errGateHeld, or the delivery's context ending.
 func (d *Dispatcher) admit(ctx context.Context, class admission.Class, maxWait time.Duration) (admission.Decision, error) {
-	start := time.Now()
+	start := time.Now() // the wait itself runs on real timers
 	release := func() {}
 	if class == admission.OTP {
 		// A waiting OTP holds marketing back until its slot is decided.
@@ -299,7 +299,7 @@ func (d *Dispatcher) releaseLease(ctx context.Context, lease string) {
 func (d *Dispatcher) send(ctx context.Context, m Message, deliveryAttempt int) (int, error) {
 	timeout := d.cfg.SendTimeout
 	if !m.Deadline.IsZero() {
-		timeout = min(timeout, time.Until(m.Deadline))
+		timeout = min(timeout, m.Deadline.Sub(d.now()))
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
@@ -361,7 +361,7 @@ func (d *Dispatcher) resendCount(ctx context.Context, deliveryAttempt int, id st
 }
 
 func (d *Dispatcher) expired(m Message) bool {
-	return !m.Deadline.IsZero() && !time.Now().Before(m.Deadline)
+	return !m.Deadline.IsZero() && !d.now().Before(m.Deadline)
 }
 
 func (d *Dispatcher) maxWait(class admission.Class) time.Duration {

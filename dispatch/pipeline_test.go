@@ -24,6 +24,7 @@ import (
 type (
 	fakeLimiter struct {
 		dec       admission.Decision
+		onAcquire func() // if set, runs in Acquire: the time the wait takes
 		mu        sync.Mutex
 		throttled []time.Duration // guarded by mu
 	}
@@ -53,7 +54,28 @@ var (
 )
 
 func (l *fakeLimiter) Acquire(context.Context, admission.Class, time.Duration) (admission.Decision, error) {
+	if l.onAcquire != nil {
+		l.onAcquire()
+	}
 	return l.dec, nil
+}
+
+// fixedClock is a Clock a test moves by hand.
+type fixedClock struct {
+	mu sync.Mutex
+	t  time.Time // guarded by mu
+}
+
+func (c *fixedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fixedClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
 }
 func (l *fakeLimiter) ReportThrottled(_ context.Context, d time.Duration) error {
 	l.mu.Lock()
@@ -134,11 +156,13 @@ func unitDispatcher(t *testing.T, cfg Config, deps Deps) *Dispatcher {
 func TestPipelineBranches(t *testing.T) {
 	allowed := admission.Decision{Allowed: true, Source: admission.SourceRedis}
 	denied := admission.Decision{RetryAfter: time.Second, Source: admission.SourceRedis, Reason: admission.ReasonGlobal}
-	data := []byte(`{"id":"login-1","to":"+819012345678","body":"code 482913"}`)
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name      string
 		class     admission.Class
-		attempt   int // Pub/Sub delivery attempt; 0: no dead-letter policy
+		attempt   int           // Pub/Sub delivery attempt; 0: no dead-letter policy
+		deadline  time.Duration // from t0; 0: none
+		waits     time.Duration // the clock moves this much while Acquire waits
 		dec       admission.Decision
 		rec       admission.Record // what Claim finds
 		claimErr  error
@@ -174,14 +198,28 @@ func TestPipelineBranches(t *testing.T) {
 			want: nack.Denied, action: nack.Nack, claimLog: "claim"},
 		{name: "a claim that timed out is given back", class: admission.Marketing, dec: allowed, claimErr: context.DeadlineExceeded,
 			want: nack.Denied, action: nack.Nack, claimLog: "claim; release"},
+		{name: "past its deadline on arrival: acked unsent, not even claimed", deadline: -time.Second, dec: allowed,
+			want: nack.Expired, action: nack.Ack},
+		{name: "deadline passes while denied: expired, not retried", deadline: 500 * time.Millisecond, waits: time.Second, dec: denied,
+			want: nack.Expired, action: nack.Ack, claimLog: "claim; release"},
+		{name: "deadline passes while waiting for the slot: the slot goes unused", deadline: 500 * time.Millisecond, waits: time.Second, dec: allowed,
+			want: nack.Expired, action: nack.Ack, claimLog: "claim; release"},
+		{name: "deadline ahead: sent", deadline: time.Minute, waits: time.Second, dec: allowed,
+			want: nack.Sent, action: nack.Ack, sends: 1, claimLog: "claim; finish sent"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			lim, claims := &fakeLimiter{dec: tt.dec}, &fakeClaims{rec: tt.rec, err: tt.claimErr}
+			clock := &fixedClock{t: t0}
+			lim := &fakeLimiter{dec: tt.dec, onAcquire: func() { clock.Add(tt.waits) }}
+			claims := &fakeClaims{rec: tt.rec, err: tt.claimErr}
 			sender, dlq, obs := &fakeSender{err: tt.sendErr}, &fakeDLQ{err: tt.dlqErr}, &eventLog{}
 			d := unitDispatcher(t, Config{MaxDeliveryAttempts: 100},
-				Deps{Limiter: lim, Claims: claims, Sender: sender, DeadLetter: dlq, Observer: obs})
-			m := &pubsub.Message{ID: "m1", Data: data}
+				Deps{Limiter: lim, Claims: claims, Sender: sender, DeadLetter: dlq, Observer: obs, Clock: clock})
+			data := `{"id":"login-1","to":"+819012345678","body":"code 482913"`
+			if tt.deadline != 0 {
+				data += `,"deadline":"` + t0.Add(tt.deadline).Format(time.RFC3339Nano) + `"`
+			}
+			m := &pubsub.Message{ID: "m1", Data: []byte(data + "}")}
 			if tt.attempt > 0 {
 				m.DeliveryAttempt = &tt.attempt
 			}

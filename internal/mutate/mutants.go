@@ -99,7 +99,7 @@ var mutants = []mutant{
 		{"dispatch/pipeline.go", "if terr := d.deps.Limiter.ReportThrottled(context.WithoutCancel(ctx), v.RetryAfter); terr != nil {", "if terr := error(nil); terr != nil {"},
 	}, "./dispatch/"},
 	{"D2", "an expired message is sent anyway", []edit{
-		{"dispatch/pipeline.go", "return !m.Deadline.IsZero() && !time.Now().Before(m.Deadline)", "return false"},
+		{"dispatch/pipeline.go", "return !m.Deadline.IsZero() && !d.now().Before(m.Deadline)", "return false"},
 	}, "./dispatch/"},
 	{"D3", "the send-once record is not consulted", []edit{
 		{"dispatch/pipeline.go", "	switch rec.State {\n", "	switch rec.State + 100 {\n"},
