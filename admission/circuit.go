@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"time"
 )
@@ -155,4 +156,19 @@ func (c *Circuit) Down() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.down
+}
+
+// maxLeftovers bounds what is kept for Redis to hear once it answers again
+// (claims to give back, leases to release); past it the oldest are left to
+// expire by themselves.
+const maxLeftovers = 1024
+
+// keepLeftovers appends more to kept, dropping the oldest past
+// maxLeftovers.
+func keepLeftovers[T any](kept []T, more ...T) []T {
+	kept = append(kept, more...)
+	if n := len(kept) - maxLeftovers; n > 0 {
+		kept = slices.Delete(kept, 0, n)
+	}
+	return kept
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -80,10 +79,6 @@ type Claims struct {
 }
 
 type claimRef struct{ id, token string }
-
-// maxUnreleased bounds the claims kept for a later release; past it the
-// oldest are left to expire.
-const maxUnreleased = 1024
 
 // NewClaims returns the claims of account in rdb. A zero claimTTL or
 // recordTTL means its default; timeout bounds each call (zero means
@@ -196,14 +191,11 @@ func (c *Claims) Release(ctx context.Context, id, token string) error {
 	return err
 }
 
-// keep holds r for a later release, dropping the oldest past maxUnreleased.
-func (c *Claims) keep(r claimRef) {
+// keep holds refs for a later release.
+func (c *Claims) keep(refs ...claimRef) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.unreleased = append(c.unreleased, r)
-	if n := len(c.unreleased) - maxUnreleased; n > 0 {
-		c.unreleased = slices.Delete(c.unreleased, 0, n)
-	}
+	c.unreleased = keepLeftovers(c.unreleased, refs...)
+	c.mu.Unlock()
 }
 
 // releaseLeftovers gives back, in one call, claims whose Release failed.
@@ -216,9 +208,7 @@ func (c *Claims) releaseLeftovers(ctx context.Context) {
 		return
 	}
 	if err := c.release(context.WithoutCancel(ctx), refs); err != nil {
-		for _, r := range refs {
-			c.keep(r)
-		}
+		c.keep(refs...)
 	}
 }
 

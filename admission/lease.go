@@ -3,7 +3,6 @@ package admission
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -67,18 +66,11 @@ func (l *Limiter) Release(ctx context.Context, lease string) error {
 	return err
 }
 
-// maxOrphans bounds the leases kept for a later release; past it the
-// oldest are left to expire after LeaseTTL.
-const maxOrphans = 1024
-
 // orphan keeps lease for the next Release.
 func (l *Limiter) orphan(lease string) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.orphans = append(l.orphans, lease)
-	if n := len(l.orphans) - maxOrphans; n > 0 {
-		l.orphans = slices.Delete(l.orphans, 0, n)
-	}
+	l.orphans = keepLeftovers(l.orphans, lease)
+	l.mu.Unlock()
 }
 
 func toAny(s []string) []any {
