@@ -26,6 +26,16 @@ const minWait = 100 * time.Microsecond
 // Acquire times its own wait on the monotonic clock (real timers), not on
 // the Limiter's Clock. The error is non-nil only when ctx ends first.
 func (l *Limiter) Acquire(ctx context.Context, class Class, maxWait time.Duration) (Decision, error) {
+	return l.AcquireN(ctx, class, 1, maxWait)
+}
+
+// AcquireN is Acquire for a send of cost units (its segments, when rates
+// count segments; below 1 counts as 1). A cost the BURST cannot hold is
+// admitted only when the account (and, for marketing, its cap) owes
+// nothing, so that any window of length W sees at most rate * W +
+// max(BURST, cost) units.
+func (l *Limiter) AcquireN(ctx context.Context, class Class, cost int, maxWait time.Duration) (Decision, error) {
+	cost = max(cost, 1)
 	if maxWait <= 0 {
 		return notAsked(ReasonNoTime), nil
 	}
@@ -84,7 +94,7 @@ func (l *Limiter) Acquire(ctx context.Context, class Class, maxWait time.Duratio
 		if l.queued[class].Load() > 0 {
 			tickets = ticketAlways
 		}
-		d, err := l.tryAcquire(ctx, class, tickets, maxWait-time.Since(start))
+		d, err := l.tryAcquire(ctx, class, cost, tickets, maxWait-time.Since(start))
 		d.Tries = tries
 		if err != nil {
 			return d, err

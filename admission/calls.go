@@ -28,6 +28,7 @@ type admitCall struct {
 	MaxInFlight       int    `lua:"ARGV[11] the most sends in flight on the account"`
 	Lease             string `lua:"ARGV[12] the lease member of this send"`
 	LeaseTTL          int64  `lua:"ARGV[13] lease lifetime in microseconds"`
+	Cost              int    `lua:"ARGV[14] cost"`
 }
 
 func (c admitCall) keys() []string {
@@ -36,7 +37,7 @@ func (c admitCall) keys() []string {
 
 func (c admitCall) argv() []any {
 	return []any{c.GlobalInterval, c.GlobalTau, c.MarketingInterval, c.MarketingTau, flag(c.Marketing),
-		c.RecoveryFloor, c.Reserve, c.Tickets, c.Spacing, c.Within, c.MaxInFlight, c.Lease, c.LeaseTTL}
+		c.RecoveryFloor, c.Reserve, c.Tickets, c.Spacing, c.Within, c.MaxInFlight, c.Lease, c.LeaseTTL, max(c.Cost, 1)}
 }
 
 // penaltyCall is one call of penalty.lua.
@@ -44,12 +45,24 @@ type penaltyCall struct {
 	Penalty   string `lua:"KEYS[1] penalty key"`
 	GlobalTAT string `lua:"KEYS[2] global TAT key"`
 
-	Millis    int64 `lua:"ARGV[1] penalty length in milliseconds"`
-	GlobalTau int64 `lua:"ARGV[2] global tolerance tau in microseconds"`
+	Millis    int64  `lua:"ARGV[1] penalty length in milliseconds"`
+	GlobalTau int64  `lua:"ARGV[2] global tolerance tau in microseconds"`
+	Why       string `lua:"ARGV[3] why"`
 }
 
 func (c penaltyCall) keys() []string { return []string{c.Penalty, c.GlobalTAT} }
-func (c penaltyCall) argv() []any    { return []any{c.Millis, c.GlobalTau} }
+func (c penaltyCall) argv() []any    { return []any{c.Millis, c.GlobalTau, c.Why} }
+
+// resumeCall is one call of resume.lua.
+type resumeCall struct {
+	Penalty   string `lua:"KEYS[1] penalty key"`
+	GlobalTAT string `lua:"KEYS[2] global TAT key"`
+
+	GlobalTau int64 `lua:"ARGV[1] global tolerance tau in microseconds"`
+}
+
+func (c resumeCall) keys() []string { return []string{c.Penalty, c.GlobalTAT} }
+func (c resumeCall) argv() []any    { return []any{c.GlobalTau} }
 
 // overrideCall is one call of override.lua.
 type overrideCall struct {

@@ -37,6 +37,9 @@ type Record struct {
 	State ClaimState
 	// RejectReason is, when State is Refused, the refusal as recorded.
 	RejectReason string
+	// ProviderID is, when State is Finished by a send, the provider's id
+	// of the message if it gave one.
+	ProviderID string
 }
 
 // Final records of an id.
@@ -44,6 +47,26 @@ const (
 	RecordSent     = "sent"
 	RecordRejected = "rejected" // refused, and dead-lettered
 )
+
+// sentPrefix starts the record of a send the provider gave an id to.
+const sentPrefix = RecordSent + ":"
+
+// maxProviderID bounds the provider id kept in a record: providers' ids
+// are short (Twilio's 34 characters), and a record is no place for more.
+const maxProviderID = 128
+
+// SentRecord is the final record of a send the provider accepted as
+// providerID (RecordSent when it gave none), so that an operator finds the
+// provider's message from the dispatcher's id.
+func SentRecord(providerID string) string {
+	if providerID == "" {
+		return RecordSent
+	}
+	if len(providerID) > maxProviderID {
+		providerID = providerID[:maxProviderID]
+	}
+	return sentPrefix + providerID
+}
 
 // refusedPrefix starts the record of a refusal whose dead letter is not
 // published yet; the reason follows it.
@@ -131,17 +154,21 @@ func (c *Claims) Claim(ctx context.Context, id, token string, ttl time.Duration)
 	case RecordSent, RecordRejected:
 		return Record{State: Finished}, nil
 	}
+	if strings.HasPrefix(v, sentPrefix) {
+		return Record{State: Finished, ProviderID: v[len(sentPrefix):]}, nil
+	}
 	if reason, ok := strings.CutPrefix(v, refusedPrefix); ok {
 		return Record{State: Refused, RejectReason: reason}, nil
 	}
 	return Record{}, fmt.Errorf("%w: claim returned %q", ErrBadReply, v)
 }
 
-// Finish writes id's final record (RecordSent or RecordRejected), which
-// lives recordTTL. It overwrites any claim: the outcome is a fact.
+// Finish writes id's final record (RecordSent, SentRecord's or
+// RecordRejected), which lives recordTTL. It overwrites any claim: the
+// outcome is a fact.
 func (c *Claims) Finish(ctx context.Context, id, record string) error {
-	if record != RecordSent && record != RecordRejected {
-		return errors.New("admission: Finish wants RecordSent or RecordRejected")
+	if record != RecordSent && record != RecordRejected && !strings.HasPrefix(record, sentPrefix) {
+		return errors.New("admission: Finish wants RecordSent, a SentRecord or RecordRejected")
 	}
 	return c.finish(ctx, id, record)
 }

@@ -9,7 +9,7 @@
 -- Returns the record as it stands after the call:
 --   'claimed'  -> the caller holds the claim (new, or already its own)
 --   'held'     -> another attempt holds a live claim
---   any other  -> the id's record ('sent', 'rejected', or 'refused:<reason>'
+--   any other  -> the id's record ('sent', 'sent:<provider id>', 'rejected', or 'refused:<reason>'
 --                 while a refusal's dead letter is pending): do not send
 local v = redis.call('GET', KEYS[1])
 if not v then

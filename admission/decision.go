@@ -47,7 +47,8 @@ const (
 	// unreachable.
 	SourceFallback Source = "fallback"
 	// SourcePenalty is a denial because the provider answered 429 and its
-	// Retry-After has not run out.
+	// Retry-After has not run out (ReasonPenalty), or refused the account
+	// and the pause has not run out (ReasonAccount).
 	SourcePenalty Source = "penalty"
 	// SourceNone is a denial nobody decided: the caller gave up before it
 	// asked (Reason says why).
@@ -63,6 +64,7 @@ const (
 	ReasonGlobal    Reason = "global"    // TargetRPS would be exceeded
 	ReasonMarketing Reason = "marketing" // MarketingRPS would be exceeded
 	ReasonInFlight  Reason = "in_flight" // MaxInFlight sends are in flight
+	ReasonAccount   Reason = "account"   // an account-level pause is live (ReportAccountFailure)
 
 	// Reasons of SourceNone: the caller did not ask.
 	ReasonTurn   Reason = "turn"    // its max wait ran out queued behind a caller of its class

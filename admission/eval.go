@@ -11,13 +11,13 @@ import (
 // ErrBadReply reports a script reply of an unexpected shape.
 var ErrBadReply = errors.New("admission: unexpected script reply")
 
-// eval runs gcra.lua once. recovering says this process is coming back
+// eval runs gcra.lua once for a send of cost units. recovering says this process is coming back
 // from its fallback: others may still be in theirs for up to one
 // RedisRetryAfter, sending (MaxSenders-1)/MaxSenders of the target between
 // them, so the script first reserves that much time on both keys.
-func (l *Limiter) eval(ctx context.Context, class Class, recovering bool, tickets string, within time.Duration) (Decision, error) {
+func (l *Limiter) eval(ctx context.Context, class Class, cost int, recovering bool, tickets string, within time.Duration) (Decision, error) {
 	call := l.admit[class]
-	call.Tickets, call.Within = tickets, within.Microseconds()
+	call.Tickets, call.Within, call.Cost = tickets, within.Microseconds(), cost
 	if recovering {
 		call.RecoveryFloor = l.recoveryFloor
 	}
@@ -73,6 +73,8 @@ func parseReply(v []any) (Decision, error) {
 		d.Reason = ReasonMarketing
 	case n[0] == 0 && n[2] == 4:
 		d.Reason = ReasonInFlight
+	case n[0] == 0 && n[2] == 5:
+		d.Source, d.Reason = SourcePenalty, ReasonAccount
 	default:
 		return Decision{}, fmt.Errorf("%w: %v", ErrBadReply, v)
 	}

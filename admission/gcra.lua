@@ -33,6 +33,11 @@
 -- ARGV[11] -> the most sends in flight on the account (0: no limit)
 -- ARGV[12] -> the lease member of this send (unique per attempt)
 -- ARGV[13] -> lease lifetime in microseconds (longer than a send can take)
+-- ARGV[14] -> cost: how many units (messages, or segments when rates count
+--            segments) this send takes, at least 1. A cost the tolerance
+--            cannot hold is admitted only when its keys owe nothing (TAT
+--            at or before now), so that any window of length W holds at
+--            most rate * W + max(BURST, cost) units
 --
 -- Returns {allowed, wait_us, reason}:
 --   allowed -> 1 when a slot was taken, 0 when denied
@@ -41,7 +46,8 @@
 --              allowed with ARGV[8] = '2', when to ask for the next
 --              message (may be <= 0: at once); else 0
 --   reason  -> 0 allowed, 1 penalty live, 2 global rate, 3 marketing cap,
---              4 in-flight limit
+--              4 in-flight limit, 5 account-level pause live (a penalty
+--              whose value starts with 'account')
 --
 -- The clock is Redis TIME, never the caller's. A denial never advances a
 -- TAT (it may take a wake ticket, and a recovery floor raises both TATs
@@ -116,6 +122,9 @@ end
 
 local pen = redis.call('PTTL', KEYS[3])
 if pen > 0 then
+  if string.sub(redis.call('GET', KEYS[3]) or '', 1, 7) == 'account' then
+    return deny(pen * 1000, 5)
+  end
   return deny(pen * 1000, 1)
 end
 
@@ -129,14 +138,19 @@ if floor > 0 then
   end
 end
 
--- check returns the TAT after one more send and how long the caller would
--- have to wait for it (<= 0 means now).
+-- check returns the TAT after one more send of cost units and how long
+-- the caller would have to wait for it (<= 0 means now).
+local cost = math.max(tonumber(ARGV[14]), 1)
 local function check(key, interval, tau)
   local tat = tonumber(redis.call('GET', key) or now)
   if tat < now then
     tat = now -- idle time banks no credit beyond the tolerance
   end
-  return tat + interval, tat - now - tau
+  local extra = (cost - 1) * interval
+  if extra > tau then
+    return tat + cost * interval, tat - now -- too big to fit: only on a clean slate
+  end
+  return tat + cost * interval, tat + extra - now - tau
 end
 
 local marketing = ARGV[5] == '1'

@@ -11,11 +11,11 @@ const localLease = "local"
 
 // fallbackAt decides in the fallback, holding a local lease when
 // MaxInFlight is set. Called with l.mu held.
-func (l *Limiter) fallbackAt(now time.Time, class Class) Decision {
+func (l *Limiter) fallbackAt(now time.Time, class Class, cost int) Decision {
 	if l.cfg.MaxInFlight > 0 && l.localInFlight >= max(1, l.cfg.MaxInFlight/l.cfg.MaxSenders) {
 		return Decision{RetryAfter: l.intervalGl, Source: SourceFallback, Reason: ReasonInFlight}
 	}
-	d := l.fb.decideAt(now, class)
+	d := l.fb.decideAt(now, class, cost)
 	if d.Allowed && l.cfg.MaxInFlight > 0 {
 		l.localInFlight++
 		d.Lease = localLease

@@ -53,7 +53,9 @@ type Limiter struct {
 	mu sync.Mutex
 	// Guarded by mu.
 	inFallback   bool      // decided locally since Redis last answered
-	penaltyUntil time.Time // the latest 429 penalty this process knows of
+	penaltyUntil time.Time // the end of the latest penalty this process knows of
+	pauseWhy     string    // non-empty: that penalty is an account-level pause ("account:...")
+	pauseChecked time.Time // when Redis last confirmed the pause
 	fb           fallback
 	nextAsk      [2]time.Time // by class: the wake ticket the last admission brought back
 	// orphans are lease members that may hold a slot of MaxInFlight in
@@ -126,7 +128,7 @@ func (l *Limiter) Keys() []string {
 // returned: the fallback decides instead. The error is non-nil only when ctx
 // ends first.
 func (l *Limiter) TryAcquire(ctx context.Context, class Class) (Decision, error) {
-	return l.tryAcquire(ctx, class, ticketNone, 0)
+	return l.tryAcquire(ctx, class, 1, ticketNone, 0)
 }
 
 // Wake-ticket modes of gcra.lua (admitCall.Tickets).
@@ -136,14 +138,21 @@ const (
 	ticketAlways   = "2" // and another caller of the class waits behind it
 )
 
-// tryAcquire is TryAcquire taking wake tickets no further than within.
-func (l *Limiter) tryAcquire(ctx context.Context, class Class, tickets string, within time.Duration) (Decision, error) {
+// tryAcquire is TryAcquire of cost units taking wake tickets no further
+// than within.
+func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets string, within time.Duration) (Decision, error) {
 	now := l.clock.Now()
 	l.mu.Lock()
-	if now.Before(l.penaltyUntil) {
+	// An account-level pause is asked about again every accountRecheck:
+	// another process may have ended it (ResumeAccount).
+	if now.Before(l.penaltyUntil) && (l.pauseWhy == "" || now.Sub(l.pauseChecked) < accountRecheck) {
 		left := l.penaltyUntil.Sub(now) // read under mu: ReportThrottled writes it
+		reason := ReasonPenalty
+		if l.pauseWhy != "" {
+			reason = ReasonAccount
+		}
 		l.mu.Unlock()
-		return Decision{RetryAfter: left, Source: SourcePenalty, Reason: ReasonPenalty}, nil
+		return Decision{RetryAfter: left, Source: SourcePenalty, Reason: reason}, nil
 	}
 	recovering := l.inFallback
 	orphans := len(l.orphans) > 0
@@ -154,7 +163,7 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, tickets string, w
 		_ = l.Release(ctx, "")
 	}
 
-	d, err := l.eval(ctx, class, recovering, tickets, within)
+	d, err := l.eval(ctx, class, cost, recovering, tickets, within)
 	if callerGaveUp(err) {
 		return Decision{}, err
 	}
@@ -168,10 +177,21 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, tickets string, w
 			l.cfg.Logger.Warn("admission: deciding locally until redis answers",
 				"rate_per_process", l.cfg.TargetRPS/float64(l.cfg.MaxSenders), "err", err)
 		}
-		return l.fallbackAt(now, class), nil
+		return l.fallbackAt(now, class, cost), nil
 	}
 	l.inFallback = false
-	if d.Source == SourcePenalty {
+	switch {
+	case d.Reason == ReasonAccount:
+		why := l.pauseWhy
+		if why == "" {
+			why = "account:reported by another process"
+		}
+		l.penaltyUntil = now.Add(d.RetryAfter) // Redis's word: it may have been ended and begun again
+		l.pauseWhy, l.pauseChecked = why, now
+	case l.pauseWhy != "":
+		l.endPause() // Redis holds no pause any more
+	}
+	if d.Reason == ReasonPenalty {
 		if until := now.Add(d.RetryAfter); until.After(l.penaltyUntil) {
 			l.penaltyUntil = until
 		}
@@ -179,8 +199,9 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, tickets string, w
 	return d, nil
 }
 
-// State reports whether this process knows of a live 429 penalty and
-// whether it is deciding locally because Redis is unreachable.
+// State reports whether this process knows of a live penalty (a 429's or
+// an account-level pause) and whether it is deciding locally because Redis
+// is unreachable.
 func (l *Limiter) State() (penalty, fallback bool) {
 	now := l.clock.Now()
 	l.mu.Lock()

@@ -4,9 +4,11 @@
 -- KEYS[2] -> global TAT key ({sms:<account>}:tat:global)
 -- ARGV[1] -> penalty length in milliseconds (below 1 counts as 1)
 -- ARGV[2] -> global tolerance tau in microseconds
+-- ARGV[3] -> why: 'throttled' for a 429, 'account:<reason>' for an
+--            account-level failure (gcra.lua then answers reason 5)
 --
 -- Returns the penalty's remaining milliseconds after the call. A shorter
--- penalty never shortens a longer live one.
+-- penalty never shortens a longer live one, nor changes its why.
 --
 -- The global TAT is also moved to the penalty's end plus tau: when the
 -- penalty ends the account resumes one message per interval, with no burst,
@@ -16,7 +18,7 @@
 local want = math.max(tonumber(ARGV[1]), 1) -- SET PX refuses <= 0
 local cur = redis.call('PTTL', KEYS[1])
 if cur < want then
-  redis.call('SET', KEYS[1], '1', 'PX', want)
+  redis.call('SET', KEYS[1], ARGV[3], 'PX', want)
   cur = want
 end
 local t = redis.call('TIME')

@@ -96,7 +96,7 @@ func gcraCall(t testing.TB, l *Limiter, rec *recorder, class Class, recovering b
 	t.Helper()
 	var lease string
 	c := rec.take(t, func() error {
-		d, err := l.eval(context.Background(), class, recovering, tickets, within)
+		d, err := l.eval(context.Background(), class, 1, recovering, tickets, within)
 		lease = d.Lease
 		return err
 	})

@@ -32,11 +32,14 @@ type propSettings struct {
 	overrideTarget, overrideM float64 // 0: none
 	maxInFlight               int
 	leaseTTL                  time.Duration
+	// maxCost is the largest cost a call of the sequence may have (1:
+	// rates count messages); it may exceed burst.
+	maxCost int
 }
 
 func (s propSettings) String() string {
-	return fmt.Sprintf("rate=%v marketing=%v burst=%d reserve=%d override=%v:%v max_in_flight=%d lease_ttl=%v",
-		s.rate, s.marketingRate, s.burst, s.reserve, s.overrideTarget, s.overrideM, s.maxInFlight, s.leaseTTL)
+	return fmt.Sprintf("rate=%v marketing=%v burst=%d reserve=%d override=%v:%v max_in_flight=%d lease_ttl=%v max_cost=%d",
+		s.rate, s.marketingRate, s.burst, s.reserve, s.overrideTarget, s.overrideM, s.maxInFlight, s.leaseTTL, s.maxCost)
 }
 
 // effective returns the rate in force: the configured one, or the
@@ -56,10 +59,11 @@ type propCall struct {
 	recovering bool
 	within     time.Duration
 	release    bool // release the previous call's lease first
+	cost       int  // units the send takes (ARGV[14])
 }
 
 func (c propCall) String() string {
-	return fmt.Sprintf("at=%dµs class=%v tickets=%s recovering=%v within=%v release=%v", c.at, c.class, c.tickets, c.recovering, c.within, c.release)
+	return fmt.Sprintf("at=%dµs class=%v tickets=%s recovering=%v within=%v release=%v cost=%d", c.at, c.class, c.tickets, c.recovering, c.within, c.release, c.cost)
 }
 
 // logUniform returns a number between lo and hi, as likely in each decade.
@@ -82,6 +86,12 @@ func randomSequence(rng *rand.Rand, n int) (propSettings, []propCall) {
 		s.overrideM = logUniform(rng, 0.1, 2*s.marketingRate)
 	case 3:
 		s.overrideTarget, s.overrideM = logUniform(rng, 0.1, 2*s.rate), logUniform(rng, 0.1, 2*s.marketingRate)
+	}
+	s.maxCost = 1
+	if rng.IntN(3) == 0 {
+		// Rates in segments: costs up to twice BURST and more, so that
+		// some sends are too big for the tolerance.
+		s.maxCost = 1 + rng.IntN(min(2*s.burst+3, 50))
 	}
 	if rng.IntN(2) == 0 {
 		s.maxInFlight = 1 + rng.IntN(5)
@@ -113,6 +123,7 @@ func randomSequence(rng *rand.Rand, n int) (propSettings, []propCall) {
 			c.within = time.Hour
 		}
 		c.release = s.maxInFlight > 0 && rng.IntN(2) == 0
+		c.cost = 1 + rng.IntN(s.maxCost)
 		calls[i] = c
 	}
 	return s, calls
@@ -120,6 +131,7 @@ func randomSequence(rng *rand.Rand, n int) (propSettings, []propCall) {
 
 // overWindow returns the first window [a, a+w] (microseconds) of the sorted
 // instants holding more than rate×w + burst of them, and how many it holds.
+// A send of cost units is that many instants.
 func overWindow(instants []int64, w int64, rate float64, burst int) (a int64, n int, over bool) {
 	// The bound is a whole number of slots when w is whole intervals:
 	// 1e-9 keeps a float product a hair below it from failing the test.
@@ -140,7 +152,8 @@ func overWindow(instants []int64, w int64, rate float64, burst int) (a int64, n 
 // sequences of calls of gcra.lua, with the ARGV the Limiter builds, on a
 // random non-decreasing injected clock, and asserts that the script never
 // errs and that no window [a, a+W] starting at an admission holds more than
-// rate×W + BURST admissions: all classes against the global rate in force,
+// rate×W + max(BURST, largest cost) units (a send of cost c is c units):
+// all classes against the global rate in force,
 // marketing against the marketing rate in force (each the configured rate,
 // or the override where lower). The settings (rates, BURST, OTP reserve,
 // override, in-flight limit) are constant within a sequence.
@@ -226,6 +239,7 @@ func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, s propSetti
 			if s.reserve >= 0 {
 				g.args[6] = strconv.FormatInt(s.reserve, 10) // ARGV[7]
 			}
+			g.args[13] = strconv.Itoa(max(c.cost, 1)) // ARGV[14]
 			cmds[i] = scripts.send(ctx, p, g, c.at)
 		}
 	})
@@ -238,7 +252,10 @@ func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, s propSetti
 			failures = append(failures, fmt.Sprintf("call %d (%v): %v", i+1, plan[i], err))
 			continue
 		}
-		if d.Allowed {
+		for range max(plan[i].cost, 1) {
+			if !d.Allowed {
+				break
+			}
 			all = append(all, plan[i].at)
 			if plan[i].class == Marketing {
 				marketing = append(marketing, plan[i].at)
@@ -255,9 +272,9 @@ func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, s propSetti
 	} {
 		slot := interval(lim.rate).Microseconds()
 		for _, w := range []int64{slot, 10 * slot, 1e6, 1e7} {
-			if a, n, over := overWindow(lim.instants, w, lim.rate, s.burst); over {
-				failures = append(failures, fmt.Sprintf("%s: %d admissions in [%d, %d+%dµs], more than %v/s × %dµs + BURST %d",
-					lim.name, n, a, a, w, lim.rate, w, s.burst))
+			if a, n, over := overWindow(lim.instants, w, lim.rate, max(s.burst, s.maxCost)); over {
+				failures = append(failures, fmt.Sprintf("%s: %d units in [%d, %d+%dµs], more than %v/s × %dµs + max(BURST %d, cost %d)",
+					lim.name, n, a, a, w, lim.rate, w, s.burst, s.maxCost))
 			}
 		}
 	}

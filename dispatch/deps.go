@@ -15,8 +15,17 @@ import (
 
 // Limiter hands out send slots (admission.Limiter).
 type Limiter interface {
-	Acquire(ctx context.Context, class admission.Class, maxWait time.Duration) (admission.Decision, error)
+	// AcquireN waits for a slot of cost units (1, or the message's
+	// segments when rates count segments).
+	AcquireN(ctx context.Context, class admission.Class, cost int, maxWait time.Duration) (admission.Decision, error)
 	ReportThrottled(ctx context.Context, retryAfter time.Duration) error
+	// ReportAccountFailure stops every process for pause: the provider
+	// refused the account, not a message.
+	ReportAccountFailure(ctx context.Context, pause time.Duration, why string) error
+	// ResumeAccount ends an account-level pause early: its cause is fixed.
+	ResumeAccount(ctx context.Context) error
+	// AccountPause reports the account-level pause this process knows of.
+	AccountPause() (why string, left time.Duration, ok bool)
 	// Release ends the in-flight lease of an admission (Decision.Lease).
 	Release(ctx context.Context, lease string) error
 }
@@ -30,9 +39,19 @@ type Claimer interface {
 	Release(ctx context.Context, id, token string) error
 }
 
-// Sender sends one message to the provider (provider.Client).
+// Sender sends one message to the provider (provider.Client, Twilio,
+// Vonage).
 type Sender interface {
-	Send(ctx context.Context, m provider.Message) error
+	Send(ctx context.Context, m provider.Message) (provider.Receipt, error)
+}
+
+// Credentials is the provider credential a Dispatcher watches
+// (provider.Secret): when its file changes, the account's pause ends.
+type Credentials interface {
+	// Reload reads the credential again and reports whether it changed.
+	Reload() (changed bool, err error)
+	// Version counts the changes seen so far.
+	Version() uint64
 }
 
 // DeadLetterer publishes a message that will never be sent to the

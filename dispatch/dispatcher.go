@@ -53,9 +53,41 @@ type Config struct {
 	// every try, first or retry, takes a slot; the pauses cut it further,
 	// to about one probe a second per pod and class.
 	BackoffInitial, BackoffMax time.Duration
+	// RateUnit is what the limiter's rates count: messages (the default)
+	// or segments, in which case each send costs its segments
+	// (provider.Segments) and a body of more than MaxSegments is invalid.
+	RateUnit RateUnit
+	// MaxSegments is the most segments a body may have when rates count
+	// segments. Default 10.
+	MaxSegments int
+	// AccountPause is how long every process stops sending on the account
+	// after the provider refused the account itself (credentials,
+	// suspension, credit). Default 1m; a changed credential ends it
+	// earlier.
+	AccountPause time.Duration
+	// CredentialCheck is how often Deps.Credentials is read again.
+	// Default 1s.
+	CredentialCheck time.Duration
 	// Logger; if nil, slog.Default().
 	Logger *slog.Logger
 }
+
+// RateUnit is what the account's rates count.
+type RateUnit int
+
+const (
+	// PerMessage counts one unit per message.
+	PerMessage RateUnit = iota
+	// PerSegment counts each message's segments, as Twilio and Vonage do.
+	PerSegment
+)
+
+// Defaults of the segment and account settings.
+const (
+	DefaultMaxSegments     = 10
+	DefaultAccountPause    = time.Minute
+	DefaultCredentialCheck = time.Second
+)
 
 func (c Config) withDefaults() Config {
 	def := func(d *time.Duration, v time.Duration) {
@@ -69,6 +101,11 @@ func (c Config) withDefaults() Config {
 	def(&c.Grace, DefaultGrace)
 	def(&c.BackoffInitial, DefaultBackoffInitial)
 	def(&c.BackoffMax, DefaultBackoffMax)
+	def(&c.AccountPause, DefaultAccountPause)
+	def(&c.CredentialCheck, DefaultCredentialCheck)
+	if c.MaxSegments <= 0 {
+		c.MaxSegments = DefaultMaxSegments
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -91,6 +128,9 @@ type Deps struct {
 	// Clock tells the time that deadlines and Events are read against; if
 	// nil, the system clock. Waits run on real timers whatever it says.
 	Clock admission.Clock
+	// Credentials, if set, is read again every Config.CredentialCheck; a
+	// change ends an account-level pause (Limiter.ResumeAccount).
+	Credentials Credentials
 }
 
 // Event is what happened to one delivery of one message.
@@ -106,6 +146,8 @@ type Event struct {
 	Admitted        time.Time          // when a slot was granted; zero if none
 	Decision        admission.Decision // the last admission decision; zero if admission was not reached
 	ResendCount     int                // provider attempts of this message before this one, if it reached the provider
+	Segments        int                // the body's segments (provider.Segments); 0 if the data did not decode
+	ProviderID      string             // the provider's id of the message, when it accepted it
 	Finished        time.Time
 	Err             error // why, for outcomes other than sent; never holds a phone number
 }
@@ -133,6 +175,8 @@ type Dispatcher struct {
 
 	// Set once by Run before any lane starts.
 	hard context.Context // sends in flight; ends Grace after Run's context
+
+	accountLogged atomic.Int64 // unix nanoseconds of the last account-failure error log
 }
 
 // flight is one id being handled in this process: other deliveries of the
@@ -178,14 +222,22 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 	return d, nil
 }
 
-// Ready reports whether both lanes are receiving.
+// Ready reports whether both lanes are receiving and the account is not
+// paused for an account-level failure.
 func (d *Dispatcher) Ready() bool {
 	for _, l := range d.lanes {
 		if l == nil || !l.receiving.Load() {
 			return false
 		}
 	}
-	return true
+	_, _, paused := d.deps.Limiter.AccountPause()
+	return !paused
+}
+
+// AccountPause reports the account-level pause this process knows of: why
+// and how long it has left.
+func (d *Dispatcher) AccountPause() (why string, left time.Duration, ok bool) {
+	return d.deps.Limiter.AccountPause()
 }
 
 // BudgetTokens returns the retry budget's tokens, for metrics.
@@ -225,6 +277,42 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	for _, l := range d.lanes {
 		wg.Go(func() { l.run(ctx) })
 	}
+	if d.deps.Credentials != nil {
+		wg.Go(func() { d.watchCredentials(ctx) })
+	}
 	wg.Wait() // Receive returns once its callbacks have
 	return nil
+}
+
+// watchCredentials reads the credential again every CredentialCheck until
+// ctx ends: a change (an operator fixed the Secret) ends the account's
+// pause at once rather than when it runs out.
+func (d *Dispatcher) watchCredentials(ctx context.Context) {
+	t := time.NewTicker(d.cfg.CredentialCheck)
+	defer t.Stop()
+	seen := d.deps.Credentials.Version()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := d.deps.Credentials.Reload(); err != nil {
+			d.cfg.Logger.Warn("could not read the provider credential again; the one read before is kept", "err", err)
+			continue
+		}
+		// The version, not Reload's answer: a send's account failure
+		// reads the credential again too, and may have seen the change
+		// first.
+		v := d.deps.Credentials.Version()
+		if v == seen {
+			continue
+		}
+		seen = v
+		if err := d.deps.Limiter.ResumeAccount(ctx); err != nil {
+			d.cfg.Logger.Warn("the provider credential changed but the account's pause could not be ended; it runs out by itself", "err", err)
+			continue
+		}
+		d.cfg.Logger.Info("the provider credential changed; sending on the account resumes")
+	}
 }

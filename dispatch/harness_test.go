@@ -41,6 +41,9 @@ type harness struct {
 	redisAddr string
 	// wrapClaims, if set before start, wraps each instance's Claimer.
 	wrapClaims func(Claimer) Claimer
+	// newSender, if set before start, makes each instance's Sender and the
+	// credential it watches; default the generic client without a token.
+	newSender func() (Sender, Credentials)
 	// dispatchers are the instances start ran, and limiters their limiters.
 	dispatchers []*Dispatcher
 	limiters    []*admission.Limiter
@@ -62,7 +65,9 @@ func newHarness(t *testing.T, sim provider.SimConfig, wrap func(http.Handler) ht
 	}
 	h.limits = admission.Config{Account: h.account, TargetRPS: 90, MarketingRPS: 70, Burst: 5, MaxSenders: 23, RedisTimeout: 2 * time.Second}
 	t.Cleanup(func() { h.ps.Close() })
-	var handler http.Handler = h.sim
+	// Through h.sim as it is at each request: a test may replace the
+	// simulator (another provider's) before it starts instances.
+	var handler http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.sim.ServeHTTP(w, r) })
 	if wrap != nil {
 		handler = wrap(handler)
 	}
@@ -135,11 +140,18 @@ func (h *harness) start(n int, cfg Config) (stop func()) {
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		sender, err := provider.NewClient(h.simURL, "")
-		if err != nil {
-			h.t.Fatal(err)
+		var sender Sender
+		var creds Credentials
+		if h.newSender != nil {
+			sender, creds = h.newSender()
+		} else {
+			c, err := provider.NewClient(h.simURL, "")
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			h.t.Cleanup(c.CloseIdleConnections) // as serve does at exit
+			sender = c
 		}
-		h.t.Cleanup(sender.CloseIdleConnections) // as serve does at exit
 		c := h.client()
 		dlq := c.Publisher("sms-dead-letter")
 		h.t.Cleanup(dlq.Stop)
@@ -149,7 +161,7 @@ func (h *harness) start(n int, cfg Config) (stop func()) {
 		}
 		d, err := New(cfg, Deps{
 			OTP: c.Subscriber("sms-otp-dispatcher"), Marketing: c.Subscriber("sms-marketing-dispatcher"),
-			Limiter: lim, Claims: claims, Sender: sender,
+			Limiter: lim, Claims: claims, Sender: sender, Credentials: creds,
 			DeadLetter: DeadLetterTopic{Publisher: dlq}, Observer: h,
 		})
 		if err != nil {

@@ -29,7 +29,7 @@ type Message struct {
 // An InvalidError says why a message breaks the contract. Its text never
 // holds the phone number or the body.
 type InvalidError struct {
-	Reason string // short code: bad_json, too_large, bad_id, bad_to, bad_body, bad_deadline
+	Reason string // short code: bad_json, too_large, bad_id, bad_to, bad_body, bad_deadline, too_many_segments
 	Detail string
 }
 

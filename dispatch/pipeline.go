@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -27,6 +28,7 @@ type try struct {
 	decision admission.Decision // the last admission decision; zero if admission was not reached
 	admitted time.Time          // when a slot was granted; zero if none
 	resends  int                // provider attempts before this one, if it reached the provider
+	receipt  provider.Receipt   // the provider's acceptance, when sent
 }
 
 // handle is the Receive callback of class: it takes m to one end.
@@ -41,16 +43,20 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 	var t try
 	var f *flight
 	msg, err := Decode(m.Data, m.ID)
+	if err == nil {
+		ev.ID = msg.ID
+		ev.Segments, err = d.segments(msg)
+	}
 	if err != nil {
 		t = try{outcome: nack.Invalid, err: err}
 	} else {
-		ev.ID = msg.ID
 		f, t.outcome, t.err = d.join(ctx, class, msg)
 		if f != nil {
-			t = d.claimAndSend(ctx, class, msg, ev.DeliveryAttempt)
+			t = d.claimAndSend(ctx, class, msg, ev.Segments, ev.DeliveryAttempt)
 		}
 	}
 	ev.Outcome, ev.Err, ev.Decision, ev.Admitted, ev.ResendCount = t.outcome, t.err, t.decision, t.admitted, t.resends
+	ev.ProviderID = t.receipt.ID
 	ev.Action, ev.Err = d.act(ctx, class, m, ev)
 	if f != nil {
 		d.land(msg.ID, f, ev)
@@ -59,6 +65,25 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 	if d.deps.Observer != nil {
 		d.deps.Observer.Observe(ev)
 	}
+}
+
+// segments returns how many segments m's body takes; when rates count
+// segments, a body of more than MaxSegments is invalid: the start-up check
+// sized the account's bound to it.
+func (d *Dispatcher) segments(m Message) (int, error) {
+	n, _ := provider.Segments(m.Body)
+	if d.cfg.RateUnit == PerSegment && n > d.cfg.MaxSegments {
+		return n, &InvalidError{Reason: "too_many_segments", Detail: fmt.Sprintf("body is %d segments, more than MAX_SEGMENTS (%d)", n, d.cfg.MaxSegments)}
+	}
+	return n, nil
+}
+
+// cost is what a send of segments takes of the account's rates.
+func (d *Dispatcher) cost(segments int) int {
+	if d.cfg.RateUnit == PerSegment {
+		return segments
+	}
+	return 1
 }
 
 // join makes this delivery of m the flight of its id in this process and
@@ -153,7 +178,7 @@ func (d *Dispatcher) act(ctx context.Context, class admission.Class, m *pubsub.M
 
 // claimAndSend takes the id's send claim, a slot and sends, and keeps the
 // id's record of what came of it.
-func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, m Message, deliveryAttempt int) try {
+func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, m Message, segments, deliveryAttempt int) try {
 	token := fmt.Sprintf("%s-%d", d.instance, d.seq.Add(1))
 	ttl := d.maxWait(class) + d.cfg.SendTimeout + 5*time.Second
 	// The record is kept after the delivery's context ends (shutdown,
@@ -190,11 +215,11 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, m 
 		return try{outcome: nack.Rejected, err: refusedEarlier(rec.RejectReason)}
 	}
 
-	t := d.admitAndSend(ctx, class, m, deliveryAttempt)
+	t := d.admitAndSend(ctx, class, m, segments, deliveryAttempt)
 	switch {
 	case !claimed:
 	case t.outcome == nack.Sent:
-		if ferr := d.deps.Claims.Finish(after, m.ID, admission.RecordSent); ferr != nil {
+		if ferr := d.deps.Claims.Finish(after, m.ID, admission.SentRecord(t.receipt.ID)); ferr != nil {
 			d.cfg.Logger.Warn("could not record a sent id; a redelivery could send it again", "id", m.ID, "err", ferr)
 		}
 	case t.outcome == nack.Rejected:
@@ -220,12 +245,12 @@ func (r refusedEarlier) Permanent() bool { return true }
 
 // admitAndSend passes the priority gate, waits for a slot, sends and
 // judges the answer.
-func (d *Dispatcher) admitAndSend(ctx context.Context, class admission.Class, m Message, deliveryAttempt int) try {
+func (d *Dispatcher) admitAndSend(ctx context.Context, class admission.Class, m Message, segments, deliveryAttempt int) try {
 	maxWait := d.maxWait(class)
 	if !m.Deadline.IsZero() {
 		maxWait = min(maxWait, m.Deadline.Sub(d.now()))
 	}
-	dec, err := d.admit(ctx, class, maxWait)
+	dec, err := d.admit(ctx, class, d.cost(segments), maxWait)
 	t := try{decision: dec}
 	switch {
 	case errors.Is(err, errGateHeld):
@@ -249,8 +274,9 @@ func (d *Dispatcher) admitAndSend(ctx context.Context, class admission.Class, m 
 		return t
 	}
 	var sendErr error
-	t.resends, sendErr = d.send(ctx, m, deliveryAttempt)
-	t.outcome, t.err = d.judge(ctx, class, m, sendErr)
+	version := d.credentialVersion()
+	t.resends, t.receipt, sendErr = d.send(ctx, m, deliveryAttempt)
+	t.outcome, t.err = d.judge(ctx, class, m, version, sendErr)
 	return t
 }
 
@@ -260,7 +286,7 @@ var errGateHeld = errors.New("OTP held the priority gate")
 
 // admit passes the priority gate of class and waits up to maxWait for a
 // slot. The error is errGateHeld, or the delivery's context ending.
-func (d *Dispatcher) admit(ctx context.Context, class admission.Class, maxWait time.Duration) (admission.Decision, error) {
+func (d *Dispatcher) admit(ctx context.Context, class admission.Class, cost int, maxWait time.Duration) (admission.Decision, error) {
 	start := time.Now() // the wait itself runs on real timers
 	release := func() {}
 	if class == admission.OTP {
@@ -278,7 +304,7 @@ func (d *Dispatcher) admit(ctx context.Context, class admission.Class, maxWait t
 		}
 	}
 	actx, aend := d.deps.Tracer.Admission(ctx, class)
-	dec, err := d.deps.Limiter.Acquire(actx, class, maxWait-time.Since(start))
+	dec, err := d.deps.Limiter.AcquireN(actx, class, cost, maxWait-time.Since(start))
 	release()
 	aend(dec, time.Since(start))
 	return dec, err
@@ -296,7 +322,7 @@ func (d *Dispatcher) releaseLease(ctx context.Context, lease string) {
 // (the trace's resend count) and the provider's answer. The send keeps
 // the delivery's values (its span) but not its cancellation: a shutdown
 // stops waiting, not sending; Grace ends sends (d.hard).
-func (d *Dispatcher) send(ctx context.Context, m Message, deliveryAttempt int) (int, error) {
+func (d *Dispatcher) send(ctx context.Context, m Message, deliveryAttempt int) (int, provider.Receipt, error) {
 	timeout := d.cfg.SendTimeout
 	if !m.Deadline.IsZero() {
 		timeout = min(timeout, m.Deadline.Sub(d.now()))
@@ -306,16 +332,28 @@ func (d *Dispatcher) send(ctx context.Context, m Message, deliveryAttempt int) (
 	stop := context.AfterFunc(d.hard, cancel)
 	defer stop()
 	resends := d.resendCount(sctx, deliveryAttempt, m.ID)
-	return resends, d.deps.Sender.Send(provider.WithResendCount(sctx, resends), provider.Message{ID: m.ID, To: m.To, Body: m.Body})
+	rc, err := d.deps.Sender.Send(provider.WithResendCount(sctx, resends),
+		provider.Message{ID: m.ID, To: m.To, Body: m.Body, Deadline: m.Deadline})
+	return resends, rc, err
+}
+
+// credentialVersion is the version of the watched credential, 0 without
+// one.
+func (d *Dispatcher) credentialVersion() uint64 {
+	if d.deps.Credentials == nil {
+		return 0
+	}
+	return d.deps.Credentials.Version()
 }
 
 // judge turns the provider's answer into the delivery's outcome and does
 // what it asks of the process: a success refills the retry budget, a 429
-// stops every process for its Retry-After, a transient failure spends the
-// budget and, once it is spent, pauses the class's pulls. A send cut off
-// by its own deadline or by the shutdown's Grace is not the provider's
-// failure and charges nothing.
-func (d *Dispatcher) judge(ctx context.Context, class admission.Class, m Message, err error) (nack.Outcome, error) {
+// stops every process for its Retry-After, an account-level failure stops
+// every process for AccountPause, a transient failure spends the budget
+// and, once it is spent, pauses the class's pulls. A send cut off by its
+// own deadline or by the shutdown's Grace is not the provider's failure
+// and charges nothing. version is the credential's when the send began.
+func (d *Dispatcher) judge(ctx context.Context, class admission.Class, m Message, version uint64, err error) (nack.Outcome, error) {
 	v := nack.Judge(err)
 	switch {
 	case v.Outcome == nack.Transient && d.expired(m):
@@ -332,6 +370,8 @@ func (d *Dispatcher) judge(ctx context.Context, class admission.Class, m Message
 		if terr := d.deps.Limiter.ReportThrottled(context.WithoutCancel(ctx), v.RetryAfter); terr != nil {
 			d.cfg.Logger.Warn("could not share a 429 penalty; this process honours it alone", "retry_after", v.RetryAfter, "err", terr)
 		}
+	case nack.AccountFailure:
+		d.accountFailed(ctx, version, err)
 	case nack.Transient:
 		d.budget.OnFailure()
 		if !d.budget.Allow() {
@@ -339,6 +379,49 @@ func (d *Dispatcher) judge(ctx context.Context, class admission.Class, m Message
 		}
 	}
 	return v.Outcome, err
+}
+
+// accountLogEvery spaces the error log of account-level failures: one line
+// a minute per process says it all; the metrics count every one.
+const accountLogEvery = time.Minute
+
+// accountFailed stops every process on the account for AccountPause: the
+// provider refused the account, and every message would meet the same
+// answer. A send made with a credential that has changed since (read again
+// by the adapter or the watcher) says nothing of the new one: no pause.
+func (d *Dispatcher) accountFailed(ctx context.Context, version uint64, err error) {
+	if d.deps.Credentials != nil {
+		if _, rerr := d.deps.Credentials.Reload(); rerr == nil && d.deps.Credentials.Version() != version {
+			d.cfg.Logger.Info("the provider refused a credential that has since changed; the next send uses the new one")
+			return
+		}
+	}
+	why := accountWhy(err)
+	perr := d.deps.Limiter.ReportAccountFailure(context.WithoutCancel(ctx), d.cfg.AccountPause, why)
+	now := time.Now().UnixNano()
+	last := d.accountLogged.Load()
+	if now-last < int64(accountLogEvery) || !d.accountLogged.CompareAndSwap(last, now) {
+		return
+	}
+	d.cfg.Logger.Error("the provider refused the account: sending stopped on it; messages wait (nacked), none is dead-lettered; fix the credential or the account",
+		"reason", why, "pause", d.cfg.AccountPause, "err", err, "pause_shared", perr == nil)
+}
+
+// accountWhy is the short reason kept with an account pause: the
+// provider's status and code, never its message text.
+func accountWhy(err error) string {
+	var pe *provider.Error
+	if !errors.As(err, &pe) {
+		return "account"
+	}
+	why := "status " + strconv.Itoa(pe.Status)
+	if pe.Provider != "" {
+		why = pe.Provider + " " + why
+	}
+	if pe.Code != "" {
+		why += " code " + pe.Code
+	}
+	return why
 }
 
 // resendCount returns how many times the message was tried before this

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +28,8 @@ type (
 		onAcquire func() // if set, runs in Acquire: the time the wait takes
 		mu        sync.Mutex
 		throttled []time.Duration // guarded by mu
+		paused    []string        // guarded by mu: the whys of ReportAccountFailure
+		costs     []int           // guarded by mu: the cost of each AcquireN
 	}
 	fakeClaims struct {
 		rec admission.Record
@@ -35,9 +38,10 @@ type (
 		log []string // guarded by mu
 	}
 	fakeSender struct {
-		err   error
-		mu    sync.Mutex
-		sends int // guarded by mu
+		err     error
+		receipt provider.Receipt
+		mu      sync.Mutex
+		sends   int // guarded by mu
 	}
 	fakeDLQ struct {
 		err     error
@@ -53,10 +57,13 @@ var (
 	_ DeadLetterer = (*fakeDLQ)(nil)
 )
 
-func (l *fakeLimiter) Acquire(context.Context, admission.Class, time.Duration) (admission.Decision, error) {
+func (l *fakeLimiter) AcquireN(_ context.Context, _ admission.Class, cost int, _ time.Duration) (admission.Decision, error) {
 	if l.onAcquire != nil {
 		l.onAcquire()
 	}
+	l.mu.Lock()
+	l.costs = append(l.costs, cost)
+	l.mu.Unlock()
 	return l.dec, nil
 }
 
@@ -83,6 +90,21 @@ func (l *fakeLimiter) ReportThrottled(_ context.Context, d time.Duration) error 
 	l.mu.Unlock()
 	return nil
 }
+func (l *fakeLimiter) ReportAccountFailure(_ context.Context, _ time.Duration, why string) error {
+	l.mu.Lock()
+	l.paused = append(l.paused, why)
+	l.mu.Unlock()
+	return nil
+}
+func (l *fakeLimiter) ResumeAccount(context.Context) error { return nil }
+func (l *fakeLimiter) AccountPause() (string, time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.paused) == 0 {
+		return "", 0, false
+	}
+	return l.paused[len(l.paused)-1], time.Minute, true
+}
 func (l *fakeLimiter) Release(context.Context, string) error { return nil }
 
 func (c *fakeClaims) note(s string) {
@@ -107,11 +129,14 @@ func (c *fakeClaims) Release(context.Context, string, string) error {
 	return nil
 }
 
-func (s *fakeSender) Send(context.Context, provider.Message) error {
+func (s *fakeSender) Send(context.Context, provider.Message) (provider.Receipt, error) {
 	s.mu.Lock()
 	s.sends++
 	s.mu.Unlock()
-	return s.err
+	if s.err != nil {
+		return provider.Receipt{}, s.err
+	}
+	return s.receipt, nil
 }
 
 func (q *fakeDLQ) DeadLetter(_ context.Context, _ *pubsub.Message, _ admission.Class, reason string) error {
@@ -174,6 +199,11 @@ func TestPipelineBranches(t *testing.T) {
 		claimLog  string // the Claimer calls, joined by "; "
 		reason    string // prefix of the dead letter's reject_reason
 		throttled []time.Duration
+		receipt   provider.Receipt
+		unit      RateUnit
+		body      string   // "": a one-segment OTP
+		costs     []int    // the cost of each AcquireN; nil: not checked
+		paused    []string // the whys of ReportAccountFailure
 	}{
 		{name: "sent", dec: allowed, want: nack.Sent, action: nack.Ack, sends: 1, claimLog: "claim; finish sent"},
 		{name: "denied, retried", dec: denied, want: nack.Denied, action: nack.Nack, claimLog: "claim; release"},
@@ -206,16 +236,37 @@ func TestPipelineBranches(t *testing.T) {
 			want: nack.Expired, action: nack.Ack, claimLog: "claim; release"},
 		{name: "deadline ahead: sent", deadline: time.Minute, waits: time.Second, dec: allowed,
 			want: nack.Sent, action: nack.Ack, sends: 1, claimLog: "claim; finish sent"},
+		{name: "the provider's id is kept in the record", dec: allowed, receipt: provider.Receipt{ID: "SM0123"},
+			want: nack.Sent, action: nack.Ack, sends: 1, claimLog: "claim; finish sent:SM0123"},
+		{name: "a throttle in a 200 body shares its penalty like a 429", dec: allowed,
+			sendErr: &provider.Error{Provider: "vonage", Status: 200, Code: "1", Kind: provider.KindThrottled, RetryAfter: time.Second},
+			want:    nack.Throttled, action: nack.Nack, sends: 1, claimLog: "claim; release", throttled: []time.Duration{time.Second}},
+		{name: "wrong credentials: the account pauses, the message waits, nothing dead-lettered", dec: allowed,
+			sendErr: &provider.Error{Status: http.StatusUnauthorized, Message: "bad token"},
+			want:    nack.AccountFailure, action: nack.Nack, sends: 1, claimLog: "claim; release", paused: []string{"status 401"}},
+		{name: "an account-level code in a 200 body pauses the account", dec: allowed,
+			sendErr: &provider.Error{Provider: "vonage", Status: 200, Code: "9", Kind: provider.KindAccount},
+			want:    nack.AccountFailure, action: nack.Nack, sends: 1, claimLog: "claim; release", paused: []string{"vonage status 200 code 9"}},
+		{name: "rates in messages: a long body costs 1", dec: allowed, body: strings.Repeat("a", 400),
+			want: nack.Sent, action: nack.Ack, sends: 1, claimLog: "claim; finish sent", costs: []int{1}},
+		{name: "rates in segments: a 400-character body costs 3", unit: PerSegment, dec: allowed, body: strings.Repeat("a", 400),
+			want: nack.Sent, action: nack.Ack, sends: 1, claimLog: "claim; finish sent", costs: []int{3}},
+		{name: "rates in segments: a body over MAX_SEGMENTS is invalid", unit: PerSegment, dec: allowed, body: strings.Repeat("あ", 700),
+			want: nack.Invalid, action: nack.DeadLetter, reason: "invalid: too_many_segments: body is 11 segments, more than MAX_SEGMENTS (10)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := &fixedClock{t: t0}
 			lim := &fakeLimiter{dec: tt.dec, onAcquire: func() { clock.Add(tt.waits) }}
 			claims := &fakeClaims{rec: tt.rec, err: tt.claimErr}
-			sender, dlq, obs := &fakeSender{err: tt.sendErr}, &fakeDLQ{err: tt.dlqErr}, &eventLog{}
-			d := unitDispatcher(t, Config{MaxDeliveryAttempts: 100},
+			sender, dlq, obs := &fakeSender{err: tt.sendErr, receipt: tt.receipt}, &fakeDLQ{err: tt.dlqErr}, &eventLog{}
+			d := unitDispatcher(t, Config{MaxDeliveryAttempts: 100, RateUnit: tt.unit},
 				Deps{Limiter: lim, Claims: claims, Sender: sender, DeadLetter: dlq, Observer: obs, Clock: clock})
-			data := `{"id":"login-1","to":"+819012345678","body":"code 482913"`
+			body := tt.body
+			if body == "" {
+				body = "code 482913"
+			}
+			data := `{"id":"login-1","to":"+819012345678","body":"` + body + `"`
 			if tt.deadline != 0 {
 				data += `,"deadline":"` + t0.Add(tt.deadline).Format(time.RFC3339Nano) + `"`
 			}
@@ -243,6 +294,15 @@ func TestPipelineBranches(t *testing.T) {
 			}
 			if len(lim.throttled) != len(tt.throttled) || (len(tt.throttled) > 0 && lim.throttled[0] != tt.throttled[0]) {
 				t.Errorf("penalties reported %v, want %v", lim.throttled, tt.throttled)
+			}
+			if !slices.Equal(lim.paused, tt.paused) {
+				t.Errorf("account pauses reported %q, want %q", lim.paused, tt.paused)
+			}
+			if tt.costs != nil && !slices.Equal(lim.costs, tt.costs) {
+				t.Errorf("AcquireN costs %v, want %v", lim.costs, tt.costs)
+			}
+			if ev.ProviderID != tt.receipt.ID {
+				t.Errorf("event's provider id %q, want %q", ev.ProviderID, tt.receipt.ID)
 			}
 		})
 	}

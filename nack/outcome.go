@@ -33,6 +33,10 @@ const (
 	InFlightElsewhere
 	// ShuttingDown means the process is stopping before the message was sent.
 	ShuttingDown
+	// AccountFailure means the provider refused the account, not the
+	// message (bad credentials, suspended, out of credit): the message
+	// waits for the account to be fixed.
+	AccountFailure
 
 	// numOutcomes counts the outcomes above; tests iterate up to it.
 	numOutcomes
@@ -49,6 +53,7 @@ var outcomeNames = [numOutcomes]string{
 	Transient:         "transient",
 	InFlightElsewhere: "in_flight_elsewhere",
 	ShuttingDown:      "shutting_down",
+	AccountFailure:    "account_failure",
 }
 
 // String returns the outcome's name in snake case ("sent",
@@ -91,15 +96,15 @@ func (a Action) String() string {
 
 // ActionFor returns the Action for an Outcome. It is the one table:
 // Sent, Expired and Duplicate ack; Invalid and Rejected dead-letter; Denied,
-// Throttled, Transient, InFlightElsewhere and ShuttingDown nack. An unknown
-// Outcome nacks, because redelivery cannot lose a message.
+// Throttled, Transient, InFlightElsewhere, ShuttingDown and AccountFailure
+// nack. An unknown Outcome nacks, because redelivery cannot lose a message.
 func ActionFor(o Outcome) Action {
 	switch o {
 	case Sent, Expired, Duplicate:
 		return Ack
 	case Invalid, Rejected:
 		return DeadLetter
-	case Denied, Throttled, Transient, InFlightElsewhere, ShuttingDown:
+	case Denied, Throttled, Transient, InFlightElsewhere, ShuttingDown, AccountFailure:
 		return Nack
 	}
 	return Nack
@@ -112,6 +117,13 @@ type throttler interface {
 	Throttled() bool
 }
 
+// accountFailer is a provider error that can say the account, not the
+// message, was refused.
+type accountFailer interface {
+	error
+	AccountFailure() bool
+}
+
 // permanent is a provider error that can say the provider refused the
 // message for good.
 type permanent interface {
@@ -121,19 +133,25 @@ type permanent interface {
 
 // Classify maps the error of one provider send to an Outcome: nil is Sent;
 // an error whose tree holds a Throttled() bool method returning true is
-// Throttled; otherwise one whose tree holds a Permanent() bool method
-// returning true is Rejected; anything else (context.DeadlineExceeded, a
+// Throttled; otherwise one whose tree holds an AccountFailure() bool method
+// returning true is AccountFailure; otherwise one whose tree holds a
+// Permanent() bool method returning true is Rejected; anything else (context.DeadlineExceeded, a
 // network error, a 5xx) is Transient. For each method, the first error in the
 // tree that has it decides, as with errors.As.
 //
 // Throttled is checked first so that a 429, which is also a 4xx, always
-// reaches the shared penalty instead of the dead-letter topic.
+// reaches the shared penalty instead of the dead-letter topic; an account
+// failure before Permanent so that a wrong token never dead-letters a good
+// message.
 func Classify(err error) Outcome {
 	if err == nil {
 		return Sent
 	}
 	if t, ok := errors.AsType[throttler](err); ok && t.Throttled() {
 		return Throttled
+	}
+	if a, ok := errors.AsType[accountFailer](err); ok && a.AccountFailure() {
+		return AccountFailure
 	}
 	if p, ok := errors.AsType[permanent](err); ok && p.Permanent() {
 		return Rejected

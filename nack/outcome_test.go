@@ -27,7 +27,8 @@ func TestActionFor(t *testing.T) {
 		{Transient, Nack},
 		{InFlightElsewhere, Nack},
 		{ShuttingDown, Nack},
-		{numOutcomes, Nack}, // unknown: redelivery loses nothing
+		{AccountFailure, Nack}, // the message is fine: it waits for the account
+		{numOutcomes, Nack},    // unknown: redelivery loses nothing
 		{-1, Nack},
 	}
 	for _, tt := range tests {
@@ -57,8 +58,8 @@ func TestEveryOutcomeIsNamedAndCovered(t *testing.T) {
 			t.Errorf("ActionFor(%v) = %v, not a known Action", o, a)
 		}
 	}
-	if len(seen) != 10 {
-		t.Errorf("%d outcomes, want 10: update TestActionFor and the metrics", len(seen))
+	if len(seen) != 11 {
+		t.Errorf("%d outcomes, want 11: update TestActionFor and the metrics", len(seen))
 	}
 }
 
@@ -77,7 +78,7 @@ func TestOutcomeString(t *testing.T) {
 		{Transient, "transient"},
 		{InFlightElsewhere, "in_flight_elsewhere"},
 		{ShuttingDown, "shutting_down"},
-		{numOutcomes, "Outcome(10)"},
+		{numOutcomes, "Outcome(11)"},
 		{-1, "Outcome(-1)"},
 	}
 	for _, tt := range tests {
@@ -114,14 +115,23 @@ type providerError struct {
 func (e *providerError) Error() string   { return fmt.Sprintf("status %d", e.Status) }
 func (e *providerError) Throttled() bool { return e.Status == 429 }
 func (e *providerError) Permanent() bool {
-	return e.Status >= 400 && e.Status < 500 && e.Status != 429
+	return e.Status >= 400 && e.Status < 500 && e.Status != 429 && !e.AccountFailure()
 }
-func (e *providerError) Temporary() bool { return e.Status >= 500 }
+func (e *providerError) AccountFailure() bool { return e.Status == 401 || e.Status == 403 }
+func (e *providerError) Temporary() bool      { return e.Status >= 500 }
 
 var (
-	_ throttler = (*providerError)(nil)
-	_ permanent = (*providerError)(nil)
+	_ throttler     = (*providerError)(nil)
+	_ permanent     = (*providerError)(nil)
+	_ accountFailer = (*providerError)(nil)
 )
+
+// accountAndPermanent says both: the account wins.
+type accountAndPermanent struct{}
+
+func (accountAndPermanent) Error() string        { return "both" }
+func (accountAndPermanent) AccountFailure() bool { return true }
+func (accountAndPermanent) Permanent() bool      { return true }
 
 // flags is an error that answers Throttled and Permanent as told.
 type flags struct{ throttled, permanent bool }
@@ -146,6 +156,9 @@ func TestClassify(t *testing.T) {
 		{"429", &providerError{Status: 429, RetryAfter: time.Second}, Throttled},
 		{"400", &providerError{Status: 400}, Rejected},
 		{"404", &providerError{Status: 404}, Rejected},
+		{"401", &providerError{Status: 401}, AccountFailure},
+		{"403 wrapped", fmt.Errorf("send: %w", &providerError{Status: 403}), AccountFailure},
+		{"account and permanent", accountAndPermanent{}, AccountFailure},
 		{"500", &providerError{Status: 500}, Transient},
 		{"503", &providerError{Status: 503}, Transient},
 		{"429 wrapped", fmt.Errorf("send: %w", &providerError{Status: 429}), Throttled},

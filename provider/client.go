@@ -40,13 +40,33 @@ var (
 )
 
 // Message is what is sent. ID is the idempotency key: it goes in the
-// Idempotency-Key header and as client_ref. To and Body are sent as they are;
-// the provider judges them.
+// Idempotency-Key header and as client_ref (Twilio has no such field;
+// Vonage's client-ref). To and Body are sent as they are; the provider
+// judges them. Deadline, when set, is when the message stops being worth
+// delivering: an adapter whose provider can drop a late message (Twilio's
+// ValidityPeriod) passes it on.
 //
 // Message's String and LogValue mask To and leave Body out, so a Message
 // printed or logged by mistake leaks neither.
 type Message struct {
 	ID, To, Body string
+	Deadline     time.Time
+}
+
+// Receipt is the provider's acceptance of a Message.
+type Receipt struct {
+	// ID is the provider's id of the message (Twilio's sid, Vonage's
+	// message-id, the generic API's id); empty when the answer had none.
+	ID string
+}
+
+// Sender sends one Message per call, never retrying: Client, Twilio and
+// Vonage.
+type Sender interface {
+	Send(ctx context.Context, m Message) (Receipt, error)
+	// CloseIdleConnections closes idle keep-alive connections; the Sender
+	// stays usable.
+	CloseIdleConnections()
 }
 
 // String returns the ID, the masked number and the body's length.
@@ -74,13 +94,60 @@ func MaskNumber(to string) string {
 	return strings.Repeat("*", len(to)-4) + to[len(to)-4:]
 }
 
-// Error is the provider's answer to a Send when it is not 2xx.
+// Kind is what a provider's answer means for the message and the account.
+type Kind int
+
+const (
+	// KindByStatus, the zero value, derives the kind from Error.Status the
+	// generic API's way (see Error.Kind).
+	KindByStatus Kind = iota
+	// KindThrottled: the account is over its rate; nobody should send on
+	// it for RetryAfter. The message is fine.
+	KindThrottled
+	// KindRefused: the provider refused this message for good.
+	KindRefused
+	// KindAccount: the account cannot send at all (bad credentials,
+	// suspended, out of credit). The message is fine; nothing on the
+	// account can be sent until an operator acts.
+	KindAccount
+	// KindTemporary: worth another try later (5xx, a redirect, a provider
+	// that says so).
+	KindTemporary
+)
+
+// String returns the kind's name in snake case, fit for a label.
+func (k Kind) String() string {
+	switch k {
+	case KindThrottled:
+		return "throttled"
+	case KindRefused:
+		return "refused"
+	case KindAccount:
+		return "account_failure"
+	case KindTemporary:
+		return "temporary"
+	}
+	return "by_status"
+}
+
+// Error is the provider's answer to a Send when it is not an acceptance:
+// an HTTP status other than 2xx or, for providers that answer 200 with a
+// per-message status (Vonage), that status.
 type Error struct {
+	// Provider names the adapter ("twilio", "vonage"); empty for the
+	// generic API, whose errors read as they always have.
+	Provider string
 	// Status is the HTTP status code.
 	Status int
-	// RetryAfter is set for 429 only: the parsed Retry-After, never
-	// negative, at most MaxRetryAfter; DefaultRetryAfter when the header is
-	// missing or does not parse; 0 for a date in the past.
+	// Code is the provider's own error code (Twilio's code, Vonage's
+	// status), empty for the generic API.
+	Code string
+	// Kind is what the answer means; KindByStatus derives it from Status
+	// (see Meaning).
+	Kind Kind
+	// RetryAfter is set for a throttle only: the parsed Retry-After, never
+	// negative, at most MaxRetryAfter; DefaultRetryAfter when the answer
+	// has none or it does not parse; 0 for a date in the past.
 	RetryAfter time.Duration
 	// Message is the first 256 bytes (or fewer) of the answer's body, with
 	// invalid UTF-8 dropped and, should the provider echo them as they are,
@@ -93,11 +160,21 @@ type Error struct {
 	Message string
 }
 
-// Error describes the answer.
+// Error describes the answer: "provider: [name ]status N[ code C][ (retry
+// after D)][: message]".
 func (e *Error) Error() string {
 	var b strings.Builder
-	b.WriteString("provider: status ")
+	b.WriteString("provider: ")
+	if e.Provider != "" {
+		b.WriteString(e.Provider)
+		b.WriteString(" ")
+	}
+	b.WriteString("status ")
 	b.WriteString(strconv.Itoa(e.Status))
+	if e.Code != "" {
+		b.WriteString(" code ")
+		b.WriteString(e.Code)
+	}
 	if e.Throttled() {
 		b.WriteString(" (retry after ")
 		b.WriteString(e.RetryAfter.String())
@@ -110,43 +187,80 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Throttled reports whether the provider answered 429: the account is over
-// its rate and nobody should send on it for RetryAfter.
-func (e *Error) Throttled() bool { return e.Status == http.StatusTooManyRequests }
+// Meaning returns e.Kind, or for KindByStatus the generic API's reading of
+// Status: 429 throttled; 401 and 403 an account failure (the credential,
+// not the message); any other 4xx refused; anything else (5xx, a redirect,
+// which the default Client does not follow, a status no provider should
+// send, even a 2xx) temporary.
+func (e *Error) Meaning() Kind {
+	if e.Kind != KindByStatus {
+		return e.Kind
+	}
+	switch s := e.Status; {
+	case s == http.StatusTooManyRequests:
+		return KindThrottled
+	case s == http.StatusUnauthorized || s == http.StatusForbidden:
+		return KindAccount
+	case s >= 400 && s < 500:
+		return KindRefused
+	}
+	return KindTemporary
+}
+
+// Throttled reports whether the account is over its rate: nobody should
+// send on it for RetryAfter.
+func (e *Error) Throttled() bool { return e.Meaning() == KindThrottled }
 
 // Backoff returns how long the provider asked every sender to wait:
 // RetryAfter.
 func (e *Error) Backoff() time.Duration { return e.RetryAfter }
 
-// Permanent reports whether the provider refused this message for good: a
-// 4xx other than 429. Sending it again will not help.
-func (e *Error) Permanent() bool {
-	return e.Status >= 400 && e.Status < 500 && !e.Throttled()
-}
+// Permanent reports whether the provider refused this message for good.
+// Sending it again will not help.
+func (e *Error) Permanent() bool { return e.Meaning() == KindRefused }
 
-// Temporary reports whether the answer is worth another try later: a 5xx,
-// or any other status that is neither 2xx nor 4xx (a redirect, which the
-// default Client does not follow, or a status no provider should send).
-func (e *Error) Temporary() bool {
-	return !(e.Status >= 200 && e.Status < 300) && !(e.Status >= 400 && e.Status < 500)
-}
+// AccountFailure reports whether the account cannot send at all: the
+// message is fine and must wait for the account, not be dead-lettered.
+func (e *Error) AccountFailure() bool { return e.Meaning() == KindAccount }
+
+// Temporary reports whether the answer is worth another try later.
+func (e *Error) Temporary() bool { return e.Meaning() == KindTemporary }
 
 // Client sends one message per Send call to the provider's generic JSON API
 // (docs/contract.md section 3). It is safe for concurrent use. It does not retry:
 // the one layer that retries is Pub/Sub redelivery.
 type Client struct {
-	// All fields are set by NewClient and only read afterwards.
-	endpoint string // {base}/v1/messages
-	token    string
-	auth     string // "Bearer " + token; empty when token is empty
-	hc       *http.Client
-	timeout  time.Duration
-	now      func() time.Time
-	wrap     func(http.RoundTripper) http.RoundTripper // applied to the default client's transport
+	conn
+	endpoint string // {base}/v1/messages; set by NewClient, only read afterwards
 }
 
-// An Option configures an optional dependency of a Client.
-type Option func(*Client)
+// conn is what every adapter shares: how it reaches its provider. All
+// fields are set by the adapter's constructor and only read afterwards.
+type conn struct {
+	hc      *http.Client
+	timeout time.Duration
+	now     func() time.Time
+	wrap    func(http.RoundTripper) http.RoundTripper // applied to the default client's transport
+	secret  *Secret                                   // WithTokenSecret
+}
+
+func newConn(opts []Option) conn {
+	c := conn{timeout: DefaultTimeout, now: time.Now}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.hc == nil {
+		c.hc = defaultHTTPClient()
+		if c.wrap != nil {
+			c.hc.Transport = c.wrap(c.hc.Transport)
+		}
+	}
+	return c
+}
+
+// An Option configures an optional dependency of an adapter (Client,
+// Twilio, Vonage).
+type Option func(*conn)
 
 // WithHTTPClient makes the Client send through hc. If hc is nil, or the
 // option is not given, the Client uses a dedicated http.Client whose
@@ -154,14 +268,14 @@ type Option func(*Client)
 // Client.Timeout (each Send's timeout comes from its context) and does not
 // follow redirects.
 func WithHTTPClient(hc *http.Client) Option {
-	return func(c *Client) { c.hc = hc }
+	return func(c *conn) { c.hc = hc }
 }
 
 // WithTimeout caps each Send at d. The effective cap is the earlier of d and
 // the deadline of the context passed to Send. If d is zero or negative,
 // DefaultTimeout (10s) is used.
 func WithTimeout(d time.Duration) Option {
-	return func(c *Client) {
+	return func(c *conn) {
 		if d > 0 {
 			c.timeout = d
 		}
@@ -171,7 +285,7 @@ func WithTimeout(d time.Duration) Option {
 // WithClock makes the Client read the time from now, which only matters for
 // a Retry-After given as an HTTP date. If now is nil, time.Now is used.
 func WithClock(now func() time.Time) Option {
-	return func(c *Client) {
+	return func(c *conn) {
 		if now != nil {
 			c.now = now
 		}
@@ -188,30 +302,36 @@ func NewClient(baseURL, token string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	for i := 0; i < len(token); i++ {
-		if token[i] <= ' ' || token[i] >= 0x7f {
-			return nil, fmt.Errorf("%w: byte %d is a space, control or non-ASCII character", ErrInvalidToken, i)
-		}
+	c := &Client{conn: newConn(opts), endpoint: endpoint}
+	if c.secret == nil {
+		c.secret = StaticSecret(token)
 	}
-	c := &Client{
-		endpoint: endpoint,
-		token:    token,
-		timeout:  DefaultTimeout,
-		now:      time.Now,
-	}
-	if token != "" {
-		c.auth = "Bearer " + token
-	}
-	for _, o := range opts {
-		o(c)
-	}
-	if c.hc == nil {
-		c.hc = defaultHTTPClient()
-		if c.wrap != nil {
-			c.hc.Transport = c.wrap(c.hc.Transport)
-		}
+	if err := checkToken(c.secret.Value()); err != nil {
+		return nil, err
 	}
 	return c, nil
+}
+
+// WithTokenSecret makes the generic Client read its token from s at each
+// Send, in place of the token given to NewClient: a token file fixed while
+// the process runs takes effect with s.Reload. Twilio and Vonage take
+// their Secret in their configuration and ignore it.
+func WithTokenSecret(s *Secret) Option {
+	return func(c *conn) {
+		if s != nil {
+			c.secret = s
+		}
+	}
+}
+
+// checkToken refuses a token that cannot go in a header, without showing it.
+func checkToken(token string) error {
+	for i := 0; i < len(token); i++ {
+		if token[i] <= ' ' || token[i] >= 0x7f {
+			return fmt.Errorf("%w: byte %d is a space, control or non-ASCII character", ErrInvalidToken, i)
+		}
+	}
+	return nil
 }
 
 // WithTransportWrapper wraps the default client's tuned transport, for
@@ -219,7 +339,7 @@ func NewClient(baseURL, token string, opts ...Option) (*Client, error) {
 // The wrapper must not read the Idempotency-Key header by its canonical
 // name (see Send).
 func WithTransportWrapper(wrap func(http.RoundTripper) http.RoundTripper) Option {
-	return func(c *Client) { c.wrap = wrap }
+	return func(c *conn) { c.wrap = wrap }
 }
 
 func endpointURL(baseURL string) (string, error) {
@@ -270,9 +390,9 @@ func defaultHTTPClient() *http.Client {
 	}
 }
 
-// CloseIdleConnections closes the idle connections of the Client's
-// http.Client. Call it at shutdown; the Client stays usable.
-func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+// CloseIdleConnections closes the idle connections of the adapter's
+// http.Client. Call it at shutdown; the adapter stays usable.
+func (c *conn) CloseIdleConnections() { c.hc.CloseIdleConnections() }
 
 // wireMessage is the request body of docs/contract.md section 3.
 type wireMessage struct {
@@ -281,63 +401,105 @@ type wireMessage struct {
 	ClientRef string `json:"client_ref"`
 }
 
-// Send posts m to the provider once and reports the answer: nil for 2xx, an
-// *Error for any other status, and otherwise a transport or context error
-// wrapped as "provider send: ...", which satisfies
-// errors.Is(err, context.DeadlineExceeded) when the timeout fired (the
-// context's deadline or the Client's cap, whichever came first). A Message
-// with an empty ID, or an ID that cannot go in a header, is not sent: Send
-// returns an error wrapping ErrInvalidMessage.
+// Send posts m to the provider once and reports the answer: a Receipt
+// (with the answer's "id", when it has one) for 2xx, an *Error for any
+// other status, and otherwise a transport or context error wrapped as
+// "provider send: ...", which satisfies errors.Is(err,
+// context.DeadlineExceeded) when the timeout fired (the context's deadline
+// or the Client's cap, whichever came first). A Message with an empty ID,
+// or an ID that cannot go in a header, is not sent: Send returns an error
+// wrapping ErrInvalidMessage.
 //
 // Send reads at most 4 KiB of the answer and closes it, so connections are
 // reused.
-func (c *Client) Send(ctx context.Context, m Message) error {
+func (c *Client) Send(ctx context.Context, m Message) (Receipt, error) {
 	if err := checkID(m.ID); err != nil {
-		return err
+		return Receipt{}, err
+	}
+	token := c.secret.Value()
+	if err := checkToken(token); err != nil {
+		// A token file replaced by one that cannot go in a header: the
+		// account's credential is broken, not the message.
+		return Receipt{}, &Error{Kind: KindAccount, Message: err.Error()}
 	}
 	var body bytes.Buffer
 	enc := json.NewEncoder(&body)
 	enc.SetEscapeHTML(false) // send "<" and "&" as they are; the provider may count bytes
 	if err := enc.Encode(wireMessage{To: m.To, Body: m.Body, ClientRef: m.ID}); err != nil {
-		return invalidMessage("encode: %v", err)
+		return Receipt{}, invalidMessage("encode: %v", err)
 	}
 
+	return c.do(ctx, func(ctx context.Context) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, &body)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		// Set under a non-canonical key on purpose: net/http treats a
+		// request whose Header map holds "Idempotency-Key" as replayable
+		// and silently resends it when a reused connection fails after the
+		// request may have reached the provider. That resend would skip
+		// admission. Field names are case-insensitive on the wire (and
+		// lower case in HTTP/2), so the provider sees the same header.
+		req.Header["idempotency-key"] = []string{m.ID}
+		return req, nil
+	}, func(resp *http.Response, head []byte) (Receipt, error) {
+		return c.answer(resp, head, m, token)
+	})
+}
+
+// do makes the one request of a Send, built by newReq with a context that
+// carries the adapter's timeout and a Report, and turns its answer into a
+// Receipt or an error with read, which sees at most the first 4 KiB of the
+// body. The Report is filled before the body is closed. A failed round
+// trip is a transport or context error wrapped by sendError.
+func (c *conn) do(ctx context.Context, newReq func(context.Context) (*http.Request, error),
+	read func(*http.Response, []byte) (Receipt, error)) (Receipt, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, &body)
+	ctx, rep := withReport(ctx)
+	req, err := newReq(ctx)
 	if err != nil {
-		return fmt.Errorf("provider send: %w", err)
+		return Receipt{}, fmt.Errorf("provider send: %w", err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if c.auth != "" {
-		req.Header.Set("Authorization", c.auth)
-	}
-	// Set under a non-canonical key on purpose: net/http treats a request
-	// whose Header map holds "Idempotency-Key" as replayable and silently
-	// resends it when a reused connection fails after the request may have
-	// reached the provider. That resend would skip admission. Field names
-	// are case-insensitive on the wire (and lower case in HTTP/2), so the
-	// provider sees the same header.
-	req.Header["idempotency-key"] = []string{m.ID}
-
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return sendError(ctx, err)
+		return Receipt{}, sendError(ctx, err)
 	}
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, maxBodyRead))
+	rc, err := read(resp, head)
+	rep.fill(rc, err)
 	resp.Body.Close()
+	return rc, err
+}
+
+// answer reads the generic API's answer: 2xx accepts, anything else is an
+// *Error whose kind follows from its status.
+func (c *Client) answer(resp *http.Response, head []byte, m Message, token string) (Receipt, error) {
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return nil
-	}
-	e := &Error{Status: resp.StatusCode, Message: c.excerpt(head, m)}
-	if e.Throttled() {
-		ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), c.now())
-		if !ok {
-			ra = DefaultRetryAfter
+		var a struct {
+			ID string `json:"id"`
 		}
-		e.RetryAfter = ra
+		_ = json.Unmarshal(head, &a) // the id is optional; an answer without one is still an acceptance
+		return Receipt{ID: a.ID}, nil
 	}
-	return e
+	e := &Error{Status: resp.StatusCode, Message: excerpt(head, m, token)}
+	if e.Throttled() {
+		e.RetryAfter = retryAfter(resp.Header, c.now())
+	}
+	return Receipt{}, e
+}
+
+// retryAfter reads a throttle's Retry-After header: DefaultRetryAfter when
+// it is missing or does not parse.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if ra, ok := ParseRetryAfter(h.Get("Retry-After"), now); ok {
+		return ra
+	}
+	return DefaultRetryAfter
 }
 
 // sendError wraps a failed round trip so that errors.Is finds the context's
@@ -362,10 +524,11 @@ func checkID(id string) error {
 }
 
 // excerpt turns the start of an answer body into Error.Message. Providers
-// do echo what they refuse ("+8190... is not a valid number"), so the token,
-// m's number and m's body are taken out before the text can reach a log.
-func (c *Client) excerpt(head []byte, m Message) string {
-	sec := newSecrets(c.token, m)
+// do echo what they refuse ("+8190... is not a valid number"), so the
+// secrets (token, API key), m's number and m's body are taken out before
+// the text can reach a log.
+func excerpt(head []byte, m Message, secrets ...string) string {
+	sec := newSecrets(m, secrets...)
 	// Invalid UTF-8 is dropped first, so that it cannot split an echo in two.
 	s := sec.redact(strings.ToValidUTF8(string(head), ""))
 	if len(s) > maxMessageLen {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -119,7 +120,7 @@ func TestClientSendAnswers(t *testing.T) {
 				io.WriteString(w, tt.body)
 			}))
 			c := newTestClient(t, srv.URL, WithClock(clock.Now))
-			err := c.Send(context.Background(), testMsg)
+			_, err := c.Send(context.Background(), testMsg)
 			checkNoSecrets(t, err, testMsg)
 			if tt.want == nil {
 				if err != nil {
@@ -140,28 +141,35 @@ func TestClientSendAnswers(t *testing.T) {
 
 func TestErrorClass(t *testing.T) {
 	tests := []struct {
-		status                          int
-		throttled, permanent, temporary bool
+		e    Error
+		want Kind
 	}{
-		{429, true, false, false},
-		{400, false, true, false},
-		{401, false, true, false},
-		{404, false, true, false},
-		{413, false, true, false},
-		{499, false, true, false},
-		{500, false, false, true},
-		{502, false, false, true},
-		{503, false, false, true},
-		{599, false, false, true},
-		{302, false, false, true},
-		{101, false, false, true},
-		{600, false, false, true},
+		{Error{Status: 429}, KindThrottled},
+		{Error{Status: 400}, KindRefused},
+		{Error{Status: 401}, KindAccount}, // the credential, not the message
+		{Error{Status: 403}, KindAccount},
+		{Error{Status: 404}, KindRefused},
+		{Error{Status: 413}, KindRefused},
+		{Error{Status: 499}, KindRefused},
+		{Error{Status: 500}, KindTemporary},
+		{Error{Status: 502}, KindTemporary},
+		{Error{Status: 503}, KindTemporary},
+		{Error{Status: 599}, KindTemporary},
+		{Error{Status: 302}, KindTemporary},
+		{Error{Status: 101}, KindTemporary},
+		{Error{Status: 600}, KindTemporary},
+		// An adapter's own reading wins over the status.
+		{Error{Status: 200, Code: "1", Kind: KindThrottled}, KindThrottled},
+		{Error{Status: 400, Code: "21211", Kind: KindRefused}, KindRefused},
+		{Error{Status: 200, Code: "9", Kind: KindAccount}, KindAccount},
+		{Error{Status: 200, Code: "5", Kind: KindTemporary}, KindTemporary},
 	}
 	for _, tt := range tests {
-		e := &Error{Status: tt.status}
-		if e.Throttled() != tt.throttled || e.Permanent() != tt.permanent || e.Temporary() != tt.temporary {
-			t.Errorf("status %d: Throttled, Permanent, Temporary = %v, %v, %v; want %v, %v, %v",
-				tt.status, e.Throttled(), e.Permanent(), e.Temporary(), tt.throttled, tt.permanent, tt.temporary)
+		e := tt.e
+		got := []bool{e.Throttled(), e.Permanent(), e.AccountFailure(), e.Temporary()}
+		want := []bool{tt.want == KindThrottled, tt.want == KindRefused, tt.want == KindAccount, tt.want == KindTemporary}
+		if e.Meaning() != tt.want || !slices.Equal(got, want) {
+			t.Errorf("%+v: Meaning %v, Throttled, Permanent, AccountFailure, Temporary = %v; want %v, %v", e, e.Meaning(), got, tt.want, want)
 		}
 	}
 }
@@ -174,6 +182,9 @@ func TestErrorText(t *testing.T) {
 		{Error{Status: 429, RetryAfter: 1500 * time.Millisecond}, "provider: status 429 (retry after 1.5s)"},
 		{Error{Status: 400, Message: "bad number"}, "provider: status 400: bad number"},
 		{Error{Status: 503}, "provider: status 503"},
+		{Error{Provider: "twilio", Status: 429, Code: "20429", Kind: KindThrottled, RetryAfter: time.Second, Message: "Too Many Requests"},
+			"provider: twilio status 429 code 20429 (retry after 1s): Too Many Requests"},
+		{Error{Provider: "vonage", Status: 200, Code: "4", Kind: KindAccount, Message: "Bad Credentials"}, "provider: vonage status 200 code 4: Bad Credentials"},
 	}
 	for _, tt := range tests {
 		if got := tt.e.Error(); got != tt.want {
@@ -217,7 +228,7 @@ func TestClientRequest(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(c.CloseIdleConnections)
-			if err := c.Send(context.Background(), tt.msg); err != nil {
+			if _, err := c.Send(context.Background(), tt.msg); err != nil {
 				t.Fatalf("Send: %v", err)
 			}
 			var req capture
@@ -311,7 +322,7 @@ func TestClientTimeout(t *testing.T) {
 			c := newTestClient(t, srv.URL, tt.opts...)
 			ctx, cancel := tt.ctx()
 			defer cancel()
-			err := c.Send(ctx, testMsg)
+			_, err := c.Send(ctx, testMsg)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Send = %v, want errors.Is %v", err, tt.wantErr)
 			}
@@ -332,7 +343,7 @@ func TestClientConnectionRefused(t *testing.T) {
 	url := srv.URL
 	srv.Close() // nothing listens there now
 	c := newTestClient(t, url)
-	err := c.Send(context.Background(), testMsg)
+	_, err := c.Send(context.Background(), testMsg)
 	if err == nil {
 		t.Fatal("Send to a closed port = nil")
 	}
@@ -381,7 +392,7 @@ func TestClientNoReplay(t *testing.T) {
 			GotConn: func(info httptrace.GotConnInfo) { reused = append(reused, info.Reused) },
 		})
 		before := arrivals.Load()
-		err := c.Send(ctx, testMsg)
+		_, err := c.Send(ctx, testMsg)
 		after := arrivals.Load()
 		if len(reused) == 0 || !reused[0] {
 			continue // a fresh connection: nothing to test this time
@@ -402,7 +413,7 @@ func TestClientInvalidMessage(t *testing.T) {
 	for _, id := range []string{"", "a\nb", "a\rb", "nul\x00", "del\x7f"} {
 		m := testMsg
 		m.ID = id
-		err := c.Send(context.Background(), m)
+		_, err := c.Send(context.Background(), m)
 		if p, ok := errors.AsType[interface {
 			error
 			Permanent() bool
@@ -498,7 +509,7 @@ func TestClientConcurrentAgainstSimulator(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			errs[i] = c.Send(context.Background(), Message{ID: fmt.Sprintf("m-%03d", i), To: "+819012345678", Body: "hi"})
+			_, errs[i] = c.Send(context.Background(), Message{ID: fmt.Sprintf("m-%03d", i), To: "+819012345678", Body: "hi"})
 		})
 	}
 	wg.Wait()

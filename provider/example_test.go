@@ -35,7 +35,7 @@ func ExampleClient_Send() {
 	defer c.CloseIdleConnections()
 
 	for _, id := range []string{"login-1", "login-2"} {
-		err := c.Send(context.Background(), provider.Message{ID: id, To: "+819012345678", Body: "Your code is 482913"})
+		_, err := c.Send(context.Background(), provider.Message{ID: id, To: "+819012345678", Body: "Your code is 482913"})
 		var pe *provider.Error
 		switch {
 		case err == nil:
@@ -69,7 +69,7 @@ func ExampleSimulator() {
 	}
 	defer c.CloseIdleConnections()
 	for i := range 3 {
-		err := c.Send(context.Background(), provider.Message{ID: fmt.Sprint("m", i), To: "+819012345678", Body: "hi"})
+		_, err := c.Send(context.Background(), provider.Message{ID: fmt.Sprint("m", i), To: "+819012345678", Body: "hi"})
 		fmt.Println(err)
 	}
 	st := sim.Stats()

@@ -55,19 +55,23 @@ var labels = [...]string{maskBody: "[body]", maskToken: "[redacted]"}
 
 // secrets is what an excerpt must not show.
 type secrets struct {
-	token, body   textSecret
+	texts         []textSecret // the credentials, then the body
 	number, codes digitSecret
 }
 
-// newSecrets returns the secrets of one Send: the Client's token, m's body
-// and the digit groups in it, and m's number.
-func newSecrets(token string, m Message) *secrets {
-	// The token is random: a run of less than half of it gives little
-	// away, and a longer run than runLen keeps its incidental digits from
-	// swallowing a number that happens to share them.
-	sec := &secrets{token: newTextSecret(token, max(runLen, len(token)/2), maskToken)}
+// newSecrets returns the secrets of one Send: the adapter's credentials
+// (token, API key and secret), m's body and the digit groups in it, and
+// m's number.
+func newSecrets(m Message, credentials ...string) *secrets {
+	sec := new(secrets)
+	for _, c := range credentials {
+		// A credential is random: a run of less than half of it gives
+		// little away, and a longer run than runLen keeps its incidental
+		// digits from swallowing a number that happens to share them.
+		sec.texts = append(sec.texts, newTextSecret(c, max(runLen, len(c)/2), maskToken))
+	}
 	if len(m.Body) >= minBodyLen {
-		sec.body = newTextSecret(m.Body, runLen, maskBody)
+		sec.texts = append(sec.texts, newTextSecret(m.Body, runLen, maskBody))
 	}
 	var digits []byte
 	for i := 0; i < len(m.To); i++ {
@@ -250,7 +254,7 @@ func (sec *secrets) mark(u []unit, r *redaction) {
 		}
 	}
 	text := b.String()
-	for _, t := range []*textSecret{&sec.token, &sec.body} {
+	for _, t := range sec.texts {
 		start := 0
 		for i := 0; t.n > 0 && i+t.n <= len(u); i++ {
 			if _, ok := t.runs[text[start:ends[i+t.n-1]]]; ok {

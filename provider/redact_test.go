@@ -242,7 +242,7 @@ func TestClientRedactsEchoes(t *testing.T) {
 				io.WriteString(w, tt.answer)
 			}))
 			c := newTestClient(t, srv.URL)
-			err := c.Send(context.Background(), tt.m)
+			_, err := c.Send(context.Background(), tt.m)
 			var pe *Error
 			if !errors.As(err, &pe) {
 				t.Fatalf("Send = %v (%T), want *Error", err, err)
@@ -286,7 +286,7 @@ func FuzzExcerpt(f *testing.F) {
 			answer = answer[:maxBodyRead]
 		}
 		m := Message{ID: "f", To: testMsg.To, Body: body}
-		got := (&Client{token: testToken}).excerpt([]byte(answer), m)
+		got := excerpt([]byte(answer), m, testToken)
 		if len(got) > maxMessageLen || !utf8.ValidString(got) {
 			t.Errorf("excerpt = %q: longer than %d bytes or not UTF-8", got, maxMessageLen)
 		}

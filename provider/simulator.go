@@ -5,12 +5,14 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -73,6 +75,10 @@ type SimConfig struct {
 	// are dropped and counted in SimStats.DroppedArrivals. Zero means
 	// 1<<20 (about 64 MiB at most); negative means keep none.
 	MaxArrivals int
+	// CountSegments makes Limit count message segments (Segments) instead
+	// of requests, as Twilio and Vonage count throughput. A message of more
+	// segments than Limit is never accepted.
+	CountSegments bool
 }
 
 func (c SimConfig) withDefaults() SimConfig {
@@ -108,21 +114,34 @@ type Arrival struct {
 	// ID is the Idempotency-Key header, or client_ref when the header is
 	// absent; empty if neither was readable.
 	ID string
-	// Status is the answer, or StatusClientClosed.
+	// Status is the generic API's HTTP status for the answer (a dialect
+	// may have written another: Twilio's 201, Vonage's 200 for a
+	// throttle), or StatusClientClosed. Outcome is what it meant.
 	Status int
+	// Outcome is what the answer meant, whatever the wire said (a Vonage
+	// throttle is HTTP 200): "accepted", "duplicate", "throttled",
+	// "suspended", "failed", "unauthorized", "refused" or "canceled".
+	Outcome string
+	// Segments is how many segments the message counted for (1 unless
+	// CountSegments).
+	Segments int
 }
 
 // SimStats counts what a Simulator answered. Every arrival is counted in
 // exactly one of Accepted, Throttled, Failed, Rejected, Duplicates,
 // SuspendedAnswers and Canceled.
 type SimStats struct {
-	Accepted   int // 200, counted as a send
-	Throttled  int // 429 for being over the rate or forced by ThrottleNext
+	Accepted   int // counted as a send
+	Throttled  int // over the rate or forced by ThrottleNext (429, or the provider's way)
 	Failed     int // answered by FailFor, whatever the status
-	Rejected   int // other 4xx: 400, 401, 404, 405, 413, 415
+	Rejected   int // refused: a bad route, credential, body or number
 	Duplicates int // 200 for an accepted Idempotency-Key, not a send
 	// Suspended reports whether the account is suspended now.
 	Suspended bool
+	// Unauthorized counts the Rejected answers for a bad credential.
+	Unauthorized int
+	// AcceptedSegments is the segments of the accepted messages.
+	AcceptedSegments int
 	// MaxInWindow is the most acceptances any window held, by the
 	// Simulator's own measure: the sliding window ending at each request,
 	// or the fixed window it fell in. It never exceeds Limit.
@@ -147,12 +166,17 @@ func WithSimClock(now func() time.Time) SimOption {
 	}
 }
 
-// Simulator is an http.Handler that plays the provider of docs/contract.md
-// section 3 strictly. It is safe for concurrent use; each request is
+// Simulator is an http.Handler that plays a provider strictly: the generic
+// API of docs/contract.md section 3 (NewSimulator), Twilio
+// (NewTwilioSimulator) or Vonage (NewVonageSimulator). The rate, the
+// suspension and the faults are the same for all; each speaks its
+// provider's wire format. It is safe for concurrent use; each request is
 // decided under one mutex in O(1) amortized time.
 type Simulator struct {
-	cfg SimConfig        // defaults applied; read-only after NewSimulator
-	now func() time.Time // read-only after NewSimulator
+	cfg     SimConfig        // defaults applied; read-only after NewSimulator
+	now     func() time.Time // read-only after NewSimulator
+	dialect dialect          // read-only after NewSimulator
+	token   atomic.Pointer[string]
 
 	mu sync.Mutex
 	// Guarded by mu.
@@ -167,26 +191,61 @@ type Simulator struct {
 	forcedRetryAfter time.Duration
 	arrivals         ring[Arrival]
 	sent             map[string]int
+	refused          map[string]bool // numbers refused by RefuseNumber
+	seq              int             // provider message ids handed out
 	stats            SimStats
+}
+
+// dialect is one provider's wire format: what a request says and how an
+// answer is written.
+type dialect interface {
+	// read reads r (its body whatever the answer, see ServeHTTP) and
+	// checks its route and credential against token.
+	read(w http.ResponseWriter, r *http.Request, token string) request
+	// write writes a, and the provider message id for an acceptance.
+	write(w http.ResponseWriter, a answer)
+	// messageID returns the provider's id for the n-th acceptance.
+	messageID(n int) string
 }
 
 // NewSimulator returns a Simulator with cfg's zero fields set to their
 // defaults.
 func NewSimulator(cfg SimConfig, opts ...SimOption) *Simulator {
+	return newSimulator(cfg, genericDialect{}, opts...)
+}
+
+func newSimulator(cfg SimConfig, d dialect, opts ...SimOption) *Simulator {
 	cfg = cfg.withDefaults()
 	s := &Simulator{
 		cfg:       cfg,
 		now:       time.Now,
+		dialect:   d,
 		accepted:  newRing[time.Time](cfg.Limit),
 		throttles: newRing[time.Time](cfg.SuspendAfter + 1),
 		arrivals:  newRing[Arrival](cfg.MaxArrivals),
 		sent:      make(map[string]int),
+		refused:   make(map[string]bool),
 	}
+	s.token.Store(&cfg.Token)
 	s.fixedIndex = -1 << 63 // no window yet
 	for _, o := range opts {
 		o(s)
 	}
 	return s
+}
+
+// SetToken replaces the credential the Simulator expects (the generic
+// API's bearer token, Twilio's auth token, Vonage's API secret), as a
+// provider does when an operator rotates it. Empty accepts any.
+func (s *Simulator) SetToken(token string) { s.token.Store(&token) }
+
+// RefuseNumber makes the Simulator refuse every message to the number to
+// (E.164 with its '+'), the way its provider refuses an invalid or
+// unreachable number.
+func (s *Simulator) RefuseNumber(to string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refused[to] = true
 }
 
 // FailFor makes the Simulator answer status to every request that passes
@@ -239,20 +298,42 @@ func (s *Simulator) SentCount(id string) int {
 	return s.sent[id]
 }
 
-// request is what ServeHTTP learned from a request before taking the lock.
+// request is what a dialect learned from a request before the lock is
+// taken. Only the decision sees the number; no arrival keeps it.
 type request struct {
-	id         string // Idempotency-Key, else client_ref
-	key        string // Idempotency-Key
+	id         string // Idempotency-Key, client_ref or client-ref
+	key        string // Idempotency-Key (generic only)
 	routeFault int    // 404 or 405; 0 when routed
 	authorized bool
-	bodyFault  int // 400, 413 or 415; 0 when the body is valid
+	bodyFault  int    // 400, 413 or 415; 0 when the body is valid
+	to         string // the number, E.164 with '+'
+	segments   int    // Segments of the body; 1 when it could not be read
+	echo       any    // what the dialect's write needs of the request (its answer echoes fields)
 }
+
+// outcome is what the Simulator decided, whatever the wire says.
+type outcome string
+
+const (
+	outAccepted     outcome = "accepted"
+	outDuplicate    outcome = "duplicate"
+	outThrottled    outcome = "throttled" // over the rate, or forced
+	outSuspended    outcome = "suspended"
+	outFailed       outcome = "failed" // FailFor
+	outUnauthorized outcome = "unauthorized"
+	outRefused      outcome = "refused" // route, body or number
+	outCanceled     outcome = "canceled"
+)
 
 // answer is what the Simulator decided.
 type answer struct {
-	status     int
-	retryAfter time.Duration // for 429; negative: no header
+	outcome    outcome
+	status     int           // the generic API's status for it; a dialect may answer otherwise
+	retryAfter time.Duration // for a throttle; negative: no header
 	reason     string        // for the body; never holds request content
+	messageID  string        // for an acceptance
+	badNumber  bool          // refused for its number (RefuseNumber, or not E.164)
+	echo       any           // the request's echo, for the dialect's write
 }
 
 // ServeHTTP checks, in this order: route (404, 405), token (401),
@@ -260,20 +341,22 @@ type answer struct {
 // (415, 413, 400), a repeated Idempotency-Key, and the rate (429). A request
 // that passes all is accepted (200).
 func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	in := s.read(w, r)
+	in := s.dialect.read(w, r, *s.token.Load())
+	in.segments = max(in.segments, 1)
 	if s.cfg.Latency > 0 && !sleepCtx(r.Context(), s.cfg.Latency) {
 		s.mu.Lock()
 		s.stats.Canceled++
-		s.record(s.now(), in.id, StatusClientClosed)
+		s.record(s.now(), in, answer{outcome: outCanceled, status: StatusClientClosed})
 		s.mu.Unlock()
 		return
 	}
 	s.mu.Lock()
 	now := s.now()
 	a := s.decide(now, in)
-	s.record(now, in.id, a.status)
+	s.record(now, in, a)
 	s.mu.Unlock()
-	s.write(w, a)
+	a.echo = in.echo
+	s.dialect.write(w, a)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
@@ -287,7 +370,12 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-func (s *Simulator) read(w http.ResponseWriter, r *http.Request) request {
+// genericDialect is the generic JSON API of docs/contract.md section 3.
+type genericDialect struct{}
+
+func (genericDialect) messageID(n int) string { return fmt.Sprintf("msg-%08d", n) }
+
+func (genericDialect) read(w http.ResponseWriter, r *http.Request, token string) request {
 	in := request{key: r.Header.Get("Idempotency-Key")}
 	in.id = in.key
 	// Read the body first, whatever the answer: net/http notices a client
@@ -302,7 +390,7 @@ func (s *Simulator) read(w http.ResponseWriter, r *http.Request) request {
 		in.routeFault = http.StatusMethodNotAllowed
 		return in
 	}
-	in.authorized = s.authorized(r.Header.Get("Authorization"))
+	in.authorized = bearerMatches(r.Header.Get("Authorization"), token)
 	if !in.authorized {
 		return in
 	}
@@ -328,17 +416,24 @@ func (s *Simulator) read(w http.ResponseWriter, r *http.Request) request {
 	}
 	if err != nil || msg.To == nil || !isE164(*msg.To) || msg.Body == nil || *msg.Body == "" {
 		in.bodyFault = http.StatusBadRequest
+		return in
 	}
+	in.to = *msg.To
+	in.segments, _ = Segments(*msg.Body)
 	return in
 }
 
-func (s *Simulator) authorized(h string) bool {
-	if s.cfg.Token == "" {
+func bearerMatches(h, token string) bool {
+	if token == "" {
 		return true
 	}
 	scheme, tok, _ := strings.Cut(h, " ")
-	return strings.EqualFold(scheme, "Bearer") &&
-		subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) == 1
+	return strings.EqualFold(scheme, "Bearer") && secretEqual(tok, token)
+}
+
+// secretEqual compares a credential in constant time.
+func secretEqual(got, want string) bool {
+	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
 // isE164 reports whether to is '+' then 8 to 15 ASCII digits.
@@ -354,49 +449,63 @@ func (s *Simulator) decide(now time.Time, in request) answer {
 	switch {
 	case in.routeFault != 0:
 		s.stats.Rejected++
-		return answer{status: in.routeFault, reason: http.StatusText(in.routeFault)}
+		return answer{outcome: outRefused, status: in.routeFault, reason: http.StatusText(in.routeFault)}
 	case !in.authorized:
 		s.stats.Rejected++
-		return answer{status: http.StatusUnauthorized, reason: "bad or missing bearer token"}
+		s.stats.Unauthorized++
+		return answer{outcome: outUnauthorized, status: http.StatusUnauthorized, reason: "bad or missing credentials"}
 	case now.Before(s.suspendedUntil):
 		s.stats.SuspendedAnswers++
-		return answer{status: http.StatusTooManyRequests, retryAfter: s.suspendedUntil.Sub(now), reason: "account suspended"}
+		return answer{outcome: outSuspended, status: http.StatusTooManyRequests, retryAfter: s.suspendedUntil.Sub(now), reason: "account suspended"}
 	case s.failStatus != 0 && now.Before(s.failUntil):
 		s.stats.Failed++
-		return answer{status: s.failStatus, retryAfter: s.cfg.RetryAfter, reason: "injected failure"}
+		return answer{outcome: outFailed, status: s.failStatus, retryAfter: s.cfg.RetryAfter, reason: "injected failure"}
 	case s.forced > 0:
 		s.forced--
 		s.stats.Throttled++
 		s.countThrottle(now)
-		return answer{status: http.StatusTooManyRequests, retryAfter: s.forcedRetryAfter, reason: "rate limited (forced)"}
+		return answer{outcome: outThrottled, status: http.StatusTooManyRequests, retryAfter: s.forcedRetryAfter, reason: "rate limited (forced)"}
 	case in.bodyFault != 0:
 		s.stats.Rejected++
-		return answer{status: in.bodyFault, reason: "invalid message"}
+		return answer{outcome: outRefused, status: in.bodyFault, reason: "invalid message"}
+	case s.refused[in.to]:
+		s.stats.Rejected++
+		return answer{outcome: outRefused, status: http.StatusUnprocessableEntity, reason: "number refused", badNumber: true}
 	case s.cfg.HonourIdempotencyKey && in.key != "" && s.sent[in.key] > 0:
 		s.stats.Duplicates++
-		return answer{status: http.StatusOK, reason: "duplicate"}
-	case !s.admit(now):
+		return answer{outcome: outDuplicate, status: http.StatusOK, reason: "duplicate"}
+	case !s.admit(now, s.cost(in)):
 		s.stats.Throttled++
 		s.countThrottle(now)
-		return answer{status: http.StatusTooManyRequests, retryAfter: s.cfg.RetryAfter, reason: "rate limited"}
+		return answer{outcome: outThrottled, status: http.StatusTooManyRequests, retryAfter: s.cfg.RetryAfter, reason: "rate limited"}
 	}
 	s.stats.Accepted++
+	s.stats.AcceptedSegments += in.segments
 	s.sent[in.id]++
-	return answer{status: http.StatusOK, reason: "accepted"}
+	s.seq++
+	return answer{outcome: outAccepted, status: http.StatusOK, reason: "accepted", messageID: s.dialect.messageID(s.seq)}
 }
 
-// admit counts an acceptance at now if the window allows it. s.mu must be
-// held.
-func (s *Simulator) admit(now time.Time) bool {
+// cost is what in counts toward Limit.
+func (s *Simulator) cost(in request) int {
+	if s.cfg.CountSegments {
+		return in.segments
+	}
+	return 1
+}
+
+// admit counts an acceptance of cost units at now if the window allows it.
+// s.mu must be held.
+func (s *Simulator) admit(now time.Time, cost int) bool {
 	if s.cfg.Fixed {
 		k := floorDiv(now.UnixNano()-int64(s.cfg.Phase), int64(s.cfg.Window))
 		if k != s.fixedIndex {
 			s.fixedIndex, s.fixedCount = k, 0
 		}
-		if s.fixedCount >= s.cfg.Limit {
+		if s.fixedCount+cost > s.cfg.Limit {
 			return false
 		}
-		s.fixedCount++
+		s.fixedCount += cost
 		s.stats.MaxInWindow = max(s.stats.MaxInWindow, s.fixedCount)
 		return true
 	}
@@ -405,10 +514,12 @@ func (s *Simulator) admit(now time.Time) bool {
 	for s.accepted.len() > 0 && now.Sub(s.accepted.front()) >= s.cfg.Window {
 		s.accepted.popFront()
 	}
-	if s.accepted.len() >= s.cfg.Limit {
+	if s.accepted.len()+cost > s.cfg.Limit {
 		return false
 	}
-	s.accepted.push(now)
+	for range cost {
+		s.accepted.push(now)
+	}
 	s.stats.MaxInWindow = max(s.stats.MaxInWindow, s.accepted.len())
 	return true
 }
@@ -430,13 +541,13 @@ func (s *Simulator) countThrottle(now time.Time) {
 }
 
 // record keeps one arrival. s.mu must be held.
-func (s *Simulator) record(at time.Time, id string, status int) {
-	if s.arrivals.push(Arrival{At: at, ID: id, Status: status}) {
+func (s *Simulator) record(at time.Time, in request, a answer) {
+	if s.arrivals.push(Arrival{At: at, ID: in.id, Status: a.status, Outcome: string(a.outcome), Segments: in.segments}) {
 		s.stats.DroppedArrivals++
 	}
 }
 
-func (s *Simulator) write(w http.ResponseWriter, a answer) {
+func (genericDialect) write(w http.ResponseWriter, a answer) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	switch a.status {
@@ -450,11 +561,14 @@ func (s *Simulator) write(w http.ResponseWriter, a answer) {
 		h.Set("WWW-Authenticate", "Bearer")
 	}
 	w.WriteHeader(a.status)
-	key := "error"
+	body := map[string]string{"error": a.reason}
 	if a.status >= 200 && a.status < 300 {
-		key = "status"
+		body = map[string]string{"status": a.reason}
+		if a.messageID != "" {
+			body["id"] = a.messageID
+		}
 	}
-	b, _ := json.Marshal(map[string]string{key: a.reason})
+	b, _ := json.Marshal(body)
 	w.Write(append(b, '\n'))
 }
 

@@ -420,9 +420,9 @@ func TestSimulatorArrivals(t *testing.T) {
 	clock.Set(t0.Add(2))
 	serve(t, s, header("Authorization", "")(simRequest("c")))
 	want := []Arrival{
-		{At: t0, ID: "a", Status: 200},
-		{At: t0.Add(1), ID: "b", Status: 429},
-		{At: t0.Add(2), ID: "c", Status: 401},
+		{At: t0, ID: "a", Status: 200, Outcome: "accepted", Segments: 1},
+		{At: t0.Add(1), ID: "b", Status: 429, Outcome: "throttled", Segments: 1},
+		{At: t0.Add(2), ID: "c", Status: 401, Outcome: "unauthorized", Segments: 1},
 	}
 	got := s.Arrivals()
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -478,7 +478,7 @@ func TestSimulatorLatencyThroughClient(t *testing.T) {
 	s := NewSimulator(SimConfig{Token: testToken, Latency: time.Hour})
 	srv := newServer(t, s)
 	c := newTestClient(t, srv.URL, WithTimeout(20*time.Millisecond))
-	if err := c.Send(context.Background(), testMsg); err == nil {
+	if _, err := c.Send(context.Background(), testMsg); err == nil {
 		t.Fatal("Send through an hour of latency = nil")
 	}
 	srv.Close() // waits for the handler, which returns once the client hangs up

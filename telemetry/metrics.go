@@ -33,6 +33,8 @@ const (
 	MetricProviderDuration  = "http.client.request.duration" // http_client_request_duration_seconds
 	MetricRedisCalls        = "sms.redis.calls"              // sms_redis_calls_total
 	MetricPenaltyActive     = "sms.penalty.active"           // sms_penalty_active
+	MetricAccountPaused     = "sms.account.paused"           // sms_account_paused
+	MetricSegments          = "sms.segments"                 // sms_segments_total
 	MetricFallbackActive    = "sms.fallback.active"          // sms_fallback_active
 	MetricBudgetTokens      = "sms.retry_budget.tokens"      // sms_retry_budget_tokens
 	MetricOTPWaiting        = "sms.otp.waiting"              // sms_otp_waiting
@@ -57,6 +59,7 @@ type Metrics struct {
 	providerDuration metric.Float64Histogram
 	redisCalls       metric.Int64Counter
 	attempts         metric.Int64Histogram
+	segments         metric.Int64Counter
 
 	state atomic.Pointer[func() State] // read by the gauges; nil reads as zero
 }
@@ -66,10 +69,13 @@ var _ dispatch.Observer = (*Metrics)(nil)
 // State is what the gauges show, read when /metrics is scraped.
 type State struct {
 	PenaltyActive, FallbackActive bool
-	BudgetTokens                  float64
-	OTPWaiting                    int
-	ContractRPS, TargetRPS        float64
-	MarketingRPS                  float64
+	// AccountPaused is set while the provider's refusal of the account
+	// (credentials, suspension, credit) stops sending on it.
+	AccountPaused          bool
+	BudgetTokens           float64
+	OTPWaiting             int
+	ContractRPS, TargetRPS float64
+	MarketingRPS           float64
 }
 
 // NewMetrics returns metrics exported on their own Prometheus registry.
@@ -105,6 +111,9 @@ func NewMetrics() (*Metrics, error) {
 	m.redisCalls, err = meter.Int64Counter(MetricRedisCalls, metric.WithUnit("{call}"),
 		metric.WithDescription("Redis commands, by operation (gcra, penalty, claim, other)."))
 	must(err)
+	m.segments, err = meter.Int64Counter(MetricSegments, metric.WithUnit("{segment}"),
+		metric.WithDescription("Message segments the provider accepted, by class: what Twilio and Vonage count against the account's rate."))
+	must(err)
 	m.attempts, err = meter.Int64Histogram(MetricDeliveryAttempt, metric.WithUnit("{attempt}"),
 		metric.WithExplicitBucketBoundaries(1, 2, 3, 5, 10, 20, 50, 100),
 		metric.WithDescription("Pub/Sub delivery attempt of each delivery, by class (needs the dead-letter policy)."))
@@ -124,7 +133,8 @@ func NewMetrics() (*Metrics, error) {
 			}))
 		must(err)
 	}
-	gauge(MetricPenaltyActive, "1 while a provider 429 penalty is live for this process.", func(s State) []obs { return one(b2f(s.PenaltyActive)) })
+	gauge(MetricPenaltyActive, "1 while a provider 429 penalty (or an account pause) is live for this process.", func(s State) []obs { return one(b2f(s.PenaltyActive)) })
+	gauge(MetricAccountPaused, "1 while the provider's refusal of the account (credentials, suspension, credit) stops sending on it.", func(s State) []obs { return one(b2f(s.AccountPaused)) })
 	gauge(MetricFallbackActive, "1 while this process decides locally because Redis is unreachable.", func(s State) []obs { return one(b2f(s.FallbackActive)) })
 	gauge(MetricBudgetTokens, "Retry budget tokens (10 full; retries allowed above 5).", func(s State) []obs { return one(s.BudgetTokens) })
 	gauge(MetricOTPWaiting, "OTP messages of this process waiting for a send slot.", func(s State) []obs { return one(float64(s.OTPWaiting)) })
@@ -177,6 +187,9 @@ func (m *Metrics) Observe(ev dispatch.Event) {
 	if ev.DeliveryAttempt > 0 {
 		m.attempts.Record(ctx, int64(ev.DeliveryAttempt), metric.WithAttributes(class))
 	}
+	if ev.Outcome == nack.Sent {
+		m.segments.Add(ctx, int64(max(ev.Segments, 1)), metric.WithAttributes(class))
+	}
 	if d := ev.Decision; d.Source != "" {
 		result := "denied"
 		if d.Allowed {
@@ -194,10 +207,11 @@ func (m *Metrics) Observe(ev dispatch.Event) {
 }
 
 // recordProvider records one provider request; status 0 means no answer.
-func (m *Metrics) recordProvider(ctx context.Context, d time.Duration, status int) {
+// throttled counts a throttle answered in a 200 body (Vonage) as a 429.
+func (m *Metrics) recordProvider(ctx context.Context, d time.Duration, status int, throttled bool) {
 	class := "error"
 	switch {
-	case status == http.StatusTooManyRequests:
+	case status == http.StatusTooManyRequests || throttled:
 		class = "429"
 	case status >= 200 && status < 600:
 		class = strconv.Itoa(status/100) + "xx"

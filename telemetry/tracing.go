@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -39,6 +40,12 @@ const (
 	AttrWait       = attribute.Key("sms.admission.wait_ms")
 	AttrTries      = attribute.Key("sms.admission.tries")
 	AttrRetryAfter = attribute.Key("sms.admission.retry_after_ms")
+
+	// Of the provider span, read from the answer's body by the adapter.
+	AttrProviderOutcome   = attribute.Key("sms.provider.outcome")    // accepted, throttled, refused, account_failure, temporary
+	AttrProviderMessageID = attribute.Key("sms.provider.message_id") // Twilio's sid, Vonage's message-id
+	AttrProviderCode      = attribute.Key("sms.provider.error_code") // Twilio's code, Vonage's status
+	AttrSegments          = attribute.Key("sms.segments")
 )
 
 // Tracing owns the tracer provider and the W3C propagator. The zero value
@@ -169,6 +176,12 @@ func (t *Tracing) Delivery(ctx context.Context, subscription string, m *pubsub.M
 		if ev.ID != "" {
 			span.SetAttributes(AttrID.String(ev.ID))
 		}
+		if ev.Segments > 0 {
+			span.SetAttributes(AttrSegments.Int(ev.Segments))
+		}
+		if ev.ProviderID != "" {
+			span.SetAttributes(AttrProviderMessageID.String(ev.ProviderID))
+		}
 		if ev.Err != nil && ev.Outcome.String() != "sent" {
 			span.SetStatus(codes.Error, ev.Outcome.String())
 		}
@@ -226,26 +239,65 @@ func (tr *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		attrs = append(attrs, semconv.HTTPRequestResendCount(n))
 	}
 	ctx, span := tr.t.tracer.Start(req.Context(), req.Method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
-	defer span.End()
 	req = req.Clone(ctx)
 	tr.t.propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
 
 	start := time.Now()
 	resp, err := tr.base.RoundTrip(req)
-	status := 0
 	if err != nil {
 		span.SetAttributes(semconv.ErrorTypeOther)
 		span.SetStatus(codes.Error, "request failed")
-	} else {
-		status = resp.StatusCode
+		span.End()
+		if tr.m != nil {
+			tr.m.recordProvider(ctx, time.Since(start), 0, false)
+		}
+		return resp, err
+	}
+	// The span ends when the adapter closes the body, having read in it
+	// what the answer meant (a Vonage throttle is HTTP 200).
+	resp.Body = &answerBody{ReadCloser: resp.Body, end: func() {
+		status := resp.StatusCode
 		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
-		if status >= 400 {
+		throttled := false
+		if rep := provider.ReportOf(req.Context()); rep != nil && rep.Filled {
+			outcome := "accepted"
+			if rep.Err != nil {
+				outcome = rep.Err.Meaning().String()
+				throttled = rep.Err.Throttled()
+				if rep.Err.Code != "" {
+					span.SetAttributes(AttrProviderCode.String(rep.Err.Code))
+				}
+			}
+			span.SetAttributes(AttrProviderOutcome.String(outcome))
+			if rep.Receipt.ID != "" {
+				span.SetAttributes(AttrProviderMessageID.String(rep.Receipt.ID))
+			}
+		}
+		switch {
+		case throttled:
+			span.SetAttributes(semconv.ErrorTypeKey.String("429"))
+			span.SetStatus(codes.Error, "throttled")
+		case status >= 400:
 			span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(status)))
 			span.SetStatus(codes.Error, "")
 		}
-	}
-	if tr.m != nil {
-		tr.m.recordProvider(ctx, time.Since(start), status)
-	}
-	return resp, err
+		span.End()
+		if tr.m != nil {
+			tr.m.recordProvider(ctx, time.Since(start), status, throttled)
+		}
+	}}
+	return resp, nil
+}
+
+// answerBody ends the provider span once, when the answer is closed.
+type answerBody struct {
+	io.ReadCloser
+	once sync.Once
+	end  func()
+}
+
+func (b *answerBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.end)
+	return err
 }

@@ -30,9 +30,24 @@ type config struct {
 	RedisURL              string
 	RedisCAFile           string
 	RedisCA               []byte // PEM certificates read from RedisCAFile; nil: the system's roots
+	Provider              string // generic, twilio or vonage
 	ProviderURL           string
 	ProviderToken         string // from SMS_PROVIDER_TOKEN, or read from ProviderTokenFile
 	ProviderTokenFile     string
+	TwilioAccountSID      string
+	TwilioAuthToken       string
+	TwilioAuthTokenFile   string
+	TwilioFrom            string
+	TwilioServiceSID      string
+	TwilioAPIURL          string
+	VonageAPIKey          string
+	VonageAPISecret       string
+	VonageAPISecretFile   string
+	VonageFrom            string
+	VonageAPIURL          string
+	RateUnit              string // message or segment
+	MaxSegments           int
+	AccountPause          time.Duration
 	Account               string
 	ContractRPS           float64
 	TargetRPS             float64
@@ -69,6 +84,9 @@ const (
 	// maxFileSize bounds what is read of a token or CA file, so that a path
 	// to /dev/zero or a log file neither hangs nor bloats the process.
 	maxFileSize = 1 << 20
+	// maxSegments bounds MAX_SEGMENTS: a body of 1,600 emoji is 49
+	// segments, none is longer.
+	maxSegments = 100
 )
 
 // setting is one row of the configuration table.
@@ -134,6 +152,21 @@ var settings = []setting{
 	{"SMS_PROVIDER_URL", "provider-url", "", "base URL of the SMS provider", false, str(func(c *config) *string { return &c.ProviderURL })},
 	{"SMS_PROVIDER_TOKEN", "provider-token", "", "bearer token of the SMS provider (secret)", true, str(func(c *config) *string { return &c.ProviderToken })},
 	{"SMS_PROVIDER_TOKEN_FILE", "provider-token-file", "", "file holding the provider's bearer token, such as a mounted Secret; a trailing newline is trimmed (instead of SMS_PROVIDER_TOKEN)", false, str(func(c *config) *string { return &c.ProviderTokenFile })},
+	{"SMS_PROVIDER", "provider", "generic", "the provider's API: generic, twilio or vonage", false, str(func(c *config) *string { return &c.Provider })},
+	{"TWILIO_ACCOUNT_SID", "twilio-account-sid", "", "Twilio account SID (AC...)", false, str(func(c *config) *string { return &c.TwilioAccountSID })},
+	{"TWILIO_AUTH_TOKEN", "twilio-auth-token", "", "Twilio auth token (secret)", true, str(func(c *config) *string { return &c.TwilioAuthToken })},
+	{"TWILIO_AUTH_TOKEN_FILE", "twilio-auth-token-file", "", "file holding the Twilio auth token, read again when it changes (instead of TWILIO_AUTH_TOKEN)", false, str(func(c *config) *string { return &c.TwilioAuthTokenFile })},
+	{"TWILIO_FROM", "twilio-from", "", "sender number or id (or TWILIO_MESSAGING_SERVICE_SID)", false, str(func(c *config) *string { return &c.TwilioFrom })},
+	{"TWILIO_MESSAGING_SERVICE_SID", "twilio-messaging-service-sid", "", "Twilio Messaging Service SID (MG...), instead of TWILIO_FROM", false, str(func(c *config) *string { return &c.TwilioServiceSID })},
+	{"TWILIO_API_URL", "twilio-api-url", "https://api.twilio.com", "base URL of Twilio's REST API", false, str(func(c *config) *string { return &c.TwilioAPIURL })},
+	{"VONAGE_API_KEY", "vonage-api-key", "", "Vonage API key", false, str(func(c *config) *string { return &c.VonageAPIKey })},
+	{"VONAGE_API_SECRET", "vonage-api-secret", "", "Vonage API secret (secret)", true, str(func(c *config) *string { return &c.VonageAPISecret })},
+	{"VONAGE_API_SECRET_FILE", "vonage-api-secret-file", "", "file holding the Vonage API secret, read again when it changes (instead of VONAGE_API_SECRET)", false, str(func(c *config) *string { return &c.VonageAPISecretFile })},
+	{"VONAGE_FROM", "vonage-from", "", "Vonage sender id or number", false, str(func(c *config) *string { return &c.VonageFrom })},
+	{"VONAGE_API_URL", "vonage-api-url", "https://rest.nexmo.com", "base URL of Vonage's SMS API", false, str(func(c *config) *string { return &c.VonageAPIURL })},
+	{"RATE_UNIT", "rate-unit", "message", "what every rate counts: message, or segment (as Twilio and Vonage count)", false, str(func(c *config) *string { return &c.RateUnit })},
+	{"MAX_SEGMENTS", "max-segments", "10", "with RATE_UNIT=segment, the most segments a body may have (longer ones are dead-lettered)", false, integer(func(c *config) *int { return &c.MaxSegments })},
+	{"ACCOUNT_PAUSE", "account-pause", "1m", "how long every pod stops sending after the provider refuses the account (credentials, suspension, credit); a changed credential file ends it earlier", false, duration(func(c *config) *time.Duration { return &c.AccountPause })},
 	{"SMS_ACCOUNT", "account", "default", "provider account name; keys in Redis are {sms:<account>}:*", false, str(func(c *config) *string { return &c.Account })},
 	{"CONTRACT_RPS", "contract-rps", "100", "the provider contract, messages per second", false, num(func(c *config) *float64 { return &c.ContractRPS })},
 	{"TARGET_RPS", "target-rps", "90", "what all processes together may send, every class", false, num(func(c *config) *float64 { return &c.TargetRPS })},
@@ -201,6 +234,22 @@ func (c *config) readFiles() error {
 			return &configError{"SMS_PROVIDER_TOKEN_FILE", "provider-token-file", "the file is empty"}
 		}
 		c.ProviderToken = tok
+	}
+	// The adapters' credential files are read at each change (see
+	// newProvider); here, only whether they can be.
+	for _, f := range []struct{ env, path string }{
+		{"TWILIO_AUTH_TOKEN_FILE", c.TwilioAuthTokenFile}, {"VONAGE_API_SECRET_FILE", c.VonageAPISecretFile},
+	} {
+		if f.path == "" {
+			continue
+		}
+		b, err := readSmall(f.path)
+		if err == nil && strings.TrimSpace(string(b)) == "" {
+			err = errors.New("the file is empty")
+		}
+		if err != nil {
+			return settingError(f.env, err.Error())
+		}
 	}
 	if c.RedisCAFile != "" {
 		b, err := readSmall(c.RedisCAFile)
@@ -271,12 +320,35 @@ func (c config) validate() error {
 		return bad("MAX_SENDERS", "must be at most %d, got %d", maxSenders, c.MaxSenders)
 	case c.ProviderToken != "" && c.ProviderTokenFile != "":
 		return bad("SMS_PROVIDER_TOKEN_FILE", "set either it or SMS_PROVIDER_TOKEN, not both")
+	case c.TwilioAuthToken != "" && c.TwilioAuthTokenFile != "":
+		return bad("TWILIO_AUTH_TOKEN_FILE", "set either it or TWILIO_AUTH_TOKEN, not both")
+	case c.TwilioFrom != "" && c.TwilioServiceSID != "":
+		return bad("TWILIO_MESSAGING_SERVICE_SID", "set either it or TWILIO_FROM, not both")
+	case c.VonageAPISecret != "" && c.VonageAPISecretFile != "":
+		return bad("VONAGE_API_SECRET_FILE", "set either it or VONAGE_API_SECRET, not both")
+	case c.Provider != "generic" && c.Provider != "twilio" && c.Provider != "vonage":
+		return bad("SMS_PROVIDER", "want generic, twilio or vonage, got %q", c.Provider)
+	case c.RateUnit != "message" && c.RateUnit != "segment":
+		return bad("RATE_UNIT", "want message or segment, got %q", c.RateUnit)
+	case c.MaxSegments < 1 || c.MaxSegments > maxSegments:
+		return bad("MAX_SEGMENTS", "must be 1-%d, got %d", maxSegments, c.MaxSegments)
+	case c.RateUnit == "segment" && c.TargetRPS+float64(max(c.Burst, c.MaxSegments)) > c.ContractRPS:
+		// Any window of W seconds sees at most TARGET_RPS×W + max(BURST,
+		// the longest message) segments: over one second, that must fit
+		// the contract.
+		return bad("MAX_SEGMENTS", "TARGET_RPS (%v) + max(BURST %d, MAX_SEGMENTS %d) segments could reach the provider within one second, above CONTRACT_RPS (%v): lower TARGET_RPS or MAX_SEGMENTS",
+			c.TargetRPS, c.Burst, c.MaxSegments, c.ContractRPS)
 	case !validAccount(c.Account):
 		return bad("SMS_ACCOUNT", "must be non-empty printable ASCII without braces or spaces, got %q", c.Account)
 	}
-	if c.ProviderURL != "" {
-		if err := checkURL(c.ProviderURL, "http", "https"); err != nil {
-			return bad("SMS_PROVIDER_URL", "%v", err)
+	for _, u := range []struct{ env, url string }{
+		{"SMS_PROVIDER_URL", c.ProviderURL}, {"TWILIO_API_URL", c.TwilioAPIURL}, {"VONAGE_API_URL", c.VonageAPIURL},
+	} {
+		if u.url == "" {
+			continue
+		}
+		if err := checkURL(u.url, "http", "https"); err != nil {
+			return bad(u.env, "%v", err)
 		}
 	}
 	if c.RedisURL != "" {

@@ -41,6 +41,8 @@ type demoOptions struct {
 	Progress  string // auto, on, off
 	Traces    bool
 	Fail5xx   time.Duration
+	// CampaignSegments is how many segments each campaign body takes.
+	CampaignSegments int
 }
 
 // runDemo is `dispatcher demo`: the real pipeline on one machine.
@@ -55,6 +57,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&o.Progress, "progress", "auto", "live progress line: auto (on a terminal), on, off")
 	fs.BoolVar(&o.Traces, "traces", false, "print every span to stdout (OTEL_TRACES_EXPORTER=console); with --fail-5xx, re-sends show http.request.resend_count")
 	fs.DurationVar(&o.Fail5xx, "fail-5xx", 0, "make the provider answer 503 for this long at the start, so that messages are re-sent")
+	fs.IntVar(&o.CampaignSegments, "campaign-segments", 1, "segments of each campaign body (GSM-7); with --rate-unit segment the limiter counts them")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -62,8 +65,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if o.Instances < 1 || o.Campaign < 0 || o.OTPRate < 0 {
-		return fmt.Errorf("demo: --instances must be ≥ 1, --campaign and --otp-rate ≥ 0")
+	if o.Instances < 1 || o.Campaign < 0 || o.OTPRate < 0 || o.CampaignSegments < 1 || o.CampaignSegments > 10 {
+		return fmt.Errorf("demo: --instances must be ≥ 1, --campaign and --otp-rate ≥ 0, --campaign-segments 1-10")
 	}
 	r, err := demo(ctx, cfg, o, progressWriter(o.Progress, stdout))
 	if err != nil {
@@ -99,8 +102,11 @@ type demoReport struct {
 	Expired, DeadLettered  int
 	Nacked                 int
 	NackedBy               map[string]int
-	Throttled              int        // 429 answers of the simulator
+	Throttled              int // 429 answers of the simulator
+	Provider               string
+	RateUnit               string
 	MaxIn1s                int        // most provider acceptances in any 1 s window
+	MaxSegmentsIn1s        int        // most accepted segments in any 1 s window
 	Rate                   [2]float64 // sends per second of each class while it was sending
 	OTPLatencyP50, P99     time.Duration
 	OTPWaitP50, OTPWaitP99 time.Duration
@@ -115,13 +121,18 @@ func (r demoReport) print(w io.Writer, cfg config) {
 	if r.EmbeddedRedis {
 		redis = "embedded Redis (miniredis)"
 	}
-	fmt.Fprintf(w, "\nsms-dispatcher demo: %d instances, in-process Pub/Sub, %s, provider simulator (strict 1 s window at CONTRACT_RPS=%g)\n", r.Instances, redis, cfg.ContractRPS)
+	unit := "messages"
+	if r.Provider != "generic" || r.RateUnit == "segment" {
+		unit = "segments"
+	}
+	fmt.Fprintf(w, "\nsms-dispatcher demo: %d instances, in-process Pub/Sub, %s, %s provider simulator (strict 1 s window of CONTRACT_RPS=%g %s), rates in %ss\n",
+		r.Instances, redis, r.Provider, cfg.ContractRPS, unit, r.RateUnit)
 	fmt.Fprintf(w, "  elapsed                          %v\n", r.Elapsed.Round(100*time.Millisecond))
 	fmt.Fprintf(w, "  sent                             %d (otp %d, marketing %d)\n", sent, r.Sent[admission.OTP], r.Sent[admission.Marketing])
 	fmt.Fprintf(w, "  expired / dead-lettered          %d / %d\n", r.Expired, r.DeadLettered)
 	fmt.Fprintf(w, "  marketing rate while busy        %.1f/s = %.2f of MARKETING_RPS %g (its cap)\n", r.Rate[admission.Marketing], r.Rate[admission.Marketing]/cfg.MarketingRPS, cfg.MarketingRPS)
 	fmt.Fprintf(w, "  total rate while busy            %.1f/s of TARGET_RPS %g (OTP came at %.1f/s)\n", r.Rate[admission.Marketing]+r.Rate[admission.OTP], cfg.TargetRPS, r.Rate[admission.OTP])
-	fmt.Fprintf(w, "  most accepted in any 1 s         %d (contract %g, TARGET_RPS+BURST %g)\n", r.MaxIn1s, cfg.ContractRPS, cfg.TargetRPS+float64(cfg.Burst))
+	fmt.Fprintf(w, "  most accepted in any 1 s         %d messages, %d segments (contract %g, TARGET_RPS+BURST %g)\n", r.MaxIn1s, r.MaxSegmentsIn1s, cfg.ContractRPS, cfg.TargetRPS+float64(cfg.Burst))
 	fmt.Fprintf(w, "  429 answers                      %d\n", r.Throttled)
 	fmt.Fprintf(w, "  OTP publish→provider p50 / p99   %v / %v\n", r.OTPLatencyP50.Round(100*time.Microsecond), r.P99.Round(100*time.Microsecond))
 	fmt.Fprintf(w, "  OTP wait for a slot p50 / p99     %v / %v\n", r.OTPWaitP50.Round(10*time.Microsecond), r.OTPWaitP99.Round(10*time.Microsecond))
@@ -216,6 +227,7 @@ func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (d
 		return demoReport{}, err
 	}
 	defer stack.close()
+	cfg = stack.providerConfig(cfg)
 
 	admin, err := newPubsub(ctx, cfg.ProjectID, stack.Pubsub.Addr)
 	if err != nil {
@@ -274,11 +286,12 @@ func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (d
 			return demoReport{}, err
 		}
 		closers = append(closers, func() { ps.Close() })
-		sender, err := newSender(stack.SimURL, "demo-token", cfg.SendTimeout, tel)
+		sender, secret, err := newProvider(cfg, tel)
 		if err != nil {
 			return demoReport{}, err
 		}
-		inst, err := newInstance(cfg, rdb, ps, sender, tel, stats, logger.With("instance", i))
+		closers = append(closers, sender.CloseIdleConnections)
+		inst, err := newInstance(cfg, rdb, ps, sender, secret, tel, stats, logger.With("instance", i))
 		if err != nil {
 			return demoReport{}, err
 		}
@@ -327,13 +340,18 @@ func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (d
 	stats.mu.Unlock()
 	st := stack.Sim.Stats()
 	r.Throttled = st.Throttled + st.SuspendedAnswers
-	var accepted []time.Time
+	var accepted, segments []time.Time
 	for _, a := range stack.Sim.Arrivals() {
-		if a.Status/100 == 2 {
+		if a.Outcome == "accepted" {
 			accepted = append(accepted, a.At)
+			for range a.Segments {
+				segments = append(segments, a.At)
+			}
 		}
 	}
 	r.MaxIn1s = provider.MaxInAnyWindow(accepted, time.Second)
+	r.MaxSegmentsIn1s = provider.MaxInAnyWindow(segments, time.Second)
+	r.Provider, r.RateUnit = cfg.Provider, cfg.RateUnit
 	for _, c := range counters {
 		r.ScriptCalls += c.scripts.Load()
 		r.RedisCmds += c.cmds.Load()
@@ -359,7 +377,7 @@ func produce(ctx context.Context, ps *pubsub.Client, cfg config, o demoOptions, 
 	}
 	phone := func() string { return fmt.Sprintf("+8190%08d", rand.IntN(1e8)) }
 	for i := range o.Campaign {
-		publish(mkt, map[string]string{"id": fmt.Sprintf("campaign-%d", i), "to": phone(), "body": "Winter sale: 20% off this weekend"})
+		publish(mkt, map[string]string{"id": fmt.Sprintf("campaign-%d", i), "to": phone(), "body": campaignBody(o.CampaignSegments)})
 	}
 
 	var tick <-chan time.Time
@@ -429,3 +447,13 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 }
 
 func p99(ds []time.Duration) time.Duration { return quantile(ds, 0.99) }
+
+// campaignBody returns a GSM-7 campaign text of n segments.
+func campaignBody(n int) string {
+	const text = "Winter sale: 20% off this weekend"
+	if n <= 1 {
+		return text
+	}
+	b := strings.Repeat(text+" ", 153*n/len(text)+1)
+	return b[:153*n-10] // more than 153×(n-1): n segments
+}

@@ -31,9 +31,31 @@ type localStack struct {
 	wg     sync.WaitGroup
 }
 
-// startLocal starts the stack; close stops it.
+// The credentials the local stack's simulators expect.
+const (
+	demoToken     = "demo-token"
+	demoTwilioSID = "AC00000000000000000000000000000000"
+	demoVonageKey = "demo-key"
+	demoFrom      = "+15005550006"
+)
+
+// startLocal starts the stack with the simulator of cfg.Provider (Twilio's
+// and Vonage's count segments, as those providers do); close stops it.
 func startLocal(cfg config, sim provider.SimConfig) (*localStack, error) {
-	s := &localStack{Pubsub: pstest.NewServer(), Sim: provider.NewSimulator(sim), redisURL: cfg.RedisURL}
+	sim.Token = demoToken
+	var ps *provider.Simulator
+	switch cfg.Provider {
+	case "twilio":
+		sim.CountSegments = true
+		ps = provider.NewTwilioSimulator(sim, demoTwilioSID)
+	case "vonage":
+		sim.CountSegments = true
+		ps = provider.NewVonageSimulator(sim, demoVonageKey)
+	default:
+		sim.CountSegments = cfg.RateUnit == "segment"
+		ps = provider.NewSimulator(sim)
+	}
+	s := &localStack{Pubsub: pstest.NewServer(), Sim: ps, redisURL: cfg.RedisURL}
 	s.simSrv = httptest.NewServer(s.Sim)
 	s.SimURL = s.simSrv.URL
 	if s.redisURL == "" {
@@ -64,6 +86,19 @@ func startLocal(cfg config, sim provider.SimConfig) (*localStack, error) {
 		})
 	}
 	return s, nil
+}
+
+// providerConfig returns cfg pointed at the stack's simulator, with the
+// credentials it expects.
+func (s *localStack) providerConfig(cfg config) config {
+	cfg.ProviderURL, cfg.TwilioAPIURL, cfg.VonageAPIURL = s.SimURL, s.SimURL, s.SimURL
+	cfg.ProviderToken, cfg.ProviderTokenFile = demoToken, ""
+	cfg.TwilioAccountSID, cfg.TwilioAuthToken, cfg.TwilioAuthTokenFile = demoTwilioSID, demoToken, ""
+	if cfg.TwilioServiceSID == "" {
+		cfg.TwilioFrom = demoFrom
+	}
+	cfg.VonageAPIKey, cfg.VonageAPISecret, cfg.VonageAPISecretFile, cfg.VonageFrom = demoVonageKey, demoToken, "", "SMSDEMO"
+	return cfg
 }
 
 // newRedis returns a new client of the stack's Redis: one per dispatcher

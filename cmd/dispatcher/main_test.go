@@ -49,6 +49,23 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"SMS_PROVIDER_URL": "not a url"}, nil, "SMS_PROVIDER_URL"},
 		{map[string]string{"SMS_PROVIDER_URL": ""}, nil, "SMS_PROVIDER_URL"}, // serve needs one
 		{map[string]string{"SMS_PROVIDER_URL": "http://p", "REDIS_URL": ""}, nil, "REDIS_URL"},
+		{map[string]string{"SMS_PROVIDER": "sinch"}, nil, "SMS_PROVIDER"},
+		{map[string]string{"SMS_PROVIDER": "twilio", "REDIS_URL": ""}, nil, "TWILIO_ACCOUNT_SID"},
+		{map[string]string{"SMS_PROVIDER": "twilio", "TWILIO_ACCOUNT_SID": "AC1"}, nil, "TWILIO_AUTH_TOKEN"},
+		{map[string]string{"SMS_PROVIDER": "twilio", "TWILIO_ACCOUNT_SID": "AC1", "TWILIO_AUTH_TOKEN": "hunter2"}, nil, "TWILIO_FROM"},
+		{map[string]string{"TWILIO_FROM": "+15005550006", "TWILIO_MESSAGING_SERVICE_SID": "MG1"}, nil, "TWILIO_MESSAGING_SERVICE_SID"},
+		{map[string]string{"TWILIO_AUTH_TOKEN": "hunter2", "TWILIO_AUTH_TOKEN_FILE": "/x"}, nil, "TWILIO_AUTH_TOKEN_FILE"},
+		{map[string]string{"SMS_PROVIDER": "twilio", "TWILIO_ACCOUNT_SID": "AC1", "TWILIO_AUTH_TOKEN_FILE": "/nonexistent/token",
+			"TWILIO_FROM": "+15005550006", "REDIS_URL": "redis://127.0.0.1:1"}, nil, "TWILIO_AUTH_TOKEN_FILE"},
+		{map[string]string{"TWILIO_API_URL": "ftp://x"}, nil, "TWILIO_API_URL"},
+		{map[string]string{"SMS_PROVIDER": "vonage"}, nil, "VONAGE_API_KEY"},
+		{map[string]string{"SMS_PROVIDER": "vonage", "VONAGE_API_KEY": "k", "VONAGE_API_SECRET": "hunter2"}, nil, "VONAGE_FROM"},
+		{map[string]string{"VONAGE_API_SECRET": "hunter2", "VONAGE_API_SECRET_FILE": "/x"}, nil, "VONAGE_API_SECRET_FILE"},
+		{map[string]string{"RATE_UNIT": "segments"}, nil, "RATE_UNIT"},
+		{map[string]string{"MAX_SEGMENTS": "0"}, nil, "MAX_SEGMENTS"},
+		// 90 + max(5, 11) > 100: the longest body could break the contract.
+		{map[string]string{"RATE_UNIT": "segment", "MAX_SEGMENTS": "11"}, nil, "MAX_SEGMENTS"},
+		{map[string]string{"ACCOUNT_PAUSE": "0s"}, nil, "ACCOUNT_PAUSE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want+fmt.Sprint(tt.env, tt.args), func(t *testing.T) {

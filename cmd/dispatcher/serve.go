@@ -16,7 +16,6 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
-	"smsdispatcher/provider"
 	"smsdispatcher/telemetry"
 )
 
@@ -31,8 +30,8 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if cfg.ProviderURL == "" {
-		return &configError{"SMS_PROVIDER_URL", "provider-url", "required to serve (try 'dispatcher demo' for a local run)"}
+	if err := checkProvider(cfg); err != nil {
+		return err
 	}
 	if cfg.RedisURL == "" {
 		return &configError{"REDIS_URL", "redis-url", "required to serve: it holds the limiter state all pods share"}
@@ -55,16 +54,12 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer ps.Close()
-	sender, err := newSender(cfg.ProviderURL, cfg.ProviderToken, cfg.SendTimeout, tel)
-	var ce *configError
-	if errors.As(err, &ce) && ce.Env == "SMS_PROVIDER_TOKEN" && cfg.ProviderTokenFile != "" {
-		ce.Env, ce.Flag = "SMS_PROVIDER_TOKEN_FILE", "provider-token-file" // name where the token came from
-	}
+	sender, secret, err := newProvider(cfg, tel)
 	if err != nil {
 		return err
 	}
 	defer sender.CloseIdleConnections() // after the last send: keep-alives to the provider end with the process
-	inst, err := newInstance(cfg, rdb, ps, sender, tel, tel.metrics, logger)
+	inst, err := newInstance(cfg, rdb, ps, sender, secret, tel, tel.metrics, logger)
 	if err != nil {
 		return err
 	}
@@ -129,24 +124,6 @@ func (t *telemetrySet) shutdown(ctx context.Context, logger *slog.Logger) {
 	}
 }
 
-// newSender returns the provider client, instrumented when tel is set.
-func newSender(url, token string, timeout time.Duration, tel *telemetrySet) (*provider.Client, error) {
-	opts := []provider.Option{provider.WithTimeout(timeout)}
-	if tel != nil {
-		opts = append(opts, provider.WithTransportWrapper(func(rt http.RoundTripper) http.RoundTripper {
-			return tel.Transport(rt, tel.metrics)
-		}))
-	}
-	c, err := provider.NewClient(url, token, opts...)
-	switch {
-	case errors.Is(err, provider.ErrInvalidToken):
-		return nil, &configError{"SMS_PROVIDER_TOKEN", "provider-token", err.Error()}
-	case err != nil:
-		return nil, &configError{"SMS_PROVIDER_URL", "provider-url", err.Error()}
-	}
-	return c, nil
-}
-
 // instance is one dispatcher with its own limiter, as one pod has.
 type instance struct {
 	d       *dispatch.Dispatcher
@@ -162,9 +139,9 @@ var envOfField = map[string][2]string{
 	"MaxInFlight": {"PROVIDER_MAX_INFLIGHT", "provider-max-inflight"},
 }
 
-// newInstance wires one dispatcher on the given clients. tel and obs may be
-// nil.
-func newInstance(cfg config, rdb redis.Scripter, ps *pubsub.Client, sender dispatch.Sender, tel *telemetrySet, obs dispatch.Observer, logger *slog.Logger) (*instance, error) {
+// newInstance wires one dispatcher on the given clients; it watches creds
+// (the provider's credential) for changes. creds, tel and obs may be nil.
+func newInstance(cfg config, rdb redis.Scripter, ps *pubsub.Client, sender dispatch.Sender, creds dispatch.Credentials, tel *telemetrySet, obs dispatch.Observer, logger *slog.Logger) (*instance, error) {
 	lim, err := admission.New(rdb, admission.Config{
 		Account: cfg.Account, TargetRPS: cfg.TargetRPS, MarketingRPS: cfg.MarketingRPS,
 		Burst: cfg.Burst, MaxSenders: cfg.MaxSenders, RedisTimeout: cfg.RedisTimeout, Logger: logger,
@@ -184,7 +161,7 @@ func newInstance(cfg config, rdb redis.Scripter, ps *pubsub.Client, sender dispa
 	otp, mkt := ps.Subscriber(cfg.OTPSubscription), ps.Subscriber(cfg.MarketingSubscription)
 	deps := dispatch.Deps{
 		OTP: otp, Marketing: mkt, Limiter: lim, Claims: claims, Sender: sender, Attempts: claims,
-		DeadLetter: dispatch.DeadLetterTopic{Publisher: dlq}, Observer: obs,
+		DeadLetter: dispatch.DeadLetterTopic{Publisher: dlq}, Observer: obs, Credentials: creds,
 	}
 	if tel != nil {
 		deps.Tracer = tel.Tracing
@@ -195,6 +172,9 @@ func newInstance(cfg config, rdb redis.Scripter, ps *pubsub.Client, sender dispa
 		MaxDeliveryAttempts:  maxDeliveryAttempts,
 		OTPOutstanding:       outstanding(cfg.TargetRPS, cfg.OTPMaxWait, 1),
 		MarketingOutstanding: outstanding(cfg.MarketingRPS, cfg.MarketingMaxWait, cfg.MaxSenders),
+		RateUnit:             rateUnit(cfg.RateUnit),
+		MaxSegments:          cfg.MaxSegments,
+		AccountPause:         cfg.AccountPause,
 		Logger:               logger,
 	}, deps)
 	if err != nil {
@@ -204,8 +184,9 @@ func newInstance(cfg config, rdb redis.Scripter, ps *pubsub.Client, sender dispa
 	if tel != nil {
 		tel.metrics.SetState(func() telemetry.State {
 			penalty, fallback := lim.State()
+			_, _, paused := lim.AccountPause()
 			return telemetry.State{
-				PenaltyActive: penalty, FallbackActive: fallback,
+				PenaltyActive: penalty, FallbackActive: fallback, AccountPaused: paused,
 				BudgetTokens: d.BudgetTokens(), OTPWaiting: d.OTPWaiting(),
 				ContractRPS: cfg.ContractRPS, TargetRPS: cfg.TargetRPS, MarketingRPS: cfg.MarketingRPS,
 			}
@@ -223,6 +204,14 @@ func outstanding(rps float64, maxWait time.Duration, senders int) int {
 
 func (i *instance) close() { i.dlq.Stop() }
 
+// rateUnit is the dispatch.RateUnit of a validated RATE_UNIT.
+func rateUnit(s string) dispatch.RateUnit {
+	if s == "segment" {
+		return dispatch.PerSegment
+	}
+	return dispatch.PerMessage
+}
+
 // httpHandler serves /healthz, /readyz and /metrics.
 func (i *instance) httpHandler(rdb redis.UniversalClient, metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
@@ -237,6 +226,12 @@ func (i *instance) httpHandler(rdb redis.UniversalClient, metrics http.Handler) 
 		redisState := "reachable"
 		if err := rdb.Ping(ctx).Err(); err != nil {
 			redisState = "unreachable (limiter in fallback)"
+		}
+		if why, left, paused := i.d.AccountPause(); paused {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: the provider refused the account (%s); sending paused for %v; redis %s\n",
+				why, left.Round(time.Second), redisState)
+			return
 		}
 		if !i.d.Ready() {
 			w.WriteHeader(http.StatusServiceUnavailable)

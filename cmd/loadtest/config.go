@@ -103,6 +103,8 @@ type config struct {
 	soak       time.Duration // 0: the matrix; else a soak of this length
 	soakCSV    string
 	soakEvery  time.Duration // soak sampling interval: soakInterval, shorter in tests
+	segments   int           // segments of every body; above 1 the provider counts segments
+	rateUnit   string        // what gcra's rates count: segment or message
 }
 
 // defaults of the flags; --quick changes the first three unless given.
@@ -117,7 +119,7 @@ const (
 )
 
 // soakExcludes are the flags of the matrix that a soak does not take.
-var soakExcludes = []string{"duration", "quick", "strategies", "fault", "json", "svg", "svg-mode", "svg-senders"}
+var soakExcludes = []string{"duration", "quick", "strategies", "fault", "json", "svg", "svg-mode", "svg-senders", "segments", "rate-unit"}
 
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
@@ -151,6 +153,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.svgFile, "svg", "", "write a chart of arrivals per 100 ms, one panel per strategy, to this file")
 	fs.StringVar(&c.svgMode, "svg-mode", "sliding1s", "provider mode the chart shows")
 	fs.IntVar(&c.svgSenders, "svg-senders", 16, "K the chart shows")
+	fs.IntVar(&c.segments, "segments", 1, "segments of every body (GSM-7); above 1 the simulated provider counts segments, as Twilio and Vonage do")
+	fs.StringVar(&c.rateUnit, "rate-unit", "segment", "what gcra's rates count with --segments: segment (RATE_UNIT=segment), or message to show what counting messages does")
 	fs.BoolVar(&c.verbose, "verbose", false, "log the real limiter's Redis fallback lines to stderr")
 	fs.BoolVar(&c.quick, "quick", false, "smoke run: "+quickDuration.String()+" runs, K="+quickSenders+", modes "+quickModes+" (flags given explicitly win)")
 	fs.DurationVar(&c.soak, "soak", 0, fmt.Sprintf("instead of the matrix, run K sender processes with gcra at full rate for this long (K=%d and mode %s unless given), "+
@@ -220,6 +224,12 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("--redis-timeout must be positive, got %v", c.redisTO)
 	case c.latency < 0 || c.latency >= sendTimeout:
 		return nil, fmt.Errorf("--provider-latency must be in [0, %v), got %v", sendTimeout, c.latency)
+	case c.segments < 1 || c.segments > 10:
+		return nil, fmt.Errorf("--segments must be in [1, 10], got %d", c.segments)
+	case c.rateUnit != "segment" && c.rateUnit != "message":
+		return nil, fmt.Errorf("--rate-unit must be segment or message, got %q", c.rateUnit)
+	case c.soak != 0 && c.segments != 1:
+		return nil, errors.New("--segments applies to the matrix, not to --soak")
 	}
 	if c.soak != 0 {
 		switch {

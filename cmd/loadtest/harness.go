@@ -61,6 +61,7 @@ func skewOf(i, k int, spread time.Duration) time.Duration {
 func runOne(ctx context.Context, cfg *config, redisOpts *redis.Options, strat string, m mode, k int, progress io.Writer) (*result, error) {
 	simCfg := m.sim
 	simCfg.Latency = cfg.latency
+	simCfg.CountSegments = cfg.segments > 1 // as Twilio and Vonage count
 	sim := provider.NewSimulator(simCfg)
 	srv := httptest.NewServer(sim)
 	defer srv.Close()
@@ -95,7 +96,7 @@ func runOne(ctx context.Context, cfg *config, redisOpts *redis.Options, strat st
 			return nil, fmt.Errorf("provider client: %w", err)
 		}
 		defer client.CloseIdleConnections()
-		s := &sender{skew: skewOf(i, k, cfg.skew), client: client, load: ld, st: &st}
+		s := &sender{skew: skewOf(i, k, cfg.skew), body: bodyOf(cfg.segments), client: client, load: ld, st: &st}
 		calls[i] = &callCounter{}
 		var rdb *redis.Client
 		if strat != stratV1 {
@@ -124,7 +125,11 @@ func runOne(ctx context.Context, cfg *config, redisOpts *redis.Options, strat st
 			if err != nil {
 				return nil, fmt.Errorf("admission limiter: %w", err)
 			}
-			s.policy = gcraPolicy{lim: lim}
+			cost := 1
+			if cfg.rateUnit == "segment" {
+				cost = max(cfg.segments, 1)
+			}
+			s.policy = gcraPolicy{lim: lim, cost: cost}
 		default:
 			return nil, fmt.Errorf("unknown strategy %q", strat)
 		}

@@ -84,6 +84,20 @@ func TestQuickRunShowsTheIncidentAndTheFix(t *testing.T) {
 	}
 }
 
+// TestSegmentsCountedOrThrottled: 3-segment bodies against a provider
+// counting segments at 100/s. Counted in segments, the real limiter gets no
+// 429; counted in messages, it sends three times the contract and the
+// provider answers 429 (what a segment-blind limiter did to a campaign).
+func TestSegmentsCountedOrThrottled(t *testing.T) {
+	args := []string{"--duration", "2s", "--senders", "2", "--strategies", "gcra", "--modes", "sliding1s", "--segments", "3", "--redis-timeout", "1s"}
+	if g := runRows(t, args...)[stratGCRA]; g.Answered != 0 || g.Accepted == 0 {
+		t.Errorf("rates in segments: %d 429s, %d accepted; want 0 and some", g.Answered, g.Accepted)
+	}
+	if g := runRows(t, append(args, "--rate-unit", "message")...)[stratGCRA]; g.Answered == 0 {
+		t.Errorf("rates in messages: no 429 from a provider counting 3 segments a message")
+	}
+}
+
 // TestRedisDownFault takes Redis away from the senders for part of a run:
 // the real limiter falls back to its slow local share and causes no 429;
 // v2 fails open.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,18 +31,28 @@ const (
 	marketingMaxWait = 8 * time.Second
 )
 
-// The message every send carries; the simulator checks its shape.
+// The message every send carries; the simulator checks its shape. Its
+// body is sendBody, or bodyOf(--segments).
 const (
 	simToken = "loadtest-token"
 	sendTo   = "+819012345678"
 	sendBody = "loadtest"
 )
 
+// bodyOf returns a GSM-7 body of n segments (sendBody for n <= 1).
+func bodyOf(n int) string {
+	if n <= 1 {
+		return sendBody
+	}
+	return strings.Repeat("x", 153*n-10) // more than 153×(n-1), at most 153×n
+}
+
 // A sender stands for one pod: its own Redis client, provider client,
 // clock skew and send policy. Its workers share it; it is safe for
 // concurrent use.
 type sender struct {
 	skew   time.Duration
+	body   string
 	client *provider.Client
 	policy policy
 	load   *load
@@ -67,7 +78,8 @@ func (s *sender) work(ctx context.Context, otpOnly bool) {
 func (s *sender) send(ctx context.Context, m msg) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
 	defer cancel()
-	return s.client.Send(ctx, provider.Message{ID: m.id, To: sendTo, Body: sendBody})
+	_, err := s.client.Send(ctx, provider.Message{ID: m.id, To: sendTo, Body: s.body})
+	return err
 }
 
 // admitted records that m may go now.
@@ -140,7 +152,8 @@ func (p oldPolicy) handle(ctx context.Context, s *sender, m msg) {
 // also stops every sender for its Retry-After. Nothing is retried on the
 // spot.
 type gcraPolicy struct {
-	lim *admission.Limiter
+	lim  *admission.Limiter
+	cost int // units each send takes: its segments with --rate-unit segment, else 1
 }
 
 func (p gcraPolicy) handle(ctx context.Context, s *sender, m msg) {
@@ -148,7 +161,7 @@ func (p gcraPolicy) handle(ctx context.Context, s *sender, m msg) {
 	if m.class == admission.OTP {
 		maxWait = otpMaxWait
 	}
-	d, err := p.lim.Acquire(ctx, m.class, maxWait)
+	d, err := p.lim.AcquireN(ctx, m.class, p.cost, maxWait)
 	if err != nil {
 		return // the run is over
 	}

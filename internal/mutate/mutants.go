@@ -30,7 +30,7 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "if pen > 0 then", "if false then"},
 	}, ""},
 	{"M4", "Redis error fails open", []edit{
-		{"admission/limiter.go", "		return l.fallbackAt(now, class), nil\n	}\n	l.inFallback = false", "		return Decision{Allowed: true, Source: SourceFallback}, nil\n	}\n	l.inFallback = false"},
+		{"admission/limiter.go", "		return l.fallbackAt(now, class, cost), nil\n	}\n	l.inFallback = false", "		return Decision{Allowed: true, Source: SourceFallback}, nil\n	}\n	l.inFallback = false"},
 	}, ""},
 	{"M5", "marketing checks only the global key", []edit{
 		{"admission/gcra.lua", "local marketing = ARGV[5] == '1'", "local marketing = false"},
@@ -105,7 +105,7 @@ var mutants = []mutant{
 		{"dispatch/pipeline.go", "	switch rec.State {\n", "	switch rec.State + 100 {\n"},
 	}, "./dispatch/"},
 	{"D4", "no admission before sending", []edit{
-		{"dispatch/pipeline.go", "dec, err := d.deps.Limiter.Acquire(actx, class, maxWait-time.Since(start))", "dec, err := admission.Decision{Allowed: true, Tries: int(time.Since(start))}, error(actx.Err())"},
+		{"dispatch/pipeline.go", "dec, err := d.deps.Limiter.AcquireN(actx, class, cost, maxWait-time.Since(start))", "dec, err := admission.Decision{Allowed: true, Tries: int(time.Since(start))}, error(actx.Err())"},
 	}, "./dispatch/"},
 	{"D5", "a malformed message is acked, not dead-lettered", []edit{
 		{"nack/outcome.go", "	case Invalid, Rejected:\n		return DeadLetter", "	case Rejected:\n		return DeadLetter\n	case Invalid:\n		return Ack"},
@@ -144,6 +144,29 @@ var mutants = []mutant{
 	}, ""},
 	{"R10", "a cleared override leaves its debt at the configured rate", []edit{
 		{"admission/override.lua", "  if from ~= to and tat > now then", "  if false then"},
+	}, ""},
+
+	// Real providers: segments and account-level failures.
+	{"P1", "an account failure is dead-lettered like a refused message", []edit{
+		{"nack/outcome.go", "	if a, ok := errors.AsType[accountFailer](err); ok && a.AccountFailure() {\n		return AccountFailure\n	}\n", ""},
+	}, "./dispatch/"},
+	{"P2", "an account failure does not pause the account", []edit{
+		{"dispatch/pipeline.go", "	perr := d.deps.Limiter.ReportAccountFailure(context.WithoutCancel(ctx), d.cfg.AccountPause, why)", "	perr := error(nil)"},
+	}, "./dispatch/"},
+	{"P3", "a fixed credential file does not end the pause", []edit{
+		{"dispatch/dispatcher.go", "		if err := d.deps.Limiter.ResumeAccount(ctx); err != nil {", "		if err := error(nil); err != nil {"},
+	}, "./dispatch/"},
+	{"P4", "a send too big for the tolerance needs no clean slate", []edit{
+		{"admission/gcra.lua", "    return tat + cost * interval, tat - now -- too big", "    return tat + cost * interval, tat - now - tau -- too big"},
+	}, ""},
+	{"P5", "rates in segments charge one unit a message", []edit{
+		{"dispatch/pipeline.go", "	if d.cfg.RateUnit == PerSegment {\n		return segments\n	}", "	if d.cfg.RateUnit == PerSegment {\n		return 1\n	}"},
+	}, "./dispatch/"},
+	{"P6", "a throttle in a 200 body counts as a 2xx", []edit{
+		{"telemetry/tracing.go", "				throttled = rep.Err.Throttled()", "				throttled = false"},
+	}, "./telemetry/"},
+	{"P7", "a fixed credential ends a 429's penalty too", []edit{
+		{"admission/resume.lua", "if not why or string.sub(why, 1, 7) ~= 'account' then", "if not why then"},
 	}, ""},
 }
 
@@ -190,4 +213,11 @@ var killers = map[string]string{
 	"R8":  "TestALeaseWhoseReplyWasLostIsReleased",
 	"R9":  "TestACallerThatNeverAskedSaysSo",
 	"R10": "TestClearingAnOverrideGivesTheRateBackAtOnce",
+	"P1":  "TestPipelineBranches",
+	"P2":  "TestPipelineBranches",
+	"P3":  "TestProvidersWrongCredentialStopsSendingAndRecovers",
+	"P4":  "TestGCRAScriptNeverAdmitsMoreThanRateTimesWindowPlusBurst",
+	"P5":  "TestPipelineBranches",
+	"P6":  "TestAThrottleInA200BodyCountsAsA429",
+	"P7":  "TestResumeAccountNeverEndsA429",
 }

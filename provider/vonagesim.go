@@ -1,0 +1,254 @@
+package provider
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"unicode/utf8"
+)
+
+// NewVonageSimulator returns a Simulator that speaks Vonage's SMS API (see
+// vonage.go for the sources): POST /sms/json, a form with api_key (apiKey;
+// empty accepts any), api_secret (cfg.Token, replaced by SetToken; empty
+// accepts any), from, to (7 to 15 digits, no '+'), text, type (text or
+// unicode; unicode is required for a body that is not GSM-7), client-ref
+// (at most 100 characters) and ttl (20000 to 604800000). The credentials
+// may come as HTTP Basic instead, as the current reference documents.
+//
+// Every answer Vonage documents is a 200 with a status per part; the
+// statuses are those of vonageSimStatuses. A throttle is a 200 with status
+// "1" and no Retry-After header, so SimConfig.RetryAfter and
+// ThrottleNext's retryAfter are not sent. The rate counts what Vonage
+// bills: with CountSegments, a message counts its parts, in UCS-2 when
+// type is unicode. Arrival.Status keeps the generic API's status for each
+// answer, not the 200 on the wire.
+func NewVonageSimulator(cfg SimConfig, apiKey string, opts ...SimOption) *Simulator {
+	return newSimulator(cfg, vonageDialect{apiKey: apiKey}, opts...)
+}
+
+// vonageSimStatus is a status and error-text of Vonage's answer.
+type vonageSimStatus struct{ status, text string }
+
+// vonageSimStatuses is what the Vonage simulator answers in a 200, by what
+// it decided. Source: https://developer.vonage.com/en/api-errors/sms.
+var vonageSimStatuses = struct {
+	throttled, suspended, internal, badCredentials vonageSimStatus
+	missing, invalid, refusedNumber                vonageSimStatus
+}{
+	// Over the rate, or ThrottleNext.
+	throttled: vonageSimStatus{"1", "Throttled"},
+	// Suspended by the Simulator: to a client this is an account that
+	// cannot send, as a barred account cannot.
+	suspended: vonageSimStatus{"8", "Partner Account Barred"},
+	// FailFor(500): "an error has occurred in the platform whilst
+	// processing this message". FailFor with any other status answers that
+	// HTTP status itself, as a gateway in front of the API would (502, 503,
+	// 504), or to exercise a client's handling of 429, 401 or 403.
+	internal: vonageSimStatus{"5", "Internal Error"},
+	// A wrong or missing api_key or api_secret.
+	badCredentials: vonageSimStatus{"4", "Bad Credentials"},
+	// No form, or no from, to or text.
+	missing: vonageSimStatus{"2", "Missing Parameters"},
+	// A to that is not 7 to 15 digits, an unknown type, a body that is not
+	// GSM-7 without type=unicode (which the reference requires; refused
+	// here so the mistake shows, whatever Vonage would make of it), a
+	// client-ref over 100 characters, a ttl out of range.
+	invalid: vonageSimStatus{"3", "Invalid Parameters"},
+	// RefuseNumber: a demo account may send only to its whitelisted
+	// numbers, the per-number refusal a test account meets.
+	refusedNumber: vonageSimStatus{"29", "Non-Whitelisted Destination"},
+}
+
+// The body faults vonageDialect.read finds, passed through the core as
+// answer.status (and kept as Arrival.Status, the generic reading).
+const (
+	vonageFaultMissing = http.StatusBadRequest          // vonageSimStatuses.missing
+	vonageFaultInvalid = http.StatusUnprocessableEntity // vonageSimStatuses.invalid
+)
+
+// vonageEcho is what read learned that write needs (request.echo): the
+// parts, number and client-ref an acceptance echoes.
+type vonageEcho struct {
+	parts int
+	to    string
+	ref   []string // one element when the request had a client-ref
+}
+
+// vonageDialect is Vonage's SMS API.
+type vonageDialect struct{ apiKey string }
+
+// messageID returns a 16-character id in the style of Vonage's examples
+// ("0A0000000123ABCD1" is one of 17: the id and a part number).
+func (vonageDialect) messageID(n int) string { return fmt.Sprintf("0A%014X", n) }
+
+func (d vonageDialect) read(w http.ResponseWriter, r *http.Request, token string) request {
+	var in request
+	// Read the body first, whatever the answer (see genericDialect.read).
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case r.URL.Path != "/sms/json":
+		in.routeFault = http.StatusNotFound
+		return in
+	case r.Method != http.MethodPost:
+		in.routeFault = http.StatusMethodNotAllowed
+		return in
+	case errors.As(err, &tooBig):
+		in.routeFault = http.StatusRequestEntityTooLarge
+		return in
+	}
+	var form url.Values
+	if mt, _, merr := mime.ParseMediaType(r.Header.Get("Content-Type")); merr == nil &&
+		mt == "application/x-www-form-urlencoded" && err == nil {
+		form, _ = url.ParseQuery(string(body)) // keeps what parses
+	}
+	in.id = form.Get("client-ref")
+	in.authorized = d.authorized(r, form, token)
+	if !in.authorized {
+		return in
+	}
+	from, to, text := form.Get("from"), form.Get("to"), form.Get("text")
+	if from == "" || to == "" || text == "" {
+		in.bodyFault = vonageFaultMissing
+		return in
+	}
+	n, enc := Segments(text)
+	switch form.Get("type") {
+	case "", "text":
+		if enc != GSM7 {
+			in.bodyFault = vonageFaultInvalid
+			return in
+		}
+	case "unicode":
+		n = ucs2Segments(text)
+	default: // binary and the rest: not simulated
+		in.bodyFault = vonageFaultInvalid
+		return in
+	}
+	if len(to) < 7 || len(to) > 15 || !allDigits(to) ||
+		utf8.RuneCountInString(in.id) > vonageClientRefMax || !vonageTTLValid(form) {
+		in.bodyFault = vonageFaultInvalid
+		return in
+	}
+	in.to, in.segments = "+"+to, n
+	e := vonageEcho{parts: n, to: to}
+	if _, ok := form["client-ref"]; ok {
+		e.ref = []string{in.id}
+	}
+	in.echo = e
+	return in
+}
+
+// authorized checks api_key and api_secret in the form or, when the form
+// has no api_key, HTTP Basic.
+func (d vonageDialect) authorized(r *http.Request, form url.Values, token string) bool {
+	key, secret, ok := form.Get("api_key"), form.Get("api_secret"), form.Has("api_key")
+	if !ok {
+		key, secret, ok = r.BasicAuth()
+	}
+	return ok && (d.apiKey == "" || secretEqual(key, d.apiKey)) &&
+		(token == "" || secretEqual(secret, token))
+}
+
+// vonageTTLValid reports whether the form has no ttl or one in range.
+func vonageTTLValid(form url.Values) bool {
+	if !form.Has("ttl") {
+		return true
+	}
+	ttl, err := strconv.ParseInt(form.Get("ttl"), 10, 64)
+	return err == nil && ttl >= vonageTTLMin && ttl <= vonageTTLMax
+}
+
+// vonageSimPart is one entry of messages (schemas Message and ErrorMessage).
+type vonageSimPart struct {
+	To               string  `json:"to,omitempty"`
+	MessageID        string  `json:"message-id,omitempty"`
+	Status           string  `json:"status"`
+	ErrorText        string  `json:"error-text,omitempty"`
+	RemainingBalance string  `json:"remaining-balance,omitempty"`
+	MessagePrice     string  `json:"message-price,omitempty"`
+	Network          string  `json:"network,omitempty"`
+	ClientRef        *string `json:"client-ref,omitempty"`
+}
+
+func (vonageDialect) write(w http.ResponseWriter, a answer) {
+	h := w.Header()
+	e, _ := a.echo.(vonageEcho)
+	parts, to, ref := e.parts, e.to, e.ref
+
+	var st vonageSimStatus
+	switch a.outcome {
+	case outAccepted, outDuplicate:
+		var clientRef *string
+		if len(ref) > 0 {
+			clientRef = &ref[0]
+		}
+		msgs := make([]vonageSimPart, max(parts, 1))
+		for i := range msgs {
+			msgs[i] = vonageSimPart{
+				To:               to,
+				MessageID:        fmt.Sprintf("%s%X", a.messageID, i+1),
+				Status:           "0",
+				RemainingBalance: "3.14159265",
+				MessagePrice:     "0.03330000",
+				Network:          "12345",
+				ClientRef:        clientRef,
+			}
+		}
+		vonageWrite(w, http.StatusOK, msgs)
+		return
+	case outThrottled:
+		st = vonageSimStatuses.throttled
+	case outSuspended:
+		st = vonageSimStatuses.suspended
+	case outUnauthorized:
+		st = vonageSimStatuses.badCredentials
+	case outFailed:
+		if a.status != http.StatusInternalServerError {
+			if a.status == http.StatusTooManyRequests && a.retryAfter >= 0 {
+				h.Set("Retry-After", formatSeconds(a.retryAfter))
+			}
+			vonageWrite(w, a.status, nil)
+			return
+		}
+		st = vonageSimStatuses.internal
+	default: // outRefused
+		switch {
+		case a.badNumber:
+			st = vonageSimStatuses.refusedNumber
+		case a.status == vonageFaultMissing:
+			st = vonageSimStatuses.missing
+		case a.status == vonageFaultInvalid:
+			st = vonageSimStatuses.invalid
+		default: // 404, 405, 413: no Vonage status for a request that never reached the API
+			if a.status == http.StatusMethodNotAllowed {
+				h.Set("Allow", http.MethodPost)
+			}
+			vonageWrite(w, a.status, nil)
+			return
+		}
+	}
+	vonageWrite(w, http.StatusOK, []vonageSimPart{{Status: st.status, ErrorText: st.text}})
+}
+
+// vonageWrite writes status and, when msgs is not nil, the SMS API's JSON
+// answer holding them; otherwise a body with the status text alone.
+func vonageWrite(w http.ResponseWriter, status int, msgs []vonageSimPart) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	var b []byte
+	if msgs == nil {
+		b, _ = json.Marshal(map[string]string{"error": http.StatusText(status)})
+	} else {
+		b, _ = json.Marshal(struct {
+			Count    string          `json:"message-count"`
+			Messages []vonageSimPart `json:"messages"`
+		}{strconv.Itoa(len(msgs)), msgs})
+	}
+	w.Write(append(b, '\n'))
+}
