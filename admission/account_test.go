@@ -24,8 +24,13 @@ func TestAccountPauseStopsEveryProcessUntilResumed(t *testing.T) {
 	if err := a.ReportAccountFailure(ctx, time.Minute, "twilio 20003"); err != nil {
 		t.Fatalf("ReportAccountFailure: %v", err)
 	}
-	if err := a.ReportThrottled(ctx, 100*time.Millisecond); err != nil {
+	// A shorter 429 elsewhere during the pause leaves the pause's why.
+	c := newLimiter(t, redistest.Client(t), cfg)
+	if err := c.ReportThrottled(ctx, 100*time.Millisecond); err != nil {
 		t.Fatalf("ReportThrottled: %v", err)
+	}
+	if why, _, ok := c.AccountPause(); !ok || why != "account:twilio 20003" {
+		t.Fatalf("the process that reported the 429: AccountPause %q %v; want the pause Redis holds", why, ok)
 	}
 	if got := get(t, rdb, a.Keys()[2]); got != "account:twilio 20003" {
 		t.Fatalf("penalty key = %q, want the pause's why kept through a shorter 429", got)
@@ -46,15 +51,22 @@ func TestAccountPauseStopsEveryProcessUntilResumed(t *testing.T) {
 	if err := a.ResumeAccount(ctx); err != nil {
 		t.Fatalf("ResumeAccount: %v", err)
 	}
-	if d := try(t, a, OTP); !d.Allowed {
-		t.Fatalf("after ResumeAccount, where it ran: %+v, want allowed", d)
+	// What the sends before the pause may owe is kept: at most one interval.
+	if d := try(t, a, OTP); !d.Allowed && (d.Source != SourceRedis || d.RetryAfter > 12*time.Millisecond) {
+		t.Fatalf("after ResumeAccount, where it ran: %+v, want Redis's slot within an interval", d)
 	}
 	// The other process knows of the pause and asks Redis again only
 	// after accountRecheck: no call per message while paused.
 	if d := try(t, b, OTP); d.Allowed || d.Reason != ReasonAccount {
 		t.Fatalf("other process right after the resume: %+v, want its known pause", d)
 	}
+	if _, _, ok := b.CheckPause(ctx); !ok {
+		t.Fatalf("CheckPause right after the resume: over; want the known pause until its recheck")
+	}
 	clock.Add(accountRecheck)
+	if why, _, ok := b.CheckPause(ctx); ok {
+		t.Fatalf("CheckPause %v after the resume: still paused (%q)", accountRecheck, why)
+	}
 	// Redis decides again: by the rate (a may have just taken the slot).
 	if d := try(t, b, OTP); d.Source != SourceRedis {
 		t.Fatalf("other process %v after the resume: %+v, want Redis's decision", accountRecheck, d)
@@ -86,59 +98,130 @@ func TestResumeAccountNeverEndsA429(t *testing.T) {
 }
 
 // TestResumedAccountStartsWithoutABurst: the pause moved the TAT to its
-// end; the resume brings it back to one send at once, then one per
-// interval.
+// end; the resume brings it back to what the sends before the pause may
+// still owe (tau and one send), then one per interval, no burst.
 func TestResumedAccountStartsWithoutABurst(t *testing.T) {
 	ctx := context.Background()
 	cfg := slowConfig(t) // 1/s, BURST 5
 	l := newLimiter(t, redistest.Client(t), cfg)
-	if err := l.ReportAccountFailure(ctx, time.Hour, "vonage 4"); err != nil {
+	for range 5 {
+		if d := try(t, l, OTP); !d.Allowed {
+			t.Fatalf("the burst before the pause: %+v", d)
+		}
+	}
+	if err := l.ReportAccountFailure(ctx, time.Hour, "vonage status 200 code 4"); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.ResumeAccount(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if d := try(t, l, OTP); !d.Allowed {
-		t.Fatalf("first send after the resume: %+v, want allowed", d)
+	d := try(t, l, OTP)
+	if d.Allowed || d.Reason != ReasonGlobal || d.RetryAfter > time.Second {
+		t.Fatalf("right after the resume, the burst spent: %+v; want a rate denial of at most one interval", d)
 	}
-	if d := try(t, l, OTP); d.Allowed || d.Reason != ReasonGlobal {
-		t.Fatalf("second send at once: %+v, want a rate denial (no burst after a pause)", d)
+	time.Sleep(d.RetryAfter)
+	if d := try(t, l, OTP); !d.Allowed {
+		t.Fatalf("one interval after the resume: %+v, want allowed", d)
+	}
+	if d := try(t, l, OTP); d.Allowed {
+		t.Fatalf("a second send at once: %+v, want a rate denial (no burst after a pause)", d)
 	}
 }
 
-// TestCostIsChargedInOneCall: a send of 3 units takes 3 intervals of the
-// account; one of more units than BURST waits for a clean slate, then goes.
+// TestCostIsChargedInOneCall: a send of several units goes when its first
+// unit would and moves the TAT by all of them, so a long message never
+// waits for a clean slate behind short ones; in the fallback it waits for
+// Redis.
 func TestCostIsChargedInOneCall(t *testing.T) {
 	ctx := context.Background()
-	cfg := slowConfig(t) // 1/s, BURST 5
+	cfg := slowConfig(t) // 1/s, BURST 5: tau 4 s
 	l := newLimiter(t, redistest.Client(t), cfg)
-	tryN := func(cost int) Decision {
+	tryN := func(l *Limiter, class Class, cost int) Decision {
 		t.Helper()
-		d, err := l.tryAcquire(ctx, OTP, cost, ticketNone, 0)
+		d, err := l.tryAcquire(ctx, class, cost, ticketNone, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return d
 	}
-	if d := tryN(3); !d.Allowed {
+	if d := tryN(l, OTP, 3); !d.Allowed {
 		t.Fatalf("3 units on a fresh account: %+v, want allowed", d)
 	}
-	if d := tryN(3); d.Allowed {
-		t.Fatalf("3 more units at once: %+v, want denied (6 > BURST 5)", d)
+	if d := tryN(l, OTP, 3); !d.Allowed {
+		t.Fatalf("3 more units: %+v, want allowed (the TAT is 3 s ahead, within tau)", d)
 	}
-	if d := tryN(2); !d.Allowed {
-		t.Fatalf("2 more units: %+v, want allowed (5 = BURST)", d)
-	}
-	if d := tryN(1); d.Allowed {
-		t.Fatalf("a 6th unit in the same instant: %+v, want denied", d)
+	d := tryN(l, OTP, 1)
+	if d.Allowed || d.RetryAfter < 1500*time.Millisecond {
+		t.Fatalf("a 7th unit: %+v, want denied for about 2 s (TAT 6 s ahead, tau 4 s)", d)
 	}
 
 	fresh := newLimiter(t, redistest.Client(t), slowConfig(t))
-	if d, _ := fresh.tryAcquire(ctx, Marketing, 8, ticketNone, 0); !d.Allowed {
-		t.Fatalf("8 units (over BURST 5) on a clean slate: %+v, want allowed", d)
+	if d := tryN(fresh, Marketing, 8); !d.Allowed {
+		t.Fatalf("8 units (over BURST 5) on a fresh account: %+v, want allowed", d)
 	}
-	d, _ := fresh.tryAcquire(ctx, OTP, 1, ticketNone, 0)
-	if d.Allowed || d.RetryAfter < 2*time.Second {
-		t.Fatalf("right after an 8-unit send: %+v, want a wait of about 8 - (BURST-1) s", d)
+	if d := tryN(fresh, OTP, 1); d.Allowed || d.RetryAfter < 3*time.Second {
+		t.Fatalf("right after an 8-unit send: %+v, want a wait of about 8 - 4 s", d)
+	}
+}
+
+// TestALongMessageWaitsForRedisInTheFallback: while Redis is unreachable a
+// process cannot know what the others send; a message of several units
+// waits rather than each process sending a long one at once.
+func TestALongMessageWaitsForRedisInTheFallback(t *testing.T) {
+	cfg := testConfig(t)
+	px := redistest.NewProxy(t, redistest.Addr(t))
+	clock := &fakeClock{t: t0}
+	l := newLimiter(t, redistest.ClientOf(t, px.Addr()), cfg, WithClock(clock))
+	px.SetMode(redistest.Refuse)
+	d, err := l.tryAcquire(context.Background(), OTP, 2, ticketNone, 0)
+	if err != nil || d.Allowed || d.Source != SourceFallback || d.Reason != ReasonLong {
+		t.Fatalf("2 units with Redis down: %+v, %v; want a fallback denial for a long message", d, err)
+	}
+	clock.Add(time.Second) // past the fallback's first slot, wherever its phase put it
+	if d := try(t, l, OTP); !d.Allowed || d.Source != SourceFallback {
+		t.Fatalf("1 unit with Redis down: %+v, want the fallback's slot", d)
+	}
+}
+
+// TestAccountPauseHoldsWithoutRedis: a pause this process knows of holds
+// while Redis cannot be asked (the fallback does not send through it), and
+// one Redis could not record is recorded at the next recheck, for every
+// process, not forgotten.
+func TestAccountPauseHoldsWithoutRedis(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(t)
+	px := redistest.NewProxy(t, redistest.Addr(t))
+	clock := &fakeClock{t: time.Now()}
+	l := newLimiter(t, redistest.ClientOf(t, px.Addr()), cfg, WithClock(clock))
+	other := newLimiter(t, redistest.Client(t), cfg)
+
+	if err := l.ReportAccountFailure(ctx, time.Minute, "vonage status 200 code 9"); err != nil {
+		t.Fatal(err)
+	}
+	px.SetMode(redistest.Refuse)
+	clock.Add(2 * accountRecheck)
+	for range 3 {
+		if d := try(t, l, OTP); d.Allowed || d.Reason != ReasonAccount {
+			t.Fatalf("Redis down, past the recheck: %+v; want the pause, not the fallback's slot", d)
+		}
+		clock.Add(2 * time.Second) // past RedisRetryAfter: each try asks Redis again
+	}
+
+	// A second pause, reported while Redis is down, after the first ended.
+	px.SetMode(redistest.Up)
+	if err := l.ResumeAccount(ctx); err != nil {
+		t.Fatal(err)
+	}
+	px.SetMode(redistest.Refuse)
+	if err := l.ReportAccountFailure(ctx, time.Minute, "twilio status 401 code 20003"); err == nil {
+		t.Fatal("ReportAccountFailure with Redis down: no error")
+	}
+	px.SetMode(redistest.Up)
+	clock.Add(2 * time.Second)
+	if d := try(t, l, OTP); d.Allowed || d.Reason != ReasonAccount {
+		t.Fatalf("Redis back, the pause never recorded there: %+v; want the pause kept", d)
+	}
+	if d := try(t, other, OTP); d.Allowed || d.Reason != ReasonAccount || d.Why != "account:twilio status 401 code 20003" {
+		t.Fatalf("another process once the pause is recorded: %+v; want it, with its why", d)
 	}
 }

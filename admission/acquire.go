@@ -30,10 +30,10 @@ func (l *Limiter) Acquire(ctx context.Context, class Class, maxWait time.Duratio
 }
 
 // AcquireN is Acquire for a send of cost units (its segments, when rates
-// count segments; below 1 counts as 1). A cost the BURST cannot hold is
-// admitted only when the account (and, for marketing, its cap) owes
-// nothing, so that any window of length W sees at most rate * W +
-// max(BURST, cost) units.
+// count segments; below 1 counts as 1). The send goes when its first unit
+// would and is charged all of them, so that any window of length W sees at
+// most rate * W + BURST - 1 + cost units. In the Redis-down fallback a send
+// of more than one unit waits for Redis (ReasonLong).
 func (l *Limiter) AcquireN(ctx context.Context, class Class, cost int, maxWait time.Duration) (Decision, error) {
 	cost = max(cost, 1)
 	if maxWait <= 0 {

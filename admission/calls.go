@@ -58,11 +58,19 @@ type resumeCall struct {
 	Penalty   string `lua:"KEYS[1] penalty key"`
 	GlobalTAT string `lua:"KEYS[2] global TAT key"`
 
-	GlobalTau int64 `lua:"ARGV[1] global tolerance tau in microseconds"`
+	Debt int64 `lua:"ARGV[1] debt kept in microseconds"`
 }
 
 func (c resumeCall) keys() []string { return []string{c.Penalty, c.GlobalTAT} }
-func (c resumeCall) argv() []any    { return []any{c.GlobalTau} }
+func (c resumeCall) argv() []any    { return []any{c.Debt} }
+
+// pauseCall is one call of pause.lua.
+type pauseCall struct {
+	Penalty string `lua:"KEYS[1] penalty key"`
+}
+
+func (c pauseCall) keys() []string { return []string{c.Penalty} }
+func (c pauseCall) argv() []any    { return nil }
 
 // overrideCall is one call of override.lua.
 type overrideCall struct {

@@ -51,6 +51,11 @@ type Config struct {
 	// In the Redis-down fallback each process holds at most
 	// MaxInFlight/MaxSenders (at least 1).
 	MaxInFlight int
+	// MaxCost is the most units one send may take (MAX_SEGMENTS when rates
+	// count segments). An account pause that ends early (ResumeAccount)
+	// leaves the account that much debt, so that sends from before the
+	// pause and after it never add up past the bound. Default 1.
+	MaxCost int
 	// LeaseTTL is how long a lease outlives a process that died mid-send.
 	// It must exceed the longest send. Default 30s.
 	LeaseTTL time.Duration
@@ -84,6 +89,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.MaxCost == 0 {
+		c.MaxCost = 1
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -119,6 +127,8 @@ func (c Config) Validate() error {
 		return bad("MaxSenders", "must be at least 1, got %d", c.MaxSenders)
 	case c.RedisTimeout < 0:
 		return bad("RedisTimeout", "must not be negative, got %v", c.RedisTimeout)
+	case c.MaxCost < 1:
+		return bad("MaxCost", "must be at least 1, got %d", c.MaxCost)
 	case c.MaxInFlight < 0:
 		return bad("MaxInFlight", "must not be negative, got %d", c.MaxInFlight)
 	case c.LeaseTTL < time.Millisecond:

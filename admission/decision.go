@@ -65,6 +65,7 @@ const (
 	ReasonMarketing Reason = "marketing" // MarketingRPS would be exceeded
 	ReasonInFlight  Reason = "in_flight" // MaxInFlight sends are in flight
 	ReasonAccount   Reason = "account"   // an account-level pause is live (ReportAccountFailure)
+	ReasonLong      Reason = "long"      // a send of several units waits for Redis (fallback)
 
 	// Reasons of SourceNone: the caller did not ask.
 	ReasonTurn   Reason = "turn"    // its max wait ran out queued behind a caller of its class
@@ -90,6 +91,9 @@ type Decision struct {
 	// Lease, when allowed with Config.MaxInFlight set, names the in-flight
 	// lease the caller holds: pass it to Release when the send is over.
 	Lease string
+	// Why is, for ReasonAccount, the pause's reason as recorded
+	// ("account:twilio status 401 code 20003").
+	Why string
 	// Tries is how many decisions Acquire asked for, this one included:
 	// 1 means the first answer was final. TryAcquire leaves it 0.
 	Tries int

@@ -48,8 +48,17 @@ func (l *Limiter) eval(ctx context.Context, class Class, cost int, recovering bo
 	return d, err
 }
 
-// parseReply turns gcra.lua's {allowed, wait_us, reason} into a Decision.
+// parseReply turns gcra.lua's {allowed, wait_us, reason} (and, for an
+// account pause, its why) into a Decision.
 func parseReply(v []any) (Decision, error) {
+	var why string
+	if len(v) == 4 {
+		s, ok := v[3].(string)
+		if !ok {
+			return Decision{}, fmt.Errorf("%w: element 3 is %T", ErrBadReply, v[3])
+		}
+		why, v = s, v[:3]
+	}
 	if len(v) != 3 {
 		return Decision{}, fmt.Errorf("%w: %d elements, want 3", ErrBadReply, len(v))
 	}
@@ -73,10 +82,13 @@ func parseReply(v []any) (Decision, error) {
 		d.Reason = ReasonMarketing
 	case n[0] == 0 && n[2] == 4:
 		d.Reason = ReasonInFlight
-	case n[0] == 0 && n[2] == 5:
-		d.Source, d.Reason = SourcePenalty, ReasonAccount
+	case n[0] == 0 && n[2] == 5 && why != "":
+		d.Source, d.Reason, d.Why = SourcePenalty, ReasonAccount, why
 	default:
 		return Decision{}, fmt.Errorf("%w: %v", ErrBadReply, v)
+	}
+	if why != "" && d.Reason != ReasonAccount {
+		return Decision{}, fmt.Errorf("%w: a why with reason %d", ErrBadReply, n[2])
 	}
 	if !d.Allowed && d.RetryAfter <= 0 {
 		return Decision{}, fmt.Errorf("%w: denial without a wait: %v", ErrBadReply, v)

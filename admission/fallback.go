@@ -11,21 +11,14 @@ type cell struct {
 	tat      time.Time // theoretical arrival time of the next admission
 }
 
-// check returns the TAT after one more admission of cost units at now and
-// how long the caller would have to wait for it; a wait <= 0 means now. A
-// cost tau cannot hold waits for a clean slate, as in gcra.lua.
-func (c *cell) check(now time.Time, cost int) (time.Time, time.Duration) {
+// check returns the TAT after one more admission at now and how long the
+// caller would have to wait for it; a wait <= 0 means now.
+func (c *cell) check(now time.Time) (time.Time, time.Duration) {
 	tat := c.tat
 	if tat.Before(now) {
 		tat = now // idle time banks no credit beyond tau
 	}
-	cost = max(cost, 1)
-	next := tat.Add(time.Duration(cost) * c.interval)
-	extra := time.Duration(cost-1) * c.interval
-	if extra > c.tau {
-		return next, tat.Sub(now)
-	}
-	return next, tat.Add(extra).Sub(now) - c.tau
+	return tat.Add(c.interval), tat.Sub(now) - c.tau
 }
 
 // fallback is a process's share of the account while Redis is unreachable:
@@ -57,14 +50,14 @@ func (f *fallback) enterAt(now time.Time, u float64) {
 	}
 }
 
-// decideAt decides one admission of cost units of class at now. Marketing must pass both
+// decideAt decides one admission of class at now. Marketing must pass both
 // cells and updates both only when both pass, like the script.
-func (f *fallback) decideAt(now time.Time, class Class, cost int) Decision {
-	gNew, gWait := f.global.check(now, cost)
+func (f *fallback) decideAt(now time.Time, class Class) Decision {
+	gNew, gWait := f.global.check(now)
 	var mNew time.Time
 	mWait := time.Duration(-1)
 	if class == Marketing {
-		mNew, mWait = f.marketing.check(now, cost)
+		mNew, mWait = f.marketing.check(now)
 	}
 	if gWait > 0 || mWait > 0 {
 		if mWait > gWait {

@@ -34,10 +34,11 @@
 -- ARGV[12] -> the lease member of this send (unique per attempt)
 -- ARGV[13] -> lease lifetime in microseconds (longer than a send can take)
 -- ARGV[14] -> cost: how many units (messages, or segments when rates count
---            segments) this send takes, at least 1. A cost the tolerance
---            cannot hold is admitted only when its keys owe nothing (TAT
---            at or before now), so that any window of length W holds at
---            most rate * W + max(BURST, cost) units
+--            segments) this send takes, at least 1. A send goes when its
+--            first unit would (TAT - now <= tau, whatever its cost) and
+--            moves the TAT by all of them: a long message waits behind no
+--            stream of short ones, and any window of length W holds at
+--            most rate * W + BURST - 1 + cost units
 --
 -- Returns {allowed, wait_us, reason}:
 --   allowed -> 1 when a slot was taken, 0 when denied
@@ -47,7 +48,8 @@
 --              message (may be <= 0: at once); else 0
 --   reason  -> 0 allowed, 1 penalty live, 2 global rate, 3 marketing cap,
 --              4 in-flight limit, 5 account-level pause live (a penalty
---              whose value starts with 'account')
+--              whose value starts with 'account'), followed by a fourth
+--              element: that value, the pause's why
 --
 -- The clock is Redis TIME, never the caller's. A denial never advances a
 -- TAT (it may take a wake ticket, and a recovery floor raises both TATs
@@ -122,8 +124,11 @@ end
 
 local pen = redis.call('PTTL', KEYS[3])
 if pen > 0 then
-  if string.sub(redis.call('GET', KEYS[3]) or '', 1, 7) == 'account' then
-    return deny(pen * 1000, 5)
+  local why = redis.call('GET', KEYS[3]) or ''
+  if string.sub(why, 1, 7) == 'account' then
+    local d = deny(pen * 1000, 5)
+    d[4] = why
+    return d
   end
   return deny(pen * 1000, 1)
 end
@@ -146,11 +151,7 @@ local function check(key, interval, tau)
   if tat < now then
     tat = now -- idle time banks no credit beyond the tolerance
   end
-  local extra = (cost - 1) * interval
-  if extra > tau then
-    return tat + cost * interval, tat - now -- too big to fit: only on a clean slate
-  end
-  return tat + cost * interval, tat + extra - now - tau
+  return tat + cost * interval, tat - now - tau
 end
 
 local marketing = ARGV[5] == '1'

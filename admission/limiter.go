@@ -53,9 +53,11 @@ type Limiter struct {
 	mu sync.Mutex
 	// Guarded by mu.
 	inFallback   bool      // decided locally since Redis last answered
-	penaltyUntil time.Time // the end of the latest penalty this process knows of
-	pauseWhy     string    // non-empty: that penalty is an account-level pause ("account:...")
-	pauseChecked time.Time // when Redis last confirmed the pause
+	penaltyUntil time.Time // the end of the latest 429 penalty this process knows of
+	pauseUntil   time.Time // the end of the account-level pause this process knows of
+	pauseWhy     string    // its why ("account:...")
+	pauseChecked time.Time // when Redis last confirmed it, or this process reported it
+	pauseShared  bool      // Redis holds it: Redis saying there is none ends it here
 	fb           fallback
 	nextAsk      [2]time.Time // by class: the wake ticket the last admission brought back
 	// orphans are lease members that may hold a slot of MaxInFlight in
@@ -143,17 +145,21 @@ const (
 func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets string, within time.Duration) (Decision, error) {
 	now := l.clock.Now()
 	l.mu.Lock()
+	if now.Before(l.penaltyUntil) {
+		left := l.penaltyUntil.Sub(now) // read under mu: ReportThrottled writes it
+		l.mu.Unlock()
+		return Decision{RetryAfter: left, Source: SourcePenalty, Reason: ReasonPenalty}, nil
+	}
 	// An account-level pause is asked about again every accountRecheck:
 	// another process may have ended it (ResumeAccount).
-	if now.Before(l.penaltyUntil) && (l.pauseWhy == "" || now.Sub(l.pauseChecked) < accountRecheck) {
-		left := l.penaltyUntil.Sub(now) // read under mu: ReportThrottled writes it
-		reason := ReasonPenalty
-		if l.pauseWhy != "" {
-			reason = ReasonAccount
-		}
+	paused := now.Before(l.pauseUntil)
+	if paused && now.Sub(l.pauseChecked) < accountRecheck {
+		d := l.pauseDecision(now)
 		l.mu.Unlock()
-		return Decision{RetryAfter: left, Source: SourcePenalty, Reason: reason}, nil
+		return d, nil
 	}
+	unshared := paused && !l.pauseShared
+	why, pauseLeft := l.pauseWhy, l.pauseUntil.Sub(now)
 	recovering := l.inFallback
 	orphans := len(l.orphans) > 0
 	l.mu.Unlock()
@@ -163,6 +169,24 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets
 		_ = l.Release(ctx, "")
 	}
 
+	if unshared {
+		// Redis never heard of this process's pause: tell it now, so that
+		// its answer below is about the pause, not past it.
+		_, _, err := l.recordPenalty(ctx, pauseLeft, why)
+		if callerGaveUp(err) {
+			return Decision{}, err
+		}
+		l.mu.Lock()
+		if err != nil {
+			l.pauseChecked = l.clock.Now()
+			d := l.pauseDecision(l.pauseChecked)
+			l.mu.Unlock()
+			return d, nil
+		}
+		l.pauseShared = true
+		l.mu.Unlock()
+	}
+	asked := l.clock.Now()
 	d, err := l.eval(ctx, class, cost, recovering, tickets, within)
 	if callerGaveUp(err) {
 		return Decision{}, err
@@ -170,6 +194,11 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets
 	now = l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err != nil && now.Before(l.pauseUntil) {
+		// Redis cannot say the pause is over: it holds.
+		l.pauseChecked = now
+		return l.pauseDecision(now), nil
+	}
 	if err != nil { // Redis failed, or failed less than RedisRetryAfter ago
 		if !l.inFallback {
 			l.inFallback = true
@@ -182,21 +211,28 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets
 	l.inFallback = false
 	switch {
 	case d.Reason == ReasonAccount:
-		why := l.pauseWhy
-		if why == "" {
-			why = "account:reported by another process"
-		}
-		l.penaltyUntil = now.Add(d.RetryAfter) // Redis's word: it may have been ended and begun again
-		l.pauseWhy, l.pauseChecked = why, now
-	case l.pauseWhy != "":
-		l.endPause() // Redis holds no pause any more
+		// Redis's word: the pause may have been ended and begun again.
+		l.pauseUntil, l.pauseWhy = now.Add(d.RetryAfter), d.Why
+		l.pauseChecked, l.pauseShared = now, true
+	case now.Before(l.pauseUntil) && l.pauseShared && l.pauseChecked.Before(asked):
+		l.endPause() // Redis held it and holds it no more: ended or run out
+	case now.Before(l.pauseUntil) && l.pauseShared:
+		// Reported while this call was on its way: its answer predates it.
+	case now.Before(l.pauseUntil):
+		// Redis could not be told of it, and did not decide about it.
+		l.pauseChecked = now
+		return l.pauseDecision(now), nil
 	}
 	if d.Reason == ReasonPenalty {
-		if until := now.Add(d.RetryAfter); until.After(l.penaltyUntil) {
-			l.penaltyUntil = until
-		}
+		l.penaltyUntil = later(l.penaltyUntil, now.Add(d.RetryAfter))
 	}
 	return d, nil
+}
+
+// pauseDecision is the denial of the account-level pause this process
+// knows of. l.mu must be held.
+func (l *Limiter) pauseDecision(now time.Time) Decision {
+	return Decision{RetryAfter: l.pauseUntil.Sub(now), Source: SourcePenalty, Reason: ReasonAccount, Why: l.pauseWhy}
 }
 
 // State reports whether this process knows of a live penalty (a 429's or
@@ -206,5 +242,5 @@ func (l *Limiter) State() (penalty, fallback bool) {
 	now := l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return now.Before(l.penaltyUntil), l.inFallback
+	return now.Before(l.penaltyUntil) || now.Before(l.pauseUntil), l.inFallback
 }

@@ -26,9 +26,10 @@ func (l *Limiter) ReportThrottled(ctx context.Context, retryAfter time.Duration)
 // message (bad credentials, suspended, out of credit): every process stops
 // sending on it for pause, denied with ReasonAccount, unless ResumeAccount
 // ends it earlier. why (a short text without secrets, such as the
-// provider's error code) is kept with the pause for operators. Like
-// ReportThrottled it never shortens a longer live penalty, and this process
-// honours the pause even when Redis cannot record it.
+// provider's status and code) is kept with the pause for operators. Like
+// ReportThrottled it never shortens a longer live penalty. This process
+// honours the pause even when Redis cannot record it (it tries again at
+// each recheck) and while Redis is unreachable.
 func (l *Limiter) ReportAccountFailure(ctx context.Context, pause time.Duration, why string) error {
 	return l.penalize(ctx, pause, "account:"+strings.TrimPrefix(why, "account:"))
 }
@@ -39,44 +40,64 @@ func (l *Limiter) penalize(ctx context.Context, d time.Duration, why string) err
 	d = max(d, time.Millisecond)
 	now := l.clock.Now()
 	l.mu.Lock()
-	l.extendPenalty(now, d, why)
+	if why == "" {
+		l.penaltyUntil = later(l.penaltyUntil, now.Add(d))
+	} else {
+		l.pauseUntil = later(l.pauseUntil, now.Add(d))
+		l.pauseWhy, l.pauseChecked, l.pauseShared = why, now, false
+	}
 	l.mu.Unlock()
 
-	value := why
-	if value == "" {
-		value = "throttled"
+	left, live, err := l.recordPenalty(ctx, d, why)
+	if err != nil {
+		return err
+	}
+	// Another process may hold a longer penalty, or an account pause this
+	// 429 falls within: honour it here too.
+	l.mu.Lock()
+	if strings.HasPrefix(live, "account") {
+		l.pauseUntil = later(l.pauseUntil, now.Add(left))
+		l.pauseWhy, l.pauseShared = live, true
+	} else {
+		l.penaltyUntil = later(l.penaltyUntil, now.Add(left))
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+// recordPenalty runs penalty.lua: d, and why ("" for a 429). It returns the
+// penalty's time left in Redis and its why there.
+func (l *Limiter) recordPenalty(ctx context.Context, d time.Duration, why string) (time.Duration, string, error) {
+	if why == "" {
+		why = "throttled"
 	}
 	ms := (d + time.Millisecond - 1) / time.Millisecond
-	var left int64
+	var v []any
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
 		a := l.admit[OTP]
-		call := penaltyCall{Penalty: a.Penalty, GlobalTAT: a.GlobalTAT, Millis: int64(ms), GlobalTau: a.GlobalTau, Why: value}
-		left, err = penaltyScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Int64()
+		call := penaltyCall{Penalty: a.Penalty, GlobalTAT: a.GlobalTAT, Millis: int64(ms), GlobalTau: a.GlobalTau, Why: why}
+		v, err = penaltyScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Slice()
 		if err != nil {
 			return fmt.Errorf("penalty eval: %w", err)
 		}
 		return nil
 	})
 	if err != nil {
-		return err
+		return 0, "", err
 	}
-	// Another process may hold a longer penalty: honour it here too.
-	l.mu.Lock()
-	l.extendPenalty(now, time.Duration(left)*time.Millisecond, "")
-	l.mu.Unlock()
-	return nil
+	left, ok1 := v[0].(int64)
+	live, ok2 := v[1].(string)
+	if len(v) != 2 || !ok1 || !ok2 {
+		return 0, "", fmt.Errorf("%w: penalty returned %v", ErrBadReply, v)
+	}
+	return time.Duration(left) * time.Millisecond, live, nil
 }
 
-// extendPenalty makes this process honour a penalty of d from now, keeping
-// a longer one it knows of; a non-empty why marks it an account-level
-// pause. l.mu must be held.
-func (l *Limiter) extendPenalty(now time.Time, d time.Duration, why string) {
-	if until := now.Add(d); until.After(l.penaltyUntil) {
-		l.penaltyUntil = until
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
 	}
-	if why != "" {
-		l.pauseWhy, l.pauseChecked = why, now
-	}
+	return a
 }
 
 // ResumeAccount ends a live account-level pause in Redis and in this
@@ -87,7 +108,7 @@ func (l *Limiter) extendPenalty(now time.Time, d time.Duration, why string) {
 func (l *Limiter) ResumeAccount(ctx context.Context) error {
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) error {
 		a := l.admit[OTP]
-		call := resumeCall{Penalty: a.Penalty, GlobalTAT: a.GlobalTAT, GlobalTau: a.GlobalTau}
+		call := resumeCall{Penalty: a.Penalty, GlobalTAT: a.GlobalTAT, Debt: a.GlobalTau + int64(l.cfg.MaxCost)*l.intervalGl.Microseconds()}
 		if err := resumeScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Err(); err != nil {
 			return fmt.Errorf("resume eval: %w", err)
 		}
@@ -102,23 +123,84 @@ func (l *Limiter) ResumeAccount(ctx context.Context) error {
 	return nil
 }
 
-// endPause forgets an account-level pause this process knows of. l.mu
+// endPause forgets the account-level pause this process knows of. l.mu
 // must be held.
 func (l *Limiter) endPause() {
-	if l.pauseWhy != "" {
-		l.penaltyUntil, l.pauseWhy = time.Time{}, ""
+	l.pauseUntil, l.pauseWhy, l.pauseShared = time.Time{}, "", false
+}
+
+// CheckPause is AccountPause, asking Redis (at most once per
+// accountRecheck, without taking a send slot) whether a pause this process
+// knows of still holds: a process whose pulls a pause stopped learns so
+// that it ended, by ResumeAccount elsewhere or by running out. With Redis
+// unreachable the pause holds; one Redis never recorded is recorded now.
+func (l *Limiter) CheckPause(ctx context.Context) (why string, left time.Duration, ok bool) {
+	now := l.clock.Now()
+	l.mu.Lock()
+	live := now.Before(l.pauseUntil)
+	fresh := now.Sub(l.pauseChecked) < accountRecheck
+	shared, why, left := l.pauseShared, l.pauseWhy, l.pauseUntil.Sub(now)
+	l.mu.Unlock()
+	if !live || fresh {
+		return l.AccountPause()
 	}
+	if !shared {
+		if _, _, err := l.recordPenalty(ctx, left, why); err != nil {
+			l.mu.Lock()
+			l.pauseChecked = l.clock.Now()
+			l.mu.Unlock()
+			return l.AccountPause()
+		}
+		l.mu.Lock()
+		l.pauseShared = true
+		l.mu.Unlock()
+	}
+	asked := l.clock.Now()
+	var v []any
+	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
+		call := pauseCall{Penalty: l.admit[OTP].Penalty}
+		v, err = pauseScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Slice()
+		if err != nil {
+			return fmt.Errorf("pause eval: %w", err)
+		}
+		return nil
+	})
+	ms, _ := valueAt[int64](v, 0)
+	live2, _ := valueAt[string](v, 1)
+	now = l.clock.Now()
+	l.mu.Lock()
+	switch {
+	case err != nil || len(v) != 2:
+		l.pauseChecked = now // Redis cannot say it is over: it holds
+	case ms > 0 && strings.HasPrefix(live2, "account"):
+		l.pauseUntil, l.pauseWhy = now.Add(time.Duration(ms)*time.Millisecond), live2
+		l.pauseChecked, l.pauseShared = now, true
+	case l.pauseChecked.Before(asked):
+		l.endPause()
+	}
+	l.mu.Unlock()
+	return l.AccountPause()
+}
+
+// valueAt returns v[i] as a T, if it is one.
+func valueAt[T any](v []any, i int) (T, bool) {
+	var zero T
+	if i >= len(v) {
+		return zero, false
+	}
+	x, ok := v[i].(T)
+	return x, ok
 }
 
 // AccountPause reports the account-level pause this process knows of: why
-// (as given to ReportAccountFailure, "account:" included) and how long it
-// has left; ok is false when there is none.
+// (as recorded, "account:" included) and how long it has left; ok is false
+// when there is none.
 func (l *Limiter) AccountPause() (why string, left time.Duration, ok bool) {
 	now := l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.pauseWhy == "" || !now.Before(l.penaltyUntil) {
+	if !now.Before(l.pauseUntil) {
 		return "", 0, false
 	}
-	return l.pauseWhy, l.penaltyUntil.Sub(now), true
+	return l.pauseWhy, l.pauseUntil.Sub(now), true
 }

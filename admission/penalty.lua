@@ -7,8 +7,11 @@
 -- ARGV[3] -> why: 'throttled' for a 429, 'account:<reason>' for an
 --            account-level failure (gcra.lua then answers reason 5)
 --
--- Returns the penalty's remaining milliseconds after the call. A shorter
--- penalty never shortens a longer live one, nor changes its why.
+-- Returns {remaining milliseconds, why} of the penalty after the call. A shorter
+-- penalty never shortens a longer live one. An account-level why is never
+-- replaced by a 429's: the account pause is the graver, and it is what a
+-- fixed credential ends (resume.lua); an account-level failure during a
+-- longer 429 penalty makes that penalty an account pause.
 --
 -- The global TAT is also moved to the penalty's end plus tau: when the
 -- penalty ends the account resumes one message per interval, with no burst,
@@ -17,9 +20,21 @@
 
 local want = math.max(tonumber(ARGV[1]), 1) -- SET PX refuses <= 0
 local cur = redis.call('PTTL', KEYS[1])
+local account = string.sub(ARGV[3], 1, 7) == 'account'
+local why = ARGV[3]
+if not account and cur > 0 then
+  local live = redis.call('GET', KEYS[1]) or ''
+  if string.sub(live, 1, 7) == 'account' then
+    why = live
+  end
+end
 if cur < want then
-  redis.call('SET', KEYS[1], ARGV[3], 'PX', want)
+  redis.call('SET', KEYS[1], why, 'PX', want)
   cur = want
+elseif account then
+  redis.call('SET', KEYS[1], why, 'KEEPTTL')
+else
+  why = redis.call('GET', KEYS[1]) or why
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -35,4 +50,4 @@ local tat = now + cur * 1000 + tonumber(ARGV[2])
 if tonumber(redis.call('GET', KEYS[2]) or 0) < tat then
   redis.call('SET', KEYS[2], string.format('%d', tat), 'PX', px(tat))
 end
-return cur
+return {cur, why}

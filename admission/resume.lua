@@ -4,13 +4,16 @@
 --
 -- KEYS[1] -> penalty key ({sms:<account>}:penalty)
 -- KEYS[2] -> global TAT key ({sms:<account>}:tat:global)
--- ARGV[1] -> global tolerance tau in microseconds
+-- ARGV[1] -> debt kept in microseconds: the global tolerance tau plus the
+--            longest send (MaxCost intervals)
 --
 -- Returns 1 when a pause was ended, 0 when there was none (or a 429's).
 --
 -- penalty.lua moved the global TAT to the pause's end: it is brought back
--- to now plus tau, so the account resumes one message per interval, with
--- no burst, exactly as after a penalty that ran out.
+-- to now plus the debt kept, which covers whatever the sends just before
+-- the pause still owed (at most tau plus one send), so the account resumes
+-- one message per interval, with no burst, and no window holds sends from
+-- both sides of the pause beyond the bound.
 
 local why = redis.call('GET', KEYS[1])
 if not why or string.sub(why, 1, 7) ~= 'account' then

@@ -57,7 +57,8 @@ type scriptCall struct {
 // A recorder is a redis.Scripter that records the script calls made on it
 // instead of sending them, so that a test can replay the ARGV the product
 // builds, in a pipeline and on a test-clock variant. It answers every call
-// with a success of the script's shape (gcra.lua: allowed), so that no
+// with a success of the script's shape (gcra.lua: allowed; penalty.lua:
+// a 429's), so that no
 // caller sees a failure, which would open its circuit or orphan a lease.
 // Only EvalSha is implemented: Script.Run tries it first and, as it never
 // fails, never falls back to Eval; any other method panics (a test bug).
@@ -70,8 +71,11 @@ var _ redis.Scripter = (*recorder)(nil)
 
 func (r *recorder) EvalSha(_ context.Context, sha string, keys []string, args ...any) *redis.Cmd {
 	r.calls = append(r.calls, scriptCall{sha: sha, keys: slices.Clone(keys), args: slices.Clone(args)})
-	if sha == gcraScript.Hash() {
+	switch sha {
+	case gcraScript.Hash():
 		return redis.NewCmdResult([]any{int64(1), int64(0), int64(0)}, nil)
+	case penaltyScript.Hash():
+		return redis.NewCmdResult([]any{int64(1), "throttled"}, nil)
 	}
 	return redis.NewCmdResult(int64(1), nil)
 }

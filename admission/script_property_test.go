@@ -152,7 +152,7 @@ func overWindow(instants []int64, w int64, rate float64, burst int) (a int64, n 
 // sequences of calls of gcra.lua, with the ARGV the Limiter builds, on a
 // random non-decreasing injected clock, and asserts that the script never
 // errs and that no window [a, a+W] starting at an admission holds more than
-// rate×W + max(BURST, largest cost) units (a send of cost c is c units):
+// rate×W + BURST - 1 + the largest cost units (a send of cost c is c units):
 // all classes against the global rate in force,
 // marketing against the marketing rate in force (each the configured rate,
 // or the override where lower). The settings (rates, BURST, OTP reserve,
@@ -272,8 +272,8 @@ func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, s propSetti
 	} {
 		slot := interval(lim.rate).Microseconds()
 		for _, w := range []int64{slot, 10 * slot, 1e6, 1e7} {
-			if a, n, over := overWindow(lim.instants, w, lim.rate, max(s.burst, s.maxCost)); over {
-				failures = append(failures, fmt.Sprintf("%s: %d units in [%d, %d+%dµs], more than %v/s × %dµs + max(BURST %d, cost %d)",
+			if a, n, over := overWindow(lim.instants, w, lim.rate, s.burst-1+s.maxCost); over {
+				failures = append(failures, fmt.Sprintf("%s: %d units in [%d, %d+%dµs], more than %v/s × %dµs + BURST %d - 1 + cost %d",
 					lim.name, n, a, a, w, lim.rate, w, s.burst, s.maxCost))
 			}
 		}

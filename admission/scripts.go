@@ -25,6 +25,10 @@ var (
 	penaltyLua    string
 	penaltyScript = redis.NewScript(penaltyLua)
 
+	//go:embed pause.lua
+	pauseLua    string
+	pauseScript = redis.NewScript(pauseLua)
+
 	//go:embed resume.lua
 	resumeLua    string
 	resumeScript = redis.NewScript(resumeLua)
@@ -59,6 +63,7 @@ const (
 	OpAdmit        = "admit"         // gcra.lua: a send slot (and lease, wake ticket)
 	OpPenalty      = "penalty"       // penalty.lua: a 429's Retry-After, or an account-level pause, for every process
 	OpResume       = "resume"        // resume.lua: an account-level pause ended early
+	OpPause        = "pause"         // pause.lua: whether an account-level pause still holds
 	OpOverride     = "override"      // override.lua: an operator's rate override
 	OpLeaseRelease = "lease_release" // lease_release.lua: the end of a send's in-flight lease
 	OpClaim        = "claim"         // claim.lua: an id's send claim
@@ -72,7 +77,7 @@ const (
 var scriptOps = func() map[string]string {
 	m := map[string]string{}
 	for op, src := range map[string]string{
-		OpAdmit: gcraLua, OpPenalty: penaltyLua, OpResume: resumeLua, OpOverride: overrideLua, OpLeaseRelease: leaseReleaseLua,
+		OpAdmit: gcraLua, OpPenalty: penaltyLua, OpResume: resumeLua, OpPause: pauseLua, OpOverride: overrideLua, OpLeaseRelease: leaseReleaseLua,
 		OpClaim: claimLua, OpFinish: finishLua, OpRelease: releaseLua, OpAttempt: attemptLua,
 	} {
 		sum := sha1.Sum([]byte(src))

@@ -89,7 +89,7 @@ func TestScriptCallsFollowTheirHeaders(t *testing.T) {
 			argv() []any
 		}
 	}{
-		{"gcra.lua", admitCall{}}, {"penalty.lua", penaltyCall{}}, {"resume.lua", resumeCall{}}, {"override.lua", overrideCall{}},
+		{"gcra.lua", admitCall{}}, {"penalty.lua", penaltyCall{}}, {"resume.lua", resumeCall{}}, {"pause.lua", pauseCall{}}, {"override.lua", overrideCall{}},
 		{"claim.lua", claimCall{}}, {"finish.lua", finishCall{}}, {"attempt.lua", attemptCall{}},
 	} {
 		t.Run(tt.script, func(t *testing.T) {

@@ -71,37 +71,37 @@ func TestFallbackStartsJitteredAndSpacesOneAtATime(t *testing.T) {
 	f := newFallback(Config{TargetRPS: 90, MarketingRPS: 70, MaxSenders: 23}.withDefaults())
 	iv := f.global.interval // 23/90 s
 	f.enterAt(t0, 0.5)
-	if d := f.decideAt(t0, OTP, 1); d.Allowed || d.RetryAfter != iv/2 {
+	if d := f.decideAt(t0, OTP); d.Allowed || d.RetryAfter != iv/2 {
 		t.Fatalf("at the start of fallback: %+v, want a wait of half an interval (%v)", d, iv/2)
 	}
 	t1 := t0.Add(iv / 2)
-	if d := f.decideAt(t1, OTP, 1); !d.Allowed {
+	if d := f.decideAt(t1, OTP); !d.Allowed {
 		t.Fatalf("at the jittered start: %+v, want allowed", d)
 	}
-	if d := f.decideAt(t1, OTP, 1); d.Allowed || d.RetryAfter != iv {
+	if d := f.decideAt(t1, OTP); d.Allowed || d.RetryAfter != iv {
 		t.Fatalf("right after: %+v, want a wait of one interval (%v)", d, iv)
 	}
 	t2 := t1.Add(time.Hour) // idle time banks nothing: one at a time
-	if !f.decideAt(t2, OTP, 1).Allowed || f.decideAt(t2, OTP, 1).Allowed {
+	if !f.decideAt(t2, OTP).Allowed || f.decideAt(t2, OTP).Allowed {
 		t.Fatalf("after an idle hour, want exactly one allowed")
 	}
 }
 
 func TestFallbackMarketingTakesBothOrNeither(t *testing.T) {
 	f := newFallback(Config{TargetRPS: 90, MarketingRPS: 70, MaxSenders: 23}.withDefaults())
-	if !f.decideAt(t0, Marketing, 1).Allowed {
+	if !f.decideAt(t0, Marketing).Allowed {
 		t.Fatal("first marketing: want allowed")
 	}
 	gTAT, mTAT := f.global.tat, f.marketing.tat
 	t1 := t0.Add(f.global.interval) // global has room, marketing does not
-	d := f.decideAt(t1, Marketing, 1)
+	d := f.decideAt(t1, Marketing)
 	if d.Allowed || d.Reason != ReasonMarketing {
 		t.Fatalf("marketing over its fallback cap: %+v, want denied by marketing", d)
 	}
 	if f.global.tat != gTAT || f.marketing.tat != mTAT {
 		t.Fatal("a denied marketing decision moved a TAT")
 	}
-	if !f.decideAt(t1, OTP, 1).Allowed {
+	if !f.decideAt(t1, OTP).Allowed {
 		t.Fatal("OTP while marketing is capped: want allowed")
 	}
 }

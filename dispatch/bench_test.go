@@ -39,6 +39,9 @@ func (openLimiter) ReportAccountFailure(context.Context, time.Duration, string) 
 	return nil
 }
 func (openLimiter) ResumeAccount(context.Context) error { return nil }
+func (openLimiter) CheckPause(context.Context) (string, time.Duration, bool) {
+	return "", 0, false
+}
 func (openLimiter) AccountPause() (string, time.Duration, bool) {
 	return "", 0, false
 }

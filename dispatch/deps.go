@@ -26,6 +26,9 @@ type Limiter interface {
 	ResumeAccount(ctx context.Context) error
 	// AccountPause reports the account-level pause this process knows of.
 	AccountPause() (why string, left time.Duration, ok bool)
+	// CheckPause is AccountPause, asking Redis at most once a second
+	// whether the pause still holds.
+	CheckPause(ctx context.Context) (why string, left time.Duration, ok bool)
 	// Release ends the in-flight lease of an admission (Decision.Lease).
 	Release(ctx context.Context, lease string) error
 }

@@ -58,7 +58,7 @@ type Config struct {
 	// (provider.Segments) and a body of more than MaxSegments is invalid.
 	RateUnit RateUnit
 	// MaxSegments is the most segments a body may have when rates count
-	// segments. Default 10.
+	// segments. Default 6.
 	MaxSegments int
 	// AccountPause is how long every process stops sending on the account
 	// after the provider refused the account itself (credentials,
@@ -78,13 +78,14 @@ type RateUnit int
 const (
 	// PerMessage counts one unit per message.
 	PerMessage RateUnit = iota
-	// PerSegment counts each message's segments, as Twilio and Vonage do.
+	// PerSegment counts each message's segments, as Twilio does (and
+	// Vonage's carriers, each part a message).
 	PerSegment
 )
 
 // Defaults of the segment and account settings.
 const (
-	DefaultMaxSegments     = 10
+	DefaultMaxSegments     = 6
 	DefaultAccountPause    = time.Minute
 	DefaultCredentialCheck = time.Second
 )
@@ -308,11 +309,11 @@ func (d *Dispatcher) watchCredentials(ctx context.Context) {
 		if v == seen {
 			continue
 		}
-		seen = v
 		if err := d.deps.Limiter.ResumeAccount(ctx); err != nil {
-			d.cfg.Logger.Warn("the provider credential changed but the account's pause could not be ended; it runs out by itself", "err", err)
-			continue
+			d.cfg.Logger.Warn("the provider credential changed but the account's pause could not be ended yet; trying again", "err", err)
+			continue // seen is not moved: the next tick tries again
 		}
+		seen = v
 		d.cfg.Logger.Info("the provider credential changed; sending on the account resumes")
 	}
 }

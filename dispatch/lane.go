@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +25,7 @@ type lane struct {
 	// Guarded by mu.
 	cancel  context.CancelFunc // ends the current Receive
 	paused  bool               // the current Receive was ended by pause
+	held    bool               // ... by hold: the account is paused
 	backoff *nack.FullJitter   // pauses of a spent retry budget
 	errWait *nack.FullJitter   // restarts after Receive failed (IAM, a missing subscription)
 }
@@ -60,7 +62,7 @@ func (l *lane) run(ctx context.Context) {
 	for {
 		rctx, cancel := context.WithCancel(ctx)
 		l.mu.Lock()
-		l.cancel, l.paused = cancel, false
+		l.cancel, l.paused, l.held = cancel, false, false
 		l.mu.Unlock()
 
 		l.receiving.Store(true)
@@ -74,7 +76,13 @@ func (l *lane) run(ctx context.Context) {
 		}
 
 		l.mu.Lock()
-		paused := l.paused
+		paused, held := l.paused, l.held
+		l.mu.Unlock()
+		if held {
+			l.waitForAccount(ctx, log)
+			continue
+		}
+		l.mu.Lock()
 		var wait time.Duration
 		if paused {
 			wait = l.backoff.NextBackOff()
@@ -105,6 +113,44 @@ func (l *lane) pause() {
 	if !l.paused && l.cancel != nil {
 		l.paused = true
 		l.cancel()
+	}
+}
+
+// accountPoll is how often a lane held by an account pause asks whether it
+// still holds.
+const accountPoll = time.Second
+
+// hold ends the current Receive because the account is paused: run pulls
+// again only once the pause is over. A message pulled during the pause
+// would be denied and nacked at once, again and again: every delivery
+// counts toward the subscription's dead-letter policy, and a long pause
+// would dead-letter good messages. Held, they wait in the subscription.
+func (l *lane) hold() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.paused && l.cancel != nil {
+		l.paused, l.held = true, true
+		l.cancel()
+	}
+}
+
+// waitForAccount returns once the account's pause is over or ctx ends.
+func (l *lane) waitForAccount(ctx context.Context, log *slog.Logger) {
+	why, left, _ := l.d.deps.Limiter.AccountPause()
+	log.Warn("the provider refused the account: pulls stopped until the pause ends; messages wait in the subscription",
+		"reason", why, "left", left.Round(time.Second))
+	t := time.NewTicker(accountPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, _, ok := l.d.deps.Limiter.CheckPause(ctx); !ok {
+			log.Info("the account's pause is over: pulling again")
+			return
+		}
 	}
 }
 

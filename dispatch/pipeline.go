@@ -265,6 +265,9 @@ func (d *Dispatcher) admitAndSend(ctx context.Context, class admission.Class, m 
 		return t
 	default:
 		t.outcome, t.err = nack.Denied, fmt.Errorf("no send slot within %v (%s, %s)", maxWait, dec.Source, dec.Reason)
+		if dec.Reason == admission.ReasonAccount {
+			d.holdLanes()
+		}
 		return t
 	}
 	t.admitted = d.now()
@@ -372,6 +375,7 @@ func (d *Dispatcher) judge(ctx context.Context, class admission.Class, m Message
 		}
 	case nack.AccountFailure:
 		d.accountFailed(ctx, version, err)
+		d.holdLanes()
 	case nack.Transient:
 		d.budget.OnFailure()
 		if !d.budget.Allow() {
@@ -379,6 +383,13 @@ func (d *Dispatcher) judge(ctx context.Context, class admission.Class, m Message
 		}
 	}
 	return v.Outcome, err
+}
+
+// holdLanes stops both lanes' pulls until the account's pause is over.
+func (d *Dispatcher) holdLanes() {
+	for _, l := range d.lanes {
+		l.hold()
+	}
 }
 
 // accountLogEvery spaces the error log of account-level failures: one line
@@ -398,6 +409,14 @@ func (d *Dispatcher) accountFailed(ctx context.Context, version uint64, err erro
 	}
 	why := accountWhy(err)
 	perr := d.deps.Limiter.ReportAccountFailure(context.WithoutCancel(ctx), d.cfg.AccountPause, why)
+	if perr == nil && d.deps.Credentials != nil && d.deps.Credentials.Version() != version {
+		// The credential changed while this refusal was on its way, and
+		// the watcher may have ended the pause just before this report
+		// began it again: end it, the next send uses the new credential.
+		if rerr := d.deps.Limiter.ResumeAccount(context.WithoutCancel(ctx)); rerr == nil {
+			return
+		}
+	}
 	now := time.Now().UnixNano()
 	last := d.accountLogged.Load()
 	if now-last < int64(accountLogEvery) || !d.accountLogged.CompareAndSwap(last, now) {

@@ -3,8 +3,10 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -97,6 +99,9 @@ func (l *fakeLimiter) ReportAccountFailure(_ context.Context, _ time.Duration, w
 	return nil
 }
 func (l *fakeLimiter) ResumeAccount(context.Context) error { return nil }
+func (l *fakeLimiter) CheckPause(context.Context) (string, time.Duration, bool) {
+	return l.AccountPause()
+}
 func (l *fakeLimiter) AccountPause() (string, time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -252,7 +257,7 @@ func TestPipelineBranches(t *testing.T) {
 		{name: "rates in segments: a 400-character body costs 3", unit: PerSegment, dec: allowed, body: strings.Repeat("a", 400),
 			want: nack.Sent, action: nack.Ack, sends: 1, claimLog: "claim; finish sent", costs: []int{3}},
 		{name: "rates in segments: a body over MAX_SEGMENTS is invalid", unit: PerSegment, dec: allowed, body: strings.Repeat("あ", 700),
-			want: nack.Invalid, action: nack.DeadLetter, reason: "invalid: too_many_segments: body is 11 segments, more than MAX_SEGMENTS (10)"},
+			want: nack.Invalid, action: nack.DeadLetter, reason: "invalid: too_many_segments: body is 11 segments, more than MAX_SEGMENTS (6)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -317,5 +322,50 @@ func TestRunTwice(t *testing.T) {
 	}
 	if err := d.Run(ctx); !errors.Is(err, ErrRunTwice) {
 		t.Fatalf("second Run: %v, want ErrRunTwice", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestAccountFailuresLogOneErrorLineAMinute: every account-level refusal
+// pauses the account, but the error log says so once a minute, not once
+// per message; the line names the reason and never the credential.
+func TestAccountFailuresLogOneErrorLineAMinute(t *testing.T) {
+	var logs syncBuffer
+	lim := &fakeLimiter{dec: admission.Decision{Allowed: true, Source: admission.SourceRedis}}
+	sender := &fakeSender{err: &provider.Error{Provider: "twilio", Status: 401, Code: "20003", Message: "Authenticate"}}
+	d := unitDispatcher(t, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))},
+		Deps{Limiter: lim, Claims: &fakeClaims{}, Sender: sender, DeadLetter: &fakeDLQ{}})
+	for i := range 5 {
+		data := `{"id":"login-` + strconv.Itoa(i) + `","to":"+819012345678","body":"code 482913"}`
+		d.handle(context.Background(), admission.OTP, "sub", &pubsub.Message{ID: strconv.Itoa(i), Data: []byte(data)})
+	}
+	if len(lim.paused) != 5 {
+		t.Fatalf("%d account pauses reported, want one per refusal (5)", len(lim.paused))
+	}
+	var errorLines []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "level=ERROR") {
+			errorLines = append(errorLines, line)
+		}
+	}
+	if len(errorLines) != 1 || !strings.Contains(errorLines[0], `reason="twilio status 401 code 20003"`) {
+		t.Fatalf("error log lines %q, want exactly one naming the reason", errorLines)
 	}
 }

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -221,7 +222,19 @@ func TestProvidersWrongCredentialStopsSendingAndRecovers(t *testing.T) {
 				defer h.mu.Unlock()
 				return slices.ContainsFunc(h.events, func(ev Event) bool { return ev.Outcome == nack.AccountFailure })
 			})
+			h.mu.Lock()
+			before := len(h.events)
+			h.mu.Unlock()
 			time.Sleep(2 * time.Second)
+			// Pulls stop during the pause: each delivery would count toward
+			// the dead-letter policy (pstest would hand a nacked message
+			// back every 10 ms: hundreds of deliveries in 2 s).
+			h.mu.Lock()
+			during := len(h.events) - before
+			h.mu.Unlock()
+			if during > 2*len(ids) {
+				t.Fatalf("%d deliveries in the 2 s of the pause, want pulls stopped (at most one per message in hand)", during)
+			}
 			st := h.sim.Stats()
 			if st.Accepted != 0 || h.endedCount() != 0 {
 				t.Fatalf("with a wrong secret: %d accepted, %d ended; want none", st.Accepted, h.endedCount())
@@ -270,25 +283,32 @@ func TestProvidersWrongCredentialStopsSendingAndRecovers(t *testing.T) {
 }
 
 // TestProvidersSecretsStayOut: what a wrong secret leaves in events and
-// dead letters never shows the secret.
+// logs never shows a secret or the number.
 func TestProvidersSecretsStayOut(t *testing.T) {
 	for _, kind := range providerKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			h := newProviderHarness(t, kind, strict, secretFile(t, wrongSecret))
 			h.publish(admission.OTP, map[string]string{"id": "login-1", "to": "+819012345678", "body": "Your code is 482913"})
-			h.start(1, Config{})
+			var logs syncBuffer
+			h.start(1, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			h.waitUntil("an account failure", 30*time.Second, func() bool {
 				h.mu.Lock()
 				defer h.mu.Unlock()
 				return slices.ContainsFunc(h.events, func(ev Event) bool { return ev.Outcome == nack.AccountFailure })
 			})
+			shows := func(s string) bool {
+				return strings.Contains(s, wrongSecret[:8]) || strings.Contains(s, goodSecret[:8]) || strings.Contains(s, "9012345678")
+			}
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			for _, ev := range h.events {
 				b, _ := json.Marshal(fmt.Sprint(ev.Err))
-				if s := string(b); strings.Contains(s, wrongSecret[:8]) || strings.Contains(s, goodSecret[:8]) || strings.Contains(s, "9012345678") {
-					t.Fatalf("event error %s shows a secret or the number", s)
+				if shows(string(b)) {
+					t.Fatalf("event error %s shows a secret or the number", b)
 				}
+			}
+			if !strings.Contains(logs.String(), "refused the account") || shows(logs.String()) {
+				t.Fatalf("log %q: want the account failure, never a secret or the number", logs.String())
 			}
 		})
 	}

@@ -22,6 +22,12 @@ const (
 	// maxBodyRead is how much of an answer Send reads before closing it:
 	// enough for any error JSON, small enough that a huge body costs nothing.
 	maxBodyRead = 4 << 10
+	// maxAcceptRead is how much of a 2xx answer is read: an acceptance
+	// echoes the message (Twilio's resource puts its sid after a body of
+	// up to 1,600 characters, escaped) or lists its parts (Vonage answers
+	// one entry per segment, up to 49), and cutting it would lose the
+	// provider's id or read an acceptance as an error.
+	maxAcceptRead = 64 << 10
 	// maxMessageLen is how much of the answer an *Error keeps.
 	maxMessageLen = 256
 )
@@ -298,7 +304,7 @@ func WithClock(now func() time.Time) Option {
 // prefix. An empty token sends no Authorization header. It returns an error
 // wrapping ErrInvalidURL or ErrInvalidToken that names the problem.
 func NewClient(baseURL, token string, opts ...Option) (*Client, error) {
-	endpoint, err := endpointURL(baseURL)
+	endpoint, err := endpointURL(baseURL, "v1", "messages")
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +348,10 @@ func WithTransportWrapper(wrap func(http.RoundTripper) http.RoundTripper) Option
 	return func(c *conn) { c.wrap = wrap }
 }
 
-func endpointURL(baseURL string) (string, error) {
+// endpointURL checks a provider's base URL (absolute http or https, a
+// host, no user info, query or fragment; a path is kept as a prefix) and
+// returns it joined with elem.
+func endpointURL(baseURL string, elem ...string) (string, error) {
 	if baseURL == "" {
 		return "", fmt.Errorf("%w: empty", ErrInvalidURL)
 	}
@@ -367,7 +376,7 @@ func endpointURL(baseURL string) (string, error) {
 	case u.Fragment != "":
 		return "", fmt.Errorf("%w: a fragment is not allowed", ErrInvalidURL)
 	}
-	return u.JoinPath("v1", "messages").String(), nil
+	return u.JoinPath(elem...).String(), nil
 }
 
 func defaultHTTPClient() *http.Client {
@@ -453,8 +462,8 @@ func (c *Client) Send(ctx context.Context, m Message) (Receipt, error) {
 
 // do makes the one request of a Send, built by newReq with a context that
 // carries the adapter's timeout and a Report, and turns its answer into a
-// Receipt or an error with read, which sees at most the first 4 KiB of the
-// body. The Report is filled before the body is closed. A failed round
+// Receipt or an error with read, which sees at most the first 64 KiB of a
+// 2xx answer's body and 4 KiB of any other's. The Report is filled before the body is closed. A failed round
 // trip is a transport or context error wrapped by sendError.
 func (c *conn) do(ctx context.Context, newReq func(context.Context) (*http.Request, error),
 	read func(*http.Response, []byte) (Receipt, error)) (Receipt, error) {
@@ -469,7 +478,11 @@ func (c *conn) do(ctx context.Context, newReq func(context.Context) (*http.Reque
 	if err != nil {
 		return Receipt{}, sendError(ctx, err)
 	}
-	head, _ := io.ReadAll(io.LimitReader(resp.Body, maxBodyRead))
+	limit := int64(maxBodyRead)
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		limit = maxAcceptRead
+	}
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, limit))
 	rc, err := read(resp, head)
 	rep.fill(rc, err)
 	resp.Body.Close()

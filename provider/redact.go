@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"net/url"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -67,11 +68,16 @@ func newSecrets(m Message, credentials ...string) *secrets {
 	for _, c := range credentials {
 		// A credential is random: a run of less than half of it gives
 		// little away, and a longer run than runLen keeps its incidental
-		// digits from swallowing a number that happens to share them.
-		sec.texts = append(sec.texts, newTextSecret(c, max(runLen, len(c)/2), maskToken))
+		// digits from swallowing a number that happens to share them. A
+		// form-encoded request (Twilio, Vonage) can be echoed encoded.
+		for _, form := range encodings(c) {
+			sec.texts = append(sec.texts, newTextSecret(form, max(runLen, len(form)/2), maskToken))
+		}
 	}
 	if len(m.Body) >= minBodyLen {
-		sec.texts = append(sec.texts, newTextSecret(m.Body, runLen, maskBody))
+		for _, form := range encodings(m.Body) {
+			sec.texts = append(sec.texts, newTextSecret(form, runLen, maskBody))
+		}
 	}
 	var digits []byte
 	for i := 0; i < len(m.To); i++ {
@@ -89,6 +95,14 @@ func newSecrets(m Message, credentials ...string) *secrets {
 		sec.codes.add(digitsAt(rs, idx))
 	})
 	return sec
+}
+
+// encodings returns s and, when it differs, s as a form encodes it.
+func encodings(s string) []string {
+	if q := url.QueryEscape(s); q != s {
+		return []string{s, q}
+	}
+	return []string{s}
 }
 
 // A textSecret matches any run of n characters of a secret (all of it if

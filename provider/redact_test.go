@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -294,4 +295,19 @@ func FuzzExcerpt(f *testing.F) {
 			t.Errorf("excerpt of %q = %q, shows %q", answer, got, run)
 		}
 	})
+}
+
+// TestExcerptRedactsFormEncodedEchoes: Twilio and Vonage take forms, and a
+// provider may echo a field as it came, form-encoded: a secret with '+',
+// '/' or '=' then reads differently from the value the adapter holds.
+func TestExcerptRedactsFormEncodedEchoes(t *testing.T) {
+	const secret = "s3cr+t/Key=abc&def"
+	m := Message{ID: "m", To: "+819012345678", Body: "Your code: 482913 & more"}
+	answer := `{"error-text":"bad request api_secret=` + url.QueryEscape(secret) + `&text=` + url.QueryEscape(m.Body) + `"}`
+	got := excerpt([]byte(answer), m, secret)
+	for _, leak := range []string{url.QueryEscape(secret)[:8], secret[:8], "482913", url.QueryEscape(m.Body)[:10]} {
+		if strings.Contains(got, leak) {
+			t.Errorf("excerpt %q shows %q", got, leak)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -62,7 +63,7 @@ func (s *Secret) Reload() (changed bool, err error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, err := os.ReadFile(s.path)
+	b, err := readSecretFile(s.path)
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
@@ -83,4 +84,21 @@ func (s *Secret) Reload() (changed bool, err error) {
 		s.version.Add(1)
 	}
 	return true, nil
+}
+
+// maxSecretFile bounds what is read of a credential file, so that a path
+// to a log or /dev/zero neither hangs nor bloats the process.
+const maxSecretFile = 64 << 10
+
+func readSecretFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
+	if err == nil && len(b) > maxSecretFile {
+		err = fmt.Errorf("larger than %d bytes", maxSecretFile)
+	}
+	return b, err
 }

@@ -76,7 +76,7 @@ type SimConfig struct {
 	// 1<<20 (about 64 MiB at most); negative means keep none.
 	MaxArrivals int
 	// CountSegments makes Limit count message segments (Segments) instead
-	// of requests, as Twilio and Vonage count throughput. A message of more
+	// of requests, as Twilio counts throughput. A message of more
 	// segments than Limit is never accepted.
 	CountSegments bool
 }

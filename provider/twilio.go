@@ -129,16 +129,14 @@ func NewTwilio(cfg TwilioConfig, opts ...Option) (*Twilio, error) {
 			return nil, err
 		}
 	}
-	base, err := twilioBaseURL(cfg.BaseURL)
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultTwilioURL
+	}
+	endpoint, err := endpointURL(cfg.BaseURL, "2010-04-01", "Accounts", cfg.AccountSID, "Messages.json")
 	if err != nil {
 		return nil, fmt.Errorf("provider: TwilioConfig.BaseURL: %w", err)
 	}
-	t := &Twilio{
-		conn:     newConn(opts),
-		cfg:      cfg,
-		endpoint: base.JoinPath("2010-04-01", "Accounts", cfg.AccountSID, "Messages.json").String(),
-	}
-	return t, nil
+	return &Twilio{conn: newConn(opts), cfg: cfg, endpoint: endpoint}, nil
 }
 
 // twilioSID refuses a SID that is not ASCII letters and digits: it goes in
@@ -153,18 +151,6 @@ func twilioSID(field, sid string) error {
 		}
 	}
 	return nil
-}
-
-// twilioBaseURL checks raw as NewClient checks its base URL; "" is
-// DefaultTwilioURL.
-func twilioBaseURL(raw string) (*url.URL, error) {
-	if raw == "" {
-		raw = DefaultTwilioURL
-	}
-	if _, err := endpointURL(raw); err != nil {
-		return nil, err
-	}
-	return url.Parse(raw) // parsed once already by endpointURL
 }
 
 // twilioValidityPeriod is the ValidityPeriod for a message due by deadline at now:

@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -37,10 +36,6 @@ const (
 	// vonageTTLMin and vonageTTLMax bound the ttl field, in milliseconds.
 	vonageTTLMin = 20_000
 	vonageTTLMax = 604_800_000
-	// vonageMaxAnswer is how much of an answer Send reads: one entry of
-	// about 250 bytes per part, and a body of 1,600 characters can take 48
-	// parts, which is more than the 4 KiB other adapters read.
-	vonageMaxAnswer = 64 << 10
 )
 
 // VonageConfig configures a Vonage adapter.
@@ -76,23 +71,11 @@ func NewVonage(cfg VonageConfig, opts ...Option) (*Vonage, error) {
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = DefaultVonageURL
 	}
-	endpoint, err := vonageEndpoint(cfg.BaseURL)
+	endpoint, err := endpointURL(cfg.BaseURL, "sms", "json")
 	if err != nil {
 		return nil, fmt.Errorf("vonage BaseURL: %w", err)
 	}
 	return &Vonage{conn: newConn(opts), cfg: cfg, endpoint: endpoint}, nil
-}
-
-// vonageEndpoint checks base as NewClient does and returns base/sms/json.
-func vonageEndpoint(base string) (string, error) {
-	if _, err := endpointURL(base); err != nil {
-		return "", err
-	}
-	u, err := url.Parse(base)
-	if err != nil { // endpointURL parsed it already
-		return "", fmt.Errorf("%w: does not parse", ErrInvalidURL)
-	}
-	return u.JoinPath("sms", "json").String(), nil
 }
 
 // Send posts m to Vonage once, as a form: api_key, api_secret (read from
@@ -235,20 +218,20 @@ func (v *Vonage) answer(resp *http.Response, head []byte, m Message, secret stri
 		}
 		return Receipt{}, e
 	}
-	full := head
-	if len(head) == maxBodyRead { // a long message's answer may go on
-		rest, _ := io.ReadAll(io.LimitReader(resp.Body, vonageMaxAnswer-maxBodyRead))
-		full = append(head[:len(head):len(head)], rest...)
-	}
 	var a vonageAnswer
-	if err := json.Unmarshal(full, &a); err != nil || len(a.Messages) == 0 {
+	if err := json.Unmarshal(head, &a); err != nil || len(a.Messages) == 0 {
 		e.Kind, e.Message = KindTemporary, excerpt(head, m, secret, v.cfg.APIKey)
 		return Receipt{}, e
 	}
 	for _, p := range a.Messages {
 		if p.Status == "0" {
-			continue
+			// Parts are answered one by one: once one went out, the
+			// message is sent (sending it again would repeat that part),
+			// whatever became of the others.
+			return Receipt{ID: p.MessageID}, nil
 		}
+	}
+	for _, p := range a.Messages {
 		kind, ok := vonageKinds[string(p.Status)]
 		if !ok {
 			kind = KindTemporary

@@ -112,7 +112,7 @@ func NewMetrics() (*Metrics, error) {
 		metric.WithDescription("Redis commands, by operation (gcra, penalty, claim, other)."))
 	must(err)
 	m.segments, err = meter.Int64Counter(MetricSegments, metric.WithUnit("{segment}"),
-		metric.WithDescription("Message segments the provider accepted, by class: what Twilio and Vonage count against the account's rate."))
+		metric.WithDescription("Message segments the provider accepted, by class: what Twilio counts against the account's rate (Vonage's carriers, each part)."))
 	must(err)
 	m.attempts, err = meter.Int64Histogram(MetricDeliveryAttempt, metric.WithUnit("{attempt}"),
 		metric.WithExplicitBucketBoundaries(1, 2, 3, 5, 10, 20, 50, 100),

@@ -164,8 +164,8 @@ var settings = []setting{
 	{"VONAGE_API_SECRET_FILE", "vonage-api-secret-file", "", "file holding the Vonage API secret, read again when it changes (instead of VONAGE_API_SECRET)", false, str(func(c *config) *string { return &c.VonageAPISecretFile })},
 	{"VONAGE_FROM", "vonage-from", "", "Vonage sender id or number", false, str(func(c *config) *string { return &c.VonageFrom })},
 	{"VONAGE_API_URL", "vonage-api-url", "https://rest.nexmo.com", "base URL of Vonage's SMS API", false, str(func(c *config) *string { return &c.VonageAPIURL })},
-	{"RATE_UNIT", "rate-unit", "message", "what every rate counts: message, or segment (as Twilio and Vonage count)", false, str(func(c *config) *string { return &c.RateUnit })},
-	{"MAX_SEGMENTS", "max-segments", "10", "with RATE_UNIT=segment, the most segments a body may have (longer ones are dead-lettered)", false, integer(func(c *config) *int { return &c.MaxSegments })},
+	{"RATE_UNIT", "rate-unit", "message", "what every rate counts: message, or segment (as Twilio counts)", false, str(func(c *config) *string { return &c.RateUnit })},
+	{"MAX_SEGMENTS", "max-segments", "6", "with RATE_UNIT=segment, the most segments a body may have (longer ones are dead-lettered)", false, integer(func(c *config) *int { return &c.MaxSegments })},
 	{"ACCOUNT_PAUSE", "account-pause", "1m", "how long every pod stops sending after the provider refuses the account (credentials, suspension, credit); a changed credential file ends it earlier", false, duration(func(c *config) *time.Duration { return &c.AccountPause })},
 	{"SMS_ACCOUNT", "account", "default", "provider account name; keys in Redis are {sms:<account>}:*", false, str(func(c *config) *string { return &c.Account })},
 	{"CONTRACT_RPS", "contract-rps", "100", "the provider contract, messages per second", false, num(func(c *config) *float64 { return &c.ContractRPS })},
@@ -332,11 +332,11 @@ func (c config) validate() error {
 		return bad("RATE_UNIT", "want message or segment, got %q", c.RateUnit)
 	case c.MaxSegments < 1 || c.MaxSegments > maxSegments:
 		return bad("MAX_SEGMENTS", "must be 1-%d, got %d", maxSegments, c.MaxSegments)
-	case c.RateUnit == "segment" && c.TargetRPS+float64(max(c.Burst, c.MaxSegments)) > c.ContractRPS:
-		// Any window of W seconds sees at most TARGET_RPS×W + max(BURST,
-		// the longest message) segments: over one second, that must fit
+	case c.RateUnit == "segment" && c.TargetRPS+float64(c.Burst+c.MaxSegments-1) > c.ContractRPS:
+		// Any window of W seconds sees at most TARGET_RPS×W + BURST - 1 +
+		// the longest message's segments: over one second, that must fit
 		// the contract.
-		return bad("MAX_SEGMENTS", "TARGET_RPS (%v) + max(BURST %d, MAX_SEGMENTS %d) segments could reach the provider within one second, above CONTRACT_RPS (%v): lower TARGET_RPS or MAX_SEGMENTS",
+		return bad("MAX_SEGMENTS", "TARGET_RPS (%v) + BURST (%d) + MAX_SEGMENTS (%d) - 1 segments could reach the provider within one second, above CONTRACT_RPS (%v): lower TARGET_RPS, BURST or MAX_SEGMENTS",
 			c.TargetRPS, c.Burst, c.MaxSegments, c.ContractRPS)
 	case !validAccount(c.Account):
 		return bad("SMS_ACCOUNT", "must be non-empty printable ASCII without braces or spaces, got %q", c.Account)

@@ -105,6 +105,7 @@ type demoReport struct {
 	Throttled              int // 429 answers of the simulator
 	Provider               string
 	RateUnit               string
+	CampaignSegments       int        // segments of each campaign body; OTP bodies are one
 	MaxIn1s                int        // most provider acceptances in any 1 s window
 	MaxSegmentsIn1s        int        // most accepted segments in any 1 s window
 	Rate                   [2]float64 // sends per second of each class while it was sending
@@ -130,8 +131,15 @@ func (r demoReport) print(w io.Writer, cfg config) {
 	fmt.Fprintf(w, "  elapsed                          %v\n", r.Elapsed.Round(100*time.Millisecond))
 	fmt.Fprintf(w, "  sent                             %d (otp %d, marketing %d)\n", sent, r.Sent[admission.OTP], r.Sent[admission.Marketing])
 	fmt.Fprintf(w, "  expired / dead-lettered          %d / %d\n", r.Expired, r.DeadLettered)
-	fmt.Fprintf(w, "  marketing rate while busy        %.1f/s = %.2f of MARKETING_RPS %g (its cap)\n", r.Rate[admission.Marketing], r.Rate[admission.Marketing]/cfg.MarketingRPS, cfg.MarketingRPS)
-	fmt.Fprintf(w, "  total rate while busy            %.1f/s of TARGET_RPS %g (OTP came at %.1f/s)\n", r.Rate[admission.Marketing]+r.Rate[admission.OTP], cfg.TargetRPS, r.Rate[admission.OTP])
+	// In the unit the rates count: with RATE_UNIT=segment, a campaign
+	// message is CampaignSegments units.
+	units := 1.0
+	if r.RateUnit == "segment" {
+		units = float64(max(r.CampaignSegments, 1))
+	}
+	mkt := r.Rate[admission.Marketing] * units
+	fmt.Fprintf(w, "  marketing rate while busy        %.1f %ss/s = %.2f of MARKETING_RPS %g (its cap)\n", mkt, r.RateUnit, mkt/cfg.MarketingRPS, cfg.MarketingRPS)
+	fmt.Fprintf(w, "  total rate while busy            %.1f %ss/s of TARGET_RPS %g (OTP came at %.1f/s)\n", mkt+r.Rate[admission.OTP], r.RateUnit, cfg.TargetRPS, r.Rate[admission.OTP])
 	fmt.Fprintf(w, "  most accepted in any 1 s         %d messages, %d segments (contract %g, TARGET_RPS+BURST %g)\n", r.MaxIn1s, r.MaxSegmentsIn1s, cfg.ContractRPS, cfg.TargetRPS+float64(cfg.Burst))
 	fmt.Fprintf(w, "  429 answers                      %d\n", r.Throttled)
 	fmt.Fprintf(w, "  OTP publish→provider p50 / p99   %v / %v\n", r.OTPLatencyP50.Round(100*time.Microsecond), r.P99.Round(100*time.Microsecond))
@@ -351,7 +359,7 @@ func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (d
 	}
 	r.MaxIn1s = provider.MaxInAnyWindow(accepted, time.Second)
 	r.MaxSegmentsIn1s = provider.MaxInAnyWindow(segments, time.Second)
-	r.Provider, r.RateUnit = cfg.Provider, cfg.RateUnit
+	r.Provider, r.RateUnit, r.CampaignSegments = cfg.Provider, cfg.RateUnit, o.CampaignSegments
 	for _, c := range counters {
 		r.ScriptCalls += c.scripts.Load()
 		r.RedisCmds += c.cmds.Load()

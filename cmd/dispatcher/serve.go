@@ -146,6 +146,7 @@ func newInstance(cfg config, rdb redis.Scripter, ps *pubsub.Client, sender dispa
 		Account: cfg.Account, TargetRPS: cfg.TargetRPS, MarketingRPS: cfg.MarketingRPS,
 		Burst: cfg.Burst, MaxSenders: cfg.MaxSenders, RedisTimeout: cfg.RedisTimeout, Logger: logger,
 		MaxInFlight: cfg.MaxInFlight, LeaseTTL: cfg.SendTimeout + 10*time.Second,
+		MaxCost: maxCost(cfg),
 	})
 	var ce *admission.ConfigError
 	if errors.As(err, &ce) {
@@ -203,6 +204,15 @@ func outstanding(rps float64, maxWait time.Duration, senders int) int {
 }
 
 func (i *instance) close() { i.dlq.Stop() }
+
+// maxCost is the most units one send can take: MAX_SEGMENTS when rates
+// count segments.
+func maxCost(cfg config) int {
+	if cfg.RateUnit == "segment" {
+		return cfg.MaxSegments
+	}
+	return 1
+}
 
 // rateUnit is the dispatch.RateUnit of a validated RATE_UNIT.
 func rateUnit(s string) dispatch.RateUnit {

@@ -153,7 +153,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.svgFile, "svg", "", "write a chart of arrivals per 100 ms, one panel per strategy, to this file")
 	fs.StringVar(&c.svgMode, "svg-mode", "sliding1s", "provider mode the chart shows")
 	fs.IntVar(&c.svgSenders, "svg-senders", 16, "K the chart shows")
-	fs.IntVar(&c.segments, "segments", 1, "segments of every body (GSM-7); above 1 the simulated provider counts segments, as Twilio and Vonage do")
+	fs.IntVar(&c.segments, "segments", 1, "segments of every body (GSM-7); above 1 the simulated provider counts segments, as Twilio does")
 	fs.StringVar(&c.rateUnit, "rate-unit", "segment", "what gcra's rates count with --segments: segment (RATE_UNIT=segment), or message to show what counting messages does")
 	fs.BoolVar(&c.verbose, "verbose", false, "log the real limiter's Redis fallback lines to stderr")
 	fs.BoolVar(&c.quick, "quick", false, "smoke run: "+quickDuration.String()+" runs, K="+quickSenders+", modes "+quickModes+" (flags given explicitly win)")

@@ -61,7 +61,7 @@ func skewOf(i, k int, spread time.Duration) time.Duration {
 func runOne(ctx context.Context, cfg *config, redisOpts *redis.Options, strat string, m mode, k int, progress io.Writer) (*result, error) {
 	simCfg := m.sim
 	simCfg.Latency = cfg.latency
-	simCfg.CountSegments = cfg.segments > 1 // as Twilio and Vonage count
+	simCfg.CountSegments = cfg.segments > 1 // as Twilio counts
 	sim := provider.NewSimulator(simCfg)
 	srv := httptest.NewServer(sim)
 	defer srv.Close()

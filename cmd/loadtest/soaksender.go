@@ -168,7 +168,7 @@ func runSoakSender(ctx context.Context, specJSON string, in io.Reader, out, stde
 	st := &counters{noOTPWaits: true}
 	ld := newLoad(spec.Redelivery)
 	ld.noArrivals = true
-	s := &sender{skew: spec.Skew, client: client, load: ld, st: st, policy: gcraPolicy{lim: lim}}
+	s := &sender{skew: spec.Skew, body: sendBody, client: client, load: ld, st: st, policy: gcraPolicy{lim: lim, cost: 1}}
 
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		fmt.Fprintf(stderr, "loadtest: soak sender %d: warning: Redis PING before the run: %v\n", spec.Index, err)

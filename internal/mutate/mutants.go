@@ -156,9 +156,18 @@ var mutants = []mutant{
 	{"P3", "a fixed credential file does not end the pause", []edit{
 		{"dispatch/dispatcher.go", "		if err := d.deps.Limiter.ResumeAccount(ctx); err != nil {", "		if err := error(nil); err != nil {"},
 	}, "./dispatch/"},
-	{"P4", "a send too big for the tolerance needs no clean slate", []edit{
-		{"admission/gcra.lua", "    return tat + cost * interval, tat - now -- too big", "    return tat + cost * interval, tat - now - tau -- too big"},
+	{"P4", "a send of several units is charged one", []edit{
+		{"admission/gcra.lua", "  return tat + cost * interval, tat - now - tau", "  return tat + interval, tat - now - tau"},
 	}, ""},
+	{"P8", "a long message is sent in the Redis-down fallback", []edit{
+		{"admission/lease.go", "	if cost > 1 {\n		return Decision{RetryAfter: l.cfg.RedisRetryAfter, Source: SourceFallback, Reason: ReasonLong}\n	}\n", ""},
+	}, ""},
+	{"P9", "an account pause lapses while Redis cannot be asked", []edit{
+		{"admission/limiter.go", "	if err != nil && now.Before(l.pauseUntil) {\n", "	if false {\n"},
+	}, ""},
+	{"P10", "an account pause does not stop the pulls", []edit{
+		{"dispatch/lane.go", "		l.paused, l.held = true, true\n		l.cancel()\n", "		_ = true\n"},
+	}, "./dispatch/"},
 	{"P5", "rates in segments charge one unit a message", []edit{
 		{"dispatch/pipeline.go", "	if d.cfg.RateUnit == PerSegment {\n		return segments\n	}", "	if d.cfg.RateUnit == PerSegment {\n		return 1\n	}"},
 	}, "./dispatch/"},
@@ -220,4 +229,7 @@ var killers = map[string]string{
 	"P5":  "TestPipelineBranches",
 	"P6":  "TestAThrottleInA200BodyCountsAsA429",
 	"P7":  "TestResumeAccountNeverEndsA429",
+	"P8":  "TestALongMessageWaitsForRedisInTheFallback",
+	"P9":  "TestAccountPauseHoldsWithoutRedis",
+	"P10": "TestProvidersWrongCredentialStopsSendingAndRecovers",
 }
