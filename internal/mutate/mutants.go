@@ -159,22 +159,22 @@ var mutants = []mutant{
 	{"P4", "a send of several units is charged one", []edit{
 		{"admission/gcra.lua", "  return tat + cost * interval, tat - now - tau", "  return tat + interval, tat - now - tau"},
 	}, ""},
-	{"P8", "a long message is sent in the Redis-down fallback", []edit{
+	{"P5", "a long message is sent in the Redis-down fallback", []edit{
 		{"admission/lease.go", "	if cost > 1 {\n		return Decision{RetryAfter: l.cfg.RedisRetryAfter, Source: SourceFallback, Reason: ReasonLong}\n	}\n", ""},
 	}, ""},
-	{"P9", "an account pause lapses while Redis cannot be asked", []edit{
+	{"P6", "an account pause lapses while Redis cannot be asked", []edit{
 		{"admission/limiter.go", "	if err != nil && now.Before(l.pauseUntil) {\n", "	if false {\n"},
 	}, ""},
-	{"P10", "an account pause does not stop the pulls", []edit{
+	{"P7", "an account pause does not stop the pulls", []edit{
 		{"dispatch/lane.go", "		l.paused, l.held = true, true\n		l.cancel()\n", "		_ = true\n"},
 	}, "./dispatch/"},
-	{"P5", "rates in segments charge one unit a message", []edit{
+	{"P8", "rates in segments charge one unit a message", []edit{
 		{"dispatch/pipeline.go", "	if d.cfg.RateUnit == PerSegment {\n		return segments\n	}", "	if d.cfg.RateUnit == PerSegment {\n		return 1\n	}"},
 	}, "./dispatch/"},
-	{"P6", "a throttle in a 200 body counts as a 2xx", []edit{
+	{"P9", "a throttle in a 200 body counts as a 2xx", []edit{
 		{"telemetry/tracing.go", "				throttled = rep.Err.Throttled()", "				throttled = false"},
 	}, "./telemetry/"},
-	{"P7", "a fixed credential ends a 429's penalty too", []edit{
+	{"P10", "a fixed credential ends a 429's penalty too", []edit{
 		{"admission/resume.lua", "if not why or string.sub(why, 1, 7) ~= 'account' then", "if not why then"},
 	}, ""},
 }
@@ -226,10 +226,10 @@ var killers = map[string]string{
 	"P2":  "TestPipelineBranches",
 	"P3":  "TestProvidersWrongCredentialStopsSendingAndRecovers",
 	"P4":  "TestGCRAScriptNeverAdmitsMoreThanRateTimesWindowPlusBurst",
-	"P5":  "TestPipelineBranches",
-	"P6":  "TestAThrottleInA200BodyCountsAsA429",
-	"P7":  "TestResumeAccountNeverEndsA429",
-	"P8":  "TestALongMessageWaitsForRedisInTheFallback",
-	"P9":  "TestAccountPauseHoldsWithoutRedis",
-	"P10": "TestProvidersWrongCredentialStopsSendingAndRecovers",
+	"P5":  "TestALongMessageWaitsForRedisInTheFallback",
+	"P6":  "TestAccountPauseHoldsWithoutRedis",
+	"P7":  "TestProvidersWrongCredentialStopsSendingAndRecovers",
+	"P8":  "TestPipelineBranches",
+	"P9":  "TestAThrottleInA200BodyCountsAsA429",
+	"P10": "TestResumeAccountNeverEndsA429",
 }
