@@ -171,8 +171,8 @@ func newInstance(cfg config, rdb redis.Scripter, ps *pubsub.Client, sender dispa
 		OTPMaxWait: cfg.OTPMaxWait, MarketingMaxWait: cfg.MarketingMaxWait,
 		SendTimeout: cfg.SendTimeout, Grace: cfg.ShutdownGrace,
 		MaxDeliveryAttempts:  maxDeliveryAttempts,
-		OTPOutstanding:       outstanding(cfg.TargetRPS, cfg.OTPMaxWait, 1),
-		MarketingOutstanding: outstanding(cfg.MarketingRPS, cfg.MarketingMaxWait, cfg.MaxSenders),
+		OTPOutstanding:       outstanding(cfg.TargetRPS/float64(maxCost(cfg)), cfg.OTPMaxWait, 1),
+		MarketingOutstanding: outstanding(cfg.MarketingRPS/float64(maxCost(cfg)), cfg.MarketingMaxWait, cfg.MaxSenders),
 		RateUnit:             rateUnit(cfg.RateUnit),
 		MaxSegments:          cfg.MaxSegments,
 		AccountPause:         cfg.AccountPause,
@@ -198,7 +198,10 @@ func newInstance(cfg config, rdb redis.Scripter, ps *pubsub.Client, sender dispa
 
 // outstanding sizes a lane's flow control: no more messages in hand than
 // the account could send within the class's max wait, shared among
-// senders, and never fewer than 10.
+// senders, and never fewer than 10. rps is in messages: with rates in
+// segments, the rate over the longest message's segments, so that a
+// backlog of long messages is not pulled faster than it can go (it would
+// be nacked, or its leases run out while it waits).
 func outstanding(rps float64, maxWait time.Duration, senders int) int {
 	return max(10, int(math.Ceil(rps*maxWait.Seconds()/float64(senders))))
 }
