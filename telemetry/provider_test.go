@@ -16,7 +16,8 @@ import (
 
 // TestAThrottleInA200BodyCountsAsA429: Vonage answers a throttle with HTTP
 // 200 and status "1" in the body. The provider span and the request metric
-// must still say 429, and an acceptance must carry the provider's id.
+// must still say 429, an acceptance must carry the provider's id, and no
+// span shows the credentials.
 func TestAThrottleInA200BodyCountsAsA429(t *testing.T) {
 	ctx := context.Background()
 	spans := tracetest.NewInMemoryExporter()
@@ -68,6 +69,15 @@ func TestAThrottleInA200BodyCountsAsA429(t *testing.T) {
 	}
 	if _, ok := attr(got[1], "error.type"); ok {
 		t.Errorf("the accepted send's span has error.type")
+	}
+	// Vonage's credentials travel in the form: no span may show them, nor
+	// the number or the body.
+	for i, s := range got {
+		for _, a := range s.Attributes() {
+			if v := a.Value.Emit(); strings.Contains(v, "secret-0123") || strings.Contains(v, "9012345678") || strings.Contains(v, "482913") {
+				t.Errorf("span %d: %s = %q shows a secret, the number or the body", i, a.Key, v)
+			}
+		}
 	}
 
 	w := httptest.NewRecorder()
