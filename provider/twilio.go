@@ -183,12 +183,10 @@ func twilioValidityPeriod(deadline, now time.Time) int {
 // redacted from Error.Message, as are m's number and body.
 func (t *Twilio) Send(ctx context.Context, m Message) (Receipt, error) {
 	token := t.cfg.AuthToken.Value()
-	if err := checkToken(token); err != nil || token == "" {
-		// A token file replaced by one that cannot go in a header: the
-		// account's credential is broken, not the message.
-		if err == nil {
-			err = fmt.Errorf("%w: empty", ErrInvalidToken)
-		}
+	if err := checkToken(token); err != nil {
+		// A token file replaced by one that cannot go in a header (Reload
+		// never takes an empty one): the account's credential is broken,
+		// not the message.
 		t.cfg.AuthToken.Reload()
 		return Receipt{}, &Error{Provider: "twilio", Kind: KindAccount, Message: err.Error()}
 	}

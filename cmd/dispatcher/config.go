@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/provider"
 )
 
 // config is the dispatcher's whole configuration (docs/contract.md section 4).
@@ -61,6 +62,10 @@ type config struct {
 	MaxInFlight           int
 	ShutdownGrace         time.Duration
 	HTTPAddr              string
+	// fileSecrets are the credential files read at start, by the
+	// variable naming each (SMS_PROVIDER_TOKEN_FILE, ...): the adapter
+	// reads them again when they change.
+	fileSecrets map[string]*provider.Secret
 }
 
 // A configError names the variable whose value cannot work. Its text is the
@@ -222,34 +227,27 @@ func configFlags(fs *flag.FlagSet, getenv func(string) string) func() (config, e
 // readFiles reads the token and CA files that c names. Its errors name the
 // variable and never hold a file's content.
 func (c *config) readFiles() error {
-	if c.ProviderTokenFile != "" {
-		b, err := readSmall(c.ProviderTokenFile)
-		if err != nil {
-			return &configError{"SMS_PROVIDER_TOKEN_FILE", "provider-token-file", err.Error()}
-		}
-		// Files written by echo or an editor end with a newline; a Secret
-		// mounted by Kubernetes holds the bytes as they were given.
-		tok := strings.TrimRight(string(b), "\r\n")
-		if tok == "" {
-			return &configError{"SMS_PROVIDER_TOKEN_FILE", "provider-token-file", "the file is empty"}
-		}
-		c.ProviderToken = tok
-	}
-	// The adapters' credential files are read at each change (see
-	// newProvider); here, only whether they can be.
+	// Files written by echo or an editor end with a newline, which
+	// provider.FileSecret trims; a Secret mounted by Kubernetes holds the
+	// bytes as they were given. The adapter reads the file again when it
+	// changes (newProvider).
+	c.fileSecrets = map[string]*provider.Secret{}
 	for _, f := range []struct{ env, path string }{
-		{"TWILIO_AUTH_TOKEN_FILE", c.TwilioAuthTokenFile}, {"VONAGE_API_SECRET_FILE", c.VonageAPISecretFile},
+		{"SMS_PROVIDER_TOKEN_FILE", c.ProviderTokenFile},
+		{"TWILIO_AUTH_TOKEN_FILE", c.TwilioAuthTokenFile},
+		{"VONAGE_API_SECRET_FILE", c.VonageAPISecretFile},
 	} {
 		if f.path == "" {
 			continue
 		}
-		b, err := readSmall(f.path)
-		if err == nil && strings.TrimSpace(string(b)) == "" {
-			err = errors.New("the file is empty")
-		}
+		s, err := provider.FileSecret(f.path)
 		if err != nil {
 			return settingError(f.env, err.Error())
 		}
+		c.fileSecrets[f.env] = s
+	}
+	if s := c.fileSecrets["SMS_PROVIDER_TOKEN_FILE"]; s != nil {
+		c.ProviderToken = s.Value()
 	}
 	if c.RedisCAFile != "" {
 		b, err := readSmall(c.RedisCAFile)

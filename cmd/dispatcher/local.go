@@ -92,7 +92,7 @@ func startLocal(cfg config, sim provider.SimConfig) (*localStack, error) {
 // credentials it expects.
 func (s *localStack) providerConfig(cfg config) config {
 	cfg.ProviderURL, cfg.TwilioAPIURL, cfg.VonageAPIURL = s.SimURL, s.SimURL, s.SimURL
-	cfg.ProviderToken, cfg.ProviderTokenFile = demoToken, ""
+	cfg.ProviderToken, cfg.ProviderTokenFile, cfg.fileSecrets = demoToken, "", nil
 	cfg.TwilioAccountSID, cfg.TwilioAuthToken, cfg.TwilioAuthTokenFile = demoTwilioSID, demoToken, ""
 	if cfg.TwilioServiceSID == "" {
 		cfg.TwilioFrom = demoFrom

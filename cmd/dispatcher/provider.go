@@ -26,7 +26,7 @@ func newProvider(cfg config, tel *telemetrySet) (provider.Sender, *provider.Secr
 	}
 	switch cfg.Provider {
 	case "twilio":
-		secret, err := credential(cfg.TwilioAuthToken, cfg.TwilioAuthTokenFile, "TWILIO_AUTH_TOKEN")
+		secret, err := credential(cfg, cfg.TwilioAuthToken, "TWILIO_AUTH_TOKEN")
 		if err != nil {
 			return nil, nil, err
 		}
@@ -42,7 +42,7 @@ func newProvider(cfg config, tel *telemetrySet) (provider.Sender, *provider.Secr
 		}
 		return t, secret, nil
 	case "vonage":
-		secret, err := credential(cfg.VonageAPISecret, cfg.VonageAPISecretFile, "VONAGE_API_SECRET")
+		secret, err := credential(cfg, cfg.VonageAPISecret, "VONAGE_API_SECRET")
 		if err != nil {
 			return nil, nil, err
 		}
@@ -57,11 +57,8 @@ func newProvider(cfg config, tel *telemetrySet) (provider.Sender, *provider.Secr
 		return v, secret, nil
 	}
 	secret := provider.StaticSecret(cfg.ProviderToken)
-	if cfg.ProviderTokenFile != "" {
-		var err error
-		if secret, err = credential("", cfg.ProviderTokenFile, "SMS_PROVIDER_TOKEN"); err != nil {
-			return nil, nil, err
-		}
+	if s := cfg.fileSecrets["SMS_PROVIDER_TOKEN_FILE"]; s != nil {
+		secret = s
 	}
 	c, err := provider.NewClient(cfg.ProviderURL, "", append(opts, provider.WithTokenSecret(secret))...)
 	switch {
@@ -109,20 +106,16 @@ func checkProvider(cfg config) error {
 	return nil
 }
 
-// credential returns the secret given in the variable env or read from
-// file (env + "_FILE"), which must be set and readable.
-func credential(value, file, env string) (*provider.Secret, error) {
-	if file == "" {
-		if value == "" {
-			return nil, settingError(env, "required (or "+env+"_FILE)")
-		}
-		return provider.StaticSecret(value), nil
+// credential returns the secret given in the variable env, or the one
+// read at start from the file env + "_FILE" (readFiles).
+func credential(cfg config, value, env string) (*provider.Secret, error) {
+	if s := cfg.fileSecrets[env+"_FILE"]; s != nil {
+		return s, nil
 	}
-	s, err := provider.FileSecret(file)
-	if err != nil {
-		return nil, settingError(env+"_FILE", err.Error())
+	if value == "" {
+		return nil, settingError(env, "required (or "+env+"_FILE)")
 	}
-	return s, nil
+	return provider.StaticSecret(value), nil
 }
 
 // adapterError names the variable behind the adapter's field that err
