@@ -225,3 +225,26 @@ func TestAccountPauseHoldsWithoutRedis(t *testing.T) {
 		t.Fatalf("another process once the pause is recorded: %+v; want it, with its why", d)
 	}
 }
+
+// TestAnAccountFailureDuringALonger429MakesItAPause: the 429's time is kept
+// and the pause's why takes its place, so that every process reports the
+// account's failure and a fixed credential can end it.
+func TestAnAccountFailureDuringALonger429MakesItAPause(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(t)
+	rdb := redistest.Client(t)
+	a := newLimiter(t, rdb, cfg)
+	if err := a.ReportThrottled(ctx, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ReportAccountFailure(ctx, time.Minute, "vonage status 200 code 8"); err != nil {
+		t.Fatal(err)
+	}
+	if got, ttl := get(t, rdb, a.Keys()[2]), rdb.PTTL(ctx, a.Keys()[2]).Val(); got != "account:vonage status 200 code 8" || ttl < 59*time.Minute {
+		t.Fatalf("penalty key %q for %v; want the pause's why for the 429's hour", got, ttl)
+	}
+	other := newLimiter(t, redistest.Client(t), cfg)
+	if d := try(t, other, OTP); d.Reason != ReasonAccount {
+		t.Fatalf("another process: %+v, want the account pause", d)
+	}
+}

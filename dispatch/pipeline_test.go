@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -367,5 +368,27 @@ func TestAccountFailuresLogOneErrorLineAMinute(t *testing.T) {
 	}
 	if len(errorLines) != 1 || !strings.Contains(errorLines[0], `reason="twilio status 401 code 20003"`) {
 		t.Fatalf("error log lines %q, want exactly one naming the reason", errorLines)
+	}
+}
+
+// changingCreds is a credential that an operator fixes at the moment a
+// send with the old one is refused: Reload sees the new file.
+type changingCreds struct{ version atomic.Uint64 }
+
+func (c *changingCreds) Reload() (bool, error) { c.version.Add(1); return true, nil }
+func (c *changingCreds) Version() uint64       { return c.version.Load() }
+
+// TestARefusalOfAReplacedCredentialPausesNothing: an account-level answer
+// to a send made with a credential that has changed since says nothing of
+// the new one: the account is not paused, the message waits for its
+// redelivery, and the next send uses the new credential.
+func TestARefusalOfAReplacedCredentialPausesNothing(t *testing.T) {
+	lim := &fakeLimiter{dec: admission.Decision{Allowed: true, Source: admission.SourceRedis}}
+	sender := &fakeSender{err: &provider.Error{Status: 401, Message: "bad token"}}
+	d := unitDispatcher(t, Config{}, Deps{Limiter: lim, Claims: &fakeClaims{}, Sender: sender, DeadLetter: &fakeDLQ{},
+		Credentials: &changingCreds{}})
+	d.handle(context.Background(), admission.OTP, "sub", &pubsub.Message{ID: "1", Data: []byte(`{"id":"login-1","to":"+819012345678","body":"code 482913"}`)})
+	if len(lim.paused) != 0 {
+		t.Fatalf("account pauses %q after a refusal of a replaced credential, want none", lim.paused)
 	}
 }
