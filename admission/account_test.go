@@ -138,7 +138,7 @@ func TestCostIsChargedInOneCall(t *testing.T) {
 	l := newLimiter(t, redistest.Client(t), cfg)
 	tryN := func(l *Limiter, class Class, cost int) Decision {
 		t.Helper()
-		d, err := l.tryAcquire(ctx, class, cost, ticketNone, 0)
+		d, err := l.tryAcquire(ctx, class, cost, ticketNone, 0, 0, Claim{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +173,7 @@ func TestALongMessageWaitsForRedisInTheFallback(t *testing.T) {
 	clock := &fakeClock{t: t0}
 	l := newLimiter(t, redistest.ClientOf(t, px.Addr()), cfg, WithClock(clock))
 	px.SetMode(redistest.Refuse)
-	d, err := l.tryAcquire(context.Background(), OTP, 2, ticketNone, 0)
+	d, err := l.tryAcquire(context.Background(), OTP, 2, ticketNone, 0, 0, Claim{})
 	if err != nil || d.Allowed || d.Source != SourceFallback || d.Reason != ReasonLong {
 		t.Fatalf("2 units with Redis down: %+v, %v; want a fallback denial for a long message", d, err)
 	}

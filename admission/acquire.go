@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -35,6 +36,28 @@ func (l *Limiter) Acquire(ctx context.Context, class Class, maxWait time.Duratio
 // most rate * W + BURST - 1 + cost units. In the Redis-down fallback a send
 // of more than one unit waits for Redis (ReasonLong).
 func (l *Limiter) AcquireN(ctx context.Context, class Class, cost int, maxWait time.Duration) (Decision, error) {
+	return l.Admit(ctx, class, cost, maxWait, Claim{})
+}
+
+// lookaheadSlots is how many of its class's intervals ahead a caller books
+// a slot rather than be denied: enough that a waiter woken by its ticket a
+// little before or after its slot takes it in one call, and little enough
+// that a booked slot is as good as sent: marketing never books far ahead
+// of an OTP (which then waits at most that long behind it), and no more is
+// booked than can go out after a 429 or while Redis is down than the sends
+// already on the wire.
+const lookaheadSlots = 2
+
+// Admit is AcquireN taking, when claim.Token is set, the id's send-once
+// claim in the same Redis call as the slot. It returns when the slot is
+// open: a slot a little ahead is booked at once and waited for outside the
+// class's turn. A Decision denied for ReasonRecord says what the id's
+// record holds (do not send); an allowed one with Claimed set goes to
+// Settle after the send. A Redis-down fallback claims nothing, and denies
+// marketing (ReasonNoRecord). If ctx ends while the caller waits for a
+// booked slot, the slot is lost, the claim given back, and the error is
+// ctx's.
+func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time.Duration, claim Claim) (Decision, error) {
 	cost = max(cost, 1)
 	if maxWait <= 0 {
 		return notAsked(ReasonNoTime), nil
@@ -47,7 +70,6 @@ func (l *Limiter) AcquireN(ctx context.Context, class Class, cost int, maxWait t
 	select {
 	case l.turns[class] <- 1:
 		l.queued[class].Add(-1)
-		defer func() { <-l.turns[class] }()
 	case <-ctx.Done():
 		l.queued[class].Add(-1)
 		return notAsked(ReasonTurn), ctx.Err()
@@ -55,6 +77,12 @@ func (l *Limiter) AcquireN(ctx context.Context, class Class, cost int, maxWait t
 		l.queued[class].Add(-1)
 		return notAsked(ReasonTurn), nil
 	}
+
+	// The turn is given back once the slot is decided, before the wait
+	// for a booked slot.
+	var once sync.Once
+	endTurn := func() { once.Do(func() { <-l.turns[class] }) }
+	defer endTurn()
 
 	var timer *time.Timer
 	sleep := func(wait time.Duration) error {
@@ -94,7 +122,9 @@ func (l *Limiter) AcquireN(ctx context.Context, class Class, cost int, maxWait t
 		if l.queued[class].Load() > 0 {
 			tickets = ticketAlways
 		}
-		d, err := l.tryAcquire(ctx, class, cost, tickets, maxWait-time.Since(start))
+		within := maxWait - time.Since(start)
+		lookahead := min(within, time.Duration(lookaheadSlots*cost)*l.spacing[class])
+		d, err := l.tryAcquire(ctx, class, cost, tickets, within, lookahead, claim)
 		d.Tries = tries
 		if err != nil {
 			return d, err
@@ -105,6 +135,26 @@ func (l *Limiter) AcquireN(ctx context.Context, class Class, cost int, maxWait t
 				l.nextAsk[class] = time.Now().Add(d.Next)
 				l.mu.Unlock()
 			}
+			endTurn()
+			if d.RetryAfter > 0 {
+				// The booked slot opens in RetryAfter, counted from the
+				// answer: never before it, on Redis's clock.
+				if err := sleep(d.RetryAfter); err != nil {
+					_ = l.Settle(context.WithoutCancel(ctx), d, "")
+					return Decision{}, err
+				}
+				d.RetryAfter = 0
+				if p, stop := l.stopped(); stop {
+					// A 429 or an account pause this process heard of
+					// meanwhile: the slot goes unused.
+					_ = l.Settle(context.WithoutCancel(ctx), d, "")
+					p.Tries = tries
+					return p, nil
+				}
+			}
+			return d, nil
+		}
+		if d.Reason == ReasonRecord || d.Reason == ReasonNoRecord {
 			return d, nil
 		}
 		wait := max(d.RetryAfter, minWait)

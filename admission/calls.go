@@ -4,7 +4,7 @@ package admission
 // script's KEYS then ARGV in the order of the script's header, each tagged
 // with the header line it stands for (TestScriptCallsFollowTheirHeaders
 // checks both). Durations are in the unit the header gives. release.lua
-// and lease_release.lua take lists and are called with them directly.
+// takes lists and is called with them directly.
 
 // admitCall is one call of gcra.lua.
 type admitCall struct {
@@ -12,8 +12,10 @@ type admitCall struct {
 	MarketingTAT string `lua:"KEYS[2] marketing TAT key"`
 	Penalty      string `lua:"KEYS[3] penalty key"`
 	Wake         string `lua:"KEYS[4] wake-ticket key of the caller's class"`
-	Override     string `lua:"KEYS[5] rate override hash"`
+	Override     string `lua:"KEYS[5] rate override"`
 	Leases       string `lua:"KEYS[6] in-flight leases"`
+	Probe        string `lua:"KEYS[7] probe key"`
+	Record       string `lua:"KEYS[8] the id's record"`
 
 	GlobalInterval    int64  `lua:"ARGV[1] global emission interval in microseconds"`
 	GlobalTau         int64  `lua:"ARGV[2] global tolerance tau in microseconds"`
@@ -29,28 +31,38 @@ type admitCall struct {
 	Lease             string `lua:"ARGV[12] the lease member of this send"`
 	LeaseTTL          int64  `lua:"ARGV[13] lease lifetime in microseconds"`
 	Cost              int    `lua:"ARGV[14] cost"`
+	Lookahead         int64  `lua:"ARGV[15] lookahead in microseconds"`
+	Token             string `lua:"ARGV[16] claim token"`
+	ClaimMillis       int64  `lua:"ARGV[17] claim lifetime in milliseconds"`
+	Count             bool   `lua:"ARGV[18] '1' to count this send"`
 }
 
 func (c admitCall) keys() []string {
-	return []string{c.GlobalTAT, c.MarketingTAT, c.Penalty, c.Wake, c.Override, c.Leases}
+	k := []string{c.GlobalTAT, c.MarketingTAT, c.Penalty, c.Wake, c.Override, c.Leases, c.Probe}
+	if c.Token != "" {
+		k = append(k, c.Record)
+	}
+	return k
 }
 
 func (c admitCall) argv() []any {
 	return []any{c.GlobalInterval, c.GlobalTau, c.MarketingInterval, c.MarketingTau, flag(c.Marketing),
-		c.RecoveryFloor, c.Reserve, c.Tickets, c.Spacing, c.Within, c.MaxInFlight, c.Lease, c.LeaseTTL, max(c.Cost, 1)}
+		c.RecoveryFloor, c.Reserve, c.Tickets, c.Spacing, c.Within, c.MaxInFlight, c.Lease, c.LeaseTTL, max(c.Cost, 1),
+		max(c.Lookahead, 0), c.Token, c.ClaimMillis, flag(c.Count)}
 }
 
 // penaltyCall is one call of penalty.lua.
 type penaltyCall struct {
 	Penalty   string `lua:"KEYS[1] penalty key"`
 	GlobalTAT string `lua:"KEYS[2] global TAT key"`
+	Probe     string `lua:"KEYS[3] probe key"`
 
 	Millis    int64  `lua:"ARGV[1] penalty length in milliseconds"`
 	GlobalTau int64  `lua:"ARGV[2] global tolerance tau in microseconds"`
 	Why       string `lua:"ARGV[3] why"`
 }
 
-func (c penaltyCall) keys() []string { return []string{c.Penalty, c.GlobalTAT} }
+func (c penaltyCall) keys() []string { return []string{c.Penalty, c.GlobalTAT, c.Probe} }
 func (c penaltyCall) argv() []any    { return []any{c.Millis, c.GlobalTau, c.Why} }
 
 // resumeCall is one call of resume.lua.
@@ -74,7 +86,7 @@ func (c pauseCall) argv() []any    { return nil }
 
 // overrideCall is one call of override.lua.
 type overrideCall struct {
-	Override      string `lua:"KEYS[1] override hash"`
+	Override      string `lua:"KEYS[1] override"`
 	GlobalTAT     string `lua:"KEYS[2] global TAT key"`
 	MarketingTAT  string `lua:"KEYS[3] marketing TAT key"`
 	WakeOTP       string `lua:"KEYS[4] OTP wake-ticket key"`
@@ -111,23 +123,23 @@ func (c claimCall) argv() []any    { return []any{c.Token, c.Millis} }
 // finishCall is one call of finish.lua.
 type finishCall struct {
 	Record string `lua:"KEYS[1] id record key"`
+	Leases string `lua:"KEYS[2] in-flight leases"`
 
-	Value  string `lua:"ARGV[1] the record"`
-	Millis int64  `lua:"ARGV[2] record lifetime in milliseconds"`
+	Value  string   `lua:"ARGV[1] the record"`
+	Millis int64    `lua:"ARGV[2] record lifetime in milliseconds"`
+	Token  string   `lua:"ARGV[3] the caller's claim token"`
+	Ended  []string `lua:"ARGV[4..] lease members to end"`
 }
 
-func (c finishCall) keys() []string { return []string{c.Record} }
-func (c finishCall) argv() []any    { return []any{c.Value, c.Millis} }
+func (c finishCall) keys() []string { return []string{c.Record, c.Leases} }
 
-// attemptCall is one call of attempt.lua.
-type attemptCall struct {
-	Counter string `lua:"KEYS[1] attempts key"`
-
-	Millis int64 `lua:"ARGV[1] lifetime of the count in milliseconds"`
+func (c finishCall) argv() []any {
+	a := []any{c.Value, c.Millis, c.Token}
+	for _, m := range c.Ended {
+		a = append(a, m)
+	}
+	return a
 }
-
-func (c attemptCall) keys() []string { return []string{c.Counter} }
-func (c attemptCall) argv() []any    { return []any{c.Millis} }
 
 // flag is a boolean as the scripts read one.
 func flag(b bool) string {

@@ -146,9 +146,16 @@ func (c *Claims) Claim(ctx context.Context, id, token string, ttl time.Duration)
 		return Record{}, err
 	}
 	c.releaseLeftovers(ctx)
-	switch v {
-	case "claimed":
+	if v == "claimed" {
 		return Record{State: Claimed}, nil
+	}
+	return parseRecord(v)
+}
+
+// parseRecord reads an id's record that says not to send: "held" (another
+// attempt's live claim) or a final record.
+func parseRecord(v string) (Record, error) {
+	switch v {
 	case "held":
 		return Record{State: Held}, nil
 	case RecordSent, RecordRejected:
@@ -160,7 +167,7 @@ func (c *Claims) Claim(ctx context.Context, id, token string, ttl time.Duration)
 	if reason, ok := strings.CutPrefix(v, refusedPrefix); ok {
 		return Record{State: Refused, RejectReason: reason}, nil
 	}
-	return Record{}, fmt.Errorf("%w: claim returned %q", ErrBadReply, v)
+	return Record{}, fmt.Errorf("%w: record %q", ErrBadReply, v)
 }
 
 // Finish writes id's final record (RecordSent, SentRecord's or
@@ -175,7 +182,7 @@ func (c *Claims) Finish(ctx context.Context, id, record string) error {
 
 func (c *Claims) finish(ctx context.Context, id, record string) error {
 	return c.circuit.do(ctx, c.timeout, func(ctx context.Context) error {
-		call := finishCall{Record: c.Key(id), Value: record, Millis: c.recordTTL.Milliseconds()}
+		call := finishCall{Record: c.Key(id), Leases: c.tag + "leases", Value: record, Millis: c.recordTTL.Milliseconds()}
 		if err := finishScript.Run(ctx, c.rdb, call.keys(), call.argv()...).Err(); err != nil {
 			return fmt.Errorf("finish %.16s: %w", record, err)
 		}
@@ -189,21 +196,6 @@ func (c *Claims) finish(ctx context.Context, id, record string) error {
 // the dead letter is published. The record lives recordTTL.
 func (c *Claims) Refuse(ctx context.Context, id, reason string) error {
 	return c.finish(ctx, id, refusedPrefix+reason)
-}
-
-// CountAttempt counts one more provider attempt for id and returns the
-// count, this attempt included. The count lives as long as the id's record.
-func (c *Claims) CountAttempt(ctx context.Context, id string) (int, error) {
-	var n int
-	err := c.circuit.do(ctx, c.timeout, func(ctx context.Context) (err error) {
-		call := attemptCall{Counter: c.tag + "attempts:" + id, Millis: c.recordTTL.Milliseconds()}
-		n, err = attemptScript.Run(ctx, c.rdb, call.keys(), call.argv()...).Int()
-		if err != nil {
-			return fmt.Errorf("attempt eval: %w", err)
-		}
-		return nil
-	})
-	return n, err
 }
 
 // Release gives token's claim on id back so that a retry need not wait for
@@ -223,6 +215,13 @@ func (c *Claims) keep(refs ...claimRef) {
 	c.mu.Lock()
 	c.unreleased = keepLeftovers(c.unreleased, refs...)
 	c.mu.Unlock()
+}
+
+// leftovers reports whether claims wait to be given back.
+func (c *Claims) leftovers() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.unreleased) > 0
 }
 
 // releaseLeftovers gives back, in one call, claims whose Release failed.

@@ -56,6 +56,9 @@ type Config struct {
 	// leaves the account that much debt, so that sends from before the
 	// pause and after it never add up past the bound. Default 1.
 	MaxCost int
+	// RecordTTL is how long an id's record of what became of it (sent,
+	// refused) lives, and with it the send-once guarantee. Default 24h.
+	RecordTTL time.Duration
 	// LeaseTTL is how long a lease outlives a process that died mid-send.
 	// It must exceed the longest send. Default 30s.
 	LeaseTTL time.Duration
@@ -89,6 +92,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.RecordTTL == 0 {
+		c.RecordTTL = DefaultRecordTTL
 	}
 	if c.MaxCost == 0 {
 		c.MaxCost = 1

@@ -66,6 +66,8 @@ const (
 	ReasonInFlight  Reason = "in_flight" // MaxInFlight sends are in flight
 	ReasonAccount   Reason = "account"   // an account-level pause is live (ReportAccountFailure)
 	ReasonLong      Reason = "long"      // a send of several units waits for Redis (fallback)
+	ReasonRecord    Reason = "record"    // the id's record says not to send (Decision.Record)
+	ReasonNoRecord  Reason = "no_record" // marketing waits for Redis to keep its send-once record (fallback)
 
 	// Reasons of SourceNone: the caller did not ask.
 	ReasonTurn   Reason = "turn"    // its max wait ran out queued behind a caller of its class
@@ -97,4 +99,16 @@ type Decision struct {
 	// Tries is how many decisions Acquire asked for, this one included:
 	// 1 means the first answer was final. TryAcquire leaves it 0.
 	Tries int
+	// Claimed reports, for an admission given a Claim, that Redis recorded
+	// the claim with the slot: pass the Decision to Settle after the send.
+	// An admission of the Redis-down fallback claims nothing.
+	Claimed bool
+	// Record is, for ReasonRecord, what the id's record says: another
+	// attempt holds its claim (Held), or it has a final record.
+	Record Record
+	// Attempts is, for an admission whose Claim counts, how many sends of
+	// the id were counted before this one: the trace's resend count.
+	Attempts int
+
+	claim Claim // the claim taken, for Settle
 }

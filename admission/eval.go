@@ -11,18 +11,28 @@ import (
 // ErrBadReply reports a script reply of an unexpected shape.
 var ErrBadReply = errors.New("admission: unexpected script reply")
 
-// eval runs gcra.lua once for a send of cost units. recovering says this process is coming back
-// from its fallback: others may still be in theirs for up to one
-// RedisRetryAfter, sending (MaxSenders-1)/MaxSenders of the target between
-// them, so the script first reserves that much time on both keys.
-func (l *Limiter) eval(ctx context.Context, class Class, cost int, recovering bool, tickets string, within time.Duration) (Decision, error) {
+// eval runs gcra.lua once for a send of cost units, taking claim's
+// send-once claim with the slot when claim.Token is set. recovering says
+// this process is coming back from its fallback: others may still be in
+// theirs for up to one RedisRetryAfter, sending (MaxSenders-1)/MaxSenders
+// of the target between them, so the script first reserves that much time
+// on both keys. A slot opening within lookahead is booked: the Decision is
+// allowed with RetryAfter the wait until it opens.
+func (l *Limiter) eval(ctx context.Context, class Class, cost int, recovering bool, tickets string, within, lookahead time.Duration, claim Claim) (Decision, error) {
 	call := l.admit[class]
-	call.Tickets, call.Within, call.Cost = tickets, within.Microseconds(), cost
+	call.Tickets, call.Within, call.Cost, call.Lookahead = tickets, within.Microseconds(), cost, lookahead.Microseconds()
 	if recovering {
 		call.RecoveryFloor = l.recoveryFloor
 	}
 	if l.cfg.MaxInFlight > 0 {
 		call.Lease = l.instance + "-" + strconv.FormatUint(l.leaseSeq.Add(1), 10)
+	}
+	if claim.Token != "" {
+		ttl := claim.TTL
+		if ttl <= 0 {
+			ttl = DefaultClaimTTL
+		}
+		call.Record, call.Token, call.ClaimMillis, call.Count = l.claims.Key(claim.ID), claim.Token, ttl.Milliseconds(), claim.Count
 	}
 	lease := call.Lease
 	var v []any
@@ -34,46 +44,54 @@ func (l *Limiter) eval(ctx context.Context, class Class, cost int, recovering bo
 		return nil
 	})
 	if err != nil {
-		if lease != "" && err != ErrRedisDown {
-			// The script may have run and taken the lease with the reply
-			// lost: free it rather than hold a slot for LeaseTTL.
-			l.orphan(lease)
+		if err != ErrRedisDown {
+			// The script may have run and taken the lease and the claim
+			// with the reply lost: free them rather than hold a slot for
+			// LeaseTTL and the id's redeliveries for the claim's life.
+			if lease != "" {
+				l.orphan(lease)
+			}
+			if claim.Token != "" {
+				// At once, while this delivery still knows it: a shutdown
+				// may leave no later call to give it back with.
+				l.claims.Release(context.WithoutCancel(ctx), claim.ID, claim.Token) //nolint:errcheck // kept for later on failure
+			}
 		}
 		return Decision{}, err
 	}
 	d, err := parseReply(v)
 	if err == nil && d.Allowed {
 		d.Lease = lease
+		if claim.Token != "" {
+			d.Claimed, d.claim = true, claim
+		}
 	}
 	return d, err
 }
 
-// parseReply turns gcra.lua's {allowed, wait_us, reason} (and, for an
-// account pause, its why) into a Decision.
+// parseReply turns gcra.lua's {allowed, wait_us, reason, next_us,
+// attempts, detail} into a Decision.
 func parseReply(v []any) (Decision, error) {
-	var why string
-	if len(v) == 4 {
-		s, ok := v[3].(string)
-		if !ok {
-			return Decision{}, fmt.Errorf("%w: element 3 is %T", ErrBadReply, v[3])
-		}
-		why, v = s, v[:3]
+	if len(v) != 6 {
+		return Decision{}, fmt.Errorf("%w: %d elements, want 6", ErrBadReply, len(v))
 	}
-	if len(v) != 3 {
-		return Decision{}, fmt.Errorf("%w: %d elements, want 3", ErrBadReply, len(v))
+	detail, ok := v[5].(string)
+	if !ok {
+		return Decision{}, fmt.Errorf("%w: element 5 is %T", ErrBadReply, v[5])
 	}
-	var n [3]int64
-	for i := range v {
+	var n [5]int64
+	for i := range n {
 		x, ok := v[i].(int64)
 		if !ok {
 			return Decision{}, fmt.Errorf("%w: element %d is %T", ErrBadReply, i, v[i])
 		}
 		n[i] = x
 	}
-	d := Decision{Allowed: n[0] == 1, RetryAfter: time.Duration(n[1]) * time.Microsecond, Source: SourceRedis}
+	us := func(x int64) time.Duration { return time.Duration(x) * time.Microsecond }
+	d := Decision{Allowed: n[0] == 1, RetryAfter: us(n[1]), Source: SourceRedis, Attempts: int(n[4])}
 	switch {
 	case n[0] == 1 && n[2] == 0:
-		d.Next, d.RetryAfter = max(d.RetryAfter, 0), 0
+		d.RetryAfter, d.Next = max(d.RetryAfter, 0), max(us(n[3]), 0)
 	case n[0] == 0 && n[2] == 1:
 		d.Source, d.Reason = SourcePenalty, ReasonPenalty
 	case n[0] == 0 && n[2] == 2:
@@ -82,13 +100,20 @@ func parseReply(v []any) (Decision, error) {
 		d.Reason = ReasonMarketing
 	case n[0] == 0 && n[2] == 4:
 		d.Reason = ReasonInFlight
-	case n[0] == 0 && n[2] == 5 && why != "":
-		d.Source, d.Reason, d.Why = SourcePenalty, ReasonAccount, why
+	case n[0] == 0 && n[2] == 5 && detail != "":
+		d.Source, d.Reason, d.Why = SourcePenalty, ReasonAccount, detail
+	case n[0] == 0 && n[2] == 6:
+		rec, err := parseRecord(detail)
+		if err != nil {
+			return Decision{}, err
+		}
+		d.Reason, d.Record, d.RetryAfter = ReasonRecord, rec, 0
+		return d, nil
 	default:
 		return Decision{}, fmt.Errorf("%w: %v", ErrBadReply, v)
 	}
-	if why != "" && d.Reason != ReasonAccount {
-		return Decision{}, fmt.Errorf("%w: a why with reason %d", ErrBadReply, n[2])
+	if detail != "" && d.Reason != ReasonAccount {
+		return Decision{}, fmt.Errorf("%w: a detail with reason %d", ErrBadReply, n[2])
 	}
 	if !d.Allowed && d.RetryAfter <= 0 {
 		return Decision{}, fmt.Errorf("%w: denial without a wait: %v", ErrBadReply, v)

@@ -1,11 +1,42 @@
--- finish.lua writes a message id's record of what became of it: the
--- outcome is a fact, so it overwrites any claim.
+-- finish.lua is the one call after a send: it writes the id's record of
+-- what became of it and ends the send's in-flight lease.
 --
 -- KEYS[1] -> id record key ({sms:<account>}:id:<id>)
--- ARGV[1] -> the record: 'sent', 'rejected' (refused and dead-lettered), or
---            'refused:<reason>' (refused, its dead letter not out yet)
--- ARGV[2] -> record lifetime in milliseconds (below 1 counts as 1)
+-- KEYS[2] -> in-flight leases ({sms:<account>}:leases)
+-- ARGV[1] -> the record: 'sent', 'sent:<provider id>', 'rejected' (refused
+--            and dead-lettered) or 'refused:<reason>' (refused, its dead
+--            letter not out yet), which overwrites any claim (the outcome
+--            is a fact); or '' to give back the caller's claim, so that a
+--            retry need not wait for it to expire
+-- ARGV[2] -> record lifetime in milliseconds (below 1 counts as 1): of the
+--            record, or of the count a given-back claim keeps
+-- ARGV[3] -> the caller's claim token ('' when it holds none)
+-- ARGV[4..] -> lease members to end (none, the send's, and any whose
+--            admission reply or release was lost)
 --
--- Returns 'OK'.
--- SET PX refuses a lifetime <= 0.
-return redis.call('SET', KEYS[1], ARGV[1], 'PX', math.max(tonumber(ARGV[2]), 1))
+-- Returns 1 when the record was written or the claim given back, 0 when
+-- the claim was not the caller's any more (expired and taken by another
+-- attempt, or final) and was left alone.
+local n = 1
+if ARGV[1] ~= '' then
+  -- SET PX refuses a lifetime <= 0.
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', math.max(tonumber(ARGV[2]), 1))
+elseif ARGV[3] ~= '' then
+  local v = redis.call('GET', KEYS[1])
+  local count, state = string.match(v or '', '^(%d+)#(.*)$')
+  if not count then
+    state = v
+  end
+  if state ~= 'claim:' .. ARGV[3] then
+    n = 0
+  elseif count then
+    -- The count of sends outlives the claim.
+    redis.call('SET', KEYS[1], count .. '#', 'PX', math.max(tonumber(ARGV[2]), 1))
+  else
+    redis.call('DEL', KEYS[1])
+  end
+end
+if #ARGV > 3 then
+  redis.call('ZREM', KEYS[2], unpack(ARGV, 4))
+end
+return n

@@ -1,17 +1,23 @@
--- gcra.lua decides one send slot on the SMS account: one call, one clock,
--- one round trip. It is what admits; penalty.lua (a 429's end) and
--- override.lua (a rate change) only move the TATs later.
+-- gcra.lua decides one send on the SMS account: the id's send-once claim
+-- and a slot, in one call, one clock, one round trip. It is what admits;
+-- penalty.lua (a 429's end) and override.lua (a rate change) only move the
+-- TATs later, and finish.lua records what became of the send.
 --
 -- KEYS[1] -> global TAT key ({sms:<account>}:tat:global), microseconds
 -- KEYS[2] -> marketing TAT key ({sms:<account>}:tat:marketing), microseconds
 -- KEYS[3] -> penalty key ({sms:<account>}:penalty), set by penalty.lua on a 429
 -- KEYS[4] -> wake-ticket key of the caller's class ({sms:<account>}:wake:<class>)
--- KEYS[5] -> rate override hash ({sms:<account>}:override, fields target_rps
---            and marketing_rps), set by an operator to lower the rates
+-- KEYS[5] -> rate override ({sms:<account>}:override, '<target_rps>
+--            <marketing_rps>'), set by an operator to lower the rates
 --            without a redeploy; a value can only lower a rate, never raise it
 -- KEYS[6] -> in-flight leases ({sms:<account>}:leases), a sorted set of
 --            lease members scored by expiry; a process that dies mid-send
 --            leaves its lease to expire
+-- KEYS[7] -> probe key ({sms:<account>}:probe), set by penalty.lua: while
+--            it lives (a second past a penalty's end) no slot is booked
+--            ahead, so that the probe after a penalty goes alone
+-- KEYS[8] -> the id's record ({sms:<account>}:id:<id>), when ARGV[16] is
+--            not empty: the send-once claim is taken in the same call
 -- ARGV[1] -> global emission interval in microseconds (1e6 / TARGET_RPS, rounded up)
 -- ARGV[2] -> global tolerance tau in microseconds ((BURST - 1) * interval)
 -- ARGV[3] -> marketing emission interval in microseconds
@@ -35,73 +41,116 @@
 -- ARGV[13] -> lease lifetime in microseconds (longer than a send can take)
 -- ARGV[14] -> cost: how many units (messages, or segments when rates count
 --            segments) this send takes, at least 1. A send goes when its
---            first unit would (TAT - now <= tau, whatever its cost) and
+--            first unit would (TAT - at <= tau, whatever its cost) and
 --            moves the TAT by all of them: a long message waits behind no
 --            stream of short ones, and any window of length W holds at
 --            most rate * W + BURST - 1 + cost units
+-- ARGV[15] -> lookahead in microseconds: a slot opening within this long
+--            is booked now, and the caller sends when it opens (the first
+--            element of the reply is then 1 and the second the wait),
+--            instead of being denied and asking again
+-- ARGV[16] -> claim token, unique per delivery attempt ('' takes no claim)
+-- ARGV[17] -> claim lifetime in milliseconds, counted from the slot
+-- ARGV[18] -> '1' to count this send in the id's record (the attempts
+--            before it come back in the reply), '0' not to
 --
--- Returns {allowed, wait_us, reason}:
---   allowed -> 1 when a slot was taken, 0 when denied
---   wait_us -> when denied, microseconds until the caller should ask again
---              (its wake ticket, or the time until a slot may open); when
---              allowed with ARGV[8] = '2', when to ask for the next
---              message (may be <= 0: at once); else 0
---   reason  -> 0 allowed, 1 penalty live, 2 global rate, 3 marketing cap,
---              4 in-flight limit, 5 account-level pause live (a penalty
---              whose value starts with 'account'), followed by a fourth
---              element: that value, the pause's why
+-- Returns {allowed, wait_us, reason, next_us, attempts, detail}:
+--   allowed  -> 1 when a slot was taken (and the claim, if asked), 0 when denied
+--   wait_us  -> allowed: microseconds until the booked slot opens (0: now);
+--               denied: until the caller should ask again (its wake
+--               ticket, or the time until a slot may open)
+--   reason   -> 0 allowed, 1 penalty live, 2 global rate, 3 marketing cap,
+--               4 in-flight limit, 5 account-level pause live (a penalty
+--               whose value starts with 'account'), 6 the id's record says
+--               not to send (another attempt holds its claim, or it has a
+--               final record)
+--   next_us  -> when allowed with ARGV[8] = '2', when to ask for the next
+--               message (may be <= 0: at once); else 0
+--   attempts -> the sends of the id counted before this one (ARGV[18])
+--   detail   -> reason 5: the pause's why; reason 6: 'held', or the record
+--               ('sent', 'sent:<provider id>', 'rejected', 'refused:<why>');
+--               else ''
+--
+-- An id's record is '<state>' or, once its sends are counted,
+-- '<attempts>#<state>'; the state '' (a claim given back, its count kept)
+-- is free to claim.
 --
 -- The clock is Redis TIME, never the caller's. A denial never advances a
--- TAT (it may take a wake ticket, and a recovery floor raises both TATs
--- before anything is decided): a marketing call updates both only when both
--- have room.
+-- TAT and writes no claim (it may take a wake ticket, and a recovery floor
+-- raises both TATs before anything is decided); a duplicate takes no slot.
+-- The account's keys are read in one MGET and written in one MSET: they
+-- need no expiry, since a TAT or ticket in the past means the same as none.
 --
 -- Wake tickets spread the waiters of all processes over the coming slots,
 -- one interval apart, instead of waking them all when the next slot opens
 -- (where one wins and the rest pay a call for nothing). A ticket is a hint
--- of when to ask, never a slot: the TATs alone decide.
+-- of when to ask, never a slot: the TATs alone decide, and the lookahead
+-- lets a waiter that wakes a little early book its slot rather than miss it.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local tickets, marketing = ARGV[8], ARGV[5] == '1'
+local token = ARGV[16]
 
--- px returns the lifetime in milliseconds of a key that must outlive the
--- instant until_us: 1 s past it, and 1 s when it has already passed. A
--- wake ticket's instant can lie more than 1 s in the past when the
--- tolerance is long (a large BURST, or an override scaling it), and Redis
--- refuses SET PX <= 0 (PEXPIRE <= 0 deletes the key) after the writes
--- before it, which a script does not roll back.
-local function px(until_us)
-  return math.max(math.ceil((until_us - now) / 1000), 0) + 1000
+local s
+if token ~= '' then
+  s = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7], KEYS[8])
+else
+  s = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7])
 end
 
-local tickets = ARGV[8]
+-- The id's record first: a duplicate takes nothing.
+local attempts = 0
+if token ~= '' and s[7] then
+  local n, state = string.match(s[7], '^(%d+)#(.*)$')
+  if n then
+    attempts = tonumber(n)
+  else
+    state = s[7]
+  end
+  if state ~= '' and state ~= 'claim:' .. token then
+    if string.sub(state, 1, 6) == 'claim:' then
+      state = 'held'
+    end
+    return {0, 0, 6, 0, attempts, state}
+  end
+end
 
 -- An operator's override lowers the rates: longer intervals, and the
 -- tolerances scaled with them (the same BURST).
 local g_int, g_tau0 = tonumber(ARGV[1]), tonumber(ARGV[2])
 local m_int, m_tau = tonumber(ARGV[3]), tonumber(ARGV[4])
 local reserve, spacing = tonumber(ARGV[7]), tonumber(ARGV[9])
-local o = redis.call('HMGET', KEYS[5], 'target_rps', 'marketing_rps')
-local o_g, o_m = tonumber(o[1]), tonumber(o[2])
-if o_g and o_g > 0 and math.ceil(1000000 / o_g) > g_int then
-  local f = math.ceil(1000000 / o_g) / g_int
-  g_int, g_tau0, reserve = math.ceil(g_int * f), math.ceil(g_tau0 * f), math.ceil(reserve * f)
-  if ARGV[5] ~= '1' then
-    spacing = g_int
+if s[5] then
+  local a, b = string.match(s[5], '^(%S*) (%S*)$')
+  local o_g, o_m = tonumber(a), tonumber(b)
+  if o_g and o_g > 0 and math.ceil(1000000 / o_g) > g_int then
+    local f = math.ceil(1000000 / o_g) / g_int
+    g_int, g_tau0, reserve = math.ceil(g_int * f), math.ceil(g_tau0 * f), math.ceil(reserve * f)
+    if not marketing then
+      spacing = g_int
+    end
+  end
+  if o_m and o_m > 0 and math.ceil(1000000 / o_m) > m_int then
+    local f = math.ceil(1000000 / o_m) / m_int
+    m_int, m_tau = math.ceil(m_int * f), math.ceil(m_tau * f)
+    if marketing then
+      spacing = m_int
+    end
   end
 end
-if o_m and o_m > 0 and math.ceil(1000000 / o_m) > m_int then
-  local f = math.ceil(1000000 / o_m) / m_int
-  m_int, m_tau = math.ceil(m_int * f), math.ceil(m_tau * f)
-  if ARGV[5] == '1' then
-    spacing = m_int
-  end
+
+-- What is written back, in one MSET at the end.
+local out = {}
+local function put(key, v)
+  out[#out + 1] = key
+  out[#out + 1] = string.format('%d', v)
 end
 
 -- ticket returns when the caller should ask, in microseconds from now: the
 -- next free hint at or after open (at most 1 s past it), and takes it.
 local function ticket(open)
-  local w = tonumber(redis.call('GET', KEYS[4]) or 0)
+  local w = tonumber(s[4]) or 0
   if w < open then
     w = open
   elseif w > open + 1000000 then
@@ -110,67 +159,66 @@ local function ticket(open)
   if w - now > tonumber(ARGV[10]) then
     return open - now
   end
-  local nextw = w + spacing
-  redis.call('SET', KEYS[4], string.format('%d', nextw), 'PX', px(nextw))
+  put(KEYS[4], w + spacing)
   return w - now
 end
 
-local function deny(wait, reason)
+local function deny(wait, reason, detail)
   if tickets ~= '0' then
     wait = ticket(now + wait)
   end
-  return {0, wait, reason}
-end
-
-local pen = redis.call('PTTL', KEYS[3])
-if pen > 0 then
-  local why = redis.call('GET', KEYS[3]) or ''
-  if string.sub(why, 1, 7) == 'account' then
-    local d = deny(pen * 1000, 5)
-    d[4] = why
-    return d
+  if #out > 0 then
+    redis.call('MSET', unpack(out))
   end
-  return deny(pen * 1000, 1)
+  return {0, wait, reason, 0, attempts, detail or ''}
 end
 
+if s[3] then
+  local pen = redis.call('PTTL', KEYS[3])
+  if pen > 0 then
+    if string.sub(s[3], 1, 7) == 'account' then
+      return deny(pen * 1000, 5, s[3])
+    end
+    return deny(pen * 1000, 1)
+  end
+end
+
+local tat_g, tat_m = math.max(tonumber(s[1]) or 0, now), math.max(tonumber(s[2]) or 0, now)
 local floor = tonumber(ARGV[6])
 if floor > 0 then
-  for i = 1, 2 do
-    local tat = tonumber(redis.call('GET', KEYS[i]) or 0)
-    if tat < now + floor then
-      redis.call('SET', KEYS[i], string.format('%d', now + floor), 'PX', px(now + floor))
-    end
+  -- Raised before anything is decided, and kept whatever is.
+  if tat_g < now + floor then
+    tat_g = now + floor
+    put(KEYS[1], tat_g)
+  end
+  if tat_m < now + floor then
+    tat_m = now + floor
+    put(KEYS[2], tat_m)
   end
 end
 
--- check returns the TAT after one more send of cost units and how long
--- the caller would have to wait for it (<= 0 means now).
-local cost = math.max(tonumber(ARGV[14]), 1)
-local function check(key, interval, tau)
-  local tat = tonumber(redis.call('GET', key) or now)
-  if tat < now then
-    tat = now -- idle time banks no credit beyond the tolerance
-  end
-  return tat + cost * interval, tat - now - tau
-end
-
-local marketing = ARGV[5] == '1'
+-- The slot: the first instant at which every level the caller passes has
+-- room, at the earliest now. Idle time banks no credit beyond the
+-- tolerance (a TAT in the past counts as now).
 local g_tau = g_tau0
 if marketing then
   g_tau = g_tau - reserve
 end
-local g_new, g_wait = check(KEYS[1], g_int, g_tau)
-local m_new, m_wait = 0, -1
+local g_wait, m_wait = tat_g - now - g_tau, -1
 if marketing then
-  m_new, m_wait = check(KEYS[2], m_int, m_tau)
+  m_wait = tat_m - now - m_tau
 end
-
-if g_wait > 0 or m_wait > 0 then
+local wait, lookahead = math.max(g_wait, m_wait, 0), tonumber(ARGV[15])
+if s[6] then
+  lookahead = 0
+end
+if wait > lookahead then
   if m_wait > g_wait then
     return deny(m_wait, 3)
   end
   return deny(g_wait, 2)
 end
+local at = now + wait
 
 -- The in-flight limit, checked once the rate allows: stale leases of dead
 -- processes are reclaimed on the way in; a full set denies and writes no TAT.
@@ -179,24 +227,40 @@ if max_inflight > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)
   if redis.call('ZCARD', KEYS[6]) >= max_inflight then
     local first = redis.call('ZRANGE', KEYS[6], 0, 0, 'WITHSCORES')
-    local wait = math.min(tonumber(first[2]) - now, g_int)
-    return deny(math.max(wait, 1), 4)
+    return deny(math.max(math.min(tonumber(first[2]) - now, g_int), 1), 4)
   end
   local ttl = tonumber(ARGV[13])
-  redis.call('ZADD', KEYS[6], now + ttl, ARGV[12])
-  redis.call('PEXPIRE', KEYS[6], px(now + ttl))
+  redis.call('ZADD', KEYS[6], at + ttl, ARGV[12])
+  redis.call('PEXPIRE', KEYS[6], math.ceil((at + ttl - now) / 1000) + 1000)
 end
 
--- The key lives just past its TAT: an idle account leaves nothing behind.
-redis.call('SET', KEYS[1], string.format('%d', g_new), 'PX', px(g_new))
+-- Each level's TAT moves past the slot by the send's cost.
+local cost = math.max(tonumber(ARGV[14]), 1)
+tat_g = math.max(tat_g, at) + cost * g_int
+put(KEYS[1], tat_g)
 if marketing then
-  redis.call('SET', KEYS[2], string.format('%d', m_new), 'PX', px(m_new))
+  tat_m = math.max(tat_m, at) + cost * m_int
+  put(KEYS[2], tat_m)
 end
+local nxt = 0
 if tickets == '2' then
-  local open = g_new - g_tau
-  if marketing and m_new - m_tau > open then
-    open = m_new - m_tau
+  local open = tat_g - g_tau
+  if marketing and tat_m - m_tau > open then
+    open = tat_m - m_tau
   end
-  return {1, ticket(open), 0}
+  nxt = ticket(open)
 end
-return {1, 0, 0}
+redis.call('MSET', unpack(out))
+
+if token ~= '' then
+  local n = attempts
+  if ARGV[18] == '1' then
+    n = n + 1
+  end
+  local v = 'claim:' .. token
+  if n > 0 then
+    v = n .. '#' .. v
+  end
+  redis.call('SET', KEYS[8], v, 'PX', math.ceil(wait / 1000) + math.max(tonumber(ARGV[17]), 1))
+end
+return {1, wait, 0, nxt, attempts, ''}

@@ -39,10 +39,12 @@ type Limiter struct {
 	cfg     Config
 	clock   Clock
 	circuit *Circuit // Redis left alone for RedisRetryAfter after an error
+	claims  *Claims  // the ids' records, under the account's hash tag
 
 	admit      [2]admitCall // gcra.lua's call by Class, as New builds it
 	turns      [2]chan int  // one waiter per class talks to Redis; see Acquire
 	intervalGl time.Duration
+	spacing    [2]time.Duration // by class: the interval of its own level
 	// recoveryFloor is admitCall.RecoveryFloor after a fallback, in
 	// microseconds.
 	recoveryFloor int64
@@ -80,7 +82,7 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 	burst := time.Duration(cfg.Burst - 1)
 	call := admitCall{
 		GlobalTAT: tag + ":tat:global", MarketingTAT: tag + ":tat:marketing", Penalty: tag + ":penalty",
-		Override: tag + ":override", Leases: tag + ":leases",
+		Override: tag + ":override", Leases: tag + ":leases", Probe: tag + ":probe",
 		GlobalInterval: gi.Microseconds(), GlobalTau: (burst * gi).Microseconds(),
 		MarketingInterval: mi.Microseconds(), MarketingTau: (burst * mi).Microseconds(),
 		// One slot of the burst is OTP's alone (none when BURST is 1).
@@ -95,6 +97,7 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 		instance:      strconv.FormatUint(rand.Uint64(), 36),
 		turns:         [2]chan int{make(chan int, 1), make(chan int, 1)},
 		intervalGl:    gi,
+		spacing:       [2]time.Duration{gi, mi},
 		fb:            newFallback(cfg),
 		recoveryFloor: (cfg.RedisRetryAfter * time.Duration(cfg.MaxSenders-1) / time.Duration(cfg.MaxSenders)).Microseconds(),
 	}
@@ -110,12 +113,17 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 	if l.circuit == nil {
 		l.circuit = newCircuit(cfg.RedisRetryAfter, cfg.Logger, l.clock)
 	}
+	l.claims = NewClaims(rdb, cfg.Account, 0, cfg.RecordTTL, cfg.RedisTimeout, l.circuit)
 	return l, nil
 }
 
 // Circuit returns the Limiter's view of Redis's health, to share with
 // Claims.
 func (l *Limiter) Circuit() *Circuit { return l.circuit }
+
+// Claims returns the ids' send-once records the Limiter claims with its
+// slots (Admit), sharing its Circuit.
+func (l *Limiter) Claims() *Claims { return l.claims }
 
 // Keys returns the Redis keys of the account: global TAT, marketing TAT and
 // penalty.
@@ -130,7 +138,7 @@ func (l *Limiter) Keys() []string {
 // returned: the fallback decides instead. The error is non-nil only when ctx
 // ends first.
 func (l *Limiter) TryAcquire(ctx context.Context, class Class) (Decision, error) {
-	return l.tryAcquire(ctx, class, 1, ticketNone, 0)
+	return l.tryAcquire(ctx, class, 1, ticketNone, 0, 0, Claim{})
 }
 
 // Wake-ticket modes of gcra.lua (admitCall.Tickets).
@@ -141,8 +149,9 @@ const (
 )
 
 // tryAcquire is TryAcquire of cost units taking wake tickets no further
-// than within.
-func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets string, within time.Duration) (Decision, error) {
+// than within, booking a slot that opens within lookahead, and claim's
+// send-once claim with it when claim.Token is set.
+func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets string, within, lookahead time.Duration, claim Claim) (Decision, error) {
 	now := l.clock.Now()
 	l.mu.Lock()
 	if now.Before(l.penaltyUntil) {
@@ -168,6 +177,10 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets
 		// free them before asking for another. On failure they are kept.
 		_ = l.Release(ctx, "")
 	}
+	if l.claims.leftovers() && l.circuit.Allow() {
+		// Claims whose release was lost hold their ids' redeliveries.
+		l.claims.releaseLeftovers(ctx)
+	}
 
 	if unshared {
 		// Redis never heard of this process's pause: tell it now, so that
@@ -187,7 +200,7 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets
 		l.mu.Unlock()
 	}
 	asked := l.clock.Now()
-	d, err := l.eval(ctx, class, cost, recovering, tickets, within)
+	d, err := l.eval(ctx, class, cost, recovering, tickets, within, lookahead, claim)
 	if callerGaveUp(err) {
 		return Decision{}, err
 	}
@@ -205,6 +218,11 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets
 			l.fb.enterAt(now, rand.Float64())
 			l.cfg.Logger.Warn("admission: deciding locally until redis answers",
 				"rate_per_process", l.cfg.TargetRPS/float64(l.cfg.MaxSenders), "err", err)
+		}
+		if claim.Token != "" && class == Marketing {
+			// Without its send-once record a marketing message waits for
+			// Redis (a duplicate OTP beats a lost one; not so a campaign's).
+			return Decision{RetryAfter: l.cfg.RedisRetryAfter, Source: SourceFallback, Reason: ReasonNoRecord}, nil
 		}
 		return l.fallbackAt(now, class, cost), nil
 	}
@@ -227,6 +245,21 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets
 		l.penaltyUntil = later(l.penaltyUntil, now.Add(d.RetryAfter))
 	}
 	return d, nil
+}
+
+// stopped returns the denial of a 429 penalty or account pause this
+// process knows of, if one is live.
+func (l *Limiter) stopped() (Decision, bool) {
+	now := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case now.Before(l.pauseUntil):
+		return l.pauseDecision(now), true
+	case now.Before(l.penaltyUntil):
+		return Decision{RetryAfter: l.penaltyUntil.Sub(now), Source: SourcePenalty, Reason: ReasonPenalty}, true
+	}
+	return Decision{}, false
 }
 
 // pauseDecision is the denial of the account-level pause this process

@@ -3,6 +3,8 @@ package admission
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -94,17 +96,46 @@ func TestMarketingLeavesOTPOneSlotOfTheBurst(t *testing.T) {
 	}
 }
 
-func TestKeysExpireJustPastTheirTAT(t *testing.T) {
+// TestAnAccountLeavesAFixedSetOfKeys: the account's state is a fixed set
+// of keys, written without an expiry (a TAT or ticket in the past means
+// the same as none, and one MSET writes them); everything per message (the
+// ids' records) and per event (a penalty) expires.
+func TestAnAccountLeavesAFixedSetOfKeys(t *testing.T) {
 	rdb := redistest.Client(t)
-	l := newLimiter(t, rdb, testConfig(t))
-	try(t, l, Marketing)
-	for _, key := range l.Keys()[:2] {
-		ttl, err := rdb.PTTL(context.Background(), key).Result()
+	cfg := testConfig(t)
+	l := newLimiter(t, rdb, cfg)
+	ctx := context.Background()
+	for i := range 20 {
+		class := Class(i % 2)
+		d, err := l.Admit(ctx, class, 1, time.Second, Claim{ID: fmt.Sprint("m", i), Token: "t"})
+		if err != nil || !d.Allowed {
+			t.Fatalf("send %d: %+v, %v", i, d, err)
+		}
+		if err := l.Settle(ctx, d, RecordSent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.ReportThrottled(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := rdb.Keys(ctx, "{sms:"+cfg.Account+"}:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lasting := map[string]bool{}
+	for _, k := range keys {
+		ttl, err := rdb.PTTL(ctx, k).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ttl <= 0 || ttl > 2*time.Second {
-			t.Errorf("PTTL %s = %v, want a little past its TAT (≤ 2s)", key, ttl)
+		if ttl < 0 {
+			lasting[strings.TrimPrefix(k, "{sms:"+cfg.Account+"}:")] = true
+		}
+	}
+	want := map[string]bool{"tat:global": true, "tat:marketing": true, "wake:otp": true, "wake:marketing": true}
+	for k := range lasting {
+		if !want[k] {
+			t.Errorf("key %s lasts: only the account's TATs and tickets may", k)
 		}
 	}
 }

@@ -2,7 +2,7 @@
 -- gcra.lua reads it on every call and applies each value only where it is
 -- lower than the configured rate.
 --
--- KEYS[1] -> override hash ({sms:<account>}:override)
+-- KEYS[1] -> override ({sms:<account>}:override): '<target_rps> <marketing_rps>'
 -- KEYS[2] -> global TAT key ({sms:<account>}:tat:global)
 -- KEYS[3] -> marketing TAT key ({sms:<account>}:tat:marketing)
 -- KEYS[4] -> OTP wake-ticket key ({sms:<account>}:wake:otp)
@@ -40,7 +40,7 @@ local function interval(int, rps)
   return int
 end
 
-local old = redis.call('HMGET', KEYS[1], 'target_rps', 'marketing_rps')
+local old = {string.match(redis.call('GET', KEYS[1]) or '', '^(%S*) (%S*)$')}
 for i = 1, 2 do
   local int = tonumber(ARGV[3 + i])
   local from, to = interval(int, old[i]), interval(int, ARGV[i])
@@ -58,8 +58,9 @@ redis.call('DEL', KEYS[1], KEYS[4], KEYS[5])
 if tonumber(ARGV[1]) <= 0 and tonumber(ARGV[2]) <= 0 then
   return 0
 end
-redis.call('HSET', KEYS[1], 'target_rps', ARGV[1], 'marketing_rps', ARGV[2])
 if tonumber(ARGV[3]) > 0 then
-  redis.call('PEXPIRE', KEYS[1], math.max(tonumber(ARGV[3]), 1))
+  redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'PX', math.max(tonumber(ARGV[3]), 1))
+else
+  redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2])
 end
 return 1

@@ -2,6 +2,8 @@
 --
 -- KEYS[1] -> penalty key ({sms:<account>}:penalty)
 -- KEYS[2] -> global TAT key ({sms:<account>}:tat:global)
+-- KEYS[3] -> probe key ({sms:<account>}:probe): lives 1 s past the
+--            penalty's end, and while it does gcra.lua books no slot ahead
 -- ARGV[1] -> penalty length in milliseconds (below 1 counts as 1)
 -- ARGV[2] -> global tolerance tau in microseconds
 -- ARGV[3] -> why: 'throttled' for a 429, 'account:<reason>' for an
@@ -16,7 +18,9 @@
 -- The global TAT is also moved to the penalty's end plus tau: when the
 -- penalty ends the account resumes one message per interval, with no burst,
 -- so that a provider still refusing sees one probe per Retry-After, not one
--- per waiting process.
+-- per waiting process; and for a second after it no slot is booked ahead,
+-- so that no second send is already on its way when the probe's answer
+-- comes back.
 
 local want = math.max(tonumber(ARGV[1]), 1) -- SET PX refuses <= 0
 local cur = redis.call('PTTL', KEYS[1])
@@ -36,6 +40,7 @@ elseif account then
 else
   why = redis.call('GET', KEYS[1]) or why
 end
+redis.call('SET', KEYS[3], '1', 'PX', cur + 1000)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 

@@ -73,7 +73,7 @@ func (r *recorder) EvalSha(_ context.Context, sha string, keys []string, args ..
 	r.calls = append(r.calls, scriptCall{sha: sha, keys: slices.Clone(keys), args: slices.Clone(args)})
 	switch sha {
 	case gcraScript.Hash():
-		return redis.NewCmdResult([]any{int64(1), int64(0), int64(0)}, nil)
+		return redis.NewCmdResult([]any{int64(1), int64(0), int64(0), int64(0), int64(0), ""}, nil)
 	case penaltyScript.Hash():
 		return redis.NewCmdResult([]any{int64(1), "throttled"}, nil)
 	}
@@ -95,12 +95,13 @@ func (r *recorder) take(t testing.TB, call func() error) scriptCall {
 }
 
 // gcraCall returns the call to gcra.lua that l, built on rec, makes for one
-// admission, and the lease that call takes ("" without MaxInFlight).
-func gcraCall(t testing.TB, l *Limiter, rec *recorder, class Class, recovering bool, tickets string, within time.Duration) (scriptCall, string) {
+// admission (booking a slot within lookahead, and taking claim's claim if
+// it has a token), and the lease that call takes ("" without MaxInFlight).
+func gcraCall(t testing.TB, l *Limiter, rec *recorder, class Class, recovering bool, tickets string, within, lookahead time.Duration, claim Claim) (scriptCall, string) {
 	t.Helper()
 	var lease string
 	c := rec.take(t, func() error {
-		d, err := l.eval(context.Background(), class, 1, recovering, tickets, within)
+		d, err := l.eval(context.Background(), class, 1, recovering, tickets, within, lookahead, claim)
 		lease = d.Lease
 		return err
 	})
@@ -123,7 +124,7 @@ func loadScripts(t testing.TB, rdb *redis.Client) scriptSet {
 		penalty: testClockVariant(t, "penalty.lua", penaltyLua),
 		product: map[string]*redis.Script{},
 	}
-	for _, sc := range []*redis.Script{overrideScript, leaseReleaseScript, claimScript, finishScript, attemptScript} {
+	for _, sc := range []*redis.Script{overrideScript, claimScript, finishScript, releaseScript} {
 		s.product[sc.Hash()] = sc
 	}
 	s.load(t, rdb)
@@ -262,7 +263,10 @@ func TestGCRAScriptNeverErrsAtExtremes(t *testing.T) {
 											for i, off := range offsets {
 												// Acquire passes what is left of its wait: none, or plenty.
 												within := time.Duration(i%2) * time.Hour
-												c, _ := gcraCall(t, l, rec, class, floor && (i == 0 || i == 6), tickets, within)
+												// Each with a claim living under a
+												// millisecond, counted every other time.
+												claim := Claim{ID: fmt.Sprint("m", i), Token: "t", TTL: time.Microsecond, Count: i%2 == 0}
+												c, _ := gcraCall(t, l, rec, class, floor && (i == 0 || i == 6), tickets, within, within, claim)
 												all = append(all, sent{fmt.Sprintf("%s call %d at +%v", what, i+1, off), scripts.send(ctx, p, c, clock.us+off.Microseconds()), true})
 											}
 										}
@@ -331,7 +335,7 @@ func TestPenaltyScriptNeverErrsAtExtremes(t *testing.T) {
 					if tt.ms != "" {
 						pen.args[0] = tt.ms
 					}
-					gcra, _ := gcraCall(t, l, rec, Marketing, false, ticketAlways, time.Hour)
+					gcra, _ := gcraCall(t, l, rec, Marketing, false, ticketAlways, time.Hour, 0, Claim{})
 					deleteKeysAtEnd(t, rdb, pen, gcra)
 					if err := scripts.send(ctx, rdb, pen, clock.us).Err(); err != nil {
 						t.Errorf("clock=%s rate=%v: penalty.lua with ARGV %v: %v", clock.name, cfg.TargetRPS, pen.args, err)
@@ -345,8 +349,9 @@ func TestPenaltyScriptNeverErrsAtExtremes(t *testing.T) {
 	}
 }
 
-// TestScriptsNeverErrOnNonPositiveLifetimes runs claim.lua, finish.lua,
-// attempt.lua and override.lua with lifetimes of 1, 0 and negative
+// TestScriptsNeverErrOnNonPositiveLifetimes runs claim.lua, finish.lua
+// (writing a record, and giving back a claim that keeps its count) and
+// override.lua with lifetimes of 1, 0 and negative
 // milliseconds, and asserts that Redis never answers an error. Claims sends
 // 0 for a lifetime under 1 ms (Duration.Milliseconds rounds down).
 func TestScriptsNeverErrOnNonPositiveLifetimes(t *testing.T) {
@@ -367,10 +372,15 @@ func TestScriptsNeverErrOnNonPositiveLifetimes(t *testing.T) {
 			return scriptCall{claimScript.Hash(), idKey(t, "id"), []any{"token", ms}}
 		}},
 		{"finish", func(t *testing.T, ms string) scriptCall {
-			return scriptCall{finishScript.Hash(), idKey(t, "id"), []any{RecordSent, ms}}
+			k := idKey(t, "id")
+			return scriptCall{finishScript.Hash(), append(k, k[0]+":leases"), []any{RecordSent, ms, ""}}
 		}},
-		{"attempt", func(t *testing.T, ms string) scriptCall {
-			return scriptCall{attemptScript.Hash(), idKey(t, "attempts"), []any{ms}}
+		{"finish giving back a counted claim", func(t *testing.T, ms string) scriptCall {
+			k := idKey(t, "id")
+			if err := rdb.Set(ctx, k[0], "2#claim:token", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			return scriptCall{finishScript.Hash(), append(k, k[0]+":leases"), []any{"", ms, "token"}}
 		}},
 		{"override", func(t *testing.T, ms string) scriptCall {
 			rec := &recorder{}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -60,10 +61,14 @@ type propCall struct {
 	within     time.Duration
 	release    bool // release the previous call's lease first
 	cost       int  // units the send takes (ARGV[14])
+	// lookahead is how far ahead a slot may be booked (ARGV[15]); an
+	// admission's send counts at its slot, the call's instant plus the
+	// wait the reply gives.
+	lookahead time.Duration
 }
 
 func (c propCall) String() string {
-	return fmt.Sprintf("at=%dµs class=%v tickets=%s recovering=%v within=%v release=%v cost=%d", c.at, c.class, c.tickets, c.recovering, c.within, c.release, c.cost)
+	return fmt.Sprintf("at=%dµs class=%v tickets=%s recovering=%v within=%v release=%v cost=%d lookahead=%v", c.at, c.class, c.tickets, c.recovering, c.within, c.release, c.cost, c.lookahead)
 }
 
 // logUniform returns a number between lo and hi, as likely in each decade.
@@ -124,6 +129,12 @@ func randomSequence(rng *rand.Rand, n int) (propSettings, []propCall) {
 		}
 		c.release = s.maxInFlight > 0 && rng.IntN(2) == 0
 		c.cost = 1 + rng.IntN(s.maxCost)
+		switch rng.IntN(3) {
+		case 1:
+			c.lookahead = time.Duration(rng.Int64N(3*step+1)) * time.Microsecond
+		case 2:
+			c.lookahead = time.Hour
+		}
 		calls[i] = c
 	}
 	return s, calls
@@ -151,7 +162,8 @@ func overWindow(instants []int64, w int64, rate float64, burst int) (a int64, n 
 // TestGCRAScriptNeverAdmitsMoreThanRateTimesWindowPlusBurst runs random
 // sequences of calls of gcra.lua, with the ARGV the Limiter builds, on a
 // random non-decreasing injected clock, and asserts that the script never
-// errs and that no window [a, a+W] starting at an admission holds more than
+// errs, never books a slot beyond the caller's lookahead, and that no
+// window [a, a+W] starting at a send (at its slot) holds more than
 // rate×W + BURST - 1 + the largest cost units (a send of cost c is c units):
 // all classes against the global rate in force,
 // marketing against the marketing rate in force (each the configured rate,
@@ -235,11 +247,12 @@ func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, s propSetti
 				scripts.send(ctx, p, r, c.at)
 			}
 			var g scriptCall
-			g, lease = gcraCall(t, l, rec, c.class, c.recovering, c.tickets, c.within)
+			g, lease = gcraCall(t, l, rec, c.class, c.recovering, c.tickets, c.within, c.lookahead, Claim{})
 			if s.reserve >= 0 {
 				g.args[6] = strconv.FormatInt(s.reserve, 10) // ARGV[7]
 			}
-			g.args[13] = strconv.Itoa(max(c.cost, 1)) // ARGV[14]
+			g.args[13] = strconv.Itoa(max(c.cost, 1))                      // ARGV[14]
+			g.args[14] = strconv.FormatInt(c.lookahead.Microseconds(), 10) // ARGV[15]
 			cmds[i] = scripts.send(ctx, p, g, c.at)
 		}
 	})
@@ -252,16 +265,22 @@ func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, s propSetti
 			failures = append(failures, fmt.Sprintf("call %d (%v): %v", i+1, plan[i], err))
 			continue
 		}
+		if d.Allowed && d.RetryAfter > plan[i].lookahead {
+			failures = append(failures, fmt.Sprintf("call %d (%v): a slot booked %v ahead, beyond the lookahead", i+1, plan[i], d.RetryAfter))
+		}
+		slot := plan[i].at + d.RetryAfter.Microseconds()
 		for range max(plan[i].cost, 1) {
 			if !d.Allowed {
 				break
 			}
-			all = append(all, plan[i].at)
+			all = append(all, slot)
 			if plan[i].class == Marketing {
-				marketing = append(marketing, plan[i].at)
+				marketing = append(marketing, slot)
 			}
 		}
 	}
+	slices.Sort(all)
+	slices.Sort(marketing)
 	for _, lim := range []struct {
 		name     string
 		instants []int64

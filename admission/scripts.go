@@ -37,10 +37,6 @@ var (
 	overrideLua    string
 	overrideScript = redis.NewScript(overrideLua)
 
-	//go:embed lease_release.lua
-	leaseReleaseLua    string
-	leaseReleaseScript = redis.NewScript(leaseReleaseLua)
-
 	//go:embed claim.lua
 	claimLua    string
 	claimScript = redis.NewScript(claimLua)
@@ -52,24 +48,18 @@ var (
 	//go:embed release.lua
 	releaseLua    string
 	releaseScript = redis.NewScript(releaseLua)
-
-	//go:embed attempt.lua
-	attemptLua    string
-	attemptScript = redis.NewScript(attemptLua)
 )
 
 // Operations, one per script: the names ScriptOp gives.
 const (
-	OpAdmit        = "admit"         // gcra.lua: a send slot (and lease, wake ticket)
-	OpPenalty      = "penalty"       // penalty.lua: a 429's Retry-After, or an account-level pause, for every process
-	OpResume       = "resume"        // resume.lua: an account-level pause ended early
-	OpPause        = "pause"         // pause.lua: whether an account-level pause still holds
-	OpOverride     = "override"      // override.lua: an operator's rate override
-	OpLeaseRelease = "lease_release" // lease_release.lua: the end of a send's in-flight lease
-	OpClaim        = "claim"         // claim.lua: an id's send claim
-	OpFinish       = "finish"        // finish.lua: an id's record (sent, refused, rejected)
-	OpRelease      = "release"       // release.lua: an id's claim given back
-	OpAttempt      = "attempt"       // attempt.lua: an id's provider attempts counted
+	OpAdmit    = "admit"    // gcra.lua: a send slot, and the id's claim, lease and wake ticket
+	OpPenalty  = "penalty"  // penalty.lua: a 429's Retry-After, or an account-level pause, for every process
+	OpResume   = "resume"   // resume.lua: an account-level pause ended early
+	OpPause    = "pause"    // pause.lua: whether an account-level pause still holds
+	OpOverride = "override" // override.lua: an operator's rate override
+	OpClaim    = "claim"    // claim.lua: an id's send claim
+	OpFinish   = "finish"   // finish.lua: an id's record (sent, refused, rejected, claim given back) and the lease's end
+	OpRelease  = "release"  // release.lua: an id's claim given back
 )
 
 // scriptOps maps each script's SHA-1, in hex as EVALSHA takes it, to its
@@ -77,8 +67,8 @@ const (
 var scriptOps = func() map[string]string {
 	m := map[string]string{}
 	for op, src := range map[string]string{
-		OpAdmit: gcraLua, OpPenalty: penaltyLua, OpResume: resumeLua, OpPause: pauseLua, OpOverride: overrideLua, OpLeaseRelease: leaseReleaseLua,
-		OpClaim: claimLua, OpFinish: finishLua, OpRelease: releaseLua, OpAttempt: attemptLua,
+		OpAdmit: gcraLua, OpPenalty: penaltyLua, OpResume: resumeLua, OpPause: pauseLua, OpOverride: overrideLua,
+		OpClaim: claimLua, OpFinish: finishLua, OpRelease: releaseLua,
 	} {
 		sum := sha1.Sum([]byte(src))
 		m[hex.EncodeToString(sum[:])] = op

@@ -6,6 +6,11 @@ import (
 	"time"
 )
 
+// reply is a gcra.lua reply as go-redis returns it.
+func reply(allowed, wait, reason, next, attempts int64, detail string) []any {
+	return []any{allowed, wait, reason, next, attempts, detail}
+}
+
 func TestParseReply(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -13,15 +18,24 @@ func TestParseReply(t *testing.T) {
 		want  Decision
 		err   bool
 	}{
-		{"allowed", []any{int64(1), int64(0), int64(0)}, Decision{Allowed: true, Source: SourceRedis}, false},
-		{"penalty", []any{int64(0), int64(5000), int64(1)}, Decision{RetryAfter: 5 * time.Millisecond, Source: SourcePenalty, Reason: ReasonPenalty}, false},
-		{"global", []any{int64(0), int64(11112), int64(2)}, Decision{RetryAfter: 11112 * time.Microsecond, Source: SourceRedis, Reason: ReasonGlobal}, false},
-		{"marketing", []any{int64(0), int64(7), int64(3)}, Decision{RetryAfter: 7 * time.Microsecond, Source: SourceRedis, Reason: ReasonMarketing}, false},
+		{"allowed", reply(1, 0, 0, 0, 0, ""), Decision{Allowed: true, Source: SourceRedis}, false},
+		{"allowed, a slot booked ahead", reply(1, 2500, 0, 9000, 2, ""), Decision{Allowed: true, RetryAfter: 2500 * time.Microsecond, Next: 9 * time.Millisecond, Attempts: 2, Source: SourceRedis}, false},
+		{"penalty", reply(0, 5000, 1, 0, 0, ""), Decision{RetryAfter: 5 * time.Millisecond, Source: SourcePenalty, Reason: ReasonPenalty}, false},
+		{"global", reply(0, 11112, 2, 0, 0, ""), Decision{RetryAfter: 11112 * time.Microsecond, Source: SourceRedis, Reason: ReasonGlobal}, false},
+		{"marketing", reply(0, 7, 3, 0, 0, ""), Decision{RetryAfter: 7 * time.Microsecond, Source: SourceRedis, Reason: ReasonMarketing}, false},
+		{"account", reply(0, 7, 5, 0, 0, "account:401"), Decision{RetryAfter: 7 * time.Microsecond, Source: SourcePenalty, Reason: ReasonAccount, Why: "account:401"}, false},
+		{"held", reply(0, 0, 6, 0, 1, "held"), Decision{Source: SourceRedis, Reason: ReasonRecord, Record: Record{State: Held}, Attempts: 1}, false},
+		{"sent", reply(0, 0, 6, 0, 0, "sent:SM1"), Decision{Source: SourceRedis, Reason: ReasonRecord, Record: Record{State: Finished, ProviderID: "SM1"}}, false},
+		{"refused", reply(0, 0, 6, 0, 0, "refused:bad number"), Decision{Source: SourceRedis, Reason: ReasonRecord, Record: Record{State: Refused, RejectReason: "bad number"}}, false},
+		{"unknown record", reply(0, 0, 6, 0, 0, "claimed?"), Decision{}, true},
+		{"account without why", reply(0, 7, 5, 0, 0, ""), Decision{}, true},
+		{"detail with a rate denial", reply(0, 7, 2, 0, 0, "x"), Decision{}, true},
 		{"short", []any{int64(1)}, Decision{}, true},
-		{"string element", []any{"1", int64(0), int64(0)}, Decision{}, true},
-		{"nil element", []any{int64(1), nil, int64(0)}, Decision{}, true},
-		{"unknown reason", []any{int64(0), int64(10), int64(9)}, Decision{}, true},
-		{"denial without wait", []any{int64(0), int64(0), int64(2)}, Decision{}, true},
+		{"three elements", []any{int64(1), int64(0), int64(0)}, Decision{}, true},
+		{"string element", []any{"1", int64(0), int64(0), int64(0), int64(0), ""}, Decision{}, true},
+		{"nil element", []any{int64(1), nil, int64(0), int64(0), int64(0), ""}, Decision{}, true},
+		{"unknown reason", reply(0, 10, 9, 0, 0, ""), Decision{}, true},
+		{"denial without wait", reply(0, 0, 2, 0, 0, ""), Decision{}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -31,10 +31,11 @@ var (
 	_ Observer     = nullObs{}
 )
 
-func (openLimiter) AcquireN(context.Context, admission.Class, int, time.Duration) (admission.Decision, error) {
-	return admission.Decision{Allowed: true, Source: admission.SourceRedis, Tries: 1}, nil
+func (openLimiter) Admit(context.Context, admission.Class, int, time.Duration, admission.Claim) (admission.Decision, error) {
+	return admission.Decision{Allowed: true, Source: admission.SourceRedis, Tries: 1, Claimed: true}, nil
 }
-func (openLimiter) ReportThrottled(context.Context, time.Duration) error { return nil }
+func (openLimiter) Settle(context.Context, admission.Decision, string) error { return nil }
+func (openLimiter) ReportThrottled(context.Context, time.Duration) error     { return nil }
 func (openLimiter) ReportAccountFailure(context.Context, time.Duration, string) error {
 	return nil
 }
@@ -45,13 +46,7 @@ func (openLimiter) CheckPause(context.Context) (string, time.Duration, bool) {
 func (openLimiter) AccountPause() (string, time.Duration, bool) {
 	return "", 0, false
 }
-func (openLimiter) Release(context.Context, string) error { return nil }
-func (memClaims) Claim(context.Context, string, string, time.Duration) (admission.Record, error) {
-	return admission.Record{State: admission.Claimed}, nil
-}
-func (memClaims) Refuse(context.Context, string, string) error  { return nil }
-func (memClaims) Finish(context.Context, string, string) error  { return nil }
-func (memClaims) Release(context.Context, string, string) error { return nil }
+func (memClaims) Finish(context.Context, string, string) error { return nil }
 func (nullSender) Send(context.Context, provider.Message) (provider.Receipt, error) {
 	return provider.Receipt{}, nil
 }

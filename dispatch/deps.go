@@ -15,9 +15,13 @@ import (
 
 // Limiter hands out send slots (admission.Limiter).
 type Limiter interface {
-	// AcquireN waits for a slot of cost units (1, or the message's
-	// segments when rates count segments).
-	AcquireN(ctx context.Context, class admission.Class, cost int, maxWait time.Duration) (admission.Decision, error)
+	// Admit waits for a slot of cost units (1, or the message's segments
+	// when rates count segments), taking the id's send-once claim in the
+	// same call.
+	Admit(ctx context.Context, class admission.Class, cost int, maxWait time.Duration, claim admission.Claim) (admission.Decision, error)
+	// Settle is the one call after a send: the id's record of what became
+	// of it ("" gives the claim back) and the end of the send's lease.
+	Settle(ctx context.Context, d admission.Decision, record string) error
 	ReportThrottled(ctx context.Context, retryAfter time.Duration) error
 	// ReportAccountFailure stops every process for pause: the provider
 	// refused the account, not a message.
@@ -29,17 +33,13 @@ type Limiter interface {
 	// CheckPause is AccountPause, asking Redis at most once a second
 	// whether the pause still holds.
 	CheckPause(ctx context.Context) (why string, left time.Duration, ok bool)
-	// Release ends the in-flight lease of an admission (Decision.Lease).
-	Release(ctx context.Context, lease string) error
 }
 
-// Claimer keeps the send-once record of each id (admission.Claims).
+// Claimer keeps the send-once record of each id (admission.Claims): the
+// Limiter takes and settles the claims; a dead letter's record is
+// written once it is out.
 type Claimer interface {
-	Claim(ctx context.Context, id, token string, ttl time.Duration) (admission.Record, error)
 	Finish(ctx context.Context, id, record string) error
-	// Refuse records a refusal whose dead letter is not published yet.
-	Refuse(ctx context.Context, id, reason string) error
-	Release(ctx context.Context, id, token string) error
 }
 
 // Sender sends one message to the provider (provider.Client, Twilio,
@@ -70,12 +70,6 @@ type Tracer interface {
 	Delivery(ctx context.Context, subscription string, m *pubsub.Message, class admission.Class) (context.Context, func(Event))
 	// Admission starts the span of the wait for a send slot.
 	Admission(ctx context.Context, class admission.Class) (context.Context, func(d admission.Decision, wait time.Duration))
-}
-
-// AttemptCounter counts provider attempts per id where Pub/Sub does not
-// (admission.Claims).
-type AttemptCounter interface {
-	CountAttempt(ctx context.Context, id string) (int, error)
 }
 
 type noTracer struct{}

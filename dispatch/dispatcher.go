@@ -122,10 +122,6 @@ type Deps struct {
 	DeadLetter     DeadLetterer
 	Observer       Observer // if nil, nothing is observed
 	Tracer         Tracer   // if nil, no spans
-	// Attempts counts provider attempts per id for messages whose delivery
-	// attempt Pub/Sub does not report (no dead-letter policy). If nil, such
-	// messages carry no resend count.
-	Attempts AttemptCounter
 	// Clock tells the time that deadlines and Events are read against; if
 	// nil, the system clock. Waits run on real timers whatever it says.
 	Clock admission.Clock

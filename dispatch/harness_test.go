@@ -39,8 +39,6 @@ type harness struct {
 	// redisAddr, if set before start, is where instances reach Redis (a
 	// redistest.Proxy to make it go down); default the test Redis.
 	redisAddr string
-	// wrapClaims, if set before start, wraps each instance's Claimer.
-	wrapClaims func(Claimer) Claimer
 	// newSender, if set before start, makes each instance's Sender and the
 	// credential it watches; default the generic client without a token.
 	newSender func() (Sender, Credentials)
@@ -155,13 +153,9 @@ func (h *harness) start(n int, cfg Config) (stop func()) {
 		c := h.client()
 		dlq := c.Publisher("sms-dead-letter")
 		h.t.Cleanup(dlq.Stop)
-		var claims Claimer = admission.NewClaims(rdb, h.account, 0, 0, h.limits.RedisTimeout, lim.Circuit())
-		if h.wrapClaims != nil {
-			claims = h.wrapClaims(claims)
-		}
 		d, err := New(cfg, Deps{
 			OTP: c.Subscriber("sms-otp-dispatcher"), Marketing: c.Subscriber("sms-marketing-dispatcher"),
-			Limiter: lim, Claims: claims, Sender: sender, Credentials: creds,
+			Limiter: lim, Claims: lim.Claims(), Sender: sender, Credentials: creds,
 			DeadLetter: DeadLetterTopic{Publisher: dlq}, Observer: h,
 		})
 		if err != nil {

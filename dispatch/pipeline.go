@@ -15,9 +15,10 @@ import (
 )
 
 // The per-message path, in the order of docs/design.md: handle decodes,
-// joins the id's flight in this process, claims the id across processes
-// (claimAndSend), passes the priority gate and waits for a slot
-// (admitAndSend), sends, judges the answer, acts on the Pub/Sub message
+// joins the id's flight in this process, passes the priority gate and
+// waits for a slot, claiming the id across processes in the same Redis
+// call (claimAndSend), sends, judges the answer, settles the id's record
+// and the send's lease in one more call, acts on the Pub/Sub message
 // (act) and lands the flight. Each step takes values and returns what it
 // came to; only handle writes the Event.
 
@@ -176,81 +177,22 @@ func (d *Dispatcher) act(ctx context.Context, class admission.Class, m *pubsub.M
 	return action, why
 }
 
-// claimAndSend takes the id's send claim, a slot and sends, and keeps the
-// id's record of what came of it.
+// claimAndSend takes the id's send claim with a slot (one Redis call),
+// sends, and keeps the id's record of what came of it (one more).
 func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, m Message, segments, deliveryAttempt int) try {
-	token := fmt.Sprintf("%s-%d", d.instance, d.seq.Add(1))
-	ttl := d.maxWait(class) + d.cfg.SendTimeout + 5*time.Second
-	// The record is kept after the delivery's context ends (shutdown,
-	// Grace): each call bounds itself, and with Redis known down none waits.
-	after := context.WithoutCancel(ctx)
-	rec, err := d.deps.Claims.Claim(ctx, m.ID, token, ttl)
-	claimed := err == nil
-	if err != nil {
-		if !errors.Is(err, admission.ErrRedisDown) {
-			// A claim that failed may still have landed (a timeout, or
-			// this delivery giving up): give it back so that it does not
-			// hold the id's redeliveries, here or elsewhere, until it
-			// expires.
-			if rerr := d.deps.Claims.Release(after, m.ID, token); rerr != nil {
-				d.cfg.Logger.Debug("could not release a claim that may not exist", "id", m.ID, "err", rerr)
-			}
-		}
-		if ctx.Err() != nil {
-			return try{outcome: nack.ShuttingDown, err: ctx.Err()}
-		}
-		// Without the record, OTP is sent anyway (a duplicate OTP beats a
-		// lost one); marketing waits for Redis.
-		if class == admission.Marketing {
-			return try{outcome: nack.Denied, err: fmt.Errorf("send-once record unavailable: %w", err)}
-		}
-		d.cfg.Logger.Warn("send-once record unavailable; sending without it", "class", class, "id", m.ID, "err", err)
-	}
-	switch rec.State {
-	case admission.Held:
-		return try{outcome: nack.InFlightElsewhere}
-	case admission.Finished:
-		return try{outcome: nack.Duplicate}
-	case admission.Refused:
-		return try{outcome: nack.Rejected, err: refusedEarlier(rec.RejectReason)}
-	}
-
-	t := d.admitAndSend(ctx, class, m, segments, deliveryAttempt)
-	switch {
-	case !claimed:
-	case t.outcome == nack.Sent:
-		if ferr := d.deps.Claims.Finish(after, m.ID, admission.SentRecord(t.receipt.ID)); ferr != nil {
-			d.cfg.Logger.Warn("could not record a sent id; a redelivery could send it again", "id", m.ID, "err", ferr)
-		}
-	case t.outcome == nack.Rejected:
-		// Recorded before the dead letter is published: if that fails, the
-		// redelivery is dead-lettered without a second send.
-		if ferr := d.deps.Claims.Refuse(after, m.ID, t.err.Error()); ferr != nil {
-			d.cfg.Logger.Warn("could not record a refused id; if its dead letter fails, a redelivery sends it again", "id", m.ID, "err", ferr)
-		}
-	default: // it will be retried: let the next delivery claim it at once
-		if rerr := d.deps.Claims.Release(after, m.ID, token); rerr != nil {
-			d.cfg.Logger.Warn("could not release a send claim; the retry waits for it to expire", "id", m.ID, "err", rerr)
-		}
-	}
-	return t
-}
-
-// refusedEarlier is the provider's refusal of an earlier delivery of the
-// same id, as its send-once record kept it.
-type refusedEarlier string
-
-func (r refusedEarlier) Error() string   { return string(r) }
-func (r refusedEarlier) Permanent() bool { return true }
-
-// admitAndSend passes the priority gate, waits for a slot, sends and
-// judges the answer.
-func (d *Dispatcher) admitAndSend(ctx context.Context, class admission.Class, m Message, segments, deliveryAttempt int) try {
 	maxWait := d.maxWait(class)
 	if !m.Deadline.IsZero() {
 		maxWait = min(maxWait, m.Deadline.Sub(d.now()))
 	}
-	dec, err := d.admit(ctx, class, d.cost(segments), maxWait)
+	claim := admission.Claim{
+		ID:    m.ID,
+		Token: fmt.Sprintf("%s-%d", d.instance, d.seq.Add(1)),
+		TTL:   d.cfg.SendTimeout + 5*time.Second,
+		// Without a dead-letter policy Pub/Sub counts no deliveries: the
+		// record counts the sends, for the trace's resend count.
+		Count: deliveryAttempt == 0,
+	}
+	dec, err := d.admit(ctx, class, d.cost(segments), maxWait, claim)
 	t := try{decision: dec}
 	switch {
 	case errors.Is(err, errGateHeld):
@@ -258,6 +200,19 @@ func (d *Dispatcher) admitAndSend(ctx context.Context, class admission.Class, m 
 		return t
 	case err != nil:
 		t.outcome, t.err = nack.ShuttingDown, err
+		return t
+	case dec.Reason == admission.ReasonRecord:
+		switch dec.Record.State {
+		case admission.Held:
+			t.outcome = nack.InFlightElsewhere
+		case admission.Refused:
+			t.outcome, t.err = nack.Rejected, refusedEarlier(dec.Record.RejectReason)
+		default:
+			t.outcome = nack.Duplicate
+		}
+		return t
+	case dec.Reason == admission.ReasonNoRecord:
+		t.outcome, t.err = nack.Denied, errors.New("send-once record unavailable: Redis is down; marketing waits for it")
 		return t
 	case dec.Allowed:
 	case d.expired(m):
@@ -271,25 +226,60 @@ func (d *Dispatcher) admitAndSend(ctx context.Context, class admission.Class, m 
 		return t
 	}
 	t.admitted = d.now()
-	defer d.releaseLease(ctx, dec.Lease)
+	if !dec.Claimed {
+		// Without the record (Redis down) OTP is sent anyway: a duplicate
+		// OTP beats a lost one.
+		d.cfg.Logger.Warn("send-once record unavailable; sending without it", "class", class, "id", m.ID)
+	}
 	if d.expired(m) {
 		t.outcome = nack.Expired // the slot goes unused: cheaper than a send nobody waits for
-		return t
+	} else {
+		var sendErr error
+		version := d.credentialVersion()
+		t.resends = d.resendCount(deliveryAttempt, dec)
+		t.receipt, sendErr = d.send(ctx, m, t.resends)
+		t.outcome, t.err = d.judge(ctx, class, m, version, sendErr)
 	}
-	var sendErr error
-	version := d.credentialVersion()
-	t.resends, t.receipt, sendErr = d.send(ctx, m, deliveryAttempt)
-	t.outcome, t.err = d.judge(ctx, class, m, version, sendErr)
+	d.settle(ctx, m.ID, dec, t)
 	return t
 }
+
+// settle keeps the id's record of what came of its send and ends the
+// send's lease, in one call that outlives the delivery's context
+// (shutdown, Grace): it bounds itself, and with Redis known down it does
+// not wait.
+func (d *Dispatcher) settle(ctx context.Context, id string, dec admission.Decision, t try) {
+	var record, what string
+	switch t.outcome {
+	case nack.Sent:
+		record, what = admission.SentRecord(t.receipt.ID), "could not record a sent id; a redelivery could send it again"
+	case nack.Rejected:
+		// Recorded before the dead letter is published: if that fails, the
+		// redelivery is dead-lettered without a second send.
+		record, what = admission.RefusedRecord(t.err.Error()), "could not record a refused id; if its dead letter fails, a redelivery sends it again"
+	default: // it will be retried: let the next delivery claim it at once
+		what = "could not give back a send claim; the retry waits for it to expire"
+	}
+	if err := d.deps.Limiter.Settle(context.WithoutCancel(ctx), dec, record); err != nil {
+		d.cfg.Logger.Warn(what, "id", id, "err", err)
+	}
+}
+
+// refusedEarlier is the provider's refusal of an earlier delivery of the
+// same id, as its send-once record kept it.
+type refusedEarlier string
+
+func (r refusedEarlier) Error() string   { return string(r) }
+func (r refusedEarlier) Permanent() bool { return true }
 
 // errGateHeld is admit's answer to marketing that found OTP holding the
 // priority gate for its whole wait.
 var errGateHeld = errors.New("OTP held the priority gate")
 
 // admit passes the priority gate of class and waits up to maxWait for a
-// slot. The error is errGateHeld, or the delivery's context ending.
-func (d *Dispatcher) admit(ctx context.Context, class admission.Class, cost int, maxWait time.Duration) (admission.Decision, error) {
+// slot and claim. The error is errGateHeld, or the delivery's context
+// ending.
+func (d *Dispatcher) admit(ctx context.Context, class admission.Class, cost int, maxWait time.Duration, claim admission.Claim) (admission.Decision, error) {
 	start := time.Now() // the wait itself runs on real timers
 	release := func() {}
 	if class == admission.OTP {
@@ -307,25 +297,17 @@ func (d *Dispatcher) admit(ctx context.Context, class admission.Class, cost int,
 		}
 	}
 	actx, aend := d.deps.Tracer.Admission(ctx, class)
-	dec, err := d.deps.Limiter.AcquireN(actx, class, cost, maxWait-time.Since(start))
+	dec, err := d.deps.Limiter.Admit(actx, class, cost, maxWait-time.Since(start), claim)
 	release()
 	aend(dec, time.Since(start))
 	return dec, err
 }
 
-// releaseLease ends an admission's in-flight lease after its send. It
-// outlives the delivery's context (Grace): the call bounds itself.
-func (d *Dispatcher) releaseLease(ctx context.Context, lease string) {
-	if err := d.deps.Limiter.Release(context.WithoutCancel(ctx), lease); err != nil {
-		d.cfg.Logger.Warn("could not release an in-flight lease; it is released with the next one, or expires", "err", err)
-	}
-}
-
-// send sends m once and returns the provider attempts before this one
-// (the trace's resend count) and the provider's answer. The send keeps
-// the delivery's values (its span) but not its cancellation: a shutdown
-// stops waiting, not sending; Grace ends sends (d.hard).
-func (d *Dispatcher) send(ctx context.Context, m Message, deliveryAttempt int) (int, provider.Receipt, error) {
+// send sends m once, resends being the provider attempts before this one
+// (the trace's resend count), and returns the provider's answer. The send
+// keeps the delivery's values (its span) but not its cancellation: a
+// shutdown stops waiting, not sending; Grace ends sends (d.hard).
+func (d *Dispatcher) send(ctx context.Context, m Message, resends int) (provider.Receipt, error) {
 	timeout := d.cfg.SendTimeout
 	if !m.Deadline.IsZero() {
 		timeout = min(timeout, m.Deadline.Sub(d.now()))
@@ -334,10 +316,8 @@ func (d *Dispatcher) send(ctx context.Context, m Message, deliveryAttempt int) (
 	defer cancel()
 	stop := context.AfterFunc(d.hard, cancel)
 	defer stop()
-	resends := d.resendCount(sctx, deliveryAttempt, m.ID)
-	rc, err := d.deps.Sender.Send(provider.WithResendCount(sctx, resends),
+	return d.deps.Sender.Send(provider.WithResendCount(sctx, resends),
 		provider.Message{ID: m.ID, To: m.To, Body: m.Body, Deadline: m.Deadline})
-	return resends, rc, err
 }
 
 // credentialVersion is the version of the watched credential, 0 without
@@ -446,20 +426,12 @@ func accountWhy(err error) string {
 // resendCount returns how many times the message was tried before this
 // attempt: with a dead-letter policy, Pub/Sub's count of earlier deliveries
 // (those that never reached the provider, denied or nacked, included);
-// without one, this service's count of provider attempts for the id.
-func (d *Dispatcher) resendCount(ctx context.Context, deliveryAttempt int, id string) int {
+// without one, the sends its record counted (none without Redis).
+func (d *Dispatcher) resendCount(deliveryAttempt int, dec admission.Decision) int {
 	if deliveryAttempt > 0 {
 		return deliveryAttempt - 1
 	}
-	if d.deps.Attempts == nil {
-		return 0
-	}
-	n, err := d.deps.Attempts.CountAttempt(ctx, id)
-	if err != nil {
-		d.cfg.Logger.Debug("attempt count unavailable", "id", id, "err", err)
-		return 0
-	}
-	return n - 1
+	return dec.Attempts
 }
 
 func (d *Dispatcher) expired(m Message) bool {

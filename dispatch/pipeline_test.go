@@ -32,11 +32,14 @@ type (
 		mu        sync.Mutex
 		throttled []time.Duration // guarded by mu
 		paused    []string        // guarded by mu: the whys of ReportAccountFailure
-		costs     []int           // guarded by mu: the cost of each AcquireN
+		costs     []int           // guarded by mu: the cost of each Admit
+		// The id's record as Admit finds it, and the Redis error it meets
+		// (ErrRedisDown: the fallback decides, and claims nothing).
+		rec      admission.Record
+		claimErr error
+		claims   *fakeClaims // if set, the claims taken and settled are noted in its log
 	}
 	fakeClaims struct {
-		rec admission.Record
-		err error
 		mu  sync.Mutex
 		log []string // guarded by mu
 	}
@@ -60,14 +63,50 @@ var (
 	_ DeadLetterer = (*fakeDLQ)(nil)
 )
 
-func (l *fakeLimiter) AcquireN(_ context.Context, _ admission.Class, cost int, _ time.Duration) (admission.Decision, error) {
+func (l *fakeLimiter) Admit(_ context.Context, class admission.Class, cost int, _ time.Duration, claim admission.Claim) (admission.Decision, error) {
 	if l.onAcquire != nil {
 		l.onAcquire()
 	}
 	l.mu.Lock()
 	l.costs = append(l.costs, cost)
 	l.mu.Unlock()
-	return l.dec, nil
+	switch {
+	case claim.Token == "":
+		return l.dec, nil
+	case l.claimErr != nil && class == admission.Marketing:
+		return admission.Decision{Source: admission.SourceFallback, Reason: admission.ReasonNoRecord, RetryAfter: time.Second}, nil
+	case l.claimErr != nil:
+		d := l.dec
+		d.Source = admission.SourceFallback
+		return d, nil
+	case l.rec.State != admission.Claimed:
+		return admission.Decision{Source: admission.SourceRedis, Reason: admission.ReasonRecord, Record: l.rec}, nil
+	}
+	d := l.dec
+	if d.Allowed {
+		d.Claimed = true
+		l.note("claim")
+	}
+	return d, nil
+}
+
+func (l *fakeLimiter) Settle(_ context.Context, d admission.Decision, record string) error {
+	switch {
+	case !d.Claimed:
+	case record == "":
+		l.note("release")
+	case strings.HasPrefix(record, "refused:"):
+		l.note("refuse " + strings.TrimPrefix(record, "refused:"))
+	default:
+		l.note("finish " + record)
+	}
+	return nil
+}
+
+func (l *fakeLimiter) note(s string) {
+	if l.claims != nil {
+		l.claims.note(s)
+	}
 }
 
 // fixedClock is a Clock a test moves by hand.
@@ -111,27 +150,14 @@ func (l *fakeLimiter) AccountPause() (string, time.Duration, bool) {
 	}
 	return l.paused[len(l.paused)-1], time.Minute, true
 }
-func (l *fakeLimiter) Release(context.Context, string) error { return nil }
 
 func (c *fakeClaims) note(s string) {
 	c.mu.Lock()
 	c.log = append(c.log, s)
 	c.mu.Unlock()
 }
-func (c *fakeClaims) Claim(context.Context, string, string, time.Duration) (admission.Record, error) {
-	c.note("claim")
-	return c.rec, c.err
-}
 func (c *fakeClaims) Finish(_ context.Context, _, record string) error {
 	c.note("finish " + record)
-	return nil
-}
-func (c *fakeClaims) Refuse(_ context.Context, _, reason string) error {
-	c.note("refuse " + reason)
-	return nil
-}
-func (c *fakeClaims) Release(context.Context, string, string) error {
-	c.note("release")
 	return nil
 }
 
@@ -195,26 +221,26 @@ func TestPipelineBranches(t *testing.T) {
 		deadline  time.Duration // from t0; 0: none
 		waits     time.Duration // the clock moves this much while Acquire waits
 		dec       admission.Decision
-		rec       admission.Record // what Claim finds
+		rec       admission.Record // what Admit finds of the id's record
 		claimErr  error
 		sendErr   error
 		dlqErr    error
 		want      nack.Outcome
 		action    nack.Action
 		sends     int
-		claimLog  string // the Claimer calls, joined by "; "
+		claimLog  string // the claims taken and settled, joined by "; "
 		reason    string // prefix of the dead letter's reject_reason
 		throttled []time.Duration
 		receipt   provider.Receipt
 		unit      RateUnit
 		body      string   // "": a one-segment OTP
-		costs     []int    // the cost of each AcquireN; nil: not checked
+		costs     []int    // the cost of each Admit; nil: not checked
 		paused    []string // the whys of ReportAccountFailure
 	}{
 		{name: "sent", dec: allowed, want: nack.Sent, action: nack.Ack, sends: 1, claimLog: "claim; finish sent"},
-		{name: "denied, retried", dec: denied, want: nack.Denied, action: nack.Nack, claimLog: "claim; release"},
+		{name: "denied, retried: no claim written", dec: denied, want: nack.Denied, action: nack.Nack},
 		{name: "denied on the last delivery: dead-lettered with a reason", attempt: 100, dec: denied,
-			want: nack.Denied, action: nack.DeadLetter, claimLog: "claim; release", reason: "max_attempts: 100 deliveries, last denied"},
+			want: nack.Denied, action: nack.DeadLetter, reason: "max_attempts: 100 deliveries, last denied"},
 		{name: "a 429 shares its Retry-After", dec: allowed, sendErr: &provider.Error{Status: http.StatusTooManyRequests, RetryAfter: 3 * time.Second},
 			want: nack.Throttled, action: nack.Nack, sends: 1, claimLog: "claim; release", throttled: []time.Duration{3 * time.Second}},
 		{name: "refused: recorded, then dead-lettered and recorded final", dec: allowed, sendErr: &provider.Error{Status: 422, Message: "number blocked"},
@@ -223,21 +249,19 @@ func TestPipelineBranches(t *testing.T) {
 			want: nack.Rejected, action: nack.Nack, sends: 1, claimLog: "claim; refuse provider: status 422: number blocked", reason: "provider: status 422: number blocked"},
 		{name: "refused earlier: dead-lettered with the recorded reason, not sent", dec: allowed,
 			rec:  admission.Record{State: admission.Refused, RejectReason: "provider: status 422: number blocked"},
-			want: nack.Rejected, action: nack.DeadLetter, claimLog: "claim; finish rejected", reason: "provider: status 422: number blocked"},
+			want: nack.Rejected, action: nack.DeadLetter, claimLog: "finish rejected", reason: "provider: status 422: number blocked"},
 		{name: "already sent", dec: allowed, rec: admission.Record{State: admission.Finished},
-			want: nack.Duplicate, action: nack.Ack, claimLog: "claim"},
+			want: nack.Duplicate, action: nack.Ack},
 		{name: "held elsewhere", dec: allowed, rec: admission.Record{State: admission.Held},
-			want: nack.InFlightElsewhere, action: nack.Nack, claimLog: "claim"},
+			want: nack.InFlightElsewhere, action: nack.Nack},
 		{name: "OTP without the record: sent anyway", dec: allowed, claimErr: admission.ErrRedisDown,
-			want: nack.Sent, action: nack.Ack, sends: 1, claimLog: "claim"},
+			want: nack.Sent, action: nack.Ack, sends: 1},
 		{name: "marketing without the record: waits for Redis", class: admission.Marketing, dec: allowed, claimErr: admission.ErrRedisDown,
-			want: nack.Denied, action: nack.Nack, claimLog: "claim"},
-		{name: "a claim that timed out is given back", class: admission.Marketing, dec: allowed, claimErr: context.DeadlineExceeded,
-			want: nack.Denied, action: nack.Nack, claimLog: "claim; release"},
+			want: nack.Denied, action: nack.Nack},
 		{name: "past its deadline on arrival: acked unsent, not even claimed", deadline: -time.Second, dec: allowed,
 			want: nack.Expired, action: nack.Ack},
 		{name: "deadline passes while denied: expired, not retried", deadline: 500 * time.Millisecond, waits: time.Second, dec: denied,
-			want: nack.Expired, action: nack.Ack, claimLog: "claim; release"},
+			want: nack.Expired, action: nack.Ack},
 		{name: "deadline passes while waiting for the slot: the slot goes unused", deadline: 500 * time.Millisecond, waits: time.Second, dec: allowed,
 			want: nack.Expired, action: nack.Ack, claimLog: "claim; release"},
 		{name: "deadline ahead: sent", deadline: time.Minute, waits: time.Second, dec: allowed,
@@ -263,8 +287,8 @@ func TestPipelineBranches(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := &fixedClock{t: t0}
-			lim := &fakeLimiter{dec: tt.dec, onAcquire: func() { clock.Add(tt.waits) }}
-			claims := &fakeClaims{rec: tt.rec, err: tt.claimErr}
+			claims := &fakeClaims{}
+			lim := &fakeLimiter{dec: tt.dec, onAcquire: func() { clock.Add(tt.waits) }, rec: tt.rec, claimErr: tt.claimErr, claims: claims}
 			sender, dlq, obs := &fakeSender{err: tt.sendErr, receipt: tt.receipt}, &fakeDLQ{err: tt.dlqErr}, &eventLog{}
 			d := unitDispatcher(t, Config{MaxDeliveryAttempts: 100, RateUnit: tt.unit},
 				Deps{Limiter: lim, Claims: claims, Sender: sender, DeadLetter: dlq, Observer: obs, Clock: clock})
@@ -305,7 +329,7 @@ func TestPipelineBranches(t *testing.T) {
 				t.Errorf("account pauses reported %q, want %q", lim.paused, tt.paused)
 			}
 			if tt.costs != nil && !slices.Equal(lim.costs, tt.costs) {
-				t.Errorf("AcquireN costs %v, want %v", lim.costs, tt.costs)
+				t.Errorf("Admit costs %v, want %v", lim.costs, tt.costs)
 			}
 			if ev.ProviderID != tt.receipt.ID {
 				t.Errorf("event's provider id %q, want %q", ev.ProviderID, tt.receipt.ID)

@@ -133,8 +133,8 @@ func scrape(t *testing.T) map[string]*family {
 		}
 	}
 	process := m.RedisHook().ProcessHook(func(context.Context, redis.Cmder) error { return nil })
-	for _, op := range []string{admission.OpAdmit, admission.OpPenalty, admission.OpOverride, admission.OpLeaseRelease,
-		admission.OpClaim, admission.OpFinish, admission.OpRelease, admission.OpAttempt} {
+	for _, op := range []string{admission.OpAdmit, admission.OpPenalty, admission.OpOverride,
+		admission.OpClaim, admission.OpFinish, admission.OpRelease} {
 		if err := process(ctx, redis.NewCmd(ctx, "evalsha", admission.ScriptHash(op), "1", "{sms:a}:key")); err != nil {
 			t.Fatal(err)
 		}

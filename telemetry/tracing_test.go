@@ -79,7 +79,6 @@ func TestResendCountAppearsOnTheSecondProviderSpan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claims := admission.NewClaims(rdb, account, 0, 0, 2*time.Second, nil)
 	sender, err := provider.NewClient(srv.URL, "tok-secret", provider.WithTransportWrapper(func(rt http.RoundTripper) http.RoundTripper {
 		return tr.Transport(rt, nil)
 	}))
@@ -91,7 +90,7 @@ func TestResendCountAppearsOnTheSecondProviderSpan(t *testing.T) {
 	defer dlq.Stop()
 	d, err := dispatch.New(dispatch.Config{}, dispatch.Deps{
 		OTP: c.Subscriber("sms-otp-dispatcher"), Marketing: c.Subscriber("sms-marketing-dispatcher"),
-		Limiter: lim, Claims: claims, Attempts: claims, Sender: sender,
+		Limiter: lim, Claims: lim.Claims(), Sender: sender,
 		DeadLetter: dispatch.DeadLetterTopic{Publisher: dlq}, Observer: events, Tracer: tr,
 	})
 	if err != nil {

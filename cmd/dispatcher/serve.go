@@ -157,11 +157,10 @@ func newInstance(cfg config, rdb redis.Scripter, ps *pubsub.Client, sender dispa
 	if err != nil {
 		return nil, err
 	}
-	claims := admission.NewClaims(rdb, cfg.Account, 0, 0, cfg.RedisTimeout, lim.Circuit())
 	dlq := ps.Publisher(cfg.DeadLetterTopic)
 	otp, mkt := ps.Subscriber(cfg.OTPSubscription), ps.Subscriber(cfg.MarketingSubscription)
 	deps := dispatch.Deps{
-		OTP: otp, Marketing: mkt, Limiter: lim, Claims: claims, Sender: sender, Attempts: claims,
+		OTP: otp, Marketing: mkt, Limiter: lim, Claims: lim.Claims(), Sender: sender,
 		DeadLetter: dispatch.DeadLetterTopic{Publisher: dlq}, Observer: obs, Credentials: creds,
 	}
 	if tel != nil {

@@ -24,7 +24,9 @@ var mutants = []mutant{
 		{"admission/eval.go", "	lease := call.Lease\n", "	lease := call.Lease\n	call.RecoveryFloor = l.clock.Now().UnixMicro()\n"},
 	}, ""},
 	{"M2", "idle time banks credit", []edit{
-		{"admission/gcra.lua", "    tat = now -- idle time banks no credit beyond the tolerance", "    -- mutant: stale TAT kept"},
+		{"admission/gcra.lua", "local tat_g, tat_m = math.max(tonumber(s[1]) or 0, now), math.max(tonumber(s[2]) or 0, now)", "local tat_g, tat_m = tonumber(s[1]) or now, tonumber(s[2]) or now"},
+		{"admission/gcra.lua", "tat_g = math.max(tat_g, at) + cost * g_int", "tat_g = tat_g + cost * g_int"},
+		{"admission/gcra.lua", "  tat_m = math.max(tat_m, at) + cost * m_int", "  tat_m = tat_m + cost * m_int"},
 	}, ""},
 	{"M3", "penalty not checked", []edit{
 		{"admission/gcra.lua", "if pen > 0 then", "if false then"},
@@ -33,10 +35,10 @@ var mutants = []mutant{
 		{"admission/limiter.go", "		return l.fallbackAt(now, class, cost), nil\n	}\n	l.inFallback = false", "		return Decision{Allowed: true, Source: SourceFallback}, nil\n	}\n	l.inFallback = false"},
 	}, ""},
 	{"M5", "marketing checks only the global key", []edit{
-		{"admission/gcra.lua", "local marketing = ARGV[5] == '1'", "local marketing = false"},
+		{"admission/gcra.lua", "local tickets, marketing = ARGV[8], ARGV[5] == '1'", "local tickets, marketing = ARGV[8], false"},
 	}, ""},
 	{"M6", "marketing updates global even when denied", []edit{
-		{"admission/gcra.lua", "if g_wait > 0 or m_wait > 0 then", "if g_wait <= 0 then\n  redis.call('SET', KEYS[1], string.format('%d', g_new), 'PX', 60000)\nend\nif g_wait > 0 or m_wait > 0 then"},
+		{"admission/gcra.lua", "if wait > lookahead then", "if g_wait <= 0 then\n  redis.call('SET', KEYS[1], string.format('%d', tat_g + g_int))\nend\nif wait > lookahead then"},
 	}, ""},
 	{"M7", "penalty shortened", []edit{
 		{"admission/penalty.lua", "if cur < want then", "if true then"},
@@ -57,8 +59,8 @@ var mutants = []mutant{
 		{"admission/limiter.go", "burst := time.Duration(cfg.Burst - 1)", "burst := time.Duration(cfg.Burst)"},
 	}, ""},
 	{"M13", "denial does not report its wait", []edit{
-		{"admission/gcra.lua", "    return deny(m_wait, 3)", "    return {0, 1, 3}"},
-		{"admission/gcra.lua", "  return deny(g_wait, 2)", "  return {0, 1, 2}"},
+		{"admission/gcra.lua", "    return deny(m_wait, 3)", "    return {0, 1, 3, 0, attempts, ''}"},
+		{"admission/gcra.lua", "  return deny(g_wait, 2)", "  return {0, 1, 2, 0, attempts, ''}"},
 	}, ""},
 	{"M14", "script reply not checked", []edit{
 		{"admission/eval.go", "		x, ok := v[i].(int64)\n		if !ok {", "		x, ok := v[i].(int64)\n		if ok && !ok {"},
@@ -71,10 +73,10 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "  g_tau = g_tau - reserve\n", ""},
 	}, ""},
 	{"M17", "no wake tickets: every waiter wakes when the slot opens", []edit{
-		{"admission/gcra.lua", "local tickets = ARGV[8]", "local tickets = '0'"},
+		{"admission/gcra.lua", "local tickets, marketing = ARGV[8], ARGV[5] == '1'", "local tickets, marketing = '0', ARGV[5] == '1'"},
 	}, ""},
 	{"M18", "the operator's override is ignored", []edit{
-		{"admission/gcra.lua", "local o_g, o_m = tonumber(o[1]), tonumber(o[2])", "local o_g, o_m = nil, nil"},
+		{"admission/gcra.lua", "  local o_g, o_m = tonumber(a), tonumber(b)", "  local o_g, o_m = nil, nil"},
 	}, ""},
 	{"M19", "an override can raise a rate", []edit{
 		{"admission/gcra.lua", "if o_g and o_g > 0 and math.ceil(1000000 / o_g) > g_int then", "if o_g and o_g > 0 then"},
@@ -89,7 +91,7 @@ var mutants = []mutant{
 		{"admission/eval.go", `call.Lease = l.instance + "-" + strconv.FormatUint(l.leaseSeq.Add(1), 10)`, `call.Lease = l.instance + "-" + strconv.FormatUint(0*l.leaseSeq.Add(1), 10)`},
 	}, ""},
 	{"L3", "a finished send does not release its lease", []edit{
-		{"admission/lease_release.lua", "return redis.call('ZREM', KEYS[1], unpack(ARGV))", "return 0"},
+		{"admission/finish.lua", "  redis.call('ZREM', KEYS[2], unpack(ARGV, 4))", "  -- mutant: leases kept"},
 	}, ""},
 	{"M21", "cluster clients keep go-redis's 60s slot-map reload", []edit{
 		{"admission/cluster.go", "	o.ClusterStateReloadInterval = ClusterStateReloadInterval\n", ""},
@@ -102,10 +104,10 @@ var mutants = []mutant{
 		{"dispatch/pipeline.go", "return !m.Deadline.IsZero() && !d.now().Before(m.Deadline)", "return false"},
 	}, "./dispatch/"},
 	{"D3", "the send-once record is not consulted", []edit{
-		{"dispatch/pipeline.go", "	switch rec.State {\n", "	switch rec.State + 100 {\n"},
+		{"admission/gcra.lua", "  if state ~= '' and state ~= 'claim:' .. token then", "  if false then"},
 	}, "./dispatch/"},
 	{"D4", "no admission before sending", []edit{
-		{"dispatch/pipeline.go", "dec, err := d.deps.Limiter.AcquireN(actx, class, cost, maxWait-time.Since(start))", "dec, err := admission.Decision{Allowed: true, Tries: int(time.Since(start))}, error(actx.Err())"},
+		{"dispatch/pipeline.go", "dec, err := d.deps.Limiter.Admit(actx, class, cost, maxWait-time.Since(start), claim)", "dec, err := admission.Decision{Allowed: true, Tries: int(time.Since(start)), Attempts: len(claim.ID) * 0}, error(actx.Err())"},
 	}, "./dispatch/"},
 	{"D5", "a malformed message is acked, not dead-lettered", []edit{
 		{"nack/outcome.go", "	case Invalid, Rejected:\n		return DeadLetter", "	case Rejected:\n		return DeadLetter\n	case Invalid:\n		return Ack"},
@@ -119,10 +121,10 @@ var mutants = []mutant{
 
 	// Faults a review found: each fix, undone.
 	{"R1", "a refusal is recorded final before its dead letter is out", []edit{
-		{"dispatch/pipeline.go", "if ferr := d.deps.Claims.Refuse(after, m.ID, t.err.Error()); ferr != nil {", "if ferr := d.deps.Claims.Finish(after, m.ID, admission.RecordRejected); ferr != nil {"},
+		{"dispatch/pipeline.go", "record, what = admission.RefusedRecord(t.err.Error()),", "record, what = admission.RecordRejected,"},
 	}, "./dispatch/"},
-	{"R2", "an expiry in the past: SET PX <= 0 fails after the TAT and lease are written", []edit{
-		{"admission/gcra.lua", "  return math.max(math.ceil((until_us - now) / 1000), 0) + 1000\n", "  return math.ceil((until_us - now) / 1000) + 1000\n"},
+	{"R2", "a claim's lifetime under 1 ms: SET PX <= 0 fails after the TATs are written", []edit{
+		{"admission/gcra.lua", "math.ceil(wait / 1000) + math.max(tonumber(ARGV[17]), 1)", "math.ceil(wait / 1000) + tonumber(ARGV[17])"},
 	}, ""},
 	{"R3", "the send-once claims ignore the Redis circuit", []edit{
 		{"admission/claim.go", "	err := c.circuit.do(ctx, c.timeout, func(ctx context.Context) (err error) {\n		call := claimCall{", "	err := (*Circuit)(nil).do(ctx, c.timeout, func(ctx context.Context) (err error) {\n		call := claimCall{"},
@@ -131,13 +133,13 @@ var mutants = []mutant{
 		{"dispatch/pipeline.go", "	default:\n		f.end = endUnsent\n", "	default:\n		f.end = endFinished\n"},
 	}, "./dispatch/"},
 	{"R5", "a claim cut off by its context is not given back", []edit{
-		{"dispatch/pipeline.go", "		if !errors.Is(err, admission.ErrRedisDown) {\n", "		if !errors.Is(err, admission.ErrRedisDown) && ctx.Err() == nil {\n"},
-	}, "./dispatch/"},
+		{"admission/eval.go", "				l.claims.Release(context.WithoutCancel(ctx), claim.ID, claim.Token)", "				l.claims.keep(claimRef{claim.ID, claim.Token})"},
+	}, ""},
 	{"R6", "a send cut off by the shutdown's grace counts as a provider failure", []edit{
 		{"dispatch/pipeline.go", "	case v.Outcome == nack.Transient && d.hard.Err() != nil:\n", "	case v.Outcome == nack.Transient && d.hard.Err() != nil && false:\n"},
 	}, "./dispatch/"},
 	{"R8", "a lease whose admission reply was lost is not released", []edit{
-		{"admission/eval.go", "		if lease != \"\" && err != ErrRedisDown {\n", "		if false {\n"},
+		{"admission/eval.go", "			if lease != \"\" {\n				l.orphan(lease)", "			if false {\n				l.orphan(lease)"},
 	}, ""},
 	{"R9", "a caller that never asked reports a made-up Redis denial", []edit{
 		{"admission/acquire.go", "	return Decision{Source: SourceNone, Reason: why}", "	return Decision{Source: SourceRedis, Reason: ReasonGlobal, RetryAfter: time.Millisecond}"},
@@ -157,7 +159,7 @@ var mutants = []mutant{
 		{"dispatch/dispatcher.go", "		if err := d.deps.Limiter.ResumeAccount(ctx); err != nil {", "		if err := error(nil); err != nil {"},
 	}, "./dispatch/"},
 	{"P4", "a send of several units is charged one", []edit{
-		{"admission/gcra.lua", "  return tat + cost * interval, tat - now - tau", "  return tat + interval, tat - now - tau"},
+		{"admission/gcra.lua", "tat_g = math.max(tat_g, at) + cost * g_int", "tat_g = math.max(tat_g, at) + g_int"},
 	}, ""},
 	{"P5", "a long message is sent in the Redis-down fallback", []edit{
 		{"admission/lease.go", "	if cost > 1 {\n		return Decision{RetryAfter: l.cfg.RedisRetryAfter, Source: SourceFallback, Reason: ReasonLong}\n	}\n", ""},
@@ -176,6 +178,33 @@ var mutants = []mutant{
 	}, "./telemetry/"},
 	{"P10", "a fixed credential ends a 429's penalty too", []edit{
 		{"admission/resume.lua", "if not why or string.sub(why, 1, 7) ~= 'account' then", "if not why then"},
+	}, ""},
+
+	// Two calls a message: the claim taken with the slot, the record with
+	// the lease's end, and slots booked a little ahead.
+	{"F1", "a denial writes the claim", []edit{
+		{"admission/gcra.lua", "local function deny(wait, reason, detail)\n", "local function deny(wait, reason, detail)\n  if token ~= '' then\n    redis.call('SET', KEYS[8], 'claim:' .. token, 'PX', 60000)\n  end\n"},
+	}, ""},
+	{"F2", "a duplicate takes a slot", []edit{
+		{"admission/gcra.lua", "    return {0, 0, 6, 0, attempts, state}", "    redis.call('SET', KEYS[1], string.format('%d', math.max(tonumber(s[1]) or 0, now) + tonumber(ARGV[1])))\n    return {0, 0, 6, 0, attempts, state}"},
+	}, ""},
+	{"F3", "a booked slot's TAT counts from the call, not from the slot", []edit{
+		{"admission/gcra.lua", "tat_g = math.max(tat_g, at) + cost * g_int", "tat_g = math.max(tat_g, now) + cost * g_int"},
+	}, ""},
+	{"F4", "a booked slot is sent before it opens", []edit{
+		{"admission/acquire.go", "			if d.RetryAfter > 0 {\n", "			if d.RetryAfter > 0 && false {\n"},
+	}, ""},
+	{"F5", "slots are booked without bound", []edit{
+		{"admission/acquire.go", "		lookahead := min(within, time.Duration(lookaheadSlots*cost)*l.spacing[class])", "		lookahead := within"},
+	}, "./dispatch/"},
+	{"F6", "the probe after a penalty does not go alone", []edit{
+		{"admission/gcra.lua", "if s[6] then\n  lookahead = 0\nend", "if false then\n  lookahead = 0\nend"},
+	}, "./dispatch/"},
+	{"F7", "a booked slot is sent after a 429 this process heard of", []edit{
+		{"admission/acquire.go", "				if p, stop := l.stopped(); stop {", "				if p, stop := l.stopped(); stop && false {"},
+	}, ""},
+	{"F8", "a given-back claim loses its count of sends", []edit{
+		{"admission/finish.lua", "  elseif count then", "  elseif false then"},
 	}, ""},
 }
 
@@ -217,7 +246,7 @@ var killers = map[string]string{
 	"R2":  "TestGCRAScriptNeverErrsAtExtremes",
 	"R3":  "TestClaimsAndLimiterShareOneCircuit",
 	"R4":  "TestADuplicateOfAnExpiredCopyIsSent",
-	"R5":  "TestAClaimCutOffByShutdownIsReleased",
+	"R5":  "TestAClaimWhoseReplyWasLostIsGivenBack",
 	"R6":  "TestASendCutOffByGraceIsShuttingDown",
 	"R8":  "TestALeaseWhoseReplyWasLostIsReleased",
 	"R9":  "TestACallerThatNeverAskedSaysSo",
@@ -232,4 +261,12 @@ var killers = map[string]string{
 	"P8":  "TestPipelineBranches",
 	"P9":  "TestAThrottleInA200BodyCountsAsA429",
 	"P10": "TestResumeAccountNeverEndsA429",
+	"F1":  "TestADenialWritesNoClaim",
+	"F2":  "TestADuplicateTakesNoSlot",
+	"F3":  "TestGCRAScriptNeverAdmitsMoreThanRateTimesWindowPlusBurst",
+	"F4":  "TestABookedSlotIsWaitedFor",
+	"F5":  "TestRedisDownMidFloodThenBack",
+	"F6":  "TestASuspendedAccountGetsAbout429PerRetryAfter",
+	"F7":  "TestABookedSlotIsGivenUpOnA429",
+	"F8":  "TestSendsAreCountedAcrossGivenBackClaims",
 }

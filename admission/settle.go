@@ -1,0 +1,125 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// A Claim asks an admission to take, in the same Redis call as the slot,
+// the send-once claim of a message id: a duplicate takes no slot, and a
+// denial writes no claim.
+type Claim struct {
+	// ID is the message's id.
+	ID string
+	// Token names this delivery attempt; it is unique per attempt.
+	Token string
+	// TTL is how long the claim outlives the slot's opening: longer than
+	// the send. Zero means DefaultClaimTTL.
+	TTL time.Duration
+	// Count counts this send in the id's record, and asks for the sends
+	// counted before it (Decision.Attempts): for a resend count where
+	// Pub/Sub keeps none.
+	Count bool
+}
+
+// RefusedRecord is the record of a provider's refusal whose dead letter is
+// not published yet: a redelivery finds it (Record.State Refused) and is
+// dead-lettered with reason, never sent again. Claims.Finish with
+// RecordRejected follows once the dead letter is out.
+func RefusedRecord(reason string) string { return refusedPrefix + reason }
+
+// Settle is the one call after a send: it writes the id's record of what
+// became of it (RecordSent, SentRecord's, RefusedRecord's), or with record
+// "" gives back the claim d took so that a retry can claim the id at once,
+// and ends d's in-flight lease, with any whose release was lost before. A
+// claim Redis did not hear given back is given back once it answers again;
+// a lease, with the next Settle or Release.
+func (l *Limiter) Settle(ctx context.Context, d Decision, record string) error {
+	if record != "" && record != RecordSent && !strings.HasPrefix(record, sentPrefix) && !strings.HasPrefix(record, refusedPrefix) {
+		return errors.New("admission: Settle wants \"\", RecordSent, a SentRecord or a RefusedRecord")
+	}
+	if !d.Claimed {
+		return l.Release(ctx, d.Lease)
+	}
+	lease := d.Lease
+	if lease == localLease {
+		l.Release(ctx, lease) //nolint:errcheck // a local lease cannot fail
+		lease = ""
+	}
+	call := finishCall{
+		Record: l.claims.Key(d.claim.ID), Leases: l.admit[OTP].Leases,
+		Value: record, Millis: l.claims.recordTTL.Milliseconds(), Token: d.claim.Token,
+		Ended: l.takeOrphans(lease),
+	}
+	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) error {
+		if err := finishScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Err(); err != nil {
+			return fmt.Errorf("finish %.16s: %w", record, err)
+		}
+		return nil
+	})
+	if err != nil {
+		if record == "" {
+			l.claims.keep(claimRef{d.claim.ID, d.claim.Token})
+		}
+		for _, m := range call.Ended {
+			l.orphan(m)
+		}
+	}
+	return err
+}
+
+// Release ends the in-flight lease of an admission that took no claim
+// (Decision.Lease), and with it any lease whose admission reply or release
+// was lost; an empty lease ends only those. A lease Redis did not hear of
+// is kept for the next Release; past that it expires after LeaseTTL.
+func (l *Limiter) Release(ctx context.Context, lease string) error {
+	if lease == localLease {
+		l.mu.Lock()
+		l.localInFlight = max(0, l.localInFlight-1)
+		l.mu.Unlock()
+		return nil
+	}
+	ended := l.takeOrphans(lease)
+	if len(ended) == 0 {
+		return nil
+	}
+	a := l.admit[OTP]
+	// finish.lua with no record and no claim only ends leases; its record
+	// key must share their slot, and is left alone.
+	call := finishCall{Record: a.Leases, Leases: a.Leases, Ended: ended}
+	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) error {
+		if err := finishScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Err(); err != nil {
+			return fmt.Errorf("lease release: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		for _, m := range ended {
+			l.orphan(m)
+		}
+	}
+	return err
+}
+
+// takeOrphans returns the leases lost before, and lease when not empty, to
+// end now.
+func (l *Limiter) takeOrphans(lease string) []string {
+	l.mu.Lock()
+	ended := l.orphans
+	l.orphans = nil
+	l.mu.Unlock()
+	if lease != "" {
+		ended = append(ended, lease)
+	}
+	return ended
+}
+
+// orphan keeps lease for the next Release.
+func (l *Limiter) orphan(lease string) {
+	l.mu.Lock()
+	l.orphans = keepLeftovers(l.orphans, lease)
+	l.mu.Unlock()
+}
