@@ -54,6 +54,7 @@ type config struct {
 	TargetRPS             float64
 	MarketingRPS          float64
 	Burst                 int
+	ArrivalJitter         time.Duration // spread of admission-to-arrival time the start-up check allows for
 	MaxSenders            int
 	OTPMaxWait            time.Duration
 	MarketingMaxWait      time.Duration
@@ -92,6 +93,10 @@ const (
 	// maxSegments bounds MAX_SEGMENTS: a body of 1,600 emoji is 49
 	// segments, none is longer.
 	maxSegments = 100
+	// maxArrivalJitter bounds PROVIDER_ARRIVAL_JITTER: a spread of more
+	// than a second is not jitter but an outage, and would make the rate
+	// check meaningless.
+	maxArrivalJitter = time.Second
 )
 
 // setting is one row of the configuration table.
@@ -144,6 +149,19 @@ func duration(dst func(*config) *time.Duration) func(*config, string) error {
 	}
 }
 
+// anyDuration parses a duration and leaves its range to validate, for a
+// setting where 0 means something (PROVIDER_ARRIVAL_JITTER).
+func anyDuration(dst func(*config) *time.Duration) func(*config, string) error {
+	return func(c *config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("want a duration such as 20ms, got %q", v)
+		}
+		*dst(c) = d
+		return nil
+	}
+}
+
 var settings = []setting{
 	{"PUBSUB_PROJECT_ID", "project", "local", "Google Cloud project of the topics (GOOGLE_CLOUD_PROJECT is read too)", false, str(func(c *config) *string { return &c.ProjectID })},
 	{"OTP_TOPIC", "otp-topic", "sms-otp", "topic producers publish OTP to", false, str(func(c *config) *string { return &c.OTPTopic })},
@@ -177,6 +195,7 @@ var settings = []setting{
 	{"TARGET_RPS", "target-rps", "90", "what all processes together may send, every class", false, num(func(c *config) *float64 { return &c.TargetRPS })},
 	{"MARKETING_RPS", "marketing-rps", "70", "what marketing may use of TARGET_RPS", false, num(func(c *config) *float64 { return &c.MarketingRPS })},
 	{"BURST", "burst", "5", "messages that may go at once after a quiet spell", false, integer(func(c *config) *int { return &c.Burst })},
+	{"PROVIDER_ARRIVAL_JITTER", "provider-arrival-jitter", "20ms", "spread of the time from admission to arrival at the provider (scheduling, network) that the start-up rate check allows for; 0 to 1s", false, anyDuration(func(c *config) *time.Duration { return &c.ArrivalJitter })},
 	{"MAX_SENDERS", "max-senders", "23", "most processes that can ever send on the account at once", false, integer(func(c *config) *int { return &c.MaxSenders })},
 	{"OTP_MAX_WAIT", "otp-max-wait", "1s", "how long an OTP may wait for a send slot before it is nacked", false, duration(func(c *config) *time.Duration { return &c.OTPMaxWait })},
 	{"MARKETING_MAX_WAIT", "marketing-max-wait", "8s", "how long a marketing message may wait for a send slot", false, duration(func(c *config) *time.Duration { return &c.MarketingMaxWait })},
@@ -312,6 +331,15 @@ func (c config) validate() error {
 		return bad("BURST", "must be at least 1, got %d", c.Burst)
 	case c.Burst > maxBurst:
 		return bad("BURST", "must be at most %d, got %d", maxBurst, c.Burst)
+	case c.ArrivalJitter < 0 || c.ArrivalJitter > maxArrivalJitter:
+		return bad("PROVIDER_ARRIVAL_JITTER", "must be 0 to %v, got %v", maxArrivalJitter, c.ArrivalJitter)
+	case c.reach(0) > c.ContractRPS:
+		// Admissions within any W+J seconds may reach the provider within
+		// W: a provider counting a sliding window of W seconds sees at
+		// most TARGET_RPS×(W + J) + BURST; over one second, that must fit
+		// the contract.
+		return bad("TARGET_RPS", "TARGET_RPS (%v) × (1s + PROVIDER_ARRIVAL_JITTER (%v)) + BURST (%d) = %.4g messages could reach the provider within one second, above CONTRACT_RPS (%v): lower TARGET_RPS, BURST or PROVIDER_ARRIVAL_JITTER",
+			c.TargetRPS, c.ArrivalJitter, c.Burst, c.reach(0), c.ContractRPS)
 	case c.MaxSenders < 1:
 		return bad("MAX_SENDERS", "must be at least 1, got %d", c.MaxSenders)
 	case c.MaxSenders > maxSenders:
@@ -330,12 +358,12 @@ func (c config) validate() error {
 		return bad("RATE_UNIT", "want message or segment, got %q", c.RateUnit)
 	case c.MaxSegments < 1 || c.MaxSegments > maxSegments:
 		return bad("MAX_SEGMENTS", "must be 1-%d, got %d", maxSegments, c.MaxSegments)
-	case c.RateUnit == "segment" && c.TargetRPS+float64(c.Burst+c.MaxSegments-1) > c.ContractRPS:
-		// Any window of W seconds sees at most TARGET_RPS×W + BURST - 1 +
-		// the longest message's segments: over one second, that must fit
-		// the contract.
-		return bad("MAX_SEGMENTS", "TARGET_RPS (%v) + BURST (%d) + MAX_SEGMENTS (%d) - 1 segments could reach the provider within one second, above CONTRACT_RPS (%v): lower TARGET_RPS, BURST or MAX_SEGMENTS",
-			c.TargetRPS, c.Burst, c.MaxSegments, c.ContractRPS)
+	case c.RateUnit == "segment" && c.reach(c.MaxSegments-1) > c.ContractRPS:
+		// Any window of W seconds sees at most TARGET_RPS×(W + J) + BURST
+		// - 1 + the longest message's segments: over one second, that
+		// must fit the contract.
+		return bad("MAX_SEGMENTS", "TARGET_RPS (%v) × (1s + PROVIDER_ARRIVAL_JITTER (%v)) + BURST (%d) + MAX_SEGMENTS (%d) - 1 = %.4g segments could reach the provider within one second, above CONTRACT_RPS (%v): lower TARGET_RPS, BURST, MAX_SEGMENTS or PROVIDER_ARRIVAL_JITTER",
+			c.TargetRPS, c.ArrivalJitter, c.Burst, c.MaxSegments, c.reach(c.MaxSegments-1), c.ContractRPS)
 	case !validAccount(c.Account):
 		return bad("SMS_ACCOUNT", "must be non-empty printable ASCII without braces or spaces, got %q", c.Account)
 	}
@@ -359,6 +387,15 @@ func (c config) validate() error {
 		}
 	}
 	return nil
+}
+
+// reach is the most units a provider counting a sliding window of one
+// second can see: TARGET_RPS × (1 s + PROVIDER_ARRIVAL_JITTER) + BURST +
+// extra (the longest message's segments beyond its first, with rates in
+// segments). The jitter's share is added apart so that a product such as
+// 50 × 1.02 does not round above 51.
+func (c config) reach(extra int) float64 {
+	return c.TargetRPS + c.TargetRPS*c.ArrivalJitter.Seconds() + float64(c.Burst) + float64(extra)
 }
 
 // validAccount reports whether account can go in a Redis hash tag

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -58,6 +59,14 @@ func FuzzConfig(f *testing.F) {
 			t.Fatalf("accepted waits %v, %v", c.OTPMaxWait, c.MarketingMaxWait)
 		case c.Account == "":
 			t.Fatal("accepted an empty account")
+		case c.ArrivalJitter < 0 || c.ArrivalJitter > time.Second:
+			t.Fatalf("accepted PROVIDER_ARRIVAL_JITTER %v", c.ArrivalJitter)
+		}
+		// A provider counting a sliding second sees at most TARGET_RPS ×
+		// (1 s + jitter) + BURST (the tolerance absorbs float rounding).
+		if reach := c.TargetRPS*(1+c.ArrivalJitter.Seconds()) + float64(c.Burst); reach > c.ContractRPS*(1+1e-12) {
+			t.Fatalf("accepted TARGET_RPS %v, BURST %d, jitter %v: %v could reach the provider in one second, above CONTRACT_RPS %v",
+				c.TargetRPS, c.Burst, c.ArrivalJitter, reach, c.ContractRPS)
 		}
 		// A send claim's TTL is wait + send timeout + 5s: it must not overflow.
 		if ttl := c.MarketingMaxWait + c.SendTimeout + 5*time.Second; ttl <= 0 {
@@ -108,6 +117,8 @@ func TestConfigBounds(t *testing.T) {
 		{"SEND_TIMEOUT", "2562047h"},
 		{"SMS_ACCOUNT", "compte-é"},
 		{"SMS_ACCOUNT", "tab\there"},
+		{"PROVIDER_ARRIVAL_JITTER", "1001ms"},
+		{"PROVIDER_ARRIVAL_JITTER", "-1ns"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.env+"="+tt.value, func(t *testing.T) {
@@ -118,7 +129,80 @@ func TestConfigBounds(t *testing.T) {
 			}
 		})
 	}
-	if _, err := loadConfig(map[string]string{"CONTRACT_RPS": "1e6", "TARGET_RPS": "1e6", "MARKETING_RPS": "0.01", "BURST": "1000000", "MAX_SENDERS": "100000", "OTP_MAX_WAIT": "24h"}); err != nil {
-		t.Fatalf("the bounds themselves: %v, want accepted", err)
+	// TARGET_RPS × (1 s + jitter) + BURST must fit CONTRACT_RPS, so the
+	// largest rate and the largest burst cannot go together.
+	for _, env := range []map[string]string{
+		{"CONTRACT_RPS": "1e6", "TARGET_RPS": "999999", "MARKETING_RPS": "0.01", "BURST": "1", "PROVIDER_ARRIVAL_JITTER": "0", "MAX_SENDERS": "100000", "OTP_MAX_WAIT": "24h"},
+		{"CONTRACT_RPS": "1e6", "TARGET_RPS": "0.01", "MARKETING_RPS": "0.01", "BURST": "999999", "PROVIDER_ARRIVAL_JITTER": "1s"},
+	} {
+		if _, err := loadConfig(env); err != nil {
+			t.Fatalf("the bounds themselves %v: %v, want accepted", env, err)
+		}
+	}
+}
+
+// TestArrivalJitterCheck: the start-up check refuses TARGET_RPS × (1 s +
+// PROVIDER_ARRIVAL_JITTER) + BURST (+ MAX_SEGMENTS - 1 with rates in
+// segments) above CONTRACT_RPS, naming the variable, and accepts what
+// fits, up to equality.
+func TestArrivalJitterCheck(t *testing.T) {
+	tests := []struct {
+		env  map[string]string
+		want string // the variable the error names; "" for accepted
+	}{
+		{nil, ""}, // the defaults: 90 × 1.02 + 5 = 96.8
+		{map[string]string{"TARGET_RPS": "97", "BURST": "1"}, ""},                                             // 99.94
+		{map[string]string{"TARGET_RPS": "95", "PROVIDER_ARRIVAL_JITTER": "0"}, ""},                           // 100, equal
+		{map[string]string{"TARGET_RPS": "50", "MARKETING_RPS": "40", "BURST": "49"}, ""},                     // 51 + 49 = 100, equal
+		{map[string]string{"TARGET_RPS": "47", "MARKETING_RPS": "40", "PROVIDER_ARRIVAL_JITTER": "1s"}, ""},   // 94 + 5
+		{map[string]string{"RATE_UNIT": "segment", "MAX_SEGMENTS": "4"}, ""},                                  // 91.8 + 5 + 3 = 99.8
+		{map[string]string{"RATE_UNIT": "segment", "PROVIDER_ARRIVAL_JITTER": "0"}, ""},                       // 90 + 5 + 5 = 100
+		{map[string]string{"TARGET_RPS": "96"}, "TARGET_RPS"},                                                 // 102.92
+		{map[string]string{"TARGET_RPS": "97", "BURST": "2"}, "TARGET_RPS"},                                   // 100.94
+		{map[string]string{"TARGET_RPS": "98", "BURST": "1"}, "TARGET_RPS"},                                   // 100.96
+		{map[string]string{"PROVIDER_ARRIVAL_JITTER": "1s"}, "TARGET_RPS"},                                    // 185
+		{map[string]string{"RATE_UNIT": "segment"}, "MAX_SEGMENTS"},                                           // 91.8 + 5 + 5 = 101.8
+		{map[string]string{"RATE_UNIT": "segment", "MAX_SEGMENTS": "4", "BURST": "6"}, "MAX_SEGMENTS"},        // 100.8
+		{map[string]string{"PROVIDER_ARRIVAL_JITTER": "-1ms"}, "PROVIDER_ARRIVAL_JITTER"},                     // negative
+		{map[string]string{"PROVIDER_ARRIVAL_JITTER": "1.001s"}, "PROVIDER_ARRIVAL_JITTER"},                   // above 1 s
+		{map[string]string{"PROVIDER_ARRIVAL_JITTER": "20"}, "PROVIDER_ARRIVAL_JITTER"},                       // no unit
+		{map[string]string{"PROVIDER_ARRIVAL_JITTER": "soon"}, "PROVIDER_ARRIVAL_JITTER"},                     // not a duration
+		{map[string]string{"TARGET_RPS": "96", "PROVIDER_ARRIVAL_JITTER": "-1ms"}, "PROVIDER_ARRIVAL_JITTER"}, // its range first
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.env), func(t *testing.T) {
+			c, err := loadConfig(tt.env)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("err %v, want accepted", err)
+				}
+				want := 20 * time.Millisecond // the default
+				if v, ok := tt.env["PROVIDER_ARRIVAL_JITTER"]; ok {
+					want, _ = time.ParseDuration(v)
+				}
+				if c.ArrivalJitter != want {
+					t.Fatalf("PROVIDER_ARRIVAL_JITTER read as %v, want %v", c.ArrivalJitter, want)
+				}
+				return
+			}
+			var ce *configError
+			if !errors.As(err, &ce) || ce.Env != tt.want {
+				t.Fatalf("err %v, want a configuration error naming %s", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error %q: want one line", err)
+			}
+			if tt.want != "PROVIDER_ARRIVAL_JITTER" {
+				for _, name := range []string{"TARGET_RPS", "PROVIDER_ARRIVAL_JITTER", "BURST", "CONTRACT_RPS"} {
+					if !strings.Contains(err.Error(), name) {
+						t.Errorf("error %q does not name %s", err, name)
+					}
+				}
+			}
+		})
+	}
+	// A flag wins over the variable, as for every setting.
+	if c, err := loadConfig(map[string]string{"PROVIDER_ARRIVAL_JITTER": "1s"}, "--provider-arrival-jitter", "0"); err != nil || c.ArrivalJitter != 0 {
+		t.Fatalf("--provider-arrival-jitter 0 over the variable 1s: %v, %v; want 0s accepted", c.ArrivalJitter, err)
 	}
 }

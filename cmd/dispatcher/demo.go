@@ -27,6 +27,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
+	"smsdispatcher/internal/redisstats"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
 	"smsdispatcher/telemetry"
@@ -111,8 +112,17 @@ type demoReport struct {
 	Rate                   [2]float64 // sends per second of each class while it was sending
 	OTPLatencyP50, P99     time.Duration
 	OTPWaitP50, OTPWaitP99 time.Duration
-	ScriptCalls, RedisCmds int64
+	ScriptCalls, RedisCmds int64 // counted by the instances' clients
 	EmbeddedRedis          bool
+	// Redis's own figures (INFO commandstats since CONFIG RESETSTAT before
+	// the traffic): script calls and every command executed, the scripts'
+	// own included, less redisstats.NotWork. RedisStatsErr says why there
+	// are none (miniredis keeps no such figures).
+	RedisScripts, RedisExecuted int64
+	RedisStatsErr               string
+	// Published is how many messages the demo published, Deliveries how
+	// many times pstest delivered them in all.
+	Published, Deliveries int
 }
 
 func (r demoReport) print(w io.Writer, cfg config) {
@@ -145,8 +155,20 @@ func (r demoReport) print(w io.Writer, cfg config) {
 	fmt.Fprintf(w, "  OTP publish→provider p50 / p99   %v / %v\n", r.OTPLatencyP50.Round(100*time.Microsecond), r.P99.Round(100*time.Microsecond))
 	fmt.Fprintf(w, "  OTP wait for a slot p50 / p99     %v / %v\n", r.OTPWaitP50.Round(10*time.Microsecond), r.OTPWaitP99.Round(10*time.Microsecond))
 	fmt.Fprintf(w, "  nacks per sent message           %.3f %v\n", per(int64(r.Nacked)), r.NackedBy)
-	fmt.Fprintf(w, "  admission calls per sent message %.2f\n", per(r.ScriptCalls))
-	fmt.Fprintf(w, "  Redis commands per sent message  %.2f (admission + send-once claim and record)\n", per(r.RedisCmds))
+	fmt.Fprintf(w, "  admission calls per sent message %.2f (as the clients counted them)\n", per(r.ScriptCalls))
+	fmt.Fprintf(w, "  Redis commands per sent message  %.2f sent by the clients (admission + send-once claim and record)\n", per(r.RedisCmds))
+	if r.RedisStatsErr != "" {
+		fmt.Fprintf(w, "  script calls per sent message    n/a: %s\n", r.RedisStatsErr)
+		fmt.Fprintf(w, "  Redis executed per sent message  n/a\n")
+	} else {
+		fmt.Fprintf(w, "  script calls per sent message    %.2f (Redis's INFO commandstats: EVALSHA, EVAL, FCALL)\n", per(r.RedisScripts))
+		// Less redisstats.NotWork: connection setup, PING, COMMAND and
+		// CLUSTER of the clients, and the measurement's CONFIG and INFO.
+		fmt.Fprintf(w, "  Redis executed per sent message  %.2f commands (Redis's count, the scripts' own included, less connection setup, PING and the measurement)\n",
+			per(r.RedisExecuted))
+	}
+	fmt.Fprintf(w, "  deliveries per published message %.3f (Pub/Sub, of %d published)\n",
+		float64(r.Deliveries)/float64(max(r.Published, 1)), r.Published)
 }
 
 // demoStats collects events of every instance. Safe for concurrent use.
@@ -310,6 +332,16 @@ func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (d
 		stack.Sim.FailFor(http.StatusServiceUnavailable, o.Fail5xx)
 	}
 
+	// Redis's own count starts here, after the setup and before the
+	// traffic, on a client of its own: CONFIG RESETSTAT clears the figures
+	// of the whole server (with REDIS_URL, for its other users too).
+	statsRdb, err := stack.newRedis()
+	if err != nil {
+		return demoReport{}, err
+	}
+	closers = append(closers, func() { statsRdb.Close() })
+	statsErr := redisstats.Reset(ctx, statsRdb)
+
 	var lastSent int
 	show := func() {
 		if progress == nil {
@@ -324,7 +356,7 @@ func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (d
 		stats.mu.Unlock()
 		io.WriteString(progress, line)
 	}
-	err = produce(ctx, admin, cfg, o, stats, show)
+	published, err := produce(ctx, admin, cfg, o, stats, show)
 	if progress != nil {
 		io.WriteString(progress, "\n")
 	}
@@ -364,13 +396,39 @@ func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (d
 		r.ScriptCalls += c.scripts.Load()
 		r.RedisCmds += c.cmds.Load()
 	}
+	// Read once every instance has stopped: its last commands count too.
+	if statsErr == nil {
+		var cs redisstats.CommandStats
+		if cs, statsErr = redisstats.Read(ctx, statsRdb); statsErr == nil {
+			r.RedisScripts, r.RedisExecuted = cs.Scripts(), cs.Executed()
+		}
+	}
+	switch {
+	case statsErr != nil && r.EmbeddedRedis:
+		r.RedisStatsErr = "miniredis keeps no INFO commandstats (set REDIS_URL to a real Redis)"
+	case statsErr != nil:
+		r.RedisStatsErr = statsErr.Error()
+	}
+	// Deliveries of the messages the demo published, not of the dead
+	// letters the instances published.
+	mine := map[string]bool{}
+	for _, id := range published {
+		mine[id] = true
+	}
+	for _, m := range stack.Pubsub.Messages() {
+		if mine[m.ID] {
+			r.Published++
+			r.Deliveries += m.Deliveries
+		}
+	}
 	return r, nil
 }
 
 // produce publishes the campaign at once and OTPs at o.OTPRate while it
 // runs, shows progress, and returns once every published message reached
-// an end (or ctx or the timeout ends the run).
-func produce(ctx context.Context, ps *pubsub.Client, cfg config, o demoOptions, stats *demoStats, progress func()) error {
+// an end (or ctx or the timeout ends the run), with the server's ids of
+// the messages it published.
+func produce(ctx context.Context, ps *pubsub.Client, cfg config, o demoOptions, stats *demoStats, progress func()) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	mkt, otp := ps.Publisher(cfg.MarketingTopic), ps.Publisher(cfg.OTPTopic)
@@ -406,19 +464,19 @@ func produce(ctx context.Context, ps *pubsub.Client, cfg config, o demoOptions, 
 		for len(ids) < len(results) { // collect server IDs as they come
 			id, err := results[len(ids)].Get(ctx)
 			if err != nil {
-				return fmt.Errorf("publish: %w", err)
+				return nil, fmt.Errorf("publish: %w", err)
 			}
 			ids = append(ids, id)
 		}
 		if campaignDone() {
 			tick = nil // the OTP stream ends with the campaign
 			if allDone(stats, ids) {
-				return nil
+				return ids, nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("demo did not finish: %w", ctx.Err())
+			return nil, fmt.Errorf("demo did not finish: %w", ctx.Err())
 		case <-tick:
 			otpN++
 			publish(otp, map[string]string{

@@ -63,8 +63,13 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"VONAGE_API_SECRET": "hunter2", "VONAGE_API_SECRET_FILE": "/x"}, nil, "VONAGE_API_SECRET_FILE"},
 		{map[string]string{"RATE_UNIT": "segments"}, nil, "RATE_UNIT"},
 		{map[string]string{"MAX_SEGMENTS": "0"}, nil, "MAX_SEGMENTS"},
-		// 90 + 5 + 7 - 1 > 100: the longest body could break the contract.
+		// 90 × 1.02 + 5 + 7 - 1 > 100: the longest body could break the contract.
 		{map[string]string{"RATE_UNIT": "segment", "MAX_SEGMENTS": "7"}, nil, "MAX_SEGMENTS"},
+		// 96 × 1.02 + 5 = 102.92: admissions bunched by the arrival jitter
+		// could break the contract.
+		{map[string]string{"TARGET_RPS": "96"}, nil, "TARGET_RPS"},
+		{map[string]string{"PROVIDER_ARRIVAL_JITTER": "-1ms"}, nil, "PROVIDER_ARRIVAL_JITTER"},
+		{nil, []string{"--provider-arrival-jitter", "2s"}, "PROVIDER_ARRIVAL_JITTER"},
 		{map[string]string{"ACCOUNT_PAUSE": "0s"}, nil, "ACCOUNT_PAUSE"},
 	}
 	for _, tt := range tests {
@@ -257,9 +262,44 @@ func TestDemoSmallRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"marketing 150)", "429 answers                      0", "expired / dead-lettered          0 / 0"} {
+	for _, want := range []string{"marketing 150)", "429 answers                      0", "expired / dead-lettered          0 / 0",
+		"script calls per sent message    n/a: miniredis", "deliveries per published message"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo report lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestDemoReportsRedisFigures runs the demo on the real test Redis, whose
+// INFO commandstats gives Redis's own figures: at least one script call
+// and more commands than script calls per sent message, and every
+// published message delivered at least once.
+func TestDemoReportsRedisFigures(t *testing.T) {
+	t.Setenv("REDIS_URL", "redis://"+redistest.Addr(t))
+	t.Setenv("SMS_ACCOUNT", redistest.UniqueAccount(t))
+	var out bytes.Buffer
+	args := []string{"demo", "--campaign", "60", "--otp-rate", "10", "--instances", "2", "--progress", "off", "--redis-timeout", "2s"}
+	if err := run(context.Background(), args, &out, io.Discard); err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	var scripts, executed, deliveries float64
+	var published int
+	for line := range strings.Lines(out.String()) {
+		fields := strings.Fields(line)
+		switch {
+		case strings.HasPrefix(line, "  script calls per sent message "):
+			fmt.Sscan(fields[5], &scripts)
+		case strings.HasPrefix(line, "  Redis executed per sent message "):
+			fmt.Sscan(fields[5], &executed)
+		case strings.HasPrefix(line, "  deliveries per published message "):
+			fmt.Sscan(fields[4], &deliveries)
+			fmt.Sscan(fields[7], &published)
+		}
+	}
+	// The test Redis serves other tests at the same time: only lower
+	// bounds hold.
+	if scripts < 1 || executed <= scripts || deliveries < 1 || published < 60 {
+		t.Errorf("script calls %v, executed %v per sent message, %v deliveries per message of %d published; want ≥ 1, more, ≥ 1, ≥ 60:\n%s",
+			scripts, executed, deliveries, published, out.String())
 	}
 }

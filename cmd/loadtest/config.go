@@ -92,6 +92,7 @@ type config struct {
 	maxSenders int
 	redelivery time.Duration
 	latency    time.Duration
+	jitter     time.Duration // --arrival-jitter: the most a request is held before the provider sees it
 	redisTO    time.Duration
 	faults     []fault
 	jsonFile   string
@@ -119,7 +120,7 @@ const (
 )
 
 // soakExcludes are the flags of the matrix that a soak does not take.
-var soakExcludes = []string{"duration", "quick", "strategies", "fault", "json", "svg", "svg-mode", "svg-senders", "segments", "rate-unit"}
+var soakExcludes = []string{"duration", "quick", "strategies", "fault", "json", "svg", "svg-mode", "svg-senders", "segments", "rate-unit", "arrival-jitter"}
 
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
@@ -141,6 +142,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.maxSenders, "max-senders", admission.DefaultMaxSenders, "gcra MAX_SENDERS (raised to K when K is larger)")
 	fs.DurationVar(&c.redelivery, "redelivery-delay", 100*time.Millisecond, "gcra: how long a nacked message takes to come back, as Pub/Sub redelivery")
 	fs.DurationVar(&c.latency, "provider-latency", 0, "time the simulated provider takes to answer each request (0: loopback speed; real providers take tens of ms, which spreads the old strategies' bursts)")
+	fs.DurationVar(&c.jitter, "arrival-jitter", 0, "hold each request a uniform random time in [0, D] in front of the simulated provider, so that it sees arrivals spread as PROVIDER_ARRIVAL_JITTER D allows for (0: none)")
 	fs.DurationVar(&c.redisTO, "redis-timeout", admission.DefaultRedisTimeout, "gcra REDIS_TIMEOUT: a script call slower than this falls back to the local share for a second")
 	fs.Func("fault", "inject a fault, KIND@START+LENGTH, may repeat: redis-down@2s+1.5s, 429@2s+0.5s, 5xx@2s+1s", func(s string) error {
 		f, err := parseFault(s)
@@ -224,6 +226,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("--redis-timeout must be positive, got %v", c.redisTO)
 	case c.latency < 0 || c.latency >= sendTimeout:
 		return nil, fmt.Errorf("--provider-latency must be in [0, %v), got %v", sendTimeout, c.latency)
+	case c.jitter < 0 || c.latency+c.jitter >= sendTimeout:
+		return nil, fmt.Errorf("--arrival-jitter must be 0 or more, and with --provider-latency less than the send timeout %v, got %v", sendTimeout, c.jitter)
 	case c.segments < 1 || c.segments > 10:
 		return nil, fmt.Errorf("--segments must be in [1, 10], got %d", c.segments)
 	case c.rateUnit != "segment" && c.rateUnit != "message":

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"slices"
@@ -17,6 +18,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/oldlimiters"
+	"smsdispatcher/internal/redisstats"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/provider"
 )
@@ -63,7 +65,11 @@ func runOne(ctx context.Context, cfg *config, redisOpts *redis.Options, strat st
 	simCfg.Latency = cfg.latency
 	simCfg.CountSegments = cfg.segments > 1 // as Twilio counts
 	sim := provider.NewSimulator(simCfg)
-	srv := httptest.NewServer(sim)
+	var handler http.Handler = sim
+	if cfg.jitter > 0 {
+		handler = arrivalJitter{next: sim, max: cfg.jitter}
+	}
+	srv := httptest.NewServer(handler)
 	defer srv.Close()
 
 	redisAddr := redisOpts.Addr
@@ -90,6 +96,7 @@ func runOne(ctx context.Context, cfg *config, redisOpts *redis.Options, strat st
 		rdbs  []*redis.Client
 	)
 	senders := make([]*sender, k)
+	var claimSeq atomic.Int64 // claim tokens, unique across the run's senders
 	for i := range senders {
 		client, err := provider.NewClient(srv.URL, simToken, provider.WithTimeout(sendTimeout))
 		if err != nil {
@@ -120,6 +127,7 @@ func runOne(ctx context.Context, cfg *config, redisOpts *redis.Options, strat st
 				Burst:        cfg.burstFor(m),
 				MaxSenders:   max(cfg.maxSenders, k),
 				RedisTimeout: cfg.redisTO,
+				RecordTTL:    recordTTL,
 				Logger:       logger,
 			})
 			if err != nil {
@@ -129,7 +137,7 @@ func runOne(ctx context.Context, cfg *config, redisOpts *redis.Options, strat st
 			if cfg.rateUnit == "segment" {
 				cost = max(cfg.segments, 1)
 			}
-			s.policy = gcraPolicy{lim: lim, cost: cost}
+			s.policy = gcraPolicy{lim: lim, cost: cost, seq: &claimSeq}
 		default:
 			return nil, fmt.Errorf("unknown strategy %q", strat)
 		}
@@ -146,6 +154,21 @@ func runOne(ctx context.Context, cfg *config, redisOpts *redis.Options, strat st
 	}
 	for _, c := range calls {
 		c.n.Store(0) // the PINGs are not the strategy's
+	}
+	// Redis's own count of this run starts here (the server's figures: runs
+	// are sequential, and with --redis-url other users of the server count
+	// too). A client of its own, straight to Redis: a redis-down fault
+	// takes the proxy away, not Redis.
+	var statsRdb *redis.Client
+	var statsErr error
+	if strat != stratV1 {
+		o := *redisOpts
+		o.DisableIdentity = true
+		statsRdb = redis.NewClient(&o)
+		defer statsRdb.Close()
+		if statsErr = redisstats.Reset(ctx, statsRdb); statsErr != nil {
+			fmt.Fprintf(progress, "loadtest: warning: no figures of Redis's own for this run: %v\n", statsErr)
+		}
 	}
 
 	start := time.Now()
@@ -172,5 +195,20 @@ func runOne(ctx context.Context, cfg *config, redisOpts *redis.Options, strat st
 	for _, c := range calls {
 		redisCalls += c.n.Load()
 	}
-	return measure(cfg, strat, m, k, start, sim, &st, ld, redisCalls), nil
+	// Read once every sender has stopped: their last commands count too.
+	var own *redisStats
+	if statsRdb != nil {
+		own = &redisStats{err: statsErr}
+		if statsErr == nil {
+			own.stats, own.err = redisstats.Read(ctx, statsRdb)
+		}
+	}
+	return measure(cfg, strat, m, k, start, sim, &st, ld, redisCalls, own), nil
+}
+
+// redisStats are Redis's own figures of one run: INFO commandstats since
+// the CONFIG RESETSTAT at its start, or why there are none.
+type redisStats struct {
+	stats redisstats.CommandStats
+	err   error
 }

@@ -8,7 +8,11 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,6 +85,85 @@ func TestQuickRunShowsTheIncidentAndTheFix(t *testing.T) {
 	}
 	if v2.Retries == 0 {
 		t.Error("v2 re-sent nothing after its 429s; the old send loop re-sends at once, 4 tries in all")
+	}
+	// Redis's own figures: the test Redis serves other tests at the same
+	// time, so only lower bounds hold.
+	for _, r := range []*result{g, v2} {
+		if r.RedisStatsError != "" || r.RedisExecuted == 0 || r.RedisExecuted < r.RedisScripts {
+			t.Errorf("%s: Redis's own figures: %d script calls, %d executed, error %q; want some, executed ≥ scripts",
+				r.Strategy, r.RedisScripts, r.RedisExecuted, r.RedisStatsError)
+		}
+	}
+	if g.RedisScripts == 0 || g.RedisScriptsPerMsg == 0 {
+		t.Errorf("gcra: Redis counted %d script calls (%.2f per sent message), want some", g.RedisScripts, g.RedisScriptsPerMsg)
+	}
+	if g.AdmitToWireCount == 0 || g.AdmitToWireP50 <= 0 || g.AdmitToWireP99 < g.AdmitToWireP50 {
+		t.Errorf("gcra admit-to-wire: p50 %vms, p99 %vms of %d sends; want measured", g.AdmitToWireP50, g.AdmitToWireP99, g.AdmitToWireCount)
+	}
+	if v2.AdmitToWireCount != 0 {
+		t.Errorf("v2 has %d admit-to-wire samples; only gcra measures them", v2.AdmitToWireCount)
+	}
+}
+
+// TestArrivalJitterHoldsEachRequest: the delaying proxy hands every
+// request on after a hold in [0, D], spread over it.
+func TestArrivalJitterHoldsEachRequest(t *testing.T) {
+	const d = 40 * time.Millisecond
+	var held []time.Duration
+	var mu sync.Mutex
+	sent := map[*http.Request]time.Time{}
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		held = append(held, time.Since(sent[r]))
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	j := arrivalJitter{next: next, max: d}
+	var wg sync.WaitGroup
+	for range 40 {
+		r := httptest.NewRequest(http.MethodPost, "/", nil)
+		mu.Lock()
+		sent[r] = time.Now()
+		mu.Unlock()
+		wg.Go(func() {
+			w := httptest.NewRecorder()
+			j.ServeHTTP(w, r)
+			if w.Code != http.StatusNoContent {
+				t.Errorf("status %d, want the simulator's 204", w.Code)
+			}
+		})
+	}
+	wg.Wait()
+	if len(held) != 40 {
+		t.Fatalf("%d requests handed on, want 40", len(held))
+	}
+	// A loaded machine may hold longer than D; none is held less than 0,
+	// and the holds are spread (not all at 0, not all at D).
+	slices.Sort(held)
+	if held[len(held)/2] > d || held[len(held)-1]-held[0] < d/4 {
+		t.Errorf("holds %v: want a median within %v and a spread over it", held, d)
+	}
+
+	// A request whose sender gave up is not handed on.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/", nil)
+	sent[r] = time.Now()
+	arrivalJitter{next: next, max: time.Hour}.ServeHTTP(httptest.NewRecorder(), r)
+	if len(held) != 40 {
+		t.Error("a canceled request reached the simulator")
+	}
+}
+
+// TestArrivalJitterWithinTheCheck: gcra at full rate (OTP at 30/s) with
+// requests held up to 20 ms before a strict sliding-second provider, the
+// PROVIDER_ARRIVAL_JITTER default that the dispatcher's start-up check
+// allows for (90 × 1.02 + 5 = 96.8): no 429.
+func TestArrivalJitterWithinTheCheck(t *testing.T) {
+	g := runRows(t, "--duration", "1.5s", "--senders", "2", "--strategies", "gcra", "--modes", "sliding1s",
+		"--otp-rate", "30", "--arrival-jitter", "20ms", "--redis-timeout", "1s")[stratGCRA]
+	if g.Answered != 0 || g.Accepted == 0 {
+		t.Errorf("gcra with 20 ms of arrival jitter: %d 429s, %d accepted (most in 1 s %d); want none and some", g.Answered, g.Accepted, g.MaxAll1s)
 	}
 }
 
@@ -180,6 +263,9 @@ func TestParseFlags(t *testing.T) {
 		{"--senders", "0"},
 		{"--duration", "1s", "--fault", "429@2s+1s"},
 		{"--svg", "x.svg", "--svg-senders", "5"},
+		{"--arrival-jitter", "-1ms"},
+		{"--arrival-jitter", "2s"},
+		{"--soak", "1m", "--arrival-jitter", "20ms"},
 		{"extra"},
 	} {
 		if _, err := parseFlags(args, io.Discard); err == nil {

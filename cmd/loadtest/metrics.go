@@ -25,19 +25,23 @@ type counters struct {
 	deadLettered atomic.Int64 // gcra: other 4xx
 	redisErrors  atomic.Int64 // Redis calls that failed (old: each let a message through)
 	first429     atomic.Int64 // 429s answered to a first try of a message
-	// noOTPWaits, set before the counters are used, keeps no OTP waits (a
-	// soak sender's memory must not grow with the run by design).
-	noOTPWaits bool
+	// noSamples, set before the counters are used, keeps no per-message
+	// samples: no OTP waits, no admit-to-wire latencies (a soak sender's
+	// memory must not grow with the run by design).
+	noSamples bool
 
 	mu sync.Mutex
 	// Guarded by mu. Queue arrival to first admission, by msg.seq; an OTP
 	// admitted again after a nack keeps its first wait.
 	otpWaits map[int]time.Duration
+	// Guarded by mu. gcra: for each send, the time from the limiter's
+	// admission returning to net/http having written the request.
+	admitToWire []time.Duration
 }
 
 // admittedOTP records that an OTP was let through at now.
 func (c *counters) admittedOTP(m msg, now time.Time) {
-	if c.noOTPWaits {
+	if c.noSamples {
 		return
 	}
 	c.mu.Lock()
@@ -48,6 +52,25 @@ func (c *counters) admittedOTP(m msg, now time.Time) {
 	if _, ok := c.otpWaits[m.seq]; !ok {
 		c.otpWaits[m.seq] = now.Sub(m.arrived)
 	}
+}
+
+// wroteRequest records one send's admit-to-wire latency.
+func (c *counters) wroteRequest(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.admitToWire = append(c.admitToWire, d)
+}
+
+// admitToWireQuantiles returns the p50 and p99 of the admit-to-wire
+// latencies, and how many there are.
+func (c *counters) admitToWireQuantiles() (p50, p99 time.Duration, n int) {
+	c.mu.Lock()
+	ws := make([]wait, len(c.admitToWire))
+	for i, d := range c.admitToWire {
+		ws[i] = wait{Duration: d}
+	}
+	c.mu.Unlock()
+	return percentile(ws, 0.50).Duration, percentile(ws, 0.99).Duration, len(ws)
 }
 
 // wait is one OTP's wait; censored when it was never admitted, and the

@@ -62,6 +62,21 @@ type result struct {
 	Admitted         int64   `json:"admitted"` // let through by the strategy
 	RedisCalls       int64   `json:"redis_calls"`
 	RedisCallsPerMsg float64 `json:"redis_calls_per_sent"`
+	// Redis's own figures (INFO commandstats since a CONFIG RESETSTAT at
+	// the run's start; none for v1): script calls (EVALSHA, EVAL, FCALL),
+	// and every command executed, the scripts' own included, less
+	// connection setup, PING and the measurement (redisstats.NotWork).
+	// RedisStatsError says why there are none.
+	RedisScripts        int64   `json:"redis_scripts"`
+	RedisScriptsPerMsg  float64 `json:"redis_scripts_per_sent"`
+	RedisExecuted       int64   `json:"redis_executed"`
+	RedisExecutedPerMsg float64 `json:"redis_executed_per_sent"`
+	RedisStatsError     string  `json:"redis_stats_error,omitempty"`
+	// gcra: the time from the limiter's admission returning to net/http
+	// having written the request, over AdmitToWireCount sends.
+	AdmitToWireP50   float64 `json:"admit_to_wire_p50_ms"`
+	AdmitToWireP99   float64 `json:"admit_to_wire_p99_ms"`
+	AdmitToWireCount int     `json:"admit_to_wire_count"`
 	RedisErrors      int64   `json:"redis_errors"`
 	Nacks            int64   `json:"nacks"`
 	Denied           int64   `json:"denied"`
@@ -81,7 +96,7 @@ type result struct {
 }
 
 // measure turns what a run recorded into its row.
-func measure(cfg *config, strat string, m mode, k int, start time.Time, sim *provider.Simulator, st *counters, ld *load, redisCalls int64) *result {
+func measure(cfg *config, strat string, m mode, k int, start time.Time, sim *provider.Simulator, st *counters, ld *load, redisCalls int64, own *redisStats) *result {
 	end := start.Add(cfg.duration)
 	r := &result{Strategy: strat, Mode: m.name, Senders: k, Seconds: cfg.duration.Seconds()}
 	if strat == stratGCRA {
@@ -152,6 +167,18 @@ func measure(cfg *config, strat string, m mode, k int, start time.Time, sim *pro
 	r.Admitted = st.admitted.Load()
 	r.RedisCalls = redisCalls
 	r.RedisCallsPerMsg = ratio(redisCalls, sent)
+	switch {
+	case own == nil: // v1 uses no Redis
+	case own.err != nil:
+		r.RedisStatsError = own.err.Error()
+	default:
+		r.RedisScripts, r.RedisExecuted = own.stats.Scripts(), own.stats.Executed()
+		r.RedisScriptsPerMsg, r.RedisExecutedPerMsg = ratio(r.RedisScripts, sent), ratio(r.RedisExecuted, sent)
+	}
+	if strat == stratGCRA {
+		p50, p99, n := st.admitToWireQuantiles()
+		r.AdmitToWireP50, r.AdmitToWireP99, r.AdmitToWireCount = ms(p50), ms(p99), n
+	}
 	r.RedisErrors = st.redisErrors.Load()
 	r.Nacks = st.nacks.Load()
 	r.Denied = st.denied.Load()
@@ -186,6 +213,9 @@ func (r *result) suspendText() string {
 func writeTable(w io.Writer, cfg *config, rows []*result) error {
 	fmt.Fprintf(w, "loadtest: %v per run, skew %v, OTP %g/s, %d+%d workers per sender; contract %d/s, TARGET_RPS %d, MARKETING_RPS %d",
 		cfg.duration, cfg.skew, cfg.otpRate, cfg.mktWorkers, cfg.otpWorkers, contractRPS, targetRPS, marketingRPS)
+	if cfg.jitter > 0 {
+		fmt.Fprintf(w, "; arrival jitter up to %v", cfg.jitter)
+	}
 	if len(cfg.faults) > 0 {
 		var fs []string
 		for _, f := range cfg.faults {
@@ -195,7 +225,7 @@ func writeTable(w io.Writer, cfg *config, rows []*result) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "strategy\tmode\tK\t429s\t1st try\tafter 1s\tsuspended in\tsent/s\tutil\tmax 1s\tmax 100ms\tOTPs admitted\tOTP p50\tOTP p99\tredis/sent\tnacks/sent\tspins/sent\tlost\t")
+	fmt.Fprintln(tw, "strategy\tmode\tK\t429s\t1st try\tafter 1s\tsuspended in\tsent/s\tutil\tmax 1s\tmax 100ms\tOTPs admitted\tOTP p50\tOTP p99\tredis/sent\tscripts/sent\texecuted/sent\tadmit→wire p50/p99\tnacks/sent\tspins/sent\tlost\t")
 	for _, r := range rows {
 		nacks, spins := "-", "-"
 		if r.Strategy == stratGCRA {
@@ -203,20 +233,27 @@ func writeTable(w io.Writer, cfg *config, rows []*result) error {
 		} else {
 			spins = strconv.FormatFloat(r.SpinsPerSent, 'f', 1, 64)
 		}
-		redis := "-"
+		redis, scripts, executed, wire := "-", "-", "-", "-"
 		if r.Strategy != stratV1 {
 			redis = strconv.FormatFloat(r.RedisCallsPerMsg, 'f', 2, 64)
+		}
+		if r.Strategy != stratV1 && r.RedisStatsError == "" {
+			scripts = strconv.FormatFloat(r.RedisScriptsPerMsg, 'f', 2, 64)
+			executed = strconv.FormatFloat(r.RedisExecutedPerMsg, 'f', 2, 64)
+		}
+		if r.AdmitToWireCount > 0 {
+			wire = fmt.Sprintf("%.2f/%.2fms", r.AdmitToWireP50, r.AdmitToWireP99)
 		}
 		strategy := r.Strategy
 		if r.Burst > 0 {
 			strategy += fmt.Sprintf(" (burst %d)", r.Burst)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%.1f\t%.3f\t%d (%d)\t%d (%d)\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%d\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%.1f\t%.3f\t%d (%d)\t%d (%d)\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n",
 			strategy, r.Mode, r.Senders, r.Answered, r.First429s, r.Late429s, r.suspendText(),
 			r.AcceptedRPS, r.Utilization,
 			r.MaxAccepted1s, r.MaxAll1s, r.MaxAccepted100ms, r.MaxAll100ms,
 			r.OTPServed, r.OTPArrived, msText(r.OTPWaitP50, r.OTPWaitP50AtLeast), msText(r.OTPWaitP99, r.OTPWaitP99AtLeast),
-			redis, nacks, spins, r.Lost)
+			redis, scripts, executed, wire, nacks, spins, r.Lost)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -228,7 +265,11 @@ suspended in: 300 / (429s per second), the incident analysis's extrapolation of 
 sent/s, util: accepted by the provider within the run, and that over TARGET_RPS.
 max 1s, max 100ms: most accepted in any window of that length at any phase (in brackets: all requests); contract 100 and 10.
 OTPs admitted: of those arrived. OTP p50/p99: queue arrival to first admission; ">" when the quantile is an OTP never
-  admitted (its wait lasts at least to the run's end). redis/sent: Redis commands (handshakes left out) per accepted message.
+  admitted (its wait lasts at least to the run's end). redis/sent: Redis commands the clients sent (handshakes left out)
+  per accepted message. scripts/sent, executed/sent: Redis's own count (INFO commandstats since CONFIG RESETSTAT at the
+  run's start, the whole server's): script calls (EVALSHA, EVAL, FCALL), and every command executed, the scripts' own
+  included, less connection setup, PING and the measurement. admit→wire: gcra, from the limiter's admission returning to
+  the request written on the wire (net/http/httptrace WroteRequest), p50/p99.
 nacks/sent: gcra, messages handed back (denied, 429, 5xx); spins/sent: old strategies, 1 ms sleeps after a denial.
 lost: old strategies, messages acked although the last try failed.
 `)
@@ -237,14 +278,17 @@ lost: old strategies, messages acked although the last try failed.
 
 // jsonReport is the file --json writes.
 type jsonReport struct {
-	DurationS    float64   `json:"duration_s"`
-	SkewMs       float64   `json:"skew_ms"`
-	OTPRate      float64   `json:"otp_rate"`
-	TargetRPS    int       `json:"target_rps"`
-	MarketingRPS int       `json:"marketing_rps"`
-	ContractRPS  int       `json:"contract_rps"`
-	BinMs        int64     `json:"bin_ms"`
-	Rows         []*result `json:"rows"`
+	DurationS    float64 `json:"duration_s"`
+	SkewMs       float64 `json:"skew_ms"`
+	OTPRate      float64 `json:"otp_rate"`
+	TargetRPS    int     `json:"target_rps"`
+	MarketingRPS int     `json:"marketing_rps"`
+	ContractRPS  int     `json:"contract_rps"`
+	// ArrivalJitterMs is --arrival-jitter: the most each request was held
+	// in front of the provider.
+	ArrivalJitterMs float64   `json:"arrival_jitter_ms"`
+	BinMs           int64     `json:"bin_ms"`
+	Rows            []*result `json:"rows"`
 }
 
 func writeJSON(w io.Writer, cfg *config, rows []*result) error {
@@ -253,6 +297,6 @@ func writeJSON(w io.Writer, cfg *config, rows []*result) error {
 	return enc.Encode(jsonReport{
 		DurationS: cfg.duration.Seconds(), SkewMs: float64(cfg.skew.Microseconds()) / 1000,
 		OTPRate: cfg.otpRate, TargetRPS: targetRPS, MarketingRPS: marketingRPS, ContractRPS: contractRPS,
-		BinMs: binWidth.Milliseconds(), Rows: rows,
+		ArrivalJitterMs: float64(cfg.jitter.Microseconds()) / 1000, BinMs: binWidth.Milliseconds(), Rows: rows,
 	})
 }

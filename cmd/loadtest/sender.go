@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"net/http/httptrace"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -74,10 +77,23 @@ func (s *sender) work(ctx context.Context, otpOnly bool) {
 }
 
 // send posts m once. A send keeps going when the run ends (it may already
-// be on the wire) but gives up after sendTimeout.
-func (s *sender) send(ctx context.Context, m msg) error {
+// be on the wire) but gives up after sendTimeout. With admittedAt set, it
+// records the time from then to net/http having written the request; only
+// the first write counts (the provider client never re-sends a request,
+// and a transport's retry must not count twice).
+func (s *sender) send(ctx context.Context, m msg, admittedAt time.Time) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
 	defer cancel()
+	if !admittedAt.IsZero() && !s.st.noSamples {
+		var wrote atomic.Bool
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			WroteRequest: func(info httptrace.WroteRequestInfo) {
+				if info.Err == nil && wrote.CompareAndSwap(false, true) {
+					s.st.wroteRequest(time.Since(admittedAt))
+				}
+			},
+		})
+	}
 	_, err := s.client.Send(ctx, provider.Message{ID: m.id, To: sendTo, Body: s.body})
 	return err
 }
@@ -131,7 +147,7 @@ func (p oldPolicy) handle(ctx context.Context, s *sender, m msg) {
 	}
 	s.admitted(m)
 	for try := 1; ; try++ {
-		err := s.send(ctx, m)
+		err := s.send(ctx, m, time.Time{})
 		throttled := nack.Classify(err) == nack.Throttled
 		if throttled && try == 1 {
 			s.st.first429.Add(1)
@@ -147,23 +163,43 @@ func (p oldPolicy) handle(ctx context.Context, s *sender, m msg) {
 }
 
 // gcraPolicy is the dispatcher's: the shared limiter with the class's max
-// wait, one send, and the outcome mapped by package nack. Denial, 429 and
-// transient failures nack (the message comes back by redelivery); a 429
-// also stops every sender for its Retry-After. Nothing is retried on the
-// spot.
+// wait, taking the message's send-once claim in the same call, one send,
+// the record of its outcome and the lease's end in one more call, and the
+// outcome mapped by package nack. Denial, 429 and transient failures nack
+// (the message comes back by redelivery); a 429 also stops every sender
+// for its Retry-After. Nothing is retried on the spot.
 type gcraPolicy struct {
 	lim  *admission.Limiter
 	cost int // units each send takes: its segments with --rate-unit segment, else 1
+	// ids starts the send-once id of each message: the senders of one
+	// load share one, the soak's processes (each with its own load) each
+	// have their own.
+	ids string
+	seq *atomic.Int64 // claim tokens
 }
+
+// recordTTL is how long the load test keeps a message's send-once record:
+// long enough for any redelivery of a run, short enough that a soak's
+// Redis reaches its steady size within its first minute.
+const recordTTL = 30 * time.Second
 
 func (p gcraPolicy) handle(ctx context.Context, s *sender, m msg) {
 	maxWait := marketingMaxWait
 	if m.class == admission.OTP {
 		maxWait = otpMaxWait
 	}
-	d, err := p.lim.AcquireN(ctx, m.class, p.cost, maxWait)
+	claim := admission.Claim{ID: p.ids + m.id, Token: strconv.FormatInt(p.seq.Add(1), 36), TTL: 5 * time.Second, Count: true}
+	d, err := p.lim.Admit(ctx, m.class, p.cost, maxWait, claim)
+	returned := time.Now() // the admission returned: the start of admit-to-wire
 	if err != nil {
 		return // the run is over
+	}
+	if d.Reason == admission.ReasonRecord {
+		if d.Record.State == admission.Held {
+			s.st.nacks.Add(1)
+			s.load.nack(m)
+		}
+		return // sent or refused before: acked
 	}
 	if !d.Allowed {
 		s.st.denied.Add(1)
@@ -176,8 +212,18 @@ func (p gcraPolicy) handle(ctx context.Context, s *sender, m msg) {
 	}
 	s.admitted(m)
 	m.sends++
-	err = s.send(ctx, m)
+	err = s.send(ctx, m, returned)
 	out := nack.Classify(err)
+	record := ""
+	switch out {
+	case nack.Sent:
+		record = admission.RecordSent
+	case nack.Rejected:
+		record = admission.RefusedRecord(err.Error())
+	}
+	if serr := p.lim.Settle(context.WithoutCancel(ctx), d, record); serr != nil {
+		s.st.redisErrors.Add(1)
+	}
 	if out == nack.Throttled {
 		if m.sends == 1 {
 			s.st.first429.Add(1)

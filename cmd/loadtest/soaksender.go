@@ -13,8 +13,10 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -157,6 +159,7 @@ func runSoakSender(ctx context.Context, specJSON string, in io.Reader, out, stde
 		Burst:        spec.Burst,
 		MaxSenders:   spec.MaxSenders,
 		RedisTimeout: spec.RedisTimeout,
+		RecordTTL:    recordTTL,
 		Logger:       logger,
 	})
 	if err != nil {
@@ -165,10 +168,10 @@ func runSoakSender(ctx context.Context, specJSON string, in io.Reader, out, stde
 
 	// Nothing a soak sender keeps may grow with the run by design: no
 	// per-OTP arrival times or waits, which the matrix's report needs.
-	st := &counters{noOTPWaits: true}
+	st := &counters{noSamples: true}
 	ld := newLoad(spec.Redelivery)
 	ld.noArrivals = true
-	s := &sender{skew: spec.Skew, body: sendBody, client: client, load: ld, st: st, policy: gcraPolicy{lim: lim, cost: 1}}
+	s := &sender{skew: spec.Skew, body: sendBody, client: client, load: ld, st: st, policy: gcraPolicy{lim: lim, cost: 1, ids: strconv.Itoa(os.Getpid()) + "-", seq: new(atomic.Int64)}}
 
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		fmt.Fprintf(stderr, "loadtest: soak sender %d: warning: Redis PING before the run: %v\n", spec.Index, err)
