@@ -48,6 +48,17 @@ func (l *Limiter) AcquireN(ctx context.Context, class Class, cost int, maxWait t
 // already on the wire.
 const lookaheadSlots = 2
 
+// lookahead is how far ahead a caller of class books a slot of cost units.
+// An OTP books past any slot marketing may have booked (the longest
+// marketing message's lookahead, and an interval for the slot itself) and
+// one more: marketing's bookings never make an OTP ask twice.
+func (l *Limiter) lookahead(class Class, cost int) time.Duration {
+	if class == Marketing {
+		return time.Duration(lookaheadSlots*cost) * l.spacing[Marketing]
+	}
+	return time.Duration(lookaheadSlots*l.cfg.MaxCost)*l.spacing[Marketing] + time.Duration(lookaheadSlots*cost)*l.spacing[OTP]
+}
+
 // Admit is AcquireN taking, when claim.Token is set, the id's send-once
 // claim in the same Redis call as the slot. It returns when the slot is
 // open: a slot a little ahead is booked at once and waited for outside the
@@ -123,7 +134,7 @@ func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time
 			tickets = ticketAlways
 		}
 		within := maxWait - time.Since(start)
-		lookahead := min(within, time.Duration(lookaheadSlots*cost)*l.spacing[class])
+		lookahead := min(within, l.lookahead(class, cost))
 		d, err := l.tryAcquire(ctx, class, cost, tickets, within, lookahead, claim)
 		d.Tries = tries
 		if err != nil {

@@ -28,8 +28,8 @@ var allStrategies = []string{stratV1, stratV2, stratPlanA, stratGCRA}
 // The provider's contract, as docs/contract.md section 3 states it, and the real limiter's
 // defaults.
 const (
-	targetRPS        = admission.DefaultTargetRPS
-	marketingRPS     = admission.DefaultMarketingRPS
+	targetRPS        = admission.DefaultTargetRPS    // the default of --target-rps
+	marketingRPS     = admission.DefaultMarketingRPS // the default of --marketing-rps
 	contractRPS      = 100
 	suspendAfter429s = 300
 	suspendWindow    = 10 * time.Minute
@@ -85,27 +85,29 @@ type config struct {
 	modes      []string
 	skew       time.Duration
 	otpRate    float64
-	mktWorkers int
-	otpWorkers int
-	burst      int // gcra BURST in modes counting 1 s
-	burst100ms int // gcra BURST in modes counting 100 ms
-	maxSenders int
-	redelivery time.Duration
-	latency    time.Duration
-	jitter     time.Duration // --arrival-jitter: the most a request is held before the provider sees it
-	redisTO    time.Duration
-	faults     []fault
-	jsonFile   string
-	svgFile    string
-	svgMode    string
-	svgSenders int
-	verbose    bool
-	quick      bool
-	soak       time.Duration // 0: the matrix; else a soak of this length
-	soakCSV    string
-	soakEvery  time.Duration // soak sampling interval: soakInterval, shorter in tests
-	segments   int           // segments of every body; above 1 the provider counts segments
-	rateUnit   string        // what gcra's rates count: segment or message
+	// target and marketing are gcra's TARGET_RPS and MARKETING_RPS.
+	target, marketing float64
+	mktWorkers        int
+	otpWorkers        int
+	burst             int // gcra BURST in modes counting 1 s
+	burst100ms        int // gcra BURST in modes counting 100 ms
+	maxSenders        int
+	redelivery        time.Duration
+	latency           time.Duration
+	jitter            time.Duration // --arrival-jitter: the most a request is held before the provider sees it
+	redisTO           time.Duration
+	faults            []fault
+	jsonFile          string
+	svgFile           string
+	svgMode           string
+	svgSenders        int
+	verbose           bool
+	quick             bool
+	soak              time.Duration // 0: the matrix; else a soak of this length
+	soakCSV           string
+	soakEvery         time.Duration // soak sampling interval: soakInterval, shorter in tests
+	segments          int           // segments of every body; above 1 the provider counts segments
+	rateUnit          string        // what gcra's rates count: segment or message
 }
 
 // defaults of the flags; --quick changes the first three unless given.
@@ -137,6 +139,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.Float64Var(&c.otpRate, "otp-rate", 10, "OTP messages per second, all senders together")
 	fs.IntVar(&c.mktWorkers, "marketing-workers", 4, "workers per sender that take OTP first, else marketing")
 	fs.IntVar(&c.otpWorkers, "otp-workers", 2, "workers per sender that take OTP only")
+	fs.Float64Var(&c.target, "target-rps", targetRPS, "gcra TARGET_RPS (the contract stays 100/s)")
+	fs.Float64Var(&c.marketing, "marketing-rps", marketingRPS, "gcra MARKETING_RPS")
 	fs.IntVar(&c.burst, "burst", admission.DefaultBurst, "gcra BURST in the modes that count per second")
 	fs.IntVar(&c.burst100ms, "burst-100ms", 1, "gcra BURST in the modes that count per 100 ms")
 	fs.IntVar(&c.maxSenders, "max-senders", admission.DefaultMaxSenders, "gcra MAX_SENDERS (raised to K when K is larger)")
@@ -216,6 +220,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("--otp-rate must be in [0, 10000], got %v", c.otpRate)
 	case c.mktWorkers < 1 || c.otpWorkers < 0:
 		return nil, fmt.Errorf("--marketing-workers must be at least 1 and --otp-workers at least 0")
+	case !(c.target >= admission.MinRPS) || c.target > contractRPS:
+		return nil, fmt.Errorf("--target-rps must be in [%v, %d], got %v", admission.MinRPS, contractRPS, c.target)
+	case !(c.marketing >= admission.MinRPS) || c.marketing > c.target:
+		return nil, fmt.Errorf("--marketing-rps must be in [%v, --target-rps], got %v", admission.MinRPS, c.marketing)
 	case c.burst < 1 || c.burst100ms < 1:
 		return nil, fmt.Errorf("--burst and --burst-100ms must be at least 1")
 	case c.maxSenders < 1:

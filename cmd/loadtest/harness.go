@@ -122,8 +122,8 @@ func runOne(ctx context.Context, cfg *config, redisOpts *redis.Options, strat st
 		case stratGCRA:
 			lim, err := admission.New(rdb, admission.Config{
 				Account:      ns,
-				TargetRPS:    targetRPS,
-				MarketingRPS: marketingRPS,
+				TargetRPS:    cfg.target,
+				MarketingRPS: cfg.marketing,
 				Burst:        cfg.burstFor(m),
 				MaxSenders:   max(cfg.maxSenders, k),
 				RedisTimeout: cfg.redisTO,

@@ -74,8 +74,8 @@ func TestQuickRunShowsTheIncidentAndTheFix(t *testing.T) {
 	if g.Utilization <= 0.8 {
 		t.Errorf("gcra utilization %.3f (%.1f sent/s, %d admitted by the fallback), want > 0.8", g.Utilization, g.AcceptedRPS, g.FallbackAdmits)
 	}
-	if g.MaxAccepted1s > targetRPS+g.Burst {
-		t.Errorf("gcra sent %d in one second, want at most TARGET_RPS+BURST = %d", g.MaxAccepted1s, targetRPS+g.Burst)
+	if float64(g.MaxAccepted1s) > targetRPS+float64(g.Burst) {
+		t.Errorf("gcra sent %d in one second, want at most TARGET_RPS+BURST = %v", g.MaxAccepted1s, targetRPS+float64(g.Burst))
 	}
 	if g.OTPServed == 0 {
 		t.Errorf("gcra admitted no OTP (of %d arrived)", g.OTPArrived)

@@ -141,10 +141,10 @@ func measure(cfg *config, strat string, m mode, k int, start time.Time, sim *pro
 	}
 
 	r.AcceptedRPS = float64(r.Accepted) / cfg.duration.Seconds()
-	r.Utilization = r.AcceptedRPS / targetRPS
-	r.CeilingRPS = targetRPS
+	r.Utilization = r.AcceptedRPS / cfg.target
+	r.CeilingRPS = cfg.target
 	if strat == stratGCRA {
-		r.CeilingRPS = min(targetRPS, marketingRPS+cfg.otpRate)
+		r.CeilingRPS = min(cfg.target, cfg.marketing+cfg.otpRate)
 	}
 	r.MaxAccepted1s = provider.MaxInAnyWindow(accepted, time.Second)
 	r.MaxAccepted100ms = provider.MaxInAnyWindow(accepted, 100*time.Millisecond)
@@ -211,8 +211,8 @@ func (r *result) suspendText() string {
 
 // writeTable writes the rows as an aligned text table with a legend.
 func writeTable(w io.Writer, cfg *config, rows []*result) error {
-	fmt.Fprintf(w, "loadtest: %v per run, skew %v, OTP %g/s, %d+%d workers per sender; contract %d/s, TARGET_RPS %d, MARKETING_RPS %d",
-		cfg.duration, cfg.skew, cfg.otpRate, cfg.mktWorkers, cfg.otpWorkers, contractRPS, targetRPS, marketingRPS)
+	fmt.Fprintf(w, "loadtest: %v per run, skew %v, OTP %g/s, %d+%d workers per sender; contract %d/s, TARGET_RPS %g, MARKETING_RPS %g",
+		cfg.duration, cfg.skew, cfg.otpRate, cfg.mktWorkers, cfg.otpWorkers, contractRPS, cfg.target, cfg.marketing)
 	if cfg.jitter > 0 {
 		fmt.Fprintf(w, "; arrival jitter up to %v", cfg.jitter)
 	}
@@ -281,8 +281,8 @@ type jsonReport struct {
 	DurationS    float64 `json:"duration_s"`
 	SkewMs       float64 `json:"skew_ms"`
 	OTPRate      float64 `json:"otp_rate"`
-	TargetRPS    int     `json:"target_rps"`
-	MarketingRPS int     `json:"marketing_rps"`
+	TargetRPS    float64 `json:"target_rps"`
+	MarketingRPS float64 `json:"marketing_rps"`
 	ContractRPS  int     `json:"contract_rps"`
 	// ArrivalJitterMs is --arrival-jitter: the most each request was held
 	// in front of the provider.
@@ -296,7 +296,7 @@ func writeJSON(w io.Writer, cfg *config, rows []*result) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(jsonReport{
 		DurationS: cfg.duration.Seconds(), SkewMs: float64(cfg.skew.Microseconds()) / 1000,
-		OTPRate: cfg.otpRate, TargetRPS: targetRPS, MarketingRPS: marketingRPS, ContractRPS: contractRPS,
+		OTPRate: cfg.otpRate, TargetRPS: cfg.target, MarketingRPS: cfg.marketing, ContractRPS: contractRPS,
 		ArrivalJitterMs: float64(cfg.jitter.Microseconds()) / 1000, BinMs: binWidth.Milliseconds(), Rows: rows,
 	})
 }

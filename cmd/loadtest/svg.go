@@ -45,8 +45,8 @@ func writeSVG(w io.Writer, cfg *config, rows []*result) error {
 	fmt.Fprintf(b, `<text x="%d" y="24" font-size="16" font-weight="bold">%s</text>`+"\n", svgLeft,
 		esc(fmt.Sprintf("Requests per 100 ms at the provider: mode %s, K=%d senders, clock skew %v", cfg.svgMode, cfg.svgSenders, cfg.skew)))
 	fmt.Fprintf(b, `<text x="%d" y="44" fill="#444">%s</text>`+"\n", svgLeft,
-		esc(fmt.Sprintf("contract %d/s = %d per 100 ms (red line); TARGET_RPS %d; OTP %g/s; one panel per strategy, each with its own y scale",
-			contractRPS, contractPer100ms, targetRPS, cfg.otpRate)))
+		esc(fmt.Sprintf("contract %d/s = %d per 100 ms (red line); TARGET_RPS %g; OTP %g/s; one panel per strategy, each with its own y scale",
+			contractRPS, contractPer100ms, cfg.target, cfg.otpRate)))
 	legendX := svgWidth - svgRight + 16
 	fmt.Fprintf(b, `<rect x="%d" y="14" width="12" height="12" fill="#3a8f5c"/><text x="%d" y="24">accepted</text>`+"\n", legendX, legendX+18)
 	fmt.Fprintf(b, `<rect x="%d" y="34" width="12" height="12" fill="#d0463c"/><text x="%d" y="44">rejected (429, 5xx)</text>`+"\n", legendX, legendX+18)

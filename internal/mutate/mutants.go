@@ -195,7 +195,7 @@ var mutants = []mutant{
 		{"admission/acquire.go", "			if d.RetryAfter > 0 {\n", "			if d.RetryAfter > 0 && false {\n"},
 	}, ""},
 	{"F5", "slots are booked without bound", []edit{
-		{"admission/acquire.go", "		lookahead := min(within, time.Duration(lookaheadSlots*cost)*l.spacing[class])", "		lookahead := within"},
+		{"admission/acquire.go", "		lookahead := min(within, l.lookahead(class, cost))", "		lookahead := within"},
 	}, "./dispatch/"},
 	{"F6", "the probe after a penalty does not go alone", []edit{
 		{"admission/gcra.lua", "if s[6] then\n  lookahead = 0\nend", "if false then\n  lookahead = 0\nend"},
