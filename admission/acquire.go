@@ -65,7 +65,9 @@ func (l *Limiter) lookahead(class Class, cost int) time.Duration {
 // class's turn. A Decision denied for ReasonRecord says what the id's
 // record holds (do not send); an allowed one with Claimed set goes to
 // Settle after the send. A Redis-down fallback claims nothing, and denies
-// marketing (ReasonNoRecord). If ctx ends while the caller waits for a
+// marketing (ReasonNoRecord) until Redis answers again, or its wait runs
+// out: a short outage holds marketing, rather than hand it back to come
+// again. If ctx ends while the caller waits for a
 // booked slot, the slot is lost, the claim given back, and the error is
 // ctx's.
 func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time.Duration, claim Claim) (Decision, error) {
@@ -165,7 +167,7 @@ func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time
 			}
 			return d, nil
 		}
-		if d.Reason == ReasonRecord || d.Reason == ReasonNoRecord {
+		if d.Reason == ReasonRecord {
 			return d, nil
 		}
 		wait := max(d.RetryAfter, minWait)

@@ -46,6 +46,13 @@ type Config struct {
 	// OTPOutstanding and MarketingOutstanding cap the messages a lane holds
 	// (Pub/Sub flow control). Zero means the client's default.
 	OTPOutstanding, MarketingOutstanding int
+	// ReadAhead, when above a lane's outstanding cap, is how many messages
+	// the client reads of each class while the cap still bounds the
+	// messages being handled: for a Pub/Sub server that ignores the
+	// client's flow control (an emulator), which otherwise leaves what it
+	// sent unread, unleased, to be delivered again. Zero (production):
+	// none.
+	ReadAhead int
 	// BackoffInitial and BackoffMax shape the pause of a lane whose retry
 	// budget is spent. Defaults 500ms and 2s: a pod whose sends all fail
 	// probes again within 2s, so it is sending again within about that of

@@ -20,6 +20,9 @@ type lane struct {
 	class     admission.Class
 	sub       *pubsub.Subscriber
 	receiving atomic.Bool
+	// slots, when the client reads ahead, caps the messages in the
+	// pipeline at the lane's outstanding; nil otherwise.
+	slots chan struct{}
 
 	mu sync.Mutex
 	// Guarded by mu.
@@ -38,9 +41,23 @@ const (
 	receiveRetryMax     = 30 * time.Second
 )
 
+// newLane caps the messages in hand at outstanding: what Pub/Sub may send
+// the client (its flow control, which the service applies on its side
+// too). With Config.ReadAhead above it, for a server that ignores flow
+// control (an emulator), the client reads that many instead and
+// outstanding slots cap the pipeline: the client leases and extends only
+// what it has read, and a message the server sent that waits unread in the
+// stream has the stream's lease only (10s, below), runs out and is
+// delivered again, however soon this process would have sent it. A
+// message's max wait starts only once it holds a slot.
 func newLane(d *Dispatcher, class admission.Class, sub *pubsub.Subscriber, outstanding int) *lane {
+	var slots chan struct{}
 	if outstanding > 0 {
 		sub.ReceiveSettings.MaxOutstandingMessages = outstanding
+		if d.cfg.ReadAhead > outstanding {
+			sub.ReceiveSettings.MaxOutstandingMessages = d.cfg.ReadAhead
+			slots = make(chan struct{}, outstanding)
+		}
 	}
 	// Shutdown (and pause) keep the client's default: wait for every
 	// callback (ours nack what has not been sent and bound sends by Grace),
@@ -50,7 +67,7 @@ func newLane(d *Dispatcher, class admission.Class, sub *pubsub.Subscriber, outst
 	// (the least Pub/Sub allows) bounds that at 10s instead of 60s.
 	sub.ReceiveSettings.MaxDurationPerAckExtension = 10 * time.Second
 	return &lane{
-		d: d, class: class, sub: sub,
+		d: d, class: class, sub: sub, slots: slots,
 		backoff: nack.NewFullJitter(d.cfg.BackoffInitial, d.cfg.BackoffMax),
 		errWait: nack.NewFullJitter(receiveRetryInitial, receiveRetryMax),
 	}
@@ -67,6 +84,13 @@ func (l *lane) run(ctx context.Context) {
 
 		l.receiving.Store(true)
 		err := l.sub.Receive(rctx, func(cctx context.Context, m *pubsub.Message) {
+			if l.slots != nil {
+				select {
+				case l.slots <- struct{}{}:
+					defer func() { <-l.slots }()
+				case <-cctx.Done(): // handle nacks it at once
+				}
+			}
 			l.d.handle(cctx, l.class, l.sub.ID(), m)
 		})
 		l.receiving.Store(false)

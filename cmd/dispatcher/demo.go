@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -321,7 +322,7 @@ func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (d
 			return demoReport{}, err
 		}
 		closers = append(closers, sender.CloseIdleConnections)
-		inst, err := newInstance(cfg, rdb, ps, sender, secret, tel, stats, logger.With("instance", i))
+		inst, err := newInstance(cfg, rdb, ps, true, sender, secret, tel, stats, logger.With("instance", i))
 		if err != nil {
 			return demoReport{}, err
 		}
@@ -442,8 +443,11 @@ func produce(ctx context.Context, ps *pubsub.Client, cfg config, o demoOptions, 
 		results = append(results, p.Publish(ctx, &pubsub.Message{Data: b}))
 	}
 	phone := func() string { return fmt.Sprintf("+8190%08d", rand.IntN(1e8)) }
+	// Ids of this run alone: with REDIS_URL, a Redis that kept the
+	// send-once records of an earlier demo would find every id sent.
+	run := strconv.FormatUint(rand.Uint64()%(36*36*36*36), 36)
 	for i := range o.Campaign {
-		publish(mkt, map[string]string{"id": fmt.Sprintf("campaign-%d", i), "to": phone(), "body": campaignBody(o.CampaignSegments)})
+		publish(mkt, map[string]string{"id": fmt.Sprintf("campaign-%s-%d", run, i), "to": phone(), "body": campaignBody(o.CampaignSegments)})
 	}
 
 	var tick <-chan time.Time
@@ -480,7 +484,7 @@ func produce(ctx context.Context, ps *pubsub.Client, cfg config, o demoOptions, 
 		case <-tick:
 			otpN++
 			publish(otp, map[string]string{
-				"id": fmt.Sprintf("otp-%d", otpN), "to": phone(),
+				"id": fmt.Sprintf("otp-%s-%d", run, otpN), "to": phone(),
 				"body":     fmt.Sprintf("Your code is %06d", rand.IntN(1e6)),
 				"deadline": time.Now().Add(time.Minute).UTC().Format(time.RFC3339),
 			})

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -55,7 +56,7 @@ func startLocal(cfg config, sim provider.SimConfig) (*localStack, error) {
 		sim.CountSegments = cfg.RateUnit == "segment"
 		ps = provider.NewSimulator(sim)
 	}
-	s := &localStack{Pubsub: pstest.NewServer(), Sim: ps, redisURL: cfg.RedisURL}
+	s := &localStack{Pubsub: pstest.NewServer(nackBackoff(cfg)), Sim: ps, redisURL: cfg.RedisURL}
 	s.simSrv = httptest.NewServer(s.Sim)
 	s.SimURL = s.simSrv.URL
 	if s.redisURL == "" {
@@ -86,6 +87,33 @@ func startLocal(cfg config, sim provider.SimConfig) (*localStack, error) {
 		})
 	}
 	return s, nil
+}
+
+// nackBackoff makes pstest hold a nacked message of a dispatcher
+// subscription for its retry policy's minimum backoff before redelivering
+// it, as Pub/Sub does; pstest ignores RetryPolicy and redelivers a nack
+// within 10ms, which turns every denial (Redis down, say) into a loop of
+// deliveries the real service does not make.
+func nackBackoff(cfg config) pstest.ServerReactorOption {
+	n := nackDelay{}
+	for class, sub := range map[string]string{"otp": cfg.OTPSubscription, "marketing": cfg.MarketingSubscription} {
+		name := fmt.Sprintf("projects/%s/subscriptions/%s", cfg.ProjectID, sub)
+		n[name] = int32(retryPolicies[class].MinimumBackoff.AsDuration() / time.Second)
+	}
+	return pstest.ServerReactorOption{FuncName: "ModifyAckDeadline", Reactor: n}
+}
+
+// nackDelay is the minimum backoff in seconds of each subscription.
+type nackDelay map[string]int32
+
+// React turns a nack (a new ack deadline of 0) into a deadline of the
+// subscription's minimum backoff, then lets pstest handle the request.
+// It runs under pstest's lock: it must not call the server.
+func (n nackDelay) React(req any) (bool, any, error) {
+	if r, ok := req.(*pubsubpb.ModifyAckDeadlineRequest); ok && r.AckDeadlineSeconds == 0 {
+		r.AckDeadlineSeconds = n[r.Subscription]
+	}
+	return false, nil, nil
 }
 
 // providerConfig returns cfg pointed at the stack's simulator, with the

@@ -59,7 +59,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer sender.CloseIdleConnections() // after the last send: keep-alives to the provider end with the process
-	inst, err := newInstance(cfg, rdb, ps, sender, secret, tel, tel.metrics, logger)
+	inst, err := newInstance(cfg, rdb, ps, environ("PUBSUB_EMULATOR_HOST") != "", sender, secret, tel, tel.metrics, logger)
 	if err != nil {
 		return err
 	}
@@ -139,9 +139,28 @@ var envOfField = map[string][2]string{
 	"MaxInFlight": {"PROVIDER_MAX_INFLIGHT", "provider-max-inflight"},
 }
 
+// emulatorReadAhead is how many messages of each class a process reads
+// from a Pub/Sub emulator (the library's default). An emulator (pstest,
+// gcloud's) ignores the flow control the client asks for and sends a
+// whole backlog at once: what the client has not read waits in the stream
+// on the stream's 10s lease, runs out and is delivered again, however
+// soon this process would have sent it. Read, it is leased and extended
+// until the lane has a slot for it (newLane).
+const emulatorReadAhead = 1000
+
+// readAhead is dispatch.Config.ReadAhead: emulatorReadAhead against an
+// emulator, none against Pub/Sub, which applies the flow control itself.
+func readAhead(emulator bool) int {
+	if emulator {
+		return emulatorReadAhead
+	}
+	return 0
+}
+
 // newInstance wires one dispatcher on the given clients; it watches creds
-// (the provider's credential) for changes. creds, tel and obs may be nil.
-func newInstance(cfg config, rdb redis.Scripter, ps *pubsub.Client, sender dispatch.Sender, creds dispatch.Credentials, tel *telemetrySet, obs dispatch.Observer, logger *slog.Logger) (*instance, error) {
+// (the provider's credential) for changes. emulator says ps talks to an
+// emulator. creds, tel and obs may be nil.
+func newInstance(cfg config, rdb redis.Scripter, ps *pubsub.Client, emulator bool, sender dispatch.Sender, creds dispatch.Credentials, tel *telemetrySet, obs dispatch.Observer, logger *slog.Logger) (*instance, error) {
 	lim, err := admission.New(rdb, admission.Config{
 		Account: cfg.Account, TargetRPS: cfg.TargetRPS, MarketingRPS: cfg.MarketingRPS,
 		Burst: cfg.Burst, MaxSenders: cfg.MaxSenders, RedisTimeout: cfg.RedisTimeout, Logger: logger,
@@ -172,6 +191,7 @@ func newInstance(cfg config, rdb redis.Scripter, ps *pubsub.Client, sender dispa
 		MaxDeliveryAttempts:  maxDeliveryAttempts,
 		OTPOutstanding:       outstanding(cfg.TargetRPS/float64(maxCost(cfg)), cfg.OTPMaxWait, 1),
 		MarketingOutstanding: outstanding(cfg.MarketingRPS/float64(maxCost(cfg)), cfg.MarketingMaxWait, cfg.MaxSenders),
+		ReadAhead:            readAhead(emulator),
 		RateUnit:             rateUnit(cfg.RateUnit),
 		MaxSegments:          cfg.MaxSegments,
 		AccountPause:         cfg.AccountPause,
