@@ -98,8 +98,12 @@ func (d *Dispatcher) join(ctx context.Context, class admission.Class, m Message)
 	if d.expired(m) {
 		return nil, nack.Expired, nil
 	}
-	wait := time.NewTimer(d.maxWait(class))
-	defer wait.Stop()
+	var wait *time.Timer // made only when there is a flight to wait for
+	defer func() {
+		if wait != nil {
+			wait.Stop()
+		}
+	}()
 	for {
 		f := &flight{done: make(chan struct{})}
 		v, loaded := d.inflight.LoadOrStore(m.ID, f)
@@ -107,6 +111,9 @@ func (d *Dispatcher) join(ctx context.Context, class admission.Class, m Message)
 			return f, 0, nil
 		}
 		first := v.(*flight)
+		if wait == nil {
+			wait = time.NewTimer(d.maxWait(class))
+		}
 		select {
 		case <-first.done:
 			switch first.end {
@@ -186,7 +193,7 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, m 
 	}
 	claim := admission.Claim{
 		ID:    m.ID,
-		Token: fmt.Sprintf("%s-%d", d.instance, d.seq.Add(1)),
+		Token: d.token(),
 		TTL:   d.cfg.SendTimeout + 5*time.Second,
 		// Without a dead-letter policy Pub/Sub counts no deliveries: the
 		// record counts the sends, for the trace's resend count.
@@ -244,6 +251,15 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, m 
 	return t
 }
 
+// token names one delivery attempt, unique across processes: the
+// instance's name and a counter.
+func (d *Dispatcher) token() string {
+	var buf [64]byte
+	b := append(buf[:0], d.instance...)
+	b = append(b, '-')
+	return string(strconv.AppendUint(b, d.seq.Add(1), 10))
+}
+
 // settle keeps the id's record of what came of its send and ends the
 // send's lease, in one call that outlives the delivery's context
 // (shutdown, Grace): it bounds itself, and with Redis known down it does
@@ -285,7 +301,7 @@ func (d *Dispatcher) admit(ctx context.Context, class admission.Class, cost int,
 	if class == admission.OTP {
 		// A waiting OTP holds marketing back until its slot is decided.
 		release = d.gate.EnterOTP()
-	} else {
+	} else if d.gate.Waiting() > 0 {
 		gctx, cancel := context.WithTimeout(ctx, maxWait)
 		err := d.gate.WaitMarketing(gctx)
 		cancel()
