@@ -59,6 +59,13 @@ func (l *Limiter) lookahead(class Class, cost int) time.Duration {
 	return time.Duration(lookaheadSlots*l.cfg.MaxCost)*l.spacing[Marketing] + time.Duration(lookaheadSlots*cost)*l.spacing[OTP]
 }
 
+// early is how long before its wake ticket a waiter of class asks: half an
+// interval, well within the lookahead, so that it books its slot ahead and
+// sends when it opens. A waiter that asked on its ticket would find the
+// slot opened a little before (the timer's and the round trip's lateness),
+// and at BURST 1 the account would lose that much of every interval.
+func (l *Limiter) early(class Class) time.Duration { return l.spacing[class] / 2 }
+
 // Admit is AcquireN taking, when claim.Token is set, the id's send-once
 // claim in the same Redis call as the slot. It returns when the slot is
 // open: a slot a little ahead is booked at once and waited for outside the
@@ -145,7 +152,7 @@ func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time
 		if d.Allowed {
 			if tickets == ticketAlways && d.Source == SourceRedis {
 				l.mu.Lock()
-				l.nextAsk[class] = time.Now().Add(d.Next)
+				l.nextAsk[class] = time.Now().Add(d.Next - l.early(class))
 				l.mu.Unlock()
 			}
 			endTurn()
@@ -173,6 +180,9 @@ func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time
 		wait := max(d.RetryAfter, minWait)
 		if time.Since(start)+wait > maxWait {
 			return d, nil
+		}
+		if d.Reason == ReasonGlobal || d.Reason == ReasonMarketing {
+			wait = max(wait-l.early(class), minWait)
 		}
 		if err := sleep(wait); err != nil {
 			return d, err
