@@ -41,12 +41,12 @@ func (l *Limiter) AcquireN(ctx context.Context, class Class, cost int, maxWait t
 
 // lookaheadSlots is how many of its class's intervals ahead a caller books
 // a slot rather than be denied: enough that a waiter woken by its ticket a
-// little before or after its slot takes it in one call, and little enough
+// little before its slot (early, below) takes it in one call, and little enough
 // that a booked slot is as good as sent: marketing never books far ahead
 // of an OTP (which then waits at most that long behind it), and no more is
 // booked than can go out after a 429 or while Redis is down than the sends
 // already on the wire.
-const lookaheadSlots = 2
+const lookaheadSlots = 1
 
 // lookahead is how far ahead a caller of class books a slot of cost units.
 // An OTP books past any slot marketing may have booked (the longest
