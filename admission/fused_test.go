@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -192,4 +193,37 @@ func TestABookedSlotIsGivenUpOnA429(t *testing.T) {
 	if v := get(t, rdb, l.Claims().Key("booked")); v != "<absent>" {
 		t.Fatalf("record %q left behind, want the claim given back", v)
 	}
+}
+
+// TestTheRecoveryFloorIsRaisedEvenByADuplicate: the first call of a process
+// back from its fallback raises both TATs for the others still in theirs,
+// whatever it decides: a duplicate's answer comes from its record, but the
+// floor is kept.
+func TestTheRecoveryFloorIsRaisedEvenByADuplicate(t *testing.T) {
+	rdb := redistest.Client(t)
+	l := newLimiter(t, rdb, testConfig(t))
+	ctx := context.Background()
+	if err := rdb.Set(ctx, l.Claims().Key("again"), RecordSent, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	l.inFallback = true
+	l.mu.Unlock()
+	d, err := l.Admit(ctx, Marketing, 1, time.Second, Claim{ID: "again", Token: "a"})
+	if err != nil || d.Reason != ReasonRecord {
+		t.Fatalf("a duplicate back from the fallback: %+v, %v", d, err)
+	}
+	lead := time.Duration(mustInt(t, get(t, rdb, l.Keys()[0]))-redisNow(t, rdb)) * time.Microsecond
+	if want := time.Duration(l.recoveryFloor)*time.Microsecond - 100*time.Millisecond; lead < want {
+		t.Fatalf("global TAT %v ahead, want the recovery floor (%v)", lead, time.Duration(l.recoveryFloor)*time.Microsecond)
+	}
+}
+
+func mustInt(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+	return n
 }

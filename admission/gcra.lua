@@ -7,7 +7,7 @@
 -- KEYS[2] -> marketing TAT key ({sms:<account>}:tat:marketing), microseconds
 -- KEYS[3] -> penalty key ({sms:<account>}:penalty), set by penalty.lua on a 429
 -- KEYS[4] -> wake-ticket key of the caller's class ({sms:<account>}:wake:<class>)
--- KEYS[5] -> rate override ({sms:<account>}:override, '<target_rps>
+-- KEYS[5] -> rate override ({sms:<account>}:rate-override, '<target_rps>
 --            <marketing_rps>'), set by an operator to lower the rates
 --            without a redeploy; a value can only lower a rate, never raise it
 -- KEYS[6] -> in-flight leases ({sms:<account>}:leases), a sorted set of
@@ -99,7 +99,29 @@ else
   s = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7])
 end
 
--- The id's record first: a duplicate takes nothing.
+-- What is written back, in one MSET at the end.
+local out = {}
+local function put(key, v)
+  out[#out + 1] = key
+  out[#out + 1] = string.format('%d', v)
+end
+
+local tat_g, tat_m = math.max(tonumber(s[1]) or 0, now), math.max(tonumber(s[2]) or 0, now)
+local floor = tonumber(ARGV[6])
+if floor > 0 then
+  -- Raised before anything is decided, and kept whatever is.
+  if tat_g < now + floor then
+    tat_g = now + floor
+    put(KEYS[1], tat_g)
+  end
+  if tat_m < now + floor then
+    tat_m = now + floor
+    put(KEYS[2], tat_m)
+  end
+end
+
+-- Then the id's record: a duplicate takes nothing (the floor above is no
+-- slot, and is kept).
 local attempts = 0
 if token ~= '' and s[7] then
   local n, state = string.match(s[7], '^(%d+)#(.*)$')
@@ -111,6 +133,9 @@ if token ~= '' and s[7] then
   if state ~= '' and state ~= 'claim:' .. token then
     if string.sub(state, 1, 6) == 'claim:' then
       state = 'held'
+    end
+    if #out > 0 then
+      redis.call('MSET', unpack(out))
     end
     return {0, 0, 6, 0, attempts, state}
   end
@@ -138,13 +163,6 @@ if s[5] then
       spacing = m_int
     end
   end
-end
-
--- What is written back, in one MSET at the end.
-local out = {}
-local function put(key, v)
-  out[#out + 1] = key
-  out[#out + 1] = string.format('%d', v)
 end
 
 -- ticket returns when the caller should ask, in microseconds from now: the
@@ -183,19 +201,6 @@ if s[3] then
   end
 end
 
-local tat_g, tat_m = math.max(tonumber(s[1]) or 0, now), math.max(tonumber(s[2]) or 0, now)
-local floor = tonumber(ARGV[6])
-if floor > 0 then
-  -- Raised before anything is decided, and kept whatever is.
-  if tat_g < now + floor then
-    tat_g = now + floor
-    put(KEYS[1], tat_g)
-  end
-  if tat_m < now + floor then
-    tat_m = now + floor
-    put(KEYS[2], tat_m)
-  end
-end
 
 -- The slot: the first instant at which every level the caller passes has
 -- room, at the earliest now. Idle time banks no credit beyond the

@@ -82,7 +82,7 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 	burst := time.Duration(cfg.Burst - 1)
 	call := admitCall{
 		GlobalTAT: tag + ":tat:global", MarketingTAT: tag + ":tat:marketing", Penalty: tag + ":penalty",
-		Override: tag + ":override", Leases: tag + ":leases", Probe: tag + ":probe",
+		Override: tag + ":rate-override", Leases: tag + ":leases", Probe: tag + ":probe",
 		GlobalInterval: gi.Microseconds(), GlobalTau: (burst * gi).Microseconds(),
 		// The marketing level tolerates one send more even at BURST 1: a
 		// marketing send pushed back by an OTP's slot catches up, instead
@@ -244,6 +244,16 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets
 	case now.Before(l.pauseUntil):
 		// Redis could not be told of it, and did not decide about it.
 		l.pauseChecked = now
+		if d.Allowed {
+			// The slot goes unused: its claim and lease are given back
+			// with the next call that reaches Redis.
+			if d.Claimed {
+				l.claims.keep(claimRef{d.claim.ID, d.claim.Token})
+			}
+			if d.Lease != "" {
+				l.orphans = keepLeftovers(l.orphans, d.Lease)
+			}
+		}
 		return l.pauseDecision(now), nil
 	}
 	if d.Reason == ReasonPenalty {

@@ -2,7 +2,7 @@
 -- gcra.lua reads it on every call and applies each value only where it is
 -- lower than the configured rate.
 --
--- KEYS[1] -> override ({sms:<account>}:override): '<target_rps> <marketing_rps>'
+-- KEYS[1] -> override ({sms:<account>}:rate-override): '<target_rps> <marketing_rps>'
 -- KEYS[2] -> global TAT key ({sms:<account>}:tat:global)
 -- KEYS[3] -> marketing TAT key ({sms:<account>}:tat:marketing)
 -- KEYS[4] -> OTP wake-ticket key ({sms:<account>}:wake:otp)

@@ -43,7 +43,9 @@ func goJSON(s string) string {
 	return string(b[1 : len(b)-1])
 }
 
-var jsonEscape = regexp.MustCompile(`\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}(?:\\u[0-9a-fA-F]{4})?)`)
+// jsonEscape matches one JSON escape: a surrogate pair is one (a high
+// surrogate's escape then a low one's), any other \uXXXX alone.
+var jsonEscape = regexp.MustCompile(`\\(?:["\\/bfnrt]|u(?:[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|[0-9a-fA-F]{4}))`)
 
 // readings returns s and s with its JSON escapes decoded once, twice and
 // three times (as far as that changes anything), decoded by encoding/json

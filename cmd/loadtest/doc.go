@@ -40,7 +40,7 @@
 // harness asks each for its live heap, goroutines and open sockets (a line
 // on its stdin, a JSON line back on its stdout) and reads Redis's
 // used_memory and DBSIZE (the most of ten reads over the 10 s: the
-// limiter's keys expire at their TAT). It fails if any of them (per-process figures by
+// messages' send-once records expire 30 s after their send). It fails if any of them (per-process figures by
 // their median) grows more than 10 % from minute 2 (halfway in a run
 // shorter than 4 min) to the end, or if the provider answered any 429.
 // Closing a sender's stdin stops it.
