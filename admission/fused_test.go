@@ -227,3 +227,28 @@ func mustInt(t *testing.T, s string) int64 {
 	}
 	return n
 }
+
+// TestTheProbeAfterAPenaltyGoesAlone: for a second after a penalty ends no
+// slot is booked ahead, by any process: the probe that finds whether the
+// provider still refuses is the only send on its way.
+func TestTheProbeAfterAPenaltyGoesAlone(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.TargetRPS, cfg.MarketingRPS, cfg.Burst = 10, 10, 1
+	a := newLimiter(t, redistest.Client(t), cfg)
+	b := newLimiter(t, redistest.Client(t), cfg)
+	ctx := context.Background()
+	if err := a.ReportThrottled(ctx, 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond) // the penalty is over
+	if d, err := a.tryAcquire(ctx, OTP, 1, ticketNone, time.Second, 0, Claim{}); err != nil || !d.Allowed {
+		t.Fatalf("the probe: %+v, %v; want allowed", d, err)
+	}
+	// The next slot opens one interval (100 ms) on: within another
+	// process's lookahead, but not to be booked while the probe's answer
+	// may still be a 429.
+	d, err := b.tryAcquire(ctx, OTP, 1, ticketNone, time.Second, time.Second, Claim{})
+	if err != nil || d.Allowed {
+		t.Fatalf("another process right after the probe: %+v, %v; want denied, not booked", d, err)
+	}
+}
