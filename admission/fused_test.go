@@ -17,8 +17,8 @@ import (
 // oneSlotConfig admits one message a second with no burst: a second call
 // within the same second is denied, or booked a second ahead.
 func oneSlotConfig(t *testing.T) Config {
-	c := testConfig(t)
-	c.TargetRPS, c.MarketingRPS, c.Burst = 1, 1, 1
+	c := slowConfig(t)
+	c.Burst = 1
 	return c
 }
 
@@ -168,11 +168,15 @@ func TestABookedSlotIsWaitedFor(t *testing.T) {
 // the claim is given back.
 func TestABookedSlotIsGivenUpOnA429(t *testing.T) {
 	rdb := redistest.Client(t)
-	l := newLimiter(t, rdb, oneSlotConfig(t))
+	admitted := make(chan struct{}, 8)
+	hooked := redistest.Client(t)
+	hooked.AddHook(afterAdmit(admitted))
+	l := newLimiter(t, hooked, oneSlotConfig(t))
 	ctx := context.Background()
 	if d, err := l.Admit(ctx, OTP, 1, 3*time.Second, Claim{}); err != nil || !d.Allowed {
 		t.Fatalf("first: %+v, %v", d, err)
 	}
+	<-admitted
 	type result struct {
 		d   Decision
 		err error
@@ -182,7 +186,7 @@ func TestABookedSlotIsGivenUpOnA429(t *testing.T) {
 		d, err := l.Admit(ctx, OTP, 1, 3*time.Second, Claim{ID: "booked", Token: "a"})
 		done <- result{d, err}
 	}()
-	time.Sleep(200 * time.Millisecond) // the second is booked a second ahead
+	<-admitted // the second is booked a second ahead, and waits for it
 	if err := l.ReportThrottled(ctx, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -234,14 +238,19 @@ func mustInt(t *testing.T, s string) int64 {
 func TestTheProbeAfterAPenaltyGoesAlone(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.TargetRPS, cfg.MarketingRPS, cfg.Burst = 10, 10, 1
-	a := newLimiter(t, redistest.Client(t), cfg)
+	rdb := redistest.Client(t)
+	a := newLimiter(t, rdb, cfg)
 	b := newLimiter(t, redistest.Client(t), cfg)
+	probe := newLimiter(t, redistest.Client(t), cfg) // heard of no penalty
 	ctx := context.Background()
-	if err := a.ReportThrottled(ctx, 100*time.Millisecond); err != nil {
+	if err := a.ReportThrottled(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(150 * time.Millisecond) // the penalty is over
-	if d, err := a.tryAcquire(ctx, OTP, 1, ticketNone, time.Second, 0, Claim{}); err != nil || !d.Allowed {
+	// The penalty ends (and the TAT it moved with it), its probe key lives.
+	if err := rdb.Del(ctx, append(a.Keys()[:1], a.Keys()[2])...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := probe.tryAcquire(ctx, OTP, 1, ticketNone, time.Second, 0, Claim{}); err != nil || !d.Allowed {
 		t.Fatalf("the probe: %+v, %v; want allowed", d, err)
 	}
 	// The next slot opens one interval (100 ms) on: within another
@@ -250,5 +259,23 @@ func TestTheProbeAfterAPenaltyGoesAlone(t *testing.T) {
 	d, err := b.tryAcquire(ctx, OTP, 1, ticketNone, time.Second, time.Second, Claim{})
 	if err != nil || d.Allowed {
 		t.Fatalf("another process right after the probe: %+v, %v; want denied, not booked", d, err)
+	}
+}
+
+// afterAdmit is a go-redis hook that signals on admitted each time a call
+// of gcra.lua has been answered.
+type afterAdmit chan struct{}
+
+func (afterAdmit) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (afterAdmit) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h afterAdmit) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if ScriptOp(cmd.Args()) == OpAdmit {
+			h <- struct{}{}
+		}
+		return err
 	}
 }
