@@ -8,14 +8,16 @@ package admission
 
 // admitCall is one call of gcra.lua.
 type admitCall struct {
-	GlobalTAT    string `lua:"KEYS[1] global TAT key"`
-	MarketingTAT string `lua:"KEYS[2] marketing TAT key"`
-	Penalty      string `lua:"KEYS[3] penalty key"`
-	Wake         string `lua:"KEYS[4] wake-ticket key of the caller's class"`
-	Override     string `lua:"KEYS[5] rate override"`
-	Leases       string `lua:"KEYS[6] in-flight leases"`
-	Probe        string `lua:"KEYS[7] probe key"`
-	Record       string `lua:"KEYS[8] the id's record"`
+	GlobalTAT    string   `lua:"KEYS[1] global TAT key"`
+	MarketingTAT string   `lua:"KEYS[2] marketing TAT key"`
+	Penalty      string   `lua:"KEYS[3] penalty key"`
+	Wake         string   `lua:"KEYS[4] wake-ticket key of the caller's class"`
+	Override     string   `lua:"KEYS[5] rate override"`
+	Leases       string   `lua:"KEYS[6] in-flight leases"`
+	Probe        string   `lua:"KEYS[7] probe key"`
+	Learned      string   `lua:"KEYS[8] learned rate"`
+	Record       string   `lua:"KEYS[9] the id's record"`
+	Senders      []string `lua:"KEYS[10..] the sender pool's TAT keys ({sms:<account>}:tat:sender:<from>),"`
 
 	GlobalInterval    int64  `lua:"ARGV[1] global emission interval in microseconds"`
 	GlobalTau         int64  `lua:"ARGV[2] global tolerance tau in microseconds"`
@@ -35,20 +37,18 @@ type admitCall struct {
 	Token             string `lua:"ARGV[16] claim token"`
 	ClaimMillis       int64  `lua:"ARGV[17] claim lifetime in milliseconds"`
 	Count             bool   `lua:"ARGV[18] '1' to count this send"`
+	Adaptive          string `lua:"ARGV[19] the learned rate's search"`
+	SenderIntervals   string `lua:"ARGV[20] the sender pool's emission intervals in microseconds"`
 }
 
 func (c admitCall) keys() []string {
-	k := []string{c.GlobalTAT, c.MarketingTAT, c.Penalty, c.Wake, c.Override, c.Leases, c.Probe}
-	if c.Token != "" {
-		k = append(k, c.Record)
-	}
-	return k
+	return append([]string{c.GlobalTAT, c.MarketingTAT, c.Penalty, c.Wake, c.Override, c.Leases, c.Probe, c.Learned, c.Record}, c.Senders...)
 }
 
 func (c admitCall) argv() []any {
 	return []any{c.GlobalInterval, c.GlobalTau, c.MarketingInterval, c.MarketingTau, flag(c.Marketing),
 		c.RecoveryFloor, c.Reserve, c.Tickets, c.Spacing, c.Within, c.MaxInFlight, c.Lease, c.LeaseTTL, max(c.Cost, 1),
-		max(c.Lookahead, 0), c.Token, c.ClaimMillis, flag(c.Count)}
+		max(c.Lookahead, 0), c.Token, c.ClaimMillis, flag(c.Count), c.Adaptive, c.SenderIntervals}
 }
 
 // penaltyCall is one call of penalty.lua.
@@ -56,14 +56,19 @@ type penaltyCall struct {
 	Penalty   string `lua:"KEYS[1] penalty key"`
 	GlobalTAT string `lua:"KEYS[2] global TAT key"`
 	Probe     string `lua:"KEYS[3] probe key"`
+	Learned   string `lua:"KEYS[4] learned rate"`
+	Override  string `lua:"KEYS[5] rate override"`
 
 	Millis    int64  `lua:"ARGV[1] penalty length in milliseconds"`
 	GlobalTau int64  `lua:"ARGV[2] global tolerance tau in microseconds"`
 	Why       string `lua:"ARGV[3] why"`
+	Adaptive  string `lua:"ARGV[4] the learned rate's search"`
 }
 
-func (c penaltyCall) keys() []string { return []string{c.Penalty, c.GlobalTAT, c.Probe} }
-func (c penaltyCall) argv() []any    { return []any{c.Millis, c.GlobalTau, c.Why} }
+func (c penaltyCall) keys() []string {
+	return []string{c.Penalty, c.GlobalTAT, c.Probe, c.Learned, c.Override}
+}
+func (c penaltyCall) argv() []any { return []any{c.Millis, c.GlobalTau, c.Why, c.Adaptive} }
 
 // resumeCall is one call of resume.lua.
 type resumeCall struct {
@@ -140,6 +145,17 @@ func (c finishCall) argv() []any {
 	}
 	return a
 }
+
+// learnedCall is one call of learned.lua.
+type learnedCall struct {
+	Learned string `lua:"KEYS[1] learned rate"`
+
+	Op   string `lua:"ARGV[1] 'get', 'reset'"`
+	Rate string `lua:"ARGV[2] the rate to pin"`
+}
+
+func (c learnedCall) keys() []string { return []string{c.Learned} }
+func (c learnedCall) argv() []any    { return []any{c.Op, c.Rate} }
 
 // flag is a boolean as the scripts read one.
 func flag(b bool) string {

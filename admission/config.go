@@ -62,10 +62,52 @@ type Config struct {
 	// LeaseTTL is how long a lease outlives a process that died mid-send.
 	// It must exceed the longest send. Default 30s.
 	LeaseTTL time.Duration
+	// Senders is the account's sender pool, if it has one: each admission
+	// then also takes a slot of one sender (the one whose slot opens
+	// first, Decision.Sender), which sends at most its RPS in any second
+	// as the provider sees it (ArrivalJitter allowed for).
+	Senders []Sender
+	// ArrivalJitter is the spread of the time from admission to arrival
+	// at the provider; a sender's slots are spaced so that its rate holds
+	// at the provider despite it.
+	ArrivalJitter time.Duration
+	// Adaptive, when enabled, learns the rate the provider really allows
+	// below TargetRPS (docs/design.md, "A limit that learns").
+	Adaptive Adaptive
 	// Logger receives at most one line per RedisRetryAfter about Redis
 	// failures. If nil, slog.Default() is used.
 	Logger *slog.Logger
 }
+
+// A Sender is one number (or sender id) of an account's sender pool.
+type Sender struct {
+	// From is what the provider is told to send from.
+	From string
+	// RPS is the sender's own rate, in the account's unit (messages, or
+	// segments).
+	RPS float64
+}
+
+// Adaptive configures the limit that learns: a 429 lowers the account's
+// rate, shared by every process, and it searches upward again while the
+// account is busy, never above TargetRPS nor below MinRPS.
+type Adaptive struct {
+	Enabled bool
+	// MinRPS is the lowest the learned rate goes. Default TargetRPS/10.
+	MinRPS float64
+	// ProbeInterval is how often a settled rate tries one step higher.
+	// Default 10m.
+	ProbeInterval time.Duration
+	// Step is how long a rate must hold, under load and without a 429,
+	// before the search moves on. Default 10s.
+	Step time.Duration
+}
+
+// Defaults of Adaptive.
+const (
+	DefaultProbeInterval = 10 * time.Minute
+	DefaultAdaptiveStep  = 10 * time.Second
+)
 
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
@@ -98,6 +140,17 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxCost == 0 {
 		c.MaxCost = 1
+	}
+	if c.Adaptive.Enabled {
+		if c.Adaptive.MinRPS == 0 {
+			c.Adaptive.MinRPS = c.TargetRPS / 10
+		}
+		if c.Adaptive.ProbeInterval == 0 {
+			c.Adaptive.ProbeInterval = DefaultProbeInterval
+		}
+		if c.Adaptive.Step == 0 {
+			c.Adaptive.Step = DefaultAdaptiveStep
+		}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -142,12 +195,45 @@ func (c Config) Validate() error {
 	case c.RedisRetryAfter < 0:
 		return bad("RedisRetryAfter", "must not be negative, got %v", c.RedisRetryAfter)
 	}
+	seen := map[string]bool{}
+	for _, s := range c.Senders {
+		switch {
+		case s.From == "":
+			return bad("Senders", "a sender has no From")
+		case seen[s.From]:
+			return bad("Senders", "%q is listed twice", s.From)
+		case !(s.RPS >= MinRPS) || s.RPS > 1e6:
+			return bad("Senders", "%q: RPS must be %v to 1e6, got %v", s.From, MinRPS, s.RPS)
+		}
+		seen[s.From] = true
+	}
+	if c.ArrivalJitter < 0 || c.ArrivalJitter > time.Second {
+		return bad("ArrivalJitter", "must be 0 to 1s, got %v", c.ArrivalJitter)
+	}
+	if a := c.Adaptive; a.Enabled {
+		switch {
+		case !(a.MinRPS >= MinRPS) || a.MinRPS > c.TargetRPS:
+			return bad("Adaptive.MinRPS", "must be at least %v and at most TargetRPS (%v), got %v", MinRPS, c.TargetRPS, a.MinRPS)
+		case a.ProbeInterval < time.Second:
+			return bad("Adaptive.ProbeInterval", "must be at least 1s, got %v", a.ProbeInterval)
+		case a.Step < 100*time.Millisecond:
+			return bad("Adaptive.Step", "must be at least 100ms, got %v", a.Step)
+		}
+	}
 	for _, r := range c.Account {
 		if r == '{' || r == '}' || r < 0x21 || r > 0x7e {
 			return bad("Account", "must be printable ASCII without braces, got %q", c.Account)
 		}
 	}
 	return nil
+}
+
+// senderInterval is the emission interval of a sender of rps units a
+// second: spaced by the arrival jitter as well, so that the provider, which
+// sees the sends up to that much later, never sees more than rps in a
+// second.
+func senderInterval(rps float64, jitter time.Duration) time.Duration {
+	return time.Duration(math.Ceil(1e6*(1+jitter.Seconds())/rps)) * time.Microsecond
 }
 
 // interval returns the GCRA emission interval for rate, rounded up to the

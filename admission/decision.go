@@ -68,6 +68,7 @@ const (
 	ReasonLong      Reason = "long"      // a send of several units waits for Redis (fallback)
 	ReasonRecord    Reason = "record"    // the id's record says not to send (Decision.Record)
 	ReasonNoRecord  Reason = "no_record" // marketing waits for Redis to keep its send-once record (fallback)
+	ReasonSender    Reason = "sender"    // no sender of the pool has a slot yet
 
 	// Reasons of SourceNone: the caller did not ask.
 	ReasonTurn   Reason = "turn"    // its max wait ran out queued behind a caller of its class
@@ -109,6 +110,9 @@ type Decision struct {
 	// Attempts is, for an admission whose Claim counts, how many sends of
 	// the id were counted before this one: the trace's resend count.
 	Attempts int
+	// Sender is, when allowed on an account with a sender pool, the From
+	// of the sender whose slot was taken: send from it.
+	Sender string
 
 	claim Claim // the claim taken, for Settle
 }

@@ -59,7 +59,11 @@ func (l *Limiter) eval(ctx context.Context, class Class, cost int, recovering bo
 		}
 		return Decision{}, err
 	}
-	d, err := parseReply(v)
+	d, learned, err := parseReply(v)
+	if err == nil {
+		l.learned.Store(learned)
+		d.Sender, err = l.sender(v[6].(int64))
+	}
 	if err == nil && d.Allowed {
 		d.Lease = lease
 		if claim.Token != "" {
@@ -70,22 +74,37 @@ func (l *Limiter) eval(ctx context.Context, class Class, cost int, recovering bo
 }
 
 // parseReply turns gcra.lua's {allowed, wait_us, reason, next_us,
-// attempts, detail} into a Decision.
-func parseReply(v []any) (Decision, error) {
-	if len(v) != 6 {
-		return Decision{}, fmt.Errorf("%w: %d elements, want 6", ErrBadReply, len(v))
+// attempts, detail, sender, learned} into a Decision, and the learned
+// rate's thousandths.
+func parseReply(v []any) (Decision, int64, error) {
+	d, err := parseDecision(v)
+	if err != nil {
+		return d, 0, err
+	}
+	return d, v[7].(int64), nil
+}
+
+func parseDecision(v []any) (Decision, error) {
+	if len(v) != 8 {
+		return Decision{}, fmt.Errorf("%w: %d elements, want 8", ErrBadReply, len(v))
 	}
 	detail, ok := v[5].(string)
 	if !ok {
 		return Decision{}, fmt.Errorf("%w: element 5 is %T", ErrBadReply, v[5])
 	}
-	var n [5]int64
+	var n [8]int64
 	for i := range n {
+		if i == 5 {
+			continue
+		}
 		x, ok := v[i].(int64)
 		if !ok {
 			return Decision{}, fmt.Errorf("%w: element %d is %T", ErrBadReply, i, v[i])
 		}
 		n[i] = x
+	}
+	if n[6] != 0 && (n[0] != 1 || n[2] != 0) {
+		return Decision{}, fmt.Errorf("%w: a sender with a denial: %v", ErrBadReply, v)
 	}
 	us := func(x int64) time.Duration { return time.Duration(x) * time.Microsecond }
 	d := Decision{Allowed: n[0] == 1, RetryAfter: us(n[1]), Source: SourceRedis, Attempts: int(n[4])}
@@ -100,6 +119,8 @@ func parseReply(v []any) (Decision, error) {
 		d.Reason = ReasonMarketing
 	case n[0] == 0 && n[2] == 4:
 		d.Reason = ReasonInFlight
+	case n[0] == 0 && n[2] == 7:
+		d.Reason = ReasonSender
 	case n[0] == 0 && n[2] == 5 && detail != "":
 		d.Source, d.Reason, d.Why = SourcePenalty, ReasonAccount, detail
 	case n[0] == 0 && n[2] == 6:
@@ -119,4 +140,15 @@ func parseReply(v []any) (Decision, error) {
 		return Decision{}, fmt.Errorf("%w: denial without a wait: %v", ErrBadReply, v)
 	}
 	return d, nil
+}
+
+// sender is the From of the pool's sender i (1-based; 0: none).
+func (l *Limiter) sender(i int64) (string, error) {
+	switch {
+	case i == 0:
+		return "", nil
+	case i < 0 || i > int64(len(l.cfg.Senders)):
+		return "", fmt.Errorf("%w: sender %d of %d", ErrBadReply, i, len(l.cfg.Senders))
+	}
+	return l.cfg.Senders[i-1].From, nil
 }

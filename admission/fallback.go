@@ -28,21 +28,32 @@ func (c *cell) check(now time.Time) (time.Time, time.Duration) {
 type fallback struct {
 	global    cell
 	marketing cell
+	senders   []cell // the pool's senders, each at its RPS/MaxSenders
+	from      []string
 }
 
 func newFallback(cfg Config) fallback {
 	n := float64(cfg.MaxSenders)
-	return fallback{
+	f := fallback{
 		global:    cell{interval: interval(cfg.TargetRPS / n)},
 		marketing: cell{interval: interval(cfg.MarketingRPS / n)},
 	}
+	for _, s := range cfg.Senders {
+		f.senders = append(f.senders, cell{interval: senderInterval(s.RPS/n, cfg.ArrivalJitter)})
+		f.from = append(f.from, s.From)
+	}
+	return f
 }
 
 // enterAt starts a fallback episode at now. u in [0, 1) places each cell's
 // first slot at a random point of its interval, so that processes that lose
 // Redis at the same instant do not all send at that instant.
 func (f *fallback) enterAt(now time.Time, u float64) {
-	for _, c := range []*cell{&f.global, &f.marketing} {
+	cells := []*cell{&f.global, &f.marketing}
+	for i := range f.senders {
+		cells = append(cells, &f.senders[i])
+	}
+	for _, c := range cells {
 		start := now.Add(time.Duration(u * float64(c.interval)))
 		if c.tat.Before(start) {
 			c.tat = start
@@ -59,8 +70,19 @@ func (f *fallback) decideAt(now time.Time, class Class) Decision {
 	if class == Marketing {
 		mNew, mWait = f.marketing.check(now)
 	}
-	if gWait > 0 || mWait > 0 {
-		if mWait > gWait {
+	pick, sWait := -1, time.Duration(-1)
+	var sNew time.Time
+	for i := range f.senders {
+		t, w := f.senders[i].check(now)
+		if pick < 0 || w < sWait {
+			pick, sWait, sNew = i, w, t
+		}
+	}
+	if gWait > 0 || mWait > 0 || sWait > 0 {
+		switch {
+		case sWait > gWait && sWait > mWait:
+			return Decision{RetryAfter: sWait, Source: SourceFallback, Reason: ReasonSender}
+		case mWait > gWait:
 			return Decision{RetryAfter: mWait, Source: SourceFallback, Reason: ReasonMarketing}
 		}
 		return Decision{RetryAfter: gWait, Source: SourceFallback, Reason: ReasonGlobal}
@@ -69,5 +91,10 @@ func (f *fallback) decideAt(now time.Time, class Class) Decision {
 	if class == Marketing {
 		f.marketing.tat = mNew
 	}
-	return Decision{Allowed: true, Source: SourceFallback}
+	d := Decision{Allowed: true, Source: SourceFallback}
+	if pick >= 0 {
+		f.senders[pick].tat = sNew
+		d.Sender = f.from[pick]
+	}
+	return d
 }

@@ -16,8 +16,15 @@
 -- KEYS[7] -> probe key ({sms:<account>}:probe), set by penalty.lua: while
 --            it lives (a second past a penalty's end) no slot is booked
 --            ahead, so that the probe after a penalty goes alone
--- KEYS[8] -> the id's record ({sms:<account>}:id:<id>), when ARGV[16] is
---            not empty: the send-once claim is taken in the same call
+-- KEYS[8] -> learned rate ({sms:<account>}:learned, '<rate> <low> <high>
+--            <next_us> <mode> <cut_us>'), written by penalty.lua on a 429
+--            and here as the search moves up (ARGV[19]); it can only lower
+--            the rates, like the override
+-- KEYS[9] -> the id's record ({sms:<account>}:id:<id>), read when
+--            ARGV[16] is not empty: the send-once claim is taken in the
+--            same call
+-- KEYS[10..] -> the sender pool's TAT keys ({sms:<account>}:tat:sender:<from>),
+--            one per interval of ARGV[20]
 -- ARGV[1] -> global emission interval in microseconds (1e6 / TARGET_RPS, rounded up)
 -- ARGV[2] -> global tolerance tau in microseconds ((BURST - 1) * interval)
 -- ARGV[3] -> marketing emission interval in microseconds
@@ -53,8 +60,23 @@
 -- ARGV[17] -> claim lifetime in milliseconds, counted from the slot
 -- ARGV[18] -> '1' to count this send in the id's record (the attempts
 --            before it come back in the reply), '0' not to
+-- ARGV[19] -> the learned rate's search, '' when the account does not
+--            learn: '<target_rps> <min_rps> <step_us> <probe_us>'. Once
+--            the learned rate's next step is due and the account is busy
+--            (its TAT ahead of now), the search moves up: bisection between
+--            the last good and the last throttled rate while searching,
+--            one small step every probe_us once settled; never above
+--            target_rps
+-- ARGV[20] -> the sender pool's emission intervals in microseconds, one
+--            per KEYS[10..], space-separated ('' for no pool). Each send
+--            also takes a slot of the sender whose slot opens first: a
+--            send of cost c goes when sender TAT + (c - 1) * interval <= at
+--            and moves that TAT to max(TAT, at) + c * interval, so that
+--            any interval * rate window of the sender holds at most rate
+--            units (a send of more units than that goes alone)
 --
--- Returns {allowed, wait_us, reason, next_us, attempts, detail}:
+-- Returns {allowed, wait_us, reason, next_us, attempts, detail, sender,
+-- learned}:
 --   allowed  -> 1 when a slot was taken (and the claim, if asked), 0 when denied
 --   wait_us  -> allowed: microseconds until the booked slot opens (0: now);
 --               denied: until the caller should ask again (its wake
@@ -70,6 +92,12 @@
 --   detail   -> reason 5: the pause's why; reason 6: 'held', or the record
 --               ('sent', 'sent:<provider id>', 'rejected', 'refused:<why>');
 --               else ''
+--   sender   -> allowed with a pool: the sender taken (1-based); else 0
+--   learned  -> the learned rate in force, in thousandths of a unit per
+--               second (0: none, the configured rates hold)
+--
+-- Reason 7 is a denial by the sender pool: no sender opens within the
+-- lookahead; wait_us is then when the first one opens.
 --
 -- An id's record is '<state>' or, once its sends are counted,
 -- '<attempts>#<state>'; the state '' (a claim given back, its count kept)
@@ -92,12 +120,9 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local tickets, marketing = ARGV[8], ARGV[5] == '1'
 local token = ARGV[16]
 
-local s
-if token ~= '' then
-  s = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7], KEYS[8])
-else
-  s = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7])
-end
+-- Every key in one MGET: s[i] is KEYS[i]'s value (nil for the leases,
+-- a sorted set).
+local s = redis.call('MGET', unpack(KEYS))
 
 -- What is written back, in one MSET at the end.
 local out = {}
@@ -123,12 +148,12 @@ end
 -- Then the id's record: a duplicate takes nothing (the floor above is no
 -- slot, and is kept).
 local attempts = 0
-if token ~= '' and s[7] then
-  local n, state = string.match(s[7], '^(%d+)#(.*)$')
+if token ~= '' and s[9] then
+  local n, state = string.match(s[9], '^(%d+)#(.*)$')
   if n then
     attempts = tonumber(n)
   else
-    state = s[7]
+    state = s[9]
   end
   if state ~= '' and state ~= 'claim:' .. token then
     if string.sub(state, 1, 6) == 'claim:' then
@@ -137,7 +162,7 @@ if token ~= '' and s[7] then
     if #out > 0 then
       redis.call('MSET', unpack(out))
     end
-    return {0, 0, 6, 0, attempts, state}
+    return {0, 0, 6, 0, attempts, state, 0, 0}
   end
 end
 
@@ -165,6 +190,32 @@ if s[5] then
   end
 end
 
+-- The learned rate lowers the account's rate as the override does, and
+-- marketing's cap in proportion, so that OTP keeps its share.
+local adaptive = ARGV[19]
+local lrn, learned = nil, 0
+if s[8] then
+  local r, lo, hi, nx, mode, cut = string.match(s[8], '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')
+  lrn = {rate = tonumber(r), lo = tonumber(lo), hi = tonumber(hi), next = tonumber(nx), mode = mode, cut = tonumber(cut)}
+  if not (lrn.rate and lrn.lo and lrn.hi and lrn.next and lrn.cut) or lrn.rate <= 0 then
+    lrn = nil
+  end
+end
+if lrn then
+  local iv = math.ceil(1000000 / lrn.rate)
+  if iv > g_int then
+    local f = iv / g_int
+    g_int, g_tau0, reserve = iv, math.ceil(g_tau0 * f), math.ceil(reserve * f)
+    m_int, m_tau = math.ceil(m_int * f), math.ceil(m_tau * f)
+    if marketing then
+      spacing = m_int
+    else
+      spacing = g_int
+    end
+  end
+  learned = math.floor(lrn.rate * 1000)
+end
+
 -- ticket returns when the caller should ask, in microseconds from now: the
 -- next free hint at or after open (at most 1 s past it), and takes it.
 local function ticket(open)
@@ -188,7 +239,7 @@ local function deny(wait, reason, detail)
   if #out > 0 then
     redis.call('MSET', unpack(out))
   end
-  return {0, wait, reason, 0, attempts, detail or ''}
+  return {0, wait, reason, 0, attempts, detail or '', 0, learned}
 end
 
 if s[3] then
@@ -202,6 +253,40 @@ if s[3] then
 end
 
 
+-- The search moves up once its step is due, and only while the account is
+-- busy (a TAT ahead of now): a rate no traffic pressed against proves
+-- nothing. Mode 's' searches (bisection between the last good rate, lo,
+-- and the last throttled one, hi), 'u' tries one step above a settled
+-- rate, 'p' is settled, 'P' pinned by an operator.
+if lrn and adaptive ~= '' and lrn.mode ~= 'P' and now >= lrn.next and
+    ((tonumber(s[1]) or 0) > now or (marketing and (tonumber(s[2]) or 0) > now)) then
+  local a_target, a_min, a_step, a_probe = string.match(adaptive, '^(%S+) (%S+) (%S+) (%S+)$')
+  a_target, a_min, a_step, a_probe = tonumber(a_target), tonumber(a_min), tonumber(a_step), tonumber(a_probe)
+  local r, mode, nx = lrn.rate, lrn.mode, now + a_step
+  if mode == 's' then
+    lrn.lo = r
+    if lrn.hi > r and lrn.hi - r > math.max(1, 0.05 * lrn.hi) then
+      r = (r + lrn.hi) / 2
+    else
+      mode, nx = 'p', now + a_probe
+    end
+  elseif mode == 'u' then
+    lrn.lo, mode, nx = r, 'p', now + a_probe
+  else
+    r, mode = lrn.lo + math.max(1, 0.05 * lrn.lo), 'u'
+  end
+  r = math.max(math.min(r, a_target), a_min)
+  if r >= a_target and mode == 'p' then
+    -- Proven at the target: nothing left to learn.
+    redis.call('DEL', KEYS[8])
+    learned = 0
+  else
+    out[#out + 1] = KEYS[8]
+    out[#out + 1] = string.format('%.3f %.3f %.3f %d %s %d', r, lrn.lo, lrn.hi, nx, mode, lrn.cut)
+    learned = math.floor(r * 1000)
+  end
+end
+
 -- The slot: the first instant at which every level the caller passes has
 -- room, at the earliest now. Idle time banks no credit beyond the
 -- tolerance (a TAT in the past counts as now).
@@ -213,11 +298,28 @@ local g_wait, m_wait = tat_g - now - g_tau, -1
 if marketing then
   m_wait = tat_m - now - m_tau
 end
-local wait, lookahead = math.max(g_wait, m_wait, 0), tonumber(ARGV[15])
-if s[6] then
+-- The sender whose slot opens first, when the account has a pool.
+local cost = math.max(tonumber(ARGV[14]), 1)
+local pick, s_wait, s_int = 0, -1, 0
+if ARGV[20] ~= '' then
+  local i = 0
+  for v in string.gmatch(ARGV[20], '%d+') do
+    i = i + 1
+    local iv = tonumber(v)
+    local w = (tonumber(s[9 + i]) or 0) + (cost - 1) * iv - now
+    if pick == 0 or w < s_wait then
+      pick, s_wait, s_int = i, w, iv
+    end
+  end
+end
+local wait, lookahead = math.max(g_wait, m_wait, s_wait, 0), tonumber(ARGV[15])
+if s[7] then
   lookahead = 0
 end
 if wait > lookahead then
+  if s_wait > g_wait and s_wait > m_wait then
+    return deny(s_wait, 7)
+  end
   if m_wait > g_wait then
     return deny(m_wait, 3)
   end
@@ -240,12 +342,14 @@ if max_inflight > 0 then
 end
 
 -- Each level's TAT moves past the slot by the send's cost.
-local cost = math.max(tonumber(ARGV[14]), 1)
 tat_g = math.max(tat_g, at) + cost * g_int
 put(KEYS[1], tat_g)
 if marketing then
   tat_m = math.max(tat_m, at) + cost * m_int
   put(KEYS[2], tat_m)
+end
+if pick > 0 then
+  put(KEYS[9 + pick], math.max(tonumber(s[9 + pick]) or 0, at) + cost * s_int)
 end
 local nxt = 0
 if tickets == '2' then
@@ -266,6 +370,6 @@ if token ~= '' then
   if n > 0 then
     v = n .. '#' .. v
   end
-  redis.call('SET', KEYS[8], v, 'PX', math.ceil(wait / 1000) + math.max(tonumber(ARGV[17]), 1))
+  redis.call('SET', KEYS[9], v, 'PX', math.ceil(wait / 1000) + math.max(tonumber(ARGV[17]), 1))
 end
-return {1, wait, 0, nxt, attempts, ''}
+return {1, wait, 0, nxt, attempts, '', pick, learned}

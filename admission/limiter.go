@@ -2,8 +2,10 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +70,8 @@ type Limiter struct {
 	orphans []string
 
 	queued [2]atomic.Int32 // by class: callers of Acquire waiting for the turn
+
+	learned atomic.Int64 // the learned rate in thousandths (0: none), as Redis last said
 }
 
 // New returns a Limiter that keeps its state in rdb. It returns a
@@ -83,6 +87,7 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 	call := admitCall{
 		GlobalTAT: tag + ":tat:global", MarketingTAT: tag + ":tat:marketing", Penalty: tag + ":penalty",
 		Override: tag + ":rate-override", Leases: tag + ":leases", Probe: tag + ":probe",
+		Learned: tag + ":learned", Record: tag + ":id",
 		GlobalInterval: gi.Microseconds(), GlobalTau: (burst * gi).Microseconds(),
 		// The marketing level tolerates one send more even at BURST 1: a
 		// marketing send pushed back by an OTP's slot catches up, instead
@@ -93,6 +98,15 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 		// One slot of the burst is OTP's alone (none when BURST is 1).
 		Reserve: (min(burst, 1) * gi).Microseconds(),
 		Tickets: ticketNone, MaxInFlight: cfg.MaxInFlight, LeaseTTL: cfg.LeaseTTL.Microseconds(),
+	}
+	var ivs []string
+	for _, s := range cfg.Senders {
+		call.Senders = append(call.Senders, tag+":tat:sender:"+s.From)
+		ivs = append(ivs, strconv.FormatInt(senderInterval(s.RPS, cfg.ArrivalJitter).Microseconds(), 10))
+	}
+	call.SenderIntervals = strings.Join(ivs, " ")
+	if a := cfg.Adaptive; a.Enabled {
+		call.Adaptive = fmt.Sprintf("%g %g %d %d", cfg.TargetRPS, a.MinRPS, a.Step.Microseconds(), a.ProbeInterval.Microseconds())
 	}
 	l := &Limiter{
 		rdb:           rdb,

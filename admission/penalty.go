@@ -75,7 +75,8 @@ func (l *Limiter) recordPenalty(ctx context.Context, d time.Duration, why string
 	var v []any
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
 		a := l.admit[OTP]
-		call := penaltyCall{Penalty: a.Penalty, GlobalTAT: a.GlobalTAT, Probe: a.Probe, Millis: int64(ms), GlobalTau: a.GlobalTau, Why: why}
+		call := penaltyCall{Penalty: a.Penalty, GlobalTAT: a.GlobalTAT, Probe: a.Probe, Learned: a.Learned, Override: a.Override,
+			Millis: int64(ms), GlobalTau: a.GlobalTau, Why: why, Adaptive: a.Adaptive}
 		v, err = penaltyScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Slice()
 		if err != nil {
 			return fmt.Errorf("penalty eval: %w", err)

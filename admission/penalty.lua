@@ -4,10 +4,14 @@
 -- KEYS[2] -> global TAT key ({sms:<account>}:tat:global)
 -- KEYS[3] -> probe key ({sms:<account>}:probe): lives 1 s past the
 --            penalty's end, and while it does gcra.lua books no slot ahead
+-- KEYS[4] -> learned rate ({sms:<account>}:learned), see gcra.lua
+-- KEYS[5] -> rate override ({sms:<account>}:rate-override)
 -- ARGV[1] -> penalty length in milliseconds (below 1 counts as 1)
 -- ARGV[2] -> global tolerance tau in microseconds
 -- ARGV[3] -> why: 'throttled' for a 429, 'account:<reason>' for an
 --            account-level failure (gcra.lua then answers reason 5)
+-- ARGV[4] -> the learned rate's search, as gcra.lua's ARGV[19] ('' when
+--            the account does not learn)
 --
 -- Returns {remaining milliseconds, why} of the penalty after the call. A shorter
 -- penalty never shortens a longer live one. An account-level why is never
@@ -54,5 +58,42 @@ end
 local tat = now + cur * 1000 + tonumber(ARGV[2])
 if tonumber(redis.call('GET', KEYS[2]) or 0) < tat then
   redis.call('SET', KEYS[2], string.format('%d', tat), 'PX', px(tat))
+end
+-- A 429 lowers the learned rate, once per incident: the 429s of sends
+-- already on their way within a second of the cut say nothing new. The
+-- rate throttled becomes the search's high mark; the next rate is the
+-- last good one below it, or 0.7 of it when none is known, never below
+-- min_rps. A rate pinned by an operator ('P') stays.
+if ARGV[3] == 'throttled' and ARGV[4] ~= '' then
+  local a_target, a_min, a_step, a_probe = string.match(ARGV[4], '^(%S+) (%S+) (%S+) (%S+)$')
+  a_target, a_min, a_step, a_probe = tonumber(a_target), tonumber(a_min), tonumber(a_step), tonumber(a_probe)
+  local rate, lo, mode, cut = a_target, 0, 's', 0
+  local st = redis.call('GET', KEYS[4])
+  if st then
+    local r, l, _, _, m, c = string.match(st, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')
+    if tonumber(r) and tonumber(l) and tonumber(c) then
+      rate, lo, mode, cut = tonumber(r), tonumber(l), m, tonumber(c)
+    end
+  end
+  local o = redis.call('GET', KEYS[5])
+  if o then
+    local og = tonumber(string.match(o, '^(%S*) '))
+    if og and og > 0 and og < rate then
+      rate = og
+    end
+  end
+  rate = math.min(rate, a_target)
+  if mode ~= 'P' and now >= cut + 1000000 then
+    local hi, nx = rate, now + a_step
+    if lo > 0 and lo < hi then
+      rate = lo
+      if mode ~= 's' then
+        mode, nx = 'p', now + a_probe -- a failed probe: back to the settled rate
+      end
+    else
+      lo, rate, mode = 0, math.max(a_min, hi * 0.7), 's'
+    end
+    redis.call('SET', KEYS[4], string.format('%.3f %.3f %.3f %d %s %d', rate, lo, hi, nx, mode, now))
+  end
 end
 return {cur, why}

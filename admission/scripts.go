@@ -48,6 +48,10 @@ var (
 	//go:embed release.lua
 	releaseLua    string
 	releaseScript = redis.NewScript(releaseLua)
+
+	//go:embed learned.lua
+	learnedLua    string
+	learnedScript = redis.NewScript(learnedLua)
 )
 
 // Operations, one per script: the names ScriptOp gives.

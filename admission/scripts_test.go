@@ -84,7 +84,7 @@ func TestScriptCallsFollowTheirHeaders(t *testing.T) {
 		}
 	}{
 		{"gcra.lua", admitCall{}}, {"penalty.lua", penaltyCall{}}, {"resume.lua", resumeCall{}}, {"pause.lua", pauseCall{}}, {"override.lua", overrideCall{}},
-		{"claim.lua", claimCall{}}, {"finish.lua", finishCall{}},
+		{"claim.lua", claimCall{}}, {"finish.lua", finishCall{}}, {"learned.lua", learnedCall{}},
 	} {
 		t.Run(tt.script, func(t *testing.T) {
 			src, err := scriptFS.ReadFile(tt.script)

@@ -8,7 +8,7 @@ import (
 
 // reply is a gcra.lua reply as go-redis returns it.
 func reply(allowed, wait, reason, next, attempts int64, detail string) []any {
-	return []any{allowed, wait, reason, next, attempts, detail}
+	return []any{allowed, wait, reason, next, attempts, detail, int64(0), int64(0)}
 }
 
 func TestParseReply(t *testing.T) {
@@ -35,11 +35,13 @@ func TestParseReply(t *testing.T) {
 		{"string element", []any{"1", int64(0), int64(0), int64(0), int64(0), ""}, Decision{}, true},
 		{"nil element", []any{int64(1), nil, int64(0), int64(0), int64(0), ""}, Decision{}, true},
 		{"unknown reason", reply(0, 10, 9, 0, 0, ""), Decision{}, true},
+		{"sender", reply(0, 10, 7, 0, 0, ""), Decision{RetryAfter: 10 * time.Microsecond, Source: SourceRedis, Reason: ReasonSender}, false},
+		{"a sender with a denial", append(reply(0, 10, 2, 0, 0, "")[:6], int64(1), int64(0)), Decision{}, true},
 		{"denial without wait", reply(0, 0, 2, 0, 0, ""), Decision{}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseReply(tt.reply)
+			got, err := parseDecision(tt.reply)
 			if tt.err {
 				if !errors.Is(err, ErrBadReply) {
 					t.Fatalf("parseReply(%v) err = %v, want ErrBadReply", tt.reply, err)

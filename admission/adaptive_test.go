@@ -1,0 +1,142 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"smsdispatcher/internal/redistest"
+)
+
+// adaptiveConfig learns with the shortest step and probe interval, so that
+// a test sees the search move within seconds.
+func adaptiveConfig(t *testing.T) Config {
+	c := testConfig(t)
+	c.MarketingRPS = 90
+	c.Adaptive = Adaptive{Enabled: true, MinRPS: 20, Step: 100 * time.Millisecond, ProbeInterval: time.Second}
+	return c
+}
+
+func learned(t *testing.T, l *Limiter) Learned {
+	t.Helper()
+	s, err := l.Learned(context.Background())
+	if err != nil {
+		t.Fatalf("Learned: %v", err)
+	}
+	return s
+}
+
+// TestA429LowersTheLearnedRateOncePerIncident: the first 429 cuts the
+// rate to 0.7 of the target for every process; 429s within the next
+// second (sends already on their way) cut nothing more; a later one cuts
+// again, never below MinRPS.
+func TestA429LowersTheLearnedRateOncePerIncident(t *testing.T) {
+	rdb := redistest.Client(t)
+	cfg := adaptiveConfig(t)
+	cfg.Adaptive.MinRPS = 50
+	l, other := newLimiter(t, rdb, cfg), newLimiter(t, rdb, cfg)
+	ctx := context.Background()
+	if s := learned(t, l); s.RPS != 0 {
+		t.Fatalf("before any 429: %+v, want nothing learned", s)
+	}
+	for range 3 {
+		if err := l.ReportThrottled(ctx, time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := learned(t, l); s.RPS != 63 || s.High != 90 || s.Low != 0 || s.Mode != "searching" {
+		t.Fatalf("after one incident: %+v, want 63/s searching below 90", s)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if d := try(t, other, OTP); !d.Allowed || other.LearnedRPS() != 63 {
+		t.Fatalf("another process: %+v, learned %v; want allowed at the shared 63/s", d, other.LearnedRPS())
+	}
+	if err := other.ReportThrottled(ctx, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if s := learned(t, l); s.RPS != 50 || s.High != 63 {
+		t.Fatalf("after a second incident: %+v, want the floor 50/s (0.7 × 63 is below MinRPS)", s)
+	}
+}
+
+// TestTheLearnedRateSlowsTheAccount: a learned (here pinned) rate spaces
+// the slots at its own interval, and the configured one is back on reset.
+func TestTheLearnedRateSlowsTheAccount(t *testing.T) {
+	rdb := redistest.Client(t)
+	cfg := adaptiveConfig(t)
+	cfg.Burst = 1
+	l := newLimiter(t, rdb, cfg)
+	ctx := context.Background()
+	if _, err := l.PinLearned(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.ReportThrottled(ctx, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if s := learned(t, l); s.RPS != 10 || s.Mode != "pinned" {
+		t.Fatalf("pinned, then a 429: %+v, want 10/s pinned", s)
+	}
+	time.Sleep(5 * time.Millisecond)
+	try(t, l, OTP)
+	if d := try(t, l, OTP); d.Allowed || d.RetryAfter < 50*time.Millisecond {
+		t.Fatalf("second admission at a pinned 10/s: %+v, want denied about 100ms", d)
+	}
+	if _, err := l.PinLearned(ctx, 91); err == nil {
+		t.Fatal("pinning above TargetRPS was accepted")
+	}
+	if s, err := l.ResetLearned(ctx); err != nil || s.RPS != 0 {
+		t.Fatalf("reset: %+v, %v", s, err)
+	}
+	time.Sleep(120 * time.Millisecond) // what the last slot at 10/s owes
+	try(t, l, OTP)
+	if d := try(t, l, OTP); d.Allowed || d.RetryAfter > 12*time.Millisecond {
+		t.Fatalf("after reset: %+v, want denied at most one 90/s interval", d)
+	}
+}
+
+// TestTheSearchClimbsOnlyWhenBusyAndNeverAboveTheTarget: after a 429 the
+// rate climbs back by bisection while the account is busy (not while it is
+// idle), settles, probes one step higher after the probe interval, and
+// never goes above TargetRPS: proven at the target, it is forgotten.
+func TestTheSearchClimbsOnlyWhenBusyAndNeverAboveTheTarget(t *testing.T) {
+	rdb := redistest.Client(t)
+	cfg := adaptiveConfig(t)
+	l := newLimiter(t, rdb, cfg)
+	ctx := context.Background()
+	if err := l.ReportThrottled(ctx, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * cfg.Adaptive.Step)
+	try(t, l, OTP) // idle: one send does not make the account busy
+	if s := learned(t, l); s.RPS != 63 {
+		t.Fatalf("idle: %+v, want still 63/s", s)
+	}
+	var modes []string
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		d, err := l.Admit(ctx, OTP, 1, time.Second, Claim{})
+		if err != nil || !d.Allowed {
+			t.Fatalf("busy admission: %+v, %v", d, err)
+		}
+		if r := l.LearnedRPS(); r > cfg.TargetRPS {
+			t.Fatalf("learned rate %v above the target %v", r, cfg.TargetRPS)
+		}
+		s := learned(t, l)
+		if s.RPS > cfg.TargetRPS || s.Low > cfg.TargetRPS {
+			t.Fatalf("learned %+v above the target %v", s, cfg.TargetRPS)
+		}
+		if len(modes) == 0 || modes[len(modes)-1] != s.Mode {
+			modes = append(modes, s.Mode)
+		}
+		if s.Mode == "" {
+			break
+		}
+	}
+	// 63 (searching) → 76.5 → 83.25 → 86.6, within 5 % of 90: settled;
+	// after the probe interval one step up, capped at 90 (probing); proven
+	// there: forgotten.
+	if want := []string{"searching", "settled", "probing", ""}; fmt.Sprint(modes) != fmt.Sprint(want) {
+		t.Fatalf("modes %q, want %q", modes, want)
+	}
+}

@@ -1,0 +1,98 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Learned is the state of an account's learned rate (Config.Adaptive), as
+// Redis holds it and every process shares it.
+type Learned struct {
+	// RPS is the rate in force, in the account's unit per second; 0 when
+	// nothing was learned and the configured rates hold.
+	RPS float64
+	// Low is the highest rate proven good (no 429 while the account was
+	// busy), High the last rate throttled; 0 when not known.
+	Low, High float64
+	// Mode is "searching", "probing" (one step above a settled rate),
+	// "settled", "pinned" (by an operator), or "" when nothing was learned.
+	Mode string
+	// Next is when the search may next move up (zero when pinned or none).
+	Next time.Time
+}
+
+var learnedModes = map[string]string{"s": "searching", "u": "probing", "p": "settled", "P": "pinned"}
+
+// parseLearned reads learned.lua's and gcra.lua's state string.
+func parseLearned(v string) (Learned, error) {
+	if v == "" {
+		return Learned{}, nil
+	}
+	f := strings.Fields(v)
+	if len(f) != 6 {
+		return Learned{}, fmt.Errorf("%w: learned state %q", ErrBadReply, v)
+	}
+	var n [4]float64
+	for i := range n {
+		x, err := strconv.ParseFloat(f[i], 64)
+		if err != nil {
+			return Learned{}, fmt.Errorf("%w: learned state %q", ErrBadReply, v)
+		}
+		n[i] = x
+	}
+	mode, ok := learnedModes[f[4]]
+	if !ok {
+		return Learned{}, fmt.Errorf("%w: learned state %q", ErrBadReply, v)
+	}
+	s := Learned{RPS: n[0], Low: n[1], High: n[2], Mode: mode}
+	if n[3] > 0 {
+		s.Next = time.UnixMicro(int64(n[3]))
+	}
+	return s, nil
+}
+
+// LearnedRPS returns the learned rate as the last Redis answer of this
+// process said, 0 when none is in force (the configured rates hold).
+func (l *Limiter) LearnedRPS() float64 { return float64(l.learned.Load()) / 1000 }
+
+// Learned reads the account's learned rate from Redis.
+func (l *Limiter) Learned(ctx context.Context) (Learned, error) {
+	return l.learnedOp(ctx, "get", 0)
+}
+
+// PinLearned holds the account's rate at rps (at least MinRPS, at most
+// TargetRPS) for every process, until ResetLearned: the search stops.
+func (l *Limiter) PinLearned(ctx context.Context, rps float64) (Learned, error) {
+	if !(rps >= MinRPS) || rps > l.cfg.TargetRPS {
+		return Learned{}, fmt.Errorf("admission: a pinned rate must be %v to TargetRPS (%v), got %v", MinRPS, l.cfg.TargetRPS, rps)
+	}
+	return l.learnedOp(ctx, "pin", rps)
+}
+
+// ResetLearned forgets the learned rate: the configured rates hold again
+// until the next 429 starts a new search.
+func (l *Limiter) ResetLearned(ctx context.Context) (Learned, error) {
+	return l.learnedOp(ctx, "reset", 0)
+}
+
+func (l *Limiter) learnedOp(ctx context.Context, op string, rps float64) (Learned, error) {
+	ctx, cancel := context.WithTimeout(ctx, max(l.cfg.RedisTimeout, time.Second))
+	defer cancel()
+	call := learnedCall{Learned: l.admit[OTP].Learned, Op: op, Rate: strconv.FormatFloat(rps, 'f', 3, 64)}
+	v, err := learnedScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Slice()
+	if err != nil {
+		return Learned{}, fmt.Errorf("learned rate %s: %w", op, err)
+	}
+	if len(v) != 2 {
+		return Learned{}, fmt.Errorf("%w: learned.lua answered %v", ErrBadReply, v)
+	}
+	s, _ := v[0].(string)
+	st, err := parseLearned(s)
+	if err == nil {
+		l.learned.Store(int64(st.RPS * 1000))
+	}
+	return st, err
+}
