@@ -57,6 +57,11 @@ var (
 type Message struct {
 	ID, To, Body string
 	Deadline     time.Time
+	// From is the sender to send from, chosen from the account's sender
+	// pool; empty: the adapter's configured sender. Each adapter sends it
+	// as its provider names the sender (the generic API's "from", Twilio's
+	// From, Vonage's from); like To, the provider judges it.
+	From string
 }
 
 // Receipt is the provider's acceptance of a Message.
@@ -408,6 +413,10 @@ type wireMessage struct {
 	To        string `json:"to"`
 	Body      string `json:"body"`
 	ClientRef string `json:"client_ref"`
+	// From is left out when empty, so that a message without a sender of
+	// its own goes out byte for byte as before and the provider uses the
+	// account's default sender.
+	From string `json:"from,omitempty"`
 }
 
 // Send posts m to the provider once and reports the answer: a Receipt
@@ -417,7 +426,8 @@ type wireMessage struct {
 // context.DeadlineExceeded) when the timeout fired (the context's deadline
 // or the Client's cap, whichever came first). A Message with an empty ID,
 // or an ID that cannot go in a header, is not sent: Send returns an error
-// wrapping ErrInvalidMessage.
+// wrapping ErrInvalidMessage. The body holds to, body, client_ref (m.ID)
+// and, only when m.From is set, from.
 //
 // Send reads at most 4 KiB of the answer and closes it, so connections are
 // reused.
@@ -434,7 +444,7 @@ func (c *Client) Send(ctx context.Context, m Message) (Receipt, error) {
 	var body bytes.Buffer
 	enc := json.NewEncoder(&body)
 	enc.SetEscapeHTML(false) // send "<" and "&" as they are; the provider may count bytes
-	if err := enc.Encode(wireMessage{To: m.To, Body: m.Body, ClientRef: m.ID}); err != nil {
+	if err := enc.Encode(wireMessage{To: m.To, Body: m.Body, ClientRef: m.ID, From: m.From}); err != nil {
 		return Receipt{}, invalidMessage("encode: %v", err)
 	}
 

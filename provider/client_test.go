@@ -214,6 +214,8 @@ func TestClientRequest(t *testing.T) {
 		{"no token", "", "", testMsg, "/v1/messages"},
 		{"HTML and unicode kept as they are", "", testToken,
 			Message{ID: "m-<1>", To: "+12025550123", Body: "a<b & c>d 日本 \"q\""}, "/v1/messages"},
+		{"from the sender pool", "", testToken,
+			Message{ID: "pool-1", To: "+819012345678", Body: "Your code is 482913", From: "+18885550100"}, "/v1/messages"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -261,11 +263,45 @@ func TestClientRequest(t *testing.T) {
 				t.Fatalf("body %q is not JSON: %v", req.body, err)
 			}
 			want := map[string]any{"to": tt.msg.To, "body": tt.msg.Body, "client_ref": tt.msg.ID}
+			if tt.msg.From != "" {
+				want["from"] = tt.msg.From // and absent otherwise: the maps must match
+			}
 			if fmt.Sprint(body) != fmt.Sprint(want) {
 				t.Errorf("body = %v, want %v", body, want)
 			}
 			if !strings.Contains(string(req.body), tt.msg.Body[:min(len(tt.msg.Body), 8)]) {
 				t.Errorf("body %q escapes the text", req.body)
+			}
+		})
+	}
+}
+
+// TestClientFromOnlyWhenSet checks the body byte for byte: without a
+// From it is what it was before senders had pools, and a From is added
+// after the rest.
+func TestClientFromOnlyWhenSet(t *testing.T) {
+	tests := []struct {
+		name string
+		from string
+		want string
+	}{
+		{"no From", "", `{"to":"+819012345678","body":"Your code is 482913","client_ref":"login-7f3a9c"}` + "\n"},
+		{"From", "+18885550100", `{"to":"+819012345678","body":"Your code is 482913","client_ref":"login-7f3a9c","from":"+18885550100"}` + "\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := make(chan string, 1)
+			srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				got <- string(b)
+			}))
+			m := testMsg
+			m.From = tt.from
+			if _, err := newTestClient(t, srv.URL).Send(context.Background(), m); err != nil {
+				t.Fatalf("Send: %v", err)
+			}
+			if body := <-got; body != tt.want {
+				t.Errorf("body %q, want %q", body, tt.want)
 			}
 		})
 	}
@@ -532,7 +568,7 @@ func TestClientConcurrentAgainstSimulator(t *testing.T) {
 	if got := len(sim.Arrivals()); got != n {
 		t.Errorf("%d arrivals, want %d", got, n)
 	}
-	if sum := st.Accepted + st.Throttled + st.Failed + st.Rejected + st.Duplicates + st.SuspendedAnswers + st.Canceled; sum != n {
+	if sum := st.Accepted + st.Throttled + st.SenderThrottled + st.Failed + st.Rejected + st.Duplicates + st.SuspendedAnswers + st.Canceled; sum != n {
 		t.Errorf("stats %+v count %d requests, want %d", st, sum, n)
 	}
 }

@@ -79,6 +79,21 @@ type SimConfig struct {
 	// of requests, as Twilio counts throughput. A message of more
 	// segments than Limit is never accepted.
 	CountSegments bool
+	// SenderLimit, if positive, limits each sender as Limit limits the
+	// account: no sender may have more than SenderLimit acceptances
+	// (segments, with CountSegments) in any SenderWindow, measured as the
+	// account's sliding window is (whatever Fixed says). The sender is the
+	// request's from: the generic API's "from", Twilio's From, Vonage's
+	// from; a request without one counts under the empty sender "". A
+	// request over its sender's limit is answered as one over the
+	// account's rate (429 with RetryAfter, or the provider's way), counted
+	// in SimStats.SenderThrottled and toward suspension. Both limits are
+	// checked, the account's first; a request refused by either counts in
+	// neither window. Zero or negative: senders are not limited.
+	SenderLimit int
+	// SenderWindow is the length of a sender's window. Zero or negative
+	// means 1s.
+	SenderWindow time.Duration
 }
 
 func (c SimConfig) withDefaults() SimConfig {
@@ -87,6 +102,9 @@ func (c SimConfig) withDefaults() SimConfig {
 	}
 	if c.Window <= 0 {
 		c.Window = time.Second
+	}
+	if c.SenderWindow <= 0 {
+		c.SenderWindow = time.Second
 	}
 	if c.RetryAfter == 0 {
 		c.RetryAfter = time.Second
@@ -106,8 +124,8 @@ func (c SimConfig) withDefaults() SimConfig {
 	return c
 }
 
-// Arrival is one request as the Simulator saw it. It holds no phone number
-// and no body.
+// Arrival is one request as the Simulator saw it. It holds no recipient's
+// number and no body; From is the account's own sender.
 type Arrival struct {
 	// At is when the Simulator decided, by its clock (after Latency).
 	At time.Time
@@ -122,20 +140,29 @@ type Arrival struct {
 	// throttle is HTTP 200): "accepted", "duplicate", "throttled",
 	// "suspended", "failed", "unauthorized", "refused" or "canceled".
 	Outcome string
-	// Segments is how many segments the message counted for (1 unless
-	// CountSegments).
+	// Segments is the message's segments (Segments, or Vonage's parts);
+	// 1 when the body could not be read. They count toward Limit and
+	// SenderLimit with CountSegments only.
 	Segments int
+	// From is the sender the request named (the generic API's "from",
+	// Twilio's From, Vonage's from), the key of SimConfig.SenderLimit;
+	// empty when it named none or was not read that far.
+	From string
 }
 
 // SimStats counts what a Simulator answered. Every arrival is counted in
-// exactly one of Accepted, Throttled, Failed, Rejected, Duplicates,
-// SuspendedAnswers and Canceled.
+// exactly one of Accepted, Throttled, SenderThrottled, Failed, Rejected,
+// Duplicates, SuspendedAnswers and Canceled.
 type SimStats struct {
 	Accepted   int // counted as a send
-	Throttled  int // over the rate or forced by ThrottleNext (429, or the provider's way)
+	Throttled  int // over the account's rate or forced by ThrottleNext (429, or the provider's way)
 	Failed     int // answered by FailFor, whatever the status
 	Rejected   int // refused: a bad route, credential, body or number
 	Duplicates int // 200 for an accepted Idempotency-Key, not a send
+	// SenderThrottled counts the requests within the account's rate but
+	// over their sender's (SimConfig.SenderLimit), answered as Throttled
+	// ones are.
+	SenderThrottled int
 	// Suspended reports whether the account is suspended now.
 	Suspended bool
 	// Unauthorized counts the Rejected answers for a bad credential.
@@ -146,6 +173,11 @@ type SimStats struct {
 	// Simulator's own measure: the sliding window ending at each request,
 	// or the fixed window it fell in. It never exceeds Limit.
 	MaxInWindow int
+	// SenderMaxInWindow is the most acceptances (segments, with
+	// CountSegments) any one sender's sliding window held, ending at each
+	// of its requests. It never exceeds SenderLimit; 0 when SenderLimit is
+	// not set.
+	SenderMaxInWindow int
 
 	Suspensions      int // times the account was suspended
 	SuspendedAnswers int // 429s answered because the account was suspended
@@ -194,6 +226,9 @@ type Simulator struct {
 	refused          map[string]bool // numbers refused by RefuseNumber
 	seq              int             // provider message ids handed out
 	stats            SimStats
+	// senders holds, with SenderLimit, each sender's acceptances in its
+	// window ending at its last request.
+	senders map[string]*ring[time.Time]
 }
 
 // dialect is one provider's wire format: what a request says and how an
@@ -225,6 +260,7 @@ func newSimulator(cfg SimConfig, d dialect, opts ...SimOption) *Simulator {
 		arrivals:  newRing[Arrival](cfg.MaxArrivals),
 		sent:      make(map[string]int),
 		refused:   make(map[string]bool),
+		senders:   make(map[string]*ring[time.Time]),
 	}
 	s.token.Store(&cfg.Token)
 	s.fixedIndex = -1 << 63 // no window yet
@@ -307,6 +343,7 @@ type request struct {
 	authorized bool
 	bodyFault  int    // 400, 413 or 415; 0 when the body is valid
 	to         string // the number, E.164 with '+'
+	from       string // the sender, as the request named it; "" for none
 	segments   int    // Segments of the body; 1 when it could not be read
 	echo       any    // what the dialect's write needs of the request (its answer echoes fields)
 }
@@ -338,8 +375,8 @@ type answer struct {
 
 // ServeHTTP checks, in this order: route (404, 405), token (401),
 // suspension (429), FailFor, ThrottleNext (429), content type and body
-// (415, 413, 400), a repeated Idempotency-Key, and the rate (429). A request
-// that passes all is accepted (200).
+// (415, 413, 400), a repeated Idempotency-Key, the account's rate (429) and
+// the sender's rate (429). A request that passes all is accepted (200).
 func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in := s.dialect.read(w, r, *s.token.Load())
 	in.segments = max(in.segments, 1)
@@ -407,6 +444,7 @@ func (genericDialect) read(w http.ResponseWriter, r *http.Request, token string)
 		To        *string `json:"to"`
 		Body      *string `json:"body"`
 		ClientRef string  `json:"client_ref"`
+		From      string  `json:"from"`
 	}
 	if err == nil {
 		err = json.Unmarshal(body, &msg) // also refuses data after the object
@@ -414,6 +452,7 @@ func (genericDialect) read(w http.ResponseWriter, r *http.Request, token string)
 	if in.id == "" {
 		in.id = msg.ClientRef
 	}
+	in.from = msg.From
 	if err != nil || msg.To == nil || !isE164(*msg.To) || msg.Body == nil || *msg.Body == "" {
 		in.bodyFault = http.StatusBadRequest
 		return in
@@ -474,11 +513,18 @@ func (s *Simulator) decide(now time.Time, in request) answer {
 	case s.cfg.HonourIdempotencyKey && in.key != "" && s.sent[in.key] > 0:
 		s.stats.Duplicates++
 		return answer{outcome: outDuplicate, status: http.StatusOK, reason: "duplicate"}
-	case !s.admit(now, s.cost(in)):
+	case !s.accountFits(now, s.cost(in)):
 		s.stats.Throttled++
 		s.countThrottle(now)
 		return answer{outcome: outThrottled, status: http.StatusTooManyRequests, retryAfter: s.cfg.RetryAfter, reason: "rate limited"}
+	case !s.senderFits(now, in.from, s.cost(in)):
+		// Answered as the account's throttle is: a client cannot tell them
+		// apart on the wire, as it cannot at a provider.
+		s.stats.SenderThrottled++
+		s.countThrottle(now)
+		return answer{outcome: outThrottled, status: http.StatusTooManyRequests, retryAfter: s.cfg.RetryAfter, reason: "rate limited (sender)"}
 	}
+	s.admit(now, in.from, s.cost(in))
 	s.stats.Accepted++
 	s.stats.AcceptedSegments += in.segments
 	s.sent[in.id]++
@@ -494,34 +540,72 @@ func (s *Simulator) cost(in request) int {
 	return 1
 }
 
-// admit counts an acceptance of cost units at now if the window allows it.
-// s.mu must be held.
-func (s *Simulator) admit(now time.Time, cost int) bool {
+// accountFits reports whether the account's window has room for cost
+// units at now. It only moves the window to now, which counts nothing, so
+// that a request the sender's window then refuses counts in neither. s.mu
+// must be held.
+func (s *Simulator) accountFits(now time.Time, cost int) bool {
 	if s.cfg.Fixed {
 		k := floorDiv(now.UnixNano()-int64(s.cfg.Phase), int64(s.cfg.Window))
 		if k != s.fixedIndex {
 			s.fixedIndex, s.fixedCount = k, 0
 		}
-		if s.fixedCount+cost > s.cfg.Limit {
-			return false
-		}
-		s.fixedCount += cost
-		s.stats.MaxInWindow = max(s.stats.MaxInWindow, s.fixedCount)
+		return s.fixedCount+cost <= s.cfg.Limit
+	}
+	slide(&s.accepted, now, s.cfg.Window)
+	return s.accepted.len()+cost <= s.cfg.Limit
+}
+
+// senderFits reports whether sender's window has room for cost units at
+// now; always, when SenderLimit is not set. Like accountFits, it counts
+// nothing. s.mu must be held.
+func (s *Simulator) senderFits(now time.Time, sender string, cost int) bool {
+	if s.cfg.SenderLimit <= 0 {
 		return true
 	}
-	// Keep only acceptances in (now-Window, now]: with now itself they must
-	// fit in one half-open window of length Window, as MaxInAnyWindow counts.
-	for s.accepted.len() > 0 && now.Sub(s.accepted.front()) >= s.cfg.Window {
-		s.accepted.popFront()
+	w := s.senders[sender]
+	if w == nil {
+		return cost <= s.cfg.SenderLimit
 	}
-	if s.accepted.len()+cost > s.cfg.Limit {
-		return false
+	slide(w, now, s.cfg.SenderWindow)
+	return w.len()+cost <= s.cfg.SenderLimit
+}
+
+// admit counts an acceptance of cost units from sender at now, in the
+// account's window and the sender's; accountFits and senderFits must have
+// said yes at the same now. s.mu must be held.
+func (s *Simulator) admit(now time.Time, sender string, cost int) {
+	if s.cfg.Fixed {
+		s.fixedCount += cost
+		s.stats.MaxInWindow = max(s.stats.MaxInWindow, s.fixedCount)
+	} else {
+		for range cost {
+			s.accepted.push(now)
+		}
+		s.stats.MaxInWindow = max(s.stats.MaxInWindow, s.accepted.len())
+	}
+	if s.cfg.SenderLimit <= 0 {
+		return
+	}
+	w := s.senders[sender]
+	if w == nil {
+		r := newRing[time.Time](s.cfg.SenderLimit)
+		w = &r
+		s.senders[sender] = w
 	}
 	for range cost {
-		s.accepted.push(now)
+		w.push(now)
 	}
-	s.stats.MaxInWindow = max(s.stats.MaxInWindow, s.accepted.len())
-	return true
+	s.stats.SenderMaxInWindow = max(s.stats.SenderMaxInWindow, w.len())
+}
+
+// slide keeps in a sliding window's ring only the acceptances in
+// (now-window, now]: with now itself they must fit in one half-open
+// window of length window, as MaxInAnyWindow and MaxInWindow count.
+func slide(r *ring[time.Time], now time.Time, window time.Duration) {
+	for r.len() > 0 && now.Sub(r.front()) >= window {
+		r.popFront()
+	}
 }
 
 // countThrottle counts a 429 at now toward suspension. s.mu must be held.
@@ -542,7 +626,7 @@ func (s *Simulator) countThrottle(now time.Time) {
 
 // record keeps one arrival. s.mu must be held.
 func (s *Simulator) record(at time.Time, in request, a answer) {
-	if s.arrivals.push(Arrival{At: at, ID: in.id, Status: a.status, Outcome: string(a.outcome), Segments: in.segments}) {
+	if s.arrivals.push(Arrival{At: at, ID: in.id, Status: a.status, Outcome: string(a.outcome), Segments: in.segments, From: in.from}) {
 		s.stats.DroppedArrivals++
 	}
 }

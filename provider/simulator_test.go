@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -490,7 +491,7 @@ func TestSimulatorLatencyThroughClient(t *testing.T) {
 func TestSimConfigDefaults(t *testing.T) {
 	got := SimConfig{}.withDefaults()
 	want := SimConfig{Limit: 100, Window: time.Second, RetryAfter: time.Second, SuspendAfter: 300,
-		SuspendWindow: 10 * time.Minute, SuspendFor: time.Hour, MaxArrivals: 1 << 20}
+		SuspendWindow: 10 * time.Minute, SuspendFor: time.Hour, MaxArrivals: 1 << 20, SenderWindow: time.Second}
 	if got != want {
 		t.Errorf("defaults %+v, want %+v", got, want)
 	}
@@ -531,5 +532,159 @@ func BenchmarkSimulator(b *testing.B) {
 	}
 	if st := s.Stats(); st.MaxInWindow > 100 {
 		b.Fatalf("MaxInWindow %d over the limit", st.MaxInWindow)
+	}
+}
+
+// simRequestFrom is simRequest with "from": from in the body ("" for none).
+func simRequestFrom(id, from string) *http.Request {
+	r := simRequest(id)
+	if from == "" {
+		return r
+	}
+	return withBody(fmt.Sprintf(`{"to":"+819012345678","body":"Your code is 482913","client_ref":%q,"from":%q}`, id, from))(r)
+}
+
+// TestSimulatorSenderLimit checks that a sender over SenderLimit is
+// throttled while another sender, and requests without one, still pass,
+// and that a request refused by either limit counts in neither window.
+func TestSimulatorSenderLimit(t *testing.T) {
+	ms := time.Millisecond
+	const a, b = "+12025550101", "+18885550100"
+	s, clock := newSim(SimConfig{Limit: 3, Window: 10 * ms, SenderLimit: 2, SenderWindow: time.Second, RetryAfter: 250 * ms})
+	steps := []struct {
+		at         time.Duration
+		from       string
+		want       int
+		retryAfter string
+	}{
+		{0, a, 200, ""},
+		{0, a, 200, ""},
+		{0, a, 429, "0.25"},       // a is full; the account has 2 of 3
+		{0, b, 200, ""},           // so b fits: a's refusal took no room in the account's window
+		{0, b, 429, "0.25"},       // the account is full (3)
+		{100 * ms, b, 200, ""},    // the account's window is empty again; b has 2: the refusal above took none of b's
+		{100 * ms, b, 429, ""},    // b is full
+		{100 * ms, "", 200, ""},   // no from: the sender "", empty
+		{999 * ms, a, 429, ""},    // a's two at t0 are still in its window
+		{time.Second, a, 200, ""}, // they have left: [t0+1s-1s, ...) is half-open
+		{time.Second, a, 200, ""}, //
+		{1050 * ms, a, 429, ""},   //
+		{1050 * ms, b, 200, ""},   // b's at t0 has left, its at t0+100ms not
+		{1050 * ms, b, 429, ""},   //
+		{1100 * ms, b, 200, ""},   // t0+100ms has left
+	}
+	for i, st := range steps {
+		clock.Set(t0.Add(st.at))
+		w := serve(t, s, simRequestFrom(fmt.Sprint("m-", i), st.from))
+		if w.Code != st.want {
+			t.Errorf("step %d (t0+%v, from %q): status %d, want %d (%s)", i, st.at, st.from, w.Code, st.want, strings.TrimSpace(w.Body.String()))
+		}
+		if st.retryAfter != "" && w.Header().Get("Retry-After") != st.retryAfter {
+			t.Errorf("step %d: Retry-After %q, want %q", i, w.Header().Get("Retry-After"), st.retryAfter)
+		}
+	}
+	st := s.Stats()
+	if st.Accepted != 9 || st.Throttled != 1 || st.SenderThrottled != 5 || st.MaxInWindow != 3 || st.SenderMaxInWindow != 2 {
+		t.Errorf("stats %+v; want 9 accepted, 1 throttled for the account, 5 for a sender, max 3 and 2 in a window", st)
+	}
+	arr := s.Arrivals()
+	if arr[2].From != a || arr[2].Outcome != "throttled" || arr[2].Status != 429 || arr[7].From != "" {
+		t.Errorf("arrivals %v: want the sender recorded, a sender's throttle as a throttle", arr)
+	}
+	// The measure over arrivals agrees with the Simulator's.
+	if most, who := s.MaxInWindow(time.Second, true); most != 2 || who != a {
+		t.Errorf("MaxInWindow(1s, by sender) = %d, %q; want 2, %q", most, who, a)
+	}
+	if most, _ := s.MaxInWindow(10*ms, false); most != 3 {
+		t.Errorf("MaxInWindow(10ms, account) = %d, want 3", most)
+	}
+}
+
+// TestSimulatorSenderLimitOff checks that without SenderLimit the senders
+// are recorded and not limited.
+func TestSimulatorSenderLimitOff(t *testing.T) {
+	s, _ := newSim(SimConfig{Limit: 5})
+	for i := range 6 {
+		serve(t, s, simRequestFrom(fmt.Sprint("m-", i), "+12025550101"))
+	}
+	if st := s.Stats(); st.Accepted != 5 || st.Throttled != 1 || st.SenderThrottled != 0 || st.SenderMaxInWindow != 0 {
+		t.Errorf("stats %+v; want 5 accepted, 1 throttled by the account alone", st)
+	}
+	if a := s.Arrivals()[0]; a.From != "+12025550101" {
+		t.Errorf("arrival %+v, want the sender recorded", a)
+	}
+	// A "from" that is not a string is a bad body.
+	if w := serve(t, s, withBody(`{"to":"+819012345678","body":"x","from":1}`)(simRequest("bad"))); w.Code != 400 {
+		t.Errorf(`"from":1: status %d, want 400`, w.Code)
+	}
+}
+
+// TestSenderPoolThroughAdapters sends through each adapter to its
+// simulator with one acceptance per sender: the Message's From must reach
+// the wire (the simulator limits by it), and without one the adapter's
+// configured sender goes (the generic API's: none).
+func TestSenderPoolThroughAdapters(t *testing.T) {
+	const a, b = "+12025550101", "+18885550100"
+	cfg := SimConfig{Limit: 100, Window: time.Hour, SenderLimit: 1, SenderWindow: time.Hour}
+	tests := []struct {
+		name        string
+		setup       func(t *testing.T) (Sender, *Simulator)
+		defaultFrom string // what a Message without From is recorded under
+	}{
+		{"generic", func(t *testing.T) (Sender, *Simulator) {
+			c := cfg
+			c.Token = testToken
+			sim := NewSimulator(c)
+			return newTestClient(t, newServer(t, sim).URL), sim
+		}, ""},
+		{"twilio", func(t *testing.T) (Sender, *Simulator) {
+			c := cfg
+			c.Token = testToken
+			sim := NewTwilioSimulator(c, testTwilioSID)
+			return newTestTwilio(t, newServer(t, sim).URL, nil), sim
+		}, testTwilioFrom},
+		{"twilio with a Messaging Service", func(t *testing.T) (Sender, *Simulator) {
+			c := cfg
+			c.Token = testToken
+			sim := NewTwilioSimulator(c, testTwilioSID)
+			return newTestTwilio(t, newServer(t, sim).URL, func(c *TwilioConfig) { c.From, c.MessagingServiceSID = "", testTwilioMG }), sim
+		}, ""},
+		{"vonage", func(t *testing.T) (Sender, *Simulator) {
+			c := cfg
+			c.Token = vonageTestSecret
+			sim := NewVonageSimulator(c, vonageTestKey)
+			return newTestVonage(t, newServer(t, sim).URL, nil), sim
+		}, vonageTestFrom},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sender, sim := tt.setup(t)
+			send := func(id, from string) error {
+				_, err := sender.Send(context.Background(), Message{ID: id, To: "+819087654321", Body: "Your code is 482913", From: from})
+				return err
+			}
+			if err := send("m-1", a); err != nil {
+				t.Fatalf("first from a: %v", err)
+			}
+			if err := send("m-2", a); !isKind(err, KindThrottled) {
+				t.Fatalf("second from a = %v, want throttled", err)
+			}
+			if err := send("m-3", b); err != nil {
+				t.Fatalf("first from b: %v", err)
+			}
+			if err := send("m-4", ""); err != nil {
+				t.Fatalf("first without From: %v", err)
+			}
+			var froms []string
+			for _, ar := range sim.Arrivals() {
+				froms = append(froms, ar.From)
+			}
+			if want := []string{a, a, b, tt.defaultFrom}; !slices.Equal(froms, want) {
+				t.Errorf("senders on the wire %q, want %q", froms, want)
+			}
+			if st := sim.Stats(); st.Accepted != 3 || st.SenderThrottled != 1 || st.Throttled != 0 {
+				t.Errorf("stats %+v; want 3 accepted, 1 throttled for its sender", st)
+			}
+		})
 	}
 }

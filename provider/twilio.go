@@ -84,10 +84,11 @@ type TwilioConfig struct {
 	// reloaded after an account-level failure.
 	AuthToken *Secret
 	// From is the sender (a Twilio number, a short code or an alphanumeric
-	// sender ID). Exactly one of From and MessagingServiceSID is set.
+	// sender ID). Exactly one of From and MessagingServiceSID is set. A
+	// Message's own From replaces it.
 	From string
 	// MessagingServiceSID (MG...) lets Twilio pick the sender from the
-	// service's pool.
+	// service's pool, unless a Message names its From: both are then sent.
 	MessagingServiceSID string
 	// BaseURL is where the API lives; "" means DefaultTwilioURL. Same
 	// rules as NewClient's baseURL; a path is kept as a prefix.
@@ -161,11 +162,12 @@ func twilioValidityPeriod(deadline, now time.Time) int {
 	return int(min(max(left, 1), twilioMaxValidity))
 }
 
-// Send creates one Message resource for m: a POST of To, Body, From or
-// MessagingServiceSid and, when m.Deadline is set, ValidityPeriod (the
-// whole seconds left, 1 to 36000: a message already past its deadline
-// still gets 1, so drop those before Send). m.ID is not sent: Twilio has
-// no field for it.
+// Send creates one Message resource for m: a POST of To, Body, From (m.From
+// when set, else the configured From, if any), MessagingServiceSid (when
+// configured, with or without m.From) and, when m.Deadline is set,
+// ValidityPeriod (the whole seconds left, 1 to 36000: a message already
+// past its deadline still gets 1, so drop those before Send). m.ID is not
+// sent: Twilio has no field for it.
 //
 // It returns a Receipt with the Message's sid for a 2xx, and otherwise an
 // *Error (Provider "twilio", Code the answer's Twilio code) whose Kind is:
@@ -191,9 +193,18 @@ func (t *Twilio) Send(ctx context.Context, m Message) (Receipt, error) {
 		return Receipt{}, &Error{Provider: "twilio", Kind: KindAccount, Message: err.Error()}
 	}
 	form := url.Values{"To": {m.To}, "Body": {m.Body}}
+	// Twilio takes a MessagingServiceSid "either instead of or in addition
+	// to a specific 'From'" (its error 21603): with both, the message goes
+	// from From and keeps the service's features, and Twilio warns (21711)
+	// if From is not in the service's sender pool. So m.From replaces the
+	// configured From, and a configured service is still sent with it.
 	if t.cfg.MessagingServiceSID != "" {
 		form.Set("MessagingServiceSid", t.cfg.MessagingServiceSID)
-	} else {
+	}
+	switch {
+	case m.From != "":
+		form.Set("From", m.From)
+	case t.cfg.MessagingServiceSID == "":
 		form.Set("From", t.cfg.From)
 	}
 	if !m.Deadline.IsZero() {

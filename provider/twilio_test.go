@@ -67,9 +67,11 @@ type seenRequest struct {
 
 func TestTwilioRequest(t *testing.T) {
 	clock := newFakeClock(t0)
+	const poolFrom = "+18885550100"
 	tests := []struct {
 		name     string
 		edit     func(*TwilioConfig)
+		from     string // Message.From
 		deadline time.Time
 		wantPath string
 		want     url.Values
@@ -78,6 +80,11 @@ func TestTwilioRequest(t *testing.T) {
 			want: url.Values{"To": {twMsg.To}, "Body": {twMsg.Body}, "From": {testTwilioFrom}}},
 		{name: "MessagingServiceSid", edit: func(c *TwilioConfig) { c.From, c.MessagingServiceSID = "", testTwilioMG },
 			want: url.Values{"To": {twMsg.To}, "Body": {twMsg.Body}, "MessagingServiceSid": {testTwilioMG}}},
+		{name: "the Message's From replaces the configured one", from: poolFrom,
+			want: url.Values{"To": {twMsg.To}, "Body": {twMsg.Body}, "From": {poolFrom}}},
+		{name: "the Message's From goes with the Messaging Service", from: poolFrom,
+			edit: func(c *TwilioConfig) { c.From, c.MessagingServiceSID = "", testTwilioMG },
+			want: url.Values{"To": {twMsg.To}, "Body": {twMsg.Body}, "From": {poolFrom}, "MessagingServiceSid": {testTwilioMG}}},
 		{name: "deadline in 90.7 s is 90 s, rounded down", deadline: t0.Add(90700 * time.Millisecond),
 			want: url.Values{"To": {twMsg.To}, "Body": {twMsg.Body}, "From": {testTwilioFrom}, "ValidityPeriod": {"90"}}},
 		{name: "deadline in 20 h is cut to 36000 s", deadline: t0.Add(20 * time.Hour),
@@ -107,7 +114,7 @@ func TestTwilioRequest(t *testing.T) {
 			}))
 			tw := newTestTwilio(t, srv.URL, tt.edit, WithClock(clock.Now))
 			m := twMsg
-			m.Deadline = tt.deadline
+			m.Deadline, m.From = tt.deadline, tt.from
 			rc, err := tw.Send(context.Background(), m)
 			if err != nil {
 				t.Fatalf("Send: %v", err)

@@ -43,8 +43,10 @@ const twilioMaxBody = 1600
 // with code 21211; FailFor's status comes with code 20500 for a 5xx and
 // 20429 (and Retry-After) for a 429.
 //
-// Twilio has no client reference: Arrivals have an empty ID, SentCount("")
-// counts every acceptance, and HonourIdempotencyKey has no effect. An
+// With SenderLimit, the sender is From; a request with a MessagingServiceSid
+// and no From counts under the empty sender "". Twilio has no client
+// reference: Arrivals have an empty ID, SentCount("") counts every
+// acceptance, and HonourIdempotencyKey has no effect. An
 // Arrival's Status is the generic API's status for its Outcome (200 for an
 // acceptance, 429 for a suspension, 422 for a refused number), not the
 // status on the wire; read its Outcome.
@@ -99,6 +101,7 @@ func (d *twilioDialect) read(w http.ResponseWriter, r *http.Request, token strin
 	e := twilioEcho{
 		To: f.Get("To"), From: f.Get("From"), Service: f.Get("MessagingServiceSid"), Body: f.Get("Body"),
 	}
+	in.from = e.From // through a Messaging Service alone: "", the sender Twilio picks later
 	switch vp, hasVP := f["ValidityPeriod"]; {
 	case e.To == "":
 		e.Code = twilioToRequired

@@ -279,6 +279,65 @@ func TestTwilioSimulatorRateInSegments(t *testing.T) {
 	}
 }
 
+// TestTwilioSimulatorSenderLimitInSegments checks that with CountSegments
+// each sender (From) has its own window of segments, answered over it as
+// the account's rate is, and that a Messaging Service without From counts
+// under the sender "".
+func TestTwilioSimulatorSenderLimitInSegments(t *testing.T) {
+	const a, b = "+12025550101", "+18885550100"
+	s, clock := newTwilioSim(SimConfig{CountSegments: true, SenderLimit: 3, RetryAfter: 1500 * time.Millisecond})
+	form := func(from string, segments int) url.Values {
+		f := twilioForm()
+		f.Set("Body", strings.Repeat("a", 153*segments)) // 153 septets a segment beyond one
+		if from == "" {
+			f.Del("From")
+			f.Set("MessagingServiceSid", testTwilioMG)
+		} else {
+			f.Set("From", from)
+		}
+		return f
+	}
+	steps := []struct {
+		at       time.Duration
+		from     string
+		segments int
+		status   int
+	}{
+		{0, a, 2, 201},
+		{0, a, 2, 429}, // 2+2 > 3
+		{0, a, 1, 201}, // 3
+		{0, b, 3, 201}, // b's own 3
+		{0, "", 2, 201},
+		{0, "", 2, 429},
+		{500 * time.Millisecond, b, 1, 429},
+		{999 * time.Millisecond, a, 1, 429},
+		{time.Second, a, 3, 201}, // a's first 3 slid out
+		{time.Second, b, 4, 429}, // more than SenderLimit: never
+	}
+	for i, st := range steps {
+		clock.Set(t0.Add(st.at))
+		w := serve(t, s, twilioSimRequest(form(st.from, st.segments)))
+		if st.status == 429 {
+			checkTwilioError(t, w, 429, 20429)
+			if ra := w.Header().Get("Retry-After"); ra != "1.5" {
+				t.Errorf("step %d: Retry-After %q, want 1.5", i, ra)
+			}
+		} else if w.Code != st.status {
+			t.Errorf("step %d (from %q, %d segments): status %d, want %d", i, st.from, st.segments, w.Code, st.status)
+		}
+	}
+	st := s.Stats()
+	if st.Accepted != 5 || st.AcceptedSegments != 11 || st.SenderThrottled != 5 || st.Throttled != 0 || st.SenderMaxInWindow != 3 {
+		t.Errorf("stats %+v, want 5 accepted of 11 segments, 5 throttled for their sender, at most 3 a window", st)
+	}
+	if most, who := s.MaxInWindow(time.Second, true); most != 3 || who != a {
+		t.Errorf("MaxInWindow(1s, by sender) = %d, %q; want 3, %q (the least of a and b, both at 3)", most, who, a)
+	}
+	if most, _ := s.MaxInWindow(time.Second, false); most != 8 {
+		t.Errorf("MaxInWindow(1s, account) = %d segments, want 8", most)
+	}
+}
+
 func TestTwilioSimulatorSuspension(t *testing.T) {
 	s, clock := newTwilioSim(SimConfig{Limit: 1, SuspendAfter: 1, SuspendFor: time.Minute})
 	serve(t, s, twilioSimRequest(twilioForm()))

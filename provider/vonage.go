@@ -42,7 +42,7 @@ const (
 type VonageConfig struct {
 	APIKey    string
 	APISecret *Secret
-	From      string // sender id or number
+	From      string // sender id or number; a Message's own From replaces it
 	BaseURL   string // "" means DefaultVonageURL
 }
 
@@ -79,7 +79,8 @@ func NewVonage(cfg VonageConfig, opts ...Option) (*Vonage, error) {
 }
 
 // Send posts m to Vonage once, as a form: api_key, api_secret (read from
-// the Secret at each call), from, to (m.To without its '+'), text,
+// the Secret at each call), from (m.From when set, else the configured
+// From), to (m.To without its '+'), text,
 // type=unicode when Segments says the body is not GSM-7 (the default type,
 // text, otherwise), client-ref (m.ID, cut to 100 bytes) and, when m has a
 // Deadline, ttl (the time left, within 20 s and 7 days).
@@ -102,10 +103,14 @@ func (v *Vonage) Send(ctx context.Context, m Message) (Receipt, error) {
 		return Receipt{}, err
 	}
 	secret := v.cfg.APISecret.Value()
+	from := v.cfg.From
+	if m.From != "" {
+		from = m.From // the sender the limiter chose from the account's pool
+	}
 	form := url.Values{
 		"api_key":    {v.cfg.APIKey},
 		"api_secret": {secret},
-		"from":       {v.cfg.From},
+		"from":       {from},
 		"to":         {strings.TrimPrefix(m.To, "+")},
 		"text":       {m.Body},
 		"client-ref": {vonageClientRef(m.ID)},

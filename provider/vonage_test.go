@@ -153,6 +153,7 @@ func TestVonageRequest(t *testing.T) {
 		{name: "deadline soon", m: Message{ID: "d", To: "+819012345678", Body: "x", Deadline: t0.Add(5 * time.Second)}, clientRef: "d", ttl: "20000"},
 		{name: "deadline past", m: Message{ID: "d", To: "+819012345678", Body: "x", Deadline: t0.Add(-time.Hour)}, clientRef: "d", ttl: "20000"},
 		{name: "deadline far", m: Message{ID: "d", To: "+819012345678", Body: "x", Deadline: t0.Add(30 * 24 * time.Hour)}, clientRef: "d", ttl: "604800000"},
+		{name: "From from the sender pool", m: Message{ID: "f", To: "+819012345678", Body: "x", From: "18885550100"}, clientRef: "f"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -169,10 +170,14 @@ func TestVonageRequest(t *testing.T) {
 			if r.method != http.MethodPost || r.path != "/sms/json" || r.contentType != "application/x-www-form-urlencoded" {
 				t.Errorf("%s %s (%s), want POST /sms/json (application/x-www-form-urlencoded)", r.method, r.path, r.contentType)
 			}
+			from := vonageTestFrom
+			if tt.m.From != "" {
+				from = tt.m.From
+			}
 			want := url.Values{
 				"api_key":    {vonageTestKey},
 				"api_secret": {vonageTestSecret},
-				"from":       {vonageTestFrom},
+				"from":       {from},
 				"to":         {strings.TrimPrefix(tt.m.To, "+")},
 				"text":       {tt.m.Body},
 				"client-ref": {tt.clientRef},

@@ -25,8 +25,8 @@ import (
 // "1" and no Retry-After header, so SimConfig.RetryAfter and
 // ThrottleNext's retryAfter are not sent. The rate counts what Vonage
 // bills: with CountSegments, a message counts its parts, in UCS-2 when
-// type is unicode. Arrival.Status keeps the generic API's status for each
-// answer, not the 200 on the wire.
+// type is unicode. With SenderLimit, the sender is from. Arrival.Status
+// keeps the generic API's status for each answer, not the 200 on the wire.
 func NewVonageSimulator(cfg SimConfig, apiKey string, opts ...SimOption) *Simulator {
 	return newSimulator(cfg, vonageDialect{apiKey: apiKey}, opts...)
 }
@@ -113,6 +113,7 @@ func (d vonageDialect) read(w http.ResponseWriter, r *http.Request, token string
 		return in
 	}
 	from, to, text := form.Get("from"), form.Get("to"), form.Get("text")
+	in.from = from
 	if from == "" || to == "" || text == "" {
 		in.bodyFault = vonageFaultMissing
 		return in

@@ -273,6 +273,47 @@ func TestVonageSimulatorRate(t *testing.T) {
 	}
 }
 
+// TestVonageSimulatorSenderLimit checks that a sender (from) over its
+// limit gets Vonage's throttle, a 200 with status 1, while another sender
+// still passes, and that parts count per sender with CountSegments.
+func TestVonageSimulatorSenderLimit(t *testing.T) {
+	s, clock := newVonageSim(SimConfig{CountSegments: true, SenderLimit: 2})
+	form := func(id, from string, parts int) url.Values {
+		f := vonageForm(id)
+		f.Set("from", from)
+		f.Set("text", strings.Repeat("x", 153*parts)) // 153 septets a part beyond one
+		return f
+	}
+	steps := []struct {
+		at     time.Duration
+		form   url.Values
+		status string
+	}{
+		{0, form("a1", "AcmeInc", 2), "0"},
+		{0, form("a2", "AcmeInc", 1), "1"},
+		{0, form("b1", "12025550101", 1), "0"},
+		{0, form("b2", "12025550101", 1), "0"},
+		{0, form("b3", "12025550101", 1), "1"},
+		{time.Second, form("a3", "AcmeInc", 1), "0"},
+	}
+	for i, st := range steps {
+		clock.Set(t0.Add(st.at))
+		w, a, status := serveVonage(t, s, vonageSimRequest(st.form))
+		if w.Code != 200 || status != st.status {
+			t.Errorf("step %d: HTTP %d status %q, want 200 %q", i, w.Code, status, st.status)
+		}
+		if status == "1" && (w.Header().Get("Retry-After") != "" || a.Messages[0]["error-text"] != "Throttled") {
+			t.Errorf("step %d: throttle %v with Retry-After %q", i, a, w.Header().Get("Retry-After"))
+		}
+	}
+	if st := s.Stats(); st.Accepted != 4 || st.AcceptedSegments != 5 || st.SenderThrottled != 2 || st.Throttled != 0 {
+		t.Errorf("stats %+v", st)
+	}
+	if a := s.Arrivals()[1]; a.ID != "a2" || a.From != "AcmeInc" || a.Outcome != "throttled" {
+		t.Errorf("arrival %+v, want a2 from AcmeInc throttled", a)
+	}
+}
+
 func TestVonageSimulatorFaults(t *testing.T) {
 	tests := []struct {
 		name   string

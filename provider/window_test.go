@@ -47,6 +47,76 @@ func TestMaxInAnyWindow(t *testing.T) {
 	}
 }
 
+// TestMaxInWindow checks MaxInWindow on a hand-made list, including the
+// edge the Simulator's sliding window defines: a is accepted at t0 and at
+// t0+1s, exactly a window apart, which never share a window.
+func TestMaxInWindow(t *testing.T) {
+	ms := time.Millisecond
+	const a, b = "+12025550101", "+18885550100"
+	arr := func(at time.Duration, from string, segments int, outcome string) Arrival {
+		return Arrival{At: t0.Add(at), From: from, Segments: segments, Outcome: outcome, Status: 200}
+	}
+	arrivals := []Arrival{
+		arr(0, a, 1, "accepted"),
+		arr(0, "", 1, "accepted"),
+		arr(100*ms, b, 1, "accepted"),
+		arr(200*ms, b, 1, "accepted"),
+		arr(300*ms, b, 1, "accepted"),
+		arr(500*ms, a, 2, "accepted"),
+		arr(600*ms, a, 5, "throttled"), // not a send
+		arr(700*ms, a, 5, "duplicate"), // not a send either
+		arr(800*ms, b, 5, "refused"),
+		arr(time.Second, a, 1, "accepted"),
+	}
+	tests := []struct {
+		name       string
+		m          WindowMeasure
+		want       int
+		wantSender string
+	}{
+		// [t0, t0+1s) holds all the accepted but a's at t0+1s.
+		{"account", WindowMeasure{Window: time.Second}, 6, ""},
+		{"account in segments", WindowMeasure{Window: time.Second, Segments: true}, 7, ""},
+		// a: t0 and t0+500ms, or t0+500ms and t0+1s; never all three.
+		{"by sender", WindowMeasure{Window: time.Second, BySender: true}, 3, b},
+		// a: 1+2 or 2+1, b: 3: a tie, won by the least sender.
+		{"by sender in segments", WindowMeasure{Window: time.Second, BySender: true, Segments: true}, 3, a},
+		{"just over the window", WindowMeasure{Window: time.Second + 1, BySender: true, Segments: true}, 4, a},
+		{"short window", WindowMeasure{Window: 150 * ms, BySender: true}, 2, b},
+		{"instant", WindowMeasure{Window: time.Nanosecond}, 2, ""},
+		{"zero window", WindowMeasure{BySender: true}, 0, ""},
+		{"negative window", WindowMeasure{Window: -time.Second}, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, in := range [][]Arrival{arrivals, reversed(arrivals)} {
+				before := slices.Clone(in)
+				most, sender := MaxInWindow(in, tt.m)
+				if most != tt.want || sender != tt.wantSender {
+					t.Errorf("MaxInWindow = %d, %q; want %d, %q", most, sender, tt.want, tt.wantSender)
+				}
+				if !slices.Equal(before, in) {
+					t.Error("MaxInWindow modified its input")
+				}
+			}
+		})
+	}
+	if most, sender := MaxInWindow(nil, WindowMeasure{Window: time.Second, BySender: true}); most != 0 || sender != "" {
+		t.Errorf("MaxInWindow(nil) = %d, %q; want 0, \"\"", most, sender)
+	}
+	// Segments below 1 count as 1, as the Simulator counts a body it could not read.
+	zero := []Arrival{arr(0, a, 0, "accepted"), arr(0, a, 0, "accepted")}
+	if most, _ := MaxInWindow(zero, WindowMeasure{Window: time.Second, Segments: true}); most != 2 {
+		t.Errorf("MaxInWindow(0 segments each) = %d, want 2", most)
+	}
+}
+
+func reversed[T any](s []T) []T {
+	r := slices.Clone(s)
+	slices.Reverse(r)
+	return r
+}
+
 func TestRing(t *testing.T) {
 	r := newRing[int](3)
 	for i := range 5 {
