@@ -47,6 +47,11 @@ func (openLimiter) AccountPause() (string, time.Duration, bool) {
 	return "", 0, false
 }
 func (memClaims) Finish(context.Context, string, string) error { return nil }
+func (memClaims) Claim(context.Context, string, string, time.Duration) (admission.Record, error) {
+	return admission.Record{}, nil
+}
+func (memClaims) Refuse(context.Context, string, string) error  { return nil }
+func (memClaims) Release(context.Context, string, string) error { return nil }
 func (nullSender) Send(context.Context, provider.Message) (provider.Receipt, error) {
 	return provider.Receipt{}, nil
 }

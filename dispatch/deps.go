@@ -40,6 +40,12 @@ type Limiter interface {
 // written once it is out.
 type Claimer interface {
 	Finish(ctx context.Context, id, record string) error
+	// Claim, Refuse and Release keep the record apart from an admission:
+	// for an OTP sent on another account than the one keeping its
+	// records (an overflow).
+	Claim(ctx context.Context, id, token string, ttl time.Duration) (admission.Record, error)
+	Refuse(ctx context.Context, id, reason string) error
+	Release(ctx context.Context, id, token string) error
 }
 
 // Sender sends one message to the provider (provider.Client, Twilio,

@@ -120,15 +120,21 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Deps are what a Dispatcher works with. All are required but Observer.
+// Deps are what a Dispatcher works with. All are required but Observer,
+// Tracer, Clock and Credentials; the account is either Accounts or
+// Limiter, Claims, Sender and Credentials.
 type Deps struct {
 	OTP, Marketing *pubsub.Subscriber
-	Limiter        Limiter
-	Claims         Claimer
-	Sender         Sender
-	DeadLetter     DeadLetterer
-	Observer       Observer // if nil, nothing is observed
-	Tracer         Tracer   // if nil, no spans
+	// Accounts are the provider accounts, in routing order. Empty: one
+	// account of Limiter, Claims, Sender and Credentials serves both
+	// classes, counting Config.RateUnit.
+	Accounts   []Account
+	Limiter    Limiter
+	Claims     Claimer
+	Sender     Sender
+	DeadLetter DeadLetterer
+	Observer   Observer // if nil, nothing is observed
+	Tracer     Tracer   // if nil, no spans
 	// Clock tells the time that deadlines and Events are read against; if
 	// nil, the system clock. Waits run on real timers whatever it says.
 	Clock admission.Clock
@@ -152,6 +158,8 @@ type Event struct {
 	ResendCount     int                // provider attempts of this message before this one, if it reached the provider
 	Segments        int                // the body's segments (provider.Segments); 0 if the data did not decode
 	ProviderID      string             // the provider's id of the message, when it accepted it
+	Account         string             // the account that admitted (and sent) it, or the class's home when none did
+	Sender          string             // the sender of the account's pool it went From, if any
 	Finished        time.Time
 	Err             error // why, for outcomes other than sent; never holds a phone number
 }
@@ -180,7 +188,8 @@ type Dispatcher struct {
 	// Set once by Run before any lane starts.
 	hard context.Context // sends in flight; ends Grace after Run's context
 
-	accountLogged atomic.Int64 // unix nanoseconds of the last account-failure error log
+	accounts []*account
+	route    [2][]*account // by class: the accounts serving it, home first
 }
 
 // flight is one id being handled in this process: other deliveries of the
@@ -201,9 +210,13 @@ const (
 
 // New returns a Dispatcher.
 func New(cfg Config, deps Deps) (*Dispatcher, error) {
-	if deps.OTP == nil || deps.Marketing == nil || deps.Limiter == nil || deps.Claims == nil ||
-		deps.Sender == nil || deps.DeadLetter == nil {
-		return nil, errors.New("dispatch: Deps needs OTP, Marketing, Limiter, Claims, Sender and DeadLetter")
+	if deps.OTP == nil || deps.Marketing == nil || deps.DeadLetter == nil {
+		return nil, errors.New("dispatch: Deps needs OTP, Marketing and DeadLetter")
+	}
+	cfg = cfg.withDefaults()
+	accts, err := accounts(cfg, deps)
+	if err != nil {
+		return nil, err
 	}
 	var b [8]byte
 	rand.Read(b[:])
@@ -214,8 +227,10 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 		deps.Clock = systemClock{}
 	}
 	d := &Dispatcher{
-		cfg:      cfg.withDefaults(),
+		cfg:      cfg,
 		deps:     deps,
+		accounts: accts,
+		route:    [2][]*account{route(accts, admission.OTP), route(accts, admission.Marketing)},
 		budget:   nack.NewBudget(nack.DefaultMaxTokens, nack.DefaultTokenRatio),
 		instance: hex.EncodeToString(b[:]),
 	}
@@ -226,22 +241,37 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 	return d, nil
 }
 
-// Ready reports whether both lanes are receiving and the account is not
-// paused for an account-level failure.
+// Ready reports whether both lanes are receiving and no class has every
+// account serving it paused for an account-level failure.
 func (d *Dispatcher) Ready() bool {
 	for _, l := range d.lanes {
 		if l == nil || !l.receiving.Load() {
 			return false
 		}
 	}
-	_, _, paused := d.deps.Limiter.AccountPause()
+	_, _, paused := d.AccountPause()
 	return !paused
 }
 
-// AccountPause reports the account-level pause this process knows of: why
-// and how long it has left.
+// AccountPause reports an account-level pause this process knows of that
+// stops a class (every account serving it paused): why, with the
+// account's name when there are several, and how long it has left.
 func (d *Dispatcher) AccountPause() (why string, left time.Duration, ok bool) {
-	return d.deps.Limiter.AccountPause()
+	for _, class := range []admission.Class{admission.OTP, admission.Marketing} {
+		if why, left, ok := d.classPause(class); ok {
+			return why, left, true
+		}
+	}
+	return "", 0, false
+}
+
+// Accounts returns the names of the accounts, in routing order.
+func (d *Dispatcher) Accounts() []string {
+	var names []string
+	for _, a := range d.accounts {
+		names = append(names, a.Name)
+	}
+	return names
 }
 
 // BudgetTokens returns the retry budget's tokens, for metrics.
@@ -281,8 +311,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	for _, l := range d.lanes {
 		wg.Go(func() { l.run(ctx) })
 	}
-	if d.deps.Credentials != nil {
-		wg.Go(func() { d.watchCredentials(ctx) })
+	for _, a := range d.accounts {
+		if a.Credentials != nil {
+			wg.Go(func() { d.watchCredentials(ctx, a) })
+		}
 	}
 	wg.Wait() // Receive returns once its callbacks have
 	return nil
@@ -291,32 +323,32 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // watchCredentials reads the credential again every CredentialCheck until
 // ctx ends: a change (an operator fixed the Secret) ends the account's
 // pause at once rather than when it runs out.
-func (d *Dispatcher) watchCredentials(ctx context.Context) {
+func (d *Dispatcher) watchCredentials(ctx context.Context, a *account) {
 	t := time.NewTicker(d.cfg.CredentialCheck)
 	defer t.Stop()
-	seen := d.deps.Credentials.Version()
+	seen := a.Credentials.Version()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if _, err := d.deps.Credentials.Reload(); err != nil {
-			d.cfg.Logger.Warn("could not read the provider credential again; the one read before is kept", "err", err)
+		if _, err := a.Credentials.Reload(); err != nil {
+			d.cfg.Logger.Warn("could not read the provider credential again; the one read before is kept", "account", a.Name, "err", err)
 			continue
 		}
 		// The version, not Reload's answer: a send's account failure
 		// reads the credential again too, and may have seen the change
 		// first.
-		v := d.deps.Credentials.Version()
+		v := a.Credentials.Version()
 		if v == seen {
 			continue
 		}
-		if err := d.deps.Limiter.ResumeAccount(ctx); err != nil {
-			d.cfg.Logger.Warn("the provider credential changed but the account's pause could not be ended yet; trying again", "err", err)
+		if err := a.Limiter.ResumeAccount(ctx); err != nil {
+			d.cfg.Logger.Warn("the provider credential changed but the account's pause could not be ended yet; trying again", "account", a.Name, "err", err)
 			continue // seen is not moved: the next tick tries again
 		}
 		seen = v
-		d.cfg.Logger.Info("the provider credential changed; sending on the account resumes")
+		d.cfg.Logger.Info("the provider credential changed; sending on the account resumes", "account", a.Name)
 	}
 }

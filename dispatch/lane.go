@@ -160,7 +160,7 @@ func (l *lane) hold() {
 
 // waitForAccount returns once the account's pause is over or ctx ends.
 func (l *lane) waitForAccount(ctx context.Context, log *slog.Logger) {
-	why, left, _ := l.d.deps.Limiter.AccountPause()
+	why, left, _ := l.d.classPause(l.class)
 	log.Warn("the provider refused the account: pulls stopped until the pause ends; messages wait in the subscription",
 		"reason", why, "left", left.Round(time.Second))
 	t := time.NewTicker(accountPoll)
@@ -171,7 +171,7 @@ func (l *lane) waitForAccount(ctx context.Context, log *slog.Logger) {
 			return
 		case <-t.C:
 		}
-		if _, _, ok := l.d.deps.Limiter.CheckPause(ctx); !ok {
+		if !l.d.classPaused(ctx, l.class) {
 			log.Info("the account's pause is over: pulling again")
 			return
 		}

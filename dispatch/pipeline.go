@@ -24,6 +24,7 @@ import (
 
 // try is what one delivery's attempt came to, for its Event.
 type try struct {
+	account  *account // the account that admitted it, or the class's home
 	outcome  nack.Outcome
 	err      error
 	decision admission.Decision // the last admission decision; zero if admission was not reached
@@ -46,7 +47,7 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 	msg, err := Decode(m.Data, m.ID)
 	if err == nil {
 		ev.ID = msg.ID
-		ev.Segments, err = d.segments(msg)
+		ev.Segments, err = d.segments(class, msg)
 	}
 	if err != nil {
 		t = try{outcome: nack.Invalid, err: err}
@@ -57,7 +58,10 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 		}
 	}
 	ev.Outcome, ev.Err, ev.Decision, ev.Admitted, ev.ResendCount = t.outcome, t.err, t.decision, t.admitted, t.resends
-	ev.ProviderID = t.receipt.ID
+	ev.ProviderID, ev.Account, ev.Sender = t.receipt.ID, d.route[class][0].Name, t.decision.Sender
+	if t.account != nil {
+		ev.Account = t.account.Name
+	}
 	ev.Action, ev.Err = d.act(ctx, class, m, ev)
 	if f != nil {
 		d.land(msg.ID, f, ev)
@@ -68,23 +72,17 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 	}
 }
 
-// segments returns how many segments m's body takes; when rates count
-// segments, a body of more than MaxSegments is invalid: the start-up check
-// sized the account's bound to it.
-func (d *Dispatcher) segments(m Message) (int, error) {
+// segments returns how many segments m's body takes; when an account of
+// class counts segments, a body of more than its MaxSegments is invalid:
+// the start-up check sized the account's bound to it.
+func (d *Dispatcher) segments(class admission.Class, m Message) (int, error) {
 	n, _ := provider.Segments(m.Body)
-	if d.cfg.RateUnit == PerSegment && n > d.cfg.MaxSegments {
-		return n, &InvalidError{Reason: "too_many_segments", Detail: fmt.Sprintf("body is %d segments, more than MAX_SEGMENTS (%d)", n, d.cfg.MaxSegments)}
+	for _, a := range d.route[class] {
+		if a.RateUnit == PerSegment && n > a.MaxSegments {
+			return n, &InvalidError{Reason: "too_many_segments", Detail: fmt.Sprintf("body is %d segments, more than MAX_SEGMENTS (%d)", n, a.MaxSegments)}
+		}
 	}
 	return n, nil
-}
-
-// cost is what a send of segments takes of the account's rates.
-func (d *Dispatcher) cost(segments int) int {
-	if d.cfg.RateUnit == PerSegment {
-		return segments
-	}
-	return 1
 }
 
 // join makes this delivery of m the flight of its id in this process and
@@ -174,7 +172,7 @@ func (d *Dispatcher) act(ctx context.Context, class admission.Class, m *pubsub.M
 			return nack.Nack, why
 		}
 		if ev.Outcome == nack.Rejected {
-			if err := d.deps.Claims.Finish(context.WithoutCancel(ctx), ev.ID, admission.RecordRejected); err != nil {
+			if err := d.route[class][0].Claims.Finish(context.WithoutCancel(ctx), ev.ID, admission.RecordRejected); err != nil {
 				d.cfg.Logger.Warn("could not record a dead-lettered id; a redelivery would be dead-lettered again",
 					"id", ev.ID, "err", err)
 			}
@@ -199,8 +197,13 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, m 
 		// record counts the sends, for the trace's resend count.
 		Count: deliveryAttempt == 0,
 	}
-	dec, err := d.admit(ctx, class, d.cost(segments), maxWait, claim)
-	t := try{decision: dec}
+	home := d.route[class][0]
+	start := time.Now()
+	dec, err := d.admit(ctx, class, home, home.cost(segments), maxWait, claim)
+	if err == nil && overflows(class, dec) && len(d.route[class]) > 1 {
+		return d.overflow(ctx, class, m, segments, deliveryAttempt, claim, maxWait-time.Since(start), dec)
+	}
+	t := try{decision: dec, account: home}
 	switch {
 	case errors.Is(err, errGateHeld):
 		t.outcome, t.err = nack.Denied, fmt.Errorf("%w for the whole max wait (%v)", err, maxWait)
@@ -228,27 +231,111 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, m 
 	default:
 		t.outcome, t.err = nack.Denied, fmt.Errorf("no send slot within %v (%s, %s)", maxWait, dec.Source, dec.Reason)
 		if dec.Reason == admission.ReasonAccount {
-			d.holdLanes()
+			d.holdPaused()
 		}
 		return t
 	}
-	t.admitted = d.now()
 	if !dec.Claimed {
 		// Without the record (Redis down) OTP is sent anyway: a duplicate
 		// OTP beats a lost one.
 		d.cfg.Logger.Warn("send-once record unavailable; sending without it", "class", class, "id", m.ID)
 	}
-	if d.expired(m) {
-		t.outcome = nack.Expired // the slot goes unused: cheaper than a send nobody waits for
-	} else {
-		var sendErr error
-		version := d.credentialVersion()
-		t.resends = d.resendCount(deliveryAttempt, dec)
-		t.receipt, sendErr = d.send(ctx, m, t.resends)
-		t.outcome, t.err = d.judge(ctx, class, m, version, sendErr)
-	}
+	t = d.sendAdmitted(ctx, class, home, m, d.resendCount(deliveryAttempt, dec), t)
 	d.settle(ctx, m.ID, dec, t)
 	return t
+}
+
+// sendAdmitted sends m on account a, which admitted it (t.decision), and
+// returns what came of it; the caller settles.
+func (d *Dispatcher) sendAdmitted(ctx context.Context, class admission.Class, a *account, m Message, resends int, t try) try {
+	t.admitted, t.account = d.now(), a
+	if d.expired(m) {
+		t.outcome = nack.Expired // the slot goes unused: cheaper than a send nobody waits for
+		return t
+	}
+	var sendErr error
+	version := a.credentialVersion()
+	t.resends = resends
+	t.receipt, sendErr = d.send(ctx, a, m, t.decision.Sender, t.resends)
+	t.outcome, t.err = d.judge(ctx, class, a, m, version, sendErr)
+	return t
+}
+
+// overflow sends an OTP that its home account could not admit because of
+// a penalty (denied) on the next account serving OTP that admits it
+// within wait. The id's record stays with the home account: it is claimed
+// there apart (one more call, on the overflow path only) and settled
+// there after the send; the other account's admission takes a slot only.
+func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, m Message, segments, deliveryAttempt int, claim admission.Claim, wait time.Duration, denied admission.Decision) try {
+	home := d.route[class][0]
+	t := try{decision: denied, account: home, outcome: nack.Denied,
+		err: fmt.Errorf("no send slot within the max wait (%s, %s) on any account", denied.Source, denied.Reason)}
+	start := time.Now()
+	rec, cerr := home.Claims.Claim(ctx, m.ID, claim.Token, claim.TTL)
+	switch {
+	case ctx.Err() != nil:
+		t.outcome, t.err = nack.ShuttingDown, ctx.Err()
+		return t
+	case cerr != nil:
+		// Without the record (Redis down) OTP is sent anyway.
+		d.cfg.Logger.Warn("send-once record unavailable; sending without it", "class", class, "id", m.ID)
+	case rec.State == admission.Held:
+		t.outcome, t.err = nack.InFlightElsewhere, nil
+		return t
+	case rec.State == admission.Refused:
+		t.outcome, t.err = nack.Rejected, refusedEarlier(rec.RejectReason)
+		return t
+	case rec.State != admission.Claimed:
+		t.outcome, t.err = nack.Duplicate, nil
+		return t
+	}
+	claimed := cerr == nil
+	for _, a := range d.route[class][1:] {
+		dec, err := d.admit(ctx, class, a, a.cost(segments), wait-time.Since(start), admission.Claim{})
+		if err != nil {
+			t.outcome, t.err = nack.ShuttingDown, err
+			break
+		}
+		t.decision = dec
+		if !dec.Allowed {
+			if overflows(class, dec) {
+				continue
+			}
+			t.err = fmt.Errorf("no send slot within the max wait on account %s (%s, %s)", a.Name, dec.Source, dec.Reason)
+			break
+		}
+		t = d.sendAdmitted(ctx, class, a, m, d.resendCount(deliveryAttempt, dec), t)
+		if err := a.Limiter.Settle(context.WithoutCancel(ctx), dec, ""); err != nil {
+			d.cfg.Logger.Warn("could not end a send's lease; it runs out", "account", a.Name, "err", err)
+		}
+		break
+	}
+	if t.outcome == nack.Denied && t.decision.Reason == admission.ReasonAccount {
+		d.holdPaused()
+	}
+	if claimed {
+		d.settleApart(ctx, home, m.ID, claim.Token, t)
+	}
+	return t
+}
+
+// settleApart keeps the id's record on the home account after an
+// overflow: what settle writes in the admission's call, in one call of
+// its own.
+func (d *Dispatcher) settleApart(ctx context.Context, home *account, id, token string, t try) {
+	ctx = context.WithoutCancel(ctx)
+	var err error
+	switch t.outcome {
+	case nack.Sent:
+		err = home.Claims.Finish(ctx, id, admission.SentRecord(t.receipt.ID))
+	case nack.Rejected:
+		err = home.Claims.Refuse(ctx, id, t.err.Error())
+	default:
+		err = home.Claims.Release(ctx, id, token)
+	}
+	if err != nil {
+		d.cfg.Logger.Warn("could not keep an overflowed id's record", "id", id, "outcome", t.outcome, "err", err)
+	}
 }
 
 // token names one delivery attempt, unique across processes: the
@@ -276,7 +363,7 @@ func (d *Dispatcher) settle(ctx context.Context, id string, dec admission.Decisi
 	default: // it will be retried: let the next delivery claim it at once
 		what = "could not give back a send claim; the retry waits for it to expire"
 	}
-	if err := d.deps.Limiter.Settle(context.WithoutCancel(ctx), dec, record); err != nil {
+	if err := t.account.Limiter.Settle(context.WithoutCancel(ctx), dec, record); err != nil {
 		d.cfg.Logger.Warn(what, "id", id, "err", err)
 	}
 }
@@ -295,7 +382,7 @@ var errGateHeld = errors.New("OTP held the priority gate")
 // admit passes the priority gate of class and waits up to maxWait for a
 // slot and claim. The error is errGateHeld, or the delivery's context
 // ending.
-func (d *Dispatcher) admit(ctx context.Context, class admission.Class, cost int, maxWait time.Duration, claim admission.Claim) (admission.Decision, error) {
+func (d *Dispatcher) admit(ctx context.Context, class admission.Class, a *account, cost int, maxWait time.Duration, claim admission.Claim) (admission.Decision, error) {
 	start := time.Now() // the wait itself runs on real timers
 	release := func() {}
 	if class == admission.OTP {
@@ -313,7 +400,7 @@ func (d *Dispatcher) admit(ctx context.Context, class admission.Class, cost int,
 		}
 	}
 	actx, aend := d.deps.Tracer.Admission(ctx, class)
-	dec, err := d.deps.Limiter.Admit(actx, class, cost, maxWait-time.Since(start), claim)
+	dec, err := a.Limiter.Admit(actx, class, cost, maxWait-time.Since(start), claim)
 	release()
 	aend(dec, time.Since(start))
 	return dec, err
@@ -323,7 +410,7 @@ func (d *Dispatcher) admit(ctx context.Context, class admission.Class, cost int,
 // (the trace's resend count), and returns the provider's answer. The send
 // keeps the delivery's values (its span) but not its cancellation: a
 // shutdown stops waiting, not sending; Grace ends sends (d.hard).
-func (d *Dispatcher) send(ctx context.Context, m Message, resends int) (provider.Receipt, error) {
+func (d *Dispatcher) send(ctx context.Context, a *account, m Message, from string, resends int) (provider.Receipt, error) {
 	timeout := d.cfg.SendTimeout
 	if !m.Deadline.IsZero() {
 		timeout = min(timeout, m.Deadline.Sub(d.now()))
@@ -332,17 +419,8 @@ func (d *Dispatcher) send(ctx context.Context, m Message, resends int) (provider
 	defer cancel()
 	stop := context.AfterFunc(d.hard, cancel)
 	defer stop()
-	return d.deps.Sender.Send(provider.WithResendCount(sctx, resends),
-		provider.Message{ID: m.ID, To: m.To, Body: m.Body, Deadline: m.Deadline})
-}
-
-// credentialVersion is the version of the watched credential, 0 without
-// one.
-func (d *Dispatcher) credentialVersion() uint64 {
-	if d.deps.Credentials == nil {
-		return 0
-	}
-	return d.deps.Credentials.Version()
+	return a.Sender.Send(provider.WithResendCount(sctx, resends),
+		provider.Message{ID: m.ID, To: m.To, Body: m.Body, Deadline: m.Deadline, From: from})
 }
 
 // judge turns the provider's answer into the delivery's outcome and does
@@ -352,7 +430,7 @@ func (d *Dispatcher) credentialVersion() uint64 {
 // and, once it is spent, pauses the class's pulls. A send cut off by its
 // own deadline or by the shutdown's Grace is not the provider's failure
 // and charges nothing. version is the credential's when the send began.
-func (d *Dispatcher) judge(ctx context.Context, class admission.Class, m Message, version uint64, err error) (nack.Outcome, error) {
+func (d *Dispatcher) judge(ctx context.Context, class admission.Class, a *account, m Message, version uint64, err error) (nack.Outcome, error) {
 	v := nack.Judge(err)
 	switch {
 	case v.Outcome == nack.Transient && d.expired(m):
@@ -366,12 +444,12 @@ func (d *Dispatcher) judge(ctx context.Context, class admission.Class, m Message
 		d.lanes[class].succeeded()
 	case nack.Throttled:
 		d.budget.OnFailure() // the penalty stops sends; a spent budget also stops pulls
-		if terr := d.deps.Limiter.ReportThrottled(context.WithoutCancel(ctx), v.RetryAfter); terr != nil {
-			d.cfg.Logger.Warn("could not share a 429 penalty; this process honours it alone", "retry_after", v.RetryAfter, "err", terr)
+		if terr := a.Limiter.ReportThrottled(context.WithoutCancel(ctx), v.RetryAfter); terr != nil {
+			d.cfg.Logger.Warn("could not share a 429 penalty; this process honours it alone", "account", a.Name, "retry_after", v.RetryAfter, "err", terr)
 		}
 	case nack.AccountFailure:
-		d.accountFailed(ctx, version, err)
-		d.holdLanes()
+		d.accountFailed(ctx, a, version, err)
+		d.holdPaused()
 	case nack.Transient:
 		d.budget.OnFailure()
 		if !d.budget.Allow() {
@@ -381,10 +459,13 @@ func (d *Dispatcher) judge(ctx context.Context, class admission.Class, m Message
 	return v.Outcome, err
 }
 
-// holdLanes stops both lanes' pulls until the account's pause is over.
-func (d *Dispatcher) holdLanes() {
-	for _, l := range d.lanes {
-		l.hold()
+// holdPaused stops the pulls of each class whose every account is paused,
+// until a pause is over.
+func (d *Dispatcher) holdPaused() {
+	for class, l := range d.lanes {
+		if _, _, ok := d.classPause(admission.Class(class)); ok {
+			l.hold()
+		}
 	}
 }
 
@@ -396,30 +477,30 @@ const accountLogEvery = time.Minute
 // provider refused the account, and every message would meet the same
 // answer. A send made with a credential that has changed since (read again
 // by the adapter or the watcher) says nothing of the new one: no pause.
-func (d *Dispatcher) accountFailed(ctx context.Context, version uint64, err error) {
-	if d.deps.Credentials != nil {
-		if _, rerr := d.deps.Credentials.Reload(); rerr == nil && d.deps.Credentials.Version() != version {
+func (d *Dispatcher) accountFailed(ctx context.Context, a *account, version uint64, err error) {
+	if a.Credentials != nil {
+		if _, rerr := a.Credentials.Reload(); rerr == nil && a.Credentials.Version() != version {
 			d.cfg.Logger.Info("the provider refused a credential that has since changed; the next send uses the new one")
 			return
 		}
 	}
 	why := accountWhy(err)
-	perr := d.deps.Limiter.ReportAccountFailure(context.WithoutCancel(ctx), d.cfg.AccountPause, why)
-	if perr == nil && d.deps.Credentials != nil && d.deps.Credentials.Version() != version {
+	perr := a.Limiter.ReportAccountFailure(context.WithoutCancel(ctx), d.cfg.AccountPause, why)
+	if perr == nil && a.Credentials != nil && a.Credentials.Version() != version {
 		// The credential changed while this refusal was on its way, and
 		// the watcher may have ended the pause just before this report
 		// began it again: end it, the next send uses the new credential.
-		if rerr := d.deps.Limiter.ResumeAccount(context.WithoutCancel(ctx)); rerr == nil {
+		if rerr := a.Limiter.ResumeAccount(context.WithoutCancel(ctx)); rerr == nil {
 			return
 		}
 	}
 	now := time.Now().UnixNano()
-	last := d.accountLogged.Load()
-	if now-last < int64(accountLogEvery) || !d.accountLogged.CompareAndSwap(last, now) {
+	last := a.logged.Load()
+	if now-last < int64(accountLogEvery) || !a.logged.CompareAndSwap(last, now) {
 		return
 	}
 	d.cfg.Logger.Error("the provider refused the account: sending stopped on it; messages wait (nacked), none is dead-lettered; fix the credential or the account",
-		"reason", why, "pause", d.cfg.AccountPause, "err", err, "pause_shared", perr == nil)
+		"account", a.Name, "reason", why, "pause", d.cfg.AccountPause, "err", err, "pause_shared", perr == nil)
 }
 
 // accountWhy is the short reason kept with an account pause: the

@@ -160,6 +160,18 @@ func (c *fakeClaims) Finish(_ context.Context, _, record string) error {
 	c.note("finish " + record)
 	return nil
 }
+func (c *fakeClaims) Claim(context.Context, string, string, time.Duration) (admission.Record, error) {
+	c.note("claim")
+	return admission.Record{State: admission.Claimed}, nil
+}
+func (c *fakeClaims) Refuse(_ context.Context, _, reason string) error {
+	c.note("refuse " + reason)
+	return nil
+}
+func (c *fakeClaims) Release(context.Context, string, string) error {
+	c.note("release")
+	return nil
+}
 
 func (s *fakeSender) Send(context.Context, provider.Message) (provider.Receipt, error) {
 	s.mu.Lock()

@@ -1,0 +1,146 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"smsdispatcher/admission"
+)
+
+// An Account is one provider account a Dispatcher sends on: its limiter
+// (its own keys in Redis), its send-once records, its provider.
+type Account struct {
+	// Name is the account's name, on spans and metrics (Event.Account).
+	Name string
+	// Classes are the classes it serves. A class is sent by the first
+	// account of Deps.Accounts that serves it; an OTP overflows to the
+	// next one only when that account is under a penalty (docs/design.md,
+	// "Accounts").
+	Classes     []admission.Class
+	Limiter     Limiter
+	Claims      Claimer
+	Sender      Sender
+	Credentials Credentials // optional: a change ends the account's pause
+	// RateUnit and MaxSegments are what the account's rates count.
+	RateUnit    RateUnit
+	MaxSegments int
+}
+
+// account is an Account as the Dispatcher runs it.
+type account struct {
+	Account
+	logged atomic.Int64 // unix nanoseconds of the last account-failure error log
+}
+
+// serves reports whether a serves class.
+func (a *account) serves(class admission.Class) bool {
+	for _, c := range a.Classes {
+		if c == class {
+			return true
+		}
+	}
+	return false
+}
+
+// cost is what a send of segments takes of a's rates.
+func (a *account) cost(segments int) int {
+	if a.RateUnit == PerSegment {
+		return segments
+	}
+	return 1
+}
+
+// credentialVersion is the version of a's watched credential, 0 without
+// one.
+func (a *account) credentialVersion() uint64 {
+	if a.Credentials == nil {
+		return 0
+	}
+	return a.Credentials.Version()
+}
+
+// accounts returns the accounts of deps: Deps.Accounts, or the one account
+// of Deps.Limiter, Claims, Sender and Credentials serving both classes.
+func accounts(cfg Config, deps Deps) ([]*account, error) {
+	list := deps.Accounts
+	if len(list) == 0 {
+		if deps.Limiter == nil || deps.Claims == nil || deps.Sender == nil {
+			return nil, errors.New("dispatch: Deps needs Accounts, or Limiter, Claims and Sender")
+		}
+		list = []Account{{
+			Classes: []admission.Class{admission.OTP, admission.Marketing},
+			Limiter: deps.Limiter, Claims: deps.Claims, Sender: deps.Sender, Credentials: deps.Credentials,
+			RateUnit: cfg.RateUnit, MaxSegments: cfg.MaxSegments,
+		}}
+	}
+	var out []*account
+	for i, a := range list {
+		if a.Limiter == nil || a.Claims == nil || a.Sender == nil {
+			return nil, fmt.Errorf("dispatch: account %d (%q) needs Limiter, Claims and Sender", i, a.Name)
+		}
+		if a.MaxSegments <= 0 {
+			a.MaxSegments = DefaultMaxSegments
+		}
+		out = append(out, &account{Account: a})
+	}
+	for _, class := range []admission.Class{admission.OTP, admission.Marketing} {
+		if len(route(out, class)) == 0 {
+			return nil, fmt.Errorf("dispatch: no account serves %s", class)
+		}
+	}
+	return out, nil
+}
+
+// route returns the accounts serving class, in order: the first is the
+// class's home (it keeps the ids' send-once records), the others take an
+// OTP's overflow.
+func route(all []*account, class admission.Class) []*account {
+	var r []*account
+	for _, a := range all {
+		if a.serves(class) {
+			r = append(r, a)
+		}
+	}
+	return r
+}
+
+// overflows reports whether a denial of class on its account sends it on
+// to the next: only an OTP, and only when the account is under a penalty
+// (a 429's or an account-level pause), never for its ordinary rate, so that
+// an OTP storm does not spill into another account's share.
+func overflows(class admission.Class, dec admission.Decision) bool {
+	return class == admission.OTP && !dec.Allowed &&
+		(dec.Reason == admission.ReasonPenalty || dec.Reason == admission.ReasonAccount)
+}
+
+// classPause reports whether every account serving class is paused for an
+// account-level failure: why (the first's) and the shortest time left.
+func (d *Dispatcher) classPause(class admission.Class) (why string, left time.Duration, ok bool) {
+	for i, a := range d.route[class] {
+		w, l, paused := a.Limiter.AccountPause()
+		if !paused {
+			return "", 0, false
+		}
+		if i == 0 || l < left {
+			left = l
+		}
+		if why == "" {
+			why = w
+		}
+	}
+	return why, left, true
+}
+
+// classPaused is classPause asking Redis (at most once a second per
+// account) whether each pause still holds.
+func (d *Dispatcher) classPaused(ctx context.Context, class admission.Class) bool {
+	for _, a := range d.route[class] {
+		if _, _, ok := a.Limiter.CheckPause(ctx); !ok {
+			return false
+		}
+	}
+	return true
+}
