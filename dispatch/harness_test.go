@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/redis/go-redis/v9"
+
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/nack"
@@ -42,6 +44,9 @@ type harness struct {
 	// newSender, if set before start, makes each instance's Sender and the
 	// credential it watches; default the generic client without a token.
 	newSender func() (Sender, Credentials)
+	// accounts, if set before start, makes each instance's accounts on its
+	// Redis client instead of the one account of limits and newSender.
+	accounts func(rdb redis.Scripter) []Account
 	// dispatchers are the instances start ran, and limiters their limiters.
 	dispatchers []*Dispatcher
 	limiters    []*admission.Limiter
@@ -153,11 +158,15 @@ func (h *harness) start(n int, cfg Config) (stop func()) {
 		c := h.client()
 		dlq := c.Publisher("sms-dead-letter")
 		h.t.Cleanup(dlq.Stop)
-		d, err := New(cfg, Deps{
+		deps := Deps{
 			OTP: c.Subscriber("sms-otp-dispatcher"), Marketing: c.Subscriber("sms-marketing-dispatcher"),
 			Limiter: lim, Claims: lim.Claims(), Sender: sender, Credentials: creds,
 			DeadLetter: DeadLetterTopic{Publisher: dlq}, Observer: h,
-		})
+		}
+		if h.accounts != nil {
+			deps.Accounts = h.accounts(rdb)
+		}
+		d, err := New(cfg, deps)
 		if err != nil {
 			h.t.Fatal(err)
 		}

@@ -40,6 +40,7 @@ const (
 	MetricOTPWaiting        = "sms.otp.waiting"              // sms_otp_waiting
 	MetricConfiguredRate    = "sms.configured.rate"          // sms_configured_rate
 	MetricDeliveryAttempt   = "sms.delivery.attempts"        // sms_delivery_attempts
+	MetricLearnedRate       = "sms.learned.rate"             // sms_learned_rate
 	AttrStatusClass         = attribute.Key("sms.provider.status_class")
 	AttrRedisOp             = attribute.Key("sms.redis.op")
 	AttrLimit               = attribute.Key("sms.limit")
@@ -66,7 +67,9 @@ type Metrics struct {
 
 var _ dispatch.Observer = (*Metrics)(nil)
 
-// State is what the gauges show, read when /metrics is scraped.
+// State is what the gauges show, read when /metrics is scraped: the
+// process's, and each account's (Accounts, labelled sms_account; the
+// account fields of State itself when Accounts is empty, unlabelled).
 type State struct {
 	PenaltyActive, FallbackActive bool
 	// AccountPaused is set while the provider's refusal of the account
@@ -76,6 +79,43 @@ type State struct {
 	OTPWaiting             int
 	ContractRPS, TargetRPS float64
 	MarketingRPS           float64
+	// LearnedRPS is the learned rate in force, 0 when none (the target
+	// holds).
+	LearnedRPS float64
+	Accounts   []AccountState
+}
+
+// AccountState is one account's part of State.
+type AccountState struct {
+	Name                                  string
+	PenaltyActive, FallbackActive, Paused bool
+	ContractRPS, TargetRPS, MarketingRPS  float64
+	LearnedRPS                            float64
+}
+
+// accounts returns s's accounts, State's own fields as one unnamed
+// account when it lists none.
+func (s State) accounts() []AccountState {
+	if len(s.Accounts) > 0 {
+		return s.Accounts
+	}
+	return []AccountState{{PenaltyActive: s.PenaltyActive, FallbackActive: s.FallbackActive, Paused: s.AccountPaused,
+		ContractRPS: s.ContractRPS, TargetRPS: s.TargetRPS, MarketingRPS: s.MarketingRPS, LearnedRPS: s.LearnedRPS}}
+}
+
+// perAccount observes read(a) for each account, labelled with its name
+// when it has one.
+func perAccount(s State, read func(AccountState) []obs) []obs {
+	var out []obs
+	for _, a := range s.accounts() {
+		for _, o := range read(a) {
+			if a.Name != "" {
+				o.attrs = append(o.attrs, AttrAccount.String(a.Name))
+			}
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // NewMetrics returns metrics exported on their own Prometheus registry.
@@ -133,17 +173,33 @@ func NewMetrics() (*Metrics, error) {
 			}))
 		must(err)
 	}
-	gauge(MetricPenaltyActive, "1 while a provider 429 penalty (or an account pause) is live for this process.", func(s State) []obs { return one(b2f(s.PenaltyActive)) })
-	gauge(MetricAccountPaused, "1 while the provider's refusal of the account (credentials, suspension, credit) stops sending on it.", func(s State) []obs { return one(b2f(s.AccountPaused)) })
-	gauge(MetricFallbackActive, "1 while this process decides locally because Redis is unreachable.", func(s State) []obs { return one(b2f(s.FallbackActive)) })
+	gauge(MetricPenaltyActive, "1 while a provider 429 penalty (or an account pause) is live for this process, by account.", func(s State) []obs {
+		return perAccount(s, func(a AccountState) []obs { return one(b2f(a.PenaltyActive)) })
+	})
+	gauge(MetricAccountPaused, "1 while the provider's refusal of the account (credentials, suspension, credit) stops sending on it.", func(s State) []obs {
+		return perAccount(s, func(a AccountState) []obs { return one(b2f(a.Paused)) })
+	})
+	gauge(MetricFallbackActive, "1 while this process decides locally because Redis is unreachable, by account.", func(s State) []obs {
+		return perAccount(s, func(a AccountState) []obs { return one(b2f(a.FallbackActive)) })
+	})
+	gauge(MetricLearnedRate, "The account's rate as learned from the provider's 429s (per second, in the account's unit); the target when nothing was learned.", func(s State) []obs {
+		return perAccount(s, func(a AccountState) []obs {
+			if a.LearnedRPS > 0 {
+				return one(a.LearnedRPS)
+			}
+			return one(a.TargetRPS)
+		})
+	})
 	gauge(MetricBudgetTokens, "Retry budget tokens (10 full; retries allowed above 5).", func(s State) []obs { return one(s.BudgetTokens) })
 	gauge(MetricOTPWaiting, "OTP messages of this process waiting for a send slot.", func(s State) []obs { return one(float64(s.OTPWaiting)) })
 	gauge(MetricConfiguredRate, "Configured rates in messages per second: the contract line and the targets.", func(s State) []obs {
-		return []obs{
-			{s.ContractRPS, []attribute.KeyValue{AttrLimit.String("contract")}},
-			{s.TargetRPS, []attribute.KeyValue{AttrLimit.String("target")}},
-			{s.MarketingRPS, []attribute.KeyValue{AttrLimit.String("marketing")}},
-		}
+		return perAccount(s, func(a AccountState) []obs {
+			return []obs{
+				{a.ContractRPS, []attribute.KeyValue{AttrLimit.String("contract")}},
+				{a.TargetRPS, []attribute.KeyValue{AttrLimit.String("target")}},
+				{a.MarketingRPS, []attribute.KeyValue{AttrLimit.String("marketing")}},
+			}
+		})
 	})
 	for _, err := range errs {
 		if err != nil {
@@ -182,20 +238,21 @@ func (m *Metrics) Shutdown(ctx context.Context) error { return m.provider.Shutdo
 func (m *Metrics) Observe(ev dispatch.Event) {
 	ctx := context.Background()
 	class := AttrClass.String(ev.Class.String())
-	m.messages.Add(ctx, 1, metric.WithAttributes(class,
+	acct := AttrAccount.String(ev.Account)
+	m.messages.Add(ctx, 1, metric.WithAttributes(class, acct,
 		AttrOutcome.String(ev.Outcome.String()), AttrAction.String(ev.Action.String())))
 	if ev.DeliveryAttempt > 0 {
 		m.attempts.Record(ctx, int64(ev.DeliveryAttempt), metric.WithAttributes(class))
 	}
 	if ev.Outcome == nack.Sent {
-		m.segments.Add(ctx, int64(max(ev.Segments, 1)), metric.WithAttributes(class))
+		m.segments.Add(ctx, int64(max(ev.Segments, 1)), metric.WithAttributes(class, acct))
 	}
 	if d := ev.Decision; d.Source != "" {
 		result := "denied"
 		if d.Allowed {
 			result = attrOutcomeResultAllows
 		}
-		m.admission.Add(ctx, 1, metric.WithAttributes(class, AttrSource.String(string(d.Source)),
+		m.admission.Add(ctx, 1, metric.WithAttributes(class, acct, AttrSource.String(string(d.Source)),
 			AttrDecision.String(result), AttrReason.String(string(d.Reason))))
 		if !ev.Admitted.IsZero() {
 			m.admissionWait.Record(ctx, ev.Admitted.Sub(ev.Received).Seconds(), metric.WithAttributes(class))

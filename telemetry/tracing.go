@@ -31,6 +31,8 @@ import (
 // Attribute keys of this service (the rest are OTel semantic conventions).
 const (
 	AttrClass      = attribute.Key("sms.class")
+	AttrAccount    = attribute.Key("sms.account") // the provider account that admitted the message (the class's home when none did)
+	AttrSender     = attribute.Key("sms.sender")  // the sender of the account's pool it went From
 	AttrOutcome    = attribute.Key("sms.outcome")
 	AttrAction     = attribute.Key("sms.action")
 	AttrID         = attribute.Key("sms.id") // the idempotency key: never a phone number
@@ -173,6 +175,12 @@ func (t *Tracing) Delivery(ctx context.Context, subscription string, m *pubsub.M
 	ctx, span := t.tracer.Start(ctx, "process "+subscription, opts...)
 	return ctx, func(ev dispatch.Event) {
 		span.SetAttributes(AttrOutcome.String(ev.Outcome.String()), AttrAction.String(ev.Action.String()))
+		if ev.Account != "" {
+			span.SetAttributes(AttrAccount.String(ev.Account))
+		}
+		if ev.Sender != "" {
+			span.SetAttributes(AttrSender.String(ev.Sender)) // the business's own number, never a recipient's
+		}
 		if ev.ID != "" {
 			span.SetAttributes(AttrID.String(ev.ID))
 		}

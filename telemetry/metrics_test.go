@@ -1,0 +1,45 @@
+package telemetry
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/dispatch"
+	"smsdispatcher/nack"
+)
+
+// TestMetricsNameTheAccount: deliveries are counted by the account that
+// sent them, and each account's gauges (the learned rate among them, the
+// target while nothing is learned) carry its name.
+func TestMetricsNameTheAccount(t *testing.T) {
+	m, err := NewMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Observe(dispatch.Event{Class: admission.OTP, Outcome: nack.Sent, Action: nack.Ack, Account: "bulk", Segments: 1})
+	m.SetState(func() State {
+		return State{Accounts: []AccountState{
+			{Name: "otp", TargetRPS: 90, ContractRPS: 100, MarketingRPS: 90},
+			{Name: "bulk", TargetRPS: 90, ContractRPS: 100, MarketingRPS: 70, LearnedRPS: 58.3, Paused: true},
+		}}
+	})
+	w := httptest.NewRecorder()
+	m.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	b, _ := io.ReadAll(w.Body)
+	body := string(b)
+	for _, want := range []string{
+		`sms_messages_total{sms_account="bulk",sms_action="ack",sms_class="otp",sms_outcome="sent"} 1`,
+		`sms_learned_rate{sms_account="bulk"} 58.3`,
+		`sms_learned_rate{sms_account="otp"} 90`,
+		`sms_account_paused{sms_account="bulk"} 1`,
+		`sms_account_paused{sms_account="otp"} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no %s in\n%s", want, body)
+		}
+	}
+}
