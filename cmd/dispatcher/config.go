@@ -63,6 +63,7 @@ type config struct {
 	MaxInFlight           int
 	ShutdownGrace         time.Duration
 	HTTPAddr              string
+	AccountsFile          string // YAML of several accounts, replacing the single-account settings
 	// fileSecrets are the credential files read at start, by the
 	// variable naming each (SMS_PROVIDER_TOKEN_FILE, ...): the adapter
 	// reads them again when they change.
@@ -190,6 +191,7 @@ var settings = []setting{
 	{"RATE_UNIT", "rate-unit", "message", "what every rate counts: message, or segment (as Twilio counts)", false, str(func(c *config) *string { return &c.RateUnit })},
 	{"MAX_SEGMENTS", "max-segments", "6", "with RATE_UNIT=segment, the most segments a body may have (longer ones are dead-lettered)", false, integer(func(c *config) *int { return &c.MaxSegments })},
 	{"ACCOUNT_PAUSE", "account-pause", "1m", "how long every pod stops sending after the provider refuses the account (credentials, suspension, credit); a changed credential file ends it earlier", false, duration(func(c *config) *time.Duration { return &c.AccountPause })},
+	{"ACCOUNTS_FILE", "accounts-file", "", "YAML file of the provider accounts (docs/operating.md, \"Accounts\"); replaces SMS_ACCOUNT, SMS_PROVIDER and the provider's settings, the rates, BURST, RATE_UNIT, MAX_SEGMENTS and PROVIDER_MAX_INFLIGHT", false, str(func(c *config) *string { return &c.AccountsFile })},
 	{"SMS_ACCOUNT", "account", "default", "provider account name; keys in Redis are {sms:<account>}:*", false, str(func(c *config) *string { return &c.Account })},
 	{"CONTRACT_RPS", "contract-rps", "100", "the provider contract, messages per second", false, num(func(c *config) *float64 { return &c.ContractRPS })},
 	{"TARGET_RPS", "target-rps", "90", "what all processes together may send, every class", false, num(func(c *config) *float64 { return &c.TargetRPS })},
@@ -204,6 +206,15 @@ var settings = []setting{
 	{"SEND_TIMEOUT", "send-timeout", "10s", "bound of one provider call", false, duration(func(c *config) *time.Duration { return &c.SendTimeout })},
 	{"SHUTDOWN_GRACE", "shutdown-grace", "10s", "how long sends in flight may finish after SIGTERM", false, duration(func(c *config) *time.Duration { return &c.ShutdownGrace })},
 	{"HTTP_ADDR", "http-addr", ":8080", "address of /metrics, /healthz and /readyz", false, str(func(c *config) *string { return &c.HTTPAddr })},
+}
+
+// perAccount are the settings an ACCOUNTS_FILE sets per account.
+var perAccount = map[string]bool{
+	"SMS_ACCOUNT": true, "SMS_PROVIDER": true, "SMS_PROVIDER_URL": true, "SMS_PROVIDER_TOKEN": true, "SMS_PROVIDER_TOKEN_FILE": true,
+	"TWILIO_ACCOUNT_SID": true, "TWILIO_AUTH_TOKEN": true, "TWILIO_AUTH_TOKEN_FILE": true, "TWILIO_FROM": true,
+	"TWILIO_MESSAGING_SERVICE_SID": true, "TWILIO_API_URL": true, "VONAGE_API_KEY": true, "VONAGE_API_SECRET": true,
+	"VONAGE_API_SECRET_FILE": true, "VONAGE_FROM": true, "VONAGE_API_URL": true, "RATE_UNIT": true, "MAX_SEGMENTS": true,
+	"CONTRACT_RPS": true, "TARGET_RPS": true, "MARKETING_RPS": true, "BURST": true, "PROVIDER_MAX_INFLIGHT": true,
 }
 
 // configFlags registers every setting on fs. The returned function parses
@@ -234,6 +245,15 @@ func configFlags(fs *flag.FlagSet, getenv func(string) string) func() (config, e
 			}
 			if err := s.parse(&c, strings.TrimSpace(v)); err != nil {
 				return config{}, &configError{s.env, s.flag, err.Error()}
+			}
+		}
+		if c.AccountsFile != "" {
+			// The file replaces these: one given as well is a mistake
+			// (which would win?), said before anything else.
+			for _, s := range settings {
+				if perAccount[s.env] && (getenv(s.env) != "" || set[s.flag]) {
+					return config{}, &configError{s.env, s.flag, "not used with ACCOUNTS_FILE: set it on the account in the file"}
+				}
 			}
 		}
 		if err := c.validate(); err != nil {

@@ -322,7 +322,7 @@ func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (d
 			return demoReport{}, err
 		}
 		closers = append(closers, sender.CloseIdleConnections)
-		inst, err := newInstance(cfg, rdb, ps, true, sender, secret, tel, stats, logger.With("instance", i))
+		inst, err := newInstance(cfg, []instanceAccount{{setup: singleAccount(cfg), sender: sender, creds: secret}}, rdb, ps, true, tel, stats, logger.With("instance", i))
 		if err != nil {
 			return demoReport{}, err
 		}

@@ -5,21 +5,28 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"smsdispatcher/admission"
 )
 
 // runOverride is `dispatcher override`: lower the account's rates for every
-// pod at once, without a redeploy (an incident lever). It can only lower:
-// a value above the configured TARGET_RPS / MARKETING_RPS has no effect.
+// pod at once, without a redeploy (an incident lever), and pin or reset
+// the rate it learned. It can only lower: a value above the configured
+// TARGET_RPS / MARKETING_RPS has no effect. It prints the account's learned
+// rate after what it did.
 func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("override", stderr)
 	load := configFlags(fs, environ)
+	name := fs.String("on", "", "the account to act on, by name (default: the only one, or SMS_ACCOUNT's)")
 	target := fs.Float64("set-target-rps", 0, "lower TARGET_RPS to this for every pod")
 	marketing := fs.Float64("set-marketing-rps", 0, "lower MARKETING_RPS to this for every pod")
 	ttl := fs.Duration("ttl", time.Hour, "the override ends by itself after this (0: until cleared)")
 	clear := fs.Bool("clear", false, "remove the override")
+	pin := fs.Float64("pin-learned-rps", 0, "hold the account's learned rate at this (at most its target) until --reset-learned")
+	reset := fs.Bool("reset-learned", false, "forget the learned rate: the target holds until the next 429 starts a new search")
+	show := fs.Bool("show", false, "only print the learned rate")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -30,8 +37,19 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if cfg.RedisURL == "" {
 		return &configError{"REDIS_URL", "redis-url", "required: the override lives in the limiter's Redis"}
 	}
-	if !*clear && *target <= 0 && *marketing <= 0 {
-		return fmt.Errorf("override: give --set-target-rps and/or --set-marketing-rps, or --clear")
+	overriding := *clear || *target > 0 || *marketing > 0
+	if !overriding && *pin <= 0 && !*reset && !*show {
+		return fmt.Errorf("override: give --set-target-rps and/or --set-marketing-rps, --clear, --pin-learned-rps, --reset-learned or --show")
+	}
+	setups := []accountSetup{singleAccount(cfg)}
+	if cfg.AccountsFile != "" {
+		if setups, err = loadAccounts(cfg, cfg.AccountsFile); err != nil {
+			return err
+		}
+	}
+	setup, err := pickAccount(setups, *name)
+	if err != nil {
+		return err
 	}
 	const timeout = 5 * time.Second // an operator at a terminal, not a send waiting
 	rdb, err := newRedisWithCA(cfg.RedisURL, cfg.RedisCA, timeout)
@@ -39,25 +57,71 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer rdb.Close()
-	lim, err := admission.New(rdb, admission.Config{
-		Account: cfg.Account, TargetRPS: cfg.TargetRPS, MarketingRPS: cfg.MarketingRPS,
-		Burst: cfg.Burst, MaxSenders: cfg.MaxSenders, RedisTimeout: timeout,
-		Logger: slog.New(slog.NewTextHandler(stderr, nil)),
-	})
+	lc := limiterConfig(cfg, setup, slog.New(slog.NewTextHandler(stderr, nil)))
+	lc.RedisTimeout = timeout
+	lim, err := admission.New(rdb, lc)
 	if err != nil {
 		return err
 	}
-	if *clear {
-		*target, *marketing = 0, 0
+	c := setup.cfg
+	if overriding {
+		if *clear {
+			*target, *marketing = 0, 0
+		}
+		if err := lim.Override(ctx, *target, *marketing, *ttl); err != nil {
+			return err
+		}
+		if *clear {
+			fmt.Fprintf(stdout, "%s: override cleared: configured rates apply\n", c.Account)
+		} else {
+			fmt.Fprintf(stdout, "%s: override set for %v: target %g/s, marketing %g/s (each only where below the configured %g and %g)\n",
+				c.Account, *ttl, *target, *marketing, c.TargetRPS, c.MarketingRPS)
+		}
 	}
-	if err := lim.Override(ctx, *target, *marketing, *ttl); err != nil {
+	var st admission.Learned
+	switch {
+	case *reset:
+		st, err = lim.ResetLearned(ctx)
+	case *pin > 0:
+		st, err = lim.PinLearned(ctx, *pin)
+	default:
+		st, err = lim.Learned(ctx)
+	}
+	if err != nil {
 		return err
 	}
-	if *clear {
-		fmt.Fprintln(stdout, "override cleared: configured rates apply")
-	} else {
-		fmt.Fprintf(stdout, "override set for %v: target %g/s, marketing %g/s (each only where below the configured %g and %g)\n",
-			*ttl, *target, *marketing, cfg.TargetRPS, cfg.MarketingRPS)
-	}
+	fmt.Fprintf(stdout, "%s: %s\n", c.Account, describeLearned(st, c.TargetRPS, setup.adaptive.Enabled))
 	return nil
+}
+
+// pickAccount returns the account named name, or the only one.
+func pickAccount(setups []accountSetup, name string) (accountSetup, error) {
+	var names []string
+	for _, s := range setups {
+		if s.cfg.Account == name || (name == "" && len(setups) == 1) {
+			return s, nil
+		}
+		names = append(names, s.cfg.Account)
+	}
+	if name == "" {
+		return accountSetup{}, fmt.Errorf("override: several accounts (%s): name one with --on", strings.Join(names, ", "))
+	}
+	return accountSetup{}, fmt.Errorf("override: no account %q (accounts: %s)", name, strings.Join(names, ", "))
+}
+
+// describeLearned says what the learned rate is, for an operator.
+func describeLearned(st admission.Learned, target float64, adaptive bool) string {
+	switch {
+	case st.RPS == 0 && !adaptive:
+		return fmt.Sprintf("learned rate: none (the account does not learn); target %g/s", target)
+	case st.RPS == 0:
+		return fmt.Sprintf("learned rate: none; the target %g/s holds until a 429", target)
+	case st.Mode == "pinned":
+		return fmt.Sprintf("learned rate: %g/s pinned (target %g/s) until --reset-learned", st.RPS, target)
+	}
+	s := fmt.Sprintf("learned rate: %g/s %s (target %g/s; last good %g/s, last throttled %g/s)", st.RPS, st.Mode, target, st.Low, st.High)
+	if !st.Next.IsZero() {
+		s += fmt.Sprintf("; next step up not before %s", st.Next.UTC().Format(time.RFC3339))
+	}
+	return s
 }

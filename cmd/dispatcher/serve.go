@@ -30,7 +30,8 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := checkProvider(cfg); err != nil {
+	setups, err := accountSetups(cfg)
+	if err != nil {
 		return err
 	}
 	if cfg.RedisURL == "" {
@@ -54,15 +55,20 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer ps.Close()
-	sender, secret, err := newProvider(cfg, tel)
+	var accts []instanceAccount
+	for _, s := range setups {
+		sender, secret, err := newProvider(s.cfg, tel)
+		if err != nil {
+			return err
+		}
+		defer sender.CloseIdleConnections() // after the last send: keep-alives to the provider end with the process
+		accts = append(accts, instanceAccount{setup: s, sender: sender, creds: secret})
+	}
+	inst, err := newInstance(cfg, accts, rdb, ps, environ("PUBSUB_EMULATOR_HOST") != "", tel, tel.metrics, logger)
 	if err != nil {
 		return err
 	}
-	defer sender.CloseIdleConnections() // after the last send: keep-alives to the provider end with the process
-	inst, err := newInstance(cfg, rdb, ps, environ("PUBSUB_EMULATOR_HOST") != "", sender, secret, tel, tel.metrics, logger)
-	if err != nil {
-		return err
-	}
+	inst.logAccounts(ctx, logger)
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -74,7 +80,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	go func() { httpDone <- srv.Serve(ln) }()
 	logger.Info("dispatcher serving", "http_addr", ln.Addr().String(), "project", cfg.ProjectID,
 		"otp_subscription", cfg.OTPSubscription, "marketing_subscription", cfg.MarketingSubscription,
-		"target_rps", cfg.TargetRPS, "marketing_rps", cfg.MarketingRPS, "max_senders", cfg.MaxSenders)
+		"accounts", inst.d.Accounts(), "max_senders", cfg.MaxSenders)
 
 	// Shutdown order: the dispatcher stops pulling, nacks what waits and
 	// lets sends finish (Run returns); the dead-letter publisher flushes
@@ -124,11 +130,69 @@ func (t *telemetrySet) shutdown(ctx context.Context, logger *slog.Logger) {
 	}
 }
 
-// instance is one dispatcher with its own limiter, as one pod has.
+// instance is one dispatcher with its own limiters, as one pod has.
 type instance struct {
-	d       *dispatch.Dispatcher
-	limiter *admission.Limiter
-	dlq     *pubsub.Publisher
+	d        *dispatch.Dispatcher
+	accounts []instanceAccount
+	limiters []*admission.Limiter // by account
+	dlq      *pubsub.Publisher
+}
+
+// instanceAccount is one account of an instance: its settings and its
+// provider adapter, with the credential the dispatcher watches (may be
+// nil).
+type instanceAccount struct {
+	setup  accountSetup
+	sender dispatch.Sender
+	creds  dispatch.Credentials
+}
+
+// accountSetups returns the accounts cfg describes: ACCOUNTS_FILE's, or
+// the one account of the single-account variables.
+func accountSetups(cfg config) ([]accountSetup, error) {
+	if cfg.AccountsFile != "" {
+		return loadAccounts(cfg, cfg.AccountsFile)
+	}
+	if err := checkProvider(cfg); err != nil {
+		return nil, err
+	}
+	return []accountSetup{singleAccount(cfg)}, nil
+}
+
+// limiterConfig is the admission.Config of account s under the global
+// settings of cfg.
+func limiterConfig(cfg config, s accountSetup, logger *slog.Logger) admission.Config {
+	return admission.Config{
+		Account: s.cfg.Account, TargetRPS: s.cfg.TargetRPS, MarketingRPS: s.cfg.MarketingRPS,
+		Burst: s.cfg.Burst, MaxSenders: cfg.MaxSenders, RedisTimeout: cfg.RedisTimeout, Logger: logger,
+		MaxInFlight: s.cfg.MaxInFlight, LeaseTTL: cfg.SendTimeout + 10*time.Second,
+		MaxCost: maxCost(s.cfg), Senders: s.senders, ArrivalJitter: cfg.ArrivalJitter, Adaptive: s.adaptive,
+	}
+}
+
+// logAccounts logs each account's rates at start, with the learned rate of
+// those that learn (read from Redis; a Redis down at start says so).
+func (i *instance) logAccounts(ctx context.Context, logger *slog.Logger) {
+	for n, a := range i.accounts {
+		c := a.setup.cfg
+		attrs := []any{"account", c.Account, "provider", c.Provider, "classes", a.setup.classes,
+			"contract_rps", c.ContractRPS, "target_rps", c.TargetRPS, "marketing_rps", c.MarketingRPS,
+			"burst", c.Burst, "rate_unit", c.RateUnit, "senders", len(a.setup.senders), "adaptive", a.setup.adaptive.Enabled}
+		if a.setup.adaptive.Enabled {
+			lctx, cancel := context.WithTimeout(ctx, time.Second)
+			st, err := i.limiters[n].Learned(lctx)
+			cancel()
+			switch {
+			case err != nil:
+				attrs = append(attrs, "learned_rps", "unknown: "+err.Error())
+			case st.RPS == 0:
+				attrs = append(attrs, "learned_rps", "none: the target holds")
+			default:
+				attrs = append(attrs, "learned_rps", st.RPS, "learned_mode", st.Mode)
+			}
+		}
+		logger.Info("account", attrs...)
+	}
 }
 
 // envOfField names the variable behind each admission.Config field.
@@ -160,27 +224,35 @@ func readAhead(emulator bool) int {
 // newInstance wires one dispatcher on the given clients; it watches creds
 // (the provider's credential) for changes. emulator says ps talks to an
 // emulator. creds, tel and obs may be nil.
-func newInstance(cfg config, rdb redis.Scripter, ps *pubsub.Client, emulator bool, sender dispatch.Sender, creds dispatch.Credentials, tel *telemetrySet, obs dispatch.Observer, logger *slog.Logger) (*instance, error) {
-	lim, err := admission.New(rdb, admission.Config{
-		Account: cfg.Account, TargetRPS: cfg.TargetRPS, MarketingRPS: cfg.MarketingRPS,
-		Burst: cfg.Burst, MaxSenders: cfg.MaxSenders, RedisTimeout: cfg.RedisTimeout, Logger: logger,
-		MaxInFlight: cfg.MaxInFlight, LeaseTTL: cfg.SendTimeout + 10*time.Second,
-		MaxCost: maxCost(cfg),
-	})
-	var ce *admission.ConfigError
-	if errors.As(err, &ce) {
-		if v, ok := envOfField[ce.Field]; ok {
-			return nil, &configError{v[0], v[1], ce.Reason}
+func newInstance(cfg config, accts []instanceAccount, rdb redis.Scripter, ps *pubsub.Client, emulator bool, tel *telemetrySet, obs dispatch.Observer, logger *slog.Logger) (*instance, error) {
+	inst := &instance{accounts: accts}
+	var daccts []dispatch.Account
+	for _, a := range accts {
+		lim, err := admission.New(rdb, limiterConfig(cfg, a.setup, logger))
+		var ce *admission.ConfigError
+		if errors.As(err, &ce) {
+			if v, ok := envOfField[ce.Field]; ok && cfg.AccountsFile == "" {
+				return nil, &configError{v[0], v[1], ce.Reason}
+			}
 		}
+		if err != nil {
+			return nil, err
+		}
+		inst.limiters = append(inst.limiters, lim)
+		daccts = append(daccts, dispatch.Account{
+			Name: a.setup.cfg.Account, Classes: a.setup.classes,
+			Limiter: lim, Claims: lim.Claims(), Sender: a.sender, Credentials: a.creds,
+			RateUnit: rateUnit(a.setup.cfg.RateUnit), MaxSegments: a.setup.cfg.MaxSegments,
+		})
 	}
-	if err != nil {
-		return nil, err
-	}
+	// The lanes' flow control follows each class's home account.
+	home := func(class admission.Class) config { return accts[routes(setupsOf(accts))[class][0]].setup.cfg }
+	otpHome, mktHome := home(admission.OTP), home(admission.Marketing)
 	dlq := ps.Publisher(cfg.DeadLetterTopic)
 	otp, mkt := ps.Subscriber(cfg.OTPSubscription), ps.Subscriber(cfg.MarketingSubscription)
 	deps := dispatch.Deps{
-		OTP: otp, Marketing: mkt, Limiter: lim, Claims: lim.Claims(), Sender: sender,
-		DeadLetter: dispatch.DeadLetterTopic{Publisher: dlq}, Observer: obs, Credentials: creds,
+		OTP: otp, Marketing: mkt, Accounts: daccts,
+		DeadLetter: dispatch.DeadLetterTopic{Publisher: dlq}, Observer: obs,
 	}
 	if tel != nil {
 		deps.Tracer = tel.Tracing
@@ -189,11 +261,9 @@ func newInstance(cfg config, rdb redis.Scripter, ps *pubsub.Client, emulator boo
 		OTPMaxWait: cfg.OTPMaxWait, MarketingMaxWait: cfg.MarketingMaxWait,
 		SendTimeout: cfg.SendTimeout, Grace: cfg.ShutdownGrace,
 		MaxDeliveryAttempts:  maxDeliveryAttempts,
-		OTPOutstanding:       outstanding(cfg.TargetRPS/float64(maxCost(cfg)), cfg.OTPMaxWait, 1),
-		MarketingOutstanding: outstanding(cfg.MarketingRPS/float64(maxCost(cfg)), cfg.MarketingMaxWait, cfg.MaxSenders),
+		OTPOutstanding:       outstanding(otpHome.TargetRPS/float64(maxCost(otpHome)), cfg.OTPMaxWait, 1),
+		MarketingOutstanding: outstanding(mktHome.MarketingRPS/float64(maxCost(mktHome)), cfg.MarketingMaxWait, cfg.MaxSenders),
 		ReadAhead:            readAhead(emulator),
-		RateUnit:             rateUnit(cfg.RateUnit),
-		MaxSegments:          cfg.MaxSegments,
 		AccountPause:         cfg.AccountPause,
 		Logger:               logger,
 	}, deps)
@@ -201,18 +271,35 @@ func newInstance(cfg config, rdb redis.Scripter, ps *pubsub.Client, emulator boo
 		dlq.Stop()
 		return nil, err
 	}
+	inst.d, inst.dlq = d, dlq
 	if tel != nil {
-		tel.metrics.SetState(func() telemetry.State {
-			penalty, fallback := lim.State()
-			_, _, paused := lim.AccountPause()
-			return telemetry.State{
-				PenaltyActive: penalty, FallbackActive: fallback, AccountPaused: paused,
-				BudgetTokens: d.BudgetTokens(), OTPWaiting: d.OTPWaiting(),
-				ContractRPS: cfg.ContractRPS, TargetRPS: cfg.TargetRPS, MarketingRPS: cfg.MarketingRPS,
-			}
+		tel.metrics.SetState(inst.state)
+	}
+	return inst, nil
+}
+
+// state is what the gauges show: the process's, and each account's.
+func (i *instance) state() telemetry.State {
+	s := telemetry.State{BudgetTokens: i.d.BudgetTokens(), OTPWaiting: i.d.OTPWaiting()}
+	for n, lim := range i.limiters {
+		penalty, fallback := lim.State()
+		_, _, paused := lim.AccountPause()
+		c := i.accounts[n].setup.cfg
+		s.Accounts = append(s.Accounts, telemetry.AccountState{
+			Name: c.Account, PenaltyActive: penalty, FallbackActive: fallback, Paused: paused,
+			ContractRPS: c.ContractRPS, TargetRPS: c.TargetRPS, MarketingRPS: c.MarketingRPS, LearnedRPS: lim.LearnedRPS(),
 		})
 	}
-	return &instance{d: d, limiter: lim, dlq: dlq}, nil
+	return s
+}
+
+// setupsOf returns the setups of accts.
+func setupsOf(accts []instanceAccount) []accountSetup {
+	var s []accountSetup
+	for _, a := range accts {
+		s = append(s, a.setup)
+	}
+	return s
 }
 
 // outstanding sizes a lane's flow control: no more messages in hand than

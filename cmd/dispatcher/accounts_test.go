@@ -1,0 +1,421 @@
+package main
+
+import (
+	"errors"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"smsdispatcher/admission"
+)
+
+// accountsExample is the example of the ACCOUNTS_FILE format; OTP_TOKEN
+// and BULK_TOKEN stand for the paths of the token files.
+const accountsExample = `accounts:
+  - name: otp                    # Redis keys {sms:otp}:...
+    provider: twilio
+    twilio: {account_sid: AC0123456789abcdef0123456789abcdef, auth_token_file: OTP_TOKEN, messaging_service_sid: MG0123456789abcdef0123456789abcdef}
+    contract_rps: 100
+    target_rps: 90
+    burst: 5
+    rate_unit: segment
+    MAX_SEGMENTS_LINE
+    classes: [otp]
+  - name: bulk
+    provider: generic
+    generic: {url: https://sms.example.com, token_file: BULK_TOKEN}
+    contract_rps: 100
+    target_rps: 90
+    burst: 5
+    class_rps: {marketing: 70}   # a class's cap inside this account
+    classes: [marketing, otp]    # otp may overflow here
+    senders:                     # optional pool; the message goes out From the sender chosen
+      - {from: "+15550000001", rps: 1}
+      - {from: "+15550000002", rps: 1}
+    adaptive: {enabled: true, min_rps: 10}
+`
+
+// exampleFile writes the example with its token files and returns its
+// path and the token files' paths.
+func exampleFile(t *testing.T, maxSegmentsLine string) (path, otpToken, bulkToken string) {
+	t.Helper()
+	otpToken = writeFile(t, "otp-token", "otp-auth-token\n")
+	bulkToken = writeFile(t, "bulk-token", "bulk-token\n")
+	content := strings.NewReplacer("OTP_TOKEN", otpToken, "BULK_TOKEN", bulkToken, "MAX_SEGMENTS_LINE", maxSegmentsLine).Replace(accountsExample)
+	return writeFile(t, "accounts.yaml", content), otpToken, bulkToken
+}
+
+// TestLoadAccountsExample decodes the example over an environment that
+// also sets single-account variables: the accounts take none of them, and
+// every global setting.
+func TestLoadAccountsExample(t *testing.T) {
+	base, err := loadConfig(map[string]string{
+		"SMS_PROVIDER": "vonage", "SMS_PROVIDER_URL": "https://env.example", "TWILIO_FROM": "+19990000000",
+		"TARGET_RPS": "50", "MARKETING_RPS": "40", "BURST": "2", "MAX_SEGMENTS": "3", "PROVIDER_MAX_INFLIGHT": "7",
+		"SMS_ACCOUNT": "env", "SEND_TIMEOUT": "3s", "MAX_SENDERS": "4",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The example's otp account counts segments with the default
+	// max_segments, 6: 90 × 1.02 + 5 + 6 - 1 = 101.8 > 100. It needs 4.
+	path, otpToken, bulkToken := exampleFile(t, "max_segments: 4")
+
+	got, err := loadAccounts(base, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	otp := base
+	otp.Account, otp.Provider = "otp", "twilio"
+	otp.ProviderURL, otp.ProviderToken, otp.ProviderTokenFile = "", "", ""
+	otp.TwilioAccountSID, otp.TwilioAuthToken, otp.TwilioAuthTokenFile = "AC0123456789abcdef0123456789abcdef", "", otpToken
+	otp.TwilioFrom, otp.TwilioServiceSID, otp.TwilioAPIURL = "", "MG0123456789abcdef0123456789abcdef", "https://api.twilio.com"
+	otp.VonageAPIKey, otp.VonageAPISecret, otp.VonageAPISecretFile, otp.VonageFrom, otp.VonageAPIURL = "", "", "", "", "https://rest.nexmo.com"
+	otp.ContractRPS, otp.TargetRPS, otp.MarketingRPS, otp.Burst = 100, 90, 70, 5
+	otp.RateUnit, otp.MaxSegments, otp.MaxInFlight = "segment", 4, 0
+
+	bulk := otp
+	bulk.Account, bulk.Provider = "bulk", "generic"
+	bulk.ProviderURL, bulk.ProviderToken, bulk.ProviderTokenFile = "https://sms.example.com", "bulk-token", bulkToken
+	bulk.TwilioAccountSID, bulk.TwilioAuthTokenFile, bulk.TwilioServiceSID = "", "", ""
+	bulk.RateUnit, bulk.MaxSegments = "message", 6
+
+	want := []accountSetup{
+		{cfg: otp, classes: []admission.Class{admission.OTP}},
+		{cfg: bulk, classes: []admission.Class{admission.Marketing, admission.OTP},
+			senders:  []admission.Sender{{From: "+15550000001", RPS: 1}, {From: "+15550000002", RPS: 1}},
+			adaptive: admission.Adaptive{Enabled: true, MinRPS: 10, ProbeInterval: 10 * time.Minute, Step: 10 * time.Second}},
+	}
+	secrets := []map[string]string{{"TWILIO_AUTH_TOKEN_FILE": "otp-auth-token"}, {"SMS_PROVIDER_TOKEN_FILE": "bulk-token"}}
+	if len(got) != len(want) {
+		t.Fatalf("%d accounts, want %d", len(got), len(want))
+	}
+	for i := range want {
+		g := got[i]
+		read := map[string]string{}
+		for env, s := range g.cfg.fileSecrets {
+			read[env] = s.Value()
+		}
+		if !reflect.DeepEqual(read, secrets[i]) {
+			t.Errorf("account %d: files read %v, want %v", i, read, secrets[i])
+		}
+		g.cfg.fileSecrets, want[i].cfg.fileSecrets = nil, nil
+		if !reflect.DeepEqual(g, want[i]) {
+			t.Errorf("account %d:\n got %+v\nwant %+v", i, g, want[i])
+		}
+	}
+	if got[0].cfg.SendTimeout != 3*time.Second || got[1].cfg.MaxSenders != 4 {
+		t.Errorf("global settings not carried: SendTimeout %v, MaxSenders %d", got[0].cfg.SendTimeout, got[1].cfg.MaxSenders)
+	}
+	if r := routes(got); !reflect.DeepEqual(r, [2][]int{admission.OTP: {0, 1}, admission.Marketing: {1}}) {
+		t.Errorf("routes %v", r)
+	}
+	for i, s := range got {
+		if _, _, err := newProvider(s.cfg, nil); err != nil {
+			t.Errorf("account %d: newProvider: %v", i, err)
+		}
+	}
+}
+
+// TestLoadAccountsExampleAsWritten: with the default max_segments the
+// example's otp account could break its contract within a second.
+func TestLoadAccountsExampleAsWritten(t *testing.T) {
+	base, err := loadConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, _, _ := exampleFile(t, "")
+	_, err = loadAccounts(base, path)
+	want := `invalid configuration: ACCOUNTS_FILE (--accounts-file): ` + path + `: account "otp": max_segments: target_rps (90) × (1s + PROVIDER_ARRIVAL_JITTER (20ms)) + burst (5) + max_segments (6) - 1 = 101.8 segments could reach the provider within one second, above contract_rps (100): lower target_rps, burst, max_segments or PROVIDER_ARRIVAL_JITTER`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error\n %v\nwant\n %s", err, want)
+	}
+}
+
+// The accounts the error cases build on.
+const (
+	okOTP = `  - name: otp
+    provider: generic
+    generic: {url: https://a.example, token: t1}
+    classes: [otp]
+`
+	okBulk = `  - name: bulk
+    provider: generic
+    generic: {url: https://b.example, token: t2}
+    classes: [marketing]
+`
+	twilioHead = `  - name: tw
+    provider: twilio
+    classes: [marketing]
+`
+)
+
+func TestLoadAccountsErrors(t *testing.T) {
+	const secret = "s3cret"
+	missing := filepath.Join(t.TempDir(), "missing-token")
+	tests := []struct {
+		name    string
+		content string
+		want    []string // in the error, in this order
+	}{
+		{"unknown key at top level", "accounts:\n" + okOTP + okBulk + "foo: 1\n",
+			[]string{": line 10: foo: unknown key (the file takes accounts)"}},
+		{"unknown key in an account", "accounts:\n" + okOTP + okBulk + "    rps: 5\n",
+			[]string{`: line 10: account "bulk": rps: unknown key (an account takes name, provider, generic, twilio, vonage, contract_rps,`}},
+		{"unknown key in the twilio block", "accounts:\n" + okOTP + twilioHead + "    twilio: {account_sid: AC1, auth_token: x, from: \"+1\", sid: MG1}\n",
+			[]string{`: line 9: account "tw": twilio.sid: unknown key (twilio takes account_sid, auth_token, auth_token_file, from, messaging_service_sid, api_url)`}},
+		{"unknown key in a sender", "accounts:\n" + okOTP + okBulk + "    senders: [{from: a, rps: 1, number: 2}]\n",
+			[]string{`account "bulk": senders[0].number: unknown key (senders[0] takes from, rps)`}},
+		{"duplicate name", "accounts:\n" + okOTP + strings.Replace(okBulk, "bulk", "otp", 1),
+			[]string{`: account "otp": name: "otp" is also the name of the account at line 2: both would use the Redis keys {sms:otp}:*`}},
+		{"class nobody serves", "accounts:\n" + okOTP,
+			[]string{": classes: no account serves marketing"}},
+		{"target above contract", "accounts:\n" + okOTP + okBulk + "    target_rps: 120\n",
+			[]string{`: account "bulk": target_rps: 120 is above contract_rps (100): the dispatcher would break the contract`}},
+		{"reach check with segments", "accounts:\n" + okOTP + okBulk + "    rate_unit: segment\n",
+			[]string{`: account "bulk": max_segments: target_rps (90) × (1s + PROVIDER_ARRIVAL_JITTER (20ms)) + burst (5) + max_segments (6) - 1 = 101.8 segments`, "above contract_rps (100)"}},
+		{"reach check with messages", "accounts:\n" + okOTP + okBulk + "    burst: 9\n",
+			[]string{`: account "bulk": target_rps: target_rps (90) × (1s + PROVIDER_ARRIVAL_JITTER (20ms)) + burst (9) = 100.8 messages`}},
+		{"marketing cap above target", "accounts:\n" + okOTP + okBulk + "    target_rps: 50\n    class_rps: {marketing: 60}\n",
+			[]string{`: account "bulk": class_rps.marketing: 60 is above target_rps (50): OTP would have no room`}},
+		{"class_rps for a class not served", "accounts:\n" + okOTP + "    class_rps: {marketing: 50}\n" + okBulk,
+			[]string{`: account "otp": class_rps.marketing: the account does not serve marketing`}},
+		{"class_rps.otp", "accounts:\n" + okOTP + okBulk + "    class_rps: {otp: 50}\n",
+			[]string{`: account "bulk": class_rps.otp: OTP is capped only by target_rps`}},
+		{"class_rps unknown class", "accounts:\n" + okOTP + okBulk + "    class_rps: {sms: 50}\n",
+			[]string{`: line 10: account "bulk": class_rps.sms: unknown key (class_rps takes otp, marketing)`}},
+		{"sender with rps 0", "accounts:\n" + okOTP + okBulk + "    senders: [{from: \"+15550000001\", rps: 0}]\n",
+			[]string{`: account "bulk": senders[0].rps: must be a finite number of at least 0.01, got 0`}},
+		{"sender without rps", "accounts:\n" + okOTP + okBulk + "    senders: [{from: \"+15550000001\"}]\n",
+			[]string{`: account "bulk": senders[0].rps: required`}},
+		{"duplicate sender from", "accounts:\n" + okOTP + okBulk + "    senders:\n      - {from: \"+15550000001\", rps: 1}\n      - {from: \"+15550000001\", rps: 2}\n",
+			[]string{`: account "bulk": senders[1].from: "+15550000001" is also senders[0].from`}},
+		{"sender without from", "accounts:\n" + okOTP + okBulk + "    senders: [{rps: 1}]\n",
+			[]string{`: account "bulk": senders[0].from: required`}},
+		{"adaptive min_rps above target", "accounts:\n" + okOTP + okBulk + "    adaptive: {enabled: true, min_rps: 95}\n",
+			[]string{`: account "bulk": adaptive.min_rps: 95 is above target_rps (90)`}},
+		{"adaptive probe_interval too short", "accounts:\n" + okOTP + okBulk + "    adaptive: {enabled: true, probe_interval: 500ms}\n",
+			[]string{`: account "bulk": adaptive.probe_interval: must be at least 1s, got 500ms`}},
+		{"adaptive step not a duration", "accounts:\n" + okOTP + okBulk + "    adaptive: {enabled: true, step: 10}\n",
+			[]string{`: account "bulk": adaptive.step: want a duration such as 10s, got "10"`}},
+		{"adaptive enabled not a boolean", "accounts:\n" + okOTP + okBulk + "    adaptive: {enabled: maybe}\n",
+			[]string{`: line 10: account "bulk": adaptive.enabled: want true or false, got "maybe"`}},
+		{"block of the wrong provider", "accounts:\n" + okOTP + twilioHead + "    generic: {url: https://b.example, token: t2}\n",
+			[]string{`: account "tw": generic: given with provider twilio: only the twilio block may be given`}},
+		{"a second block", "accounts:\n" + okOTP + twilioHead + "    twilio: {account_sid: AC1, auth_token: x, from: \"+1\"}\n    vonage: {api_key: k}\n",
+			[]string{`: account "tw": vonage: given with provider twilio: only the twilio block may be given`}},
+		{"no block for the provider", "accounts:\n" + okOTP + twilioHead,
+			[]string{`: account "tw": twilio: required with provider twilio`}},
+		{"both auth_token and auth_token_file", "accounts:\n" + okOTP + twilioHead + "    twilio: {account_sid: AC1, auth_token: " + secret + ", auth_token_file: " + missing + ", from: \"+1\"}\n",
+			[]string{`: account "tw": twilio.auth_token_file: set either it or twilio.auth_token, not both`}},
+		{"twilio without account_sid", "accounts:\n" + okOTP + twilioHead + "    twilio: {auth_token: " + secret + ", from: \"+1\"}\n",
+			[]string{`: account "tw": twilio.account_sid: required with provider=twilio`}},
+		{"twilio without a sender", "accounts:\n" + okOTP + twilioHead + "    twilio: {account_sid: AC1, auth_token: " + secret + "}\n",
+			[]string{`: account "tw": twilio.from: set it or twilio.messaging_service_sid with provider=twilio`}},
+		{"twilio account_sid the adapter refuses", "accounts:\n" + okOTP + twilioHead + "    twilio: {account_sid: AC-1, auth_token: " + secret + ", from: \"+1\"}\n",
+			[]string{`: account "tw": twilio.account_sid: provider: TwilioConfig.AccountSID: byte 2 is not an ASCII letter or digit`}},
+		{"a token a header cannot carry", "accounts:\n" + okOTP + twilioHead + "    twilio: {account_sid: AC1, auth_token: \"" + secret + " x\", from: \"+1\"}\n",
+			[]string{`: account "tw": twilio.auth_token: `, "byte 6 is a space"}},
+		{"vonage without from", "accounts:\n" + okOTP + "  - name: vo\n    provider: vonage\n    vonage: {api_key: k, api_secret: " + secret + "}\n    classes: [marketing]\n",
+			[]string{`: account "vo": vonage.from: required with provider=vonage`}},
+		{"token file missing", "accounts:\n" + okOTP + "  - name: bulk\n    provider: generic\n    generic: {url: https://b.example, token_file: " + missing + "}\n    classes: [marketing]\n",
+			[]string{`: account "bulk": generic.token_file: `, missing}},
+		{"generic url not a URL", "accounts:\n" + okOTP + "  - name: bulk\n    provider: generic\n    generic: {url: b.example, token: t}\n    classes: [marketing]\n",
+			[]string{`: account "bulk": generic.url: want an absolute http or https URL`}},
+		{"generic without url", "accounts:\n" + okOTP + "  - name: bulk\n    provider: generic\n    generic: {token: t}\n    classes: [marketing]\n",
+			[]string{`: account "bulk": generic.url: required to serve`}},
+		{"unknown provider", "accounts:\n" + okOTP + "  - name: x\n    provider: sinch\n    classes: [marketing]\n",
+			[]string{`: account "x": provider: want generic, twilio or vonage, got "sinch"`}},
+		{"no provider", "accounts:\n" + okOTP + "  - name: x\n    classes: [marketing]\n",
+			[]string{`: account "x": provider: required`}},
+		{"no name", "accounts:\n" + okOTP + "  - provider: generic\n    classes: [marketing]\n",
+			[]string{`: account 2 (no name): name: required`}},
+		{"name unfit for a hash tag", "accounts:\n" + okOTP + strings.Replace(okBulk, "bulk", "\"a{b\"", 1),
+			[]string{`: account "a{b": name: must be non-empty printable ASCII without braces or spaces, got "a{b"`}},
+		{"no classes", "accounts:\n" + okOTP + "  - name: x\n    provider: generic\n    generic: {url: https://b.example}\n",
+			[]string{`: account "x": classes: required`}},
+		{"unknown class", "accounts:\n" + okOTP + strings.Replace(okBulk, "[marketing]", "[marketing, sms]", 1),
+			[]string{`: account "bulk": classes[1]: want otp or marketing, got "sms"`}},
+		{"class listed twice", "accounts:\n" + okOTP + strings.Replace(okBulk, "[marketing]", "[marketing, marketing]", 1),
+			[]string{`: account "bulk": classes[1]: marketing is listed twice`}},
+		{"negative max_inflight", "accounts:\n" + okOTP + okBulk + "    max_inflight: -1\n",
+			[]string{`: account "bulk": max_inflight: must not be negative, got -1`}},
+		{"max_segments out of range", "accounts:\n" + okOTP + okBulk + "    max_segments: 0\n",
+			[]string{`: account "bulk": max_segments: must be 1-100, got 0`}},
+		{"burst zero", "accounts:\n" + okOTP + okBulk + "    burst: 0\n",
+			[]string{`: account "bulk": burst: must be at least 1, got 0`}},
+		{"rate not finite", "accounts:\n" + okOTP + okBulk + "    contract_rps: .inf\n",
+			[]string{`: account "bulk": contract_rps: must be a finite number, got +Inf`}},
+		{"rate not a number", "accounts:\n" + okOTP + okBulk + "    contract_rps: 100rps\n",
+			[]string{`: line 10: account "bulk": contract_rps: want a number, got "100rps"`}},
+		{"classes not a list", "accounts:\n" + okOTP + "  - name: bulk\n    classes: marketing\n",
+			[]string{`: line 7: account "bulk": classes: want a list, got a single value`}},
+		{"a block that is not a mapping", "accounts:\n" + okOTP + "  - name: bulk\n    generic: " + secret + "\n",
+			[]string{`: line 7: account "bulk": generic: want a mapping, got a single value`}},
+		{"key given twice", "accounts:\n" + okOTP + okBulk + "    burst: 4\n    burst: 3\n",
+			[]string{`: line 11: account "bulk": burst: given twice (first at line 10)`}},
+		{"YAML syntax", "accounts:\n  - name: otp\n\tprovider: generic\n",
+			[]string{": line 2: found a tab character that violates indentation"}},
+		{"no accounts", "accounts: []\n", []string{": line 1: accounts: required: at least one account"}},
+		{"empty file", "", []string{": accounts: required: at least one account"}},
+		{"not a mapping", "- name: otp\n", []string{": line 1: want a mapping, got a list"}},
+		{"a second document", "accounts:\n" + okOTP + okBulk + "---\naccounts: []\n",
+			[]string{": line 10: a second YAML document: the file holds one"}},
+	}
+	base, err := loadConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeFile(t, "accounts.yaml", tt.content)
+			setups, err := loadAccounts(base, path)
+			var ce *configError
+			if !errors.As(err, &ce) || ce.Env != "ACCOUNTS_FILE" {
+				t.Fatalf("loadAccounts = %d accounts, %v; want a configuration error for ACCOUNTS_FILE", len(setups), err)
+			}
+			msg := err.Error()
+			t.Log(msg)
+			prefix := "invalid configuration: ACCOUNTS_FILE (--accounts-file): " + path + ": "
+			if !strings.HasPrefix(msg, prefix) {
+				t.Errorf("error %q: want it to start with %q", msg, prefix)
+			}
+			if strings.ContainsAny(msg, "\n\r") || strings.Contains(msg, secret) {
+				t.Errorf("error %q: want one line without the secret", msg)
+			}
+			rest := msg
+			for _, w := range tt.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Fatalf("error\n %s\nwant in it, in order\n %s", msg, strings.Join(tt.want, "\n "))
+				}
+				rest = rest[i+len(w):]
+			}
+		})
+	}
+}
+
+// TestLoadAccountsUnreadable: a file that cannot be read is a
+// configuration error naming it.
+func TestLoadAccountsUnreadable(t *testing.T) {
+	base, err := loadConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, path := range map[string]string{
+		"missing":         filepath.Join(t.TempDir(), "accounts.yaml"),
+		"a directory":     t.TempDir(),
+		"larger than 1MB": writeFile(t, "accounts.yaml", "accounts: []\n"+strings.Repeat("#", maxFileSize)),
+	} {
+		_, err := loadAccounts(base, path)
+		var ce *configError
+		if !errors.As(err, &ce) || ce.Env != "ACCOUNTS_FILE" || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: %v, want a configuration error for ACCOUNTS_FILE naming %s", name, err, path)
+		}
+	}
+}
+
+// TestLoadAccountsDefaults: an account that gives only what is required
+// takes the single-account variables' defaults, marketing's cap within its
+// target, no sender pool and no adaptive limit.
+func TestLoadAccountsDefaults(t *testing.T) {
+	base, err := loadConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := writeFile(t, "accounts.yaml", "accounts:\n"+okOTP+okBulk+"    target_rps: 50\n    adaptive: {min_rps: 2}\n")
+	got, err := loadAccounts(base, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otp, bulk := got[0], got[1]
+	if c := otp.cfg; c.ContractRPS != 100 || c.TargetRPS != 90 || c.MarketingRPS != 70 || c.Burst != 5 ||
+		c.RateUnit != "message" || c.MaxSegments != 6 || c.MaxInFlight != 0 || c.ProviderToken != "t1" {
+		t.Errorf("otp: %+v, want the defaults", c)
+	}
+	if otp.senders != nil || otp.adaptive != (admission.Adaptive{}) {
+		t.Errorf("otp: senders %v, adaptive %+v; want none", otp.senders, otp.adaptive)
+	}
+	if bulk.cfg.MarketingRPS != 50 {
+		t.Errorf("bulk: marketing cap %v, want its target_rps 50", bulk.cfg.MarketingRPS)
+	}
+	want := admission.Adaptive{MinRPS: 2, ProbeInterval: admission.DefaultProbeInterval, Step: admission.DefaultAdaptiveStep}
+	if bulk.adaptive != want {
+		t.Errorf("bulk: adaptive %+v, want %+v", bulk.adaptive, want)
+	}
+
+	path = writeFile(t, "accounts.yaml", "accounts:\n"+okOTP+okBulk+"    adaptive: {enabled: true}\n")
+	if got, err = loadAccounts(base, path); err != nil {
+		t.Fatal(err)
+	}
+	if a := got[1].adaptive; a.MinRPS != 9 || !a.Enabled {
+		t.Errorf("adaptive %+v, want enabled with min_rps target_rps/10 = 9", a)
+	}
+}
+
+// TestSingleAccountDefaults: the single-account variables at their
+// defaults are one account, "default", serving both classes.
+func TestSingleAccountDefaults(t *testing.T) {
+	base, err := loadConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := singleAccount(base)
+	if !reflect.DeepEqual(s.cfg, base) {
+		t.Errorf("cfg %+v, want the configuration as given", s.cfg)
+	}
+	if s.cfg.Account != "default" || s.cfg.MarketingRPS != 70 || s.cfg.TargetRPS != 90 {
+		t.Errorf("account %q, target %v, marketing %v; want default, 90, 70", s.cfg.Account, s.cfg.TargetRPS, s.cfg.MarketingRPS)
+	}
+	if !reflect.DeepEqual(s.classes, []admission.Class{admission.OTP, admission.Marketing}) {
+		t.Errorf("classes %v, want otp, marketing", s.classes)
+	}
+	if s.senders != nil || s.adaptive != (admission.Adaptive{}) {
+		t.Errorf("senders %v, adaptive %+v; want none, off", s.senders, s.adaptive)
+	}
+	if r := routes([]accountSetup{s}); !reflect.DeepEqual(r, [2][]int{{0}, {0}}) {
+		t.Errorf("routes %v, want the account for both classes", r)
+	}
+}
+
+// TestRoutesFileOrder: a class's accounts are in file order, whatever the
+// order of each account's classes.
+func TestRoutesFileOrder(t *testing.T) {
+	c := func(cs ...admission.Class) accountSetup { return accountSetup{classes: cs} }
+	setups := []accountSetup{
+		c(admission.Marketing),
+		c(admission.OTP),
+		c(admission.Marketing, admission.OTP),
+		c(admission.OTP, admission.Marketing),
+	}
+	want := [2][]int{admission.OTP: {1, 2, 3}, admission.Marketing: {0, 2, 3}}
+	if r := routes(setups); !reflect.DeepEqual(r, want) {
+		t.Errorf("routes %v, want %v", r, want)
+	}
+	if r := routes(nil); r[0] != nil || r[1] != nil {
+		t.Errorf("routes of none %v", r)
+	}
+}
+
+// TestAccountKeysNameSettings: every variable an account replaces is a
+// setting, and a message naming them names the keys instead, quoted
+// values left alone.
+func TestAccountKeysNameSettings(t *testing.T) {
+	for env := range accountKeyOf {
+		found := false
+		for _, s := range settings {
+			found = found || s.env == env
+		}
+		if !found {
+			t.Errorf("%s is not a setting", env)
+		}
+	}
+	got := renameVariables(`set either it or SMS_PROVIDER_TOKEN, not both; SMS_PROVIDER=twilio, TARGET_RPS_X, PROVIDER_ARRIVAL_JITTER, got "TARGET_RPS \"BURST\""`)
+	want := `set either it or generic.token, not both; provider=twilio, TARGET_RPS_X, PROVIDER_ARRIVAL_JITTER, got "TARGET_RPS \"BURST\""`
+	if got != want {
+		t.Errorf("renameVariables:\n got %s\nwant %s", got, want)
+	}
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"smsdispatcher/internal/redistest"
+)
+
+// TestOverrideShowsPinsAndResetsTheLearnedRate: `dispatcher override`
+// acts on the account it is given by name (several in the file: one must
+// be named), pins the learned rate, shows it, and resets it; a pin above
+// the account's target is refused.
+func TestOverrideShowsPinsAndResetsTheLearnedRate(t *testing.T) {
+	path, _, _ := exampleFile(t, "max_segments: 4")
+	bulk := redistest.UniqueAccount(t)
+	data := strings.Replace(readFileT(t, path), "name: bulk", "name: "+bulk, 1)
+	path = writeFile(t, "accounts.yaml", data)
+	env := map[string]string{"ACCOUNTS_FILE": path, "REDIS_URL": "redis://" + redistest.Addr(t)}
+	old := environ
+	environ = func(k string) string { return env[k] }
+	t.Cleanup(func() { environ = old })
+
+	run := func(args ...string) (string, error) {
+		var out, errs bytes.Buffer
+		err := runOverride(context.Background(), args, &out, &errs)
+		return out.String(), err
+	}
+	if _, err := run("--show"); err == nil || !strings.Contains(err.Error(), "name one with --on") {
+		t.Fatalf("no account named among several: %v", err)
+	}
+	for _, step := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--on", bulk, "--show"}, "learned rate: none; the target 90/s holds until a 429"},
+		{[]string{"--on", bulk, "--pin-learned-rps", "40"}, "learned rate: 40/s pinned (target 90/s)"},
+		{[]string{"--on", bulk, "--show"}, "learned rate: 40/s pinned"},
+		{[]string{"--on", bulk, "--reset-learned"}, "learned rate: none"},
+	} {
+		out, err := run(step.args...)
+		if err != nil || !strings.Contains(out, bulk+": "+step.want) {
+			t.Fatalf("override %v: %q, %v; want %q", step.args, out, err, step.want)
+		}
+	}
+	if _, err := run("--on", bulk, "--pin-learned-rps", "95"); err == nil {
+		t.Fatal("a pin above the target was accepted")
+	}
+	if _, err := run("--on", "nobody", "--show"); err == nil || !strings.Contains(err.Error(), `no account "nobody"`) {
+		t.Fatalf("an unknown account: %v", err)
+	}
+}
+
+func readFileT(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestAccountsFileRefusesTheSingleAccountSettings: with ACCOUNTS_FILE, a
+// single-account variable given as well stops the process, naming it.
+func TestAccountsFileRefusesTheSingleAccountSettings(t *testing.T) {
+	path, _, _ := exampleFile(t, "max_segments: 4")
+	_, err := loadConfig(map[string]string{"ACCOUNTS_FILE": path, "TARGET_RPS": "50"})
+	if err == nil || !strings.Contains(err.Error(), "TARGET_RPS") || !strings.Contains(err.Error(), "not used with ACCOUNTS_FILE") {
+		t.Fatalf("TARGET_RPS with ACCOUNTS_FILE: %v", err)
+	}
+	if _, err := loadConfig(map[string]string{"ACCOUNTS_FILE": path, "OTP_MAX_WAIT": "2s"}); err != nil {
+		t.Fatalf("a global setting with ACCOUNTS_FILE: %v", err)
+	}
+}
