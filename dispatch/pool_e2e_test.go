@@ -1,0 +1,123 @@
+package dispatch
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/provider"
+)
+
+// floodBodies publishes n marketing messages with ids prefix-0..n-1 and
+// bodies of the given lengths in turn; it returns their Pub/Sub IDs.
+func floodBodies(h *harness, prefix string, n int, lengths ...int) []string {
+	h.t.Helper()
+	ids := make([]string, n)
+	for i := range n {
+		b, _ := json.Marshal(map[string]string{"id": fmt.Sprintf("%s-%d", prefix, i), "to": "+819012345678",
+			"body": strings.Repeat("x", lengths[i%len(lengths)])})
+		ids[i] = h.publishRaw(admission.Marketing, b)
+	}
+	return ids
+}
+
+// TestASenderPoolKeepsEachSenderAndTheAccountWithinTheirRates: ten senders
+// of 3 segments a second under an account of 25 (TARGET 24, BURST 1: the
+// start-up rule's most with no arrival jitter): the provider, counting per
+// sender and per account, throttles nothing; no sender ever has more than
+// 3 in any second; every sender carries traffic; the account runs at
+// least 0.95 of 25.
+func TestASenderPoolKeepsEachSenderAndTheAccountWithinTheirRates(t *testing.T) {
+	h := newHarness(t, provider.SimConfig{Limit: 25, CountSegments: true, SenderLimit: 3, SuspendAfter: -1}, nil)
+	h.limits.TargetRPS, h.limits.MarketingRPS, h.limits.Burst = 24, 24, 1
+	for i := range 10 {
+		h.limits.Senders = append(h.limits.Senders, admission.Sender{From: fmt.Sprintf("+1555000%04d", i), RPS: 3})
+	}
+	ids := floodBodies(h, "pool", 150, 20, 160, 90)
+	h.start(2, Config{RateUnit: PerSegment, MaxSegments: 1, ReadAhead: 1000, MarketingOutstanding: 50})
+	h.waitEnded(ids, 60*time.Second)
+
+	st := h.sim.Stats()
+	if st.Throttled != 0 || st.SenderThrottled != 0 || st.Accepted != len(ids) {
+		t.Fatalf("simulator: %+v; want %d accepted, none throttled", st, len(ids))
+	}
+	if most, from := h.sim.MaxInWindow(time.Second, true); most > 3 {
+		t.Fatalf("sender %s had %d segments in a second, above its 3", from, most)
+	}
+	if most, _ := h.sim.MaxInWindow(time.Second, false); most > 25 {
+		t.Fatalf("the account had %d segments in a second, above 25", most)
+	}
+	per := map[string]int{}
+	var first, last time.Time
+	for _, a := range h.sim.Arrivals() {
+		if a.Outcome != "accepted" {
+			continue
+		}
+		per[a.From]++
+		if first.IsZero() || a.At.Before(first) {
+			first = a.At
+		}
+		if a.At.After(last) {
+			last = a.At
+		}
+	}
+	if len(per) != 10 {
+		t.Fatalf("%d senders carried traffic (%v), want all 10", len(per), per)
+	}
+	rate := float64(len(ids)-1) / last.Sub(first).Seconds()
+	if rate < 0.95*25 {
+		t.Fatalf("the account sent %.2f/s over its backlog, %.3f of 25; want at least 0.95", rate, rate/25)
+	}
+	t.Logf("%.2f segments/s (%.3f of 25); per sender %v", rate, rate/25, per)
+}
+
+// TestTheLearnedRateFindsTheProvidersRealLimit: a provider that allows 60
+// a second while the target says 90; three processes with a marketing
+// backlog learn it (here with a 1 s step: the same search, faster): few
+// 429s, none once learned, and the account then sends at least 0.9 of 60.
+func TestTheLearnedRateFindsTheProvidersRealLimit(t *testing.T) {
+	h := newHarness(t, provider.SimConfig{Limit: 60, RetryAfter: time.Second}, nil)
+	h.limits.TargetRPS, h.limits.MarketingRPS = 90, 90
+	h.limits.Adaptive = admission.Adaptive{Enabled: true, MinRPS: 10, Step: time.Second, ProbeInterval: 10 * time.Minute}
+	ids := h.flood("learn", 2400)
+	start := time.Now()
+	h.start(3, Config{ReadAhead: 1000, MarketingOutstanding: 100})
+	const run, tail = 30 * time.Second, 10 * time.Second
+	time.Sleep(run)
+
+	var throttled, inTail, acceptedTail int
+	var lastThrottle time.Time
+	for _, a := range h.sim.Arrivals() {
+		late := a.At.Sub(start) > run-tail
+		switch a.Outcome {
+		case "throttled":
+			throttled++
+			lastThrottle = a.At
+			if late {
+				inTail++
+			}
+		case "accepted":
+			if late && a.At.Sub(start) <= run {
+				acceptedTail++
+			}
+		}
+	}
+	rate := float64(acceptedTail) / tail.Seconds()
+	learned, err := h.limiters[0].Learned(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("429s %d (last at +%v), %.1f/s over the last %v, learned %+v", throttled, lastThrottle.Sub(start).Round(time.Millisecond), rate, tail, learned)
+	if len(ids) <= int(rate*run.Seconds()) {
+		t.Fatal("the backlog ran dry: the figures say nothing")
+	}
+	if throttled > 10 || inTail > 0 || rate < 0.9*60 {
+		t.Fatalf("%d answers of 429 (want at most 10), %d in the last %v (want none), %.1f/s then (want at least 54)", throttled, inTail, tail, rate)
+	}
+	if learned.RPS > 60 || learned.RPS < 54 {
+		t.Fatalf("learned %v/s, want within [54, 60]", learned.RPS)
+	}
+}
