@@ -98,7 +98,7 @@ var mutants = []mutant{
 	}, ""},
 	// The pipeline: each safety step of dispatch, removed.
 	{"D1", "a 429 is not shared with the other processes", []edit{
-		{"dispatch/pipeline.go", "if terr := d.deps.Limiter.ReportThrottled(context.WithoutCancel(ctx), v.RetryAfter); terr != nil {", "if terr := error(nil); terr != nil {"},
+		{"dispatch/pipeline.go", "if terr := a.Limiter.ReportThrottled(context.WithoutCancel(ctx), v.RetryAfter); terr != nil {", "if terr := error(nil); terr != nil {"},
 	}, "./dispatch/"},
 	{"D2", "an expired message is sent anyway", []edit{
 		{"dispatch/pipeline.go", "return !m.Deadline.IsZero() && !d.now().Before(m.Deadline)", "return false"},
@@ -107,7 +107,7 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "  if state ~= '' and state ~= 'claim:' .. token then", "  if false then"},
 	}, "./dispatch/"},
 	{"D4", "no admission before sending", []edit{
-		{"dispatch/pipeline.go", "dec, err := d.deps.Limiter.Admit(actx, class, cost, maxWait-time.Since(start), claim)", "dec, err := admission.Decision{Allowed: true, Tries: int(time.Since(start)), Attempts: len(claim.ID) * 0}, error(actx.Err())"},
+		{"dispatch/pipeline.go", "dec, err := a.Limiter.Admit(actx, class, cost, maxWait-time.Since(start), claim)", "dec, err := admission.Decision{Allowed: true, Tries: int(time.Since(start)), Attempts: len(claim.ID) * 0 * cost}, error(actx.Err())"},
 	}, "./dispatch/"},
 	{"D5", "a malformed message is acked, not dead-lettered", []edit{
 		{"nack/outcome.go", "	case Invalid, Rejected:\n		return DeadLetter", "	case Rejected:\n		return DeadLetter\n	case Invalid:\n		return Ack"},
@@ -153,10 +153,10 @@ var mutants = []mutant{
 		{"nack/outcome.go", "	if a, ok := errors.AsType[accountFailer](err); ok && a.AccountFailure() {\n		return AccountFailure\n	}\n", ""},
 	}, "./dispatch/"},
 	{"P2", "an account failure does not pause the account", []edit{
-		{"dispatch/pipeline.go", "	perr := d.deps.Limiter.ReportAccountFailure(context.WithoutCancel(ctx), d.cfg.AccountPause, why)", "	perr := error(nil)"},
+		{"dispatch/pipeline.go", "	perr := a.Limiter.ReportAccountFailure(context.WithoutCancel(ctx), d.cfg.AccountPause, why)", "	perr := error(nil)"},
 	}, "./dispatch/"},
 	{"P3", "a fixed credential file does not end the pause", []edit{
-		{"dispatch/dispatcher.go", "		if err := d.deps.Limiter.ResumeAccount(ctx); err != nil {", "		if err := error(nil); err != nil {"},
+		{"dispatch/dispatcher.go", "		if err := a.Limiter.ResumeAccount(ctx); err != nil {", "		if err := error(nil); err != nil {"},
 	}, "./dispatch/"},
 	{"P4", "a send of several units is charged one", []edit{
 		{"admission/gcra.lua", "tat_g = math.max(tat_g, at) + cost * g_int", "tat_g = math.max(tat_g, at) + g_int"},
@@ -171,7 +171,7 @@ var mutants = []mutant{
 		{"dispatch/lane.go", "		l.paused, l.held = true, true\n		l.cancel()\n", "		_ = true\n"},
 	}, "./dispatch/"},
 	{"P8", "rates in segments charge one unit a message", []edit{
-		{"dispatch/pipeline.go", "	if d.cfg.RateUnit == PerSegment {\n		return segments\n	}", "	if d.cfg.RateUnit == PerSegment {\n		return 1\n	}"},
+		{"dispatch/accounts.go", "	if a.RateUnit == PerSegment {\n		return segments\n	}", "	if a.RateUnit == PerSegment {\n		return 1\n	}"},
 	}, "./dispatch/"},
 	{"P9", "a throttle in a 200 body counts as a 2xx", []edit{
 		{"telemetry/tracing.go", "				throttled = rep.Err.Throttled()", "				throttled = false"},
@@ -186,7 +186,7 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "local function deny(wait, reason, detail)\n", "local function deny(wait, reason, detail)\n  if token ~= '' then\n    redis.call('SET', KEYS[8], 'claim:' .. token, 'PX', 60000)\n  end\n"},
 	}, ""},
 	{"F2", "a duplicate takes a slot", []edit{
-		{"admission/gcra.lua", "    return {0, 0, 6, 0, attempts, state}", "    redis.call('SET', KEYS[1], string.format('%d', math.max(tonumber(s[1]) or 0, now) + tonumber(ARGV[1])))\n    return {0, 0, 6, 0, attempts, state}"},
+		{"admission/gcra.lua", "    return {0, 0, 6, 0, attempts, state, 0, 0}", "    redis.call('SET', KEYS[1], string.format('%d', math.max(tonumber(s[1]) or 0, now) + tonumber(ARGV[1])))\n    return {0, 0, 6, 0, attempts, state, 0, 0}"},
 	}, ""},
 	{"F3", "a booked slot's TAT counts from the call, not from the slot", []edit{
 		{"admission/gcra.lua", "tat_g = math.max(tat_g, at) + cost * g_int", "tat_g = math.max(tat_g, now) + cost * g_int"},
@@ -198,13 +198,28 @@ var mutants = []mutant{
 		{"admission/acquire.go", "		lookahead := min(within, l.lookahead(class, cost))", "		lookahead := within"},
 	}, "./dispatch/"},
 	{"F6", "the probe after a penalty does not go alone", []edit{
-		{"admission/gcra.lua", "if s[6] then\n  lookahead = 0\nend", "if false then\n  lookahead = 0\nend"},
+		{"admission/gcra.lua", "if s[7] then\n  lookahead = 0\nend", "if false then\n  lookahead = 0\nend"},
 	}, ""},
 	{"F7", "a booked slot is sent after a 429 this process heard of", []edit{
 		{"admission/acquire.go", "				if p, stop := l.stopped(); stop {", "				if p, stop := l.stopped(); stop && false {"},
 	}, ""},
 	{"F8", "a given-back claim loses its count of sends", []edit{
 		{"admission/finish.lua", "  elseif count then", "  elseif false then"},
+	}, ""},
+	{"A1", "an OTP overflows for its account's ordinary rate", []edit{
+		{"dispatch/accounts.go", "(dec.Reason == admission.ReasonPenalty || dec.Reason == admission.ReasonAccount)", "(dec.Reason == admission.ReasonPenalty || dec.Reason == admission.ReasonAccount || dec.Reason == admission.ReasonGlobal)"},
+	}, "./dispatch/"},
+	{"A2", "a sender's slot does not wait for a long message's whole cost", []edit{
+		{"admission/gcra.lua", "    local w = (tonumber(s[9 + i]) or 0) + (cost - 1) * iv - now", "    local w = (tonumber(s[9 + i]) or 0) - now"},
+	}, ""},
+	{"A3", "a sender's TAT does not move", []edit{
+		{"admission/gcra.lua", "  put(KEYS[9 + pick], math.max(tonumber(s[9 + pick]) or 0, at) + cost * s_int)", "  put(KEYS[9 + pick], tonumber(s[9 + pick]) or 0)"},
+	}, ""},
+	{"A4", "the learned rate climbs above the target", []edit{
+		{"admission/gcra.lua", "  r = math.max(math.min(r, a_target), a_min)", "  r = math.max(r, a_min)"},
+	}, ""},
+	{"A5", "a 429 does not lower the learned rate", []edit{
+		{"admission/penalty.lua", "if ARGV[3] == 'throttled' and ARGV[4] ~= '' then", "if false then"},
 	}, ""},
 }
 
@@ -269,4 +284,9 @@ var killers = map[string]string{
 	"F6":  "TestTheProbeAfterAPenaltyGoesAlone",
 	"F7":  "TestABookedSlotIsGivenUpOnA429",
 	"F8":  "TestSendsAreCountedAcrossGivenBackClaims",
+	"A1":  "TestAnOTPOverflowsOnlyWhenItsAccountIsUnderAPenalty",
+	"A2":  "TestASenderOfThePoolNeverExceedsItsRate",
+	"A3":  "TestASenderOfThePoolNeverExceedsItsRate",
+	"A4":  "TestTheSearchClimbsOnlyWhenBusyAndNeverAboveTheTarget",
+	"A5":  "TestA429LowersTheLearnedRateOncePerIncident",
 }
