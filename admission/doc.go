@@ -5,6 +5,10 @@
 // never exceed Config.TargetRPS plus Config.Burst in any window, measured by
 // Redis's own clock; marketing never exceeds Config.MarketingRPS, so OTP
 // always has room; and while a 429 penalty is live nothing is admitted.
+// With a sender pool (Config.Senders) no sender carries more than its RPS
+// in any second as the provider sees it; with Config.Adaptive the rates
+// in force are at most the configured ones, lowered by what the provider's
+// 429s taught (learned.go).
 //
 // Each decision is one Lua script call (gcra.lua): the penalty key is checked
 // first, then GCRA on the global key and, for marketing, on the marketing key;
@@ -23,7 +27,7 @@
 // One concept per file: limiter.go (the Limiter and one decision),
 // acquire.go (waiting for a slot), eval.go (a gcra.lua call and its reply),
 // penalty.go (a 429 for every process), override.go (an operator's
-// override), lease.go (in-flight leases), fallback.go (deciding without
+// override), learned.go (the learned rate, as read, pinned and reset), lease.go (in-flight leases), fallback.go (deciding without
 // Redis), circuit.go (Redis's health), claim.go (send-once records),
 // calls.go (each script's KEYS and ARGV as a struct) and scripts.go (the
 // scripts and their operation names).
