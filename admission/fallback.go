@@ -45,6 +45,18 @@ func newFallback(cfg Config) fallback {
 	return f
 }
 
+// learnedRate sets the process's share from the account's learned rate
+// (0: none, the configured rates), marketing's in proportion, as gcra.lua
+// applies it: what the provider's 429s taught holds while Redis is down.
+func (f *fallback) learnedRate(cfg Config, learned float64) {
+	procs := float64(cfg.MaxSenders)
+	g, m := cfg.TargetRPS, cfg.MarketingRPS
+	if learned > 0 && learned < g {
+		g, m = learned, m*learned/g
+	}
+	f.global.interval, f.marketing.interval = interval(g/procs), interval(m/procs)
+}
+
 // enterAt starts a fallback episode at now. u in [0, 1) places each cell's
 // first slot at a random point of its interval, so that processes that lose
 // Redis at the same instant do not all send at that instant.

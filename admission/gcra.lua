@@ -17,9 +17,10 @@
 --            it lives (a second past a penalty's end) no slot is booked
 --            ahead, so that the probe after a penalty goes alone
 -- KEYS[8] -> learned rate ({sms:<account>}:learned, '<rate> <low> <high>
---            <next_us> <mode> <cut_us>'), written by penalty.lua on a 429
---            and here as the search moves up (ARGV[19]); it can only lower
---            the rates, like the override
+--            <next_us> <mode> <cut_us> <pressed>'), written by penalty.lua
+--            on a 429 and here as the search moves up (ARGV[19]); in force
+--            while the account learns (or an operator pinned it, mode
+--            'P'), and it can only lower the rates, like the override
 -- KEYS[9] -> the id's record ({sms:<account>}:id:<id>), read when
 --            ARGV[16] is not empty: the send-once claim is taken in the
 --            same call
@@ -62,8 +63,9 @@
 --            before it come back in the reply), '0' not to
 -- ARGV[19] -> the learned rate's search, '' when the account does not
 --            learn: '<target_rps> <min_rps> <step_us> <probe_us>'. Once
---            the learned rate's next step is due and the account is busy
---            (its TAT ahead of now), the search moves up: bisection between
+--            the learned rate's next step is due and the account was
+--            pressed since the last step (a caller could not go at once),
+--            the search moves up: bisection between
 --            the last good and the last throttled rate while searching,
 --            one small step every probe_us once settled; never above
 --            target_rps
@@ -143,6 +145,32 @@ if floor > 0 then
     tat_m = now + floor
     put(KEYS[2], tat_m)
   end
+  for i = 10, #KEYS do
+    if (tonumber(s[i]) or 0) < now + floor then
+      s[i] = now + floor
+      put(KEYS[i], s[i])
+    end
+  end
+end
+
+-- The learned rate, in force while the account learns or an operator
+-- pinned it (a state left by a learning configuration is inert).
+local adaptive = ARGV[19]
+local lrn, learned = nil, 0
+if s[8] then
+  local r, lo, hi, nx, mode, cut, pr = string.match(s[8], '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')
+  lrn = {rate = tonumber(r), lo = tonumber(lo), hi = tonumber(hi), next = tonumber(nx), mode = mode, cut = tonumber(cut), pressed = pr == '1'}
+  if not (lrn.rate and lrn.lo and lrn.hi and lrn.next and lrn.cut) or lrn.rate <= 0 or
+      (adaptive == '' and lrn.mode ~= 'P') then
+    lrn = nil
+  elseif math.ceil(1000000 / lrn.rate) > tonumber(ARGV[1]) then
+    learned = math.floor(lrn.rate * 1000) -- in force: below the configured rate
+  end
+end
+-- learned_state writes the learned rate's state in the MSET.
+local function learned_state(r, mode, nx, pressed)
+  out[#out + 1] = KEYS[8]
+  out[#out + 1] = string.format('%.3f %.3f %.3f %d %s %d %d', r, lrn.lo, lrn.hi, nx, mode, lrn.cut, pressed and 1 or 0)
 end
 
 -- Then the id's record: a duplicate takes nothing (the floor above is no
@@ -162,7 +190,7 @@ if token ~= '' and s[9] then
     if #out > 0 then
       redis.call('MSET', unpack(out))
     end
-    return {0, 0, 6, 0, attempts, state, 0, 0}
+    return {0, 0, 6, 0, attempts, state, 0, learned}
   end
 end
 
@@ -192,15 +220,6 @@ end
 
 -- The learned rate lowers the account's rate as the override does, and
 -- marketing's cap in proportion, so that OTP keeps its share.
-local adaptive = ARGV[19]
-local lrn, learned = nil, 0
-if s[8] then
-  local r, lo, hi, nx, mode, cut = string.match(s[8], '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')
-  lrn = {rate = tonumber(r), lo = tonumber(lo), hi = tonumber(hi), next = tonumber(nx), mode = mode, cut = tonumber(cut)}
-  if not (lrn.rate and lrn.lo and lrn.hi and lrn.next and lrn.cut) or lrn.rate <= 0 then
-    lrn = nil
-  end
-end
 if lrn then
   local iv = math.ceil(1000000 / lrn.rate)
   if iv > g_int then
@@ -213,7 +232,6 @@ if lrn then
       spacing = g_int
     end
   end
-  learned = math.floor(lrn.rate * 1000)
 end
 
 -- ticket returns when the caller should ask, in microseconds from now: the
@@ -253,13 +271,14 @@ if s[3] then
 end
 
 
--- The search moves up once its step is due, and only while the account is
--- busy (a TAT ahead of now): a rate no traffic pressed against proves
--- nothing. Mode 's' searches (bisection between the last good rate, lo,
--- and the last throttled one, hi), 'u' tries one step above a settled
--- rate, 'p' is settled, 'P' pinned by an operator.
-if lrn and adaptive ~= '' and lrn.mode ~= 'P' and now >= lrn.next and
-    ((tonumber(s[1]) or 0) > now or (marketing and (tonumber(s[2]) or 0) > now)) then
+-- The search moves up once its step is due, and only if the account was
+-- pressed since the last step (a caller could not go at once: below): a
+-- rate no traffic pressed against proves nothing. Mode 's' searches
+-- (bisection between the last good rate, lo, and the last throttled one,
+-- hi), 'u' tries one step above a settled rate, 'p' is settled, 'P' pinned
+-- by an operator.
+local searching = lrn and adaptive ~= '' and lrn.mode ~= 'P'
+if searching and now >= lrn.next and lrn.pressed then
   local a_target, a_min, a_step, a_probe = string.match(adaptive, '^(%S+) (%S+) (%S+) (%S+)$')
   a_target, a_min, a_step, a_probe = tonumber(a_target), tonumber(a_min), tonumber(a_step), tonumber(a_probe)
   local r, mode, nx = lrn.rate, lrn.mode, now + a_step
@@ -279,11 +298,22 @@ if lrn and adaptive ~= '' and lrn.mode ~= 'P' and now >= lrn.next and
   if r >= a_target and mode == 'p' then
     -- Proven at the target: nothing left to learn.
     redis.call('DEL', KEYS[8])
-    learned = 0
+    learned, searching = 0, false
   else
-    out[#out + 1] = KEYS[8]
-    out[#out + 1] = string.format('%.3f %.3f %.3f %d %s %d', r, lrn.lo, lrn.hi, nx, mode, lrn.cut)
-    learned = math.floor(r * 1000)
+    learned_state(r, mode, nx, false)
+    lrn.rate, lrn.mode, lrn.next, lrn.pressed = r, mode, nx, false
+    learned = 0
+    if r < a_target then
+      learned = math.floor(r * 1000) -- a trial at the target is the target
+    end
+  end
+end
+-- press records that a caller could not go at once: the rate in force was
+-- pressed against (once a step: the flag is written when it changes).
+local function press()
+  if searching and not lrn.pressed then
+    lrn.pressed = true
+    learned_state(lrn.rate, lrn.mode, lrn.next, true)
   end
 end
 
@@ -320,10 +350,14 @@ if wait > lookahead then
   if s_wait > g_wait and s_wait > m_wait then
     return deny(s_wait, 7)
   end
+  press()
   if m_wait > g_wait then
     return deny(m_wait, 3)
   end
   return deny(g_wait, 2)
+end
+if math.max(g_wait, m_wait) > 0 then
+  press() -- booked ahead: it could not go at once
 end
 local at = now + wait
 

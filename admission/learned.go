@@ -32,7 +32,7 @@ func parseLearned(v string) (Learned, error) {
 		return Learned{}, nil
 	}
 	f := strings.Fields(v)
-	if len(f) != 6 {
+	if len(f) != 7 {
 		return Learned{}, fmt.Errorf("%w: learned state %q", ErrBadReply, v)
 	}
 	var n [4]float64
@@ -63,11 +63,16 @@ func (l *Limiter) Learned(ctx context.Context) (Learned, error) {
 	return l.learnedOp(ctx, "get", 0)
 }
 
-// PinLearned holds the account's rate at rps (at least MinRPS, at most
-// TargetRPS) for every process, until ResetLearned: the search stops.
+// PinLearned holds the account's rate at rps (at least Adaptive.MinRPS, or
+// MinRPS when the account does not learn, and at most TargetRPS) for every
+// process, until ResetLearned: the search stops.
 func (l *Limiter) PinLearned(ctx context.Context, rps float64) (Learned, error) {
-	if !(rps >= MinRPS) || rps > l.cfg.TargetRPS {
-		return Learned{}, fmt.Errorf("admission: a pinned rate must be %v to TargetRPS (%v), got %v", MinRPS, l.cfg.TargetRPS, rps)
+	lo := MinRPS
+	if l.cfg.Adaptive.Enabled {
+		lo = l.cfg.Adaptive.MinRPS
+	}
+	if !(rps >= lo) || rps > l.cfg.TargetRPS {
+		return Learned{}, fmt.Errorf("admission: a pinned rate must be %v to TargetRPS (%v), got %v", lo, l.cfg.TargetRPS, rps)
 	}
 	return l.learnedOp(ctx, "pin", rps)
 }

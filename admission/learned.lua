@@ -14,6 +14,6 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if ARGV[1] == 'reset' then
   redis.call('DEL', KEYS[1])
 elseif ARGV[1] == 'pin' then
-  redis.call('SET', KEYS[1], string.format('%.3f 0 0 0 P %d', tonumber(ARGV[2]), now))
+  redis.call('SET', KEYS[1], string.format('%.3f 0 0 0 P %d 0', tonumber(ARGV[2]), now))
 end
 return {redis.call('GET', KEYS[1]) or '', string.format('%d', now)}

@@ -234,6 +234,7 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets
 	if err != nil { // Redis failed, or failed less than RedisRetryAfter ago
 		if !l.inFallback {
 			l.inFallback = true
+			l.fb.learnedRate(l.cfg, l.LearnedRPS())
 			l.fb.enterAt(now, rand.Float64())
 			l.cfg.Logger.Warn("admission: deciding locally until redis answers",
 				"rate_per_process", l.cfg.TargetRPS/float64(l.cfg.MaxSenders), "err", err)

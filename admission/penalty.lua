@@ -70,7 +70,7 @@ if ARGV[3] == 'throttled' and ARGV[4] ~= '' then
   local rate, lo, mode, cut = a_target, 0, 's', 0
   local st = redis.call('GET', KEYS[4])
   if st then
-    local r, l, _, _, m, c = string.match(st, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')
+    local r, l, _, _, m, c = string.match(st, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) %S+$')
     if tonumber(r) and tonumber(l) and tonumber(c) then
       rate, lo, mode, cut = tonumber(r), tonumber(l), m, tonumber(c)
     end
@@ -84,16 +84,18 @@ if ARGV[3] == 'throttled' and ARGV[4] ~= '' then
   end
   rate = math.min(rate, a_target)
   if mode ~= 'P' and now >= cut + 1000000 then
-    local hi, nx = rate, now + a_step
+    -- The next step counts from the penalty's end: the rate must hold
+    -- where it is used.
+    local hi, nx = rate, now + cur * 1000 + a_step
     if lo > 0 and lo < hi then
       rate = lo
       if mode ~= 's' then
-        mode, nx = 'p', now + a_probe -- a failed probe: back to the settled rate
+        mode, nx = 'p', now + cur * 1000 + a_probe -- a failed probe: back to the settled rate
       end
     else
       lo, rate, mode = 0, math.max(a_min, hi * 0.7), 's'
     end
-    redis.call('SET', KEYS[4], string.format('%.3f %.3f %.3f %d %s %d', rate, lo, hi, nx, mode, now))
+    redis.call('SET', KEYS[4], string.format('%.3f %.3f %.3f %d %s %d 0', rate, lo, hi, nx, mode, now))
   end
 end
 return {cur, why}

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,19 +15,23 @@ import (
 	"smsdispatcher/provider"
 )
 
-// twoAccounts makes h's instances send OTP on an account of its own
+// threeAccounts makes h's instances send OTP on an account of its own
 // ("otp", at otpRPS with BURST 1) and marketing on "bulk", which takes
-// OTP's overflow; each account has its own simulator, returned.
-func twoAccounts(t *testing.T, h *harness, otpRPS float64) (otpSim, bulkSim *provider.Simulator, limiters map[string][]*admission.Limiter) {
+// OTP's overflow; a third, "spare", serves marketing after bulk (which
+// marketing must never overflow to). Each account has its own simulator.
+func threeAccounts(t *testing.T, h *harness, otpRPS float64) (otpSim, bulkSim, spareSim *provider.Simulator, limiters map[string][]*admission.Limiter) {
 	t.Helper()
-	otpSim, bulkSim = provider.NewSimulator(provider.SimConfig{}), provider.NewSimulator(provider.SimConfig{})
+	otpSim, bulkSim, spareSim = provider.NewSimulator(provider.SimConfig{}), provider.NewSimulator(provider.SimConfig{}), provider.NewSimulator(provider.SimConfig{})
 	urls := map[*provider.Simulator]string{}
-	for _, sim := range []*provider.Simulator{otpSim, bulkSim} {
+	for _, sim := range []*provider.Simulator{otpSim, bulkSim, spareSim} {
 		srv := httptest.NewServer(sim)
 		t.Cleanup(srv.Close)
 		urls[sim] = srv.URL
 	}
-	otpName, bulkName := redistest.UniqueAccount(t)+"-otp", redistest.UniqueAccount(t)+"-bulk"
+	names := map[string]string{}
+	for _, n := range []string{"otp", "bulk", "spare"} {
+		names[n] = redistest.UniqueAccount(t) + "-" + n
+	}
 	limiters = map[string][]*admission.Limiter{}
 	h.accounts = func(rdb redis.Scripter) []Account {
 		var accts []Account
@@ -38,11 +43,12 @@ func twoAccounts(t *testing.T, h *harness, otpRPS float64) (otpSim, bulkSim *pro
 		}{
 			{"otp", otpRPS, otpSim, []admission.Class{admission.OTP}},
 			{"bulk", 90, bulkSim, []admission.Class{admission.Marketing, admission.OTP}},
+			{"spare", 90, spareSim, []admission.Class{admission.Marketing}},
 		} {
 			cfg := h.limits
-			cfg.Account, cfg.TargetRPS, cfg.MarketingRPS = bulkName, a.rps, 70
+			cfg.Account, cfg.TargetRPS, cfg.MarketingRPS = names[a.name], a.rps, 70
 			if a.name == "otp" {
-				cfg.Account, cfg.MarketingRPS, cfg.Burst = otpName, a.rps, 1
+				cfg.MarketingRPS, cfg.Burst = a.rps, 1
 			}
 			lim, err := admission.New(rdb, cfg)
 			if err != nil {
@@ -58,7 +64,7 @@ func twoAccounts(t *testing.T, h *harness, otpRPS float64) (otpSim, bulkSim *pro
 		}
 		return accts
 	}
-	return otpSim, bulkSim, limiters
+	return otpSim, bulkSim, spareSim, limiters
 }
 
 // TestAnOTPOverflowsOnlyWhenItsAccountIsUnderAPenalty: OTP goes out on
@@ -68,7 +74,7 @@ func twoAccounts(t *testing.T, h *harness, otpRPS float64) (otpSim, bulkSim *pro
 // marketing never leaves the bulk account.
 func TestAnOTPOverflowsOnlyWhenItsAccountIsUnderAPenalty(t *testing.T) {
 	h := newHarness(t, provider.SimConfig{}, nil)
-	otpSim, bulkSim, limiters := twoAccounts(t, h, 4)
+	otpSim, bulkSim, spareSim, limiters := threeAccounts(t, h, 4)
 	h.start(1, Config{OTPMaxWait: 100 * time.Millisecond})
 
 	// Ordinary rate: 8 OTPs at once on an account of 4/s, BURST 1.
@@ -104,6 +110,10 @@ func TestAnOTPOverflowsOnlyWhenItsAccountIsUnderAPenalty(t *testing.T) {
 	if ev := h.waitEnded([]string{id}, 10*time.Second)[id]; ev.Outcome != nack.Sent || ev.Account != "bulk" {
 		t.Fatalf("OTP under the otp account's penalty: %v on %q, want sent on bulk", ev.Outcome, ev.Account)
 	}
+	rdb := redistest.Client(t)
+	if rec, err := rdb.Get(context.Background(), limiters["otp"][0].Claims().Key("login-1")).Result(); err != nil || !strings.HasPrefix(rec, "sent") {
+		t.Fatalf("the otp account's record of login-1: %q, %v; want it sent (the home keeps the record)", rec, err)
+	}
 	again := h.publish(admission.OTP, map[string]string{"id": "login-1", "to": "+819012345678", "body": "code"})
 	if ev := h.waitEnded([]string{again}, 10*time.Second)[again]; ev.Outcome != nack.Duplicate {
 		t.Fatalf("the same id again: %v, want duplicate (the otp account keeps its record)", ev.Outcome)
@@ -125,7 +135,7 @@ func TestAnOTPOverflowsOnlyWhenItsAccountIsUnderAPenalty(t *testing.T) {
 		}
 		return false
 	})
-	if n := otpSim.Stats().Accepted; n != 8 {
-		t.Fatalf("otp account sent %d, want 8: marketing overflowed", n)
+	if n := otpSim.Stats().Accepted + spareSim.Stats().Accepted; n != 8 {
+		t.Fatalf("otp and spare accounts sent %d, want the storm's 8: marketing overflowed", n)
 	}
 }

@@ -72,15 +72,14 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 	}
 }
 
-// segments returns how many segments m's body takes; when an account of
-// class counts segments, a body of more than its MaxSegments is invalid:
-// the start-up check sized the account's bound to it.
+// segments returns how many segments m's body takes; when the home
+// account of class counts segments, a body of more than its MaxSegments is
+// invalid: the start-up check sized the account's bound to it. (An
+// overflow skips an account that could not take it.)
 func (d *Dispatcher) segments(class admission.Class, m Message) (int, error) {
 	n, _ := provider.Segments(m.Body)
-	for _, a := range d.route[class] {
-		if a.RateUnit == PerSegment && n > a.MaxSegments {
-			return n, &InvalidError{Reason: "too_many_segments", Detail: fmt.Sprintf("body is %d segments, more than MAX_SEGMENTS (%d)", n, a.MaxSegments)}
-		}
+	if a := d.route[class][0]; a.RateUnit == PerSegment && n > a.MaxSegments {
+		return n, &InvalidError{Reason: "too_many_segments", Detail: fmt.Sprintf("body is %d segments, more than MAX_SEGMENTS (%d)", n, a.MaxSegments)}
 	}
 	return n, nil
 }
@@ -271,13 +270,14 @@ func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, m Mess
 	t := try{decision: denied, account: home, outcome: nack.Denied,
 		err: fmt.Errorf("no send slot within the max wait (%s, %s) on any account", denied.Source, denied.Reason)}
 	start := time.Now()
-	rec, cerr := home.Claims.Claim(ctx, m.ID, claim.Token, claim.TTL)
+	// The claim outlives the wait for the other account's slot, then the
+	// send, as a claim taken with the slot does.
+	rec, cerr := home.Claims.Claim(ctx, m.ID, claim.Token, wait+claim.TTL)
 	switch {
-	case ctx.Err() != nil:
-		t.outcome, t.err = nack.ShuttingDown, ctx.Err()
-		return t
 	case cerr != nil:
-		// Without the record (Redis down) OTP is sent anyway.
+		// Without the record (Redis down) OTP is sent anyway. (A shutdown
+		// meanwhile ends the admission below, and the claim, if it was
+		// taken, is given back.)
 		d.cfg.Logger.Warn("send-once record unavailable; sending without it", "class", class, "id", m.ID)
 	case rec.State == admission.Held:
 		t.outcome, t.err = nack.InFlightElsewhere, nil
@@ -289,8 +289,14 @@ func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, m Mess
 		t.outcome, t.err = nack.Duplicate, nil
 		return t
 	}
-	claimed := cerr == nil
+	// A claim whose reply was lost may be held: settled all the same
+	// (Finish writes the record whatever holds it; Release gives back only
+	// this token's claim).
+	claimed := cerr == nil || !errors.Is(cerr, admission.ErrRedisDown)
 	for _, a := range d.route[class][1:] {
+		if a.RateUnit == PerSegment && segments > a.MaxSegments {
+			continue // its start-up check did not allow for a body this long
+		}
 		dec, err := d.admit(ctx, class, a, a.cost(segments), wait-time.Since(start), admission.Claim{})
 		if err != nil {
 			t.outcome, t.err = nack.ShuttingDown, err

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -67,11 +68,21 @@ func TestASenderPoolKeepsEachSenderAndTheAccountWithinTheirRates(t *testing.T) {
 	if len(per) != 10 {
 		t.Fatalf("%d senders carried traffic (%v), want all 10", len(per), per)
 	}
-	rate := float64(len(ids)-1) / last.Sub(first).Seconds()
-	if rate < 0.95*25 {
-		t.Fatalf("the account sent %.2f/s over its backlog, %.3f of 25; want at least 0.95", rate, rate/25)
+	// Each whole second of the backlog, counted from the first send: the
+	// median second, so that one stall of a loaded machine does not decide.
+	seconds := make([]int, int(last.Sub(first)/time.Second))
+	for _, a := range h.sim.Arrivals() {
+		if i := int(a.At.Sub(first) / time.Second); a.Outcome == "accepted" && i < len(seconds) {
+			seconds[i]++
+		}
 	}
-	t.Logf("%.2f segments/s (%.3f of 25); per sender %v", rate, rate/25, per)
+	slices.Sort(seconds)
+	median := seconds[len(seconds)/2]
+	if float64(median) < 0.95*25 {
+		t.Fatalf("the account's median second held %d segments, %.2f of 25; want at least 0.95 (seconds %v)", median, float64(median)/25, seconds)
+	}
+	t.Logf("median second %d segments (%.2f of 25), over the backlog %.2f/s; per sender %v", median, float64(median)/25,
+		float64(len(ids)-1)/last.Sub(first).Seconds(), per)
 }
 
 // TestTheLearnedRateFindsTheProvidersRealLimit: a provider that allows 60

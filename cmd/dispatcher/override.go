@@ -19,7 +19,7 @@ import (
 func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("override", stderr)
 	load := configFlags(fs, environ)
-	name := fs.String("on", "", "the account to act on, by name (default: the only one, or SMS_ACCOUNT's)")
+	name := fs.String("on", "", "the account to act on, by name (needed when ACCOUNTS_FILE lists several)")
 	target := fs.Float64("set-target-rps", 0, "lower TARGET_RPS to this for every pod")
 	marketing := fs.Float64("set-marketing-rps", 0, "lower MARKETING_RPS to this for every pod")
 	ttl := fs.Duration("ttl", time.Hour, "the override ends by itself after this (0: until cleared)")
@@ -38,6 +38,9 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return &configError{"REDIS_URL", "redis-url", "required: the override lives in the limiter's Redis"}
 	}
 	overriding := *clear || *target > 0 || *marketing > 0
+	if *reset && *pin > 0 {
+		return fmt.Errorf("override: give --pin-learned-rps or --reset-learned, not both")
+	}
 	if !overriding && *pin <= 0 && !*reset && !*show {
 		return fmt.Errorf("override: give --set-target-rps and/or --set-marketing-rps, --clear, --pin-learned-rps, --reset-learned or --show")
 	}

@@ -227,8 +227,11 @@ func readAhead(emulator bool) int {
 func newInstance(cfg config, accts []instanceAccount, rdb redis.Scripter, ps *pubsub.Client, emulator bool, tel *telemetrySet, obs dispatch.Observer, logger *slog.Logger) (*instance, error) {
 	inst := &instance{accounts: accts}
 	var daccts []dispatch.Account
+	// One view of Redis's health for the process: a Redis that is down is
+	// down for every account, and asked once, not once per account.
+	circuit := admission.NewCircuit(admission.DefaultRedisRetryAfter, logger)
 	for _, a := range accts {
-		lim, err := admission.New(rdb, limiterConfig(cfg, a.setup, logger))
+		lim, err := admission.New(rdb, limiterConfig(cfg, a.setup, logger), admission.WithCircuit(circuit))
 		var ce *admission.ConfigError
 		if errors.As(err, &ce) {
 			if v, ok := envOfField[ce.Field]; ok && cfg.AccountsFile == "" {

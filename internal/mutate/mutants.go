@@ -48,6 +48,7 @@ var mutants = []mutant{
 	}, ""},
 	{"M9", "fallback at full TARGET_RPS per process", []edit{
 		{"admission/fallback.go", "n := float64(cfg.MaxSenders)", "n := 1.0"},
+		{"admission/fallback.go", "procs := float64(cfg.MaxSenders)", "procs := 1.0"},
 	}, ""},
 	{"M10", "Acquire polls on a fixed tick", []edit{
 		{"admission/acquire.go", "wait := max(d.RetryAfter, minWait)", "wait := time.Millisecond + 0*max(d.RetryAfter, minWait)"},
@@ -186,7 +187,7 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "local function deny(wait, reason, detail)\n", "local function deny(wait, reason, detail)\n  if token ~= '' then\n    redis.call('SET', KEYS[8], 'claim:' .. token, 'PX', 60000)\n  end\n"},
 	}, ""},
 	{"F2", "a duplicate takes a slot", []edit{
-		{"admission/gcra.lua", "    return {0, 0, 6, 0, attempts, state, 0, 0}", "    redis.call('SET', KEYS[1], string.format('%d', math.max(tonumber(s[1]) or 0, now) + tonumber(ARGV[1])))\n    return {0, 0, 6, 0, attempts, state, 0, 0}"},
+		{"admission/gcra.lua", "    return {0, 0, 6, 0, attempts, state, 0, learned}", "    redis.call('SET', KEYS[1], string.format('%d', math.max(tonumber(s[1]) or 0, now) + tonumber(ARGV[1])))\n    return {0, 0, 6, 0, attempts, state, 0, learned}"},
 	}, ""},
 	{"F3", "a booked slot's TAT counts from the call, not from the slot", []edit{
 		{"admission/gcra.lua", "tat_g = math.max(tat_g, at) + cost * g_int", "tat_g = math.max(tat_g, now) + cost * g_int"},
@@ -217,6 +218,12 @@ var mutants = []mutant{
 	}, ""},
 	{"A4", "the learned rate climbs above the target", []edit{
 		{"admission/gcra.lua", "  r = math.max(math.min(r, a_target), a_min)", "  r = math.max(r, a_min)"},
+	}, ""},
+	{"A6", "marketing overflows too", []edit{
+		{"dispatch/accounts.go", "	return class == admission.OTP && !dec.Allowed &&", "	return !dec.Allowed &&"},
+	}, "./dispatch/"},
+	{"A7", "the learned rate climbs without pressure", []edit{
+		{"admission/gcra.lua", "if searching and now >= lrn.next and lrn.pressed then", "if searching and now >= lrn.next then"},
 	}, ""},
 	{"A5", "a 429 does not lower the learned rate", []edit{
 		{"admission/penalty.lua", "if ARGV[3] == 'throttled' and ARGV[4] ~= '' then", "if false then"},
@@ -289,4 +296,6 @@ var killers = map[string]string{
 	"A3":  "TestASenderOfThePoolNeverExceedsItsRate",
 	"A4":  "TestTheSearchClimbsOnlyWhenBusyAndNeverAboveTheTarget",
 	"A5":  "TestA429LowersTheLearnedRateOncePerIncident",
+	"A6":  "TestAnOTPOverflowsOnlyWhenItsAccountIsUnderAPenalty",
+	"A7":  "TestTheSearchWaitsForThePenaltyAndForPressure",
 }
