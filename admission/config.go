@@ -90,7 +90,7 @@ type Sender struct {
 
 // Adaptive configures the limit that learns: a 429 lowers the account's
 // rate, shared by every process, and it searches upward again while the
-// account is busy, never above TargetRPS nor below MinRPS.
+// account is pressed against it, never above TargetRPS nor below MinRPS.
 type Adaptive struct {
 	Enabled bool
 	// MinRPS is the lowest the learned rate goes. Default TargetRPS/10.

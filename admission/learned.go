@@ -15,7 +15,7 @@ type Learned struct {
 	// nothing was learned and the configured rates hold.
 	RPS float64
 	// Low is the highest rate proven good (no 429 while the account was
-	// busy), High the last rate throttled; 0 when not known.
+	// pressed), High the last rate throttled; 0 when not known.
 	Low, High float64
 	// Mode is "searching", "probing" (one step above a settled rate),
 	// "settled", "pinned" (by an operator), or "" when nothing was learned.
