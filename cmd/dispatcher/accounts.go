@@ -135,7 +135,11 @@ var accountKeyOfField = map[string]string{
 // Bounds of the adaptive durations.
 const (
 	minProbeInterval = time.Second
-	minAdaptiveStep  = 100 * time.Millisecond
+	// minAdaptiveStep: a step shorter than the time a rate a little above
+	// the provider's limit takes to draw a 429 (about a second at a
+	// sliding second) would prove that rate good and settle above the
+	// limit.
+	minAdaptiveStep = time.Second
 )
 
 // accountsLoader reads one ACCOUNTS_FILE; its errors are one line naming

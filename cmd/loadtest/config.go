@@ -108,6 +108,11 @@ type config struct {
 	soakEvery         time.Duration // soak sampling interval: soakInterval, shorter in tests
 	segments          int           // segments of every body; above 1 the provider counts segments
 	rateUnit          string        // what gcra's rates count: segment or message
+	// scenarios are the rows of --scenario, run instead of the matrix,
+	// each with its settings resolved (scenario.go).
+	scenarios      []scenario
+	adaptiveStep   time.Duration // --adaptive-step: Adaptive.Step of the adaptive scenario
+	providerJitter time.Duration // --provider-arrival-jitter: the limiter's ArrivalJitter in the senders scenario
 }
 
 // defaults of the flags; --quick changes the first three unless given.
@@ -128,10 +133,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c := &config{}
-	var senders, strategies, modesFlag string
+	var senders, strategies, modesFlag, scenarios string
 	fs.StringVar(&c.redisURL, "redis-url", os.Getenv("REDIS_URL"),
 		"redis:// URL of a Redis to use [REDIS_URL]; if empty, start redis-server from PATH on a free loopback port")
-	fs.DurationVar(&c.duration, "duration", defDuration, "length of each run")
+	fs.DurationVar(&c.duration, "duration", defDuration, fmt.Sprintf("length of each run (with --scenario: %v for senders, %v for adaptive)", poolDuration, adaptiveDuration))
 	fs.StringVar(&senders, "senders", defSenders, "comma list of K, the number of concurrent senders (pods)")
 	fs.StringVar(&strategies, "strategies", strings.Join(allStrategies, ","), "comma list of strategies: "+strings.Join(allStrategies, ", "))
 	fs.StringVar(&modesFlag, "modes", strings.Join(modeNames(), ","), "comma list of provider modes: "+strings.Join(modeNames(), ", "))
@@ -166,6 +171,13 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&c.soak, "soak", 0, fmt.Sprintf("instead of the matrix, run K sender processes with gcra at full rate for this long (K=%d and mode %s unless given), "+
 		"sample them and Redis every %v, and fail if any series grows more than %.0f%% from minute 2 (halfway if shorter than 4m) to the end, or on any 429", soakSenders, soakMode, soakInterval, soakMaxGrowth*100))
 	fs.StringVar(&c.soakCSV, "soak-csv", "", "with --soak, write every sample to this CSV file")
+	fs.StringVar(&scenarios, "scenario", "", "instead of the matrix, run these rows with gcra (comma list): "+
+		fmt.Sprintf("%s (one account counting segments at %d/s, a pool of %d senders at %d/s each, bodies of 1-%d segments (--segments); %v), ", scenSenders, poolAccountLimit, poolSenders, poolSenderLimit, poolMaxSegments, poolDuration)+
+		fmt.Sprintf("%s (a provider allowing %d/s where TARGET_RPS is %d, the learned rate on; %v, fails unless at most %d 429s, none in the last %v, and at least %.0f%% of %d/s sent over them)",
+			scenAdaptive, adaptiveLimit, adaptiveTarget, adaptiveDuration, adaptiveMax429s, adaptiveTail, adaptiveMinShare*100, adaptiveLimit)+
+		fmt.Sprintf("; K=%d and OTP %g/s unless given", scenarioK, scenarioOTPRate))
+	fs.DurationVar(&c.adaptiveStep, "adaptive-step", admission.DefaultAdaptiveStep, "with --scenario adaptive, the learned rate's Adaptive.Step: how long a rate holds under load before the search moves on")
+	fs.DurationVar(&c.providerJitter, "provider-arrival-jitter", poolJitter, "with --scenario senders, the limiter's ArrivalJitter (PROVIDER_ARRIVAL_JITTER): each sender's slots are spaced by (1s + this) / its rate")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -188,6 +200,25 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		}
 		strategies = stratGCRA
 		c.soakEvery = soakInterval
+	}
+	if scenarios != "" {
+		for _, name := range scenarioExcludes {
+			if set[name] {
+				return nil, fmt.Errorf("--%s does not apply to --scenario", name)
+			}
+		}
+		if !set["senders"] {
+			senders = strconv.Itoa(scenarioK)
+		}
+		if !set["marketing-rps"] {
+			c.marketing = c.target // each scenario's default: MARKETING_RPS = TARGET_RPS
+		}
+	} else {
+		for _, name := range []string{"adaptive-step", "provider-arrival-jitter"} {
+			if set[name] {
+				return nil, fmt.Errorf("--%s needs --scenario", name)
+			}
+		}
 	}
 	if c.quick {
 		if !set["duration"] {
@@ -254,6 +285,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		}
 	} else if c.soakCSV != "" {
 		return nil, errors.New("--soak-csv needs --soak")
+	}
+	if scenarios != "" {
+		if c.scenarios, err = resolveScenarios(c, scenarios, set); err != nil {
+			return nil, err
+		}
 	}
 	for _, f := range c.faults {
 		if f.at >= c.duration {

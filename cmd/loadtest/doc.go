@@ -11,6 +11,9 @@
 //	go run ./cmd/loadtest --strategies gcra --fault redis-down@2s+1.5s
 //	go run ./cmd/loadtest --strategies gcra --arrival-jitter 20ms  # requests held 0-20 ms before the provider
 //	go run ./cmd/loadtest --soak 10m --soak-csv soak.csv  # leaks: 23 sender processes
+//	go run ./cmd/loadtest --scenario senders   # a pool of 10 senders on an account counting segments, 30 s
+//	go run ./cmd/loadtest --scenario adaptive  # the learned rate against a provider allowing 60/s, 5 min; fails below its criterion
+//	go run ./cmd/loadtest --scenario adaptive --duration 20s --adaptive-step 1.5s  # the same search, faster
 //
 // Invariant: every run is bounded and leaves nothing behind. Each run lasts
 // --duration, plus at most one send timeout for sends already on the wire;
@@ -45,6 +48,44 @@
 // shorter than 4 min) to the end, or if the provider answered any 429.
 // Closing a sender's stdin stops it.
 //
+// Scenarios (--scenario senders,adaptive): rows instead of the matrix, each
+// with a provider set up for one feature of the limiter, gcra only, K (3)
+// senders as above, OTP at 2/s; --duration, --senders, --otp-rate,
+// --target-rps, --marketing-rps and --burst change a scenario's defaults.
+// Each scenario prints a table of its own.
+//
+// senders: one account whose provider counts segments, 25 in any sliding
+// second, and a pool of 10 senders of 3 segments in any sliding second
+// each (the simulator's SenderLimit); bodies of 1 to 3 segments (fixed by
+// the message's id), rates in segments, MAX_SEGMENTS 3, BURST 1, and
+// TARGET_RPS = MARKETING_RPS = 21.5 with the limiter's ArrivalJitter at
+// 20 ms (--provider-arrival-jitter, the dispatcher's default
+// PROVIDER_ARRIVAL_JITTER): the most the dispatcher's start-up rule,
+// TARGET_RPS × (1 s + J) + BURST + MAX_SEGMENTS - 1 ≤ 25, allows, so at
+// most 0.86 of the account. Each message goes from the sender its
+// admission took (Decision.Sender). The row gives the segments accepted
+// per second and their share of 25, the simulator's throttles for the
+// account and for a sender, the most segments in any sliding second, the
+// account's and the busiest sender's (provider.MaxInWindow), and how many
+// senders carried traffic, with the least and the most one carried.
+//
+// adaptive: a provider allowing 60 messages in any sliding second
+// (Retry-After 1 s; more than 300 429s in 10 minutes suspend the account)
+// under TARGET_RPS = MARKETING_RPS = 90, BURST 5, with the learned rate on
+// (MinRPS 10, ProbeInterval 10 min, Step 10 s or --adaptive-step); every
+// 429 is reported to the limiter, as the dispatcher does. The row gives
+// the 429s (in all, the most in 10 minutes, in the last 2 minutes, the
+// time of the last), the messages accepted per second over the last 2
+// minutes and their share of 60, and the learned rate: at the end
+// (Limiter.Learned, and each sender's LearnedRPS), every 5 s, and each
+// change (read every 250 ms). Its criterion: at most 10 429s in all, none
+// in the last 2 minutes (the last half of a run shorter than 4 minutes),
+// and at least 0.9 × 60 a second over them; the command fails when a row
+// misses it. A Step shorter than the time a rate just above the
+// provider's limit takes to draw its 429 (about the provider's window, 1 s
+// here) proves rates the provider refuses: 1.5 s is about the shortest
+// that searches as the default does.
+//
 // Files: main.go (flags, run), config.go (modes, strategies, faults),
 // harness.go (one run), sender.go (workers and the strategies' send loops),
 // queue.go (the load), fault.go (fault schedule; Redis going down is
@@ -54,5 +95,6 @@
 // Redis's own figures come from internal/redisstats),
 // report.go (table and JSON), svg.go (the chart), soak.go (the soak's
 // harness), soaksender.go (a soak sender process), soakreport.go (the
-// soak's criterion, table and CSV).
+// soak's criterion, table and CSV), scenario.go (the scenarios' settings
+// and harness), scenarioreport.go (their figures, criterion and tables).
 package main

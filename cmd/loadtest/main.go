@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func main() {
@@ -31,7 +33,8 @@ func main() {
 
 // run is the whole program; main only maps its error to an exit status.
 // The table goes to stdout, progress to stderr. With --soak it runs the
-// soak instead of the matrix (soak.go).
+// soak instead of the matrix (soak.go), with --scenario its rows
+// (scenario.go).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
@@ -57,6 +60,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return runSoak(ctx, cfg, redisURL, stdout, stderr)
 	}
 
+	if len(cfg.scenarios) > 0 {
+		return runScenarioRows(ctx, cfg, redisOpts, stdout, stderr)
+	}
+
 	began := time.Now()
 	rows, err := runMatrix(ctx, cfg, redisOpts, stderr)
 	if err != nil {
@@ -77,6 +84,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		}
 	}
 	return nil
+}
+
+// runScenarioRows runs the rows of --scenario, writes their tables, and
+// fails (errScenarioFailed) when an adaptive row missed its criterion.
+func runScenarioRows(ctx context.Context, cfg *config, redisOpts *redis.Options, stdout, stderr io.Writer) error {
+	began := time.Now()
+	rows, err := runScenarios(ctx, cfg, redisOpts, stderr)
+	if err != nil {
+		return err
+	}
+	if err := writeScenarioTable(stdout, cfg, rows); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	fmt.Fprintf(stderr, "loadtest: %d runs in %v\n", len(rows), time.Since(began).Round(100*time.Millisecond))
+	return scenarioVerdict(rows)
 }
 
 // writeFile creates name and fills it with write, reporting the first error

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"hash/fnv"
 	"net/http/httptrace"
 	"strconv"
 	"strings"
@@ -50,16 +51,36 @@ func bodyOf(n int) string {
 	return strings.Repeat("x", 153*n-10) // more than 153×(n-1), at most 153×n
 }
 
+// segmentsOf returns the segments, 1 to n, of the message id in a load of
+// mixed lengths: fixed by the id (a redelivery keeps its length), spread
+// evenly over the ids.
+func segmentsOf(id string, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return int(h.Sum32()%uint32(n)) + 1
+}
+
 // A sender stands for one pod: its own Redis client, provider client,
 // clock skew and send policy. Its workers share it; it is safe for
 // concurrent use.
 type sender struct {
-	skew   time.Duration
-	body   string
+	skew time.Duration
+	body string
+	// mix, when set, holds bodies of 1, 2, ... segments, and each message
+	// takes the one of its segmentsOf(id, len(mix)) instead of body.
+	mix    []string
 	client *provider.Client
 	policy policy
 	load   *load
 	st     *counters
+}
+
+// bodyFor returns the body m is sent with.
+func (s *sender) bodyFor(m msg) string {
+	if len(s.mix) > 0 {
+		return s.mix[segmentsOf(m.id, len(s.mix))-1]
+	}
+	return s.body
 }
 
 // now is the sender's notion of the time: true time off by its skew.
@@ -76,12 +97,13 @@ func (s *sender) work(ctx context.Context, otpOnly bool) {
 	}
 }
 
-// send posts m once. A send keeps going when the run ends (it may already
-// be on the wire) but gives up after sendTimeout. With admittedAt set, it
-// records the time from then to net/http having written the request; only
-// the first write counts (the provider client never re-sends a request,
-// and a transport's retry must not count twice).
-func (s *sender) send(ctx context.Context, m msg, admittedAt time.Time) error {
+// send posts m once, from the pool's sender named from ("" names none: the
+// request carries no from). A send keeps going when the run ends (it may
+// already be on the wire) but gives up after sendTimeout. With admittedAt
+// set, it records the time from then to net/http having written the
+// request; only the first write counts (the provider client never re-sends
+// a request, and a transport's retry must not count twice).
+func (s *sender) send(ctx context.Context, m msg, admittedAt time.Time, from string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
 	defer cancel()
 	if !admittedAt.IsZero() && !s.st.noSamples {
@@ -94,7 +116,7 @@ func (s *sender) send(ctx context.Context, m msg, admittedAt time.Time) error {
 			},
 		})
 	}
-	_, err := s.client.Send(ctx, provider.Message{ID: m.id, To: sendTo, Body: s.body})
+	_, err := s.client.Send(ctx, provider.Message{ID: m.id, To: sendTo, Body: s.bodyFor(m), From: from})
 	return err
 }
 
@@ -147,7 +169,7 @@ func (p oldPolicy) handle(ctx context.Context, s *sender, m msg) {
 	}
 	s.admitted(m)
 	for try := 1; ; try++ {
-		err := s.send(ctx, m, time.Time{})
+		err := s.send(ctx, m, time.Time{}, "")
 		throttled := nack.Classify(err) == nack.Throttled
 		if throttled && try == 1 {
 			s.st.first429.Add(1)
@@ -167,10 +189,15 @@ func (p oldPolicy) handle(ctx context.Context, s *sender, m msg) {
 // the record of its outcome and the lease's end in one more call, and the
 // outcome mapped by package nack. Denial, 429 and transient failures nack
 // (the message comes back by redelivery); a 429 also stops every sender
-// for its Retry-After. Nothing is retried on the spot.
+// for its Retry-After. Nothing is retried on the spot. A message goes from
+// the sender of the pool its admission took (Decision.Sender; none without
+// a pool), as the dispatcher sends it.
 type gcraPolicy struct {
-	lim  *admission.Limiter
-	cost int // units each send takes: its segments with --rate-unit segment, else 1
+	lim *admission.Limiter
+	// cost is the units each send takes: its segments with --rate-unit
+	// segment, else 1. With the sender's mix, each message takes its own
+	// segments (rates in segments).
+	cost int
 	// ids starts the send-once id of each message: the senders of one
 	// load share one, the soak's processes (each with its own load) each
 	// have their own.
@@ -188,8 +215,12 @@ func (p gcraPolicy) handle(ctx context.Context, s *sender, m msg) {
 	if m.class == admission.OTP {
 		maxWait = otpMaxWait
 	}
+	cost := p.cost
+	if len(s.mix) > 0 {
+		cost = segmentsOf(m.id, len(s.mix))
+	}
 	claim := admission.Claim{ID: p.ids + m.id, Token: strconv.FormatInt(p.seq.Add(1), 36), TTL: 5 * time.Second, Count: true}
-	d, err := p.lim.Admit(ctx, m.class, p.cost, maxWait, claim)
+	d, err := p.lim.Admit(ctx, m.class, cost, maxWait, claim)
 	returned := time.Now() // the admission returned: the start of admit-to-wire
 	if err != nil {
 		return // the run is over
@@ -212,7 +243,7 @@ func (p gcraPolicy) handle(ctx context.Context, s *sender, m msg) {
 	}
 	s.admitted(m)
 	m.sends++
-	err = s.send(ctx, m, returned)
+	err = s.send(ctx, m, returned, d.Sender)
 	out := nack.Classify(err)
 	record := ""
 	switch out {
