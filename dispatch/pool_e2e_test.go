@@ -85,15 +85,20 @@ func TestASenderPoolKeepsEachSenderAndTheAccountWithinTheirRates(t *testing.T) {
 		float64(len(ids)-1)/last.Sub(first).Seconds(), per)
 }
 
-// TestTheLearnedRateFindsTheProvidersRealLimit: a provider that allows 60
-// a second while the target says 90; three processes with a marketing
+// TestTheLearnedRateFindsTheProvidersRealLimit: a provider that allows 30
+// a second while the target says 45; three processes with a marketing
 // backlog learn it (here with a 1 s step: the same search, faster): few
-// 429s, none once learned, and the account then sends at least 0.9 of 60.
+// 429s, none once learned, and the account then sends at least 0.9 of 30.
+// (The load test's adaptive scenario runs the figure of 60 under 90 for
+// five minutes; half of it here leaves room for the race detector, which
+// slows the pipeline below 60 a second on a 2-core machine: an account
+// nobody presses against its rate never climbs, rightly.)
 func TestTheLearnedRateFindsTheProvidersRealLimit(t *testing.T) {
-	h := newHarness(t, provider.SimConfig{Limit: 60, RetryAfter: time.Second}, nil)
-	h.limits.TargetRPS, h.limits.MarketingRPS = 90, 90
-	h.limits.Adaptive = admission.Adaptive{Enabled: true, MinRPS: 10, Step: time.Second, ProbeInterval: 10 * time.Minute}
-	ids := h.flood("learn", 2400)
+	const limit = 30
+	h := newHarness(t, provider.SimConfig{Limit: limit, RetryAfter: time.Second}, nil)
+	h.limits.TargetRPS, h.limits.MarketingRPS = 1.5*limit, 1.5*limit
+	h.limits.Adaptive = admission.Adaptive{Enabled: true, MinRPS: 5, Step: time.Second, ProbeInterval: 10 * time.Minute}
+	ids := h.flood("learn", 40*limit)
 	start := time.Now()
 	h.start(3, Config{ReadAhead: 1000, MarketingOutstanding: 100})
 	const run, tail = 30 * time.Second, 10 * time.Second
@@ -125,10 +130,10 @@ func TestTheLearnedRateFindsTheProvidersRealLimit(t *testing.T) {
 	if len(ids) <= int(rate*run.Seconds()) {
 		t.Fatal("the backlog ran dry: the figures say nothing")
 	}
-	if throttled > 10 || inTail > 0 || rate < 0.9*60 {
-		t.Fatalf("%d answers of 429 (want at most 10), %d in the last %v (want none), %.1f/s then (want at least 54)", throttled, inTail, tail, rate)
+	if throttled > 10 || inTail > 0 || rate < 0.9*limit {
+		t.Fatalf("%d answers of 429 (want at most 10), %d in the last %v (want none), %.1f/s then (want at least %v)", throttled, inTail, tail, rate, 0.9*limit)
 	}
-	if learned.RPS > 60 || learned.RPS < 54 {
-		t.Fatalf("learned %v/s, want within [54, 60]", learned.RPS)
+	if learned.RPS > limit || learned.RPS < 0.9*limit {
+		t.Fatalf("learned %v/s, want within [%v, %v]", learned.RPS, 0.9*limit, limit)
 	}
 }
