@@ -2,10 +2,7 @@ package redisstats
 
 import (
 	"context"
-	"os/exec"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -131,36 +128,9 @@ func TestResetAndReadOnCluster(t *testing.T) {
 	}
 }
 
-// privateRedis starts a redis-server from PATH on a Unix socket in a test
-// directory (no port to race for) and returns a client of it; both end
-// with the test.
+// privateRedis returns a client of a redis-server of the test's own.
 func privateRedis(t *testing.T) *redis.Client {
-	t.Helper()
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatal("this test needs redis-server on PATH (Debian: apt-get install redis-server; bash .ci/run installs it)")
-	}
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "redis.sock")
-	cmd := exec.Command(path, "--port", "0", "--unixsocket", sock, "--save", "", "--appendonly", "no", "--dir", dir)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: sock, MaxRetries: -1, DisableIdentity: true})
+	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: redistest.Private(t), MaxRetries: -1, DisableIdentity: true})
 	t.Cleanup(func() { rdb.Close() })
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := rdb.Ping(context.Background()).Err()
-		if err == nil {
-			return rdb
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s did not answer PING: %v", sock, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return rdb
 }

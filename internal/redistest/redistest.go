@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -76,6 +79,42 @@ func ClusterClient(t testing.TB) *redis.ClusterClient {
 		t.Fatalf("redis cluster at %s: %v", os.Getenv(EnvCluster), err)
 	}
 	return c
+}
+
+// Private starts a redis-server of t's own from PATH, on a Unix socket in
+// a test directory (no port to race for), and returns the socket's path;
+// the server stops when t ends. For a test that reads or resets the
+// server's own figures (INFO commandstats, CONFIG RESETSTAT), which the
+// shared test Redis cannot give: other packages' tests use it meanwhile.
+func Private(t testing.TB) (socket string) {
+	t.Helper()
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal("this test needs redis-server on PATH (Debian: apt-get install redis-server; bash .ci/run installs it)")
+	}
+	dir := t.TempDir()
+	socket = filepath.Join(dir, "redis.sock")
+	cmd := exec.Command(path, "--port", "0", "--unixsocket", socket, "--save", "", "--appendonly", "no", "--dir", dir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	c := redis.NewClient(&redis.Options{Network: "unix", Addr: socket, MaxRetries: -1, DisableIdentity: true})
+	defer c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := c.Ping(context.Background()).Err()
+		if err == nil {
+			return socket
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server on %s did not answer PING: %v", socket, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // UniqueAccount returns an account name no other test uses, so tests share
