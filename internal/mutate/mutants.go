@@ -184,7 +184,7 @@ var mutants = []mutant{
 	// Two calls a message: the claim taken with the slot, the record with
 	// the lease's end, and slots booked a little ahead.
 	{"F1", "a denial writes the claim", []edit{
-		{"admission/gcra.lua", "local function deny(wait, reason, detail)\n", "local function deny(wait, reason, detail)\n  if token ~= '' then\n    redis.call('SET', KEYS[8], 'claim:' .. token, 'PX', 60000)\n  end\n"},
+		{"admission/gcra.lua", "local function deny(wait, reason, detail)\n", "local function deny(wait, reason, detail)\n  if token ~= '' then\n    redis.call('SET', KEYS[9], 'claim:' .. token, 'PX', 60000)\n  end\n"},
 	}, ""},
 	{"F2", "a duplicate takes a slot", []edit{
 		{"admission/gcra.lua", "    return {0, 0, 6, 0, attempts, state, 0, learned}", "    redis.call('SET', KEYS[1], string.format('%d', math.max(tonumber(s[1]) or 0, now) + tonumber(ARGV[1])))\n    return {0, 0, 6, 0, attempts, state, 0, learned}"},
