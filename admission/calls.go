@@ -127,24 +127,68 @@ func (c claimCall) argv() []any    { return []any{c.Token, c.Millis} }
 
 // finishCall is one call of finish.lua.
 type finishCall struct {
-	Record string `lua:"KEYS[1] id record key"`
-	Leases string `lua:"KEYS[2] in-flight leases"`
+	Record  string `lua:"KEYS[1] id record key"`
+	Leases  string `lua:"KEYS[2] in-flight leases"`
+	Counter string `lua:"KEYS[3] the sends counter"`
 
 	Value  string   `lua:"ARGV[1] the record"`
 	Millis int64    `lua:"ARGV[2] record lifetime in milliseconds"`
 	Token  string   `lua:"ARGV[3] the caller's claim token"`
-	Ended  []string `lua:"ARGV[4..] lease members to end"`
+	Units  int      `lua:"ARGV[4] units the provider accepted"`
+	Ended  []string `lua:"ARGV[5..] lease members to end"`
 }
 
-func (c finishCall) keys() []string { return []string{c.Record, c.Leases} }
+func (c finishCall) keys() []string {
+	if c.Counter == "" {
+		c.Counter = c.Leases // not counted: any key of the account's slot
+	}
+	return []string{c.Record, c.Leases, c.Counter}
+}
 
 func (c finishCall) argv() []any {
-	a := []any{c.Value, c.Millis, c.Token}
+	a := []any{c.Value, c.Millis, c.Token, c.Units}
 	for _, m := range c.Ended {
 		a = append(a, m)
 	}
 	return a
 }
+
+// heartbeatCall is one call of heartbeat.lua.
+type heartbeatCall struct {
+	Processes string `lua:"KEYS[1] the processes' last beats"`
+	States    string `lua:"KEYS[2] the processes' states"`
+
+	ID     string `lua:"ARGV[1] the process id"`
+	State  string `lua:"ARGV[2] its state"`
+	Millis int64  `lua:"ARGV[3] how long a silent process stays listed, in milliseconds"`
+}
+
+func (c heartbeatCall) keys() []string { return []string{c.Processes, c.States} }
+func (c heartbeatCall) argv() []any    { return []any{c.ID, c.State, c.Millis} }
+
+// statusCall is one call of status.lua.
+type statusCall struct {
+	Override  string   `lua:"KEYS[1] rate override"`
+	Learned   string   `lua:"KEYS[2] learned rate"`
+	Penalty   string   `lua:"KEYS[3] penalty key"`
+	Leases    string   `lua:"KEYS[4] in-flight leases"`
+	Processes string   `lua:"KEYS[5] the processes' last beats"`
+	States    string   `lua:"KEYS[6] the processes' states"`
+	Sent      []string `lua:"KEYS[7..] the sends counters to read"`
+}
+
+func (c statusCall) keys() []string {
+	return append([]string{c.Override, c.Learned, c.Penalty, c.Leases, c.Processes, c.States}, c.Sent...)
+}
+func (c statusCall) argv() []any { return nil }
+
+// forgetCall is one call of forget.lua.
+type forgetCall struct {
+	Record string `lua:"KEYS[1] id record key"`
+}
+
+func (c forgetCall) keys() []string { return []string{c.Record} }
+func (c forgetCall) argv() []any    { return nil }
 
 // learnedCall is one call of learned.lua.
 type learnedCall struct {

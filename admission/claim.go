@@ -170,6 +170,32 @@ func parseRecord(v string) (Record, error) {
 	return Record{}, fmt.Errorf("%w: record %q", ErrBadReply, v)
 }
 
+// Forget clears id's record when it says the provider refused the id
+// (RefusedRecord's, RecordRejected), so that a replay of its dead letter
+// is sent: it reports what the record said ("" when none, "held" for a
+// live claim, else the record) and whether it was cleared. A record of a
+// send is never cleared.
+func (c *Claims) Forget(ctx context.Context, id string) (was string, cleared bool, err error) {
+	var v []any
+	err = c.circuit.do(ctx, c.timeout, func(ctx context.Context) (err error) {
+		call := forgetCall{Record: c.Key(id)}
+		v, err = forgetScript.Run(ctx, c.rdb, call.keys(), call.argv()...).Slice()
+		if err != nil {
+			return fmt.Errorf("forget eval: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", false, err
+	}
+	if len(v) != 2 {
+		return "", false, fmt.Errorf("%w: forget.lua answered %v", ErrBadReply, v)
+	}
+	was, _ = v[0].(string)
+	n, _ := v[1].(int64)
+	return was, n == 1, nil
+}
+
 // Finish writes id's final record (RecordSent, SentRecord's or
 // RecordRejected), which lives recordTTL. It overwrites any claim: the
 // outcome is a fact.

@@ -82,3 +82,44 @@ func TestClaimExpiresWhenItsHolderDies(t *testing.T) {
 		t.Fatalf("claim PTTL = %v, want within the claim lifetime %v", ttl, DefaultClaimTTL)
 	}
 }
+
+// TestForgetClearsOnlyARefusal: a replay may clear a refusal's record, and
+// never a send's or a live claim.
+func TestForgetClearsOnlyARefusal(t *testing.T) {
+	rdb := redistest.Client(t)
+	c := NewClaims(rdb, redistest.UniqueAccount(t), 0, 0, 0, nil)
+	ctx := context.Background()
+	if err := c.Finish(ctx, "sent-1", SentRecord("SM1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Refuse(ctx, "refused-1", "provider: 400 bad number"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Finish(ctx, "rejected-1", RecordRejected); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Claim(ctx, "held-1", "tok", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		id, was string
+		cleared bool
+	}{
+		{"sent-1", "sent:SM1", false},
+		{"refused-1", "refused:provider: 400 bad number", true},
+		{"rejected-1", "rejected", true},
+		{"held-1", "held", false},
+		{"none-1", "", false},
+	} {
+		was, cleared, err := c.Forget(ctx, tt.id)
+		if err != nil || was != tt.was || cleared != tt.cleared {
+			t.Errorf("Forget(%s) = %q, %v, %v; want %q, %v", tt.id, was, cleared, err, tt.was, tt.cleared)
+		}
+	}
+	for id, wantClaimed := range map[string]bool{"sent-1": false, "refused-1": true, "rejected-1": true} {
+		rec, err := c.Claim(ctx, id, "again", time.Minute)
+		if err != nil || (rec.State == Claimed) != wantClaimed {
+			t.Errorf("Claim(%s) after Forget = %+v, %v; claimable %v", id, rec, err, wantClaimed)
+		}
+	}
+}

@@ -115,4 +115,6 @@ type Decision struct {
 	Sender string
 
 	claim Claim // the claim taken, for Settle
+	class Class // the class and units Redis admitted, for Settle's count of sends
+	units int
 }

@@ -65,7 +65,7 @@ func (l *Limiter) eval(ctx context.Context, class Class, cost int, recovering bo
 		d.Sender, err = l.sender(v[6].(int64))
 	}
 	if err == nil && d.Allowed {
-		d.Lease = lease
+		d.Lease, d.class, d.units = lease, class, cost
 		if claim.Token != "" {
 			d.Claimed, d.claim = true, claim
 		}

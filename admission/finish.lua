@@ -3,6 +3,9 @@
 --
 -- KEYS[1] -> id record key ({sms:<account>}:id:<id>)
 -- KEYS[2] -> in-flight leases ({sms:<account>}:leases)
+-- KEYS[3] -> the sends counter of the send's class and second
+--            ({sms:<account>}:sent:<class>:<unix second>), counted when
+--            ARGV[4] is above 0 (any key of the account otherwise)
 -- ARGV[1] -> the record: 'sent', 'sent:<provider id>', 'rejected' (refused
 --            and dead-lettered) or 'refused:<reason>' (refused, its dead
 --            letter not out yet), which overwrites any claim (the outcome
@@ -11,7 +14,9 @@
 -- ARGV[2] -> record lifetime in milliseconds (below 1 counts as 1): of the
 --            record, or of the count a given-back claim keeps
 -- ARGV[3] -> the caller's claim token ('' when it holds none)
--- ARGV[4..] -> lease members to end (none, the send's, and any whose
+-- ARGV[4] -> units the provider accepted, to count (0: none): what
+--            `dispatcher status` reads; the counter lives 70 s
+-- ARGV[5..] -> lease members to end (none, the send's, and any whose
 --            admission reply or release was lost)
 --
 -- Returns 1 when the record was written or the claim given back, 0 when
@@ -36,7 +41,11 @@ elseif ARGV[3] ~= '' then
     redis.call('DEL', KEYS[1])
   end
 end
-if #ARGV > 3 then
-  redis.call('ZREM', KEYS[2], unpack(ARGV, 4))
+local units = tonumber(ARGV[4]) or 0
+if units > 0 and redis.call('INCRBY', KEYS[3], units) == units then
+  redis.call('PEXPIRE', KEYS[3], 70000)
+end
+if #ARGV > 4 then
+  redis.call('ZREM', KEYS[2], unpack(ARGV, 5))
 end
 return n

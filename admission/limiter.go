@@ -72,6 +72,7 @@ type Limiter struct {
 	queued [2]atomic.Int32 // by class: callers of Acquire waiting for the turn
 
 	learned atomic.Int64 // the learned rate in thousandths (0: none), as Redis last said
+	tag     string       // {sms:<account>}
 }
 
 // New returns a Limiter that keeps its state in rdb. It returns a
@@ -109,6 +110,7 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 		call.Adaptive = fmt.Sprintf("%g %g %d %d", cfg.TargetRPS, a.MinRPS, a.Step.Microseconds(), a.ProbeInterval.Microseconds())
 	}
 	l := &Limiter{
+		tag:           tag,
 		rdb:           rdb,
 		cfg:           cfg,
 		clock:         systemClock{},

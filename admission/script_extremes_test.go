@@ -373,14 +373,14 @@ func TestScriptsNeverErrOnNonPositiveLifetimes(t *testing.T) {
 		}},
 		{"finish", func(t *testing.T, ms string) scriptCall {
 			k := idKey(t, "id")
-			return scriptCall{finishScript.Hash(), append(k, k[0]+":leases"), []any{RecordSent, ms, ""}}
+			return scriptCall{finishScript.Hash(), append(k, k[0]+":leases", k[0]+":sent"), []any{RecordSent, ms, "", "1"}}
 		}},
 		{"finish giving back a counted claim", func(t *testing.T, ms string) scriptCall {
 			k := idKey(t, "id")
 			if err := rdb.Set(ctx, k[0], "2#claim:token", 0).Err(); err != nil {
 				t.Fatal(err)
 			}
-			return scriptCall{finishScript.Hash(), append(k, k[0]+":leases"), []any{"", ms, "token"}}
+			return scriptCall{finishScript.Hash(), append(k, k[0]+":leases", k[0]+":sent"), []any{"", ms, "token", "0"}}
 		}},
 		{"override", func(t *testing.T, ms string) scriptCall {
 			rec := &recorder{}

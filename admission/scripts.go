@@ -49,6 +49,18 @@ var (
 	releaseLua    string
 	releaseScript = redis.NewScript(releaseLua)
 
+	//go:embed heartbeat.lua
+	heartbeatLua    string
+	heartbeatScript = redis.NewScript(heartbeatLua)
+
+	//go:embed status.lua
+	statusLua    string
+	statusScript = redis.NewScript(statusLua)
+
+	//go:embed forget.lua
+	forgetLua    string
+	forgetScript = redis.NewScript(forgetLua)
+
 	//go:embed learned.lua
 	learnedLua    string
 	learnedScript = redis.NewScript(learnedLua)
@@ -64,6 +76,11 @@ const (
 	OpClaim    = "claim"    // claim.lua: an id's send claim
 	OpFinish   = "finish"   // finish.lua: an id's record (sent, refused, rejected, claim given back) and the lease's end
 	OpRelease  = "release"  // release.lua: an id's claim given back
+	// Not per message: a process's heartbeat (once a second per account),
+	// and the operator's commands.
+	OpHeartbeat = "heartbeat" // heartbeat.lua: a process alive, and its state
+	OpStatus    = "status"    // status.lua: `dispatcher status`'s read
+	OpForget    = "forget"    // forget.lua: a refusal's record cleared for a replay
 )
 
 // scriptOps maps each script's SHA-1, in hex as EVALSHA takes it, to its
@@ -73,6 +90,7 @@ var scriptOps = func() map[string]string {
 	for op, src := range map[string]string{
 		OpAdmit: gcraLua, OpPenalty: penaltyLua, OpResume: resumeLua, OpPause: pauseLua, OpOverride: overrideLua,
 		OpClaim: claimLua, OpFinish: finishLua, OpRelease: releaseLua,
+		OpHeartbeat: heartbeatLua, OpStatus: statusLua, OpForget: forgetLua,
 	} {
 		sum := sha1.Sum([]byte(src))
 		m[hex.EncodeToString(sum[:])] = op
@@ -90,8 +108,8 @@ func ScriptOp(args []any) string {
 	name, _ := args[0].(string)
 	ref, _ := args[1].(string)
 	switch name {
-	case "evalsha", "EVALSHA":
-	case "eval", "EVAL":
+	case "evalsha", "EVALSHA", "evalsha_ro", "EVALSHA_RO":
+	case "eval", "EVAL", "eval_ro", "EVAL_RO":
 		sum := sha1.Sum([]byte(ref))
 		ref = hex.EncodeToString(sum[:])
 	default:

@@ -40,6 +40,9 @@ func TestScriptOpNamesEveryCallByItsScript(t *testing.T) {
 		{OpRelease, func() error { return claims.Release(ctx, "login-2", "b") }},
 		{OpPenalty, func() error { return lim.ReportThrottled(ctx, time.Millisecond) }},
 		{OpOverride, func() error { return lim.Override(ctx, 0, 0, 0) }},
+		{OpHeartbeat, func() error { return lim.Heartbeat(ctx, "pod-1", "ok host v") }},
+		{OpStatus, func() error { _, err := lim.Status(ctx, time.Now(), 2); return err }},
+		{OpForget, func() error { _, _, err := claims.Forget(ctx, "login-1"); return err }},
 	}
 	var want []string
 	for _, s := range steps {
@@ -84,7 +87,8 @@ func TestScriptCallsFollowTheirHeaders(t *testing.T) {
 		}
 	}{
 		{"gcra.lua", admitCall{}}, {"penalty.lua", penaltyCall{}}, {"resume.lua", resumeCall{}}, {"pause.lua", pauseCall{}}, {"override.lua", overrideCall{}},
-		{"claim.lua", claimCall{}}, {"finish.lua", finishCall{}}, {"learned.lua", learnedCall{}},
+		{"claim.lua", claimCall{}}, {"finish.lua", finishCall{}}, {"learned.lua", learnedCall{}}, {"forget.lua", forgetCall{}},
+		{"heartbeat.lua", heartbeatCall{}}, {"status.lua", statusCall{}},
 	} {
 		t.Run(tt.script, func(t *testing.T) {
 			src, err := scriptFS.ReadFile(tt.script)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -41,7 +42,9 @@ func (l *Limiter) Settle(ctx context.Context, d Decision, record string) error {
 	if record != "" && record != RecordSent && !strings.HasPrefix(record, sentPrefix) && !strings.HasPrefix(record, refusedPrefix) {
 		return errors.New("admission: Settle wants \"\", RecordSent, a SentRecord or a RefusedRecord")
 	}
-	if !d.Claimed {
+	sent := record == RecordSent || strings.HasPrefix(record, sentPrefix)
+	counted := sent && d.units > 0 // Redis admitted it: Redis counts it
+	if !d.Claimed && !counted {
 		return l.Release(ctx, d.Lease)
 	}
 	lease := d.Lease
@@ -53,6 +56,12 @@ func (l *Limiter) Settle(ctx context.Context, d Decision, record string) error {
 		Record: l.claims.Key(d.claim.ID), Leases: l.admit[OTP].Leases,
 		Value: record, Millis: l.claims.recordTTL.Milliseconds(), Token: d.claim.Token,
 		Ended: l.takeOrphans(lease),
+	}
+	if !d.Claimed {
+		call.Record, call.Value = call.Leases, "" // no claim, no record: the count and the lease only
+	}
+	if counted {
+		call.Counter, call.Units = l.SentKey(d.class, l.clock.Now()), d.units
 	}
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) error {
 		if err := finishScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Err(); err != nil {
@@ -69,6 +78,14 @@ func (l *Limiter) Settle(ctx context.Context, d Decision, record string) error {
 		}
 	}
 	return err
+}
+
+// SentKey is the key counting the units of class the provider accepted in
+// the second of t ({sms:<account>}:sent:<class>:<unix second>): Settle
+// counts them there, with the send's record, for `dispatcher status`. The
+// second is the process's clock: pods' clocks agree within far less.
+func (l *Limiter) SentKey(class Class, t time.Time) string {
+	return l.tag + ":sent:" + class.String() + ":" + strconv.FormatInt(t.Unix(), 10)
 }
 
 // Release ends the in-flight lease of an admission that took no claim

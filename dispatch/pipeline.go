@@ -311,7 +311,13 @@ func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, m Mess
 			break
 		}
 		t = d.sendAdmitted(ctx, class, a, m, d.resendCount(deliveryAttempt, dec), t)
-		if err := a.Limiter.Settle(context.WithoutCancel(ctx), dec, ""); err != nil {
+		// No claim on this account: the send's record (written at home
+		// below) only counts the send here, with the lease's end.
+		record := ""
+		if t.outcome == nack.Sent {
+			record = admission.SentRecord(t.receipt.ID)
+		}
+		if err := a.Limiter.Settle(context.WithoutCancel(ctx), dec, record); err != nil {
 			d.cfg.Logger.Warn("could not end a send's lease; it runs out", "account", a.Name, "err", err)
 		}
 		break

@@ -1,0 +1,148 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// HeartbeatKeep is how long a process that stopped beating stays listed by
+// Status: a process cut off from Redis (in its fallback) stops beating, and
+// is shown silent until then; a dead one is gone after it.
+const HeartbeatKeep = 30 * time.Second
+
+// Heartbeat records that the process id is alive on the account and its
+// state ("<mode> <host> <version>"): one script call, through the circuit
+// (a Redis known down is not asked). Call it at most once a second.
+func (l *Limiter) Heartbeat(ctx context.Context, id, state string) error {
+	call := heartbeatCall{Processes: l.tag + ":processes", States: l.tag + ":process-states",
+		ID: id, State: state, Millis: HeartbeatKeep.Milliseconds()}
+	return l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) error {
+		if err := heartbeatScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Err(); err != nil {
+			return fmt.Errorf("heartbeat: %w", err)
+		}
+		return nil
+	})
+}
+
+// Mode is the process's state for its heartbeat: "fallback" while it
+// decides locally, "paused" or "penalty" while it knows of an account
+// pause or a 429's penalty, else "ok".
+func (l *Limiter) Mode() string {
+	penalty, fallback := l.State()
+	_, _, paused := l.AccountPause()
+	switch {
+	case fallback:
+		return "fallback"
+	case paused:
+		return "paused"
+	case penalty:
+		return "penalty"
+	}
+	return "ok"
+}
+
+// Process is a process that beat on the account within HeartbeatKeep.
+type Process struct {
+	ID       string
+	State    string // as it last said: "<mode> <host> <version>"
+	LastBeat time.Time
+}
+
+// Override is an operator's override in force.
+type Override struct {
+	TargetRPS, MarketingRPS float64       // 0: that rate is not overridden
+	Left                    time.Duration // 0: until cleared
+}
+
+// AccountStatus is an account's state as Redis holds it.
+type AccountStatus struct {
+	Now         time.Time // Redis's clock
+	Override    *Override // nil: none
+	Learned     Learned
+	PenaltyLeft time.Duration // 0: none
+	PenaltyWhy  string        // "throttled", or "account:<why>" for an account pause
+	InFlight    int           // live in-flight leases
+	Processes   []Process
+	// Sent is, by class, the units the provider accepted in each of the
+	// seconds asked for, oldest first.
+	Sent [2][]int
+}
+
+// Status reads the account's state in one script call that writes
+// nothing: its override, learned rate, penalty, leases, processes, and
+// the units sent in each of the seconds from-seconds+1 to from (the
+// process's clock, as Settle counts them).
+func (l *Limiter) Status(ctx context.Context, from time.Time, seconds int) (AccountStatus, error) {
+	a := l.admit[OTP]
+	call := statusCall{Override: a.Override, Learned: a.Learned, Penalty: a.Penalty, Leases: a.Leases,
+		Processes: l.tag + ":processes", States: l.tag + ":process-states"}
+	for c := range 2 {
+		for i := seconds - 1; i >= 0; i-- {
+			call.Sent = append(call.Sent, l.SentKey(Class(c), from.Add(-time.Duration(i)*time.Second)))
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, max(l.cfg.RedisTimeout, time.Second))
+	defer cancel()
+	// EVALSHA_RO: Redis refuses any write the script would make, so that
+	// reading the state can never change it.
+	v, err := statusScript.RunRO(ctx, l.rdb, call.keys(), call.argv()...).Slice()
+	if err != nil {
+		return AccountStatus{}, fmt.Errorf("status: %w", err)
+	}
+	return parseStatus(v, seconds)
+}
+
+func parseStatus(v []any, seconds int) (AccountStatus, error) {
+	bad := func() (AccountStatus, error) {
+		return AccountStatus{}, fmt.Errorf("%w: status.lua answered %v", ErrBadReply, v)
+	}
+	if len(v) != 9 {
+		return bad()
+	}
+	str := func(i int) string { s, _ := v[i].(string); return s }
+	num := func(i int) int64 { n, _ := v[i].(int64); return n }
+	nowUS, err := strconv.ParseInt(str(0), 10, 64)
+	if err != nil {
+		return bad()
+	}
+	st := AccountStatus{Now: time.UnixMicro(nowUS), InFlight: int(num(6))}
+	if o := str(1); o != "" {
+		t, m, _ := strings.Cut(o, " ")
+		ov := &Override{}
+		ov.TargetRPS, _ = strconv.ParseFloat(t, 64)
+		ov.MarketingRPS, _ = strconv.ParseFloat(m, 64)
+		if ms := num(2); ms > 0 {
+			ov.Left = time.Duration(ms) * time.Millisecond
+		}
+		st.Override = ov
+	}
+	if st.Learned, err = parseLearned(str(3)); err != nil {
+		return AccountStatus{}, err
+	}
+	if p := str(4); p != "" && num(5) > 0 {
+		st.PenaltyWhy, st.PenaltyLeft = p, time.Duration(num(5))*time.Millisecond
+	}
+	procs, _ := v[7].([]any)
+	for i := 0; i+2 < len(procs); i += 3 {
+		id, _ := procs[i].(string)
+		score, _ := procs[i+1].(string)
+		state, _ := procs[i+2].(string)
+		us, err := strconv.ParseFloat(score, 64)
+		if err != nil {
+			return bad()
+		}
+		st.Processes = append(st.Processes, Process{ID: id, State: state, LastBeat: time.UnixMicro(int64(us))})
+	}
+	sent, _ := v[8].([]any)
+	if len(sent) != 2*seconds {
+		return bad()
+	}
+	for i, x := range sent {
+		n, _ := x.(int64)
+		st.Sent[i/seconds] = append(st.Sent[i/seconds], int(n))
+	}
+	return st, nil
+}
