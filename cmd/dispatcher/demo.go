@@ -327,7 +327,7 @@ func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (d
 			return demoReport{}, err
 		}
 		closers = append(closers, inst.close)
-		running.Go(func() { inst.d.Run(runCtx) })
+		running.Go(func() { inst.run(runCtx) })
 	}
 	if o.Fail5xx > 0 {
 		stack.Sim.FailFor(http.StatusServiceUnavailable, o.Fail5xx)

@@ -42,6 +42,9 @@ commands:
   setup     create the topics, subscriptions and dead-letter topic if missing
   override  lower the account's rates for every pod at once (--set-target-rps,
             --set-marketing-rps, --ttl, --clear): an incident lever
+  status    each account's state from Redis: rates, sends in the last
+            1/10/60 s, penalty, leases, processes (--json, --watch)
+  deadletters list dead letters without consuming them, or replay them
   demo      run the whole pipeline on one machine: in-process Pub/Sub, Redis
             and provider simulator, several dispatchers, a campaign and OTPs
 
@@ -66,6 +69,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDemo(ctx, args, stdout, stderr)
 	case "override":
 		return runOverride(ctx, args, stdout, stderr)
+	case "status":
+		return runStatus(ctx, args, stdout, stderr)
+	case "deadletters":
+		return runDeadletters(ctx, args, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, version)
 		return nil

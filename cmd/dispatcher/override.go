@@ -44,11 +44,9 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if !overriding && *pin <= 0 && !*reset && !*show {
 		return fmt.Errorf("override: give --set-target-rps and/or --set-marketing-rps, --clear, --pin-learned-rps, --reset-learned or --show")
 	}
-	setups := []accountSetup{singleAccount(cfg)}
-	if cfg.AccountsFile != "" {
-		if setups, err = loadAccounts(cfg, cfg.AccountsFile); err != nil {
-			return err
-		}
+	setups, err := configuredAccounts(cfg)
+	if err != nil {
+		return err
 	}
 	setup, err := pickAccount(setups, *name)
 	if err != nil {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +11,8 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -86,7 +90,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	// lets sends finish (Run returns); the dead-letter publisher flushes
 	// (inst.close); the HTTP server stops; then, deferred, the provider's
 	// idle connections, Pub/Sub, Redis and telemetry close.
-	runErr := inst.d.Run(ctx)
+	runErr := inst.run(ctx)
 	logger.Info("dispatcher stopped pulling; sends in flight finished")
 	inst.close()
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -132,6 +136,7 @@ func (t *telemetrySet) shutdown(ctx context.Context, logger *slog.Logger) {
 
 // instance is one dispatcher with its own limiters, as one pod has.
 type instance struct {
+	id       string // the process's name in its heartbeats: host and a random suffix
 	d        *dispatch.Dispatcher
 	accounts []instanceAccount
 	limiters []*admission.Limiter // by account
@@ -147,14 +152,23 @@ type instanceAccount struct {
 	creds  dispatch.Credentials
 }
 
-// accountSetups returns the accounts cfg describes: ACCOUNTS_FILE's, or
-// the one account of the single-account variables.
+// accountSetups returns the accounts cfg describes, for sending:
+// ACCOUNTS_FILE's, or the one account of the single-account variables,
+// whose provider settings must then be complete.
 func accountSetups(cfg config) ([]accountSetup, error) {
+	if cfg.AccountsFile == "" {
+		if err := checkProvider(cfg); err != nil {
+			return nil, err
+		}
+	}
+	return configuredAccounts(cfg)
+}
+
+// configuredAccounts returns the accounts cfg describes, for the
+// operator's commands, which never send: their names, classes and rates.
+func configuredAccounts(cfg config) ([]accountSetup, error) {
 	if cfg.AccountsFile != "" {
 		return loadAccounts(cfg, cfg.AccountsFile)
-	}
-	if err := checkProvider(cfg); err != nil {
-		return nil, err
 	}
 	return []accountSetup{singleAccount(cfg)}, nil
 }
@@ -225,7 +239,7 @@ func readAhead(emulator bool) int {
 // (the provider's credential) for changes. emulator says ps talks to an
 // emulator. creds, tel and obs may be nil.
 func newInstance(cfg config, accts []instanceAccount, rdb redis.Scripter, ps *pubsub.Client, emulator bool, tel *telemetrySet, obs dispatch.Observer, logger *slog.Logger) (*instance, error) {
-	inst := &instance{accounts: accts}
+	inst := &instance{accounts: accts, id: processID()}
 	var daccts []dispatch.Account
 	// One view of Redis's health for the process: a Redis that is down is
 	// down for every account, and asked once, not once per account.
@@ -294,6 +308,55 @@ func (i *instance) state() telemetry.State {
 		})
 	}
 	return s
+}
+
+// heartbeatEvery is how often a process tells Redis it is alive, and in
+// what state, on each account (`dispatcher status`).
+const heartbeatEvery = time.Second
+
+// run runs the dispatcher until ctx ends and it has stopped, beating on
+// each account meanwhile.
+func (i *instance) run(ctx context.Context) error {
+	hctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		i.heartbeats(hctx)
+	}()
+	err := i.d.Run(ctx)
+	stop()
+	<-done
+	return err
+}
+
+// heartbeats beats on each account every heartbeatEvery until ctx ends.
+// A beat that fails (Redis down) is skipped: the process shows silent.
+func (i *instance) heartbeats(ctx context.Context) {
+	t := time.NewTicker(heartbeatEvery)
+	defer t.Stop()
+	host, _ := os.Hostname()
+	for {
+		for _, lim := range i.limiters {
+			_ = lim.Heartbeat(ctx, i.id, lim.Mode()+" "+strings.ReplaceAll(host, " ", "_")+" "+version)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// processID names this process in its heartbeats: the host (the pod's
+// name) and a random suffix, unique among restarts.
+func processID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "dispatcher"
+	}
+	var b [3]byte
+	rand.Read(b[:])
+	return strings.ReplaceAll(host, " ", "_") + "-" + hex.EncodeToString(b[:])
 }
 
 // setupsOf returns the setups of accts.
