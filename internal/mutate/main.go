@@ -49,6 +49,20 @@ func run() error {
 			return err
 		}
 	}
+	// One copy of the module for every mutant, each mutant's edits undone
+	// after it: the packages a mutant leaves alone keep their path and
+	// their content, so the build cache holds them, and each mutant
+	// compiles only what it changed and what depends on it.
+	var dir string
+	if !*check {
+		if dir, err = os.MkdirTemp("", "mutants-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		if err := copyTree(root, dir); err != nil {
+			return fmt.Errorf("copy module: %w", err)
+		}
+	}
 	survived, total := 0, 0
 	for _, m := range mutants {
 		if match != nil && !match.MatchString(m.ID) && !match.MatchString(m.Name) {
@@ -67,7 +81,7 @@ func run() error {
 			}
 			continue
 		}
-		killer, out, err := try(root, m)
+		killer, out, err := try(root, dir, m)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", m.ID, m.Name, err)
 		}
@@ -113,17 +127,17 @@ func baseline(root string, match *regexp.Regexp) error {
 
 var failLine = regexp.MustCompile(`^\s*--- FAIL: (\S+)`)
 
-// try applies m to a copy of the module at root and runs the tests of m's
-// package. It returns the first failing test, or "" if every test passed.
-func try(root string, m mutant) (killer, output string, err error) {
-	dir, err := os.MkdirTemp("", "mutant-"+m.ID+"-")
-	if err != nil {
-		return "", "", err
-	}
-	defer os.RemoveAll(dir)
-	if err := copyTree(root, dir); err != nil {
-		return "", "", fmt.Errorf("copy module: %w", err)
-	}
+// try applies m to dir, a copy of the module at root, runs the tests of
+// m's package, and puts back the files it edited. It returns the first
+// failing test, or "" if every test passed.
+func try(root, dir string, m mutant) (killer, output string, err error) {
+	defer func() {
+		for _, e := range m.Edits {
+			if restoreErr := copyFile(filepath.Join(root, e.File), filepath.Join(dir, e.File)); restoreErr != nil && err == nil {
+				err = restoreErr
+			}
+		}
+	}()
 	for _, e := range m.Edits {
 		if err := apply(filepath.Join(dir, e.File), e); err != nil {
 			return "", "", err
@@ -194,10 +208,14 @@ func copyTree(src, dst string) error {
 		if !d.Type().IsRegular() {
 			return nil
 		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+		return copyFile(path, filepath.Join(dst, rel))
 	})
+}
+
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
 }

@@ -92,7 +92,7 @@ var mutants = []mutant{
 		{"admission/eval.go", `call.Lease = l.instance + "-" + strconv.FormatUint(l.leaseSeq.Add(1), 10)`, `call.Lease = l.instance + "-" + strconv.FormatUint(0*l.leaseSeq.Add(1), 10)`},
 	}, ""},
 	{"L3", "a finished send does not release its lease", []edit{
-		{"admission/finish.lua", "  redis.call('ZREM', KEYS[2], unpack(ARGV, 4))", "  -- mutant: leases kept"},
+		{"admission/finish.lua", "  redis.call('ZREM', KEYS[2], unpack(ARGV, 5))", "  -- mutant: leases kept"},
 	}, ""},
 	{"M21", "cluster clients keep go-redis's 60s slot-map reload", []edit{
 		{"admission/cluster.go", "	o.ClusterStateReloadInterval = ClusterStateReloadInterval\n", ""},
@@ -228,6 +228,24 @@ var mutants = []mutant{
 	{"A5", "a 429 does not lower the learned rate", []edit{
 		{"admission/penalty.lua", "if ARGV[3] == 'throttled' and ARGV[4] ~= '' then", "if false then"},
 	}, ""},
+	{"O1", "a replay's forget clears a sent record", []edit{
+		{"admission/forget.lua", "if state == 'rejected' or string.sub(state, 1, 8) == 'refused:' then", "if true then"},
+	}, ""},
+	{"O2", "replay ignores the id's record and republishes a sent id", []edit{
+		{"cmd/dispatcher/deadletters.go", "		return lim.Claims().Forget(ctx, id)", "		lim.Claims().Forget(ctx, id)\n		return \"\", false, nil"},
+	}, "./cmd/dispatcher/"},
+	{"O3", "replay acks a dead letter before its republish", []edit{
+		{"cmd/dispatcher/deadletters.go", "	pctx, cancel := context.WithTimeout(ctx, replayPublishTimeout)", "	p.r.ack(ctx, dl)\n	pctx, cancel := context.WithTimeout(ctx, replayPublishTimeout)"},
+	}, "./cmd/dispatcher/"},
+	{"O4", "list consumes what it read", []edit{
+		{"cmd/dispatcher/deadletters.go", "	r.modack(ctx, ids, 0)\n", "	r.ackIDs(ctx, ids)\n"},
+	}, "./cmd/dispatcher/"},
+	{"O5", "status writes to the account's keys", []edit{
+		{"admission/status.lua", "local t = redis.call('TIME')", "redis.call('SET', KEYS[1] .. ':seen', 1)\nlocal t = redis.call('TIME')"},
+	}, ""},
+	{"O6", "the call after a send counts nothing", []edit{
+		{"admission/finish.lua", "if units > 0 and redis.call('INCRBY', KEYS[3], units) == units then", "if false then"},
+	}, ""},
 }
 
 // killers names the test known to kill each mutant. try runs it first, alone;
@@ -298,4 +316,10 @@ var killers = map[string]string{
 	"A5":  "TestA429LowersTheLearnedRateOncePerIncident",
 	"A6":  "TestAnOTPOverflowsOnlyWhenItsAccountIsUnderAPenalty",
 	"A7":  "TestTheSearchWaitsForThePenaltyAndForPressure",
+	"O1":  "TestForgetClearsOnlyARefusal",
+	"O2":  "TestDeadlettersReplayNeverResendsASentID",
+	"O3":  "TestDeadlettersReplayKilledHalfwayLosesNothing",
+	"O4":  "TestDeadlettersListIsRepeatableFiltersAndMasks",
+	"O5":  "TestStatusReadsWhatTheSendsAndProcessesLeft",
+	"O6":  "TestStatusReadsWhatTheSendsAndProcessesLeft",
 }
