@@ -649,7 +649,14 @@ const (
 	skipSent        = "sent"           // its id was sent: acked, never sent twice
 	skipHeld        = "held"           // its id is being sent right now
 	skipUnknownRecd = "unknown_record" // its id's record says something this command does not know
+	skipNoID        = "no_id"          // no id the dispatcher could have recorded: a replay could not be checked
+	skipExpired     = "record_expired" // older than the send-once records: it may have been sent since
+	skipNew         = "new"            // dead-lettered after this replay started: the cause may not be fixed
 )
+
+// recordMargin is how much younger than the send-once record's lifetime a
+// dead letter must be for its id's record to be trusted when it has none.
+const recordMargin = time.Hour
 
 // replayPublishTimeout bounds one republish.
 const replayPublishTimeout = 30 * time.Second
@@ -680,6 +687,7 @@ type replayer struct {
 	logger *slog.Logger
 	out    io.Writer
 
+	started                       time.Time // dead letters published after it are left listed
 	replayed, failed, republished int
 	skipped                       map[string]int
 }
@@ -695,7 +703,7 @@ func runDeadlettersReplay(ctx context.Context, args []string, stdout, stderr io.
 	class := fs.String("class", "", "only this class: otp or marketing")
 	dryRun := fs.Bool("dry-run", false, "print what would be done; change nothing (every dead letter is left listed)")
 	maxReplays := fs.Int("max-replays", 3, "skip a dead letter replayed this many times already")
-	force := fs.Bool("force", false, "replay malformed dead letters (reject_reason invalid: ...) too; they come back unless the data was fixed")
+	force := fs.Bool("force", false, "replay also what replay cannot vouch for: malformed dead letters (reject_reason invalid: ...; they come back unless the data was fixed), and those whose send-once record cannot be checked (no id, or older than the records' 24 h)")
 	quiet := fs.Bool("quiet", false, "print only the summary")
 	wait := fs.Duration("wait", 2*time.Second, "stop reading once no new dead letter arrived for this long")
 	limit := fs.Int("limit", 0, "read at most this many dead letters (0: all)")
@@ -729,6 +737,7 @@ func runDeadlettersReplay(ctx context.Context, args []string, stdout, stderr io.
 		pubs: map[string]*pubsub.Publisher{}, lims: map[int]*admission.Limiter{}, skipped: map[string]int{}, out: stdout,
 		logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	p.filter = deadLetterFilter{reason: *reason, now: time.Now()}
+	p.started = p.filter.now
 	if len(ids) > 0 {
 		p.filter.ids = map[string]bool{}
 		for _, id := range ids {
@@ -741,6 +750,7 @@ func runDeadlettersReplay(ctx context.Context, args []string, stdout, stderr io.
 	if cfg.RedisURL == "" {
 		return &configError{"REDIS_URL", "redis-url", "required: replay reads and clears the send-once records in the limiter's Redis"}
 	}
+	quietRedisLogs()
 	if p.setups, err = configuredAccounts(cfg); err != nil {
 		return err
 	}
@@ -834,6 +844,11 @@ func (p *replayer) handle(ctx context.Context, dl *deadLetter) {
 		return
 	}
 	switch {
+	case dl.published.After(p.started):
+		// A replay whose cause is not fixed comes back within seconds:
+		// replayed again in the same run, it would use up --max-replays.
+		p.skip(dl, skipNew, "dead-lettered after this replay started: left listed")
+		return
 	case strings.HasPrefix(dl.reason, "invalid:") && !p.force:
 		p.skip(dl, skipMalformed, dl.reason+" (it would only come back; --force replays it)")
 		return
@@ -863,7 +878,16 @@ func (p *replayer) handle(ctx context.Context, dl *deadLetter) {
 			// republished message has another, so the id is written into
 			// the data: a replay repeated after a crash is then the same
 			// id, which the send-once record keeps from a second send.
-			data = withID(dl.data, sendID)
+			// Without the original's ID (a dead letter Pub/Sub forwarded
+			// itself) the id the dispatcher recorded is unknown.
+			if dl.origID == "" && !p.force {
+				p.skip(dl, skipNoID, "no id in its data and no original_message_id: whether it was sent cannot be checked (--force replays it)")
+				return
+			}
+			if data = withID(dl.data, sendID); bytes.Equal(data, dl.data) && !p.force {
+				p.skip(dl, skipNoID, "its stand-in id could not be written into its data: a replay could not be checked (--force replays it)")
+				return
+			}
 		}
 	} else if dl.id != "" {
 		sendID = dl.id // malformed, replayed with --force: its record is still checked
@@ -890,6 +914,12 @@ func (p *replayer) handle(ctx context.Context, dl *deadLetter) {
 			return
 		case was == "held":
 			p.skip(dl, skipHeld, "being sent right now (a live send claim): left listed")
+			return
+		case was == "" && time.Since(dl.published) > admission.DefaultRecordTTL-recordMargin && !p.force:
+			// The record of a dead letter this old may have said sent and
+			// expired since (a replay that was killed before its ack).
+			p.skip(dl, skipExpired, fmt.Sprintf("dead-lettered %s ago, and send-once records live %s: it may have been sent since (--force replays it)",
+				time.Since(dl.published).Round(time.Minute), admission.DefaultRecordTTL))
 			return
 		case was == "":
 		case was == admission.RecordRejected || strings.HasPrefix(was, "refused:"):
@@ -926,7 +956,9 @@ func (p *replayer) handle(ctx context.Context, dl *deadLetter) {
 		pub = p.ps.Publisher(topic)
 		p.pubs[topic] = pub
 	}
-	pctx, cancel := context.WithTimeout(ctx, replayPublishTimeout)
+	// Not cut by ^C: once its record is cleared, the publish's outcome
+	// must be known (the publisher would flush it at its Stop anyway).
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayPublishTimeout)
 	serverID, err := pub.Publish(pctx, &pubsub.Message{Data: data, Attributes: attrs}).Get(pctx)
 	cancel()
 	if err != nil {

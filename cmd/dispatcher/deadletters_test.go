@@ -448,26 +448,30 @@ func TestDeadlettersReplayNeverResendsASentID(t *testing.T) {
 	}
 }
 
-// TestDeadlettersReplaySkipsMalformedUnlessForced: a malformed dead letter
-// is left listed; --force republishes it; a truncated one never is.
+// TestDeadlettersReplaySkipsMalformedUnlessForced: a malformed dead letter,
+// and one whose id cannot be known, are left listed; --force republishes
+// them; a truncated one never is.
 func TestDeadlettersReplaySkipsMalformedUnlessForced(t *testing.T) {
 	h := newDLHarness(t)
 	bad := msgJSON("bad-number", "12", "Hello")
 	h.deadLetter(bad, dlAttrs("marketing", "invalid: bad_to: to must be E.164: + then 8-15 digits", "3001"))
 	h.deadLetter(`{"id":"huge","to":"+8190`, dlAttrs("otp", "invalid: too_large: data is 70000 bytes, the limit is 65536", "3002",
 		"original_data_bytes", "70000"))
+	// Forwarded by Pub/Sub's own policy: no id in the data, no original's
+	// ID: which id the dispatcher recorded is unknown.
+	h.deadLetter(msgJSON("", "+819012345678", "Hello"), map[string]string{"class": "otp", "reject_reason": providerReason})
 
 	out, _, err := h.cmd("deadletters", "replay", "--all", "--wait", dlWait)
-	if err != nil || !strings.Contains(out, "replayed 0, skipped 2 (malformed 2), failed 0") {
+	if err != nil || !strings.Contains(out, "replayed 0, skipped 3 (malformed 2, no_id 1), failed 0") {
 		t.Fatalf("replay: %v\n%s", err, out)
 	}
-	if len(h.listedIDs()) != 2 || len(h.published("sms-marketing")) != 0 {
-		t.Fatalf("a malformed dead letter was replayed or consumed without --force")
+	if len(h.listedIDs()) != 3 || len(h.published("sms-marketing")) != 0 || len(h.published("sms-otp")) != 0 {
+		t.Fatalf("a malformed dead letter, or one without an id, was replayed or consumed without --force")
 	}
 
 	out, _, err = h.cmd("deadletters", "replay", "--all", "--force", "--wait", dlWait)
 	t.Logf("deadletters replay --all --force:\n%s", out)
-	if err != nil || !strings.Contains(out, "replayed 1, skipped 1 (truncated 1), failed 0") {
+	if err != nil || !strings.Contains(out, "replayed 2, skipped 1 (truncated 1), failed 0") {
 		t.Fatalf("replay --force: %v\n%s", err, out)
 	}
 	pub := h.published("sms-marketing")

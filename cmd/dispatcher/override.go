@@ -37,6 +37,7 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if cfg.RedisURL == "" {
 		return &configError{"REDIS_URL", "redis-url", "required: the override lives in the limiter's Redis"}
 	}
+	quietRedisLogs()
 	overriding := *clear || *target > 0 || *marketing > 0
 	if *reset && *pin > 0 {
 		return fmt.Errorf("override: give --pin-learned-rps or --reset-learned, not both")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -82,3 +83,12 @@ func newRedisWithCA(raw string, caPEM []byte, callTimeout time.Duration) (redis.
 	}
 	return redis.NewUniversalClient(opts), nil
 }
+
+// quietRedisLogs silences go-redis's own log (a dial that failed, printed
+// once per retry) for the operator's commands, which say what went wrong
+// in the one line of the error they return.
+func quietRedisLogs() { redis.SetLogger(discardRedisLog{}) }
+
+type discardRedisLog struct{}
+
+func (discardRedisLog) Printf(context.Context, string, ...any) {}

@@ -42,6 +42,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if cfg.RedisURL == "" {
 		return &configError{"REDIS_URL", "redis-url", "required: status reads the limiter's Redis"}
 	}
+	quietRedisLogs()
 	setups, err := configuredAccounts(cfg)
 	if err != nil {
 		return err
@@ -326,6 +327,8 @@ func watchStatus(ctx context.Context, w io.Writer, asJSON, terminal bool, read f
 	for {
 		r, err := read()
 		switch {
+		case ctx.Err() != nil:
+			return nil // ^C: the end --watch waits for, not a failure
 		case err != nil && !terminal:
 			return err
 		case err != nil:
