@@ -235,7 +235,7 @@ var mutants = []mutant{
 		{"cmd/dispatcher/deadletters.go", "		return lim.Claims().Forget(ctx, id)", "		lim.Claims().Forget(ctx, id)\n		return \"\", false, nil"},
 	}, "./cmd/dispatcher/"},
 	{"O3", "replay acks a dead letter before its republish", []edit{
-		{"cmd/dispatcher/deadletters.go", "	pctx, cancel := context.WithTimeout(ctx, replayPublishTimeout)", "	p.r.ack(ctx, dl)\n	pctx, cancel := context.WithTimeout(ctx, replayPublishTimeout)"},
+		{"cmd/dispatcher/deadletters.go", "	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayPublishTimeout)", "	p.r.ack(ctx, dl)\n	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayPublishTimeout)"},
 	}, "./cmd/dispatcher/"},
 	{"O4", "list consumes what it read", []edit{
 		{"cmd/dispatcher/deadletters.go", "	r.modack(ctx, ids, 0)\n", "	r.ackIDs(ctx, ids)\n"},
