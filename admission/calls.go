@@ -185,10 +185,12 @@ func (c statusCall) argv() []any { return nil }
 // forgetCall is one call of forget.lua.
 type forgetCall struct {
 	Record string `lua:"KEYS[1] id record key"`
+
+	Clear bool `lua:"ARGV[1] '1' to clear a refusal's record, '0' only to read it"`
 }
 
 func (c forgetCall) keys() []string { return []string{c.Record} }
-func (c forgetCall) argv() []any    { return nil }
+func (c forgetCall) argv() []any    { return []any{flag(c.Clear)} }
 
 // learnedCall is one call of learned.lua.
 type learnedCall struct {

@@ -176,9 +176,20 @@ func parseRecord(v string) (Record, error) {
 // live claim, else the record) and whether it was cleared. A record of a
 // send is never cleared.
 func (c *Claims) Forget(ctx context.Context, id string) (was string, cleared bool, err error) {
+	return c.forget(ctx, id, true)
+}
+
+// Recorded reports what id's record says, as Forget does, and changes
+// nothing: a replay's dry run.
+func (c *Claims) Recorded(ctx context.Context, id string) (was string, err error) {
+	was, _, err = c.forget(ctx, id, false)
+	return was, err
+}
+
+func (c *Claims) forget(ctx context.Context, id string, clear bool) (was string, cleared bool, err error) {
 	var v []any
 	err = c.circuit.do(ctx, c.timeout, func(ctx context.Context) (err error) {
-		call := forgetCall{Record: c.Key(id)}
+		call := forgetCall{Record: c.Key(id), Clear: clear}
 		v, err = forgetScript.Run(ctx, c.rdb, call.keys(), call.argv()...).Slice()
 		if err != nil {
 			return fmt.Errorf("forget eval: %w", err)

@@ -84,7 +84,7 @@ func TestClaimExpiresWhenItsHolderDies(t *testing.T) {
 }
 
 // TestForgetClearsOnlyARefusal: a replay may clear a refusal's record, and
-// never a send's or a live claim.
+// never a send's or a live claim; its dry run clears nothing.
 func TestForgetClearsOnlyARefusal(t *testing.T) {
 	rdb := redistest.Client(t)
 	c := NewClaims(rdb, redistest.UniqueAccount(t), 0, 0, 0, nil)
@@ -111,6 +111,10 @@ func TestForgetClearsOnlyARefusal(t *testing.T) {
 		{"held-1", "held", false},
 		{"none-1", "", false},
 	} {
+		// A dry run reads the same and clears nothing.
+		if was, err := c.Recorded(ctx, tt.id); err != nil || was != tt.was {
+			t.Errorf("Recorded(%s) = %q, %v; want %q", tt.id, was, err, tt.was)
+		}
 		was, cleared, err := c.Forget(ctx, tt.id)
 		if err != nil || was != tt.was || cleared != tt.cleared {
 			t.Errorf("Forget(%s) = %q, %v, %v; want %q, %v", tt.id, was, cleared, err, tt.was, tt.cleared)

@@ -4,6 +4,8 @@
 -- sent is never sent twice.
 --
 -- KEYS[1] -> id record key ({sms:<account>}:id:<id>)
+-- ARGV[1] -> '1' to clear a refusal's record, '0' only to read it (a dry
+--            run)
 --
 -- Returns {what the record said ('' when none; a live claim is 'held'),
 -- 1 when it was cleared, else 0}. The count of sends ('<n>#') is kept.
@@ -19,7 +21,7 @@ end
 if string.sub(state, 1, 6) == 'claim:' then
   return {'held', 0}
 end
-if state == 'rejected' or string.sub(state, 1, 8) == 'refused:' then
+if ARGV[1] == '1' and (state == 'rejected' or string.sub(state, 1, 8) == 'refused:') then
   if count then
     redis.call('SET', KEYS[1], count .. '#', 'KEEPTTL')
   else

@@ -747,10 +747,10 @@ func runDeadlettersReplay(ctx context.Context, args []string, stdout, stderr io.
 	if p.filter.class, err = classFlag(*class); err != nil {
 		return err
 	}
-	if cfg.RedisURL == "" {
-		return &configError{"REDIS_URL", "redis-url", "required: replay reads and clears the send-once records in the limiter's Redis"}
+	if p.rdb, err = operatorRedis(cfg, "replay reads and clears the send-once records in the limiter's Redis", operatorTimeout); err != nil {
+		return err
 	}
-	quietRedisLogs()
+	defer p.rdb.Close()
 	if p.setups, err = configuredAccounts(cfg); err != nil {
 		return err
 	}
@@ -759,11 +759,6 @@ func runDeadlettersReplay(ctx context.Context, args []string, stdout, stderr io.
 		p.dieAfter, _ = strconv.Atoi(os.Getenv(testDieAfterEnv))
 	}
 
-	const redisTimeout = 5 * time.Second // an operator at a terminal, not a send waiting
-	if p.rdb, err = newRedisWithCA(cfg.RedisURL, cfg.RedisCA, redisTimeout); err != nil {
-		return err
-	}
-	defer p.rdb.Close()
 	if p.ps, err = newPubsub(ctx, cfg.ProjectID, ""); err != nil {
 		return err
 	}
@@ -986,33 +981,16 @@ func (p *replayer) record(ctx context.Context, class admission.Class, id string)
 	home := p.homes[class][0]
 	lim := p.lims[home]
 	if lim == nil {
-		lc := limiterConfig(p.cfg, p.setups[home], p.logger)
-		lc.RedisTimeout = 5 * time.Second
-		if lim, err = admission.New(p.rdb, lc); err != nil {
+		if lim, err = operatorLimiter(p.rdb, p.cfg, p.setups[home], operatorTimeout, p.logger); err != nil {
 			return "", false, err
 		}
 		p.lims[home] = lim
 	}
-	if !p.dryRun {
-		return lim.Claims().Forget(ctx, id)
+	if p.dryRun {
+		was, err := lim.Claims().Recorded(ctx, id)
+		return was, false, err
 	}
-	// A dry run only reads. The record's shape is forget.lua's: an
-	// optional count of sends "<n>#", then the state; a live claim is
-	// "claim:…".
-	v, err := p.rdb.Get(ctx, lim.Claims().Key(id)).Result()
-	if errors.Is(err, redis.Nil) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, err
-	}
-	if n, rest, ok := strings.Cut(v, "#"); ok && n != "" && strings.Trim(n, "0123456789") == "" {
-		v = rest
-	}
-	if strings.HasPrefix(v, "claim:") {
-		return "held", false, nil
-	}
-	return v, false, nil
+	return lim.Claims().Forget(ctx, id)
 }
 
 // withID returns data, a valid message without an id, with "id": id

@@ -34,10 +34,11 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	if cfg.RedisURL == "" {
-		return &configError{"REDIS_URL", "redis-url", "required: the override lives in the limiter's Redis"}
+	rdb, err := operatorRedis(cfg, "the override lives in the limiter's Redis", operatorTimeout)
+	if err != nil {
+		return err
 	}
-	quietRedisLogs()
+	defer rdb.Close()
 	overriding := *clear || *target > 0 || *marketing > 0
 	if *reset && *pin > 0 {
 		return fmt.Errorf("override: give --pin-learned-rps or --reset-learned, not both")
@@ -53,15 +54,7 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	const timeout = 5 * time.Second // an operator at a terminal, not a send waiting
-	rdb, err := newRedisWithCA(cfg.RedisURL, cfg.RedisCA, timeout)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	lc := limiterConfig(cfg, setup, slog.New(slog.NewTextHandler(stderr, nil)))
-	lc.RedisTimeout = timeout
-	lim, err := admission.New(rdb, lc)
+	lim, err := operatorLimiter(rdb, cfg, setup, operatorTimeout, slog.New(slog.NewTextHandler(stderr, nil)))
 	if err != nil {
 		return err
 	}

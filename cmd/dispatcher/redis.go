@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"time"
@@ -84,10 +85,30 @@ func newRedisWithCA(raw string, caPEM []byte, callTimeout time.Duration) (redis.
 	return redis.NewUniversalClient(opts), nil
 }
 
-// quietRedisLogs silences go-redis's own log (a dial that failed, printed
-// once per retry) for the operator's commands, which say what went wrong
-// in the one line of the error they return.
-func quietRedisLogs() { redis.SetLogger(discardRedisLog{}) }
+// operatorTimeout bounds each Redis call of an operator's command that
+// changes something: an operator at a terminal, not a send waiting.
+const operatorTimeout = 5 * time.Second
+
+// operatorRedis is the Redis client of an operator's command (override,
+// status, deadletters replay), whose calls wait up to timeout: REDIS_URL is
+// required (why says what for), and go-redis's own log (a dial that
+// failed, printed once per retry) is silenced: the command says what went
+// wrong in the one line of the error it returns.
+func operatorRedis(cfg config, why string, timeout time.Duration) (redis.UniversalClient, error) {
+	if cfg.RedisURL == "" {
+		return nil, &configError{"REDIS_URL", "redis-url", "required: " + why}
+	}
+	redis.SetLogger(discardRedisLog{})
+	return newRedisWithCA(cfg.RedisURL, cfg.RedisCA, timeout)
+}
+
+// operatorLimiter is account s's limiter for an operator's command, on its
+// client rdb, its calls waiting up to timeout.
+func operatorLimiter(rdb redis.UniversalClient, cfg config, s accountSetup, timeout time.Duration, logger *slog.Logger) (*admission.Limiter, error) {
+	lc := limiterConfig(cfg, s, logger)
+	lc.RedisTimeout = timeout
+	return admission.New(rdb, lc)
+}
 
 type discardRedisLog struct{}
 

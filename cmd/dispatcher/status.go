@@ -39,10 +39,12 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if cfg.RedisURL == "" {
-		return &configError{"REDIS_URL", "redis-url", "required: status reads the limiter's Redis"}
+	const timeout = 2 * time.Second
+	rdb, err := operatorRedis(cfg, "status reads the limiter's Redis", timeout)
+	if err != nil {
+		return err
 	}
-	quietRedisLogs()
+	defer rdb.Close()
 	setups, err := configuredAccounts(cfg)
 	if err != nil {
 		return err
@@ -54,12 +56,6 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		setups = []accountSetup{s}
 	}
-	const timeout = 2 * time.Second
-	rdb, err := newRedisWithCA(cfg.RedisURL, cfg.RedisCA, timeout)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	err = rdb.Ping(pctx).Err()
 	cancel()
@@ -69,9 +65,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var lims []*admission.Limiter
 	for _, s := range setups {
-		lc := limiterConfig(cfg, s, quiet)
-		lc.RedisTimeout = timeout
-		lim, err := admission.New(rdb, lc)
+		lim, err := operatorLimiter(rdb, cfg, s, timeout, quiet)
 		if err != nil {
 			return err
 		}
