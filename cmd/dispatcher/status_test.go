@@ -96,16 +96,28 @@ func TestStatusShowsAStateBuiltByThePipeline(t *testing.T) {
 	if err := lim.ReportThrottled(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(aliveWithin + 1500*time.Millisecond) // the cut process falls silent; the sends' seconds are whole
-
+	// Until the cut process falls silent (aliveWithin after its last
+	// beat): by then the sends' seconds are long whole.
 	var out bytes.Buffer
-	if err := run(ctx, []string{"status", "--json"}, &out, io.Discard); err != nil {
-		t.Fatalf("status --json: %v", err)
-	}
 	var r statusReport
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		t.Fatalf("%v in %s", err, out.String())
-	}
+	waitWithin(t, 30*time.Second, "the cut process silent", func() bool {
+		out.Reset()
+		if err := run(ctx, []string{"status", "--json"}, &out, io.Discard); err != nil {
+			t.Fatalf("status --json: %v", err)
+		}
+		r = statusReport{}
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			t.Fatalf("%v in %s", err, out.String())
+		}
+		for _, a := range r.Accounts {
+			for _, p := range a.Processes {
+				if p.ID == ids[1] && !p.Alive {
+					return true
+				}
+			}
+		}
+		return false
+	})
 	if len(r.Accounts) != 1 {
 		t.Fatalf("accounts %+v", r.Accounts)
 	}
