@@ -246,7 +246,8 @@ type deadLetterReader struct {
 
 	mu   sync.Mutex
 	held map[string]*heldLetter // by Pub/Sub message ID; guarded by mu
-	seen int                    // distinct dead letters handed out; guarded by mu
+
+	seen int // distinct dead letters handed out; read's alone
 
 	limited bool // reading stopped at limit
 }
@@ -290,7 +291,7 @@ func (r *deadLetterReader) read(ctx context.Context, handle func(dl *deadLetter)
 	// not taken for a quiet subscription.
 	var last time.Time
 	for {
-		if r.limit > 0 && r.seenCount() >= r.limit {
+		if r.limit > 0 && r.seen >= r.limit {
 			r.limited = true
 			return nil
 		}
@@ -343,13 +344,11 @@ func (r *deadLetterReader) read(ctx context.Context, handle func(dl *deadLetter)
 			r.ackIDs(ctx, reack) // best effort: an ack that was lost
 		}
 		for _, rm := range fresh {
-			if r.limit > 0 && r.seenCount() >= r.limit {
+			if r.limit > 0 && r.seen >= r.limit {
 				r.limited = true
 				break // held, and nacked back at the end
 			}
-			r.mu.Lock()
 			r.seen++
-			r.mu.Unlock()
 			handle(parseDeadLetter(rm.GetMessage(), r.cfg))
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -359,12 +358,6 @@ func (r *deadLetterReader) read(ctx context.Context, handle func(dl *deadLetter)
 			last = time.Now()
 		}
 	}
-}
-
-func (r *deadLetterReader) seenCount() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.seen
 }
 
 // ack acks dl on the inspect subscription and waits for the answer. It
