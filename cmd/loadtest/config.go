@@ -113,6 +113,11 @@ type config struct {
 	scenarios      []scenario
 	adaptiveStep   time.Duration // --adaptive-step: Adaptive.Step of the adaptive scenario
 	providerJitter time.Duration // --provider-arrival-jitter: the limiter's ArrivalJitter in the senders scenario
+	// recordDir, if set, is where --record-alerts writes the fault runs'
+	// recordings of /metrics (record.go), instead of any measurement;
+	// recordRuns names the runs (all if empty).
+	recordDir  string
+	recordRuns []string
 }
 
 // defaults of the flags; --quick changes the first three unless given.
@@ -178,6 +183,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		fmt.Sprintf("; K=%d and OTP %g/s unless given", scenarioK, scenarioOTPRate))
 	fs.DurationVar(&c.adaptiveStep, "adaptive-step", admission.DefaultAdaptiveStep, "with --scenario adaptive, the learned rate's Adaptive.Step: how long a rate holds under load before the search moves on")
 	fs.DurationVar(&c.providerJitter, "provider-arrival-jitter", poolJitter, "with --scenario senders, the limiter's ArrivalJitter (PROVIDER_ARRIVAL_JITTER): each sender's slots are spaced by (1s + this) / its rate")
+	fs.StringVar(&c.recordDir, "record-alerts", "", "instead of any measurement, run the fault runs of the alert rules' tests (real dispatcher processes, /metrics scraped every second) and write one recording per run into this directory (k8s/monitoring/testdata/recordings)")
+	var recordRuns string
+	fs.StringVar(&recordRuns, "record-runs", "", "with --record-alerts, only these runs (comma list)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -186,6 +194,19 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.recordDir != "" {
+		for name := range set {
+			if name != "record-alerts" && name != "record-runs" && name != "redis-url" {
+				return nil, fmt.Errorf("--%s does not apply to --record-alerts", name)
+			}
+		}
+		if recordRuns != "" {
+			c.recordRuns = strings.Split(recordRuns, ",")
+		}
+		return c, nil
+	} else if recordRuns != "" {
+		return nil, errors.New("--record-runs needs --record-alerts")
+	}
 	if c.soak != 0 {
 		for _, name := range soakExcludes {
 			if set[name] {

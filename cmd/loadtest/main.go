@@ -50,6 +50,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		}
 	}()
 
+	if cfg.recordDir != "" {
+		return recordAlerts(ctx, cfg.recordDir, cfg.recordRuns, redisOpts, stderr)
+	}
+
 	if cfg.soak > 0 {
 		redisURL := cfg.redisURL
 		if redisURL == "" {
