@@ -1,0 +1,137 @@
+package k8s
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// alertMutant is a change to the PrometheusRule that the alerts' unit
+// tests must catch: the alert's test file fails under it.
+type alertMutant struct {
+	name     string
+	testFile string // in alertTestsDir, without .test.yaml
+	old, new string // the text replaced, once, in the manifest
+}
+
+// alertMutants break what each alert is sized for: its threshold, its
+// windows and for:, its grouping, what it counts. Each old text occurs
+// once in the manifest.
+var alertMutants = []alertMutant{
+	{"429: a pod's first 429 (a new series) not counted", "SMSProvider429",
+		"              or\n              (\n                sms_messages_total{sms_outcome=\"throttled\"}\n                unless",
+		"              and\n              (\n                sms_messages_total{sms_outcome=\"throttled\"}\n                unless"},
+	{"429: waits for 5 minutes of 429s", "SMSProvider429",
+		"            > 0\n          labels:\n            severity: critical\n          annotations:\n            summary: The SMS provider answered 429",
+		"            > 0\n          for: 5m\n          labels:\n            severity: critical\n          annotations:\n            summary: The SMS provider answered 429"},
+	{"429: not per account", "SMSProvider429",
+		"            sum by (sms_account) (\n              (\n                increase(",
+		"            sum (\n              (\n                increase("},
+	{"account failure: not per account", "SMSProviderAccountFailure",
+		"max by (sms_account) (sms_account_paused) > 0", "max(sms_account_paused) > 0"},
+	{"account failure: waits 5 minutes", "SMSProviderAccountFailure",
+		"(sms_account_paused) > 0\n", "(sms_account_paused) > 0\n          for: 5m\n"},
+	{"fallback: no for:", "SMSFallbackActive",
+		"max(sms_fallback_active) > 0\n          for: 1m", "max(sms_fallback_active) > 0\n          for: 0s"},
+	{"fallback: never fires", "SMSFallbackActive",
+		"max(sms_fallback_active) > 0", "max(sms_fallback_active) > 1"},
+	{"OTP latency: 10 ms instead of 1 s", "SMSOTPLatencyHigh",
+		"(rate(sms_otp_latency_seconds_bucket[5m]))) > 1", "(rate(sms_otp_latency_seconds_bucket[5m]))) > 0.01"},
+	{"OTP latency: 10 s instead of 1 s", "SMSOTPLatencyHigh",
+		"(rate(sms_otp_latency_seconds_bucket[5m]))) > 1", "(rate(sms_otp_latency_seconds_bucket[5m]))) > 10"},
+	{"OTP not sent: fires while OTP are sent", "SMSOTPNotSent",
+		"            unless\n            sum(rate(sms_messages_total{sms_class=\"otp\",sms_outcome=\"sent\"}[2m])) > 0",
+		"            unless\n            sum(rate(sms_messages_total{sms_class=\"otp\",sms_outcome=\"sent\"}[2m])) > 1000"},
+	{"OTP not sent: a 5-minute window", "SMSOTPNotSent",
+		"sum(rate(sms_messages_total{sms_class=\"otp\",sms_outcome=\"sent\"}[2m])) > 0", "sum(rate(sms_messages_total{sms_class=\"otp\",sms_outcome=\"sent\"}[5m])) > 0"},
+	{"dead letters: for 1m", "SMSDeadLettersRising",
+		"{sms_action=\"dead_letter\"}[5m])) > 0\n          for: 10m", "{sms_action=\"dead_letter\"}[5m])) > 0\n          for: 1m"},
+	{"dead-letter publish: counts dead letters", "SMSDeadLetterPublishFailing",
+		"sms_outcome=~\"invalid|rejected\",sms_action=\"nack\"", "sms_outcome=~\"invalid|rejected\""},
+	{"dead-letter publish: for 15m", "SMSDeadLetterPublishFailing",
+		"sms_action=\"nack\"}[5m])) > 0\n          for: 5m", "sms_action=\"nack\"}[5m])) > 0\n          for: 15m"},
+	{"learned rate: at the target counts as below", "SMSLearnedRateBelowTarget",
+		"            < on (sms_account)", "            <= on (sms_account)"},
+	{"learned rate: for 1h", "SMSLearnedRateBelowTarget",
+		"          for: 30m", "          for: 1h"},
+	{"near contract: at 95%", "SMSSendRateNearContract",
+		"0.93 * max by (sms_account)", "0.95 * max by (sms_account)"},
+	{"near contract: all accounts summed", "SMSSendRateNearContract",
+		"sum by (sms_account) (rate(sms_messages_total{sms_outcome=\"sent\"}[1m]))\n            >\n            0.93 * max by (sms_account) (sms_configured_rate{sms_limit=\"contract\"})",
+		"sum(rate(sms_messages_total{sms_outcome=\"sent\"}[1m]))\n            >\n            0.93 * max(sms_configured_rate{sms_limit=\"contract\"})"},
+	{"5xx: a 5-minute ratio", "SMSProvider5xx",
+		"sms_provider_status_class=~\"5xx|error\"}[2m]))\n            /\n            sum(rate(http_client_request_duration_seconds_count{sms_provider_status_class!=\"\"}[2m]))",
+		"sms_provider_status_class=~\"5xx|error\"}[5m]))\n            /\n            sum(rate(http_client_request_duration_seconds_count{sms_provider_status_class!=\"\"}[5m]))"},
+	{"5xx: for 10m", "SMSProvider5xx",
+		"            > 0.10\n          for: 3m", "            > 0.10\n          for: 10m"},
+	{"retry budget: at 0 only when negative", "SMSRetryBudgetSpent",
+		"min(sms_retry_budget_tokens) <= 5", "min(sms_retry_budget_tokens) < 0"},
+	{"retry budget: no for:", "SMSRetryBudgetSpent",
+		"min(sms_retry_budget_tokens) <= 5\n          for: 2m", "min(sms_retry_budget_tokens) <= 5\n          for: 0s"},
+	{"recording rule: nacks over sends over 1m", "recording-rules",
+		"sum(rate(sms_messages_total{sms_action=\"nack\"}[5m]))", "sum(rate(sms_messages_total{sms_action=\"nack\"}[1m]))"},
+	{"recording rule: the sent rate per class summed", "recording-rules",
+		"sum by (sms_class) (rate(sms_messages_total{sms_outcome=\"sent\"}[1m]))", "sum(rate(sms_messages_total{sms_outcome=\"sent\"}[1m]))"},
+}
+
+// TestAlertMutantsAreCaught runs promtool's rule tests on each mutant of
+// the manifest and wants them to fail: the tests can tell an alert sized
+// for its incident from one that is not. It needs promtool (PROMTOOL, the
+// binary; .ci/run builds it at the module's Prometheus version and sets
+// it) and is skipped without.
+func TestAlertMutantsAreCaught(t *testing.T) {
+	promtool := os.Getenv("PROMTOOL")
+	if promtool == "" {
+		t.Skip("PROMTOOL is not set (.ci/run sets it to the promtool it builds)")
+	}
+	manifest, err := os.ReadFile(ruleFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(t *testing.T, manifest []byte, testFile string) ([]byte, error) {
+		dir := t.TempDir()
+		rules, err := renderRulesFile(manifest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		test, err := os.ReadFile(filepath.Join(alertTestsDir, testFile+".test.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, data := range map[string][]byte{"rules.yaml": rules, "t.test.yaml": test} {
+			if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd := exec.Command(promtool, "test", "rules", "t.test.yaml")
+		cmd.Dir = dir
+		return cmd.CombinedOutput()
+	}
+	// The unmutated rules pass, or the mutants prove nothing.
+	seen := map[string]bool{}
+	for _, m := range alertMutants {
+		if !seen[m.testFile] {
+			seen[m.testFile] = true
+			if out, err := run(t, manifest, m.testFile); err != nil {
+				t.Fatalf("%s.test.yaml fails on the manifest's own rules: %v\n%s", m.testFile, err, out)
+			}
+		}
+	}
+	for _, m := range alertMutants {
+		t.Run(m.name, func(t *testing.T) {
+			if n := bytes.Count(manifest, []byte(m.old)); n != 1 {
+				t.Fatalf("the text to mutate occurs %d times in %s, want 1:\n%s", n, ruleFile, m.old)
+			}
+			mutated := bytes.Replace(manifest, []byte(m.old), []byte(m.new), 1)
+			out, err := run(t, mutated, m.testFile)
+			if err == nil {
+				t.Errorf("%s.test.yaml passes with the mutant: the tests cannot tell", m.testFile)
+			} else if _, ok := err.(*exec.ExitError); !ok || !strings.Contains(string(out), "FAILED") {
+				t.Errorf("promtool did not run the tests: %v\n%s", err, out)
+			}
+		})
+	}
+}
