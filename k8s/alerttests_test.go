@@ -333,6 +333,36 @@ func TestEveryRuleHasAUnitTest(t *testing.T) {
 	}
 }
 
+// TestRunbookSaysHowFastEachAlertFires: every alert of the manifest has
+// its section in docs/runbook.md (its runbook_url's anchor), and the
+// section says how fast it fires and why (a "**Fires:**" paragraph, with
+// the figures of its unit tests).
+func TestRunbookSaysHowFastEachAlertFires(t *testing.T) {
+	runbook, err := os.ReadFile("../docs/runbook.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string]string{}
+	for _, part := range strings.Split("\n"+string(runbook), "\n## ")[1:] {
+		title, body, _ := strings.Cut(part, "\n")
+		sections[strings.TrimSpace(title)] = body
+	}
+	for _, g := range loadRule(t).Spec.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			body, ok := sections[r.Alert]
+			switch {
+			case !ok:
+				t.Errorf("docs/runbook.md has no section ## %s", r.Alert)
+			case !strings.Contains(body, "**Fires:**"):
+				t.Errorf("docs/runbook.md, ## %s: no **Fires:** paragraph (how fast it fires and why)", r.Alert)
+			}
+		}
+	}
+}
+
 // TestUntestedFindsWhatIsMissing: the coverage check itself.
 func TestUntestedFindsWhatIsMissing(t *testing.T) {
 	file := []byte(`tests:

@@ -519,7 +519,8 @@ func TestPrometheusRule(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"SMSProvider429", "SMSFallbackActive", "SMSOTPLatencyHigh", "SMSDeadLettersRising",
+	for _, want := range []string{"SMSProvider429", "SMSProviderAccountFailure", "SMSFallbackActive", "SMSOTPLatencyHigh",
+		"SMSOTPNotSent", "SMSDeadLettersRising", "SMSDeadLetterPublishFailing", "SMSLearnedRateBelowTarget",
 		"SMSSendRateNearContract", "SMSProvider5xx", "SMSRetryBudgetSpent"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("alert %s missing", want)

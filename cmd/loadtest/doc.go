@@ -14,6 +14,7 @@
 //	go run ./cmd/loadtest --scenario senders   # a pool of 10 senders on an account counting segments, 30 s
 //	go run ./cmd/loadtest --scenario adaptive  # the learned rate against a provider allowing 60/s, 5 min; fails below its criterion
 //	go run ./cmd/loadtest --scenario adaptive --duration 20s --adaptive-step 1.5s  # the same search, faster
+//	go run ./cmd/loadtest --record-alerts k8s/monitoring/testdata/recordings  # the alert tests' fault runs, about 40 min
 //
 // Invariant: every run is bounded and leaves nothing behind. Each run lasts
 // --duration, plus at most one send timeout for sends already on the wire;
@@ -86,6 +87,11 @@
 // here) proves rates the provider refuses: 1.5 s is about the shortest
 // that searches as the default does.
 //
+// Alert recordings (--record-alerts DIR, --record-runs a,b): instead of a
+// measurement, the fault runs whose /metrics the alert rules' unit tests
+// replay: two real dispatcher processes, /metrics scraped every second,
+// one file per run (record.go says what they hold).
+//
 // Files: main.go (flags, run), config.go (modes, strategies, faults),
 // harness.go (one run), sender.go (workers and the strategies' send loops),
 // queue.go (the load), fault.go (fault schedule; Redis going down is
@@ -96,5 +102,6 @@
 // report.go (table and JSON), svg.go (the chart), soak.go (the soak's
 // harness), soaksender.go (a soak sender process), soakreport.go (the
 // soak's criterion, table and CSV), scenario.go (the scenarios' settings
-// and harness), scenarioreport.go (their figures, criterion and tables).
+// and harness), scenarioreport.go (their figures, criterion and tables), record.go (the
+// alert recordings).
 package main
