@@ -233,11 +233,17 @@ func TestAlertTestFiles(t *testing.T) {
 // testFileName is the name of the test file generated from case file name.
 func testFileName(name string) string { return strings.TrimSuffix(name, ".yaml") + ".test.yaml" }
 
-// promtoolTests is what a test file says, as far as coverage goes.
-type promtoolTests struct {
+// healthyRecording is the recording of a run with nothing wrong (a
+// campaign at the marketing cap, OTP flowing): every alert must stay
+// silent on it.
+const healthyRecording = "healthy"
+
+// caseTests is what a case file says, as far as coverage goes.
+type caseTests struct {
 	Tests []struct {
-		Name  string `yaml:"name"`
-		Alert []struct {
+		Name      string       `yaml:"name"`
+		Recording recordingRef `yaml:"recording"`
+		Alert     []struct {
 			Alertname string `yaml:"alertname"`
 			ExpAlerts []struct {
 				ExpLabels      map[string]string `yaml:"exp_labels"`
@@ -250,20 +256,21 @@ type promtoolTests struct {
 	} `yaml:"tests"`
 }
 
-// untested lists what the rule tests leave out: an alert with no test in
+// untested lists what the case files leave out: an alert with no test in
 // which it fires (labels and annotations checked, runbook_url among them),
-// or none in which it stays silent; a recording rule no promql_expr_test
+// or none in which it stays silent on the healthy run (a silence before an
+// incident begins does not count); a recording rule no promql_expr_test
 // evaluates.
 func untested(alerts, records []string, files map[string][]byte) ([]string, error) {
 	fires, silent, evaluated := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for name, data := range files {
-		var pt promtoolTests
-		if err := yaml.Unmarshal(data, &pt); err != nil {
+		var ct caseTests
+		if err := yaml.Unmarshal(data, &ct); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		for _, tg := range pt.Tests {
+		for _, tg := range ct.Tests {
 			for _, a := range tg.Alert {
-				if len(a.ExpAlerts) == 0 {
+				if len(a.ExpAlerts) == 0 && tg.Recording.File == healthyRecording {
 					silent[a.Alertname] = true
 				}
 				for _, e := range a.ExpAlerts {
@@ -287,7 +294,7 @@ func untested(alerts, records []string, files map[string][]byte) ([]string, erro
 			missing = append(missing, a+": no test in which it fires with its severity, summary and runbook_url checked")
 		}
 		if !silent[a] {
-			missing = append(missing, a+": no test in which it stays silent")
+			missing = append(missing, a+": no test in which it stays silent on the "+healthyRecording+" recording")
 		}
 	}
 	for _, r := range records {
@@ -299,9 +306,10 @@ func untested(alerts, records []string, files map[string][]byte) ([]string, erro
 }
 
 // TestEveryRuleHasAUnitTest fails for an alert of the manifest without a
-// test that makes it fire and one under which it stays silent, and for a
-// recording rule that no test evaluates: a rule added later comes with its
-// tests.
+// test that makes it fire and one under which it stays silent on the
+// healthy run, and for a recording rule that no test evaluates: a rule
+// added later comes with its tests. It reads the case files, which
+// TestAlertTestFiles keeps identical to what promtool runs.
 func TestEveryRuleHasAUnitTest(t *testing.T) {
 	pr := loadRule(t)
 	var alerts, records []string
@@ -316,20 +324,20 @@ func TestEveryRuleHasAUnitTest(t *testing.T) {
 		}
 	}
 	files := map[string][]byte{}
-	generated, _ := filepath.Glob(alertTestsDir + "/*.test.yaml")
-	for _, g := range generated {
-		data, err := os.ReadFile(g)
+	cases, _ := filepath.Glob(casesDir + "/*.yaml")
+	for _, c := range cases {
+		data, err := os.ReadFile(c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		files[g] = data
+		files[c] = data
 	}
 	missing, err := untested(alerts, records, files)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range missing {
-		t.Errorf("%s (%s)", m, alertTestsDir)
+		t.Errorf("%s (%s)", m, casesDir)
 	}
 }
 
@@ -366,26 +374,32 @@ func TestRunbookSaysHowFastEachAlertFires(t *testing.T) {
 // TestUntestedFindsWhatIsMissing: the coverage check itself.
 func TestUntestedFindsWhatIsMissing(t *testing.T) {
 	file := []byte(`tests:
-  - alert_rule_test:
+  - recording: {file: an-incident, until: 150s}
+    alert_rule_test:
       - {alertname: Fires, exp_alerts: [{exp_labels: {severity: warning}, exp_annotations: {summary: s, runbook_url: u}}]}
-      - {alertname: Fires, exp_alerts: []}
       - {alertname: NoRunbook, exp_alerts: [{exp_labels: {severity: warning}, exp_annotations: {summary: s}}]}
-      - {alertname: NoRunbook, exp_alerts: []}
       - {alertname: NeverSilent, exp_alerts: [{exp_labels: {severity: warning}, exp_annotations: {summary: s, runbook_url: u}}]}
+      - {alertname: SilentOnlyBeforeItsIncident, exp_alerts: []}
+      - {alertname: SilentOnlyBeforeItsIncident, exp_alerts: [{exp_labels: {severity: warning}, exp_annotations: {summary: s, runbook_url: u}}]}
+  - recording: {file: healthy, until: 150s}
+    alert_rule_test:
+      - {alertname: Fires, exp_alerts: []}
+      - {alertname: NoRunbook, exp_alerts: []}
     promql_expr_test:
       - expr: sms:seen:rate5m > 0
       - expr: not_sms:unseen:rate5m
 `)
-	got, err := untested([]string{"Fires", "NoRunbook", "NeverSilent", "Untested"}, []string{"sms:seen:rate5m", "sms:unseen:rate5m"},
+	got, err := untested([]string{"Fires", "NoRunbook", "NeverSilent", "SilentOnlyBeforeItsIncident", "Untested"}, []string{"sms:seen:rate5m", "sms:unseen:rate5m"},
 		map[string][]byte{"t.yaml": file})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
 		"NoRunbook: no test in which it fires with its severity, summary and runbook_url checked",
-		"NeverSilent: no test in which it stays silent",
+		"NeverSilent: no test in which it stays silent on the healthy recording",
+		"SilentOnlyBeforeItsIncident: no test in which it stays silent on the healthy recording",
 		"Untested: no test in which it fires with its severity, summary and runbook_url checked",
-		"Untested: no test in which it stays silent",
+		"Untested: no test in which it stays silent on the healthy recording",
 		"sms:unseen:rate5m: no promql_expr_test evaluates it",
 	}
 	if !slices.Equal(got, want) {
