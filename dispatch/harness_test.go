@@ -221,9 +221,22 @@ func (h *harness) flood(prefix string, n int) []string {
 // timeout: a bound on a hang, not a speed claim.
 func (h *harness) waitEnded(ids []string, timeout time.Duration) map[string]Event {
 	h.t.Helper()
+	return h.waitEndedUnless(ids, timeout, nil)
+}
+
+// waitEndedUnless is waitEnded that fails as soon as broken, asked after
+// every event, names a promise broken on the way: a test that a mutant
+// breaks then ends at the first sign, not at its timeout.
+func (h *harness) waitEndedUnless(ids []string, timeout time.Duration, broken func() string) map[string]Event {
+	h.t.Helper()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
+		if broken != nil {
+			if why := broken(); why != "" {
+				h.t.Fatalf("before every message reached an end: %s", why)
+			}
+		}
 		h.mu.Lock()
 		missing := 0
 		for _, id := range ids {
