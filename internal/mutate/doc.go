@@ -5,11 +5,15 @@
 //
 // Usage (with the Redis variables of .ci/redis.sh set):
 //
-//	go run ./internal/mutate [-run REGEXP] [-v]
+//	go run ./internal/mutate [-run REGEXP] [-v] [-no-baseline]
 //
+// Before any mutant, the killers run once on the module as it is: a killer
+// that fails without its mutant would otherwise kill it (-no-baseline
+// skips that, for a caller that has just run every test, as .ci/run does).
 // Each mutant first runs the test known to kill it (the killers table),
 // alone; if that test passes, the whole package runs. Each line of output
-// names a mutant and either the test that killed it or SURVIVED. A
+// names a mutant and either the test that killed it or SURVIVED, and the
+// time the mutant took. A
 // mutation whose text is not found exactly once is an error: the mutant
 // table has drifted from the code.
 //

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 func main() {
@@ -27,6 +28,8 @@ func run() error {
 	only := flag.String("run", "", "run only the mutants whose ID or name matches this regexp")
 	verbose := flag.Bool("v", false, "print the test output of every mutant")
 	check := flag.Bool("check", false, "only check that every mutation applies (no tests)")
+	noBaseline := flag.Bool("no-baseline", false,
+		"skip the run of the killers on the unmutated module: for a caller that has just run every test and stops on a failure (.ci/run)")
 	flag.Parse()
 	var match *regexp.Regexp
 	if *only != "" {
@@ -44,7 +47,7 @@ func run() error {
 		return errors.New("run from the module root (where go.mod is)")
 	}
 
-	if !*check {
+	if !*check && !*noBaseline {
 		if err := baseline(root, match); err != nil {
 			return err
 		}
@@ -81,7 +84,9 @@ func run() error {
 			}
 			continue
 		}
+		start := time.Now()
 		killer, out, err := try(root, dir, m)
+		took := time.Since(start).Round(100 * time.Millisecond)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", m.ID, m.Name, err)
 		}
@@ -90,9 +95,9 @@ func run() error {
 		}
 		if killer == "" {
 			survived++
-			fmt.Printf("%-4s %-56s SURVIVED\n", m.ID, m.Name)
+			fmt.Printf("%-4s %-56s SURVIVED (%v)\n", m.ID, m.Name, took)
 		} else {
-			fmt.Printf("%-4s %-56s killed by %s\n", m.ID, m.Name, killer)
+			fmt.Printf("%-4s %-56s killed by %s (%v)\n", m.ID, m.Name, killer, took)
 		}
 	}
 	if *check {
