@@ -32,11 +32,17 @@ trap '[ $? = 0 ] || bash "$0" stop "$dir"' EXIT
 
 in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# free_port prints a port whose cluster bus port (+10000) is free too.
+# free_port prints a port whose cluster bus port (+10000) is free too. Both
+# lie below the kernel's ephemeral range: there, an outgoing connection (the
+# module downloads of the promtool build running beside) can take a port
+# between the look and redis-server's bind, and the node fails to start.
+ephemeral_low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+span=$((ephemeral_low - 10000 - 10000))
+[ "$span" -ge 1000 ] || { echo "the ephemeral port range starts at $ephemeral_low: no room for Redis ports below it" >&2; exit 1; }
 free_port() {
   local p
   for _ in $(seq 200); do
-    p=$((20000 + RANDOM % 10000))
+    p=$((10000 + RANDOM % span))
     if ! in_use "$p" && ! in_use $((p + 10000)) && ! grep -qx "$p" "$dir/ports" 2>/dev/null; then
       echo "$p" >>"$dir/ports"
       echo "$p"
