@@ -85,6 +85,9 @@ func ParseValues(s string) ([]float64, error) {
 			continue
 		}
 		base, times, expand := strings.Cut(tok, "x")
+		if base == "" {
+			return nil, fmt.Errorf("%q: no value before x", tok)
+		}
 		n := 0
 		if expand {
 			var err error
@@ -215,6 +218,11 @@ func (rec *Recording) InputSeries(w Window) ([]InputSeries, error) {
 			// start) holds its last value in the repeats: nothing is made
 			// up for it.
 			hold := math.IsNaN(at(r.From))
+			if !hold && math.IsNaN(at(w.Until)) {
+				// Gone during the stretch: each repeat would be stale
+				// throughout, which the recording never showed.
+				return nil, fmt.Errorf("%s: present at %v, the repeat's start, and gone at %v, its end", s.Metric, r.From, w.Until)
+			}
 			if isCounter(s.Metric) && !hold {
 				gain = at(w.Until) - at(r.From)
 			}

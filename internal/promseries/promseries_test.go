@@ -50,6 +50,8 @@ func TestParseValuesReadsPromtoolsNotation(t *testing.T) {
 		{"1-2x4", []float64{1, -1, -3, -5, -7}},
 		{"1x4", []float64{1, 1, 1, 1, 1}},
 		{"1 _x3 stale", nil}, // stale is not read: an error below
+		{"x3", nil},          // no value to repeat
+		{"1 x", nil},
 		{"_x3", []float64{nan, nan, nan}},
 		{"-2+4x1", []float64{-2, 2}},
 		{"0.5 _ 3", []float64{0.5, nan, 3}},
@@ -159,6 +161,16 @@ func TestInputSeries(t *testing.T) {
 	}
 	if got[2].Values != "_x2 1x4" {
 		t.Errorf("late_total repeated from before it appeared: %q, want _x2 1x4", got[2].Values)
+	}
+
+	// A series gone by the end of the stretch it would repeat: an error,
+	// not repeats that are stale throughout.
+	gone, err := Parse(strings.NewReader("gone_total{pod=\"a\"} 1+1x4 _x5\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := gone.InputSeries(Window{Interval: 2 * time.Second, Until: 8 * time.Second, Repeat: &Repeat{From: 2 * time.Second, Until: 16 * time.Second}}); err == nil {
+		t.Errorf("a series gone at the stretch's end: %q, want an error", got)
 	}
 
 	for _, w := range []Window{
