@@ -14,6 +14,11 @@ type Gate struct {
 	mu      sync.Mutex
 	waiting int           // guarded by mu: OTP messages entered, not yet released
 	free    chan struct{} // guarded by mu: nil while waiting == 0; closed when waiting drops to 0
+
+	// woken, if set, runs in WaitMarketing between its wake on a closed
+	// free and its next look: a test holds marketing there to choose
+	// whether an OTP enters before it looks. Set before first use.
+	woken func()
 }
 
 // EnterOTP registers an OTP message as waiting and returns at once. Call
@@ -47,7 +52,11 @@ func (g *Gate) EnterOTP() (release func()) {
 // returns nil at once, even if ctx has ended.
 //
 // All marketing messages blocked here wake together when the last OTP is
-// released; each then goes on to admission, which paces them.
+// released; each then goes on to admission, which paces them. A woken
+// message looks at the gate again before it passes: if an OTP entered in
+// between, it waits for that one too. Which comes first, the look or the
+// entry, is the scheduler's choice; either way no marketing message passes
+// while it sees an OTP waiting.
 func (g *Gate) WaitMarketing(ctx context.Context) error {
 	for {
 		g.mu.Lock()
@@ -59,6 +68,9 @@ func (g *Gate) WaitMarketing(ctx context.Context) error {
 		select {
 		case <-free:
 			// Another OTP may have entered since; look again.
+			if g.woken != nil {
+				g.woken()
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}

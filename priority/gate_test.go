@@ -49,7 +49,7 @@ func TestZeroGateIsOpen(t *testing.T) {
 // message blocked since the start has passed.
 func TestMarketingWaitsForEveryOTP(t *testing.T) {
 	type step struct {
-		op          string // "enter", "release", or "handover": release otp and enter otp+1 with no pause between
+		op          string // "enter", "release", or "handover": release otp and enter otp+1 before marketing looks again
 		otp         int    // which OTP
 		wantWaiting int
 		wantPassed  bool
@@ -98,6 +98,17 @@ func TestMarketingWaitsForEveryOTP(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var g Gate
+				// A handover holds marketing, woken by the release, in
+				// the hook until the next OTP has entered: the order the
+				// step names, whichever goroutine the scheduler runs.
+				var hold chan struct{}
+				woke := make(chan struct{})
+				g.woken = func() {
+					if h := hold; h != nil {
+						woke <- struct{}{}
+						<-h
+					}
+				}
 				releases := map[int]func(){0: g.EnterOTP()}
 				done := marketing(t.Context(), &g)
 				synctest.Wait()
@@ -112,8 +123,12 @@ func TestMarketingWaitsForEveryOTP(t *testing.T) {
 					case "release":
 						releases[s.otp]()
 					case "handover":
+						hold = make(chan struct{})
 						releases[s.otp]()
+						<-woke
 						releases[s.otp+1] = g.EnterOTP()
+						close(hold)
+						hold = nil
 					}
 					synctest.Wait()
 					if n := g.Waiting(); n != s.wantWaiting {
