@@ -396,6 +396,7 @@ func accountConfig(base config, a accountYAML) config {
 	if a.RateUnit != nil {
 		c.RateUnit = trim(*a.RateUnit)
 	}
+	c.dependentDefaults(a.RateUnit != nil, a.MaxSegments != nil)
 	// Marketing's cap: class_rps.marketing, else MARKETING_RPS's default
 	// within target_rps (an account that does not serve marketing keeps it
 	// too, unused).

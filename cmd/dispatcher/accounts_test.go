@@ -120,14 +120,24 @@ func TestLoadAccountsExample(t *testing.T) {
 	}
 }
 
-// TestLoadAccountsExampleAsWritten: with the default max_segments the
-// example's otp account could break its contract within a second.
+// TestLoadAccountsExampleAsWritten: without max_segments, the example's
+// otp account, counting segments at 90 of 100, takes the 4 segments its
+// rates leave room for; given 6, it could break its contract within a
+// second, and the file is refused.
 func TestLoadAccountsExampleAsWritten(t *testing.T) {
 	base, err := loadConfig(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	path, _, _ := exampleFile(t, "")
+	setups, err := loadAccounts(base, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := setups[0].cfg; c.RateUnit != "segment" || c.MaxSegments != 4 {
+		t.Fatalf("otp: rates in %ss, max_segments %d; want segments, 4", c.RateUnit, c.MaxSegments)
+	}
+	path, _, _ = exampleFile(t, "max_segments: 6")
 	_, err = loadAccounts(base, path)
 	want := `invalid configuration: ACCOUNTS_FILE (--accounts-file): ` + path + `: account "otp": max_segments: target_rps (90) × (1s + PROVIDER_ARRIVAL_JITTER (20ms)) + burst (5) + max_segments (6) - 1 = 101.8 segments could reach the provider within one second, above contract_rps (100): lower target_rps, burst, max_segments or PROVIDER_ARRIVAL_JITTER`
 	if err == nil || err.Error() != want {
@@ -175,7 +185,7 @@ func TestLoadAccountsErrors(t *testing.T) {
 			[]string{": classes: no account serves marketing"}},
 		{"target above contract", "accounts:\n" + okOTP + okBulk + "    target_rps: 120\n",
 			[]string{`: account "bulk": target_rps: 120 is above contract_rps (100): the dispatcher would break the contract`}},
-		{"reach check with segments", "accounts:\n" + okOTP + okBulk + "    rate_unit: segment\n",
+		{"reach check with segments", "accounts:\n" + okOTP + okBulk + "    rate_unit: segment\n    max_segments: 6\n",
 			[]string{`: account "bulk": max_segments: target_rps (90) × (1s + PROVIDER_ARRIVAL_JITTER (20ms)) + burst (5) + max_segments (6) - 1 = 101.8 segments`, "above contract_rps (100)"}},
 		{"reach check with messages", "accounts:\n" + okOTP + okBulk + "    burst: 9\n",
 			[]string{`: account "bulk": target_rps: target_rps (90) × (1s + PROVIDER_ARRIVAL_JITTER (20ms)) + burst (9) = 100.8 messages`}},

@@ -133,6 +133,18 @@ func integer(dst func(*config) *int) func(*config, string) error {
 	}
 }
 
+// optionalInteger is integer for a setting whose default is computed
+// (dependentDefaults): "" leaves 0 until then.
+func optionalInteger(dst func(*config) *int) func(*config, string) error {
+	return func(c *config, v string) error {
+		if v == "" {
+			*dst(c) = 0
+			return nil
+		}
+		return integer(dst)(c, v)
+	}
+}
+
 func duration(dst func(*config) *time.Duration) func(*config, string) error {
 	return func(c *config, v string) error {
 		d, err := time.ParseDuration(v)
@@ -188,8 +200,8 @@ var settings = []setting{
 	{"VONAGE_API_SECRET_FILE", "vonage-api-secret-file", "", "file holding the Vonage API secret, read again when it changes (instead of VONAGE_API_SECRET)", false, str(func(c *config) *string { return &c.VonageAPISecretFile })},
 	{"VONAGE_FROM", "vonage-from", "", "Vonage sender id or number", false, str(func(c *config) *string { return &c.VonageFrom })},
 	{"VONAGE_API_URL", "vonage-api-url", "https://rest.nexmo.com", "base URL of Vonage's SMS API", false, str(func(c *config) *string { return &c.VonageAPIURL })},
-	{"RATE_UNIT", "rate-unit", "message", "what every rate counts: message, or segment (as Twilio counts)", false, str(func(c *config) *string { return &c.RateUnit })},
-	{"MAX_SEGMENTS", "max-segments", "6", "with RATE_UNIT=segment, the most segments a body may have (longer ones are dead-lettered)", false, integer(func(c *config) *int { return &c.MaxSegments })},
+	{"RATE_UNIT", "rate-unit", "", "what every rate counts: message, or segment (as Twilio counts); default segment with SMS_PROVIDER twilio or vonage, message otherwise", false, str(func(c *config) *string { return &c.RateUnit })},
+	{"MAX_SEGMENTS", "max-segments", "", "with RATE_UNIT=segment, the most segments a body may have (longer ones are dead-lettered); default 6, or fewer when the rates leave less room under CONTRACT_RPS", false, optionalInteger(func(c *config) *int { return &c.MaxSegments })},
 	{"ACCOUNT_PAUSE", "account-pause", "1m", "how long every pod stops sending after the provider refuses the account (credentials, suspension, credit); a changed credential file ends it earlier", false, duration(func(c *config) *time.Duration { return &c.AccountPause })},
 	{"ACCOUNTS_FILE", "accounts-file", "", "YAML file of the provider accounts (docs/operating.md, \"Accounts\"); replaces SMS_ACCOUNT, SMS_PROVIDER and the provider's settings, the rates, BURST, RATE_UNIT, MAX_SEGMENTS and PROVIDER_MAX_INFLIGHT", false, str(func(c *config) *string { return &c.AccountsFile })},
 	{"SMS_ACCOUNT", "account", "default", "provider account name; keys in Redis are {sms:<account>}:*", false, str(func(c *config) *string { return &c.Account })},
@@ -232,8 +244,10 @@ func configFlags(fs *flag.FlagSet, getenv func(string) string) func() (config, e
 	return func() (config, error) {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		explicit := map[string]bool{} // by variable: given as a flag or in the environment
 		var c config
 		for _, s := range settings {
+			explicit[s.env] = getenv(s.env) != "" || set[s.flag]
 			v := s.def
 			if e := getenv(s.env); e != "" {
 				v = e
@@ -251,11 +265,12 @@ func configFlags(fs *flag.FlagSet, getenv func(string) string) func() (config, e
 			// The file replaces these: one given as well is a mistake
 			// (which would win?), said before anything else.
 			for _, s := range settings {
-				if perAccount[s.env] && (getenv(s.env) != "" || set[s.flag]) {
+				if perAccount[s.env] && explicit[s.env] {
 					return config{}, &configError{s.env, s.flag, "not used with ACCOUNTS_FILE: set it on the account in the file"}
 				}
 			}
 		}
+		c.dependentDefaults(explicit["RATE_UNIT"], explicit["MAX_SEGMENTS"])
 		if err := c.validate(); err != nil {
 			return c, err
 		}
@@ -407,6 +422,47 @@ func (c config) validate() error {
 		}
 	}
 	return nil
+}
+
+// defaultMaxSegments is MAX_SEGMENTS's default when the rates leave room
+// for it: 918 GSM-7 or 402 UCS-2 characters.
+const defaultMaxSegments = 6
+
+// dependentDefaults fills in the defaults that follow other settings, for
+// those not given: RATE_UNIT's from SMS_PROVIDER, then, with rates in
+// segments, MAX_SEGMENTS's from the rates (docs/contract.md section 4).
+func (c *config) dependentDefaults(rateUnitGiven, maxSegmentsGiven bool) {
+	if !rateUnitGiven {
+		c.RateUnit = defaultRateUnit(c.Provider)
+	}
+	if !maxSegmentsGiven {
+		c.MaxSegments = defaultMaxSegments
+		if c.RateUnit == "segment" {
+			c.MaxSegments = c.fittingSegments()
+		}
+	}
+}
+
+// defaultRateUnit is RATE_UNIT's default for provider: segment for Twilio,
+// which counts throughput in segments, and Vonage, whose carriers count
+// each part as a message; message for the generic API.
+func defaultRateUnit(provider string) string {
+	if provider == "twilio" || provider == "vonage" {
+		return "segment"
+	}
+	return "message"
+}
+
+// fittingSegments is MAX_SEGMENTS's default: defaultMaxSegments, or the
+// most segments, at least 1, for which the segment check of validate holds
+// (at the default rates, 4: 90 × 1.02 + 5 + 4 - 1 = 99.8). Rates that
+// leave no room for one segment fail validate's message check first.
+func (c config) fittingSegments() int {
+	n := defaultMaxSegments
+	for n > 1 && c.reach(n-1) > c.ContractRPS {
+		n--
+	}
+	return n
 }
 
 // reach is the most units a provider counting a sliding window of one

@@ -161,7 +161,7 @@ func TestArrivalJitterCheck(t *testing.T) {
 		{map[string]string{"TARGET_RPS": "97", "BURST": "2"}, "TARGET_RPS"},                                   // 100.94
 		{map[string]string{"TARGET_RPS": "98", "BURST": "1"}, "TARGET_RPS"},                                   // 100.96
 		{map[string]string{"PROVIDER_ARRIVAL_JITTER": "1s"}, "TARGET_RPS"},                                    // 185
-		{map[string]string{"RATE_UNIT": "segment"}, "MAX_SEGMENTS"},                                           // 91.8 + 5 + 5 = 101.8
+		{map[string]string{"RATE_UNIT": "segment", "MAX_SEGMENTS": "6"}, "MAX_SEGMENTS"},                      // 91.8 + 5 + 5 = 101.8
 		{map[string]string{"RATE_UNIT": "segment", "MAX_SEGMENTS": "4", "BURST": "6"}, "MAX_SEGMENTS"},        // 100.8
 		{map[string]string{"PROVIDER_ARRIVAL_JITTER": "-1ms"}, "PROVIDER_ARRIVAL_JITTER"},                     // negative
 		{map[string]string{"PROVIDER_ARRIVAL_JITTER": "1.001s"}, "PROVIDER_ARRIVAL_JITTER"},                   // above 1 s

@@ -184,14 +184,18 @@ func limiterConfig(cfg config, s accountSetup, logger *slog.Logger) admission.Co
 	}
 }
 
-// logAccounts logs each account's rates at start, with the learned rate of
-// those that learn (read from Redis; a Redis down at start says so).
+// logAccounts logs each account's rates at start, the unit they count
+// (with segments, the longest body), and the learned rate of those that
+// learn (read from Redis; a Redis down at start says so).
 func (i *instance) logAccounts(ctx context.Context, logger *slog.Logger) {
 	for n, a := range i.accounts {
 		c := a.setup.cfg
 		attrs := []any{"account", c.Account, "provider", c.Provider, "classes", a.setup.classes,
 			"contract_rps", c.ContractRPS, "target_rps", c.TargetRPS, "marketing_rps", c.MarketingRPS,
 			"burst", c.Burst, "rate_unit", c.RateUnit, "senders", len(a.setup.senders), "adaptive", a.setup.adaptive.Enabled}
+		if c.RateUnit == "segment" {
+			attrs = append(attrs, "max_segments", c.MaxSegments)
+		}
 		if a.setup.adaptive.Enabled {
 			lctx, cancel := context.WithTimeout(ctx, time.Second)
 			st, err := i.limiters[n].Learned(lctx)
