@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -178,6 +179,7 @@ func loadAccounts(base config, path string) ([]accountSetup, error) {
 	}
 	setups := make([]accountSetup, 0, len(f.Accounts))
 	names := map[string]int{}
+	owners := map[string]int{} // by providerAccount: the entry that holds it
 	for i, a := range f.Accounts {
 		name := strings.TrimSpace(a.Name)
 		if j, ok := names[name]; ok && name != "" {
@@ -189,6 +191,12 @@ func loadAccounts(base config, path string) ([]accountSetup, error) {
 		if err != nil {
 			return nil, err
 		}
+		id, key := providerAccount(s.cfg)
+		if j, ok := owners[id]; ok {
+			return nil, l.fail(0, label(i, name), key, "the same %s account as %s (line %d): each entry has a limiter of its own, and together they could send twice the contract; make them one entry (its classes, a sender pool)",
+				s.cfg.Provider, label(j, strings.TrimSpace(f.Accounts[j].Name)), l.itemLine(j))
+		}
+		owners[id] = i
 		setups = append(setups, s)
 	}
 	r := routes(setups)
@@ -198,6 +206,26 @@ func loadAccounts(base config, path string) ([]accountSetup, error) {
 		}
 	}
 	return setups, nil
+}
+
+// providerAccount identifies the provider's account behind c, and names
+// the key that says it: Twilio's account SID, Vonage's API key, the
+// generic API's URL and token. The id holds the token: it is compared,
+// never shown.
+func providerAccount(c config) (id, key string) {
+	switch c.Provider {
+	case "twilio":
+		return "twilio " + strings.ToLower(c.TwilioAccountSID), "twilio.account_sid"
+	case "vonage":
+		return "vonage " + strings.ToLower(c.VonageAPIKey), "vonage.api_key"
+	}
+	u := c.ProviderURL
+	if p, err := url.Parse(u); err == nil {
+		// https://SMS.example.com/ and https://sms.example.com are one API.
+		p.Scheme, p.Host, p.Path = strings.ToLower(p.Scheme), strings.ToLower(p.Host), strings.TrimRight(p.Path, "/")
+		u = p.String()
+	}
+	return "generic " + u + " " + c.ProviderToken, "generic.url"
 }
 
 // singleAccount is the account the single-account variables describe: the

@@ -181,6 +181,16 @@ func TestLoadAccountsErrors(t *testing.T) {
 			[]string{`account "bulk": senders[0].number: unknown key (senders[0] takes from, rps)`}},
 		{"duplicate name", "accounts:\n" + okOTP + strings.Replace(okBulk, "bulk", "otp", 1),
 			[]string{`: account "otp": name: "otp" is also the name of the account at line 2: both would use the Redis keys {sms:otp}:*`}},
+		{"one Twilio account twice", "accounts:\n" + okOTP + twilioHead + "    twilio: {account_sid: AC1, auth_token: " + secret + ", from: \"+1\"}\n" +
+			strings.Replace(twilioHead, "name: tw", "name: tw2", 1) + "    twilio: {account_sid: ac1, auth_token: " + secret + ", messaging_service_sid: MG1}\n",
+			[]string{`: account "tw2": twilio.account_sid: the same twilio account as account "tw" (line 6): each entry has a limiter of its own, and together they could send twice the contract`}},
+		{"one Vonage account twice", "accounts:\n" + okOTP +
+			"  - name: vo\n    provider: vonage\n    vonage: {api_key: k, api_secret: " + secret + ", from: A}\n    classes: [marketing]\n" +
+			"  - name: vo2\n    provider: vonage\n    vonage: {api_key: k, api_secret: " + secret + ", from: B}\n    classes: [otp]\n",
+			[]string{`: account "vo2": vonage.api_key: the same vonage account as account "vo" (line 6)`}},
+		{"one generic account twice, its token once in a file", "accounts:\n" + okOTP +
+			"  - name: bulk\n    provider: generic\n    generic: {url: \"https://A.example/\", token_file: " + writeFile(t, "t1", "t1\n") + "}\n    classes: [marketing]\n",
+			[]string{`: account "bulk": generic.url: the same generic account as account "otp" (line 2)`}},
 		{"class nobody serves", "accounts:\n" + okOTP,
 			[]string{": classes: no account serves marketing"}},
 		{"target above contract", "accounts:\n" + okOTP + okBulk + "    target_rps: 120\n",
@@ -427,5 +437,18 @@ func TestAccountKeysNameSettings(t *testing.T) {
 	want := `set either it or generic.token, not both; provider=twilio, TARGET_RPS_X, PROVIDER_ARRIVAL_JITTER, got "TARGET_RPS \"BURST\""`
 	if got != want {
 		t.Errorf("renameVariables:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestLoadAccountsOneAPITwoAccounts: two entries at one generic URL with
+// their own tokens are two accounts of the provider, and load.
+func TestLoadAccountsOneAPITwoAccounts(t *testing.T) {
+	base, err := loadConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := writeFile(t, "accounts.yaml", "accounts:\n"+okOTP+strings.Replace(okBulk, "b.example, token: t2", "a.example, token: t3", 1))
+	if _, err := loadAccounts(base, path); err != nil {
+		t.Fatal(err)
 	}
 }
