@@ -28,7 +28,9 @@ type config struct {
 	MarketingSubscription string
 	DeadLetterTopic       string
 	DeadLetterInspect     string
-	RedisURL              string
+	RedisURL              string // from REDIS_URL, or read from RedisURLFile
+	RedisURLFile          string
+	RedisInsecure         bool // REDIS_INSECURE_SKIP_VERIFY: a rediss:// server's certificate is not checked
 	RedisCAFile           string
 	RedisCA               []byte // PEM certificates read from RedisCAFile; nil: the system's roots
 	Provider              string // generic, twilio or vonage
@@ -133,6 +135,20 @@ func integer(dst func(*config) *int) func(*config, string) error {
 	}
 }
 
+func boolean(dst func(*config) *bool) func(*config, string) error {
+	return func(c *config, v string) error {
+		switch v {
+		case "true":
+			*dst(c) = true
+		case "false":
+			*dst(c) = false
+		default:
+			return fmt.Errorf("want true or false, got %q", v)
+		}
+		return nil
+	}
+}
+
 // optionalInteger is integer for a setting whose default is computed
 // (dependentDefaults): "" leaves 0 until then.
 func optionalInteger(dst func(*config) *int) func(*config, string) error {
@@ -184,6 +200,8 @@ var settings = []setting{
 	{"DEAD_LETTER_TOPIC", "dead-letter-topic", "sms-dead-letter", "topic of messages that will never be sent", false, str(func(c *config) *string { return &c.DeadLetterTopic })},
 	{"DEAD_LETTER_SUBSCRIPTION", "dead-letter-subscription", "sms-dead-letter-inspect", "subscription for people to read dead letters", false, str(func(c *config) *string { return &c.DeadLetterInspect })},
 	{"REDIS_URL", "redis-url", "", "redis:// or rediss:// URL; redis+cluster:// or a comma list of host:port for Redis Cluster", true, str(func(c *config) *string { return &c.RedisURL })},
+	{"REDIS_URL_FILE", "redis-url-file", "", "file holding REDIS_URL, such as a mounted Secret; surrounding spaces and newlines are trimmed (instead of REDIS_URL)", false, str(func(c *config) *string { return &c.RedisURLFile })},
+	{"REDIS_INSECURE_SKIP_VERIFY", "redis-insecure-skip-verify", "false", "true: do not check a rediss:// server's certificate (the only way skip_verify=true in the URL is accepted); anyone on the path can then read the password", false, boolean(func(c *config) *bool { return &c.RedisInsecure })},
 	{"REDIS_CA_FILE", "redis-ca-file", "", "PEM file of the CA certificates a rediss:// server's certificate must chain to (default: the system's roots)", false, str(func(c *config) *string { return &c.RedisCAFile })},
 	{"SMS_PROVIDER_URL", "provider-url", "", "base URL of the SMS provider", false, str(func(c *config) *string { return &c.ProviderURL })},
 	{"SMS_PROVIDER_TOKEN", "provider-token", "", "bearer token of the SMS provider (secret)", true, str(func(c *config) *string { return &c.ProviderToken })},
@@ -271,11 +289,41 @@ func configFlags(fs *flag.FlagSet, getenv func(string) string) func() (config, e
 			}
 		}
 		c.dependentDefaults(explicit["RATE_UNIT"], explicit["MAX_SEGMENTS"])
+		if err := c.readRedisURLFile(); err != nil {
+			return config{}, err
+		}
 		if err := c.validate(); err != nil {
 			return c, err
 		}
 		return c, c.readFiles()
 	}
+}
+
+// readRedisURLFile reads REDIS_URL_FILE into RedisURL, before validate
+// checks the URL. Its errors name the variable, never the file's content.
+func (c *config) readRedisURLFile() error {
+	if c.RedisURLFile == "" {
+		return nil
+	}
+	if c.RedisURL != "" {
+		return settingError("REDIS_URL_FILE", "set either it or REDIS_URL, not both")
+	}
+	b, err := readSmall(c.RedisURLFile)
+	if err != nil {
+		return settingError("REDIS_URL_FILE", err.Error())
+	}
+	if c.RedisURL = strings.TrimSpace(string(b)); c.RedisURL == "" {
+		return settingError("REDIS_URL_FILE", c.RedisURLFile+": empty")
+	}
+	return nil
+}
+
+// redisURLVariable is the variable RedisURL came from, for its errors.
+func (c config) redisURLVariable() string {
+	if c.RedisURLFile != "" {
+		return "REDIS_URL_FILE"
+	}
+	return "REDIS_URL"
 }
 
 // readFiles reads the token and CA files that c names. Its errors name the
@@ -414,11 +462,18 @@ func (c config) validate() error {
 	}
 	if c.RedisURL != "" {
 		o, err := redisOptions(c.RedisURL)
-		if err != nil {
-			return bad("REDIS_URL", "%v", err) // the message never holds the URL: it may carry a password
-		}
-		if c.RedisCAFile != "" && o.TLSConfig == nil {
-			return bad("REDIS_CA_FILE", "applies to TLS only, and REDIS_URL is not a rediss:// URL")
+		env := c.redisURLVariable()
+		switch {
+		case err != nil:
+			return bad(env, "%v", err) // the message never holds the URL: it may carry a password
+		case c.RedisCAFile != "" && o.TLSConfig == nil:
+			return bad("REDIS_CA_FILE", "applies to TLS only, and %s is not a rediss:// URL", env)
+		case c.RedisInsecure && o.TLSConfig == nil:
+			return bad("REDIS_INSECURE_SKIP_VERIFY", "applies to TLS only, and %s is not a rediss:// URL", env)
+		case c.RedisInsecure && c.RedisCAFile != "":
+			return bad("REDIS_INSECURE_SKIP_VERIFY", "set either it or REDIS_CA_FILE, not both: a CA file is for checking the certificate")
+		case o.TLSConfig != nil && o.TLSConfig.InsecureSkipVerify && !c.RedisInsecure:
+			return bad(env, "skip_verify=true turns off the check of the server's certificate, and anyone on the path could read the password and the limiter's state: give the server's CA in REDIS_CA_FILE, or set REDIS_INSECURE_SKIP_VERIFY=true to accept it")
 		}
 	}
 	return nil

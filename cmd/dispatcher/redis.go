@@ -62,9 +62,29 @@ func newRedis(raw string) (redis.UniversalClient, error) {
 // certificate must chain to one of the PEM certificates in it instead of
 // the system's roots; caPEM with a URL without TLS is an error.
 func newRedisWithCA(raw string, caPEM []byte, callTimeout time.Duration) (redis.UniversalClient, error) {
+	return redisClient(raw, caPEM, false, callTimeout)
+}
+
+// newRedisOf is the Redis client cfg describes (REDIS_URL or
+// REDIS_URL_FILE, REDIS_CA_FILE, REDIS_INSECURE_SKIP_VERIFY), whose
+// longest call takes callTimeout.
+func newRedisOf(cfg config, callTimeout time.Duration) (redis.UniversalClient, error) {
+	return redisClient(cfg.RedisURL, cfg.RedisCA, cfg.RedisInsecure, callTimeout)
+}
+
+// redisClient is newRedisWithCA that, with insecure, does not check a
+// rediss:// server's certificate.
+func redisClient(raw string, caPEM []byte, insecure bool, callTimeout time.Duration) (redis.UniversalClient, error) {
 	opts, err := redisOptions(raw)
 	if err != nil {
 		return nil, err
+	}
+	if insecure {
+		if opts.TLSConfig == nil {
+			return nil, errors.New("skipping the certificate check applies to rediss:// URLs only")
+		}
+		opts.TLSConfig = opts.TLSConfig.Clone()
+		opts.TLSConfig.InsecureSkipVerify = true
 	}
 	if len(caPEM) > 0 {
 		if opts.TLSConfig == nil {
@@ -85,6 +105,40 @@ func newRedisWithCA(raw string, caPEM []byte, callTimeout time.Duration) (redis.
 	return redis.NewUniversalClient(opts), nil
 }
 
+// redisWarnings are what the start-up log warns of in cfg's Redis
+// settings: a password sent in clear (redis:// to a host other than
+// loopback), and a server whose certificate is not checked. They name
+// hosts, never the URL, which holds the password.
+func redisWarnings(cfg config) []string {
+	o, err := redisOptions(cfg.RedisURL)
+	if err != nil {
+		return nil // validate refused it
+	}
+	var w []string
+	if o.Password != "" && o.TLSConfig == nil {
+		for _, a := range o.Addrs {
+			if host, _, err := net.SplitHostPort(a); err == nil && !loopback(host) {
+				w = append(w, fmt.Sprintf("the Redis password travels in clear to %s (a redis:// URL): anyone on the path can read it; use rediss://", host))
+				break
+			}
+		}
+	}
+	if cfg.RedisInsecure {
+		w = append(w, "the Redis server's certificate is not checked (REDIS_INSECURE_SKIP_VERIFY=true): anyone on the path can pose as it and read the password")
+	}
+	return w
+}
+
+// loopback reports whether host is this machine: localhost or a loopback
+// address.
+func loopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // operatorTimeout bounds each Redis call of an operator's command that
 // changes something: an operator at a terminal, not a send waiting.
 const operatorTimeout = 5 * time.Second
@@ -96,10 +150,10 @@ const operatorTimeout = 5 * time.Second
 // wrong in the one line of the error it returns.
 func operatorRedis(cfg config, why string, timeout time.Duration) (redis.UniversalClient, error) {
 	if cfg.RedisURL == "" {
-		return nil, &configError{"REDIS_URL", "redis-url", "required: " + why}
+		return nil, &configError{"REDIS_URL", "redis-url", "required (or REDIS_URL_FILE): " + why}
 	}
 	redis.SetLogger(discardRedisLog{})
-	return newRedisWithCA(cfg.RedisURL, cfg.RedisCA, timeout)
+	return newRedisOf(cfg, timeout)
 }
 
 // operatorLimiter is account s's limiter for an operator's command, on its

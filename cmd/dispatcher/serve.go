@@ -39,16 +39,19 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	if cfg.RedisURL == "" {
-		return &configError{"REDIS_URL", "redis-url", "required to serve: it holds the limiter state all pods share"}
+		return &configError{"REDIS_URL", "redis-url", "required to serve (or REDIS_URL_FILE): it holds the limiter state all pods share"}
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
+	for _, w := range redisWarnings(cfg) {
+		logger.Warn(w)
+	}
 
 	tel, err := newTelemetry(ctx)
 	if err != nil {
 		return err
 	}
 	defer tel.shutdown(context.WithoutCancel(ctx), logger)
-	rdb, err := newRedisWithCA(cfg.RedisURL, cfg.RedisCA, cfg.RedisTimeout)
+	rdb, err := newRedisOf(cfg, cfg.RedisTimeout)
 	if err != nil {
 		return err
 	}

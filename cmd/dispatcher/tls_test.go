@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/redistest"
 )
@@ -188,21 +190,26 @@ func TestRedisTLSAndACL(t *testing.T) {
 	caFile := writeFile(t, "ca.pem", string(ca.pem))
 	rogueFile := writeFile(t, "rogue.pem", string(newTestCA(t, "rogue CA").pem))
 	url := func(userinfo string) string { return fmt.Sprintf("rediss://%s127.0.0.1:%d", userinfo, port) }
+	var connectEnv func(t *testing.T, env map[string]string) *admissionProbe
 
-	// connect builds the client as serve does: configuration, then newRedisWithCA.
+	// connect builds the client as serve does: configuration, then newRedisOf.
 	connect := func(t *testing.T, redisURL, caPath string) *admissionProbe {
 		t.Helper()
 		env := map[string]string{"REDIS_URL": redisURL}
 		if caPath != "" {
 			env["REDIS_CA_FILE"] = caPath
 		}
+		return connectEnv(t, env)
+	}
+	connectEnv = func(t *testing.T, env map[string]string) *admissionProbe {
+		t.Helper()
 		cfg, err := loadConfig(env)
 		if err != nil {
 			t.Fatalf("configuration: %v", err)
 		}
-		rdb, err := newRedisWithCA(cfg.RedisURL, cfg.RedisCA, cfg.RedisTimeout)
+		rdb, err := newRedisOf(cfg, cfg.RedisTimeout)
 		if err != nil {
-			t.Fatalf("newRedisWithCA: %v", err)
+			t.Fatalf("newRedisOf: %v", err)
 		}
 		t.Cleanup(func() { rdb.Close() })
 		lim, err := admission.New(rdb, admission.Config{Account: redistest.UniqueAccount(t), RedisTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
@@ -249,6 +256,22 @@ func TestRedisTLSAndACL(t *testing.T) {
 	t.Run("system roots only", func(t *testing.T) {
 		if p := connect(t, url("alice:secret@"), ""); p.pingErr == nil {
 			t.Fatal("ping verified a server signed by a test CA against the system's roots")
+		}
+	})
+	t.Run("the URL from REDIS_URL_FILE", func(t *testing.T) {
+		p := connectEnv(t, map[string]string{"REDIS_URL_FILE": writeFile(t, "redis-url", url("alice:secret@")+"\n"), "REDIS_CA_FILE": caFile})
+		if p.pingErr != nil || p.err != nil || !p.decision.Allowed || p.decision.Source != admission.SourceRedis {
+			t.Fatalf("ping %v; TryAcquire = %+v, %v; want allowed by redis", p.pingErr, p.decision, p.err)
+		}
+	})
+	t.Run("certificate unchecked when told", func(t *testing.T) {
+		for _, env := range []map[string]string{
+			{"REDIS_URL": url("alice:secret@"), "REDIS_INSECURE_SKIP_VERIFY": "true"},
+			{"REDIS_URL": url("alice:secret@") + "?skip_verify=true", "REDIS_INSECURE_SKIP_VERIFY": "true"},
+		} {
+			if p := connectEnv(t, env); p.pingErr != nil || p.decision.Source != admission.SourceRedis {
+				t.Fatalf("%v: ping %v, TryAcquire %+v; want a server signed by a test CA reached unchecked", env, p.pingErr, p.decision)
+			}
 		}
 	})
 	t.Run("plain redis:// to the TLS port", func(t *testing.T) {
@@ -298,5 +321,103 @@ func TestRedisCAFileConfig(t *testing.T) {
 				t.Fatalf("err %v, want a configuration error naming REDIS_CA_FILE", err)
 			}
 		})
+	}
+}
+
+// TestRedisURLSettings: skip_verify=true in a rediss:// URL needs
+// REDIS_INSECURE_SKIP_VERIFY=true, which applies to TLS only and not with
+// a CA file; REDIS_URL_FILE holds the URL instead of REDIS_URL, and its
+// errors name it. No error shows the password.
+func TestRedisURLSettings(t *testing.T) {
+	const secret = "hunter2"
+	ca := writeFile(t, "ca.pem", string(newTestCA(t, "CA").pem))
+	file := func(content string) string { return writeFile(t, "redis-url", content) }
+	tests := []struct {
+		name    string
+		env     map[string]string
+		want    string // the variable the error names; "" for accepted
+		url     string // accepted: the URL read
+		skipped bool   // accepted: the certificate is not checked
+	}{
+		{"skip_verify in the URL", map[string]string{"REDIS_URL": "rediss://:" + secret + "@h:6380?skip_verify=true"}, "REDIS_URL", "", false},
+		{"skip_verify in the URL, told", map[string]string{"REDIS_URL": "rediss://:" + secret + "@h:6380?skip_verify=true", "REDIS_INSECURE_SKIP_VERIFY": "true"}, "", "rediss://:" + secret + "@h:6380?skip_verify=true", true},
+		{"told alone", map[string]string{"REDIS_URL": "rediss://h:6380", "REDIS_INSECURE_SKIP_VERIFY": "true"}, "", "rediss://h:6380", true},
+		{"told false", map[string]string{"REDIS_URL": "rediss://h:6380", "REDIS_INSECURE_SKIP_VERIFY": "false"}, "", "rediss://h:6380", false},
+		{"told without TLS", map[string]string{"REDIS_URL": "redis://h:6379", "REDIS_INSECURE_SKIP_VERIFY": "true"}, "REDIS_INSECURE_SKIP_VERIFY", "", false},
+		{"told with a CA file", map[string]string{"REDIS_URL": "rediss://h:6380", "REDIS_INSECURE_SKIP_VERIFY": "true", "REDIS_CA_FILE": ca}, "REDIS_INSECURE_SKIP_VERIFY", "", false},
+		{"told yes", map[string]string{"REDIS_URL": "rediss://h:6380", "REDIS_INSECURE_SKIP_VERIFY": "yes"}, "REDIS_INSECURE_SKIP_VERIFY", "", false},
+		{"URL file", map[string]string{"REDIS_URL_FILE": file("rediss://:" + secret + "@h:6380\n")}, "", "rediss://:" + secret + "@h:6380", false},
+		{"URL file and REDIS_URL", map[string]string{"REDIS_URL_FILE": file("redis://h:6379"), "REDIS_URL": "redis://h:6379"}, "REDIS_URL_FILE", "", false},
+		{"URL file missing", map[string]string{"REDIS_URL_FILE": filepath.Join(t.TempDir(), "nope")}, "REDIS_URL_FILE", "", false},
+		{"URL file empty", map[string]string{"REDIS_URL_FILE": file(" \n")}, "REDIS_URL_FILE", "", false},
+		{"URL file not a Redis URL", map[string]string{"REDIS_URL_FILE": file("http://u:" + secret + "@h")}, "REDIS_URL_FILE", "", false},
+		{"URL file with skip_verify", map[string]string{"REDIS_URL_FILE": file("rediss://:" + secret + "@h:6380?skip_verify=true")}, "REDIS_URL_FILE", "", false},
+		{"URL file without TLS, and a CA", map[string]string{"REDIS_URL_FILE": file("redis://h:6379"), "REDIS_CA_FILE": ca}, "REDIS_CA_FILE", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := loadConfig(tt.env)
+			if tt.want != "" {
+				var ce *configError
+				if !errors.As(err, &ce) || ce.Env != tt.want {
+					t.Fatalf("err %v, want a configuration error naming %s", err, tt.want)
+				}
+				if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "\n") {
+					t.Fatalf("error %q: want one line without the password", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.RedisURL != tt.url {
+				t.Fatalf("the URL read is %q, want %q", c.RedisURL, tt.url)
+			}
+			rdb, err := newRedisOf(c, c.RedisTimeout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rdb.Close()
+			tc := rdb.(*redis.Client).Options().TLSConfig
+			if skipped := tc != nil && tc.InsecureSkipVerify; skipped != tt.skipped {
+				t.Fatalf("certificate check skipped: %v, want %v", skipped, tt.skipped)
+			}
+		})
+	}
+}
+
+// TestRedisWarnings: the start-up log warns of a password sent in clear
+// to another machine, and of a certificate not checked, naming the host,
+// never the password.
+func TestRedisWarnings(t *testing.T) {
+	tests := []struct {
+		env  map[string]string
+		want string // in the one warning; "" for none
+	}{
+		{map[string]string{"REDIS_URL": "redis://:pw@10.0.0.3:6379"}, "the Redis password travels in clear to 10.0.0.3"},
+		{map[string]string{"REDIS_URL": "redis://alice:pw@redis.example:6379/0"}, "in clear to redis.example"},
+		{map[string]string{"REDIS_URL": "redis+cluster://:pw@10.0.0.3:7000?addr=10.0.0.4:7001"}, "in clear to 10.0.0.3"},
+		{map[string]string{"REDIS_URL": "redis://:pw@127.0.0.1:6379"}, ""},
+		{map[string]string{"REDIS_URL": "redis://:pw@localhost:6379"}, ""},
+		{map[string]string{"REDIS_URL": "redis://:pw@[::1]:6379"}, ""},
+		{map[string]string{"REDIS_URL": "redis://10.0.0.3:6379"}, ""}, // no password
+		{map[string]string{"REDIS_URL": "rediss://:pw@10.0.0.3:6378"}, ""},
+		{map[string]string{"REDIS_URL": "10.0.0.3:7000,10.0.0.4:7001"}, ""},
+		{map[string]string{"REDIS_URL": "rediss://:pw@10.0.0.3:6378", "REDIS_INSECURE_SKIP_VERIFY": "true"}, "certificate is not checked (REDIS_INSECURE_SKIP_VERIFY=true)"},
+	}
+	for _, tt := range tests {
+		cfg, err := loadConfig(tt.env)
+		if err != nil {
+			t.Fatalf("%v: %v", tt.env, err)
+		}
+		w := redisWarnings(cfg)
+		switch {
+		case tt.want == "" && len(w) != 0:
+			t.Errorf("%v: warnings %q, want none", tt.env, w)
+		case tt.want != "" && (len(w) != 1 || !strings.Contains(w[0], tt.want)):
+			t.Errorf("%v: warnings %q, want one saying %q", tt.env, w, tt.want)
+		case len(w) == 1 && strings.Contains(w[0], "pw"):
+			t.Errorf("%v: warning %q shows the password", tt.env, w[0])
+		}
 	}
 }
