@@ -246,6 +246,15 @@ var mutants = []mutant{
 	{"O6", "the call after a send counts nothing", []edit{
 		{"admission/finish.lua", "if units > 0 and redis.call('INCRBY', KEYS[3], units) == units then", "if false then"},
 	}, ""},
+	{"HB1", "MAX_SEGMENTS unset is 6 whatever the rates", []edit{
+		{"cmd/dispatcher/config.go", "			c.MaxSegments = c.fittingSegments()", "			c.MaxSegments = defaultMaxSegments"},
+	}, "./cmd/dispatcher/"},
+	{"HB2", "RATE_UNIT defaults to message with twilio and vonage", []edit{
+		{"cmd/dispatcher/config.go", "	if provider == \"twilio\" || provider == \"vonage\" {", "	if false {"},
+	}, "./cmd/dispatcher/"},
+	{"HB3", "one provider account under two names in the accounts file", []edit{
+		{"cmd/dispatcher/accounts.go", "		if j, ok := owners[id]; ok {", "		if j, ok := owners[id]; ok && false {"},
+	}, "./cmd/dispatcher/"},
 }
 
 // killers names the test known to kill each mutant. try runs it first, alone;
@@ -322,4 +331,7 @@ var killers = map[string]string{
 	"O4":  "TestDeadlettersListIsRepeatableFiltersAndMasks",
 	"O5":  "TestStatusReadsWhatTheSendsAndProcessesLeft",
 	"O6":  "TestStatusReadsWhatTheSendsAndProcessesLeft",
+	"HB1": "TestServeWithTheDefaultsInSegments",
+	"HB2": "TestDefaultsFollowTheProviderAndTheRates",
+	"HB3": "TestLoadAccountsErrors",
 }
