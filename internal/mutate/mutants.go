@@ -187,7 +187,7 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "local function deny(wait, reason, detail)\n", "local function deny(wait, reason, detail)\n  if token ~= '' then\n    redis.call('SET', KEYS[9], 'claim:' .. token, 'PX', 60000)\n  end\n"},
 	}, ""},
 	{"F2", "a duplicate takes a slot", []edit{
-		{"admission/gcra.lua", "    return {0, 0, 6, 0, attempts, state, 0, learned}", "    redis.call('SET', KEYS[1], string.format('%d', math.max(tonumber(s[1]) or 0, now) + tonumber(ARGV[1])))\n    return {0, 0, 6, 0, attempts, state, 0, learned}"},
+		{"admission/gcra.lua", "    return {0, 0, 6, 0, attempts, state, 0, learned, ignored}", "    redis.call('SET', KEYS[1], string.format('%d', math.max(tonumber(s[1]) or 0, now) + tonumber(ARGV[1])))\n    return {0, 0, 6, 0, attempts, state, 0, learned, ignored}"},
 	}, ""},
 	{"F3", "a booked slot's TAT counts from the call, not from the slot", []edit{
 		{"admission/gcra.lua", "tat_g = math.max(tat_g, at) + cost * g_int", "tat_g = math.max(tat_g, now) + cost * g_int"},
@@ -245,6 +245,10 @@ var mutants = []mutant{
 	}, ""},
 	{"O6", "the call after a send counts nothing", []edit{
 		{"admission/finish.lua", "if units > 0 and redis.call('INCRBY', KEYS[3], units) == units then", "if false then"},
+	}, ""},
+	{"HA1", "an override or a learned rate below the minimum is in force", []edit{
+		{"admission/gcra.lua", "  o_g, o_m = rate(o_g), rate(o_m) -- 0, or one ignored: that rate is not overridden\n", ""},
+		{"admission/gcra.lua", "  lrn = {rate = rate(r),", "  lrn = {rate = tonumber(r),"},
 	}, ""},
 }
 
@@ -322,4 +326,5 @@ var killers = map[string]string{
 	"O4":  "TestDeadlettersListIsRepeatableFiltersAndMasks",
 	"O5":  "TestStatusReadsWhatTheSendsAndProcessesLeft",
 	"O6":  "TestStatusReadsWhatTheSendsAndProcessesLeft",
+	"HA1": "TestGCRAScriptNeverAdmitsMoreThanRateTimesWindowPlusBurst",
 }
