@@ -14,7 +14,8 @@
 --            at least min_rps (below) is ignored and reported (ignored)
 -- KEYS[6] -> in-flight leases ({sms:<account>}:leases), a sorted set of
 --            lease members scored by expiry; a process that dies mid-send
---            leaves its lease to expire
+--            leaves its lease to expire. The key lives past its longest
+--            lease, never less
 -- KEYS[7] -> probe key ({sms:<account>}:probe), set by penalty.lua: while
 --            it lives (a second past a penalty's end) no slot is booked
 --            ahead, so that the probe after a penalty goes alone
@@ -417,7 +418,14 @@ if max_inflight > 0 then
   end
   local ttl = tonumber(ARGV[13])
   redis.call('ZADD', KEYS[6], at + ttl, ARGV[12])
-  redis.call('PEXPIRE', KEYS[6], math.ceil((at + ttl - now) / 1000) + 1000)
+  -- The key's life is never shortened: an earlier lease may outlive this
+  -- one (another process's LeaseTTL, a slot booked further ahead). A key
+  -- just made by the ZADD has none (PTTL -1). PEXPIRE GT alone would take
+  -- that for an infinite one and leave the key forever.
+  local px = math.ceil((at + ttl - now) / 1000) + 1000
+  if redis.call('PTTL', KEYS[6]) < px then
+    redis.call('PEXPIRE', KEYS[6], px)
+  end
 end
 
 -- Each level's TAT moves past the slot by the send's cost.
