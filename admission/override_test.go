@@ -256,3 +256,34 @@ func TestStatusReportsTheRatesInRedisItIgnores(t *testing.T) {
 		}
 	}
 }
+
+// TestOverrideScriptIgnoresARateBelowTheMinimum: override.lua called with
+// a rate below MinRPS (past Override's check) on an account with slots
+// booked ahead neither fails nor rescales the TATs: the rate is not one
+// gcra.lua would put in force.
+func TestOverrideScriptIgnoresARateBelowTheMinimum(t *testing.T) {
+	rdb := redistest.Client(t)
+	scripts := loadScripts(t, rdb)
+	ctx := context.Background()
+	for _, rate := range []string{"1e-14", "1e-300", "-1", "nan", "inf"} {
+		rec := &recorder{}
+		l := newLimiter(t, rec, slowConfig(t))
+		c := rec.take(t, func() error { return l.Override(ctx, 0.5, 0.5, time.Minute) })
+		c.args[0], c.args[1] = rate, rate
+		deleteKeysAtEnd(t, rdb, c)
+		a := l.admit[OTP]
+		ahead := fmt.Sprint(redisNow(t, rdb) + 4_000_000) // a burst at 1/s: 4 s booked
+		if err := rdb.MSet(ctx, a.GlobalTAT, ahead, a.MarketingTAT, ahead).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := scripts.send(ctx, rdb, c, 0).Err(); err != nil {
+			t.Errorf("override.lua with the rate %s: %v", rate, err)
+			continue
+		}
+		for _, k := range []string{a.GlobalTAT, a.MarketingTAT} {
+			if got := get(t, rdb, k); got != ahead {
+				t.Errorf("override.lua with the rate %s: %s = %s, want %s as it was", rate, k, got, ahead)
+			}
+		}
+	}
+}
