@@ -208,8 +208,10 @@ func (c *Claims) forget(ctx context.Context, id string, clear bool) (was string,
 }
 
 // Finish writes id's final record (RecordSent, SentRecord's or
-// RecordRejected), which lives recordTTL. It overwrites any claim: the
-// outcome is a fact.
+// RecordRejected), which lives recordTTL. A send's record overwrites any
+// claim: the outcome is a fact. RecordRejected is written only over the
+// record Refuse wrote: a replay of the dead letter may have cleared it
+// and sent the id meanwhile, and that send's record stands.
 func (c *Claims) Finish(ctx context.Context, id, record string) error {
 	if record != RecordSent && record != RecordRejected && !strings.HasPrefix(record, sentPrefix) {
 		return errors.New("admission: Finish wants RecordSent, a SentRecord or RecordRejected")

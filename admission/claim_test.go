@@ -95,6 +95,9 @@ func TestForgetClearsOnlyARefusal(t *testing.T) {
 	if err := c.Refuse(ctx, "refused-1", "provider: 400 bad number"); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.Refuse(ctx, "rejected-1", "provider: 400 bad number"); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Finish(ctx, "rejected-1", RecordRejected); err != nil {
 		t.Fatal(err)
 	}
@@ -125,5 +128,58 @@ func TestForgetClearsOnlyARefusal(t *testing.T) {
 		if err != nil || (rec.State == Claimed) != wantClaimed {
 			t.Errorf("Claim(%s) after Forget = %+v, %v; claimable %v", id, rec, err, wantClaimed)
 		}
+	}
+}
+
+// TestALateRejectedNeverOverwritesAReplay: the dispatcher writes
+// RecordRejected once a refusal's dead letter is out, and by then an
+// operator may have replayed that dead letter: Forget cleared the refusal,
+// and the replay claimed the id and maybe sent it. RecordRejected is
+// written over the refusal only; a replay's send, its claim, or no record
+// at all (the replay on its way) are left as they are.
+func TestALateRejectedNeverOverwritesAReplay(t *testing.T) {
+	rdb := redistest.Client(t)
+	ctx := context.Background()
+	c := NewClaims(rdb, redistest.UniqueAccount(t), time.Minute, time.Hour, 0, nil)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		name   string
+		replay func(id string) // after Refuse, before the late Finish
+		want   string
+	}{
+		{"no replay", func(string) {}, RecordRejected},
+		{"a refusal counted twice", func(id string) { must(rdb.Set(ctx, c.Key(id), "2#refused:x", time.Hour).Err()) }, "2#" + RecordRejected},
+		{"replayed and sent", func(id string) {
+			_, _, err := c.Forget(ctx, id)
+			must(err)
+			_, err = c.Claim(ctx, id, "replay", time.Minute)
+			must(err)
+			must(c.Finish(ctx, id, SentRecord("SM2")))
+		}, "sent:SM2"},
+		{"replayed, its send under way", func(id string) {
+			_, _, err := c.Forget(ctx, id)
+			must(err)
+			_, err = c.Claim(ctx, id, "replay", time.Minute)
+			must(err)
+		}, "claim:replay"},
+		{"replayed, not pulled yet", func(id string) {
+			_, _, err := c.Forget(ctx, id)
+			must(err)
+		}, "<absent>"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			id := "promo-" + tt.name
+			must(c.Refuse(ctx, id, "provider: 400 bad number"))
+			tt.replay(id)
+			must(c.Finish(ctx, id, RecordRejected))
+			if got := get(t, rdb, c.Key(id)); got != tt.want {
+				t.Fatalf("record after the late RecordRejected: %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

@@ -62,6 +62,7 @@ func (l *Limiter) eval(ctx context.Context, class Class, cost int, recovering bo
 	d, learned, err := parseReply(v)
 	if err == nil {
 		l.learned.Store(learned)
+		l.reportIgnored(v[8].(int64))
 		d.Sender, err = l.sender(v[6].(int64))
 	}
 	if err == nil && d.Allowed {
@@ -74,8 +75,8 @@ func (l *Limiter) eval(ctx context.Context, class Class, cost int, recovering bo
 }
 
 // parseReply turns gcra.lua's {allowed, wait_us, reason, next_us,
-// attempts, detail, sender, learned} into a Decision, and the learned
-// rate's thousandths.
+// attempts, detail, sender, learned, ignored} into a Decision, and the
+// learned rate's thousandths.
 func parseReply(v []any) (Decision, int64, error) {
 	d, err := parseDecision(v)
 	if err != nil {
@@ -85,14 +86,14 @@ func parseReply(v []any) (Decision, int64, error) {
 }
 
 func parseDecision(v []any) (Decision, error) {
-	if len(v) != 8 {
-		return Decision{}, fmt.Errorf("%w: %d elements, want 8", ErrBadReply, len(v))
+	if len(v) != 9 {
+		return Decision{}, fmt.Errorf("%w: %d elements, want 9", ErrBadReply, len(v))
 	}
 	detail, ok := v[5].(string)
 	if !ok {
 		return Decision{}, fmt.Errorf("%w: element 5 is %T", ErrBadReply, v[5])
 	}
-	var n [8]int64
+	var n [9]int64
 	for i := range n {
 		if i == 5 {
 			continue
@@ -151,4 +152,21 @@ func (l *Limiter) sender(i int64) (string, error) {
 		return "", fmt.Errorf("%w: sender %d of %d", ErrBadReply, i, len(l.cfg.Senders))
 	}
 	return l.cfg.Senders[i-1].From, nil
+}
+
+// What gcra.lua found in Redis and ignored (its reply's ignored), bits.
+const (
+	ignoredOverride = 1 // the override: a rate not 0 nor a number of at least MinRPS
+	ignoredLearned  = 2 // the learned rate's state: a rate below MinRPS, or a field out of range
+)
+
+// reportIgnored logs what gcra.lua ignored in Redis when that changes: a
+// value only a hand-written key or a bug can leave there, which would
+// otherwise hide behind the configured rates holding.
+func (l *Limiter) reportIgnored(bits int64) {
+	if old := l.ignored.Swap(bits); old == bits || bits == 0 {
+		return
+	}
+	l.cfg.Logger.Warn("admission: a rate in redis is below the minimum or not a number: ignored, the configured rates hold",
+		"account", l.cfg.Account, "override", bits&ignoredOverride != 0, "learned", bits&ignoredLearned != 0, "min_rps", MinRPS)
 }

@@ -6,11 +6,14 @@
 -- KEYS[3] -> the sends counter of the send's class and second
 --            ({sms:<account>}:sent:<class>:<unix second>), counted when
 --            ARGV[4] is above 0 (any key of the account otherwise)
--- ARGV[1] -> the record: 'sent', 'sent:<provider id>', 'rejected' (refused
---            and dead-lettered) or 'refused:<reason>' (refused, its dead
---            letter not out yet), which overwrites any claim (the outcome
---            is a fact); or '' to give back the caller's claim, so that a
---            retry need not wait for it to expire
+-- ARGV[1] -> the record: 'sent', 'sent:<provider id>' or 'refused:<reason>'
+--            (refused, its dead letter not out yet), which overwrites any
+--            claim (the outcome is a fact); 'rejected' (refused and
+--            dead-lettered), written only over a record that still says
+--            'refused:...': a replay of the dead letter may already have
+--            cleared it (forget.lua), claimed the id and sent it, and its
+--            record stands; or '' to give back the caller's claim, so that
+--            a retry need not wait for it to expire
 -- ARGV[2] -> record lifetime in milliseconds (below 1 counts as 1): of the
 --            record, or of the count a given-back claim keeps
 -- ARGV[3] -> the caller's claim token ('' when it holds none)
@@ -21,9 +24,21 @@
 --
 -- Returns 1 when the record was written or the claim given back, 0 when
 -- the claim was not the caller's any more (expired and taken by another
--- attempt, or final) and was left alone.
+-- attempt, or final) or a 'rejected' found no refusal, and the record was
+-- left alone.
 local n = 1
-if ARGV[1] ~= '' then
+if ARGV[1] == 'rejected' then
+  local v = redis.call('GET', KEYS[1])
+  local count, state = string.match(v or '', '^(%d+)#(.*)$')
+  if not count then
+    state = v or ''
+  end
+  if string.sub(state, 1, 8) == 'refused:' then
+    redis.call('SET', KEYS[1], (count and count .. '#' or '') .. 'rejected', 'PX', math.max(tonumber(ARGV[2]), 1))
+  else
+    n = 0
+  end
+elseif ARGV[1] ~= '' then
   -- SET PX refuses a lifetime <= 0.
   redis.call('SET', KEYS[1], ARGV[1], 'PX', math.max(tonumber(ARGV[2]), 1))
 elseif ARGV[3] ~= '' then

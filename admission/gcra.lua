@@ -9,10 +9,13 @@
 -- KEYS[4] -> wake-ticket key of the caller's class ({sms:<account>}:wake:<class>)
 -- KEYS[5] -> rate override ({sms:<account>}:rate-override, '<target_rps>
 --            <marketing_rps>'), set by an operator to lower the rates
---            without a redeploy; a value can only lower a rate, never raise it
+--            without a redeploy; a value can only lower a rate, never raise
+--            it. A rate of 0 is not overridden; one that is not a number of
+--            at least min_rps (below) is ignored and reported (ignored)
 -- KEYS[6] -> in-flight leases ({sms:<account>}:leases), a sorted set of
 --            lease members scored by expiry; a process that dies mid-send
---            leaves its lease to expire
+--            leaves its lease to expire. The key lives past its longest
+--            lease, never less
 -- KEYS[7] -> probe key ({sms:<account>}:probe), set by penalty.lua: while
 --            it lives (a second past a penalty's end) no slot is booked
 --            ahead, so that the probe after a penalty goes alone
@@ -20,7 +23,10 @@
 --            <next_us> <mode> <cut_us> <pressed>'), written by penalty.lua
 --            on a 429 and here as the search moves up (ARGV[19]); in force
 --            while the account learns (or an operator pinned it, mode
---            'P'), and it can only lower the rates, like the override
+--            'P'), and it can only lower the rates, like the override. A
+--            state whose rate is not a number of at least min_rps, or
+--            whose other numbers are not in [0, 2^53), is ignored and
+--            reported (ignored)
 -- KEYS[9] -> the id's record ({sms:<account>}:id:<id>), read when
 --            ARGV[16] is not empty: the send-once claim is taken in the
 --            same call
@@ -78,7 +84,7 @@
 --            units (a send of more units than that goes alone)
 --
 -- Returns {allowed, wait_us, reason, next_us, attempts, detail, sender,
--- learned}:
+-- learned, ignored}:
 --   allowed  -> 1 when a slot was taken (and the claim, if asked), 0 when denied
 --   wait_us  -> allowed: microseconds until the booked slot opens (0: now);
 --               denied: until the caller should ask again (its wake
@@ -97,6 +103,9 @@
 --   sender   -> allowed with a pool: the sender taken (1-based); else 0
 --   learned  -> the learned rate in force, in thousandths of a unit per
 --               second (0: none, the configured rates hold)
+--   ignored  -> what was read from Redis and ignored: 1 the override
+--               (KEYS[5]), 2 the learned rate's state (KEYS[8]), 3 both,
+--               0 nothing
 --
 -- Reason 7 is a denial by the sender pool: no sender opens within the
 -- lookahead; wait_us is then when the first one opens.
@@ -104,6 +113,12 @@
 -- An id's record is '<state>' or, once its sends are counted,
 -- '<attempts>#<state>'; the state '' (a claim given back, its count kept)
 -- is free to claim.
+--
+-- The lowest rate an override or a learned rate may set is min_rps
+-- (admission.MinRPS, one unit in 100 s): a lower one would be an interval
+-- no integer here can hold, and would let every send through. Every
+-- number written is a whole number in [0, 2^53), where a Lua number is
+-- still exact.
 --
 -- The clock is Redis TIME, never the caller's. A denial never advances a
 -- TAT and writes no claim (it may take a wake ticket, and a recovery floor
@@ -121,6 +136,27 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local tickets, marketing = ARGV[8], ARGV[5] == '1'
 local token = ARGV[16]
+local min_rps, max_us = 0.01, 2 ^ 53 - 1
+local ignored = 0
+
+-- rate returns v read as a rate in force, nil unless it is a number of at
+-- least min_rps (NaN and inf are not).
+local function rate(v)
+  v = tonumber(v)
+  if v and v >= min_rps and v < math.huge then
+    return v
+  end
+  return nil
+end
+-- num returns v read as a count or an instant, nil unless it is a number in
+-- [0, max_us].
+local function num(v)
+  v = tonumber(v)
+  if v and v >= 0 and v <= max_us then
+    return v
+  end
+  return nil
+end
 
 -- Every key in one MGET: s[i] is KEYS[i]'s value (nil for the leases,
 -- a sorted set).
@@ -129,6 +165,11 @@ local s = redis.call('MGET', unpack(KEYS))
 -- What is written back, in one MSET at the end.
 local out = {}
 local function put(key, v)
+  if not (v < max_us) then
+    v = max_us -- a TAT that far ahead denies, as the one it stands for would
+  elseif v < 0 then
+    v = 0
+  end
   out[#out + 1] = key
   out[#out + 1] = string.format('%d', v)
 end
@@ -159,10 +200,11 @@ local adaptive = ARGV[19]
 local lrn, learned = nil, 0
 if s[8] then
   local r, lo, hi, nx, mode, cut, pr = string.match(s[8], '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')
-  lrn = {rate = tonumber(r), lo = tonumber(lo), hi = tonumber(hi), next = tonumber(nx), mode = mode, cut = tonumber(cut), pressed = pr == '1'}
-  if not (lrn.rate and lrn.lo and lrn.hi and lrn.next and lrn.cut) or lrn.rate <= 0 or
-      (adaptive == '' and lrn.mode ~= 'P') then
-    lrn = nil
+  lrn = {rate = rate(r), lo = num(lo), hi = num(hi), next = num(nx), mode = mode, cut = num(cut), pressed = pr == '1'}
+  if mode and adaptive == '' and mode ~= 'P' then
+    lrn = nil -- inert: left by a learning configuration
+  elseif not (lrn.rate and lrn.lo and lrn.hi and lrn.next and lrn.cut and string.match(mode, '^[supP]$')) then
+    lrn, ignored = nil, 2
   elseif math.ceil(1000000 / lrn.rate) > tonumber(ARGV[1]) then
     learned = math.floor(lrn.rate * 1000) -- in force: below the configured rate
   end
@@ -190,7 +232,7 @@ if token ~= '' and s[9] then
     if #out > 0 then
       redis.call('MSET', unpack(out))
     end
-    return {0, 0, 6, 0, attempts, state, 0, learned}
+    return {0, 0, 6, 0, attempts, state, 0, learned, ignored}
   end
 end
 
@@ -202,6 +244,10 @@ local reserve, spacing = tonumber(ARGV[7]), tonumber(ARGV[9])
 if s[5] then
   local a, b = string.match(s[5], '^(%S*) (%S*)$')
   local o_g, o_m = tonumber(a), tonumber(b)
+  if not a or (o_g ~= 0 and not rate(o_g)) or (o_m ~= 0 and not rate(o_m)) then
+    ignored = ignored + 1
+  end
+  o_g, o_m = rate(o_g), rate(o_m) -- 0, or one ignored: that rate is not overridden
   if o_g and o_g > 0 and math.ceil(1000000 / o_g) > g_int then
     local f = math.ceil(1000000 / o_g) / g_int
     g_int, g_tau0, reserve = math.ceil(g_int * f), math.ceil(g_tau0 * f), math.ceil(reserve * f)
@@ -257,7 +303,7 @@ local function deny(wait, reason, detail)
   if #out > 0 then
     redis.call('MSET', unpack(out))
   end
-  return {0, wait, reason, 0, attempts, detail or '', 0, learned}
+  return {0, wait, reason, 0, attempts, detail or '', 0, learned, ignored}
 end
 
 if s[3] then
@@ -372,7 +418,14 @@ if max_inflight > 0 then
   end
   local ttl = tonumber(ARGV[13])
   redis.call('ZADD', KEYS[6], at + ttl, ARGV[12])
-  redis.call('PEXPIRE', KEYS[6], math.ceil((at + ttl - now) / 1000) + 1000)
+  -- The key's life is never shortened: an earlier lease may outlive this
+  -- one (another process's LeaseTTL, a slot booked further ahead). A key
+  -- just made by the ZADD has none (PTTL -1). PEXPIRE GT alone would take
+  -- that for an infinite one and leave the key forever.
+  local px = math.ceil((at + ttl - now) / 1000) + 1000
+  if redis.call('PTTL', KEYS[6]) < px then
+    redis.call('PEXPIRE', KEYS[6], px)
+  end
 end
 
 -- Each level's TAT moves past the slot by the send's cost.
@@ -406,4 +459,4 @@ if token ~= '' then
   end
   redis.call('SET', KEYS[9], v, 'PX', math.ceil(wait / 1000) + math.max(tonumber(ARGV[17]), 1))
 end
-return {1, wait, 0, nxt, attempts, '', pick, learned}
+return {1, wait, 0, nxt, attempts, '', pick, learned, ignored}

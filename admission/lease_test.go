@@ -96,3 +96,30 @@ func TestLeaseMembersAreUniqueInTheSameMicrosecond(t *testing.T) {
 		t.Fatalf("%d leases held after 20 admissions, want 20 distinct members", n)
 	}
 }
+
+// TestALaterLeaseNeverShortensTheLeasesKeysLife: a lease of an hour, then
+// one of a second (another process's LeaseTTL, or a slot taken at once
+// after one booked ahead): the leases key must still outlive the first,
+// or it would vanish with a live lease in it and the in-flight limit
+// would forget a send on its way.
+func TestALaterLeaseNeverShortensTheLeasesKeysLife(t *testing.T) {
+	long := newLimiter(t, redistest.Client(t), leaseConfig(t, 4, time.Hour))
+	cfg := long.cfg
+	cfg.LeaseTTL = time.Second
+	short := newLimiter(t, redistest.Client(t), cfg)
+	rdb := redistest.Client(t)
+	key := long.admit[OTP].Leases
+	t.Cleanup(func() { rdb.Del(context.Background(), key) })
+	for _, l := range []*Limiter{long, short} {
+		if d := try(t, l, OTP); !d.Allowed {
+			t.Fatalf("not admitted: %+v", d)
+		}
+	}
+	// An hour less a generous margin: the calls take milliseconds.
+	if ttl := rdb.PTTL(context.Background(), key).Val(); ttl < 50*time.Minute {
+		t.Fatalf("the leases key lives %v after a lease of an hour, then one of a second", ttl)
+	}
+	if n := rdb.ZCard(context.Background(), key).Val(); n != 2 {
+		t.Fatalf("%d leases in the key, want 2", n)
+	}
+}

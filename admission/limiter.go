@@ -72,6 +72,7 @@ type Limiter struct {
 	queued [2]atomic.Int32 // by class: callers of Acquire waiting for the turn
 
 	learned atomic.Int64 // the learned rate in thousandths (0: none), as Redis last said
+	ignored atomic.Int64 // what gcra.lua last said it ignored in Redis (reportIgnored)
 	tag     string       // {sms:<account>}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,6 +32,12 @@ type propSettings struct {
 	// microseconds; negative keeps the Limiter's own.
 	reserve                   int64
 	overrideTarget, overrideM float64 // 0: none
+	// handOverride and handLearned, when not "", are written by hand to
+	// the override's and the learned rate's keys (past Override's
+	// checks): rates from 1e-20 to 1e6, negative ones, strings that are
+	// no number. gcra.lua must ignore each value that is not a rate of at
+	// least MinRPS, and report it.
+	handOverride, handLearned string
 	maxInFlight               int
 	leaseTTL                  time.Duration
 	// maxCost is the largest cost a call of the sequence may have (1:
@@ -39,17 +46,74 @@ type propSettings struct {
 }
 
 func (s propSettings) String() string {
-	return fmt.Sprintf("rate=%v marketing=%v burst=%d reserve=%d override=%v:%v max_in_flight=%d lease_ttl=%v max_cost=%d",
-		s.rate, s.marketingRate, s.burst, s.reserve, s.overrideTarget, s.overrideM, s.maxInFlight, s.leaseTTL, s.maxCost)
+	return fmt.Sprintf("rate=%v marketing=%v burst=%d reserve=%d override=%v:%v hand_override=%q hand_learned=%q max_in_flight=%d lease_ttl=%v max_cost=%d",
+		s.rate, s.marketingRate, s.burst, s.reserve, s.overrideTarget, s.overrideM, s.handOverride, s.handLearned, s.maxInFlight, s.leaseTTL, s.maxCost)
 }
 
-// effective returns the rate in force: the configured one, or the
-// override where it is lower.
-func effective(rate, override float64) float64 {
-	if override > 0 {
-		return min(rate, override)
+// rateInRedis returns v read as gcra.lua reads a rate from Redis: ok when
+// it is a finite number of at least MinRPS.
+func rateInRedis(v string) (float64, bool) {
+	r, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(r >= MinRPS) || math.IsInf(r, 0) {
+		return 0, false
 	}
-	return rate
+	return r, true
+}
+
+// inRedis returns the override's rates and the learned rate in force (0:
+// none) and what gcra.lua must report ignored, for the settings s.
+func (s propSettings) inRedis() (target, marketing, learned float64, ignored int64) {
+	target, marketing = s.overrideTarget, s.overrideM
+	if s.handOverride != "" {
+		a, b, ok := strings.Cut(s.handOverride, " ")
+		ta, okA := rateInRedis(a)
+		mb, okB := rateInRedis(b)
+		target, marketing = ta, mb
+		if !ok {
+			target, marketing = 0, 0 // not '<rate> <rate>': no override
+		}
+		if !ok || strings.Contains(b, " ") || (!okA && a != "0") || (!okB && b != "0") {
+			ignored |= ignoredOverride
+		}
+	}
+	if s.handLearned != "" {
+		r, ok := rateInRedis(strings.Split(s.handLearned, " ")[0])
+		if ok {
+			learned = r
+		} else {
+			ignored |= ignoredLearned
+		}
+	}
+	return target, marketing, learned, ignored
+}
+
+// inForce returns the global and marketing emission intervals in
+// microseconds that gcra.lua uses, from the configured ones (its ARGV[1]
+// and ARGV[3]) and the rates in force (0: none), with the script's own
+// arithmetic (IEEE doubles, as Lua's numbers).
+func inForce(gInt, mInt, target, marketing, learned float64) (float64, float64) {
+	if target > 0 && math.Ceil(1e6/target) > gInt {
+		gInt = math.Ceil(gInt * (math.Ceil(1e6/target) / gInt))
+	}
+	if marketing > 0 && math.Ceil(1e6/marketing) > mInt {
+		mInt = math.Ceil(mInt * (math.Ceil(1e6/marketing) / mInt))
+	}
+	if iv := math.Ceil(1e6 / learned); learned > 0 && iv > gInt {
+		gInt, mInt = iv, math.Ceil(mInt*(iv/gInt))
+	}
+	return gInt, mInt
+}
+
+// handRate returns a rate as something other than Override may have
+// written it: from 1e-20 to 1e6, negative, 0 (not overridden) or no number.
+func handRate(rng *rand.Rand) string {
+	switch rng.IntN(6) {
+	case 0:
+		return "-" + strconv.FormatFloat(logUniform(rng, 1e-20, 1e6), 'g', -1, 64)
+	case 1:
+		return [...]string{"0", "", "abc", "nan", "inf", "-inf", "1e400"}[rng.IntN(7)]
+	}
+	return strconv.FormatFloat(logUniform(rng, 1e-20, 1e6), 'g', -1, 64)
 }
 
 // propCall is one call of a sequence.
@@ -92,6 +156,16 @@ func randomSequence(rng *rand.Rand, n int) (propSettings, []propCall) {
 	case 3:
 		s.overrideTarget, s.overrideM = logUniform(rng, 0.1, 2*s.rate), logUniform(rng, 0.1, 2*s.marketingRate)
 	}
+	switch rng.IntN(6) {
+	case 0:
+		s.overrideTarget, s.overrideM = 0, 0
+		s.handOverride = handRate(rng) + " " + handRate(rng)
+	case 1:
+		s.overrideTarget, s.overrideM = 0, 0
+		s.handOverride = handRate(rng) // one word: no override at all
+	case 2:
+		s.handLearned = handRate(rng) + " 0 0 0 P 0 0" // pinned: in force without learning
+	}
 	s.maxCost = 1
 	if rng.IntN(3) == 0 {
 		// Rates in segments: costs up to twice BURST and more, so that
@@ -103,7 +177,14 @@ func randomSequence(rng *rand.Rand, n int) (propSettings, []propCall) {
 		s.leaseTTL = time.Duration(logUniform(rng, 1e3, 2e6)) * time.Microsecond
 	}
 
-	step := interval(effective(s.rate, s.overrideTarget)).Microseconds()
+	r := s.rate
+	target, _, learned, _ := s.inRedis()
+	for _, x := range []float64{target, learned} {
+		if x > 0 {
+			r = min(r, x)
+		}
+	}
+	step := interval(r).Microseconds()
 	pMarketing := rng.Float64()
 	// t0 stands for now: a seed gives the same clocks on every run.
 	at := [...]int64{clockEpoch, t0.UnixMicro(), clock2200}[rng.IntN(3)]
@@ -229,6 +310,8 @@ func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, s propSetti
 	// depend on the answers, and the keys' real lifetimes (1 s at least)
 	// then outlast the sequence however loaded the machine is.
 	cmds := make([]*redis.Cmd, len(plan))
+	var written *redis.SliceCmd // the account's numbers after the sequence
+	var gInt, mInt float64      // the configured intervals, as the Limiter sends them
 	scripts.pipeline(t, rdb, func(p redis.Pipeliner) {
 		cfg := Config{
 			Account: redistest.UniqueAccount(t), TargetRPS: s.rate, MarketingRPS: s.marketingRate,
@@ -239,6 +322,13 @@ func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, s propSetti
 		if s.overrideTarget > 0 || s.overrideM > 0 {
 			c := rec.take(t, func() error { return l.Override(ctx, s.overrideTarget, s.overrideM, time.Minute) })
 			scripts.send(ctx, p, c, plan[0].at)
+		}
+		a := l.admit[OTP]
+		if s.handOverride != "" {
+			p.Set(ctx, a.Override, s.handOverride, time.Minute)
+		}
+		if s.handLearned != "" {
+			p.Set(ctx, a.Learned, s.handLearned, time.Minute)
 		}
 		lease := ""
 		for i, c := range plan {
@@ -255,7 +345,11 @@ func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, s propSetti
 			g.args[14] = strconv.FormatInt(c.lookahead.Microseconds(), 10) // ARGV[15]
 			cmds[i] = scripts.send(ctx, p, g, c.at)
 		}
+		gInt, mInt = float64(a.GlobalInterval), float64(a.MarketingInterval)
+		written = p.MGet(ctx, a.GlobalTAT, a.MarketingTAT, a.Wake, l.admit[Marketing].Wake, a.Learned)
+		p.Del(ctx, a.Override, a.Learned)
 	})
+	target, marketingO, learned, ignored := s.inRedis()
 
 	var failures []string
 	var all, marketing []int64
@@ -264,6 +358,9 @@ func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, s propSetti
 		if err != nil {
 			failures = append(failures, fmt.Sprintf("call %d (%v): %v", i+1, plan[i], err))
 			continue
+		}
+		if v := cmd.Val().([]any); v[8] != ignored {
+			failures = append(failures, fmt.Sprintf("call %d (%v): ignored %v, want %d", i+1, plan[i], v[8], ignored))
 		}
 		if d.Allowed && d.RetryAfter > plan[i].lookahead {
 			failures = append(failures, fmt.Sprintf("call %d (%v): a slot booked %v ahead, beyond the lookahead", i+1, plan[i], d.RetryAfter))
@@ -279,23 +376,37 @@ func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, s propSetti
 			}
 		}
 	}
+	// Every number the script wrote is a whole number below 2^53.
+	for i, v := range written.Val()[:4] {
+		if v == nil {
+			continue
+		}
+		if n, err := strconv.ParseInt(v.(string), 10, 64); err != nil || n < 0 || n >= 1<<53 {
+			failures = append(failures, fmt.Sprintf("key %d of the account holds %q, not a whole number in [0, 2^53)", i+1, v))
+		}
+	}
+	if v := written.Val()[4]; v != nil && v != s.handLearned {
+		failures = append(failures, fmt.Sprintf("the learned rate's state %q became %q", s.handLearned, v))
+	}
 	slices.Sort(all)
 	slices.Sort(marketing)
+	gIv, mIv := inForce(gInt, mInt, target, marketingO, learned)
 	for _, lim := range []struct {
 		name     string
 		instants []int64
-		rate     float64
+		interval float64 // in force, µs
 		burst    int
 	}{
-		{"all classes", all, effective(s.rate, s.overrideTarget), s.burst},
+		{"all classes", all, gIv, s.burst},
 		// The marketing level's own burst is at least 2 (limiter.go).
-		{"marketing", marketing, effective(s.marketingRate, s.overrideM), max(s.burst, 2)},
+		{"marketing", marketing, mIv, max(s.burst, 2)},
 	} {
-		slot := interval(lim.rate).Microseconds()
+		rate := 1e6 / lim.interval
+		slot := int64(lim.interval)
 		for _, w := range []int64{slot, 10 * slot, 1e6, 1e7} {
-			if a, n, over := overWindow(lim.instants, w, lim.rate, lim.burst-1+s.maxCost); over {
+			if a, n, over := overWindow(lim.instants, w, rate, lim.burst-1+s.maxCost); over {
 				failures = append(failures, fmt.Sprintf("%s: %d units in [%d, %d+%dµs], more than %v/s × %dµs + burst %d - 1 + cost %d",
-					lim.name, n, a, a, w, lim.rate, w, lim.burst, s.maxCost))
+					lim.name, n, a, a, w, rate, w, lim.burst, s.maxCost))
 			}
 		}
 	}

@@ -55,6 +55,10 @@ type Process struct {
 type Override struct {
 	TargetRPS, MarketingRPS float64       // 0: that rate is not overridden
 	Left                    time.Duration // 0: until cleared
+	// Ignored is the key's value when gcra.lua ignores some of it (a rate
+	// that CheckOverrideRate refuses, which counts as 0 above, or a value
+	// of another shape); "" otherwise.
+	Ignored string
 }
 
 // AccountStatus is an account's state as Redis holds it.
@@ -69,6 +73,11 @@ type AccountStatus struct {
 	// Sent is, by class, the units the provider accepted in each of the
 	// seconds asked for, oldest first.
 	Sent [2][]int
+
+	// LearnedIgnored is the learned rate's state when gcra.lua ignores it
+	// (a rate below MinRPS, or not a state it can read); Learned is then
+	// zero. "" otherwise.
+	LearnedIgnored string
 }
 
 // Status reads the account's state in one script call that writes
@@ -110,17 +119,31 @@ func parseStatus(v []any, seconds int) (AccountStatus, error) {
 	}
 	st := AccountStatus{Now: time.UnixMicro(nowUS), InFlight: int(num(6))}
 	if o := str(1); o != "" {
-		t, m, _ := strings.Cut(o, " ")
+		// As gcra.lua reads it: '<target> <marketing>', each rate on its
+		// own.
 		ov := &Override{}
-		ov.TargetRPS, _ = strconv.ParseFloat(t, 64)
-		ov.MarketingRPS, _ = strconv.ParseFloat(m, 64)
+		t, m, ok := strings.Cut(o, " ")
+		if !ok || strings.Contains(m, " ") {
+			ov.Ignored = o
+		} else {
+			for _, r := range []struct {
+				v  string
+				to *float64
+			}{{t, &ov.TargetRPS}, {m, &ov.MarketingRPS}} {
+				if x, err := strconv.ParseFloat(r.v, 64); err == nil && CheckOverrideRate(x) == nil {
+					*r.to = x
+				} else {
+					ov.Ignored = o
+				}
+			}
+		}
 		if ms := num(2); ms > 0 {
 			ov.Left = time.Duration(ms) * time.Millisecond
 		}
 		st.Override = ov
 	}
-	if st.Learned, err = parseLearned(str(3)); err != nil {
-		return AccountStatus{}, err
+	if st.Learned, err = parseLearned(str(3)); err != nil || (st.Learned.RPS != 0 && !(st.Learned.RPS >= MinRPS)) {
+		st.Learned, st.LearnedIgnored = Learned{}, str(3)
 	}
 	if p := str(4); p != "" && num(5) > 0 {
 		st.PenaltyWhy, st.PenaltyLeft = p, time.Duration(num(5))*time.Millisecond

@@ -143,6 +143,9 @@ func (h *dlHarness) record(id string) string {
 // provider's refusal of it.
 func (h *dlHarness) refused(id string) {
 	h.t.Helper()
+	if err := h.claims.Refuse(context.Background(), id, providerReason); err != nil {
+		h.t.Fatal(err)
+	}
 	if err := h.claims.Finish(context.Background(), id, admission.RecordRejected); err != nil {
 		h.t.Fatal(err)
 	}

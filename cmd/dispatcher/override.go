@@ -20,8 +20,8 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := newFlagSet("override", stderr)
 	load := configFlags(fs, environ)
 	name := fs.String("on", "", "the account to act on, by name (needed when ACCOUNTS_FILE lists several)")
-	target := fs.Float64("set-target-rps", 0, "lower TARGET_RPS to this for every pod")
-	marketing := fs.Float64("set-marketing-rps", 0, "lower MARKETING_RPS to this for every pod")
+	target := fs.Float64("set-target-rps", 0, fmt.Sprintf("lower TARGET_RPS to this for every pod (at least %v)", admission.MinRPS))
+	marketing := fs.Float64("set-marketing-rps", 0, fmt.Sprintf("lower MARKETING_RPS to this for every pod (at least %v)", admission.MinRPS))
 	ttl := fs.Duration("ttl", time.Hour, "the override ends by itself after this (0: until cleared)")
 	clear := fs.Bool("clear", false, "remove the override")
 	pin := fs.Float64("pin-learned-rps", 0, "hold the account's learned rate at this (at most its target) until --reset-learned")
@@ -29,6 +29,20 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	show := fs.Bool("show", false, "only print the learned rate")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	// Refused before anything is read or written: a rate below the
+	// minimum would not lower the account's rate, and a negative --ttl
+	// would make the override permanent.
+	for _, f := range []struct {
+		flag string
+		rps  float64
+	}{{"--set-target-rps", *target}, {"--set-marketing-rps", *marketing}} {
+		if err := admission.CheckOverrideRate(f.rps); err != nil {
+			return fmt.Errorf("override: %s %w", f.flag, err)
+		}
+	}
+	if *ttl < 0 {
+		return fmt.Errorf("override: --ttl must not be negative (0: until cleared), got %v", *ttl)
 	}
 	cfg, err := load()
 	if err != nil {

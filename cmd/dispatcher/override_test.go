@@ -75,3 +75,34 @@ func TestAccountsFileRefusesTheSingleAccountSettings(t *testing.T) {
 		t.Fatalf("a global setting with ACCOUNTS_FILE: %v", err)
 	}
 }
+
+// TestOverrideRefusesRatesBelowTheMinimumAndANegativeTTL: `dispatcher
+// override` refuses, in one line naming the flag and before it reads any
+// configuration or touches Redis, a rate that is not a finite number of at
+// least admission.MinRPS (a smaller one would not lower the rate) and a
+// negative --ttl (it would make the override permanent).
+func TestOverrideRefusesRatesBelowTheMinimumAndANegativeTTL(t *testing.T) {
+	// No REDIS_URL: a command that got past the flags would fail on it
+	// instead.
+	old := environ
+	environ = func(string) string { return "" }
+	t.Cleanup(func() { environ = old })
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--set-target-rps", "1e-14"}, "--set-target-rps must be 0 (not overridden) or a finite number of at least 0.01/s, got 1e-14"},
+		{[]string{"--set-target-rps", "0.009"}, "--set-target-rps must be"},
+		{[]string{"--set-target-rps", "-1"}, "--set-target-rps must be"},
+		{[]string{"--set-target-rps", "NaN"}, "--set-target-rps must be"},
+		{[]string{"--set-marketing-rps", "+Inf"}, "--set-marketing-rps must be"},
+		{[]string{"--set-marketing-rps", "1e-300"}, "--set-marketing-rps must be"},
+		{[]string{"--set-target-rps", "1", "--ttl", "-1s"}, "--ttl must not be negative (0: until cleared), got -1s"},
+	} {
+		var out, errs bytes.Buffer
+		err := runOverride(context.Background(), tt.args, &out, &errs)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("override %v: %v; want one line with %q", tt.args, err, tt.want)
+		}
+	}
+}

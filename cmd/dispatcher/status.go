@@ -110,12 +110,21 @@ type accountReport struct {
 	Penalty    *penaltyReport         `json:"penalty"`
 	InFlight   int                    `json:"in_flight"`
 	Processes  []processReport        `json:"processes"`
+
+	// LearnedIgnored is the learned rate's state in Redis when the
+	// admission script ignores it (a rate below the minimum, or no state
+	// it can read).
+	LearnedIgnored string `json:"learned_ignored,omitempty"`
 }
 
 type overrideReport struct {
 	TargetRPS    float64  `json:"target_rps"`    // 0: not overridden
 	MarketingRPS float64  `json:"marketing_rps"` // 0: not overridden
 	LeftSeconds  *float64 `json:"left_seconds"`  // null: until cleared
+	// Ignored is the override's value in Redis when the admission script
+	// ignores some of it (a rate that is not a number of at least the
+	// minimum counts as 0 above).
+	Ignored string `json:"ignored,omitempty"`
 }
 
 type learnedReport struct {
@@ -175,7 +184,7 @@ func accountOf(s accountSetup, st admission.AccountStatus) accountReport {
 		a.Classes = append(a.Classes, class.String())
 	}
 	if o := st.Override; o != nil {
-		a.Override = &overrideReport{TargetRPS: o.TargetRPS, MarketingRPS: o.MarketingRPS}
+		a.Override = &overrideReport{TargetRPS: o.TargetRPS, MarketingRPS: o.MarketingRPS, Ignored: o.Ignored}
 		if o.Left > 0 {
 			left := o.Left.Seconds()
 			a.Override.LeftSeconds = &left
@@ -184,6 +193,7 @@ func accountOf(s accountSetup, st admission.AccountStatus) accountReport {
 			a.InForceRPS = min(a.InForceRPS, o.TargetRPS)
 		}
 	}
+	a.LearnedIgnored = st.LearnedIgnored
 	if l := st.Learned; l.RPS > 0 {
 		a.Learned = &learnedReport{RPS: l.RPS, Mode: l.Mode, LowRPS: l.Low, HighRPS: l.High}
 		if s.adaptive.Enabled || l.Mode == "pinned" { // else inert (docs/operating.md)
@@ -242,7 +252,11 @@ func (r statusReport) writeText(w io.Writer) {
 		}
 		fmt.Fprintf(tw, "  rates\t%s\n", rates)
 		fmt.Fprintf(tw, "  override\t%s\n", a.Override.text())
-		fmt.Fprintf(tw, "  learned\t%s\n", a.Learned.text())
+		learned := a.Learned.text()
+		if a.LearnedIgnored != "" {
+			learned = fmt.Sprintf("ignored: %q is no learned rate of at least %v/s", a.LearnedIgnored, admission.MinRPS)
+		}
+		fmt.Fprintf(tw, "  learned\t%s\n", learned)
 		for _, class := range []string{"otp", "marketing"} {
 			s := a.Sent[class]
 			fmt.Fprintf(tw, "  sent %s\t%d in the last 1 s, %d in 10 s (%.1f/s), %d in 60 s (%.1f/s)\n",
@@ -265,6 +279,9 @@ func (o *overrideReport) text() string {
 	}
 	if o.MarketingRPS > 0 {
 		parts = append(parts, fmt.Sprintf("marketing %g/s", o.MarketingRPS))
+	}
+	if o.Ignored != "" {
+		parts = append(parts, fmt.Sprintf("ignored: %q holds a rate that is not 0 nor a number of at least %v/s", o.Ignored, admission.MinRPS))
 	}
 	left := "until cleared"
 	if o.LeftSeconds != nil {

@@ -187,7 +187,7 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "local function deny(wait, reason, detail)\n", "local function deny(wait, reason, detail)\n  if token ~= '' then\n    redis.call('SET', KEYS[9], 'claim:' .. token, 'PX', 60000)\n  end\n"},
 	}, ""},
 	{"F2", "a duplicate takes a slot", []edit{
-		{"admission/gcra.lua", "    return {0, 0, 6, 0, attempts, state, 0, learned}", "    redis.call('SET', KEYS[1], string.format('%d', math.max(tonumber(s[1]) or 0, now) + tonumber(ARGV[1])))\n    return {0, 0, 6, 0, attempts, state, 0, learned}"},
+		{"admission/gcra.lua", "    return {0, 0, 6, 0, attempts, state, 0, learned, ignored}", "    redis.call('SET', KEYS[1], string.format('%d', math.max(tonumber(s[1]) or 0, now) + tonumber(ARGV[1])))\n    return {0, 0, 6, 0, attempts, state, 0, learned, ignored}"},
 	}, ""},
 	{"F3", "a booked slot's TAT counts from the call, not from the slot", []edit{
 		{"admission/gcra.lua", "tat_g = math.max(tat_g, at) + cost * g_int", "tat_g = math.max(tat_g, now) + cost * g_int"},
@@ -255,6 +255,10 @@ var mutants = []mutant{
 	{"HB3", "one provider account under two names in the accounts file", []edit{
 		{"cmd/dispatcher/accounts.go", "		if j, ok := owners[id]; ok {", "		if j, ok := owners[id]; ok && false {"},
 	}, "./cmd/dispatcher/"},
+	{"HA1", "an override or a learned rate below the minimum is in force", []edit{
+		{"admission/gcra.lua", "  o_g, o_m = rate(o_g), rate(o_m) -- 0, or one ignored: that rate is not overridden\n", ""},
+		{"admission/gcra.lua", "  lrn = {rate = rate(r),", "  lrn = {rate = tonumber(r),"},
+	}, ""},
 }
 
 // killers names the test known to kill each mutant. try runs it first, alone;
@@ -334,4 +338,5 @@ var killers = map[string]string{
 	"HB1": "TestServeWithTheDefaultsInSegments",
 	"HB2": "TestDefaultsFollowTheProviderAndTheRates",
 	"HB3": "TestLoadAccountsErrors",
+	"HA1": "TestGCRAScriptNeverAdmitsMoreThanRateTimesWindowPlusBurst",
 }
