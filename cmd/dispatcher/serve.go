@@ -79,7 +79,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		inst.close()
 		return &configError{"HTTP_ADDR", "http-addr", err.Error()}
 	}
-	srv := &http.Server{Handler: inst.httpHandler(rdb, tel.metrics.Handler()), ReadHeaderTimeout: 5 * time.Second}
+	srv := newHTTPServer(inst.httpHandler(rdb, tel.metrics.Handler()))
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
 	logger.Info("dispatcher serving", "http_addr", ln.Addr().String(), "project", cfg.ProjectID,
@@ -395,6 +395,32 @@ func rateUnit(s string) dispatch.RateUnit {
 		return dispatch.PerSegment
 	}
 	return dispatch.PerMessage
+}
+
+// Limits of the HTTP server. Its answers are small and come from memory
+// (a Redis PING of at most a second for /readyz), so a client that takes
+// longer than these to send a request, read an answer or use its
+// keep-alive connection again is a stuck or hostile one, and its
+// connection is closed rather than held for ever.
+const (
+	httpReadHeaderTimeout = 5 * time.Second
+	httpReadTimeout       = 10 * time.Second // the whole request, headers and body
+	httpWriteTimeout      = 15 * time.Second // from the request's headers to the answer's end: a /metrics scrape
+	httpIdleTimeout       = 60 * time.Second // a keep-alive connection between requests; Prometheus scrapes every 15s
+	httpMaxHeaderBytes    = 16 << 10         // a probe's or a scrape's headers take a few hundred bytes
+)
+
+// newHTTPServer returns the server of /healthz, /readyz and /metrics,
+// with the limits above.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		ReadTimeout:       httpReadTimeout,
+		WriteTimeout:      httpWriteTimeout,
+		IdleTimeout:       httpIdleTimeout,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
+	}
 }
 
 // httpHandler serves /healthz, /readyz and /metrics.
