@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 )
 
 // newPubsub returns a Pub/Sub client of project. With endpoint set it talks
@@ -63,9 +64,12 @@ const maxDeliveryAttempts = 100
 // the dead-letter topic and its inspect subscription, and both dispatcher
 // subscriptions with a dead-letter policy (unless local: pstest's
 // dead-letter forwarding republishes forever, and the dispatcher
-// dead-letters explicitly anyway). It is idempotent. report is told of
-// each resource and whether it was created.
-func setupTopology(ctx context.Context, c *pubsub.Client, cfg config, local bool, report func(kind, name string, created bool)) error {
+// dead-letters explicitly anyway). An inspect subscription that exists
+// gets cfg.DeadLetterRetention if it keeps messages for another time: it
+// holds phone numbers and bodies, and a shorter retention must reach it.
+// It is idempotent. report is told of each resource and what was done:
+// created, exists or updated.
+func setupTopology(ctx context.Context, c *pubsub.Client, cfg config, local bool, report func(kind, name, state string)) error {
 	topic := func(id string) string { return fmt.Sprintf("projects/%s/topics/%s", c.Project(), id) }
 	sub := func(id string) string { return fmt.Sprintf("projects/%s/subscriptions/%s", c.Project(), id) }
 
@@ -74,12 +78,12 @@ func setupTopology(ctx context.Context, c *pubsub.Client, cfg config, local bool
 		if created, err := existsOK(err); err != nil {
 			return fmt.Errorf("create topic %s: %w", id, err)
 		} else {
-			report("topic", id, created)
+			report("topic", id, createdState(created))
 		}
 	}
 	subs := []*pubsubpb.Subscription{
 		{Name: sub(cfg.DeadLetterInspect), Topic: topic(cfg.DeadLetterTopic), AckDeadlineSeconds: 60,
-			MessageRetentionDuration: retention},
+			MessageRetentionDuration: durationpb.New(cfg.DeadLetterRetention)},
 		{Name: sub(cfg.OTPSubscription), Topic: topic(cfg.OTPTopic), AckDeadlineSeconds: ackDeadline(cfg),
 			MessageRetentionDuration: retention,
 			RetryPolicy:              retryPolicies["otp"],
@@ -98,9 +102,42 @@ func setupTopology(ctx context.Context, c *pubsub.Client, cfg config, local bool
 		if err != nil {
 			return fmt.Errorf("create subscription %s: %w", s.Name, err)
 		}
-		report("subscription", s.Name[len(sub("")):], created)
+		state := createdState(created)
+		if !created && s.Name == sub(cfg.DeadLetterInspect) {
+			if state, err = keepRetention(ctx, c, s); err != nil {
+				return err
+			}
+		}
+		report("subscription", s.Name[len(sub("")):], state)
 	}
 	return nil
+}
+
+func createdState(created bool) string {
+	if created {
+		return "created"
+	}
+	return "exists"
+}
+
+// keepRetention gives the existing subscription want's message retention
+// if it has another: "updated", else "exists".
+func keepRetention(ctx context.Context, c *pubsub.Client, want *pubsubpb.Subscription) (string, error) {
+	got, err := c.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: want.Name})
+	if err != nil {
+		return "", fmt.Errorf("read subscription %s: %w", want.Name, err)
+	}
+	if got.GetMessageRetentionDuration().AsDuration() == want.MessageRetentionDuration.AsDuration() {
+		return "exists", nil
+	}
+	_, err = c.SubscriptionAdminClient.UpdateSubscription(ctx, &pubsubpb.UpdateSubscriptionRequest{
+		Subscription: &pubsubpb.Subscription{Name: want.Name, MessageRetentionDuration: want.MessageRetentionDuration},
+		UpdateMask:   &fieldmaskpb.FieldMask{Paths: []string{"message_retention_duration"}},
+	})
+	if err != nil {
+		return "", fmt.Errorf("update the retention of subscription %s: %w", want.Name, err)
+	}
+	return "updated retention " + want.MessageRetentionDuration.AsDuration().String(), nil
 }
 
 // existsOK turns AlreadyExists into success: created reports whether the
