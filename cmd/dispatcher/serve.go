@@ -17,6 +17,8 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc/codes"
 
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
@@ -54,11 +56,18 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer rdb.Close()
 	rdb.AddHook(tel.metrics.RedisHook())
-	ps, err := newPubsub(ctx, cfg.ProjectID, "")
+	subName := func(id string) string { return "projects/" + cfg.ProjectID + "/subscriptions/" + id }
+	pullNames := []string{subName(cfg.OTPSubscription), subName(cfg.MarketingSubscription)}
+	pulls := newPullWatch(time.Now(), map[string]admission.Class{pullNames[0]: admission.OTP, pullNames[1]: admission.Marketing},
+		func(class admission.Class, code codes.Code) { tel.metrics.PullError(class, code.String()) })
+	ps, err := newPubsub(ctx, cfg.ProjectID, "", option.WithGRPCDialOption(pulls.dialOption()))
 	if err != nil {
 		return err
 	}
 	defer ps.Close()
+	if err := checkSubscriptions(ctx, ps, cfg, subscriptionCheckTimeout); err != nil {
+		return err
+	}
 	var accts []instanceAccount
 	for _, s := range setups {
 		sender, secret, err := newProvider(s.cfg, tel)
@@ -72,6 +81,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	inst.pulls, inst.pullNames, inst.stopping = pulls, pullNames, ctx.Done()
 	inst.logAccounts(ctx, logger)
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
@@ -86,13 +96,31 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		"otp_subscription", cfg.OTPSubscription, "marketing_subscription", cfg.MarketingSubscription,
 		"accounts", inst.d.Accounts(), "max_senders", cfg.MaxSenders)
 
-	// Shutdown order: the dispatcher stops pulling, nacks what waits and
-	// lets sends finish (Run returns); the dead-letter publisher flushes
-	// (inst.close); the HTTP server stops; then, deferred, the provider's
-	// idle connections, Pub/Sub, Redis and telemetry close.
-	runErr := inst.run(ctx)
-	logger.Info("dispatcher stopped pulling; sends in flight finished")
-	inst.close()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		pulls.run(watchCtx, logger)
+	}()
+	defer func() { stopWatch(); <-watched }()
+
+	// Shutdown order: /readyz fails at once; the dispatcher stops pulling,
+	// nacks what waits and lets sends finish (Run returns); the
+	// dead-letter publisher flushes (inst.close); the HTTP server stops;
+	// then, deferred, the provider's idle connections, Pub/Sub, Redis and
+	// telemetry close. A Pub/Sub that does not answer can hold Run (its
+	// Receive retries for ever) and the flush: each is waited for a bounded
+	// time, and the process exits whatever Pub/Sub does.
+	var runErr error
+	if !within(ctx, cfg.ShutdownGrace+stopBound, func() { runErr = inst.run(ctx) }) {
+		logger.Error("pulls did not stop within SHUTDOWN_GRACE and the stop bound: exiting without them; what they held comes back when its lease runs out",
+			"shutdown_grace", cfg.ShutdownGrace, "stop_bound", stopBound)
+	} else {
+		logger.Info("dispatcher stopped pulling; sends in flight finished")
+	}
+	if !within(ctx, stopBound, inst.close) {
+		logger.Error("the dead-letter publisher did not flush within the stop bound: exiting; what it held is nacked and comes back", "stop_bound", stopBound)
+	}
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
@@ -102,6 +130,37 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("http server: %w", err)
 	}
 	return runErr
+}
+
+// stopBound is how long serve waits, after SHUTDOWN_GRACE, for the pulls
+// to stop, and again for the dead-letter publisher to flush, before it
+// exits without them (a variable for the tests). With the HTTP server's
+// and telemetry's 5 s each, a stop takes at most SHUTDOWN_GRACE + 20 s:
+// within terminationGracePeriodSeconds.
+var stopBound = 5 * time.Second
+
+// within runs f and returns true once it has returned, or false once ctx
+// has ended and bound has passed since, leaving f running: the process
+// is exiting.
+func within(ctx context.Context, bound time.Duration, f func()) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // telemetrySet is the process's tracing and metrics.
@@ -141,6 +200,11 @@ type instance struct {
 	accounts []instanceAccount
 	limiters []*admission.Limiter // by account
 	dlq      *pubsub.Publisher
+
+	// Set by serve before the HTTP server starts; nil in the demo.
+	pulls     *pullWatch      // the pull streams, for /readyz
+	pullNames []string        // the subscriptions' full names, OTP first
+	stopping  <-chan struct{} // closed at SIGTERM
 }
 
 // instanceAccount is one account of an instance: its settings and its
@@ -438,11 +502,25 @@ func (i *instance) httpHandler(rdb redis.UniversalClient, metrics http.Handler) 
 		if err := rdb.Ping(ctx).Err(); err != nil {
 			redisState = "unreachable (limiter in fallback)"
 		}
+		select {
+		case <-i.stopping:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: shutting down (pulls stopping, sends in flight finishing); redis %s\n", redisState)
+			return
+		default:
+		}
 		if why, left, paused := i.d.AccountPause(); paused {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintf(w, "not ready: the provider refused the account (%s); sending paused for %v; redis %s\n",
 				why, left.Round(time.Second), redisState)
 			return
+		}
+		for _, name := range i.pullNames {
+			if d, silent := i.pulls.silent(name, time.Now()); silent {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, "not ready: no answer from Pub/Sub on %s for %v; redis %s\n", name, d.Round(time.Second), redisState)
+				return
+			}
 		}
 		if !i.d.Ready() {
 			w.WriteHeader(http.StatusServiceUnavailable)
