@@ -246,6 +246,9 @@ var mutants = []mutant{
 	{"O6", "the call after a send counts nothing", []edit{
 		{"admission/finish.lua", "if units > 0 and redis.call('INCRBY', KEYS[3], units) == units then", "if false then"},
 	}, ""},
+	{"HE1", "a subscription without an answer from Pub/Sub never makes the pod unready", []edit{
+		{"cmd/dispatcher/pullwatch.go", "return d, d >= pullSilence", "return d, false"},
+	}, "./cmd/dispatcher/"},
 }
 
 // killers names the test known to kill each mutant. try runs it first, alone;
@@ -322,4 +325,5 @@ var killers = map[string]string{
 	"O4":  "TestDeadlettersListIsRepeatableFiltersAndMasks",
 	"O5":  "TestStatusReadsWhatTheSendsAndProcessesLeft",
 	"O6":  "TestStatusReadsWhatTheSendsAndProcessesLeft",
+	"HE1": "TestPullWatchSilence",
 }
