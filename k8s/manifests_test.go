@@ -63,9 +63,10 @@ const (
 const otherSendersAnnotation = "smsdispatcher.io/other-senders"
 
 // stopMargin is what a pod does after SIGTERM besides letting sends finish
-// for SHUTDOWN_GRACE: stop the pulls (the client nacks what it had not
-// handed over), flush the dead-letter publisher, stop the HTTP server (5 s)
-// and flush the trace exporter. terminationGracePeriodSeconds must exceed
+// for SHUTDOWN_GRACE, each step bounded at 5 s: stop the pulls (the client
+// nacks what it had not handed over; a Pub/Sub that does not answer is
+// left behind), flush the dead-letter publisher, stop the HTTP server and
+// flush the trace exporter. terminationGracePeriodSeconds must exceed
 // SHUTDOWN_GRACE by more than this, or the kubelet kills a draining pod.
 const stopMargin = 20 * time.Second
 

@@ -65,9 +65,6 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer ps.Close()
-	if err := checkSubscriptions(ctx, ps, cfg, subscriptionCheckTimeout); err != nil {
-		return err
-	}
 	var accts []instanceAccount
 	for _, s := range setups {
 		sender, secret, err := newProvider(s.cfg, tel)
@@ -76,6 +73,11 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		defer sender.CloseIdleConnections() // after the last send: keep-alives to the provider end with the process
 		accts = append(accts, instanceAccount{setup: s, sender: sender, creds: secret})
+	}
+	// After every setting is checked: a wrong one is said before Pub/Sub
+	// is asked anything.
+	if err := checkSubscriptions(ctx, ps, cfg, subscriptionCheckTimeout); err != nil {
+		return err
 	}
 	inst, err := newInstance(cfg, accts, rdb, ps, environ("PUBSUB_EMULATOR_HOST") != "", tel, tel.metrics, logger)
 	if err != nil {
@@ -112,10 +114,12 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	// Receive retries for ever) and the flush: each is waited for a bounded
 	// time, and the process exits whatever Pub/Sub does.
 	var runErr error
-	if !within(ctx, cfg.ShutdownGrace+stopBound, func() { runErr = inst.run(ctx) }) {
+	ran := make(chan error, 1) // Run's error, once it returns
+	if !within(ctx, cfg.ShutdownGrace+stopBound, func() { ran <- inst.run(ctx) }) {
 		logger.Error("pulls did not stop within SHUTDOWN_GRACE and the stop bound: exiting without them; what they held comes back when its lease runs out",
 			"shutdown_grace", cfg.ShutdownGrace, "stop_bound", stopBound)
 	} else {
+		runErr = <-ran
 		logger.Info("dispatcher stopped pulling; sends in flight finished")
 	}
 	if !within(ctx, stopBound, inst.close) {
