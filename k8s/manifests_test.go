@@ -63,11 +63,16 @@ const (
 const otherSendersAnnotation = "smsdispatcher.io/other-senders"
 
 // stopMargin is what a pod does after SIGTERM besides letting sends finish
-// for SHUTDOWN_GRACE: stop the pulls (the client nacks what it had not
-// handed over), flush the dead-letter publisher, stop the HTTP server (5 s)
-// and flush the trace exporter. terminationGracePeriodSeconds must exceed
+// for SHUTDOWN_GRACE, each step bounded at 5 s: stop the pulls (the client
+// nacks what it had not handed over; a Pub/Sub that does not answer is
+// left behind), flush the dead-letter publisher, stop the HTTP server and
+// flush the trace exporter. terminationGracePeriodSeconds must exceed
 // SHUTDOWN_GRACE by more than this, or the kubelet kills a draining pod.
 const stopMargin = 20 * time.Second
+
+// monitoringNamespace is where Prometheus runs: its pods are the only ones
+// the NetworkPolicy lets reach the dispatcher.
+const monitoringNamespace = "monitoring"
 
 // otpBacklogMetric is the Custom Metrics Stackdriver Adapter's name of a
 // subscription's backlog.
@@ -724,6 +729,16 @@ func checkPool(t *testing.T, b *bundle, vars map[string]bool) {
 		for _, r := range netpol.Spec.Ingress {
 			if len(r.Ports) == 0 {
 				t.Error("NetworkPolicy ingress rule without ports admits every port")
+			}
+			if len(r.From) == 0 {
+				t.Error("NetworkPolicy ingress rule without from admits every pod of the cluster")
+			}
+			for _, f := range r.From {
+				if f.IPBlock != nil || f.NamespaceSelector == nil || f.PodSelector == nil ||
+					f.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != monitoringNamespace ||
+					f.PodSelector.MatchLabels["app.kubernetes.io/name"] != "prometheus" {
+					t.Errorf("NetworkPolicy ingress from %v: only Prometheus's pods in the namespace %s may scrape", f, monitoringNamespace)
+				}
 			}
 			for _, p := range r.Ports {
 				if p.Port == nil || resolvePort(c, *p.Port) != port {

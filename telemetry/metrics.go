@@ -41,6 +41,8 @@ const (
 	MetricConfiguredRate    = "sms.configured.rate"          // sms_configured_rate
 	MetricDeliveryAttempt   = "sms.delivery.attempts"        // sms_delivery_attempts
 	MetricLearnedRate       = "sms.learned.rate"             // sms_learned_rate
+	MetricPullErrors        = "sms.pull.errors"              // sms_pull_errors_total
+	AttrPullCode            = attribute.Key("code")          // a gRPC status code's name: Unavailable, NotFound, PermissionDenied, ...
 	AttrStatusClass         = attribute.Key("sms.provider.status_class")
 	AttrRedisOp             = attribute.Key("sms.redis.op")
 	AttrLimit               = attribute.Key("sms.limit")
@@ -61,6 +63,7 @@ type Metrics struct {
 	redisCalls       metric.Int64Counter
 	attempts         metric.Int64Histogram
 	segments         metric.Int64Counter
+	pullErrors       metric.Int64Counter
 
 	state atomic.Pointer[func() State] // read by the gauges; nil reads as zero
 }
@@ -153,6 +156,9 @@ func NewMetrics() (*Metrics, error) {
 	must(err)
 	m.segments, err = meter.Int64Counter(MetricSegments, metric.WithUnit("{segment}"),
 		metric.WithDescription("Message segments the provider accepted, by class: what Twilio counts against the account's rate (Vonage's carriers, each part)."))
+	must(err)
+	m.pullErrors, err = meter.Int64Counter(MetricPullErrors, metric.WithUnit("{error}"),
+		metric.WithDescription("Pub/Sub pull streams that failed to open or ended in an error, by class and gRPC code: Pub/Sub unreachable (Unavailable), a missing subscription (NotFound), a denied role (PermissionDenied)."))
 	must(err)
 	m.attempts, err = meter.Int64Histogram(MetricDeliveryAttempt, metric.WithUnit("{attempt}"),
 		metric.WithExplicitBucketBoundaries(1, 2, 3, 5, 10, 20, 50, 100),
@@ -261,6 +267,12 @@ func (m *Metrics) Observe(ev dispatch.Event) {
 	if ev.Outcome == nack.Sent && ev.Class == admission.OTP && !ev.PublishTime.IsZero() {
 		m.otpLatency.Record(ctx, ev.Finished.Sub(ev.PublishTime).Seconds())
 	}
+}
+
+// PullError counts a Pub/Sub pull stream of class that failed to open or
+// ended with the gRPC code.
+func (m *Metrics) PullError(class admission.Class, code string) {
+	m.pullErrors.Add(context.Background(), 1, metric.WithAttributes(AttrClass.String(class.String()), AttrPullCode.String(code)))
 }
 
 // recordProvider records one provider request; status 0 means no answer.

@@ -28,7 +28,8 @@ type config struct {
 	MarketingSubscription string
 	DeadLetterTopic       string
 	DeadLetterInspect     string
-	RedisURL              string // from REDIS_URL, or read from RedisURLFile
+	DeadLetterRetention   time.Duration // how long setup has the inspect subscription keep dead letters
+	RedisURL              string        // from REDIS_URL, or read from RedisURLFile
 	RedisURLFile          string
 	RedisInsecure         bool // REDIS_INSECURE_SKIP_VERIFY: a rediss:// server's certificate is not checked
 	RedisCAFile           string
@@ -100,6 +101,10 @@ const (
 	// than a second is not jitter but an outage, and would make the rate
 	// check meaningless.
 	maxArrivalJitter = time.Second
+	// minRetention and maxRetention bound DEAD_LETTER_RETENTION: what
+	// Pub/Sub allows a subscription's message retention.
+	minRetention = 10 * time.Minute
+	maxRetention = 7 * 24 * time.Hour
 )
 
 // setting is one row of the configuration table.
@@ -199,6 +204,7 @@ var settings = []setting{
 	{"MARKETING_SUBSCRIPTION", "marketing-subscription", "sms-marketing-dispatcher", "subscription the dispatcher pulls marketing from", false, str(func(c *config) *string { return &c.MarketingSubscription })},
 	{"DEAD_LETTER_TOPIC", "dead-letter-topic", "sms-dead-letter", "topic of messages that will never be sent", false, str(func(c *config) *string { return &c.DeadLetterTopic })},
 	{"DEAD_LETTER_SUBSCRIPTION", "dead-letter-subscription", "sms-dead-letter-inspect", "subscription for people to read dead letters", false, str(func(c *config) *string { return &c.DeadLetterInspect })},
+	{"DEAD_LETTER_RETENTION", "dead-letter-retention", "168h", "how long the dead-letter subscription keeps a dead letter (it holds numbers and bodies: codes), set by setup; 10m to 168h", false, anyDuration(func(c *config) *time.Duration { return &c.DeadLetterRetention })},
 	{"REDIS_URL", "redis-url", "", "redis:// or rediss:// URL; redis+cluster:// or a comma list of host:port for Redis Cluster", true, str(func(c *config) *string { return &c.RedisURL })},
 	{"REDIS_URL_FILE", "redis-url-file", "", "file holding REDIS_URL, such as a mounted Secret; surrounding spaces and newlines are trimmed (instead of REDIS_URL)", false, str(func(c *config) *string { return &c.RedisURLFile })},
 	{"REDIS_INSECURE_SKIP_VERIFY", "redis-insecure-skip-verify", "false", "true: do not check a rediss:// server's certificate (the only way skip_verify=true in the URL is accepted); anyone on the path can then read the password", false, boolean(func(c *config) *bool { return &c.RedisInsecure })},
@@ -414,6 +420,8 @@ func (c config) validate() error {
 		return bad("BURST", "must be at least 1, got %d", c.Burst)
 	case c.Burst > maxBurst:
 		return bad("BURST", "must be at most %d, got %d", maxBurst, c.Burst)
+	case c.DeadLetterRetention < minRetention || c.DeadLetterRetention > maxRetention:
+		return bad("DEAD_LETTER_RETENTION", "must be %v to %v (what Pub/Sub allows a subscription), got %v", minRetention, maxRetention, c.DeadLetterRetention)
 	case c.ArrivalJitter < 0 || c.ArrivalJitter > maxArrivalJitter:
 		return bad("PROVIDER_ARRIVAL_JITTER", "must be 0 to %v, got %v", maxArrivalJitter, c.ArrivalJitter)
 	case c.reach(0) > c.ContractRPS:

@@ -265,7 +265,7 @@ func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (d
 		return demoReport{}, err
 	}
 	defer admin.Close()
-	if err := setupTopology(ctx, admin, cfg, true, func(string, string, bool) {}); err != nil {
+	if err := setupTopology(ctx, admin, cfg, true, func(string, string, string) {}); err != nil {
 		return demoReport{}, err
 	}
 

@@ -140,11 +140,7 @@ func runSetup(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer ps.Close()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	return setupTopology(ctx, ps, cfg, false, func(kind, name string, created bool) {
-		state := "exists"
-		if created {
-			state = "created"
-		}
+	return setupTopology(ctx, ps, cfg, false, func(kind, name, state string) {
 		fmt.Fprintf(stdout, "%-12s %-28s %s\n", kind, name, state)
 	})
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	"cloud.google.com/go/iam/apiv1/iampb"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/api/option"
@@ -14,13 +16,14 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 )
 
-// newPubsub returns a Pub/Sub client of project. With endpoint set it talks
-// to that in-process server without credentials (local mode); otherwise the
-// client's own rules apply, PUBSUB_EMULATOR_HOST included.
-func newPubsub(ctx context.Context, project, endpoint string) (*pubsub.Client, error) {
-	var opts []option.ClientOption
+// newPubsub returns a Pub/Sub client of project, with opts. With endpoint
+// set it talks to that in-process server without credentials (local
+// mode); otherwise the client's own rules apply, PUBSUB_EMULATOR_HOST
+// included.
+func newPubsub(ctx context.Context, project, endpoint string, opts ...option.ClientOption) (*pubsub.Client, error) {
 	if endpoint != "" {
 		opts = append(opts, option.WithEndpoint(endpoint), option.WithoutAuthentication(),
 			option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
@@ -30,6 +33,53 @@ func newPubsub(ctx context.Context, project, endpoint string) (*pubsub.Client, e
 		return nil, fmt.Errorf("pubsub client: %w", err)
 	}
 	return c, nil
+}
+
+// subscriptionCheckTimeout bounds serve's start-up check of its
+// subscriptions: a Pub/Sub that does not answer within it stops the
+// process; a variable for the tests.
+var subscriptionCheckTimeout = 10 * time.Second
+
+// checkSubscriptions returns nil if both subscriptions of cfg exist and
+// this identity may pull them, else an error of one line naming the
+// first that fails and the project: not found (a wrong project, or setup
+// not run), not readable (a role missing), or Pub/Sub not answering
+// within timeout (a wrong PUBSUB_EMULATOR_HOST, egress blocked, an
+// outage). Reading a subscription takes pubsub.subscriptions.get, which
+// roles/pubsub.subscriber lacks: refused that, it asks whether the
+// identity may pull (pubsub.subscriptions.consume) instead.
+func checkSubscriptions(ctx context.Context, c *pubsub.Client, cfg config, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for _, s := range []struct{ env, flag, id string }{
+		{"OTP_SUBSCRIPTION", "otp-subscription", cfg.OTPSubscription},
+		{"MARKETING_SUBSCRIPTION", "marketing-subscription", cfg.MarketingSubscription},
+	} {
+		name := fmt.Sprintf("projects/%s/subscriptions/%s", c.Project(), s.id)
+		_, err := c.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: name})
+		code := status.Code(err)
+		if code == codes.PermissionDenied && mayConsume(ctx, c, name) {
+			continue
+		}
+		what := fmt.Sprintf("subscription %q of project %q", s.id, c.Project())
+		switch code {
+		case codes.OK:
+		case codes.NotFound:
+			return &configError{s.env, s.flag, what + " not found (a wrong PUBSUB_PROJECT_ID, or 'dispatcher setup' not run): " + oneLine(err.Error())}
+		case codes.PermissionDenied, codes.Unauthenticated:
+			return &configError{s.env, s.flag, what + ": this identity may not pull it (roles/pubsub.subscriber on it, docs/operating.md): " + oneLine(err.Error())}
+		default:
+			return fmt.Errorf("pubsub: %s: no answer within %v (PUBSUB_EMULATOR_HOST, egress to pubsub.googleapis.com): %s", what, timeout, oneLine(err.Error()))
+		}
+	}
+	return nil
+}
+
+// mayConsume reports whether this identity may pull subscription name.
+func mayConsume(ctx context.Context, c *pubsub.Client, name string) bool {
+	const consume = "pubsub.subscriptions.consume"
+	r, err := c.SubscriptionAdminClient.TestIamPermissions(ctx, &iampb.TestIamPermissionsRequest{Resource: name, Permissions: []string{consume}})
+	return err == nil && slices.Contains(r.GetPermissions(), consume)
 }
 
 // Redelivery backoff of nacked messages, per class (the subscription's
@@ -63,9 +113,12 @@ const maxDeliveryAttempts = 100
 // the dead-letter topic and its inspect subscription, and both dispatcher
 // subscriptions with a dead-letter policy (unless local: pstest's
 // dead-letter forwarding republishes forever, and the dispatcher
-// dead-letters explicitly anyway). It is idempotent. report is told of
-// each resource and whether it was created.
-func setupTopology(ctx context.Context, c *pubsub.Client, cfg config, local bool, report func(kind, name string, created bool)) error {
+// dead-letters explicitly anyway). An inspect subscription that exists
+// gets cfg.DeadLetterRetention if it keeps messages for another time: it
+// holds phone numbers and bodies, and a shorter retention must reach it.
+// It is idempotent. report is told of each resource and what was done:
+// created, exists or updated.
+func setupTopology(ctx context.Context, c *pubsub.Client, cfg config, local bool, report func(kind, name, state string)) error {
 	topic := func(id string) string { return fmt.Sprintf("projects/%s/topics/%s", c.Project(), id) }
 	sub := func(id string) string { return fmt.Sprintf("projects/%s/subscriptions/%s", c.Project(), id) }
 
@@ -74,12 +127,12 @@ func setupTopology(ctx context.Context, c *pubsub.Client, cfg config, local bool
 		if created, err := existsOK(err); err != nil {
 			return fmt.Errorf("create topic %s: %w", id, err)
 		} else {
-			report("topic", id, created)
+			report("topic", id, createdState(created))
 		}
 	}
 	subs := []*pubsubpb.Subscription{
 		{Name: sub(cfg.DeadLetterInspect), Topic: topic(cfg.DeadLetterTopic), AckDeadlineSeconds: 60,
-			MessageRetentionDuration: retention},
+			MessageRetentionDuration: durationpb.New(cfg.DeadLetterRetention)},
 		{Name: sub(cfg.OTPSubscription), Topic: topic(cfg.OTPTopic), AckDeadlineSeconds: ackDeadline(cfg),
 			MessageRetentionDuration: retention,
 			RetryPolicy:              retryPolicies["otp"],
@@ -98,9 +151,42 @@ func setupTopology(ctx context.Context, c *pubsub.Client, cfg config, local bool
 		if err != nil {
 			return fmt.Errorf("create subscription %s: %w", s.Name, err)
 		}
-		report("subscription", s.Name[len(sub("")):], created)
+		state := createdState(created)
+		if !created && s.Name == sub(cfg.DeadLetterInspect) {
+			if state, err = keepRetention(ctx, c, s); err != nil {
+				return err
+			}
+		}
+		report("subscription", s.Name[len(sub("")):], state)
 	}
 	return nil
+}
+
+func createdState(created bool) string {
+	if created {
+		return "created"
+	}
+	return "exists"
+}
+
+// keepRetention gives the existing subscription want's message retention
+// if it has another: "updated", else "exists".
+func keepRetention(ctx context.Context, c *pubsub.Client, want *pubsubpb.Subscription) (string, error) {
+	got, err := c.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: want.Name})
+	if err != nil {
+		return "", fmt.Errorf("read subscription %s: %w", want.Name, err)
+	}
+	if got.GetMessageRetentionDuration().AsDuration() == want.MessageRetentionDuration.AsDuration() {
+		return "exists", nil
+	}
+	_, err = c.SubscriptionAdminClient.UpdateSubscription(ctx, &pubsubpb.UpdateSubscriptionRequest{
+		Subscription: &pubsubpb.Subscription{Name: want.Name, MessageRetentionDuration: want.MessageRetentionDuration},
+		UpdateMask:   &fieldmaskpb.FieldMask{Paths: []string{"message_retention_duration"}},
+	})
+	if err != nil {
+		return "", fmt.Errorf("update the retention of subscription %s: %w", want.Name, err)
+	}
+	return "updated retention " + want.MessageRetentionDuration.AsDuration().String(), nil
 }
 
 // existsOK turns AlreadyExists into success: created reports whether the

@@ -17,6 +17,8 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc/codes"
 
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
@@ -57,7 +59,11 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer rdb.Close()
 	rdb.AddHook(tel.metrics.RedisHook())
-	ps, err := newPubsub(ctx, cfg.ProjectID, "")
+	subName := func(id string) string { return "projects/" + cfg.ProjectID + "/subscriptions/" + id }
+	pullNames := []string{subName(cfg.OTPSubscription), subName(cfg.MarketingSubscription)}
+	pulls := newPullWatch(time.Now(), map[string]admission.Class{pullNames[0]: admission.OTP, pullNames[1]: admission.Marketing},
+		func(class admission.Class, code codes.Code) { tel.metrics.PullError(class, code.String()) })
+	ps, err := newPubsub(ctx, cfg.ProjectID, "", option.WithGRPCDialOption(pulls.dialOption()))
 	if err != nil {
 		return err
 	}
@@ -71,10 +77,16 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		defer sender.CloseIdleConnections() // after the last send: keep-alives to the provider end with the process
 		accts = append(accts, instanceAccount{setup: s, sender: sender, creds: secret})
 	}
+	// After every setting is checked: a wrong one is said before Pub/Sub
+	// is asked anything.
+	if err := checkSubscriptions(ctx, ps, cfg, subscriptionCheckTimeout); err != nil {
+		return err
+	}
 	inst, err := newInstance(cfg, accts, rdb, ps, environ("PUBSUB_EMULATOR_HOST") != "", tel, tel.metrics, logger)
 	if err != nil {
 		return err
 	}
+	inst.pulls, inst.pullNames, inst.stopping = pulls, pullNames, ctx.Done()
 	inst.logAccounts(ctx, logger)
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
@@ -82,20 +94,40 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		inst.close()
 		return &configError{"HTTP_ADDR", "http-addr", err.Error()}
 	}
-	srv := &http.Server{Handler: inst.httpHandler(rdb, tel.metrics.Handler()), ReadHeaderTimeout: 5 * time.Second}
+	srv := newHTTPServer(inst.httpHandler(rdb, tel.metrics.Handler()))
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
 	logger.Info("dispatcher serving", "http_addr", ln.Addr().String(), "project", cfg.ProjectID,
 		"otp_subscription", cfg.OTPSubscription, "marketing_subscription", cfg.MarketingSubscription,
 		"accounts", inst.d.Accounts(), "max_senders", cfg.MaxSenders)
 
-	// Shutdown order: the dispatcher stops pulling, nacks what waits and
-	// lets sends finish (Run returns); the dead-letter publisher flushes
-	// (inst.close); the HTTP server stops; then, deferred, the provider's
-	// idle connections, Pub/Sub, Redis and telemetry close.
-	runErr := inst.run(ctx)
-	logger.Info("dispatcher stopped pulling; sends in flight finished")
-	inst.close()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		pulls.run(watchCtx, logger)
+	}()
+	defer func() { stopWatch(); <-watched }()
+
+	// Shutdown order: /readyz fails at once; the dispatcher stops pulling,
+	// nacks what waits and lets sends finish (Run returns); the
+	// dead-letter publisher flushes (inst.close); the HTTP server stops;
+	// then, deferred, the provider's idle connections, Pub/Sub, Redis and
+	// telemetry close. A Pub/Sub that does not answer can hold Run (its
+	// Receive retries for ever) and the flush: each is waited for a bounded
+	// time, and the process exits whatever Pub/Sub does.
+	var runErr error
+	ran := make(chan error, 1) // Run's error, once it returns
+	if !within(ctx, cfg.ShutdownGrace+stopBound, func() { ran <- inst.run(ctx) }) {
+		logger.Error("pulls did not stop within SHUTDOWN_GRACE and the stop bound: exiting without them; what they held comes back when its lease runs out",
+			"shutdown_grace", cfg.ShutdownGrace, "stop_bound", stopBound)
+	} else {
+		runErr = <-ran
+		logger.Info("dispatcher stopped pulling; sends in flight finished")
+	}
+	if !within(ctx, stopBound, inst.close) {
+		logger.Error("the dead-letter publisher did not flush within the stop bound: exiting; what it held is nacked and comes back", "stop_bound", stopBound)
+	}
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
@@ -105,6 +137,37 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("http server: %w", err)
 	}
 	return runErr
+}
+
+// stopBound is how long serve waits, after SHUTDOWN_GRACE, for the pulls
+// to stop, and again for the dead-letter publisher to flush, before it
+// exits without them (a variable for the tests). With the HTTP server's
+// and telemetry's 5 s each, a stop takes at most SHUTDOWN_GRACE + 20 s:
+// within terminationGracePeriodSeconds.
+var stopBound = 5 * time.Second
+
+// within runs f and returns true once it has returned, or false once ctx
+// has ended and bound has passed since, leaving f running: the process
+// is exiting.
+func within(ctx context.Context, bound time.Duration, f func()) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // telemetrySet is the process's tracing and metrics.
@@ -144,6 +207,11 @@ type instance struct {
 	accounts []instanceAccount
 	limiters []*admission.Limiter // by account
 	dlq      *pubsub.Publisher
+
+	// Set by serve before the HTTP server starts; nil in the demo.
+	pulls     *pullWatch      // the pull streams, for /readyz
+	pullNames []string        // the subscriptions' full names, OTP first
+	stopping  <-chan struct{} // closed at SIGTERM
 }
 
 // instanceAccount is one account of an instance: its settings and its
@@ -404,6 +472,32 @@ func rateUnit(s string) dispatch.RateUnit {
 	return dispatch.PerMessage
 }
 
+// Limits of the HTTP server. Its answers are small and come from memory
+// (a Redis PING of at most a second for /readyz), so a client that takes
+// longer than these to send a request, read an answer or use its
+// keep-alive connection again is a stuck or hostile one, and its
+// connection is closed rather than held for ever.
+const (
+	httpReadHeaderTimeout = 5 * time.Second
+	httpReadTimeout       = 10 * time.Second // the whole request, headers and body
+	httpWriteTimeout      = 15 * time.Second // from the request's headers to the answer's end: a /metrics scrape
+	httpIdleTimeout       = 60 * time.Second // a keep-alive connection between requests; Prometheus scrapes every 15s
+	httpMaxHeaderBytes    = 16 << 10         // a probe's or a scrape's headers take a few hundred bytes
+)
+
+// newHTTPServer returns the server of /healthz, /readyz and /metrics,
+// with the limits above.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		ReadTimeout:       httpReadTimeout,
+		WriteTimeout:      httpWriteTimeout,
+		IdleTimeout:       httpIdleTimeout,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
+	}
+}
+
 // httpHandler serves /healthz, /readyz and /metrics.
 func (i *instance) httpHandler(rdb redis.UniversalClient, metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
@@ -419,11 +513,25 @@ func (i *instance) httpHandler(rdb redis.UniversalClient, metrics http.Handler) 
 		if err := rdb.Ping(ctx).Err(); err != nil {
 			redisState = "unreachable (limiter in fallback)"
 		}
+		select {
+		case <-i.stopping:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: shutting down (pulls stopping, sends in flight finishing); redis %s\n", redisState)
+			return
+		default:
+		}
 		if why, left, paused := i.d.AccountPause(); paused {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintf(w, "not ready: the provider refused the account (%s); sending paused for %v; redis %s\n",
 				why, left.Round(time.Second), redisState)
 			return
+		}
+		for _, name := range i.pullNames {
+			if d, silent := i.pulls.silent(name, time.Now()); silent {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, "not ready: no answer from Pub/Sub on %s for %v; redis %s\n", name, d.Round(time.Second), redisState)
+				return
+			}
 		}
 		if !i.d.Ready() {
 			w.WriteHeader(http.StatusServiceUnavailable)

@@ -259,6 +259,9 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "  o_g, o_m = rate(o_g), rate(o_m) -- 0, or one ignored: that rate is not overridden\n", ""},
 		{"admission/gcra.lua", "  lrn = {rate = rate(r),", "  lrn = {rate = tonumber(r),"},
 	}, ""},
+	{"HE1", "a subscription without an answer from Pub/Sub never makes the pod unready", []edit{
+		{"cmd/dispatcher/pullwatch.go", "return d, d >= pullSilence", "return d, false"},
+	}, "./cmd/dispatcher/"},
 }
 
 // killers names the test known to kill each mutant. try runs it first, alone;
@@ -339,4 +342,5 @@ var killers = map[string]string{
 	"HB2": "TestDefaultsFollowTheProviderAndTheRates",
 	"HB3": "TestLoadAccountsErrors",
 	"HA1": "TestGCRAScriptNeverAdmitsMoreThanRateTimesWindowPlusBurst",
+	"HE1": "TestPullWatchSilence",
 }
