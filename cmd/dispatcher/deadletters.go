@@ -155,11 +155,8 @@ func parseDeadLetter(m *pubsubpb.PubsubMessage, cfg config) *deadLetter {
 		dl.class = ""
 	}
 
-	var w struct {
-		ID   json.RawMessage `json:"id"`
-		To   json.RawMessage `json:"to"`
-		Body json.RawMessage `json:"body"`
-	}
+	// By exact name, as dispatch.Decode reads them ("To" is another field).
+	var w map[string]json.RawMessage
 	trimmed := bytes.TrimSpace(dl.data)
 	if len(trimmed) == 0 || trimmed[0] != '{' || json.Unmarshal(trimmed, &w) != nil {
 		return dl
@@ -171,12 +168,12 @@ func parseDeadLetter(m *pubsubpb.PubsubMessage, cfg config) *deadLetter {
 		}
 		return *s, true
 	}
-	dl.id, dl.dataID = str(w.ID)
+	dl.id, dl.dataID = str(w["id"])
 	if !dl.dataID {
 		dl.id = dl.standInID()
 	}
-	dl.to, dl.hasTo = str(w.To)
-	dl.body, dl.hasBody = str(w.Body)
+	dl.to, dl.hasTo = str(w["to"])
+	dl.body, dl.hasBody = str(w["body"])
 	return dl
 }
 
