@@ -41,6 +41,7 @@ const (
 	MetricConfiguredRate    = "sms.configured.rate"          // sms_configured_rate
 	MetricDeliveryAttempt   = "sms.delivery.attempts"        // sms_delivery_attempts
 	MetricLearnedRate       = "sms.learned.rate"             // sms_learned_rate
+	MetricHandlerPanics     = "sms.handler.panics"           // sms_handler_panics_total
 	AttrStatusClass         = attribute.Key("sms.provider.status_class")
 	AttrRedisOp             = attribute.Key("sms.redis.op")
 	AttrLimit               = attribute.Key("sms.limit")
@@ -61,6 +62,7 @@ type Metrics struct {
 	redisCalls       metric.Int64Counter
 	attempts         metric.Int64Histogram
 	segments         metric.Int64Counter
+	handlerPanics    metric.Int64Counter
 
 	state atomic.Pointer[func() State] // read by the gauges; nil reads as zero
 }
@@ -154,6 +156,9 @@ func NewMetrics() (*Metrics, error) {
 	m.segments, err = meter.Int64Counter(MetricSegments, metric.WithUnit("{segment}"),
 		metric.WithDescription("Message segments the provider accepted, by class: what Twilio counts against the account's rate (Vonage's carriers, each part)."))
 	must(err)
+	m.handlerPanics, err = meter.Int64Counter(MetricHandlerPanics, metric.WithUnit("{panic}"),
+		metric.WithDescription("Deliveries whose handling panicked (recovered: the message was nacked, or dead-lettered with invalid: handler_panic), by class."))
+	must(err)
 	m.attempts, err = meter.Int64Histogram(MetricDeliveryAttempt, metric.WithUnit("{attempt}"),
 		metric.WithExplicitBucketBoundaries(1, 2, 3, 5, 10, 20, 50, 100),
 		metric.WithDescription("Pub/Sub delivery attempt of each delivery, by class (needs the dead-letter policy)."))
@@ -241,6 +246,9 @@ func (m *Metrics) Observe(ev dispatch.Event) {
 	acct := AttrAccount.String(ev.Account)
 	m.messages.Add(ctx, 1, metric.WithAttributes(class, acct,
 		AttrOutcome.String(ev.Outcome.String()), AttrAction.String(ev.Action.String())))
+	if ev.Panicked {
+		m.handlerPanics.Add(ctx, 1, metric.WithAttributes(class))
+	}
 	if ev.DeliveryAttempt > 0 {
 		m.attempts.Record(ctx, int64(ev.DeliveryAttempt), metric.WithAttributes(class))
 	}
