@@ -246,6 +246,9 @@ var mutants = []mutant{
 	{"O6", "the call after a send counts nothing", []edit{
 		{"admission/finish.lua", "if units > 0 and redis.call('INCRBY', KEYS[3], units) == units then", "if false then"},
 	}, ""},
+	{"HC1", "replay believes the class attribute of a letter Pub/Sub forwarded", []edit{
+		{"cmd/dispatcher/deadletters.go", "	if src, forwarded := dl.attrs[sourceSubscriptionAttr]; forwarded {", "	if src, forwarded := dl.attrs[sourceSubscriptionAttr]; forwarded && dl.attrs[dispatch.AttrClass] == \"\" {"},
+	}, "./cmd/dispatcher/"},
 	{"HC2", "a panic in the message handler is not recovered", []edit{
 		{"dispatch/pipeline.go", "		if r := recover(); r != nil {\n			d.recoverPanic(", "		if r := any(nil); r != nil {\n			d.recoverPanic("},
 	}, "./dispatch/"},
@@ -325,5 +328,6 @@ var killers = map[string]string{
 	"O4":  "TestDeadlettersListIsRepeatableFiltersAndMasks",
 	"O5":  "TestStatusReadsWhatTheSendsAndProcessesLeft",
 	"O6":  "TestStatusReadsWhatTheSendsAndProcessesLeft",
+	"HC1": "TestADeadLetterSaysItsClassByWhoMadeIt",
 	"HC2": "TestAPanicEndsTheDeliveryNotTheProcess",
 }
