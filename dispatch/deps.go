@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -110,18 +111,37 @@ const (
 // MaxDataBytes: the size of the data the producer sent.
 const AttrOriginalDataBytes = "original_data_bytes"
 
+// PubSubDeadLetterPrefix starts the attributes Pub/Sub adds to a message
+// its subscription's dead-letter policy forwards
+// (CloudPubSubDeadLetterSourceSubscription, ...).
+const PubSubDeadLetterPrefix = "CloudPubSubDeadLetter"
+
+// ReservedAttr reports whether a dead letter's attribute named k says what
+// the dispatcher (reject_reason, class, original_message_id,
+// original_data_bytes) or Pub/Sub (PubSubDeadLetterPrefix...) made of the
+// message: a producer's attribute of that name is not copied into a dead
+// letter, where it would steer what a replay does with it.
+func ReservedAttr(k string) bool {
+	switch k {
+	case AttrRejectReason, AttrClass, AttrOriginalMessageID, AttrOriginalDataBytes:
+		return true
+	}
+	return strings.HasPrefix(k, PubSubDeadLetterPrefix)
+}
+
 // maxAttributes is Pub/Sub's limit of attributes per message.
 const maxAttributes = 100
 
 // DeadLetter publishes m's data and attributes with reject_reason, class and
 // original_message_id added, and waits for the server's answer. Data over
 // MaxDataBytes (never sendable) is cut to MaxDataBytes, with
-// original_data_bytes added, and producer attributes beyond what Pub/Sub
-// takes with the added ones are dropped (in key order): a dead letter that
-// did not fit its topic would be nacked and redelivered for ever.
+// original_data_bytes added. Producer attributes of a reserved name
+// (ReservedAttr) are dropped, and so are those beyond what Pub/Sub takes
+// with the added ones (in key order): a dead letter that did not fit its
+// topic would be nacked and redelivered for ever.
 func (t DeadLetterTopic) DeadLetter(ctx context.Context, m *pubsub.Message, class admission.Class, reason string) error {
 	attrs := make(map[string]string, len(m.Attributes)+4)
-	keys := slices.Sorted(maps.Keys(m.Attributes))
+	keys := slices.DeleteFunc(slices.Sorted(maps.Keys(m.Attributes)), ReservedAttr)
 	for _, k := range keys[:min(len(keys), maxAttributes-4)] {
 		attrs[k] = m.Attributes[k]
 	}

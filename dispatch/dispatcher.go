@@ -75,6 +75,10 @@ type Config struct {
 	// CredentialCheck is how often Deps.Credentials is read again.
 	// Default 1s.
 	CredentialCheck time.Duration
+	// MaxHandlerPanics is how many of a message's deliveries may panic in
+	// this process before it is dead-lettered (reject_reason
+	// invalid: handler_panic) rather than nacked again. Default 3.
+	MaxHandlerPanics int
 	// Logger; if nil, slog.Default().
 	Logger *slog.Logger
 }
@@ -92,9 +96,10 @@ const (
 
 // Defaults of the segment and account settings.
 const (
-	DefaultMaxSegments     = 6
-	DefaultAccountPause    = time.Minute
-	DefaultCredentialCheck = time.Second
+	DefaultMaxSegments      = 6
+	DefaultAccountPause     = time.Minute
+	DefaultCredentialCheck  = time.Second
+	DefaultMaxHandlerPanics = 3
 )
 
 func (c Config) withDefaults() Config {
@@ -113,6 +118,9 @@ func (c Config) withDefaults() Config {
 	def(&c.CredentialCheck, DefaultCredentialCheck)
 	if c.MaxSegments <= 0 {
 		c.MaxSegments = DefaultMaxSegments
+	}
+	if c.MaxHandlerPanics <= 0 {
+		c.MaxHandlerPanics = DefaultMaxHandlerPanics
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -162,6 +170,10 @@ type Event struct {
 	Sender          string             // the sender of the account's pool it went From, if any
 	Finished        time.Time
 	Err             error // why, for outcomes other than sent; never holds a phone number
+	// Panicked is set when the handling of this delivery panicked: it was
+	// recovered, and the Outcome is nack.Panicked, or nack.Invalid
+	// (handler_panic) when the message was dead-lettered for it.
+	Panicked bool
 }
 
 // Observer is told of every delivery's end. Implementations must be safe
@@ -182,6 +194,7 @@ type Dispatcher struct {
 	started  atomic.Bool // Run was called
 
 	inflight sync.Map // id -> *flight: duplicates inside the process collapse
+	panics   panicCounts
 
 	lanes [2]*lane // by class; built by New
 

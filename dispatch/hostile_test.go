@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -60,7 +61,7 @@ func TestHostileMessagesAreDeadLetteredOnce(t *testing.T) {
 		{"id is a number", admission.OTP, `{"id":7,"to":` + to + `,"body":"hi"}`, nil, "bad_json"},
 		{"id with control characters", admission.OTP, `{"id":"a\u0000b","to":` + to + `,"body":"hi"}`, nil, "bad_id"},
 		{"deadline is a number", admission.OTP, `{"to":` + to + `,"body":"hi","deadline":1700000000}`, nil, "bad_json"},
-		{"duplicate to, second bad", admission.OTP, `{"to":` + to + `,"to":"x","body":"hi"}`, nil, "bad_to"},
+		{"duplicate to, second bad", admission.OTP, `{"to":` + to + `,"to":"x","body":"hi"}`, nil, "duplicate_field"},
 		{"forged reject_reason and odd attributes", admission.Marketing, `{"to":"nope","body":"hi"}`, map[string]string{
 			AttrRejectReason: "forged", AttrOriginalMessageID: "forged", AttrClass: "otp",
 			"traceparent": "00-zz-zz-zz", "googclient_deliveryattempt": "-7",
@@ -185,5 +186,30 @@ func checkLogs(t *testing.T, logs string, secrets ...string) {
 		if strings.Contains(logs, s) {
 			t.Errorf("the dispatcher's logs hold %q:\n%s", s, logs)
 		}
+	}
+}
+
+// TestADeadLetterKeepsNoneOfTheProducersReservedAttributes: a producer's
+// attributes named as the dispatcher's or Pub/Sub's on a dead letter
+// (ReservedAttr) would steer its replay: a class sends it to the other
+// topic, an original_data_bytes makes it look cut (never replayed), a
+// source subscription makes it look forwarded by Pub/Sub. The dead letter
+// carries the dispatcher's, and the producer's other attributes.
+func TestADeadLetterKeepsNoneOfTheProducersReservedAttributes(t *testing.T) {
+	h := newHarness(t, strict, nil)
+	pub := h.admin.Publisher("sms-dead-letter")
+	defer pub.Stop()
+	m := &pubsub.Message{ID: "m1", Data: []byte(`{"to":"nope","body":"sale"}`), Attributes: map[string]string{
+		AttrClass: "otp", AttrRejectReason: "forged", AttrOriginalMessageID: "forged", AttrOriginalDataBytes: "70000",
+		PubSubDeadLetterPrefix + "SourceSubscription": "projects/test/subscriptions/sms-otp-dispatcher",
+		"keep": "1",
+	}}
+	if err := (DeadLetterTopic{Publisher: pub}).DeadLetter(context.Background(), m, admission.Marketing, "invalid: bad_to: x"); err != nil {
+		t.Fatal(err)
+	}
+	got := h.deadLetters(1)[0].Attributes
+	want := map[string]string{AttrClass: "marketing", AttrRejectReason: "invalid: bad_to: x", AttrOriginalMessageID: "m1", "keep": "1"}
+	if !maps.Equal(got, want) {
+		t.Fatalf("dead letter attributes %v, want %v", got, want)
 	}
 }

@@ -41,9 +41,9 @@ const (
 	receiveRetryMax     = 30 * time.Second
 )
 
-// newLane caps the messages in hand at outstanding: what Pub/Sub may send
-// the client (its flow control, which the service applies on its side
-// too). With Config.ReadAhead above it, for a server that ignores flow
+// newLane caps the messages in hand at outstanding, and their data at
+// outstanding × MaxDataBytes: what Pub/Sub may send the client (its flow
+// control, which the service applies on its side too). With Config.ReadAhead above it, for a server that ignores flow
 // control (an emulator), the client reads that many instead and
 // outstanding slots cap the pipeline: the client leases and extends only
 // what it has read, and a message the server sent that waits unread in the
@@ -59,6 +59,16 @@ func newLane(d *Dispatcher, class admission.Class, sub *pubsub.Subscriber, outst
 			slots = make(chan struct{}, outstanding)
 		}
 	}
+	// Bytes too, not only messages: the client's default (1e9 bytes) would
+	// let a lane hold its count of messages of up to Pub/Sub's 10 MB each,
+	// far over a pod's memory. The cap is what that many valid messages
+	// (MaxDataBytes each) take; a larger one, too_large to be sent, counts
+	// as the whole cap and is handled alone.
+	held := sub.ReceiveSettings.MaxOutstandingMessages
+	if held <= 0 {
+		held = pubsub.DefaultReceiveSettings.MaxOutstandingMessages
+	}
+	sub.ReceiveSettings.MaxOutstandingBytes = held * MaxDataBytes
 	// Shutdown (and pause) keep the client's default: wait for every
 	// callback (ours nack what has not been sent and bound sends by Grace),
 	// nack what was pulled but not handed over. A message that reaches the

@@ -3,9 +3,10 @@ package dispatch
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -29,18 +30,16 @@ type Message struct {
 // An InvalidError says why a message breaks the contract. Its text never
 // holds the phone number or the body.
 type InvalidError struct {
-	Reason string // short code: bad_json, too_large, bad_id, bad_to, bad_body, bad_deadline, too_many_segments
+	Reason string // short code: bad_json, duplicate_field, too_large, bad_id, bad_to, bad_body, bad_deadline, too_many_segments, handler_panic
 	Detail string
 }
 
 func (e *InvalidError) Error() string { return e.Reason + ": " + e.Detail }
 
-// wire is the JSON of docs/contract.md section 2; unknown fields are ignored.
+// wire is the JSON of docs/contract.md section 2: the fields readWire
+// fills, nil when absent (or null).
 type wire struct {
-	ID       *string `json:"id"`
-	To       *string `json:"to"`
-	Body     *string `json:"body"`
-	Deadline *string `json:"deadline"`
+	ID, To, Body, Deadline *string
 }
 
 // Decode parses and validates one message's data. pubsubID stands in for a
@@ -59,13 +58,9 @@ func Decode(data []byte, pubsubID string) (Message, error) {
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return invalid("bad_json", "data is not a JSON object")
 	}
-	var w wire
-	if err := json.Unmarshal(trimmed, &w); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) {
-			return invalid("bad_json", "field %q has the wrong type", typeErr.Field)
-		}
-		return invalid("bad_json", "data is not valid JSON")
+	w, err := readWire(trimmed)
+	if err != nil {
+		return Message{}, err
 	}
 
 	m := Message{ID: pubsubID}
@@ -85,15 +80,80 @@ func Decode(data []byte, pubsubID string) (Message, error) {
 	if n := utf8.RuneCountInString(*w.Body); n < 1 || n > MaxBodyRunes {
 		return invalid("bad_body", "body must be 1-%d characters, got %d", MaxBodyRunes, n)
 	}
+	for _, r := range *w.Body {
+		if unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' {
+			return invalid("bad_body", "body holds the control character U+%04X", r)
+		}
+	}
 	m.Body = *w.Body
 	if w.Deadline != nil {
 		t, err := time.Parse(time.RFC3339Nano, *w.Deadline)
 		if err != nil {
 			return invalid("bad_deadline", "deadline is not an RFC 3339 time")
 		}
+		if t.IsZero() {
+			// The zero time is how Message says "no deadline".
+			return invalid("bad_deadline", "deadline is the zero time")
+		}
 		m.Deadline = t
 	}
 	return m, nil
+}
+
+// readWire reads data, a JSON object, as a strict reader would: a field
+// is one of the contract's only when its name is exactly "id", "to",
+// "body" or "deadline" (after JSON unescaping; "To" is an unknown field),
+// and a name given twice, known or not, is invalid (duplicate_field): a
+// validator upstream that keeps the first of two values, or matches names
+// in another way, would have read another message than this one.
+func readWire(data []byte) (wire, error) {
+	badJSON := &InvalidError{Reason: "bad_json", Detail: "data is not valid JSON"}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if _, err := dec.Token(); err != nil { // the '{' Decode checked
+		return wire{}, badJSON
+	}
+	var w wire
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		key, ok := tok.(string)
+		if err != nil || !ok {
+			return wire{}, badJSON
+		}
+		var field **string
+		switch key {
+		case "id":
+			field = &w.ID
+		case "to":
+			field = &w.To
+		case "body":
+			field = &w.Body
+		case "deadline":
+			field = &w.Deadline
+		}
+		if seen[key] {
+			detail := "a field appears more than once"
+			if field != nil { // a producer's own names stay out of the reason
+				detail = fmt.Sprintf("field %q appears more than once", key)
+			}
+			return wire{}, &InvalidError{Reason: "duplicate_field", Detail: detail}
+		}
+		seen[key] = true
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return wire{}, badJSON
+		}
+		if field != nil && json.Unmarshal(raw, field) != nil {
+			return wire{}, &InvalidError{Reason: "bad_json", Detail: fmt.Sprintf("field %q has the wrong type", key)}
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing '}'
+		return wire{}, badJSON
+	}
+	if _, err := dec.Token(); err != io.EOF { // nothing after the object
+		return wire{}, badJSON
+	}
+	return w, nil
 }
 
 func validID(s string) bool {
@@ -108,8 +168,10 @@ func validID(s string) bool {
 	return true
 }
 
+// validE164 reports whether s is + and 8-15 digits, the first not 0: no
+// ITU country code starts with 0.
 func validE164(s string) bool {
-	if len(s) < 9 || len(s) > 16 || s[0] != '+' {
+	if len(s) < 9 || len(s) > 16 || s[0] != '+' || s[1] == '0' {
 		return false
 	}
 	for i := 1; i < len(s); i++ {

@@ -1,10 +1,13 @@
 package dispatch
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 )
 
 func TestDecode(t *testing.T) {
@@ -37,6 +40,23 @@ func TestDecode(t *testing.T) {
 		{"bad deadline", `{"to":"+12345678","body":"hi","deadline":"tomorrow"}`, Message{}, "bad_deadline"},
 		{"too large", `{"to":"+12345678","body":"hi","pad":"` + strings.Repeat("a", MaxDataBytes) + `"}`, Message{}, "too_large"},
 		{"not utf-8", "{\"to\":\"+12345678\",\"body\":\"\xff\"}", Message{}, "bad_json"},
+		// Read as a strict validator upstream reads it.
+		{"a name in another case is an unknown field", `{"To":"+19012345678","to":"+12345678","body":"hi"}`, Message{ID: "ps-1", To: "+12345678", Body: "hi"}, ""},
+		{"only a name in another case: no to", `{"TO":"+12345678","body":"hi"}`, Message{}, "bad_to"},
+		{"an escaped name is its unescaped self", `{"\u0074o":"+12345678","body":"hi"}`, Message{ID: "ps-1", To: "+12345678", Body: "hi"}, ""},
+		{"to given twice", `{"to":"+12345678","body":"hi","to":"+19012345678"}`, Message{}, "duplicate_field"},
+		{"to given twice, once escaped", `{"to":"+12345678","body":"hi","\u0074o":"+19012345678"}`, Message{}, "duplicate_field"},
+		{"id given twice", `{"id":"a","id":"b","to":"+12345678","body":"hi"}`, Message{}, "duplicate_field"},
+		{"an unknown field given twice", `{"x":1,"to":"+12345678","body":"hi","x":2}`, Message{}, "duplicate_field"},
+		{"trailing data", `{"to":"+12345678","body":"hi"} {"to":"+19012345678"}`, Message{}, "bad_json"},
+		{"the zero deadline", `{"to":"+12345678","body":"hi","deadline":"0001-01-01T00:00:00Z"}`, Message{}, "bad_deadline"},
+		{"the zero deadline in another zone", `{"to":"+12345678","body":"hi","deadline":"0001-01-01T09:00:00+09:00"}`, Message{}, "bad_deadline"},
+		{"to with a leading 0", `{"to":"+0123456789","body":"hi"}`, Message{}, "bad_to"},
+		{"NUL in the body", `{"to":"+12345678","body":"code\u0000 1"}`, Message{}, "bad_body"},
+		{"escape in the body", `{"to":"+12345678","body":"\u001b[2J"}`, Message{}, "bad_body"},
+		{"DEL in the body", `{"to":"+12345678","body":"a\u007f"}`, Message{}, "bad_body"},
+		{"C1 control in the body", `{"to":"+12345678","body":"a\u0085"}`, Message{}, "bad_body"},
+		{"newlines and tabs are text", `{"to":"+12345678","body":"a\nb\r\n\tc"}`, Message{ID: "ps-1", To: "+12345678", Body: "a\nb\r\n\tc"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,6 +92,23 @@ func FuzzDecode(f *testing.F) {
 		}
 		if !validE164(m.To) || m.Body == "" || m.ID == "" {
 			t.Fatalf("Decode accepted an invalid message: %+v", m)
+		}
+		// What Decode accepts, a strict reader reads the same: valid JSON
+		// whose exact names give the same fields.
+		var std map[string]any
+		if err := json.Unmarshal(bytes.TrimSpace(data), &std); err != nil {
+			t.Fatalf("Decode accepted what encoding/json refuses (%v): %q", err, data)
+		}
+		if std["to"] != m.To || std["body"] != m.Body || (std["id"] != nil && std["id"] != m.ID) {
+			t.Fatalf("Decode read %+v, a strict reader %v", m, std)
+		}
+		if m.To[1] == '0' || m.Deadline.IsZero() && std["deadline"] != nil {
+			t.Fatalf("Decode accepted %+v", m)
+		}
+		for _, r := range m.Body {
+			if unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' {
+				t.Fatalf("Decode accepted the control character U+%04X in the body", r)
+			}
 		}
 	})
 }

@@ -33,7 +33,9 @@ type try struct {
 	receipt  provider.Receipt   // the provider's acceptance, when sent
 }
 
-// handle is the Receive callback of class: it takes m to one end.
+// handle is the Receive callback of class: it takes m to one end. A
+// panic on the way is recovered (recoverPanic): it ends the delivery, not
+// the process.
 func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscription string, m *pubsub.Message) {
 	ev := Event{Class: class, MessageID: m.ID, PublishTime: m.PublishTime, Received: d.now()}
 	ctx, end := d.deps.Tracer.Delivery(ctx, subscription, m, class)
@@ -41,9 +43,14 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 	if m.DeliveryAttempt != nil {
 		ev.DeliveryAttempt = *m.DeliveryAttempt
 	}
+	var p progress
+	defer func() {
+		if r := recover(); r != nil {
+			d.recoverPanic(ctx, class, m, &ev, &p, r)
+		}
+	}()
 
 	var t try
-	var f *flight
 	msg, err := Decode(m.Data, m.ID)
 	if err == nil {
 		ev.ID = msg.ID
@@ -52,8 +59,9 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 	if err != nil {
 		t = try{outcome: nack.Invalid, err: err}
 	} else {
-		f, t.outcome, t.err = d.join(ctx, class, msg)
-		if f != nil {
+		p.id = msg.ID
+		p.flight, t.outcome, t.err = d.join(ctx, class, msg)
+		if p.flight != nil {
 			t = d.claimAndSend(ctx, class, msg, ev.Segments, ev.DeliveryAttempt)
 		}
 	}
@@ -63,10 +71,14 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 		ev.Account = t.account.Name
 	}
 	ev.Action, ev.Err = d.act(ctx, class, m, ev)
-	if f != nil {
-		d.land(msg.ID, f, ev)
+	p.acted = true
+	d.ended(m.ID, ev.Action)
+	if p.flight != nil {
+		d.land(msg.ID, p.flight, ev)
+		p.flight = nil
 	}
 	ev.Finished = d.now()
+	p.observed = true
 	if d.deps.Observer != nil {
 		d.deps.Observer.Observe(ev)
 	}
@@ -411,9 +423,10 @@ func (d *Dispatcher) admit(ctx context.Context, class admission.Class, a *accoun
 			return admission.Decision{}, errGateHeld
 		}
 	}
+	// Deferred: a panic in Admit must not leave marketing held for good.
+	defer release()
 	actx, aend := d.deps.Tracer.Admission(ctx, class)
 	dec, err := a.Limiter.Admit(actx, class, cost, maxWait-time.Since(start), claim)
-	release()
 	aend(dec, time.Since(start))
 	return dec, err
 }

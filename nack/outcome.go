@@ -37,6 +37,9 @@ const (
 	// message (bad credentials, suspended, out of credit): the message
 	// waits for the account to be fixed.
 	AccountFailure
+	// Panicked means the dispatcher's handling of the delivery panicked
+	// (a bug, recovered): the message comes back to be handled again.
+	Panicked
 
 	// numOutcomes counts the outcomes above; tests iterate up to it.
 	numOutcomes
@@ -54,6 +57,7 @@ var outcomeNames = [numOutcomes]string{
 	InFlightElsewhere: "in_flight_elsewhere",
 	ShuttingDown:      "shutting_down",
 	AccountFailure:    "account_failure",
+	Panicked:          "panicked",
 }
 
 // String returns the outcome's name in snake case ("sent",
@@ -96,15 +100,16 @@ func (a Action) String() string {
 
 // ActionFor returns the Action for an Outcome. It is the one table:
 // Sent, Expired and Duplicate ack; Invalid and Rejected dead-letter; Denied,
-// Throttled, Transient, InFlightElsewhere, ShuttingDown and AccountFailure
-// nack. An unknown Outcome nacks, because redelivery cannot lose a message.
+// Throttled, Transient, InFlightElsewhere, ShuttingDown, AccountFailure and
+// Panicked nack. An unknown Outcome nacks, because redelivery cannot lose a
+// message.
 func ActionFor(o Outcome) Action {
 	switch o {
 	case Sent, Expired, Duplicate:
 		return Ack
 	case Invalid, Rejected:
 		return DeadLetter
-	case Denied, Throttled, Transient, InFlightElsewhere, ShuttingDown, AccountFailure:
+	case Denied, Throttled, Transient, InFlightElsewhere, ShuttingDown, AccountFailure, Panicked:
 		return Nack
 	}
 	return Nack

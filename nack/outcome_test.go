@@ -28,6 +28,7 @@ func TestActionFor(t *testing.T) {
 		{InFlightElsewhere, Nack},
 		{ShuttingDown, Nack},
 		{AccountFailure, Nack}, // the message is fine: it waits for the account
+		{Panicked, Nack},       // dead-lettered by the dispatcher after a few
 		{numOutcomes, Nack},    // unknown: redelivery loses nothing
 		{-1, Nack},
 	}
@@ -58,8 +59,8 @@ func TestEveryOutcomeIsNamedAndCovered(t *testing.T) {
 			t.Errorf("ActionFor(%v) = %v, not a known Action", o, a)
 		}
 	}
-	if len(seen) != 11 {
-		t.Errorf("%d outcomes, want 11: update TestActionFor and the metrics", len(seen))
+	if len(seen) != 12 {
+		t.Errorf("%d outcomes, want 12: update TestActionFor and the metrics", len(seen))
 	}
 }
 
@@ -78,7 +79,8 @@ func TestOutcomeString(t *testing.T) {
 		{Transient, "transient"},
 		{InFlightElsewhere, "in_flight_elsewhere"},
 		{ShuttingDown, "shutting_down"},
-		{numOutcomes, "Outcome(11)"},
+		{Panicked, "panicked"},
+		{numOutcomes, "Outcome(12)"},
 		{-1, "Outcome(-1)"},
 	}
 	for _, tt := range tests {

@@ -43,6 +43,7 @@ const (
 	MetricLearnedRate       = "sms.learned.rate"             // sms_learned_rate
 	MetricPullErrors        = "sms.pull.errors"              // sms_pull_errors_total
 	AttrPullCode            = attribute.Key("code")          // a gRPC status code's name: Unavailable, NotFound, PermissionDenied, ...
+	MetricHandlerPanics     = "sms.handler.panics"           // sms_handler_panics_total
 	AttrStatusClass         = attribute.Key("sms.provider.status_class")
 	AttrRedisOp             = attribute.Key("sms.redis.op")
 	AttrLimit               = attribute.Key("sms.limit")
@@ -64,6 +65,7 @@ type Metrics struct {
 	attempts         metric.Int64Histogram
 	segments         metric.Int64Counter
 	pullErrors       metric.Int64Counter
+	handlerPanics    metric.Int64Counter
 
 	state atomic.Pointer[func() State] // read by the gauges; nil reads as zero
 }
@@ -160,6 +162,9 @@ func NewMetrics() (*Metrics, error) {
 	m.pullErrors, err = meter.Int64Counter(MetricPullErrors, metric.WithUnit("{error}"),
 		metric.WithDescription("Pub/Sub pull streams that failed to open or ended in an error, by class and gRPC code: Pub/Sub unreachable (Unavailable), a missing subscription (NotFound), a denied role (PermissionDenied)."))
 	must(err)
+	m.handlerPanics, err = meter.Int64Counter(MetricHandlerPanics, metric.WithUnit("{panic}"),
+		metric.WithDescription("Deliveries whose handling panicked (recovered: the message was nacked, or dead-lettered with invalid: handler_panic), by class."))
+	must(err)
 	m.attempts, err = meter.Int64Histogram(MetricDeliveryAttempt, metric.WithUnit("{attempt}"),
 		metric.WithExplicitBucketBoundaries(1, 2, 3, 5, 10, 20, 50, 100),
 		metric.WithDescription("Pub/Sub delivery attempt of each delivery, by class (needs the dead-letter policy)."))
@@ -247,6 +252,9 @@ func (m *Metrics) Observe(ev dispatch.Event) {
 	acct := AttrAccount.String(ev.Account)
 	m.messages.Add(ctx, 1, metric.WithAttributes(class, acct,
 		AttrOutcome.String(ev.Outcome.String()), AttrAction.String(ev.Action.String())))
+	if ev.Panicked {
+		m.handlerPanics.Add(ctx, 1, metric.WithAttributes(class))
+	}
 	if ev.DeliveryAttempt > 0 {
 		m.attempts.Record(ctx, int64(ev.DeliveryAttempt), metric.WithAttributes(class))
 	}

@@ -43,3 +43,25 @@ func TestMetricsNameTheAccount(t *testing.T) {
 		}
 	}
 }
+
+// TestAPanicIsCounted: a delivery whose handling panicked counts in
+// sms_handler_panics_total, by class, besides its outcome.
+func TestAPanicIsCounted(t *testing.T) {
+	m, err := NewMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Observe(dispatch.Event{Class: admission.OTP, Outcome: nack.Panicked, Action: nack.Nack, Panicked: true})
+	m.Observe(dispatch.Event{Class: admission.OTP, Outcome: nack.Sent, Action: nack.Ack})
+	w := httptest.NewRecorder()
+	m.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	b, _ := io.ReadAll(w.Body)
+	for _, want := range []string{
+		`sms_handler_panics_total{sms_class="otp"} 1`,
+		`sms_messages_total{sms_account="",sms_action="nack",sms_class="otp",sms_outcome="panicked"} 1`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("no %s in\n%s", want, b)
+		}
+	}
+}

@@ -73,20 +73,15 @@ func runDeadletters(ctx context.Context, args []string, stdout, stderr io.Writer
 	return fmt.Errorf("deadletters: unknown command %q", sub)
 }
 
-// Attributes of a dead letter that are not the producer's: the
-// dispatcher's (dispatch.DeadLetterTopic) and the count of replays this
-// command keeps.
+// attrReplays is the count of replays this command keeps on what it
+// republishes. Besides it, the attributes of a dead letter that are not the
+// producer's are the reserved ones (dispatch.ReservedAttr): the
+// dispatcher's and Pub/Sub's.
 const attrReplays = "replays"
 
-var deadLetterAttrs = map[string]bool{
-	dispatch.AttrRejectReason: true, dispatch.AttrClass: true, dispatch.AttrOriginalMessageID: true,
-	dispatch.AttrOriginalDataBytes: true, attrReplays: true,
-}
-
-// pubsubDeadLetterPrefix starts the attributes Pub/Sub adds to a message
-// its dead-letter policy forwards (CloudPubSubDeadLetterSourceSubscription,
-// ...): not the producer's either.
-const pubsubDeadLetterPrefix = "CloudPubSubDeadLetter"
+// sourceSubscriptionAttr names the subscription a letter that Pub/Sub's
+// dead-letter policy forwarded came from.
+const sourceSubscriptionAttr = dispatch.PubSubDeadLetterPrefix + "SourceSubscription"
 
 // Reading the inspect subscription.
 const (
@@ -133,33 +128,31 @@ func parseDeadLetter(m *pubsubpb.PubsubMessage, cfg config) *deadLetter {
 	if dl.attrs == nil {
 		dl.attrs = map[string]string{}
 	}
-	dl.origID = dl.attrs[dispatch.AttrOriginalMessageID]
-	dl.reason = dl.attrs[dispatch.AttrRejectReason]
-	_, dl.truncated = dl.attrs[dispatch.AttrOriginalDataBytes]
 	dl.replays, _ = strconv.Atoi(dl.attrs[attrReplays]) // absent or unreadable: 0
 	dl.replays = max(dl.replays, 0)
-	dl.class = dl.attrs[dispatch.AttrClass]
-	if dl.class == "" {
-		// Forwarded by a subscription's dead-letter policy rather than by
-		// the dispatcher: the subscription says the class.
-		src := dl.attrs[pubsubDeadLetterPrefix+"SourceSubscription"]
+	if src, forwarded := dl.attrs[sourceSubscriptionAttr]; forwarded {
+		// Forwarded by a subscription's dead-letter policy, with the
+		// producer's attributes as they were: a class or a reason among
+		// them is the producer's word. The subscription says the class.
 		switch {
-		case src == "":
 		case src == cfg.OTPSubscription || strings.HasSuffix(src, "/"+cfg.OTPSubscription):
 			dl.class = admission.OTP.String()
 		case src == cfg.MarketingSubscription || strings.HasSuffix(src, "/"+cfg.MarketingSubscription):
 			dl.class = admission.Marketing.String()
 		}
+	} else {
+		// Made by the dispatcher, which sets these over the producer's.
+		dl.class = dl.attrs[dispatch.AttrClass]
+		dl.origID = dl.attrs[dispatch.AttrOriginalMessageID]
+		dl.reason = dl.attrs[dispatch.AttrRejectReason]
+		_, dl.truncated = dl.attrs[dispatch.AttrOriginalDataBytes]
 	}
 	if _, err := admission.ParseClass(dl.class); err != nil {
 		dl.class = ""
 	}
 
-	var w struct {
-		ID   json.RawMessage `json:"id"`
-		To   json.RawMessage `json:"to"`
-		Body json.RawMessage `json:"body"`
-	}
+	// By exact name, as dispatch.Decode reads them ("To" is another field).
+	var w map[string]json.RawMessage
 	trimmed := bytes.TrimSpace(dl.data)
 	if len(trimmed) == 0 || trimmed[0] != '{' || json.Unmarshal(trimmed, &w) != nil {
 		return dl
@@ -171,12 +164,12 @@ func parseDeadLetter(m *pubsubpb.PubsubMessage, cfg config) *deadLetter {
 		}
 		return *s, true
 	}
-	dl.id, dl.dataID = str(w.ID)
+	dl.id, dl.dataID = str(w["id"])
 	if !dl.dataID {
 		dl.id = dl.standInID()
 	}
-	dl.to, dl.hasTo = str(w.To)
-	dl.body, dl.hasBody = str(w.Body)
+	dl.to, dl.hasTo = str(w["to"])
+	dl.body, dl.hasBody = str(w["body"])
 	return dl
 }
 
@@ -928,7 +921,7 @@ func (p *replayer) handle(ctx context.Context, dl *deadLetter) {
 
 	attrs := map[string]string{}
 	for k, v := range dl.attrs {
-		if !deadLetterAttrs[k] && !strings.HasPrefix(k, pubsubDeadLetterPrefix) {
+		if !dispatch.ReservedAttr(k) && k != attrReplays {
 			attrs[k] = v
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
 
 	"smsdispatcher/admission"
@@ -654,5 +656,44 @@ func TestDeadlettersMaskNumber(t *testing.T) {
 		if got := maskNumber(tt.to, tt.ok); got != tt.want {
 			t.Errorf("maskNumber(%q) = %q, want %q", tt.to, got, tt.want)
 		}
+	}
+}
+
+// TestADeadLetterSaysItsClassByWhoMadeIt: a letter that a subscription's
+// dead-letter policy forwarded carries the producer's attributes as they
+// were, so its class is its source subscription's, whatever a class
+// attribute says, and a reason, an original message ID or a cut size among
+// them is not believed; a letter the dispatcher made (it sets those over
+// the producer's) is read by its attributes.
+func TestADeadLetterSaysItsClassByWhoMadeIt(t *testing.T) {
+	cfg := config{OTPSubscription: "sms-otp-dispatcher", MarketingSubscription: "sms-marketing-dispatcher"}
+	producers := dlAttrs("otp", "forged", "forged-id", "original_data_bytes", "70000", "keep", "1")
+	with := func(more ...string) map[string]string {
+		a := maps.Clone(producers)
+		for i := 0; i+1 < len(more); i += 2 {
+			a[more[i]] = more[i+1]
+		}
+		return a
+	}
+	tests := []struct {
+		name      string
+		attrs     map[string]string
+		class     string
+		reason    string
+		origID    string
+		truncated bool
+	}{
+		{"forwarded from the marketing subscription", with(sourceSubscriptionAttr, "projects/p/subscriptions/sms-marketing-dispatcher"), "marketing", "", "", false},
+		{"forwarded from another subscription", with(sourceSubscriptionAttr, "projects/p/subscriptions/elsewhere"), "", "", "", false},
+		{"made by the dispatcher", dlAttrs("otp", "invalid: bad_to: x", "1001", "original_data_bytes", "70000"), "otp", "invalid: bad_to: x", "1001", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dl := parseDeadLetter(&pubsubpb.PubsubMessage{MessageId: "9", Data: []byte(msgJSON("", "+819012345678", "sale")), Attributes: tt.attrs}, cfg)
+			if dl.class != tt.class || dl.reason != tt.reason || dl.origID != tt.origID || dl.truncated != tt.truncated {
+				t.Errorf("class %q, reason %q, original %q, truncated %v; want %q, %q, %q, %v",
+					dl.class, dl.reason, dl.origID, dl.truncated, tt.class, tt.reason, tt.origID, tt.truncated)
+			}
+		})
 	}
 }

@@ -262,6 +262,12 @@ var mutants = []mutant{
 	{"HE1", "a subscription without an answer from Pub/Sub never makes the pod unready", []edit{
 		{"cmd/dispatcher/pullwatch.go", "return d, d >= pullSilence", "return d, false"},
 	}, "./cmd/dispatcher/"},
+	{"HC1", "replay believes the class attribute of a letter Pub/Sub forwarded", []edit{
+		{"cmd/dispatcher/deadletters.go", "	if src, forwarded := dl.attrs[sourceSubscriptionAttr]; forwarded {", "	if src, forwarded := dl.attrs[sourceSubscriptionAttr]; forwarded && dl.attrs[dispatch.AttrClass] == \"\" {"},
+	}, "./cmd/dispatcher/"},
+	{"HC2", "a panic in the message handler is not recovered", []edit{
+		{"dispatch/pipeline.go", "		if r := recover(); r != nil {\n			d.recoverPanic(", "		if r := any(nil); r != nil {\n			d.recoverPanic("},
+	}, "./dispatch/"},
 }
 
 // killers names the test known to kill each mutant. try runs it first, alone;
@@ -343,4 +349,6 @@ var killers = map[string]string{
 	"HB3": "TestLoadAccountsErrors",
 	"HA1": "TestGCRAScriptNeverAdmitsMoreThanRateTimesWindowPlusBurst",
 	"HE1": "TestPullWatchSilence",
+	"HC1": "TestADeadLetterSaysItsClassByWhoMadeIt",
+	"HC2": "TestAPanicEndsTheDeliveryNotTheProcess",
 }
