@@ -54,6 +54,13 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer rdb.Close()
 	rdb.AddHook(tel.metrics.RedisHook())
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		policyWatch{rdb: rdb, logger: logger, evicting: tel.metrics.SetRedisEvicting}.run(watchCtx)
+	}()
+	defer func() { stopWatch(); <-watchDone }() // before Redis closes
 	ps, err := newPubsub(ctx, cfg.ProjectID, "")
 	if err != nil {
 		return err
@@ -89,7 +96,8 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	// Shutdown order: the dispatcher stops pulling, nacks what waits and
 	// lets sends finish (Run returns); the dead-letter publisher flushes
 	// (inst.close); the HTTP server stops; then, deferred, the provider's
-	// idle connections, Pub/Sub, Redis and telemetry close.
+	// idle connections, Pub/Sub, the maxmemory-policy watch, Redis and
+	// telemetry close.
 	runErr := inst.run(ctx)
 	logger.Info("dispatcher stopped pulling; sends in flight finished")
 	inst.close()

@@ -246,6 +246,9 @@ var mutants = []mutant{
 	{"O6", "the call after a send counts nothing", []edit{
 		{"admission/finish.lua", "if units > 0 and redis.call('INCRBY', KEYS[3], units) == units then", "if false then"},
 	}, ""},
+	{"HF1", "an evicting maxmemory-policy goes unreported", []edit{
+		{"cmd/dispatcher/redispolicy.go", "	case admission.Evicts(policy):", "	case false && admission.Evicts(policy):"},
+	}, "./cmd/dispatcher/"},
 }
 
 // killers names the test known to kill each mutant. try runs it first, alone;
@@ -322,4 +325,5 @@ var killers = map[string]string{
 	"O4":  "TestDeadlettersListIsRepeatableFiltersAndMasks",
 	"O5":  "TestStatusReadsWhatTheSendsAndProcessesLeft",
 	"O6":  "TestStatusReadsWhatTheSendsAndProcessesLeft",
+	"HF1": "TestAnEvictingRedisIsReportedAtEveryCheck",
 }
