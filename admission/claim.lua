@@ -1,3 +1,4 @@
+#!lua
 -- claim.lua takes the send claim of one message id, so that one id is sent
 -- at most once across processes and redeliveries. The dispatcher takes it
 -- with its slot (gcra.lua); this one is for a caller that wants the claim

@@ -15,7 +15,8 @@
 // a denial advances no TAT. All keys of an account share the hash tag
 // {sms:<account>} so the script runs on Redis Cluster.
 //
-// When Redis fails or times out, a Limiter decides locally at
+// When Redis fails or times out (or, full under noeviction, refuses a
+// script: memory.go), a Limiter decides locally at
 // TargetRPS/MaxSenders (marketing at MarketingRPS/MaxSenders) and leaves Redis
 // alone for Config.RedisRetryAfter before trying it again: never fail open,
 // never stop. Each process admits at most one message at a time in fallback,
@@ -29,6 +30,7 @@
 // penalty.go (a 429 for every process), override.go (an operator's
 // override), learned.go (the learned rate, as read, pinned and reset), lease.go (in-flight leases), fallback.go (deciding without
 // Redis), circuit.go (Redis's health), claim.go (send-once records),
+// memory.go (Redis's maxmemory-policy),
 // calls.go (each script's KEYS and ARGV as a struct) and scripts.go (the
 // scripts and their operation names).
 package admission

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- finish.lua is the one call after a send: it writes the id's record of
 -- what became of it and ends the send's in-flight lease.
 --

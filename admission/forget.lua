@@ -1,3 +1,4 @@
+#!lua
 -- forget.lua clears an id's record of a refusal, so that the id can be sent
 -- again (an operator replaying its dead letter once the cause is fixed). A
 -- record of a send, a live claim or no record is left as it is: a message

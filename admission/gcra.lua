@@ -1,3 +1,4 @@
+#!lua
 -- gcra.lua decides one send on the SMS account: the id's send-once claim
 -- and a slot, in one call, one clock, one round trip. It is what admits;
 -- penalty.lua (a 429's end) and override.lua (a rate change) only move the

@@ -1,3 +1,4 @@
+#!lua
 -- heartbeat.lua records that a process is alive and what state it is in,
 -- for `dispatcher status`; at most once a second per process and account.
 --

@@ -1,3 +1,4 @@
+#!lua
 -- learned.lua reads, pins or resets the account's learned rate (an
 -- operator's command; the search itself lives in gcra.lua and penalty.lua).
 --

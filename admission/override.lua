@@ -1,3 +1,4 @@
+#!lua
 -- override.lua sets or clears an operator's rate override for the account:
 -- gcra.lua reads it on every call and applies each value only where it is
 -- lower than the configured rate.

@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- pause.lua reads the account's penalty, for a process whose pulls are
 -- stopped by an account-level pause and that must learn when it ends
 -- (ResumeAccount elsewhere, or its time running out) without asking for a

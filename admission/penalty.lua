@@ -1,3 +1,4 @@
+#!lua
 -- penalty.lua records the provider's Retry-After so that every process stops.
 --
 -- KEYS[1] -> penalty key ({sms:<account>}:penalty)

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- release.lua gives send claims back when their messages will be retried,
 -- so that the next delivery need not wait for a claim to expire. Several
 -- at once after an outage: every key shares the account's hash tag.

@@ -1,3 +1,4 @@
+#!lua
 -- resume.lua ends an account-level pause once its cause is fixed (a
 -- credential file replaced), so that every process may send again without
 -- waiting for the pause to run out. A 429 penalty is never ended early.

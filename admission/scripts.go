@@ -16,6 +16,18 @@ var scriptFS embed.FS
 
 // The Lua scripts of the package, each opening with its KEYS/ARGV/Returns
 // contract. Each runs with EVALSHA, falling back to EVAL on NOSCRIPT.
+//
+// Each declares its flags (Redis 7's "#!lua" line), for a full Redis
+// (maxmemory reached, noeviction): a script without flags is refused
+// whole, before it runs, so that gcra.lua admits nothing, takes no claim,
+// lease or TAT, and the Limiter decides in its fallback. Without the line
+// Redis would refuse only a script's first write that may grow memory, and
+// let the rest through once any write was done: gcra.lua, which trims
+// expired leases first, would go on admitting past maxmemory while
+// finish.lua, whose first write is the record, was refused. finish.lua and
+// release.lua (allow-oom) settle what Redis admitted before it filled: a
+// record per admitted send, leases ended, claims given back. status.lua
+// and pause.lua (no-writes) only read.
 var (
 	//go:embed gcra.lua
 	gcraLua    string

@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- status.lua reads an account's state for `dispatcher status`, in one call
 -- that writes nothing (run with EVALSHA_RO: Redis refuses a write).
 --

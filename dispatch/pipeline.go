@@ -233,7 +233,7 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, m 
 		}
 		return t
 	case dec.Reason == admission.ReasonNoRecord:
-		t.outcome, t.err = nack.Denied, errors.New("send-once record unavailable: Redis is down; marketing waits for it")
+		t.outcome, t.err = nack.Denied, errors.New("send-once record unavailable: Redis is down or full; marketing waits for it")
 		return t
 	case dec.Allowed:
 	case d.expired(m):

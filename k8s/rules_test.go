@@ -521,7 +521,7 @@ func TestPrometheusRule(t *testing.T) {
 	}
 	for _, want := range []string{"SMSProvider429", "SMSProviderAccountFailure", "SMSFallbackActive", "SMSOTPLatencyHigh",
 		"SMSOTPNotSent", "SMSDeadLettersRising", "SMSDeadLetterPublishFailing", "SMSLearnedRateBelowTarget",
-		"SMSSendRateNearContract", "SMSProvider5xx", "SMSRetryBudgetSpent"} {
+		"SMSSendRateNearContract", "SMSProvider5xx", "SMSRetryBudgetSpent", "SMSRedisEvictingPolicy"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("alert %s missing", want)
 		}

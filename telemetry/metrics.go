@@ -44,6 +44,7 @@ const (
 	MetricPullErrors        = "sms.pull.errors"              // sms_pull_errors_total
 	AttrPullCode            = attribute.Key("code")          // a gRPC status code's name: Unavailable, NotFound, PermissionDenied, ...
 	MetricHandlerPanics     = "sms.handler.panics"           // sms_handler_panics_total
+	MetricRedisEvicting     = "sms.redis.evicting_policy"    // sms_redis_evicting_policy
 	AttrStatusClass         = attribute.Key("sms.provider.status_class")
 	AttrRedisOp             = attribute.Key("sms.redis.op")
 	AttrLimit               = attribute.Key("sms.limit")
@@ -68,6 +69,8 @@ type Metrics struct {
 	handlerPanics    metric.Int64Counter
 
 	state atomic.Pointer[func() State] // read by the gauges; nil reads as zero
+
+	redisEvicting atomic.Bool // SetRedisEvicting's, read by its gauge
 }
 
 var _ dispatch.Observer = (*Metrics)(nil)
@@ -212,6 +215,13 @@ func NewMetrics() (*Metrics, error) {
 			}
 		})
 	})
+	_, err = meter.Float64ObservableGauge(MetricRedisEvicting,
+		metric.WithDescription("1 while Redis's maxmemory-policy (read every minute) lets it evict keys: any policy but noeviction."),
+		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
+			o.Observe(b2f(m.redisEvicting.Load()))
+			return nil
+		}))
+	must(err)
 	for _, err := range errs {
 		if err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
@@ -236,6 +246,10 @@ func b2f(b bool) float64 {
 
 // SetState makes the gauges read f when scraped.
 func (m *Metrics) SetState(f func() State) { m.state.Store(&f) }
+
+// SetRedisEvicting sets the gauge of Redis's maxmemory-policy: whether it
+// lets Redis evict keys.
+func (m *Metrics) SetRedisEvicting(evicting bool) { m.redisEvicting.Store(evicting) }
 
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {

@@ -59,6 +59,13 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer rdb.Close()
 	rdb.AddHook(tel.metrics.RedisHook())
+	policyCtx, stopPolicy := context.WithCancel(ctx)
+	policyDone := make(chan struct{})
+	go func() {
+		defer close(policyDone)
+		policyWatch{rdb: rdb, logger: logger, evicting: tel.metrics.SetRedisEvicting}.run(policyCtx)
+	}()
+	defer func() { stopPolicy(); <-policyDone }() // before Redis closes
 	subName := func(id string) string { return "projects/" + cfg.ProjectID + "/subscriptions/" + id }
 	pullNames := []string{subName(cfg.OTPSubscription), subName(cfg.MarketingSubscription)}
 	pulls := newPullWatch(time.Now(), map[string]admission.Class{pullNames[0]: admission.OTP, pullNames[1]: admission.Marketing},
@@ -112,10 +119,11 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	// Shutdown order: /readyz fails at once; the dispatcher stops pulling,
 	// nacks what waits and lets sends finish (Run returns); the
 	// dead-letter publisher flushes (inst.close); the HTTP server stops;
-	// then, deferred, the provider's idle connections, Pub/Sub, Redis and
-	// telemetry close. A Pub/Sub that does not answer can hold Run (its
-	// Receive retries for ever) and the flush: each is waited for a bounded
-	// time, and the process exits whatever Pub/Sub does.
+	// then, deferred, the provider's idle connections, Pub/Sub, the
+	// maxmemory-policy watch, Redis and telemetry close. A Pub/Sub that
+	// does not answer can hold Run (its Receive retries for ever) and the
+	// flush: each is waited for a bounded time, and the process exits
+	// whatever Pub/Sub does.
 	var runErr error
 	ran := make(chan error, 1) // Run's error, once it returns
 	if !within(ctx, cfg.ShutdownGrace+stopBound, func() { ran <- inst.run(ctx) }) {

@@ -14,7 +14,7 @@
 //	go run ./cmd/loadtest --scenario senders   # a pool of 10 senders on an account counting segments, 30 s
 //	go run ./cmd/loadtest --scenario adaptive  # the learned rate against a provider allowing 60/s, 5 min; fails below its criterion
 //	go run ./cmd/loadtest --scenario adaptive --duration 20s --adaptive-step 1.5s  # the same search, faster
-//	go run ./cmd/loadtest --record-alerts k8s/monitoring/testdata/recordings  # the alert tests' fault runs, about 40 min
+//	go run ./cmd/loadtest --record-alerts k8s/monitoring/testdata/recordings  # the alert tests' fault runs, about 50 min
 //
 // Invariant: every run is bounded and leaves nothing behind. Each run lasts
 // --duration, plus at most one send timeout for sends already on the wire;

@@ -69,6 +69,7 @@ var recordFamilies = map[string][]string{
 	"sms_account_paused":                   nil,
 	"sms_fallback_active":                  nil,
 	"sms_learned_rate":                     nil,
+	"sms_redis_evicting_policy":            nil,
 	"sms_retry_budget_tokens":              nil,
 	"sms_otp_waiting":                      nil,
 	"sms_configured_rate":                  nil,
@@ -85,6 +86,7 @@ type alertRun struct {
 	sim         provider.SimConfig
 	env         map[string]string // dispatcher settings beside the run's defaults
 	accounts    string            // ACCOUNTS_FILE content (%q: the simulator's URL, the token file), if any
+	redisFlags  []string          // flags of a redis-server of the run's own; none: the Redis every run shares
 	mktRate     float64           // marketing published per second; 0: recordMktRate
 	badFrom     time.Duration     // malformed messages at badRate from here, if badRate > 0
 	badRate     float64
@@ -103,6 +105,7 @@ type runWorld struct {
 	sim       *provider.Simulator
 	delay     atomic.Int64 // provider answer delay, ns
 	proxy     *redistest.Proxy
+	redis     *redis.Client // the run's Redis, not through the proxy
 	dlOutage  atomic.Bool
 	tokenFile string
 }
@@ -135,6 +138,14 @@ func alertRuns() []alertRun {
 				{60 * time.Second, "Redis refuses connections", func(w *runWorld) { w.proxy.SetMode(redistest.Refuse) }},
 				{150 * time.Second, "Redis is back", func(w *runWorld) { w.proxy.SetMode(redistest.Up) }},
 			}},
+		{name: "redis-evicting", length: 450 * time.Second,
+			redisFlags: []string{"--maxmemory", "1gb", "--maxmemory-policy", "volatile-lru"},
+			about:      "Redis runs with maxmemory-policy volatile-lru (Memorystore's default), far from its maxmemory (nothing is evicted yet); the pods read the policy at start and every minute; the operator sets noeviction at 360 s",
+			events: []runEvent{{360 * time.Second, "the operator sets maxmemory-policy noeviction (CONFIG SET)", func(w *runWorld) {
+				if err := w.redis.ConfigSet(context.Background(), "maxmemory-policy", "noeviction").Err(); err != nil {
+					panic(err)
+				}
+			}}}},
 		{name: "target-near-contract", length: 150 * time.Second, mktRate: 200,
 			env:   map[string]string{"TARGET_RPS": "98", "MARKETING_RPS": "93", "BURST": "1", "PROVIDER_ARRIVAL_JITTER": "0"},
 			about: "TARGET_RPS 98 on a contract of 100 (BURST 1, PROVIDER_ARRIVAL_JITTER 0: what the start-up check allows at the edge) and a campaign published at 200/s: the pods send at 98/s"},
@@ -237,7 +248,22 @@ func (r alertRun) record(ctx context.Context, bin, tmp string, redisOpts *redis.
 		w.sim.ServeHTTP(rw, req)
 	}))
 	defer simSrv.Close()
-	proxy, err := redistest.StartProxy(redisOpts.Addr)
+	direct := *redisOpts // the run's Redis, for its events
+	if len(r.redisFlags) > 0 {
+		path, err := exec.LookPath("redis-server")
+		if err != nil {
+			return nil, fmt.Errorf("a redis-server of the run's own: %w", err)
+		}
+		own, err := startRedis(ctx, path, r.redisFlags...)
+		if err != nil {
+			return nil, err
+		}
+		defer own.stop()
+		direct = redis.Options{Addr: own.addr}
+	}
+	w.redis = redis.NewClient(&direct)
+	defer w.redis.Close()
+	proxy, err := redistest.StartProxy(direct.Addr)
 	if err != nil {
 		return nil, err
 	}
@@ -601,6 +627,9 @@ func (rec *recording) write(w io.Writer) error {
 		fmt.Fprintf(w, ", malformed messages at %g/s from %v", r.badRate, r.badFrom)
 	}
 	fmt.Fprintln(w)
+	if len(r.redisFlags) > 0 {
+		fmt.Fprintf(w, "# redis: a redis-server of the run's own, started with %s\n", strings.Join(r.redisFlags, " "))
+	}
 	for _, ev := range r.events {
 		fmt.Fprintf(w, "# at %v: %s\n", ev.at, ev.what)
 	}

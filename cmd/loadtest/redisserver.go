@@ -51,8 +51,9 @@ type localRedis struct {
 }
 
 // startRedis starts redis-server at path on a free loopback port, without
-// persistence, in a temporary directory, and waits until it answers PING.
-func startRedis(ctx context.Context, path string) (*localRedis, error) {
+// persistence, in a temporary directory, with flags after its own, and
+// waits until it answers PING.
+func startRedis(ctx context.Context, path string, flags ...string) (*localRedis, error) {
 	dir, err := os.MkdirTemp("", "loadtest-redis-")
 	if err != nil {
 		return nil, fmt.Errorf("start redis: %w", err)
@@ -67,8 +68,9 @@ func startRedis(ctx context.Context, path string) (*localRedis, error) {
 			continue
 		}
 		r := &localRedis{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, exited: make(chan struct{})}
-		r.cmd = exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
+		args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log")}, flags...)
+		r.cmd = exec.Command(path, args...)
 		setParentDeathSignal(r.cmd) // an outright kill of loadtest takes redis-server along (Linux)
 		if err := r.cmd.Start(); err != nil {
 			os.RemoveAll(dir)

@@ -268,6 +268,9 @@ var mutants = []mutant{
 	{"HC2", "a panic in the message handler is not recovered", []edit{
 		{"dispatch/pipeline.go", "		if r := recover(); r != nil {\n			d.recoverPanic(", "		if r := any(nil); r != nil {\n			d.recoverPanic("},
 	}, "./dispatch/"},
+	{"HF1", "an evicting maxmemory-policy goes unreported", []edit{
+		{"cmd/dispatcher/redispolicy.go", "	case admission.Evicts(policy):", "	case false && admission.Evicts(policy):"},
+	}, "./cmd/dispatcher/"},
 }
 
 // killers names the test known to kill each mutant. try runs it first, alone;
@@ -351,4 +354,5 @@ var killers = map[string]string{
 	"HE1": "TestPullWatchSilence",
 	"HC1": "TestADeadLetterSaysItsClassByWhoMadeIt",
 	"HC2": "TestAPanicEndsTheDeliveryNotTheProcess",
+	"HF1": "TestAnEvictingRedisIsReportedAtEveryCheck",
 }
