@@ -178,7 +178,7 @@ var mutants = []mutant{
 		{"telemetry/tracing.go", "				throttled = rep.Err.Throttled()", "				throttled = false"},
 	}, "./telemetry/"},
 	{"P10", "a fixed credential ends a 429's penalty too", []edit{
-		{"admission/resume.lua", "if not why or string.sub(why, 1, 7) ~= 'account' then", "if not why then"},
+		{"admission/resume.lua", "if not why or string.sub(why, 1, #ARGV[2]) ~= ARGV[2] then", "if not why then"},
 	}, ""},
 
 	// Two calls a message: the claim taken with the slot, the record with
@@ -245,6 +245,15 @@ var mutants = []mutant{
 	}, ""},
 	{"O6", "the call after a send counts nothing", []edit{
 		{"admission/finish.lua", "if units > 0 and redis.call('INCRBY', KEYS[3], units) == units then", "if false then"},
+	}, ""},
+	{"HD1", "a 429's Retry-After is not capped by MaxRetryAfter", []edit{
+		{"admission/penalty.go", "		retryAfter = l.cfg.MaxRetryAfter\n", ""},
+	}, ""},
+	{"HD2", "a cleared 429 penalty is not seen by the other processes", []edit{
+		{"admission/limiter.go", "if now.Before(l.penaltyUntil) && (!l.penaltyShared || now.Sub(l.penaltyChecked) < penaltyRecheck) {", "if now.Before(l.penaltyUntil) {"},
+	}, ""},
+	{"HD3", "a caller waiting through a 429 penalty does not ask again", []edit{
+		{"admission/acquire.go", "			wait = min(wait, penaltyRecheck) // it may be cleared meanwhile\n", ""},
 	}, ""},
 }
 
@@ -322,4 +331,7 @@ var killers = map[string]string{
 	"O4":  "TestDeadlettersListIsRepeatableFiltersAndMasks",
 	"O5":  "TestStatusReadsWhatTheSendsAndProcessesLeft",
 	"O6":  "TestStatusReadsWhatTheSendsAndProcessesLeft",
+	"HD1": "TestARetryAfterAboveTheCapStopsTheAccountForTheCapOnly",
+	"HD2": "TestClearPenaltyEndsA429EverywhereWithinARecheck",
+	"HD3": "TestAWaiterThroughAPenaltySeesItCleared",
 }
