@@ -117,3 +117,32 @@ func TestAWaiterThroughAPenaltySeesItCleared(t *testing.T) {
 		t.Fatalf("Acquire after the penalty was cleared elsewhere: %+v, %v; want allowed after its recheck", d, err)
 	}
 }
+
+// TestAPenaltyEndsWithOneSendNotABurst: a penalty moves the account's TAT
+// to its end, so that when it ends the account resumes one message per
+// interval, not with a burst of BURST at once that a provider still
+// refusing would answer with as many 429s. At 0.01/s the interval is 100
+// s: the calls after the penalty fall in one interval however loaded the
+// machine is.
+func TestAPenaltyEndsWithOneSendNotABurst(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(t)
+	cfg.TargetRPS, cfg.MarketingRPS = MinRPS, MinRPS
+	rdb := redistest.Client(t)
+	a := newLimiter(t, rdb, cfg)
+	if err := a.ReportThrottled(ctx, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	// The penalty's end, as Redis says it.
+	for rdb.Exists(ctx, a.Keys()[2]).Val() == 1 { // a millisecond's polls
+	}
+	b := newLimiter(t, redistest.Client(t), cfg)
+	if d, err := b.Acquire(ctx, OTP, time.Second); err != nil || !d.Allowed {
+		t.Fatalf("the first send after the penalty: %+v, %v; want allowed", d, err)
+	}
+	for i := range cfg.Burst {
+		if d := try(t, b, OTP); d.Allowed || d.Reason != ReasonGlobal {
+			t.Fatalf("send %d at once after the penalty's first: %+v; want the rate's denial (no burst after a penalty)", i+2, d)
+		}
+	}
+}

@@ -84,7 +84,7 @@ var mutants = []mutant{
 	}, ""},
 	{"M20", "the account bursts when a penalty ends", []edit{
 		{"admission/penalty.lua", "if tonumber(redis.call('GET', KEYS[2]) or 0) < tat then", "if false then"},
-	}, "./dispatch/"},
+	}, ""},
 	{"L1", "stale leases of dead processes never reclaimed", []edit{
 		{"admission/gcra.lua", "  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)\n", ""},
 	}, ""},
@@ -279,7 +279,7 @@ var killers = map[string]string{
 	"M17": "TestAWaitingHerdCostsAboutOneCallPerAdmission",
 	"M18": "TestOverrideLowersTheRateForEveryProcessAndNeverRaisesIt",
 	"M19": "TestOverrideLowersTheRateForEveryProcessAndNeverRaisesIt",
-	"M20": "TestASuspendedAccountGetsAbout429PerRetryAfter",
+	"M20": "TestAPenaltyEndsWithOneSendNotABurst",
 	"L1":  "TestADeadHoldersLeaseComesBackAfterItExpires",
 	"L2":  "TestNeverMoreThanTheLimitInFlightAcrossProcesses",
 	"L3":  "TestNeverMoreThanTheLimitInFlightAcrossProcesses",
