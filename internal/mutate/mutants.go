@@ -287,7 +287,7 @@ var killers = map[string]string{
 	"D1":  "TestA429StopsEveryInstanceForRetryAfter",
 	"D2":  "TestExpiredMessageIsNeverSent",
 	"D3":  "TestDuplicateDeliveryIsNotSentTwice",
-	"D4":  "TestNoThrottleUnderMarketingFloodAtThreeInstances",
+	"D4":  "TestPipelineBranches",
 	"D5":  "TestDataAtThePublishLimitIsDeadLetteredOnce",
 	"D6":  "TestShutdownMidFloodLosesNothing",
 	"D7":  "TestA5xxStormDoesNotAmplifyAndRecovers",
