@@ -232,6 +232,7 @@ func TestAccountPauseHoldsWithoutRedis(t *testing.T) {
 func TestAnAccountFailureDuringALonger429MakesItAPause(t *testing.T) {
 	ctx := context.Background()
 	cfg := testConfig(t)
+	cfg.MaxRetryAfter = 2 * time.Hour
 	rdb := redistest.Client(t)
 	a := newLimiter(t, rdb, cfg)
 	if err := a.ReportThrottled(ctx, time.Hour); err != nil {

@@ -184,6 +184,9 @@ func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time
 		if d.Reason == ReasonGlobal || d.Reason == ReasonMarketing {
 			wait = max(wait-l.early(class), minWait)
 		}
+		if d.Reason == ReasonPenalty {
+			wait = min(wait, penaltyRecheck) // it may be cleared meanwhile
+		}
 		if err := sleep(wait); err != nil {
 			return d, err
 		}

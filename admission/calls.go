@@ -74,12 +74,14 @@ func (c penaltyCall) argv() []any { return []any{c.Millis, c.GlobalTau, c.Why, c
 type resumeCall struct {
 	Penalty   string `lua:"KEYS[1] penalty key"`
 	GlobalTAT string `lua:"KEYS[2] global TAT key"`
+	Probe     string `lua:"KEYS[3] probe key"`
 
-	Debt int64 `lua:"ARGV[1] debt kept in microseconds"`
+	Debt int64  `lua:"ARGV[1] debt kept in microseconds"`
+	What string `lua:"ARGV[2] what to end"`
 }
 
-func (c resumeCall) keys() []string { return []string{c.Penalty, c.GlobalTAT} }
-func (c resumeCall) argv() []any    { return []any{c.Debt} }
+func (c resumeCall) keys() []string { return []string{c.Penalty, c.GlobalTAT, c.Probe} }
+func (c resumeCall) argv() []any    { return []any{c.Debt, c.What} }
 
 // pauseCall is one call of pause.lua.
 type pauseCall struct {

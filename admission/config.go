@@ -17,6 +17,7 @@ const (
 	DefaultRedisTimeout    = 100 * time.Millisecond
 	DefaultRedisRetryAfter = time.Second
 	DefaultLeaseTTL        = 30 * time.Second
+	DefaultMaxRetryAfter   = 5 * time.Minute
 )
 
 // MinRPS is the lowest rate a Limiter takes: one message in 100 s (a lower
@@ -71,11 +72,17 @@ type Config struct {
 	// at the provider; a sender's slots are spaced so that its rate holds
 	// at the provider despite it.
 	ArrivalJitter time.Duration
+	// MaxRetryAfter is the longest one 429 stops the account
+	// (ReportThrottled): a longer Retry-After counts as this long, in this
+	// process and in Redis, so that a provider's mistake cannot stop the
+	// account for a day. Default 5m.
+	MaxRetryAfter time.Duration
 	// Adaptive, when enabled, learns the rate the provider really allows
 	// below TargetRPS (docs/design.md, "A limit that learns").
 	Adaptive Adaptive
 	// Logger receives at most one line per RedisRetryAfter about Redis
-	// failures. If nil, slog.Default() is used.
+	// failures, and one per 429 whose Retry-After MaxRetryAfter cut. If
+	// nil, slog.Default() is used.
 	Logger *slog.Logger
 }
 
@@ -141,6 +148,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxCost == 0 {
 		c.MaxCost = 1
 	}
+	if c.MaxRetryAfter == 0 {
+		c.MaxRetryAfter = DefaultMaxRetryAfter
+	}
 	if c.Adaptive.Enabled {
 		if c.Adaptive.MinRPS == 0 {
 			c.Adaptive.MinRPS = c.TargetRPS / 10
@@ -194,6 +204,8 @@ func (c Config) Validate() error {
 		return bad("LeaseTTL", "must be at least 1ms, got %v", c.LeaseTTL)
 	case c.RedisRetryAfter < 0:
 		return bad("RedisRetryAfter", "must not be negative, got %v", c.RedisRetryAfter)
+	case c.MaxRetryAfter < time.Millisecond:
+		return bad("MaxRetryAfter", "must be at least 1ms, got %v", c.MaxRetryAfter)
 	}
 	seen := map[string]bool{}
 	for _, s := range c.Senders {

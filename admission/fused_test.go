@@ -279,3 +279,33 @@ func (h afterAdmit) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		return err
 	}
 }
+
+// TestASlotIsBookedOnlyWithinTheLookahead: a caller whose slot opens
+// further ahead than its lookahead is denied and waits, booking nothing:
+// a slot booked far ahead would go out after a 429 or a Redis outage that
+// came meanwhile. Redis's TAT after the first answer says which it did.
+func TestASlotIsBookedOnlyWithinTheLookahead(t *testing.T) {
+	cfg := slowConfig(t) // 1/s: the lookahead of an OTP is 2 s
+	cfg.Burst = 1
+	rdb := redistest.Client(t)
+	admitted := make(chan struct{}, 8)
+	hooked := redistest.Client(t)
+	hooked.AddHook(afterAdmit(admitted))
+	l := newLimiter(t, hooked, cfg)
+	plantTAT(t, rdb, l.Keys()[0], 10*time.Second, time.Minute) // the next slot opens in 10 s
+	tat := get(t, rdb, l.Keys()[0])
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = l.Acquire(ctx, OTP, 30*time.Second) // ends with ctx
+	}()
+	<-admitted
+	after := get(t, rdb, l.Keys()[0])
+	cancel()
+	<-done
+	if after != tat {
+		t.Fatalf("global TAT %s -> %s after the first answer: a slot 10 s ahead was booked, want a denial (lookahead 2 s)", tat, after)
+	}
+}

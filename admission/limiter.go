@@ -56,14 +56,16 @@ type Limiter struct {
 
 	mu sync.Mutex
 	// Guarded by mu.
-	inFallback   bool      // decided locally since Redis last answered
-	penaltyUntil time.Time // the end of the latest 429 penalty this process knows of
-	pauseUntil   time.Time // the end of the account-level pause this process knows of
-	pauseWhy     string    // its why ("account:...")
-	pauseChecked time.Time // when Redis last confirmed it, or this process reported it
-	pauseShared  bool      // Redis holds it: Redis saying there is none ends it here
-	fb           fallback
-	nextAsk      [2]time.Time // by class: the wake ticket the last admission brought back
+	inFallback     bool      // decided locally since Redis last answered
+	penaltyUntil   time.Time // the end of the latest 429 penalty this process knows of
+	penaltyChecked time.Time // when Redis last confirmed it, or this process reported it
+	penaltyShared  bool      // Redis holds it: Redis saying there is none ends it here
+	pauseUntil     time.Time // the end of the account-level pause this process knows of
+	pauseWhy       string    // its why ("account:...")
+	pauseChecked   time.Time // when Redis last confirmed it, or this process reported it
+	pauseShared    bool      // Redis holds it: Redis saying there is none ends it here
+	fb             fallback
+	nextAsk        [2]time.Time // by class: the wake ticket the last admission brought back
 	// orphans are lease members that may hold a slot of MaxInFlight in
 	// Redis though no send uses them: the reply of the admission that took
 	// them, or their release, was lost. The next Release frees them.
@@ -176,10 +178,13 @@ const (
 func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets string, within, lookahead time.Duration, claim Claim) (Decision, error) {
 	now := l.clock.Now()
 	l.mu.Lock()
-	if now.Before(l.penaltyUntil) {
-		left := l.penaltyUntil.Sub(now) // read under mu: ReportThrottled writes it
+	// A 429 penalty is asked about again every penaltyRecheck: another
+	// process may have ended it (ClearPenalty). One Redis never recorded
+	// holds until its end.
+	if now.Before(l.penaltyUntil) && (!l.penaltyShared || now.Sub(l.penaltyChecked) < penaltyRecheck) {
+		d := l.penaltyDecision(now)
 		l.mu.Unlock()
-		return Decision{RetryAfter: left, Source: SourcePenalty, Reason: ReasonPenalty}, nil
+		return d, nil
 	}
 	// An account-level pause is asked about again every accountRecheck:
 	// another process may have ended it (ResumeAccount).
@@ -234,6 +239,11 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets
 		l.pauseChecked = now
 		return l.pauseDecision(now), nil
 	}
+	if err != nil && now.Before(l.penaltyUntil) {
+		// Nor that the 429 penalty is.
+		l.penaltyChecked = now
+		return l.penaltyDecision(now), nil
+	}
 	if err != nil { // Redis failed, or failed less than RedisRetryAfter ago
 		if !l.inFallback {
 			l.inFallback = true
@@ -274,8 +284,16 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets
 		}
 		return l.pauseDecision(now), nil
 	}
-	if d.Reason == ReasonPenalty {
+	switch {
+	case d.Reason == ReasonPenalty && l.penaltyChecked.Before(asked):
+		// Redis's word: the penalty may have been cleared and begun again.
+		l.penaltyUntil, l.penaltyChecked, l.penaltyShared = now.Add(d.RetryAfter), now, true
+	case d.Reason == ReasonPenalty:
+		// Reported while this call was on its way.
 		l.penaltyUntil = later(l.penaltyUntil, now.Add(d.RetryAfter))
+	case now.Before(l.penaltyUntil) && l.penaltyShared && l.penaltyChecked.Before(asked):
+		// Redis held it and holds it no more: cleared or run out.
+		l.penaltyUntil, l.penaltyShared = time.Time{}, false
 	}
 	return d, nil
 }
@@ -290,9 +308,15 @@ func (l *Limiter) stopped() (Decision, bool) {
 	case now.Before(l.pauseUntil):
 		return l.pauseDecision(now), true
 	case now.Before(l.penaltyUntil):
-		return Decision{RetryAfter: l.penaltyUntil.Sub(now), Source: SourcePenalty, Reason: ReasonPenalty}, true
+		return l.penaltyDecision(now), true
 	}
 	return Decision{}, false
+}
+
+// penaltyDecision is the denial of the 429 penalty this process knows of.
+// l.mu must be held.
+func (l *Limiter) penaltyDecision(now time.Time) Decision {
+	return Decision{RetryAfter: l.penaltyUntil.Sub(now), Source: SourcePenalty, Reason: ReasonPenalty}
 }
 
 // pauseDecision is the denial of the account-level pause this process

@@ -281,6 +281,10 @@ func TestRedisDownFallsBackToSlowLocalRate(t *testing.T) {
 				if d.Allowed {
 					allowed[class]++
 				}
+				if n := rec.Len(); n > 11 {
+					// At once: each try of a blackholed Redis takes its timeout.
+					t.Fatalf("Redis was tried %d times in the first %v of fallback, want once a second", n, time.Duration(i+1)*10*time.Millisecond)
+				}
 				clock.Add(10 * time.Millisecond)
 			}
 			total := allowed[OTP] + allowed[Marketing]

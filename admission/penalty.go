@@ -12,13 +12,25 @@ import (
 // process ends it everywhere within about this long.
 const accountRecheck = time.Second
 
+// penaltyRecheck is how often a process that knows of a live 429 penalty
+// asks Redis again (with its next admission) whether it still holds:
+// ClearPenalty in another process ends it everywhere within about this
+// long. In between it is decided without Redis.
+const penaltyRecheck = time.Second
+
 // ReportThrottled records that the provider answered 429 with retryAfter:
 // this process stops at once, and every process sharing the Redis stops
-// until retryAfter has passed. A longer live penalty is never shortened.
-// retryAfter below one millisecond counts as one millisecond. The error
-// reports that Redis could not record the penalty; this process honours it
-// regardless.
+// until retryAfter has passed, or until ClearPenalty. A longer live penalty
+// is never shortened. retryAfter below one millisecond counts as one
+// millisecond, above Config.MaxRetryAfter as MaxRetryAfter (and is logged).
+// The error reports that Redis could not record the penalty; this process
+// honours it regardless.
 func (l *Limiter) ReportThrottled(ctx context.Context, retryAfter time.Duration) error {
+	if retryAfter > l.cfg.MaxRetryAfter {
+		l.cfg.Logger.Warn("admission: a 429 asked for a longer wait than MaxRetryAfter: it stops the account for MaxRetryAfter",
+			"account", l.cfg.Account, "retry_after", retryAfter, "max_retry_after", l.cfg.MaxRetryAfter)
+		retryAfter = l.cfg.MaxRetryAfter
+	}
 	return l.penalize(ctx, retryAfter, "")
 }
 
@@ -42,6 +54,7 @@ func (l *Limiter) penalize(ctx context.Context, d time.Duration, why string) err
 	l.mu.Lock()
 	if why == "" {
 		l.penaltyUntil = later(l.penaltyUntil, now.Add(d))
+		l.penaltyChecked, l.penaltyShared = now, false
 	} else {
 		l.pauseUntil = later(l.pauseUntil, now.Add(d))
 		l.pauseWhy, l.pauseChecked, l.pauseShared = why, now, false
@@ -60,6 +73,9 @@ func (l *Limiter) penalize(ctx context.Context, d time.Duration, why string) err
 		l.pauseWhy, l.pauseShared = live, true
 	} else {
 		l.penaltyUntil = later(l.penaltyUntil, now.Add(left))
+	}
+	if why == "" {
+		l.penaltyChecked, l.penaltyShared = l.clock.Now(), true
 	}
 	l.mu.Unlock()
 	return nil
@@ -107,21 +123,45 @@ func later(a, b time.Time) time.Time {
 // 429 penalty. Other processes see the end within about a second of their
 // next admission.
 func (l *Limiter) ResumeAccount(ctx context.Context) error {
-	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) error {
-		a := l.admit[OTP]
-		call := resumeCall{Penalty: a.Penalty, GlobalTAT: a.GlobalTAT, Debt: a.GlobalTau + int64(l.cfg.MaxCost)*l.intervalGl.Microseconds()}
-		if err := resumeScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Err(); err != nil {
-			return fmt.Errorf("resume eval: %w", err)
-		}
-		return nil
-	})
-	if err != nil {
+	if _, err := l.resume(ctx, "account"); err != nil {
 		return err
 	}
 	l.mu.Lock()
 	l.endPause()
 	l.mu.Unlock()
 	return nil
+}
+
+// ClearPenalty ends a live 429 penalty in Redis and in this process, for
+// an operator who knows the provider takes sends again (a Retry-After far
+// too long): the account resumes one message per interval, with no burst.
+// It never ends an account-level pause. Other processes see the end with
+// their first admission after penaltyRecheck (about a second). ended
+// reports whether Redis held a 429 penalty.
+func (l *Limiter) ClearPenalty(ctx context.Context) (ended bool, err error) {
+	if ended, err = l.resume(ctx, "throttled"); err != nil {
+		return false, err
+	}
+	l.mu.Lock()
+	l.penaltyUntil, l.penaltyShared = time.Time{}, false
+	l.mu.Unlock()
+	return ended, nil
+}
+
+// resume runs resume.lua: it ends a penalty of kind what ("account" or
+// "throttled") in Redis, and reports whether there was one.
+func (l *Limiter) resume(ctx context.Context, what string) (bool, error) {
+	var n int64
+	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
+		a := l.admit[OTP]
+		call := resumeCall{Penalty: a.Penalty, GlobalTAT: a.GlobalTAT, Probe: a.Probe,
+			Debt: a.GlobalTau + int64(l.cfg.MaxCost)*l.intervalGl.Microseconds(), What: what}
+		if n, err = resumeScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Int64(); err != nil {
+			return fmt.Errorf("resume eval: %w", err)
+		}
+		return nil
+	})
+	return n == 1, err
 }
 
 // endPause forgets the account-level pause this process knows of. l.mu

@@ -329,6 +329,7 @@ func TestPenaltyScriptNeverErrsAtExtremes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, clock := range clocks {
 				for _, cfg := range []Config{testConfig(t), {Account: redistest.UniqueAccount(t), TargetRPS: 0.1, MarketingRPS: 0.1, Burst: 1000}} {
+					cfg.MaxRetryAfter = math.MaxInt64 // the lengths as given reach the script
 					rec := &recorder{}
 					l := newLimiter(t, rec, cfg)
 					pen := rec.take(t, func() error { return l.ReportThrottled(ctx, tt.retryAfter) })

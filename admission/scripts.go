@@ -82,7 +82,7 @@ var (
 const (
 	OpAdmit    = "admit"    // gcra.lua: a send slot, and the id's claim, lease and wake ticket
 	OpPenalty  = "penalty"  // penalty.lua: a 429's Retry-After, or an account-level pause, for every process
-	OpResume   = "resume"   // resume.lua: an account-level pause ended early
+	OpResume   = "resume"   // resume.lua: an account-level pause, or a 429 penalty, ended early
 	OpPause    = "pause"    // pause.lua: whether an account-level pause still holds
 	OpOverride = "override" // override.lua: an operator's rate override
 	OpClaim    = "claim"    // claim.lua: an id's send claim

@@ -428,3 +428,31 @@ func TestARefusalOfAReplacedCredentialPausesNothing(t *testing.T) {
 		t.Fatalf("account pauses %q after a refusal of a replaced credential, want none", lim.paused)
 	}
 }
+
+// TestASpentRetryBudgetPausesThePulls: transient failures in a row spend
+// the retry budget, and the one that spends it ends the lane's Receive
+// (the pulls pause and back off), not the next message's send.
+func TestASpentRetryBudgetPausesThePulls(t *testing.T) {
+	claims := &fakeClaims{}
+	lim := &fakeLimiter{dec: admission.Decision{Allowed: true, Source: admission.SourceRedis}, claims: claims}
+	sender := &fakeSender{err: &provider.Error{Status: http.StatusServiceUnavailable}}
+	d := unitDispatcher(t, Config{}, Deps{Limiter: lim, Claims: claims, Sender: sender, DeadLetter: &fakeDLQ{}, Observer: &eventLog{}})
+	// The lane as Run leaves it while a Receive runs.
+	receive, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l := d.lanes[admission.Marketing]
+	l.mu.Lock()
+	l.cancel = cancel
+	l.mu.Unlock()
+	for i := 0; d.budget.Allow(); i++ {
+		if receive.Err() != nil {
+			t.Fatalf("the lane paused after %d failures, with the budget not yet spent", i)
+		}
+		n := strconv.Itoa(i)
+		m := &pubsub.Message{ID: "m" + n, Data: []byte(`{"id":"sale-` + n + `","to":"+819012345678","body":"sale"}`)}
+		d.handle(context.Background(), admission.Marketing, "sub", m)
+	}
+	if receive.Err() == nil {
+		t.Fatal("the retry budget is spent and the lane still pulls")
+	}
+}

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -8,10 +9,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/internal/redistest"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
 )
@@ -214,7 +217,8 @@ func TestProvidersWrongCredentialStopsSendingAndRecovers(t *testing.T) {
 				class := admission.Class(i % 2)
 				ids = append(ids, h.publish(class, map[string]string{"id": fmt.Sprintf("m-%d", i), "to": "+819012345678", "body": "Your code is 482913"}))
 			}
-			h.start(3, Config{})
+			resumed := &onLog{Handler: slog.DiscardHandler, msg: "the provider credential changed; sending on the account resumes", seen: make(chan struct{})}
+			h.start(3, Config{Logger: slog.New(resumed)})
 			// Let the wrong secret meet the provider and the pause settle
 			// while every message cycles through nacks.
 			h.waitUntil("an account failure", 30*time.Second, func() bool {
@@ -264,6 +268,17 @@ func TestProvidersWrongCredentialStopsSendingAndRecovers(t *testing.T) {
 			if err := os.WriteFile(path, []byte(goodSecret+"\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
+			// The first instance whose watcher saw the new file has ended
+			// the pause in Redis by the time it says so (the bound is only
+			// for a watcher that never does).
+			select {
+			case <-resumed.seen:
+			case <-time.After(20 * time.Second):
+				t.Fatal("no instance saw the fixed credential file")
+			}
+			if n := redistest.Client(t).Exists(context.Background(), "{sms:"+h.account+"}:penalty").Val(); n != 0 {
+				t.Fatal("the account's pause is still in Redis after an instance saw the fixed credential")
+			}
 			// Well within the pause's minute: the fixed file ends it.
 			evs := h.waitEnded(ids, 20*time.Second)
 			for id, ev := range evs {
@@ -283,6 +298,26 @@ func TestProvidersWrongCredentialStopsSendingAndRecovers(t *testing.T) {
 		})
 	}
 }
+
+// onLog is a slog handler that closes seen once a record with the message
+// msg is logged, and discards every record.
+type onLog struct {
+	slog.Handler
+	msg  string
+	once sync.Once
+	seen chan struct{}
+}
+
+func (h *onLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.once.Do(func() { close(h.seen) })
+	}
+	return nil
+}
+
+func (h *onLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h *onLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *onLog) WithGroup(string) slog.Handler            { return h }
 
 // TestProvidersSecretsStayOut: what a wrong secret leaves in events and
 // logs never shows a secret or the number.

@@ -12,9 +12,11 @@ const (
 	// (docs/contract.md section 3: "missing or unreadable means 1 s").
 	DefaultRetryAfter = time.Second
 
-	// MaxRetryAfter caps any Retry-After: a provider answering "wait a year"
-	// is broken, and a day is already far past the account's longest penalty
-	// (a 60-minute suspension).
+	// MaxRetryAfter caps any Retry-After as read: a provider answering
+	// "wait a year" is broken, and a day is already far past the account's
+	// longest penalty (a 60-minute suspension). The limiter caps the stop
+	// it causes further, at MAX_RETRY_AFTER (admission.Config.MaxRetryAfter,
+	// default 5 m).
 	MaxRetryAfter = 24 * time.Hour
 )
 

@@ -52,6 +52,7 @@ type config struct {
 	RateUnit              string // message or segment
 	MaxSegments           int
 	AccountPause          time.Duration
+	MaxRetryAfter         time.Duration // the longest one 429 stops the account
 	Account               string
 	ContractRPS           float64
 	TargetRPS             float64
@@ -227,6 +228,7 @@ var settings = []setting{
 	{"RATE_UNIT", "rate-unit", "", "what every rate counts: message, or segment (as Twilio counts); default segment with SMS_PROVIDER twilio or vonage, message otherwise", false, str(func(c *config) *string { return &c.RateUnit })},
 	{"MAX_SEGMENTS", "max-segments", "", "with RATE_UNIT=segment, the most segments a body may have (longer ones are dead-lettered); default 6, or fewer when the rates leave less room under CONTRACT_RPS", false, optionalInteger(func(c *config) *int { return &c.MaxSegments })},
 	{"ACCOUNT_PAUSE", "account-pause", "1m", "how long every pod stops sending after the provider refuses the account (credentials, suspension, credit); a changed credential file ends it earlier", false, duration(func(c *config) *time.Duration { return &c.AccountPause })},
+	{"MAX_RETRY_AFTER", "max-retry-after", "5m", "the longest one 429 stops every pod: a longer Retry-After counts as this (1s to 24h); dispatcher override --clear-penalty ends a penalty earlier", false, duration(func(c *config) *time.Duration { return &c.MaxRetryAfter })},
 	{"ACCOUNTS_FILE", "accounts-file", "", "YAML file of the provider accounts (docs/operating.md, \"Accounts\"); replaces SMS_ACCOUNT, SMS_PROVIDER and the provider's settings, the rates, BURST, RATE_UNIT, MAX_SEGMENTS and PROVIDER_MAX_INFLIGHT", false, str(func(c *config) *string { return &c.AccountsFile })},
 	{"SMS_ACCOUNT", "account", "default", "provider account name; keys in Redis are {sms:<account>}:*", false, str(func(c *config) *string { return &c.Account })},
 	{"CONTRACT_RPS", "contract-rps", "100", "the provider contract, messages per second", false, num(func(c *config) *float64 { return &c.ContractRPS })},
@@ -431,6 +433,9 @@ func (c config) validate() error {
 		// the contract.
 		return bad("TARGET_RPS", "TARGET_RPS (%v) × (1s + PROVIDER_ARRIVAL_JITTER (%v)) + BURST (%d) = %.4g messages could reach the provider within one second, above CONTRACT_RPS (%v): lower TARGET_RPS, BURST or PROVIDER_ARRIVAL_JITTER",
 			c.TargetRPS, c.ArrivalJitter, c.Burst, c.reach(0), c.ContractRPS)
+	case c.MaxRetryAfter < time.Second:
+		// Below the 1 s a 429 without a Retry-After stops the account.
+		return bad("MAX_RETRY_AFTER", "must be at least 1s, got %v", c.MaxRetryAfter)
 	case c.MaxSenders < 1:
 		return bad("MAX_SENDERS", "must be at least 1, got %d", c.MaxSenders)
 	case c.MaxSenders > maxSenders:

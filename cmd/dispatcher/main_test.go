@@ -71,6 +71,8 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]string{"PROVIDER_ARRIVAL_JITTER": "-1ms"}, nil, "PROVIDER_ARRIVAL_JITTER"},
 		{nil, []string{"--provider-arrival-jitter", "2s"}, "PROVIDER_ARRIVAL_JITTER"},
 		{map[string]string{"ACCOUNT_PAUSE": "0s"}, nil, "ACCOUNT_PAUSE"},
+		{map[string]string{"MAX_RETRY_AFTER": "500ms"}, nil, "MAX_RETRY_AFTER"},
+		{nil, []string{"--max-retry-after", "25h"}, "MAX_RETRY_AFTER"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want+fmt.Sprint(tt.env, tt.args), func(t *testing.T) {

@@ -12,10 +12,10 @@ import (
 )
 
 // runOverride is `dispatcher override`: lower the account's rates for every
-// pod at once, without a redeploy (an incident lever), and pin or reset
-// the rate it learned. It can only lower: a value above the configured
-// TARGET_RPS / MARKETING_RPS has no effect. It prints the account's learned
-// rate after what it did.
+// pod at once, without a redeploy (an incident lever), pin or reset the
+// rate it learned, and end a 429 penalty. It can only lower: a value above
+// the configured TARGET_RPS / MARKETING_RPS has no effect. It prints the
+// account's learned rate after what it did.
 func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("override", stderr)
 	load := configFlags(fs, environ)
@@ -27,6 +27,7 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	pin := fs.Float64("pin-learned-rps", 0, "hold the account's learned rate at this (at most its target) until --reset-learned")
 	reset := fs.Bool("reset-learned", false, "forget the learned rate: the target holds until the next 429 starts a new search")
 	show := fs.Bool("show", false, "only print the learned rate")
+	clearPenalty := fs.Bool("clear-penalty", false, "end a live 429 penalty (never an account pause): every pod sends again within a second, one message per interval")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,8 +58,8 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *reset && *pin > 0 {
 		return fmt.Errorf("override: give --pin-learned-rps or --reset-learned, not both")
 	}
-	if !overriding && *pin <= 0 && !*reset && !*show {
-		return fmt.Errorf("override: give --set-target-rps and/or --set-marketing-rps, --clear, --pin-learned-rps, --reset-learned or --show")
+	if !overriding && *pin <= 0 && !*reset && !*show && !*clearPenalty {
+		return fmt.Errorf("override: give --set-target-rps and/or --set-marketing-rps, --clear, --clear-penalty, --pin-learned-rps, --reset-learned or --show")
 	}
 	setups, err := configuredAccounts(cfg)
 	if err != nil {
@@ -73,6 +74,17 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	c := setup.cfg
+	if *clearPenalty {
+		ended, err := lim.ClearPenalty(ctx)
+		if err != nil {
+			return err
+		}
+		if ended {
+			fmt.Fprintf(stdout, "%s: 429 penalty ended: every pod sends again within a second\n", c.Account)
+		} else {
+			fmt.Fprintf(stdout, "%s: no 429 penalty was live (an account pause is not ended by --clear-penalty)\n", c.Account)
+		}
+	}
 	if overriding {
 		if *clear {
 			*target, *marketing = 0, 0

@@ -6,7 +6,9 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
+	"smsdispatcher/admission"
 	"smsdispatcher/internal/redistest"
 )
 
@@ -104,5 +106,51 @@ func TestOverrideRefusesRatesBelowTheMinimumAndANegativeTTL(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("override %v: %v; want one line with %q", tt.args, err, tt.want)
 		}
+	}
+}
+
+// TestOverrideClearPenaltyEndsA429NotAPause: `dispatcher override
+// --clear-penalty` ends a live 429 penalty in Redis and says so; it leaves
+// an account-level pause alone, and says that too.
+func TestOverrideClearPenaltyEndsA429NotAPause(t *testing.T) {
+	ctx := context.Background()
+	account := redistest.UniqueAccount(t)
+	env := map[string]string{"SMS_ACCOUNT": account, "REDIS_URL": "redis://" + redistest.Addr(t)}
+	old := environ
+	environ = func(k string) string { return env[k] }
+	t.Cleanup(func() { environ = old })
+	rdb := redistest.Client(t)
+	lim, err := admission.New(rdb, admission.Config{Account: account, RedisTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	penalty := lim.Keys()[2]
+	run := func() string {
+		t.Helper()
+		var out, errs bytes.Buffer
+		if err := runOverride(ctx, []string{"--clear-penalty"}, &out, &errs); err != nil {
+			t.Fatalf("override --clear-penalty: %v (%s)", err, errs.String())
+		}
+		return out.String()
+	}
+
+	if err := lim.ReportThrottled(ctx, 4*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if out := run(); !strings.Contains(out, account+": 429 penalty ended") {
+		t.Fatalf("override --clear-penalty during a 429 penalty: %q", out)
+	}
+	if ttl := rdb.PTTL(ctx, penalty).Val(); ttl > 0 {
+		t.Fatalf("the penalty lives %v after --clear-penalty", ttl)
+	}
+
+	if err := lim.ReportAccountFailure(ctx, time.Minute, "twilio 20003"); err != nil {
+		t.Fatal(err)
+	}
+	if out := run(); !strings.Contains(out, account+": no 429 penalty was live") {
+		t.Fatalf("override --clear-penalty during an account pause: %q", out)
+	}
+	if ttl := rdb.PTTL(ctx, penalty).Val(); ttl < 50*time.Second {
+		t.Fatalf("the account pause lives %v after --clear-penalty, want its minute", ttl)
 	}
 }

@@ -260,6 +260,7 @@ func limiterConfig(cfg config, s accountSetup, logger *slog.Logger) admission.Co
 		Burst: s.cfg.Burst, MaxSenders: cfg.MaxSenders, RedisTimeout: cfg.RedisTimeout, Logger: logger,
 		MaxInFlight: s.cfg.MaxInFlight, LeaseTTL: cfg.SendTimeout + 10*time.Second,
 		MaxCost: maxCost(s.cfg), Senders: s.senders, ArrivalJitter: cfg.ArrivalJitter, Adaptive: s.adaptive,
+		MaxRetryAfter: cfg.MaxRetryAfter,
 	}
 }
 
