@@ -202,3 +202,39 @@ func TestTheFallbackSharesTheLearnedRate(t *testing.T) {
 		t.Fatalf("intervals %v and %v, want the configured shares", f.global.interval, f.marketing.interval)
 	}
 }
+
+// TestA429IgnoresRatesBelowTheMinimumInRedis: penalty.lua reads the
+// override, the learned state and the global TAT as gcra.lua does. A
+// hand-written override of 1e-14 or a learned rate of 1e-20 does not drag
+// the learned rate below MinRPS on a 429 (the cut starts from the target),
+// and a TAT that is not a number does not make the 429 fail.
+func TestA429IgnoresRatesBelowTheMinimumInRedis(t *testing.T) {
+	rdb := redistest.Client(t)
+	ctx := context.Background()
+	for _, tt := range []struct{ name, override, learned, tat string }{
+		{"override 1e-14", "1e-14 0", "", ""},
+		{"learned 1e-20", "", "1e-20 0 0 0 s 0 0", ""},
+		{"learned with a low mark past 2^53", "", "60 1e300 90 0 s 0 0", ""},
+		{"a TAT that is not a number", "", "", "garbage"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := adaptiveConfig(t)
+			l := newLimiter(t, rdb, cfg)
+			a := l.admit[OTP]
+			t.Cleanup(func() { rdb.Del(ctx, a.Override, a.Learned, a.GlobalTAT) })
+			for k, v := range map[string]string{a.Override: tt.override, a.Learned: tt.learned, a.GlobalTAT: tt.tat} {
+				if v != "" {
+					if err := rdb.Set(ctx, k, v, time.Minute).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := l.ReportThrottled(ctx, time.Millisecond); err != nil {
+				t.Fatalf("ReportThrottled: %v", err)
+			}
+			if s := learned(t, l); s.RPS != 63 || s.High != 90 {
+				t.Fatalf("after the 429: %+v, want 63/s (0.7 of the target) searching below 90", s)
+			}
+		})
+	}
+}

@@ -169,12 +169,12 @@ func TestRatesBelowTheMinimumInRedisChangeNoAdmission(t *testing.T) {
 	}
 }
 
-// TestScriptsMinimumRateIsMinRPS: the minimum rate gcra.lua and
-// override.lua take from Redis is MinRPS, the one Override and Validate
+// TestScriptsMinimumRateIsMinRPS: the minimum rate gcra.lua, override.lua
+// and penalty.lua take from Redis is MinRPS, the one Override and Validate
 // check.
 func TestScriptsMinimumRateIsMinRPS(t *testing.T) {
 	want := fmt.Sprintf("local min_rps, max_us = %v, 2 ^ 53 - 1\n", MinRPS)
-	for name, src := range map[string]string{"gcra.lua": gcraLua, "override.lua": overrideLua} {
+	for name, src := range map[string]string{"gcra.lua": gcraLua, "override.lua": overrideLua, "penalty.lua": penaltyLua} {
 		if n := strings.Count(src, want); n != 1 {
 			t.Errorf("%s has %d lines %q, want 1", name, n, want)
 		}

@@ -56,8 +56,12 @@ local function px(until_us)
   return math.max(math.ceil((until_us - now) / 1000), 0) + 1000
 end
 
+-- As in gcra.lua: a rate below min_rps, or a number past 2^53, read from
+-- Redis is ignored.
+local min_rps, max_us = 0.01, 2 ^ 53 - 1
+
 local tat = now + cur * 1000 + tonumber(ARGV[2])
-if tonumber(redis.call('GET', KEYS[2]) or 0) < tat then
+if (tonumber(redis.call('GET', KEYS[2])) or 0) < tat then
   redis.call('SET', KEYS[2], string.format('%d', tat), 'PX', px(tat))
 end
 -- A 429 lowers the learned rate, once per incident: the 429s of sends
@@ -72,14 +76,17 @@ if ARGV[3] == 'throttled' and ARGV[4] ~= '' then
   local st = redis.call('GET', KEYS[4])
   if st then
     local r, l, _, _, m, c = string.match(st, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) %S+$')
-    if tonumber(r) and tonumber(l) and tonumber(c) then
-      rate, lo, mode, cut = tonumber(r), tonumber(l), m, tonumber(c)
+    r, l, c = tonumber(r), tonumber(l), tonumber(c)
+    -- A state gcra.lua would ignore (a rate below min_rps, not a number,
+    -- a field past 2^53) is ignored here too: the search starts again.
+    if r and l and c and r >= min_rps and r < math.huge and l >= 0 and l <= max_us and c >= 0 and c <= max_us then
+      rate, lo, mode, cut = r, l, m, c
     end
   end
   local o = redis.call('GET', KEYS[5])
   if o then
     local og = tonumber(string.match(o, '^(%S*) '))
-    if og and og > 0 and og < rate then
+    if og and og >= min_rps and og < rate then
       rate = og
     end
   end

@@ -31,7 +31,7 @@ redis.call('DEL', KEYS[1])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local tat = now + tonumber(ARGV[1])
-if tonumber(redis.call('GET', KEYS[2]) or 0) > tat then
+if (tonumber(redis.call('GET', KEYS[2])) or 0) > tat then
   redis.call('SET', KEYS[2], string.format('%d', tat), 'PX', math.ceil(tonumber(ARGV[1]) / 1000) + 1000)
 end
 if redis.call('PTTL', KEYS[3]) > 1000 then
