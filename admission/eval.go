@@ -62,7 +62,9 @@ func (l *Limiter) eval(ctx context.Context, class Class, cost int, recovering bo
 	d, learned, err := parseReply(v)
 	if err == nil {
 		l.learned.Store(learned)
-		l.reportIgnored(v[8].(int64))
+		if d.Reason != ReasonRecord { // a record's denial returns before the rates are read
+			l.reportIgnored(v[8].(int64))
+		}
 		d.Sender, err = l.sender(v[6].(int64))
 	}
 	if err == nil && d.Allowed {

@@ -24,9 +24,15 @@ type Learned struct {
 	Next time.Time
 }
 
+// maxScriptNumber is the largest number the scripts write or take from
+// Redis, 2^53 - 1: past it a Lua double is no longer an integer.
+const maxScriptNumber = 1<<53 - 1
+
 var learnedModes = map[string]string{"s": "searching", "u": "probing", "p": "settled", "P": "pinned"}
 
-// parseLearned reads learned.lua's and gcra.lua's state string.
+// parseLearned reads learned.lua's and gcra.lua's state string. A state
+// the scripts ignore (a rate below MinRPS, a number past 2^53 or not a
+// number) is an error wrapping ErrBadReply: no process is held to it.
 func parseLearned(v string) (Learned, error) {
 	if v == "" {
 		return Learned{}, nil
@@ -38,13 +44,13 @@ func parseLearned(v string) (Learned, error) {
 	var n [4]float64
 	for i := range n {
 		x, err := strconv.ParseFloat(f[i], 64)
-		if err != nil {
+		if err != nil || !(x >= 0 && x <= maxScriptNumber) || (i == 0 && x < MinRPS) {
 			return Learned{}, fmt.Errorf("%w: learned state %q", ErrBadReply, v)
 		}
 		n[i] = x
 	}
 	mode, ok := learnedModes[f[4]]
-	if !ok {
+	if cut, err := strconv.ParseFloat(f[5], 64); !ok || err != nil || !(cut >= 0 && cut <= maxScriptNumber) {
 		return Learned{}, fmt.Errorf("%w: learned state %q", ErrBadReply, v)
 	}
 	s := Learned{RPS: n[0], Low: n[1], High: n[2], Mode: mode}

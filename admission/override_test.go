@@ -206,6 +206,14 @@ func TestAnIgnoredRateInRedisIsLoggedOncePerChange(t *testing.T) {
 		{"nothing ignored", func() {}, 0},
 		{"an override of 1e-14", func() { set(a.Override, "1e-14 0") }, 1},
 		{"the same again", func() {}, 1},
+		{"a duplicate's denial between (its reply reads no override)", func() {
+			id := redistest.UniqueAccount(t)
+			set(a.Record+":"+id, "sent:SM1")
+			t.Cleanup(func() { rdb.Del(ctx, a.Record+":"+id) })
+			if d, err := l.Admit(ctx, Marketing, 1, time.Second, Claim{ID: id, Token: "b"}); err != nil || d.Reason != ReasonRecord {
+				t.Fatalf("duplicate: %+v, %v; want a record's denial", d, err)
+			}
+		}, 1},
 		{"a learned rate of 1e-14 as well", func() { set(a.Learned, "1e-14 0 0 0 P 0 0") }, 2},
 		{"both gone", func() { rdb.Del(ctx, a.Override, a.Learned) }, 2},
 	} {
@@ -239,6 +247,8 @@ func TestStatusReportsTheRatesInRedisItIgnores(t *testing.T) {
 		{"50 nan", "garbage", 50, 0, "50 nan", 0, "garbage"},
 		{"0.5", "-3 0 0 0 P 0 0", 0, 0, "0.5", 0, "-3 0 0 0 P 0 0"},
 		{"50 20", "40.000 0 0 0 P 0 0", 50, 20, "", 40, ""},
+		{"50 20", "40.000 0 0 0 P 1e300 0", 50, 20, "", 0, "40.000 0 0 0 P 1e300 0"},
+		{"50 20", "40.000 -1 0 0 s 0 0", 50, 20, "", 0, "40.000 -1 0 0 s 0 0"},
 	} {
 		if err := rdb.MSet(ctx, a.Override, tt.override, a.Learned, tt.learned).Err(); err != nil {
 			t.Fatal(err)

@@ -75,11 +75,15 @@ if ARGV[3] == 'throttled' and ARGV[4] ~= '' then
   local rate, lo, mode, cut = a_target, 0, 's', 0
   local st = redis.call('GET', KEYS[4])
   if st then
-    local r, l, _, _, m, c = string.match(st, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) %S+$')
-    r, l, c = tonumber(r), tonumber(l), tonumber(c)
+    local r, l, h, x, m, c = string.match(st, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) %S+$')
+    local function num(v)
+      v = tonumber(v)
+      return v and v >= 0 and v <= max_us and v
+    end
+    r, l, h, x, c = tonumber(r), num(l), num(h), num(x), num(c)
     -- A state gcra.lua would ignore (a rate below min_rps, not a number,
     -- a field past 2^53) is ignored here too: the search starts again.
-    if r and l and c and r >= min_rps and r < math.huge and l >= 0 and l <= max_us and c >= 0 and c <= max_us then
+    if r and l and h and x and c and r >= min_rps and r < math.huge and string.match(m, '^[supP]$') then
       rate, lo, mode, cut = r, l, m, c
     end
   end

@@ -142,7 +142,7 @@ func parseStatus(v []any, seconds int) (AccountStatus, error) {
 		}
 		st.Override = ov
 	}
-	if st.Learned, err = parseLearned(str(3)); err != nil || (st.Learned.RPS != 0 && !(st.Learned.RPS >= MinRPS)) {
+	if st.Learned, err = parseLearned(str(3)); err != nil {
 		st.Learned, st.LearnedIgnored = Learned{}, str(3)
 	}
 	if p := str(4); p != "" && num(5) > 0 {

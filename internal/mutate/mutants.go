@@ -83,7 +83,7 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "if o_g and o_g > 0 and math.ceil(1000000 / o_g) > g_int then", "if o_g and o_g > 0 then"},
 	}, ""},
 	{"M20", "the account bursts when a penalty ends", []edit{
-		{"admission/penalty.lua", "if tonumber(redis.call('GET', KEYS[2]) or 0) < tat then", "if false then"},
+		{"admission/penalty.lua", "if (tonumber(redis.call('GET', KEYS[2])) or 0) < tat then", "if false then"},
 	}, ""},
 	{"L1", "stale leases of dead processes never reclaimed", []edit{
 		{"admission/gcra.lua", "  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)\n", ""},
