@@ -31,7 +31,7 @@ type progress struct {
 // is landed and the Event observed with Panicked set. The log line names
 // the message by its Pub/Sub ID only (never its data) and carries the
 // stack on the message's first panic. The send claim and the lease a
-// panicked send held are not given back: they run out (SendTimeout + 5s).
+// panicked send held are not given back: they run out with their TTLs, each a few seconds past SendTimeout.
 func (d *Dispatcher) recoverPanic(ctx context.Context, class admission.Class, m *pubsub.Message, ev *Event, p *progress, r any) {
 	n := d.panics.add(m.ID)
 	ev.Panicked = true

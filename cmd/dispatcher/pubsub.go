@@ -40,6 +40,13 @@ func newPubsub(ctx context.Context, project, endpoint string, opts ...option.Cli
 // process; a variable for the tests.
 var subscriptionCheckTimeout = 10 * time.Second
 
+// subscriptionName is a subscription's full name, as the start-up check,
+// setup and the pull streams' routing header (the pull watch's keys) say
+// it.
+func subscriptionName(project, id string) string {
+	return "projects/" + project + "/subscriptions/" + id
+}
+
 // checkSubscriptions returns nil if both subscriptions of cfg exist and
 // this identity may pull them, else an error of one line naming the
 // first that fails and the project: not found (a wrong project, or setup
@@ -55,7 +62,7 @@ func checkSubscriptions(ctx context.Context, c *pubsub.Client, cfg config, timeo
 		{"OTP_SUBSCRIPTION", "otp-subscription", cfg.OTPSubscription},
 		{"MARKETING_SUBSCRIPTION", "marketing-subscription", cfg.MarketingSubscription},
 	} {
-		name := fmt.Sprintf("projects/%s/subscriptions/%s", c.Project(), s.id)
+		name := subscriptionName(c.Project(), s.id)
 		_, err := c.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: name})
 		code := status.Code(err)
 		if code == codes.PermissionDenied && mayConsume(ctx, c, name) {
@@ -120,7 +127,7 @@ const maxDeliveryAttempts = 100
 // created, exists or updated.
 func setupTopology(ctx context.Context, c *pubsub.Client, cfg config, local bool, report func(kind, name, state string)) error {
 	topic := func(id string) string { return fmt.Sprintf("projects/%s/topics/%s", c.Project(), id) }
-	sub := func(id string) string { return fmt.Sprintf("projects/%s/subscriptions/%s", c.Project(), id) }
+	sub := func(id string) string { return subscriptionName(c.Project(), id) }
 
 	for _, id := range []string{cfg.OTPTopic, cfg.MarketingTopic, cfg.DeadLetterTopic} {
 		_, err := c.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic(id)})

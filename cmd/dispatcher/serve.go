@@ -66,8 +66,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		policyWatch{rdb: rdb, logger: logger, evicting: tel.metrics.SetRedisEvicting}.run(policyCtx)
 	}()
 	defer func() { stopPolicy(); <-policyDone }() // before Redis closes
-	subName := func(id string) string { return "projects/" + cfg.ProjectID + "/subscriptions/" + id }
-	pullNames := []string{subName(cfg.OTPSubscription), subName(cfg.MarketingSubscription)}
+	pullNames := []string{subscriptionName(cfg.ProjectID, cfg.OTPSubscription), subscriptionName(cfg.ProjectID, cfg.MarketingSubscription)}
 	pulls := newPullWatch(time.Now(), map[string]admission.Class{pullNames[0]: admission.OTP, pullNames[1]: admission.Marketing},
 		func(class admission.Class, code codes.Code) { tel.metrics.PullError(class, code.String()) })
 	ps, err := newPubsub(ctx, cfg.ProjectID, "", option.WithGRPCDialOption(pulls.dialOption()))
@@ -119,8 +118,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	// Shutdown order: /readyz fails at once; the dispatcher stops pulling,
 	// nacks what waits and lets sends finish (Run returns); the
 	// dead-letter publisher flushes (inst.close); the HTTP server stops;
-	// then, deferred, the provider's idle connections, Pub/Sub, the
-	// maxmemory-policy watch, Redis and telemetry close. A Pub/Sub that
+	// then, deferred, the pull watch stops, and the provider's idle
+	// connections, Pub/Sub, the maxmemory-policy watch, Redis and telemetry
+	// close. A Pub/Sub that
 	// does not answer can hold Run (its Receive retries for ever) and the
 	// flush: each is waited for a bounded time, and the process exits
 	// whatever Pub/Sub does.

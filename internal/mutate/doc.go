@@ -1,6 +1,7 @@
 // Command mutate proves that the tests guard each safety mechanism: it
 // breaks the mechanisms one at a time in a copy of the module, runs the
-// tests of the mutant's package (admission or dispatch) against it, and
+// tests of the mutant's package (admission, dispatch or cmd/dispatcher)
+// against it, and
 // fails unless every mutant is killed.
 //
 // Usage (with the Redis variables of .ci/redis.sh set):

@@ -120,7 +120,7 @@ var mutants = []mutant{
 		{"dispatch/pipeline.go", "if !d.budget.Allow() {", "if false && !d.budget.Allow() {"},
 	}, "./dispatch/"},
 
-	// Faults a review found: each fix, undone.
+	// Reliability faults (R): each fix, undone.
 	{"R1", "a refusal is recorded final before its dead letter is out", []edit{
 		{"dispatch/pipeline.go", "record, what = admission.RefusedRecord(t.err.Error()),", "record, what = admission.RecordRejected,"},
 	}, "./dispatch/"},
