@@ -26,11 +26,14 @@ import (
 // silent), and that it reads only. Then the text form, --watch without a
 // terminal, and a Redis that cannot be reached.
 func TestStatusShowsAStateBuiltByThePipeline(t *testing.T) {
+	// Closed by cleanups registered before the instances' stop, so that
+	// they run after it: a Pub/Sub server gone while a pull stream
+	// reopens can hold Receive, and the instances' run, for good.
 	ps := pstest.NewServer()
-	defer ps.Close()
+	t.Cleanup(func() { ps.Close() })
 	sim := provider.NewSimulator(provider.SimConfig{})
 	simSrv := httptest.NewServer(sim)
-	defer simSrv.Close()
+	t.Cleanup(simSrv.Close)
 	account := redistest.UniqueAccount(t)
 	redisAddr := redistest.Addr(t)
 	t.Setenv("PUBSUB_EMULATOR_HOST", ps.Addr)
