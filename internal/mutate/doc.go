@@ -6,7 +6,7 @@
 //
 // Usage (with the Redis variables of .ci/redis.sh set):
 //
-//	go run ./internal/mutate [-run REGEXP] [-v] [-no-baseline]
+//	go run ./internal/mutate [-run REGEXP] [-v] [-no-baseline] [-j N]
 //
 // Before any mutant, the killers run once on the module as it is: a killer
 // that fails without its mutant would otherwise kill it (-no-baseline

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -28,6 +29,7 @@ func run() error {
 	only := flag.String("run", "", "run only the mutants whose ID or name matches this regexp")
 	verbose := flag.Bool("v", false, "print the test output of every mutant")
 	check := flag.Bool("check", false, "only check that every mutation applies (no tests)")
+	jobs := flag.Int("j", 1, "mutants tried at once, each in its own copy of the module: most killers wait on Redis, timers or a child process more than they compute")
 	noBaseline := flag.Bool("no-baseline", false,
 		"skip the run of the killers on the unmutated module: for a caller that has just run every test and stops on a failure (.ci/run)")
 	flag.Parse()
@@ -52,27 +54,15 @@ func run() error {
 			return err
 		}
 	}
-	// One copy of the module for every mutant, each mutant's edits undone
-	// after it: the packages a mutant leaves alone keep their path and
-	// their content, so the build cache holds them, and each mutant
-	// compiles only what it changed and what depends on it.
-	var dir string
-	if !*check {
-		if dir, err = os.MkdirTemp("", "mutants-"); err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		if err := copyTree(root, dir); err != nil {
-			return fmt.Errorf("copy module: %w", err)
+	var selected []mutant
+	for _, m := range mutants {
+		if match == nil || match.MatchString(m.ID) || match.MatchString(m.Name) {
+			selected = append(selected, m)
 		}
 	}
-	survived, total := 0, 0
-	for _, m := range mutants {
-		if match != nil && !match.MatchString(m.ID) && !match.MatchString(m.Name) {
-			continue
-		}
-		total++
-		if *check {
+	total := len(selected)
+	if *check {
+		for _, m := range selected {
 			for _, e := range m.Edits {
 				b, err := os.ReadFile(filepath.Join(root, e.File))
 				if err != nil {
@@ -82,27 +72,69 @@ func run() error {
 					return fmt.Errorf("%s %s: %s: the text to mutate occurs %d times, want 1", m.ID, m.Name, e.File, n)
 				}
 			}
-			continue
 		}
-		start := time.Now()
-		killer, out, err := try(root, dir, m)
-		took := time.Since(start).Round(100 * time.Millisecond)
-		if err != nil {
-			return fmt.Errorf("%s %s: %w", m.ID, m.Name, err)
-		}
-		if *verbose {
-			fmt.Println(out)
-		}
-		if killer == "" {
-			survived++
-			fmt.Printf("%-4s %-56s SURVIVED (%v)\n", m.ID, m.Name, took)
-		} else {
-			fmt.Printf("%-4s %-56s killed by %s (%v)\n", m.ID, m.Name, killer, took)
-		}
-	}
-	if *check {
 		fmt.Printf("%d mutants apply\n", total)
 		return nil
+	}
+	// One copy of the module per worker, each mutant's edits undone after
+	// it: the packages a mutant leaves alone keep their path and their
+	// content, so the build cache holds them, and each mutant compiles
+	// only what it changed and what depends on it.
+	workers := max(1, min(*jobs, total))
+	dirs := make([]string, workers)
+	for i := range dirs {
+		if dirs[i], err = os.MkdirTemp("", "mutants-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dirs[i])
+		if err := copyTree(root, dirs[i]); err != nil {
+			return fmt.Errorf("copy module: %w", err)
+		}
+	}
+	// Each worker takes the next mutant; the results are printed in the
+	// table's order, each as soon as those before it are.
+	results := make([]chan result, total)
+	for i := range results {
+		results[i] = make(chan result, 1)
+	}
+	next := make(chan int, total)
+	for i := range total {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	stop := make(chan struct{}) // closed on return: an error ends the run
+	for _, dir := range dirs {
+		wg.Go(func() {
+			for i := range next {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start := time.Now()
+				killer, out, err := try(root, dir, selected[i])
+				results[i] <- result{killer, out, err, time.Since(start).Round(100 * time.Millisecond)}
+			}
+		})
+	}
+	defer wg.Wait()
+	defer close(stop) // before the wait: the workers take no new mutant
+	survived := 0
+	for i, m := range selected {
+		r := <-results[i]
+		if r.err != nil {
+			return fmt.Errorf("%s %s: %w", m.ID, m.Name, r.err)
+		}
+		if *verbose {
+			fmt.Println(r.out)
+		}
+		if r.killer == "" {
+			survived++
+			fmt.Printf("%-4s %-56s SURVIVED (%v)\n", m.ID, m.Name, r.took)
+		} else {
+			fmt.Printf("%-4s %-56s killed by %s (%v)\n", m.ID, m.Name, r.killer, r.took)
+		}
 	}
 	fmt.Printf("%d/%d mutants killed\n", total-survived, total)
 	if survived > 0 {
@@ -128,6 +160,13 @@ func baseline(root string, match *regexp.Regexp) error {
 		}
 	}
 	return nil
+}
+
+// result is what try found for one mutant, and how long it took.
+type result struct {
+	killer, out string
+	err         error
+	took        time.Duration
 }
 
 var failLine = regexp.MustCompile(`^\s*--- FAIL: (\S+)`)
