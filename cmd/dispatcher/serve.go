@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -11,8 +9,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"os"
-	"strings"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -22,6 +18,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
+	"smsdispatcher/status"
 	"smsdispatcher/telemetry"
 )
 
@@ -323,7 +320,7 @@ func readAhead(emulator bool) int {
 // (the provider's credential) for changes. emulator says ps talks to an
 // emulator. creds, tel and obs may be nil.
 func newInstance(cfg config, accts []instanceAccount, rdb redis.Scripter, ps *pubsub.Client, emulator bool, tel *telemetrySet, obs dispatch.Observer, logger *slog.Logger) (*instance, error) {
-	inst := &instance{accounts: accts, id: processID()}
+	inst := &instance{accounts: accts, id: status.ProcessID()}
 	var daccts []dispatch.Account
 	// One view of Redis's health for the process: a Redis that is down is
 	// down for every account, and asked once, not once per account.
@@ -394,10 +391,6 @@ func (i *instance) state() telemetry.State {
 	return s
 }
 
-// heartbeatEvery is how often a process tells Redis it is alive, and in
-// what state, on each account (`dispatcher status`).
-const heartbeatEvery = time.Second
-
 // run runs the dispatcher until ctx ends and it has stopped, beating on
 // each account meanwhile.
 func (i *instance) run(ctx context.Context) error {
@@ -405,42 +398,12 @@ func (i *instance) run(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		i.heartbeats(hctx)
+		status.Heartbeats(hctx, i.id, version, i.limiters)
 	}()
 	err := i.d.Run(ctx)
 	stop()
 	<-done
 	return err
-}
-
-// heartbeats beats on each account every heartbeatEvery until ctx ends.
-// A beat that fails (Redis down) is skipped: the process shows silent.
-func (i *instance) heartbeats(ctx context.Context) {
-	t := time.NewTicker(heartbeatEvery)
-	defer t.Stop()
-	host, _ := os.Hostname()
-	for {
-		for _, lim := range i.limiters {
-			_ = lim.Heartbeat(ctx, i.id, lim.Mode()+" "+strings.ReplaceAll(host, " ", "_")+" "+version)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// processID names this process in its heartbeats: the host (the pod's
-// name) and a random suffix, unique among restarts.
-func processID() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "dispatcher"
-	}
-	var b [3]byte
-	rand.Read(b[:])
-	return strings.ReplaceAll(host, " ", "_") + "-" + hex.EncodeToString(b[:])
 }
 
 // setupsOf returns the setups of accts.

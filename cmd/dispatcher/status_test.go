@@ -17,6 +17,7 @@ import (
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/provider"
+	"smsdispatcher/status"
 )
 
 // TestStatusShowsAStateBuiltByThePipeline runs two dispatchers on one
@@ -99,16 +100,16 @@ func TestStatusShowsAStateBuiltByThePipeline(t *testing.T) {
 	if err := lim.ReportThrottled(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	// Until the cut process falls silent (aliveWithin after its last
+	// Until the cut process falls silent (status.AliveWithin after its last
 	// beat): by then the sends' seconds are long whole.
 	var out bytes.Buffer
-	var r statusReport
+	var r status.Report
 	waitWithin(t, 30*time.Second, "the cut process silent", func() bool {
 		out.Reset()
 		if err := run(ctx, []string{"status", "--json"}, &out, io.Discard); err != nil {
 			t.Fatalf("status --json: %v", err)
 		}
-		r = statusReport{}
+		r = status.Report{}
 		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 			t.Fatalf("%v in %s", err, out.String())
 		}
@@ -137,14 +138,14 @@ func TestStatusShowsAStateBuiltByThePipeline(t *testing.T) {
 	case a.InFlight != 0 || a.Learned != nil:
 		t.Errorf("in flight %d, learned %+v; want none", a.InFlight, a.Learned)
 	}
-	procs := map[string]processReport{}
+	procs := map[string]status.Process{}
 	for _, p := range a.Processes {
 		procs[p.ID] = p
 	}
 	if p := procs[ids[0]]; !p.Alive || p.Mode == "silent" || p.Version != version {
 		t.Errorf("process %s: %+v, want alive", ids[0], p)
 	}
-	if p := procs[ids[1]]; p.Alive || p.Mode != "silent" || p.LastBeat < aliveWithin.Seconds() {
+	if p := procs[ids[1]]; p.Alive || p.Mode != "silent" || p.LastBeat < status.AliveWithin.Seconds() {
 		t.Errorf("process %s (cut off from Redis): %+v, want silent", ids[1], p)
 	}
 
