@@ -18,6 +18,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
+	"smsdispatcher/internal/pullwatch"
 	"smsdispatcher/status"
 	"smsdispatcher/telemetry"
 )
@@ -64,9 +65,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}()
 	defer func() { stopPolicy(); <-policyDone }() // before Redis closes
 	pullNames := []string{subscriptionName(cfg.ProjectID, cfg.OTPSubscription), subscriptionName(cfg.ProjectID, cfg.MarketingSubscription)}
-	pulls := newPullWatch(time.Now(), map[string]admission.Class{pullNames[0]: admission.OTP, pullNames[1]: admission.Marketing},
+	pulls := pullwatch.New(time.Now(), map[string]admission.Class{pullNames[0]: admission.OTP, pullNames[1]: admission.Marketing},
 		func(class admission.Class, code codes.Code) { tel.metrics.PullError(class, code.String()) })
-	ps, err := newPubsub(ctx, cfg.ProjectID, "", option.WithGRPCDialOption(pulls.dialOption()))
+	ps, err := newPubsub(ctx, cfg.ProjectID, "", option.WithGRPCDialOption(pulls.DialOption()))
 	if err != nil {
 		return err
 	}
@@ -108,7 +109,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		pulls.run(watchCtx, logger)
+		pulls.Run(watchCtx, logger)
 	}()
 	defer func() { stopWatch(); <-watched }()
 
@@ -214,9 +215,9 @@ type instance struct {
 	dlq      *pubsub.Publisher
 
 	// Set by serve before the HTTP server starts; nil in the demo.
-	pulls     *pullWatch      // the pull streams, for /readyz
-	pullNames []string        // the subscriptions' full names, OTP first
-	stopping  <-chan struct{} // closed at SIGTERM
+	pulls     *pullwatch.Watch // the pull streams, for /readyz
+	pullNames []string         // the subscriptions' full names, OTP first
+	stopping  <-chan struct{}  // closed at SIGTERM
 }
 
 // instanceAccount is one account of an instance: its settings and its
@@ -499,7 +500,7 @@ func (i *instance) httpHandler(rdb redis.UniversalClient, metrics http.Handler) 
 			return
 		}
 		for _, name := range i.pullNames {
-			if d, silent := i.pulls.silent(name, time.Now()); silent {
+			if d, silent := i.pulls.Silent(name, time.Now()); silent {
 				w.WriteHeader(http.StatusServiceUnavailable)
 				fmt.Fprintf(w, "not ready: no answer from Pub/Sub on %s for %v; redis %s\n", name, d.Round(time.Second), redisState)
 				return

@@ -260,8 +260,8 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "  lrn = {rate = rate(r),", "  lrn = {rate = tonumber(r),"},
 	}, ""},
 	{"HE1", "a subscription without an answer from Pub/Sub never makes the pod unready", []edit{
-		{"cmd/dispatcher/pullwatch.go", "return d, d >= pullSilence", "return d, false"},
-	}, "./cmd/dispatcher/"},
+		{"internal/pullwatch/watch.go", "return d, d >= Silence", "return d, false"},
+	}, "./internal/pullwatch/"},
 	{"HC1", "replay believes the class attribute of a letter Pub/Sub forwarded", []edit{
 		{"cmd/dispatcher/deadletters.go", "	if src, forwarded := dl.attrs[sourceSubscriptionAttr]; forwarded {", "	if src, forwarded := dl.attrs[sourceSubscriptionAttr]; forwarded && dl.attrs[dispatch.AttrClass] == \"\" {"},
 	}, "./cmd/dispatcher/"},
