@@ -17,6 +17,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"smsdispatcher/internal/redisconn"
 	"smsdispatcher/provider"
 )
 
@@ -135,7 +136,7 @@ func (s *localStack) providerConfig(cfg config) config {
 // newRedis returns a new client of the stack's Redis: one per dispatcher
 // instance, as separate pods would have.
 func (s *localStack) newRedis() (redis.UniversalClient, error) {
-	rdb, err := newRedis(s.redisURL)
+	rdb, err := redisconn.New(redisconn.Settings{URL: s.redisURL})
 	if err == nil && s.mr != nil {
 		rdb.AddHook(miniredisScripts{})
 	}

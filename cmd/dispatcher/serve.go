@@ -19,6 +19,7 @@ import (
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
 	"smsdispatcher/internal/pullwatch"
+	"smsdispatcher/internal/redisconn"
 	"smsdispatcher/status"
 	"smsdispatcher/telemetry"
 )
@@ -42,7 +43,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return &configError{"REDIS_URL", "redis-url", "required to serve (or REDIS_URL_FILE): it holds the limiter state all pods share"}
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
-	for _, w := range redisWarnings(cfg) {
+	for _, w := range redisconn.Warnings(redisSettings(cfg, cfg.RedisTimeout)) {
 		logger.Warn(w)
 	}
 
@@ -61,7 +62,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	policyDone := make(chan struct{})
 	go func() {
 		defer close(policyDone)
-		policyWatch{rdb: rdb, logger: logger, evicting: tel.metrics.SetRedisEvicting}.run(policyCtx)
+		redisconn.PolicyWatch{Client: rdb, Logger: logger, Evicting: tel.metrics.SetRedisEvicting}.Run(policyCtx)
 	}()
 	defer func() { stopPolicy(); <-policyDone }() // before Redis closes
 	pullNames := []string{subscriptionName(cfg.ProjectID, cfg.OTPSubscription), subscriptionName(cfg.ProjectID, cfg.MarketingSubscription)}

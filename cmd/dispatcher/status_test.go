@@ -15,6 +15,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/internal/redisconn"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/provider"
 	"smsdispatcher/status"
@@ -57,7 +58,7 @@ func TestStatusShowsAStateBuiltByThePipeline(t *testing.T) {
 	done := make(chan struct{}, 2)
 	var ids []string
 	for i, addr := range []string{redisAddr, proxy.Addr()} {
-		rdb, err := newRedisWithCA("redis://"+addr, nil, cfg.RedisTimeout)
+		rdb, err := redisconn.New(redisconn.Settings{URL: "redis://" + addr, CallTimeout: cfg.RedisTimeout})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -180,7 +181,7 @@ func TestStatusShowsAStateBuiltByThePipeline(t *testing.T) {
 
 // newLimiterFor is the limiter of cfg's one account, on a client of its own.
 func newLimiterFor(cfg config) (*admission.Limiter, error) {
-	rdb, err := newRedisWithCA(cfg.RedisURL, nil, time.Second)
+	rdb, err := redisconn.New(redisconn.Settings{URL: cfg.RedisURL, CallTimeout: time.Second})
 	if err != nil {
 		return nil, err
 	}

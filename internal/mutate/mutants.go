@@ -269,8 +269,8 @@ var mutants = []mutant{
 		{"dispatch/pipeline.go", "		if r := recover(); r != nil {\n			d.recoverPanic(", "		if r := any(nil); r != nil {\n			d.recoverPanic("},
 	}, "./dispatch/"},
 	{"HF1", "an evicting maxmemory-policy goes unreported", []edit{
-		{"cmd/dispatcher/redispolicy.go", "	case admission.Evicts(policy):", "	case false && admission.Evicts(policy):"},
-	}, "./cmd/dispatcher/"},
+		{"internal/redisconn/policy.go", "	case admission.Evicts(policy):", "	case false && admission.Evicts(policy):"},
+	}, "./internal/redisconn/"},
 	{"HD1", "a 429's Retry-After is not capped by MaxRetryAfter", []edit{
 		{"admission/penalty.go", "		retryAfter = l.cfg.MaxRetryAfter\n", ""},
 	}, ""},
