@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/internal/redisconn"
+	"smsdispatcher/internal/topology"
 	"smsdispatcher/provider"
 )
 
@@ -101,8 +102,8 @@ func startLocal(cfg config, sim provider.SimConfig) (*localStack, error) {
 func nackBackoff(cfg config) pstest.ServerReactorOption {
 	n := nackDelay{}
 	for class, sub := range map[string]string{"otp": cfg.OTPSubscription, "marketing": cfg.MarketingSubscription} {
-		name := fmt.Sprintf("projects/%s/subscriptions/%s", cfg.ProjectID, sub)
-		n[name] = int32(retryPolicies[class].MinimumBackoff.AsDuration() / time.Second)
+		name := topology.SubscriptionName(cfg.ProjectID, sub)
+		n[name] = int32(topology.MinimumBackoff(class) / time.Second)
 	}
 	return pstest.ServerReactorOption{FuncName: "ModifyAckDeadline", Reactor: n}
 }

@@ -20,6 +20,7 @@ import (
 	"smsdispatcher/dispatch"
 	"smsdispatcher/internal/pullwatch"
 	"smsdispatcher/internal/redisconn"
+	"smsdispatcher/internal/topology"
 	"smsdispatcher/status"
 	"smsdispatcher/telemetry"
 )
@@ -65,10 +66,10 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		redisconn.PolicyWatch{Client: rdb, Logger: logger, Evicting: tel.metrics.SetRedisEvicting}.Run(policyCtx)
 	}()
 	defer func() { stopPolicy(); <-policyDone }() // before Redis closes
-	pullNames := []string{subscriptionName(cfg.ProjectID, cfg.OTPSubscription), subscriptionName(cfg.ProjectID, cfg.MarketingSubscription)}
+	pullNames := []string{topology.SubscriptionName(cfg.ProjectID, cfg.OTPSubscription), topology.SubscriptionName(cfg.ProjectID, cfg.MarketingSubscription)}
 	pulls := pullwatch.New(time.Now(), map[string]admission.Class{pullNames[0]: admission.OTP, pullNames[1]: admission.Marketing},
 		func(class admission.Class, code codes.Code) { tel.metrics.PullError(class, code.String()) })
-	ps, err := newPubsub(ctx, cfg.ProjectID, "", option.WithGRPCDialOption(pulls.DialOption()))
+	ps, err := topology.NewClient(ctx, cfg.ProjectID, "", option.WithGRPCDialOption(pulls.DialOption()))
 	if err != nil {
 		return err
 	}
@@ -360,7 +361,7 @@ func newInstance(cfg config, accts []instanceAccount, rdb redis.Scripter, ps *pu
 	d, err := dispatch.New(dispatch.Config{
 		OTPMaxWait: cfg.OTPMaxWait, MarketingMaxWait: cfg.MarketingMaxWait,
 		SendTimeout: cfg.SendTimeout, Grace: cfg.ShutdownGrace,
-		MaxDeliveryAttempts:  maxDeliveryAttempts,
+		MaxDeliveryAttempts:  topology.MaxDeliveryAttempts,
 		OTPOutstanding:       outstanding(otpHome.TargetRPS/float64(maxCost(otpHome)), cfg.OTPMaxWait, 1),
 		MarketingOutstanding: outstanding(mktHome.MarketingRPS/float64(maxCost(mktHome)), cfg.MarketingMaxWait, cfg.MaxSenders),
 		ReadAhead:            readAhead(emulator),

@@ -17,6 +17,7 @@ import (
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/redisconn"
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/internal/topology"
 	"smsdispatcher/provider"
 	"smsdispatcher/status"
 )
@@ -63,7 +64,7 @@ func TestStatusShowsAStateBuiltByThePipeline(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { rdb.Close() })
-		ps, err := newPubsub(ctx, "proj", ps.Addr)
+		ps, err := topology.NewClient(ctx, "proj", ps.Addr)
 		if err != nil {
 			t.Fatal(err)
 		}
