@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/internal/redisconn"
 	"smsdispatcher/provider"
 )
 
@@ -474,7 +475,7 @@ func (c config) validate() error {
 		}
 	}
 	if c.RedisURL != "" {
-		o, err := redisOptions(c.RedisURL)
+		o, err := redisconn.Options(c.RedisURL)
 		env := c.redisURLVariable()
 		switch {
 		case err != nil:

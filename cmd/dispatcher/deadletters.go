@@ -40,6 +40,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
+	"smsdispatcher/internal/topology"
 )
 
 const deadlettersUsage = `usage: dispatcher deadletters list|replay [flags]
@@ -528,7 +529,7 @@ func runDeadlettersList(ctx context.Context, args []string, stdout, stderr io.Wr
 		return errors.New("--wait: must be positive")
 	}
 
-	ps, err := newPubsub(ctx, cfg.ProjectID, "")
+	ps, err := topology.NewClient(ctx, cfg.ProjectID, "")
 	if err != nil {
 		return err
 	}
@@ -745,7 +746,7 @@ func runDeadlettersReplay(ctx context.Context, args []string, stdout, stderr io.
 		p.dieAfter, _ = strconv.Atoi(os.Getenv(testDieAfterEnv))
 	}
 
-	if p.ps, err = newPubsub(ctx, cfg.ProjectID, ""); err != nil {
+	if p.ps, err = topology.NewClient(ctx, cfg.ProjectID, ""); err != nil {
 		return err
 	}
 	defer p.ps.Close()

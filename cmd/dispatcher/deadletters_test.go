@@ -25,6 +25,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/internal/topology"
 	"smsdispatcher/provider"
 )
 
@@ -58,7 +59,7 @@ func newDLHarness(t *testing.T) *dlHarness {
 	if err := run(context.Background(), []string{"setup"}, io.Discard, io.Discard); err != nil {
 		t.Fatalf("setup: %v", err)
 	}
-	client, err := newPubsub(context.Background(), dlProject, "")
+	client, err := topology.NewClient(context.Background(), dlProject, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
 	"smsdispatcher/internal/redisstats"
+	"smsdispatcher/internal/topology"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
 	"smsdispatcher/telemetry"
@@ -260,7 +261,7 @@ func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (d
 	defer stack.close()
 	cfg = stack.providerConfig(cfg)
 
-	admin, err := newPubsub(ctx, cfg.ProjectID, stack.Pubsub.Addr)
+	admin, err := topology.NewClient(ctx, cfg.ProjectID, stack.Pubsub.Addr)
 	if err != nil {
 		return demoReport{}, err
 	}
@@ -312,7 +313,7 @@ func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (d
 		c := &counter{}
 		rdb.AddHook(c)
 		counters = append(counters, c)
-		ps, err := newPubsub(ctx, cfg.ProjectID, stack.Pubsub.Addr)
+		ps, err := topology.NewClient(ctx, cfg.ProjectID, stack.Pubsub.Addr)
 		if err != nil {
 			return demoReport{}, err
 		}

@@ -22,6 +22,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/internal/topology"
 	"smsdispatcher/provider"
 )
 
@@ -121,7 +122,7 @@ func TestSIGKILLMidFloodLosesNothing(t *testing.T) {
 	}
 
 	// The flood: marketing with a few OTP among it, unique ids.
-	client, err := newPubsub(ctx, project, "")
+	client, err := topology.NewClient(ctx, project, "")
 	if err != nil {
 		t.Fatal(err)
 	}

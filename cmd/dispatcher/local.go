@@ -17,6 +17,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"smsdispatcher/internal/redisconn"
+	"smsdispatcher/internal/topology"
 	"smsdispatcher/provider"
 )
 
@@ -100,8 +102,8 @@ func startLocal(cfg config, sim provider.SimConfig) (*localStack, error) {
 func nackBackoff(cfg config) pstest.ServerReactorOption {
 	n := nackDelay{}
 	for class, sub := range map[string]string{"otp": cfg.OTPSubscription, "marketing": cfg.MarketingSubscription} {
-		name := fmt.Sprintf("projects/%s/subscriptions/%s", cfg.ProjectID, sub)
-		n[name] = int32(retryPolicies[class].MinimumBackoff.AsDuration() / time.Second)
+		name := topology.SubscriptionName(cfg.ProjectID, sub)
+		n[name] = int32(topology.MinimumBackoff(class) / time.Second)
 	}
 	return pstest.ServerReactorOption{FuncName: "ModifyAckDeadline", Reactor: n}
 }
@@ -135,7 +137,7 @@ func (s *localStack) providerConfig(cfg config) config {
 // newRedis returns a new client of the stack's Redis: one per dispatcher
 // instance, as separate pods would have.
 func (s *localStack) newRedis() (redis.UniversalClient, error) {
-	rdb, err := newRedis(s.redisURL)
+	rdb, err := redisconn.New(redisconn.Settings{URL: s.redisURL})
 	if err == nil && s.mr != nil {
 		rdb.AddHook(miniredisScripts{})
 	}

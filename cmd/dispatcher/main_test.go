@@ -16,9 +16,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2/pstest"
-	"github.com/redis/go-redis/v9"
 
-	"smsdispatcher/admission"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/provider"
 )
@@ -104,55 +102,6 @@ func TestBadConfigExitsTwoWithOneLine(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
 	if len(lines) != 1 || !strings.Contains(lines[0], "MARKETING_RPS") {
 		t.Fatalf("stderr %q: want one line naming MARKETING_RPS", stderr.String())
-	}
-}
-
-func TestRedisOptions(t *testing.T) {
-	tests := []struct {
-		url     string
-		cluster bool
-		addrs   int
-		tls     bool
-		bad     bool
-	}{
-		{"redis://localhost:6379/0", false, 1, false, false},
-		{"rediss://:pw@redis.example:6380", false, 1, true, false},
-		{"redis+cluster://a:7000?addr=b:7001&addr=c:7002", true, 3, false, false},
-		{"rediss+cluster://a:7000", true, 1, true, false},
-		{"a:7000,b:7001, c:7002", true, 3, false, false},
-		{"http://redis:6379", false, 0, false, true},
-		{"localhost", false, 0, false, true},
-	}
-	for _, tt := range tests {
-		o, err := redisOptions(tt.url)
-		if tt.bad {
-			if err == nil {
-				t.Errorf("%q: want an error", tt.url)
-			}
-			continue
-		}
-		if err != nil || o.IsClusterMode != tt.cluster || len(o.Addrs) != tt.addrs || (o.TLSConfig != nil) != tt.tls || !o.ContextTimeoutEnabled {
-			t.Errorf("%q: %+v, %v", tt.url, o, err)
-		}
-		// A cluster client must find a promoted replica within seconds
-		// (admission/failover_test.go shows why and that it does).
-		rdb, err := newRedis(tt.url)
-		if err != nil {
-			t.Fatalf("%q: %v", tt.url, err)
-		}
-		if c, ok := rdb.(*redis.ClusterClient); ok != tt.cluster {
-			t.Errorf("%q: client %T, want a cluster client: %v", tt.url, rdb, tt.cluster)
-		} else if ok {
-			co := c.Options()
-			if co.ClusterStateReloadInterval != admission.ClusterStateReloadInterval || co.ReadTimeout != time.Second {
-				t.Errorf("%q: slot map reloaded every %v, read timeout %v; want %v, 1s",
-					tt.url, co.ClusterStateReloadInterval, co.ReadTimeout, admission.ClusterStateReloadInterval)
-			}
-			if (co.TLSConfig != nil) != tt.tls || !co.ContextTimeoutEnabled {
-				t.Errorf("%q: cluster client lost TLS (%v) or context timeouts (%v)", tt.url, co.TLSConfig != nil, co.ContextTimeoutEnabled)
-			}
-		}
-		rdb.Close()
 	}
 }
 

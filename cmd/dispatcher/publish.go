@@ -13,6 +13,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
+	"smsdispatcher/internal/topology"
 	"smsdispatcher/telemetry"
 )
 
@@ -70,7 +71,7 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer tr.Shutdown(context.WithoutCancel(ctx))
-	ps, err := newPubsub(ctx, cfg.ProjectID, "")
+	ps, err := topology.NewClient(ctx, cfg.ProjectID, "")
 	if err != nil {
 		return err
 	}
@@ -133,7 +134,7 @@ func runSetup(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	ps, err := newPubsub(ctx, cfg.ProjectID, "")
+	ps, err := topology.NewClient(ctx, cfg.ProjectID, "")
 	if err != nil {
 		return err
 	}

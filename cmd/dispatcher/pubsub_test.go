@@ -13,6 +13,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"google.golang.org/grpc/codes"
 
+	"smsdispatcher/internal/pullwatch"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/provider"
 )
@@ -171,7 +172,7 @@ func TestServeUnreadyAtSIGTERM(t *testing.T) {
 // SIGTERM stops within SHUTDOWN_GRACE and the stop bound although the
 // client's Receive retries Pub/Sub for ever.
 func TestServeWhenPubsubStopsMidRun(t *testing.T) {
-	setVar(t, &pullSilence, time.Second)
+	setVar(t, &pullwatch.Silence, time.Second)
 	setVar(t, &stopBound, time.Second)
 	sim := provider.NewSimulator(provider.SimConfig{Token: "s3cret"})
 	simSrv := httptest.NewServer(sim)
@@ -236,11 +237,11 @@ func TestServeWhenPubsubStopsMidRun(t *testing.T) {
 }
 
 // TestServeSIGTERMInAPubsubOutage: SIGTERM comes while Pub/Sub is gone but
-// not yet for pullSilence, the lanes' Receive retrying it for ever. /readyz
+// not yet for pullwatch.Silence, the lanes' Receive retrying it for ever. /readyz
 // fails at once, and the process exits within SHUTDOWN_GRACE and the stop
 // bound, not when Kubernetes kills it.
 func TestServeSIGTERMInAPubsubOutage(t *testing.T) {
-	setVar(t, &pullSilence, time.Hour) // the outage is not yet long enough to show
+	setVar(t, &pullwatch.Silence, time.Hour) // the outage is not yet long enough to show
 	setVar(t, &stopBound, 3*time.Second)
 	sim := provider.NewSimulator(provider.SimConfig{Token: "s3cret"})
 	simSrv := httptest.NewServer(sim)

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -11,8 +9,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"os"
-	"strings"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -22,6 +18,10 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
+	"smsdispatcher/internal/pullwatch"
+	"smsdispatcher/internal/redisconn"
+	"smsdispatcher/internal/topology"
+	"smsdispatcher/status"
 	"smsdispatcher/telemetry"
 )
 
@@ -44,7 +44,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return &configError{"REDIS_URL", "redis-url", "required to serve (or REDIS_URL_FILE): it holds the limiter state all pods share"}
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
-	for _, w := range redisWarnings(cfg) {
+	for _, w := range redisconn.Warnings(redisSettings(cfg, cfg.RedisTimeout)) {
 		logger.Warn(w)
 	}
 
@@ -63,13 +63,13 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	policyDone := make(chan struct{})
 	go func() {
 		defer close(policyDone)
-		policyWatch{rdb: rdb, logger: logger, evicting: tel.metrics.SetRedisEvicting}.run(policyCtx)
+		redisconn.PolicyWatch{Client: rdb, Logger: logger, Evicting: tel.metrics.SetRedisEvicting}.Run(policyCtx)
 	}()
 	defer func() { stopPolicy(); <-policyDone }() // before Redis closes
-	pullNames := []string{subscriptionName(cfg.ProjectID, cfg.OTPSubscription), subscriptionName(cfg.ProjectID, cfg.MarketingSubscription)}
-	pulls := newPullWatch(time.Now(), map[string]admission.Class{pullNames[0]: admission.OTP, pullNames[1]: admission.Marketing},
+	pullNames := []string{topology.SubscriptionName(cfg.ProjectID, cfg.OTPSubscription), topology.SubscriptionName(cfg.ProjectID, cfg.MarketingSubscription)}
+	pulls := pullwatch.New(time.Now(), map[string]admission.Class{pullNames[0]: admission.OTP, pullNames[1]: admission.Marketing},
 		func(class admission.Class, code codes.Code) { tel.metrics.PullError(class, code.String()) })
-	ps, err := newPubsub(ctx, cfg.ProjectID, "", option.WithGRPCDialOption(pulls.dialOption()))
+	ps, err := topology.NewClient(ctx, cfg.ProjectID, "", option.WithGRPCDialOption(pulls.DialOption()))
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		pulls.run(watchCtx, logger)
+		pulls.Run(watchCtx, logger)
 	}()
 	defer func() { stopWatch(); <-watched }()
 
@@ -217,9 +217,9 @@ type instance struct {
 	dlq      *pubsub.Publisher
 
 	// Set by serve before the HTTP server starts; nil in the demo.
-	pulls     *pullWatch      // the pull streams, for /readyz
-	pullNames []string        // the subscriptions' full names, OTP first
-	stopping  <-chan struct{} // closed at SIGTERM
+	pulls     *pullwatch.Watch // the pull streams, for /readyz
+	pullNames []string         // the subscriptions' full names, OTP first
+	stopping  <-chan struct{}  // closed at SIGTERM
 }
 
 // instanceAccount is one account of an instance: its settings and its
@@ -323,7 +323,7 @@ func readAhead(emulator bool) int {
 // (the provider's credential) for changes. emulator says ps talks to an
 // emulator. creds, tel and obs may be nil.
 func newInstance(cfg config, accts []instanceAccount, rdb redis.Scripter, ps *pubsub.Client, emulator bool, tel *telemetrySet, obs dispatch.Observer, logger *slog.Logger) (*instance, error) {
-	inst := &instance{accounts: accts, id: processID()}
+	inst := &instance{accounts: accts, id: status.ProcessID()}
 	var daccts []dispatch.Account
 	// One view of Redis's health for the process: a Redis that is down is
 	// down for every account, and asked once, not once per account.
@@ -361,7 +361,7 @@ func newInstance(cfg config, accts []instanceAccount, rdb redis.Scripter, ps *pu
 	d, err := dispatch.New(dispatch.Config{
 		OTPMaxWait: cfg.OTPMaxWait, MarketingMaxWait: cfg.MarketingMaxWait,
 		SendTimeout: cfg.SendTimeout, Grace: cfg.ShutdownGrace,
-		MaxDeliveryAttempts:  maxDeliveryAttempts,
+		MaxDeliveryAttempts:  topology.MaxDeliveryAttempts,
 		OTPOutstanding:       outstanding(otpHome.TargetRPS/float64(maxCost(otpHome)), cfg.OTPMaxWait, 1),
 		MarketingOutstanding: outstanding(mktHome.MarketingRPS/float64(maxCost(mktHome)), cfg.MarketingMaxWait, cfg.MaxSenders),
 		ReadAhead:            readAhead(emulator),
@@ -394,10 +394,6 @@ func (i *instance) state() telemetry.State {
 	return s
 }
 
-// heartbeatEvery is how often a process tells Redis it is alive, and in
-// what state, on each account (`dispatcher status`).
-const heartbeatEvery = time.Second
-
 // run runs the dispatcher until ctx ends and it has stopped, beating on
 // each account meanwhile.
 func (i *instance) run(ctx context.Context) error {
@@ -405,42 +401,12 @@ func (i *instance) run(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		i.heartbeats(hctx)
+		status.Heartbeats(hctx, i.id, version, i.limiters)
 	}()
 	err := i.d.Run(ctx)
 	stop()
 	<-done
 	return err
-}
-
-// heartbeats beats on each account every heartbeatEvery until ctx ends.
-// A beat that fails (Redis down) is skipped: the process shows silent.
-func (i *instance) heartbeats(ctx context.Context) {
-	t := time.NewTicker(heartbeatEvery)
-	defer t.Stop()
-	host, _ := os.Hostname()
-	for {
-		for _, lim := range i.limiters {
-			_ = lim.Heartbeat(ctx, i.id, lim.Mode()+" "+strings.ReplaceAll(host, " ", "_")+" "+version)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// processID names this process in its heartbeats: the host (the pod's
-// name) and a random suffix, unique among restarts.
-func processID() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "dispatcher"
-	}
-	var b [3]byte
-	rand.Read(b[:])
-	return strings.ReplaceAll(host, " ", "_") + "-" + hex.EncodeToString(b[:])
 }
 
 // setupsOf returns the setups of accts.
@@ -536,7 +502,7 @@ func (i *instance) httpHandler(rdb redis.UniversalClient, metrics http.Handler) 
 			return
 		}
 		for _, name := range i.pullNames {
-			if d, silent := i.pulls.silent(name, time.Now()); silent {
+			if d, silent := i.pulls.Silent(name, time.Now()); silent {
 				w.WriteHeader(http.StatusServiceUnavailable)
 				fmt.Fprintf(w, "not ready: no answer from Pub/Sub on %s for %v; redis %s\n", name, d.Round(time.Second), redisState)
 				return

@@ -11,6 +11,8 @@ import (
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
+
+	"smsdispatcher/internal/topology"
 )
 
 // TestSetupDeadLetterRetention: the dead-letter subscription, which holds
@@ -25,7 +27,7 @@ func TestSetupDeadLetterRetention(t *testing.T) {
 	ctx := context.Background()
 	retention := func(sub string) time.Duration {
 		t.Helper()
-		c, err := newPubsub(ctx, "proj", "")
+		c, err := topology.NewClient(ctx, "proj", "")
 		if err != nil {
 			t.Fatal(err)
 		}

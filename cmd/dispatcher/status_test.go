@@ -15,8 +15,11 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/internal/redisconn"
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/internal/topology"
 	"smsdispatcher/provider"
+	"smsdispatcher/status"
 )
 
 // TestStatusShowsAStateBuiltByThePipeline runs two dispatchers on one
@@ -56,12 +59,12 @@ func TestStatusShowsAStateBuiltByThePipeline(t *testing.T) {
 	done := make(chan struct{}, 2)
 	var ids []string
 	for i, addr := range []string{redisAddr, proxy.Addr()} {
-		rdb, err := newRedisWithCA("redis://"+addr, nil, cfg.RedisTimeout)
+		rdb, err := redisconn.New(redisconn.Settings{URL: "redis://" + addr, CallTimeout: cfg.RedisTimeout})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { rdb.Close() })
-		ps, err := newPubsub(ctx, "proj", ps.Addr)
+		ps, err := topology.NewClient(ctx, "proj", ps.Addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,16 +102,16 @@ func TestStatusShowsAStateBuiltByThePipeline(t *testing.T) {
 	if err := lim.ReportThrottled(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	// Until the cut process falls silent (aliveWithin after its last
+	// Until the cut process falls silent (status.AliveWithin after its last
 	// beat): by then the sends' seconds are long whole.
 	var out bytes.Buffer
-	var r statusReport
+	var r status.Report
 	waitWithin(t, 30*time.Second, "the cut process silent", func() bool {
 		out.Reset()
 		if err := run(ctx, []string{"status", "--json"}, &out, io.Discard); err != nil {
 			t.Fatalf("status --json: %v", err)
 		}
-		r = statusReport{}
+		r = status.Report{}
 		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 			t.Fatalf("%v in %s", err, out.String())
 		}
@@ -137,14 +140,14 @@ func TestStatusShowsAStateBuiltByThePipeline(t *testing.T) {
 	case a.InFlight != 0 || a.Learned != nil:
 		t.Errorf("in flight %d, learned %+v; want none", a.InFlight, a.Learned)
 	}
-	procs := map[string]processReport{}
+	procs := map[string]status.Process{}
 	for _, p := range a.Processes {
 		procs[p.ID] = p
 	}
 	if p := procs[ids[0]]; !p.Alive || p.Mode == "silent" || p.Version != version {
 		t.Errorf("process %s: %+v, want alive", ids[0], p)
 	}
-	if p := procs[ids[1]]; p.Alive || p.Mode != "silent" || p.LastBeat < aliveWithin.Seconds() {
+	if p := procs[ids[1]]; p.Alive || p.Mode != "silent" || p.LastBeat < status.AliveWithin.Seconds() {
 		t.Errorf("process %s (cut off from Redis): %+v, want silent", ids[1], p)
 	}
 
@@ -179,7 +182,7 @@ func TestStatusShowsAStateBuiltByThePipeline(t *testing.T) {
 
 // newLimiterFor is the limiter of cfg's one account, on a client of its own.
 func newLimiterFor(cfg config) (*admission.Limiter, error) {
-	rdb, err := newRedisWithCA(cfg.RedisURL, nil, time.Second)
+	rdb, err := redisconn.New(redisconn.Settings{URL: cfg.RedisURL, CallTimeout: time.Second})
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/internal/redisconn"
 	"smsdispatcher/internal/redistest"
 )
 
@@ -309,7 +310,7 @@ func TestRedisCAFileConfig(t *testing.T) {
 				if err != nil || len(c.RedisCA) == 0 {
 					t.Fatalf("config %v, CA %d bytes; want it accepted with the CA read", err, len(c.RedisCA))
 				}
-				rdb, err := newRedisWithCA(c.RedisURL, c.RedisCA, c.RedisTimeout)
+				rdb, err := redisconn.New(redisconn.Settings{URL: c.RedisURL, CA: c.RedisCA, CallTimeout: c.RedisTimeout})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -383,41 +384,5 @@ func TestRedisURLSettings(t *testing.T) {
 				t.Fatalf("certificate check skipped: %v, want %v", skipped, tt.skipped)
 			}
 		})
-	}
-}
-
-// TestRedisWarnings: the start-up log warns of a password sent in clear
-// to another machine, and of a certificate not checked, naming the host,
-// never the password.
-func TestRedisWarnings(t *testing.T) {
-	tests := []struct {
-		env  map[string]string
-		want string // in the one warning; "" for none
-	}{
-		{map[string]string{"REDIS_URL": "redis://:pw@10.0.0.3:6379"}, "the Redis password travels in clear to 10.0.0.3"},
-		{map[string]string{"REDIS_URL": "redis://alice:pw@redis.example:6379/0"}, "in clear to redis.example"},
-		{map[string]string{"REDIS_URL": "redis+cluster://:pw@10.0.0.3:7000?addr=10.0.0.4:7001"}, "in clear to 10.0.0.3"},
-		{map[string]string{"REDIS_URL": "redis://:pw@127.0.0.1:6379"}, ""},
-		{map[string]string{"REDIS_URL": "redis://:pw@localhost:6379"}, ""},
-		{map[string]string{"REDIS_URL": "redis://:pw@[::1]:6379"}, ""},
-		{map[string]string{"REDIS_URL": "redis://10.0.0.3:6379"}, ""}, // no password
-		{map[string]string{"REDIS_URL": "rediss://:pw@10.0.0.3:6378"}, ""},
-		{map[string]string{"REDIS_URL": "10.0.0.3:7000,10.0.0.4:7001"}, ""},
-		{map[string]string{"REDIS_URL": "rediss://:pw@10.0.0.3:6378", "REDIS_INSECURE_SKIP_VERIFY": "true"}, "certificate is not checked (REDIS_INSECURE_SKIP_VERIFY=true)"},
-	}
-	for _, tt := range tests {
-		cfg, err := loadConfig(tt.env)
-		if err != nil {
-			t.Fatalf("%v: %v", tt.env, err)
-		}
-		w := redisWarnings(cfg)
-		switch {
-		case tt.want == "" && len(w) != 0:
-			t.Errorf("%v: warnings %q, want none", tt.env, w)
-		case tt.want != "" && (len(w) != 1 || !strings.Contains(w[0], tt.want)):
-			t.Errorf("%v: warnings %q, want one saying %q", tt.env, w, tt.want)
-		case len(w) == 1 && strings.Contains(w[0], "pw"):
-			t.Errorf("%v: warning %q shows the password", tt.env, w[0])
-		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/internal/topology"
 	"smsdispatcher/provider"
 )
 
@@ -234,7 +235,7 @@ func pullOne(t *testing.T, subscription string) *pubsub.Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := newPubsub(ctx, "proj", "")
+	c, err := topology.NewClient(ctx, "proj", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -260,8 +260,8 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "  lrn = {rate = rate(r),", "  lrn = {rate = tonumber(r),"},
 	}, ""},
 	{"HE1", "a subscription without an answer from Pub/Sub never makes the pod unready", []edit{
-		{"cmd/dispatcher/pullwatch.go", "return d, d >= pullSilence", "return d, false"},
-	}, "./cmd/dispatcher/"},
+		{"internal/pullwatch/watch.go", "return d, d >= Silence", "return d, false"},
+	}, "./internal/pullwatch/"},
 	{"HC1", "replay believes the class attribute of a letter Pub/Sub forwarded", []edit{
 		{"cmd/dispatcher/deadletters.go", "	if src, forwarded := dl.attrs[sourceSubscriptionAttr]; forwarded {", "	if src, forwarded := dl.attrs[sourceSubscriptionAttr]; forwarded && dl.attrs[dispatch.AttrClass] == \"\" {"},
 	}, "./cmd/dispatcher/"},
@@ -269,8 +269,8 @@ var mutants = []mutant{
 		{"dispatch/pipeline.go", "		if r := recover(); r != nil {\n			d.recoverPanic(", "		if r := any(nil); r != nil {\n			d.recoverPanic("},
 	}, "./dispatch/"},
 	{"HF1", "an evicting maxmemory-policy goes unreported", []edit{
-		{"cmd/dispatcher/redispolicy.go", "	case admission.Evicts(policy):", "	case false && admission.Evicts(policy):"},
-	}, "./cmd/dispatcher/"},
+		{"internal/redisconn/policy.go", "	case admission.Evicts(policy):", "	case false && admission.Evicts(policy):"},
+	}, "./internal/redisconn/"},
 	{"HD1", "a 429's Retry-After is not capped by MaxRetryAfter", []edit{
 		{"admission/penalty.go", "		retryAfter = l.cfg.MaxRetryAfter\n", ""},
 	}, ""},

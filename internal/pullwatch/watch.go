@@ -1,4 +1,4 @@
-package main
+package pullwatch
 
 import (
 	"context"
@@ -18,27 +18,27 @@ import (
 	"smsdispatcher/admission"
 )
 
-// pullSilence is how long a subscription's pull streams may go without an
+// Silence is how long a subscription's pull streams may go without an
 // answer from Pub/Sub before the pod is unready and says so in its log.
 // The client pings an idle stream every 30 s and Pub/Sub answers each
-// ping, so a healthy stream is never silent that long (pullWatch.silence
+// ping, so a healthy stream is never silent that long (Watch.silence
 // does not count a ping whose answer may still come); a variable for the
 // tests.
-var pullSilence = 30 * time.Second
+var Silence = 30 * time.Second
 
-// pullLogEvery is how often a silent subscription is logged, at most.
-const pullLogEvery = time.Minute
+// logEvery is how often a silent subscription is logged, at most.
+const logEvery = time.Minute
 
 // streamingPull is the gRPC method of the pull streams.
 const streamingPull = "/google.pubsub.v1.Subscriber/StreamingPull"
 
-// pullWatch watches the pull streams of the subscriptions it was given, as
+// Watch watches the pull streams of the subscriptions it was given, as
 // a gRPC stream interceptor on the Pub/Sub client: when each stream opened
 // or failed to, what it sent Pub/Sub (the client's pings) and when Pub/Sub
 // answered (messages, or the empty answer to a ping). pubsub.Subscriber
 // shows none of this, and its Receive retries an unreachable Pub/Sub for
-// ever without returning. A pullWatch is safe for concurrent use.
-type pullWatch struct {
+// ever without returning. A Watch is safe for concurrent use.
+type Watch struct {
 	started time.Time                         // a subscription with no stream yet is silent from here
 	onError func(admission.Class, codes.Code) // counts a failed stream (sms_pull_errors_total); may be nil
 
@@ -58,28 +58,28 @@ type subWatch struct {
 	logged  time.Time                   // the last log line
 }
 
-// watchedStream is one open stream; guarded by pullWatch.mu.
+// watchedStream is one open stream; guarded by Watch.mu.
 type watchedStream struct {
 	answered bool      // Pub/Sub answered on it
 	owed     time.Time // the first ping Pub/Sub has not answered yet; zero if none
 }
 
-// newPullWatch returns a watch, started at now, of the subscriptions (full
+// New returns a watch, started at now, of the subscriptions (full
 // names) in classes.
-func newPullWatch(now time.Time, classes map[string]admission.Class, onError func(admission.Class, codes.Code)) *pullWatch {
-	w := &pullWatch{started: now, onError: onError, subs: map[string]*subWatch{}}
+func New(now time.Time, classes map[string]admission.Class, onError func(admission.Class, codes.Code)) *Watch {
+	w := &Watch{started: now, onError: onError, subs: map[string]*subWatch{}}
 	for name, class := range classes {
 		w.subs[name] = &subWatch{class: class, answer: now, open: map[*watchedStream]struct{}{}}
 	}
 	return w
 }
 
-// dialOption installs the watch on a gRPC client.
-func (w *pullWatch) dialOption() grpc.DialOption {
+// DialOption installs the watch on a gRPC client.
+func (w *Watch) DialOption() grpc.DialOption {
 	return grpc.WithChainStreamInterceptor(w.intercept)
 }
 
-func (w *pullWatch) intercept(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+func (w *Watch) intercept(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	if method != streamingPull {
 		return streamer(ctx, desc, cc, method, opts...)
 	}
@@ -114,7 +114,7 @@ func subscriptionOf(ctx context.Context) string {
 // watchingStream is a pull stream that tells its watch what goes through.
 type watchingStream struct {
 	grpc.ClientStream
-	w    *pullWatch
+	w    *Watch
 	name string
 	s    *watchedStream
 	once sync.Once
@@ -143,7 +143,7 @@ func isPing(r *pubsubpb.StreamingPullRequest) bool {
 	return r.GetSubscription() == "" && len(r.GetAckIds()) == 0 && len(r.GetModifyDeadlineAckIds()) == 0
 }
 
-func (w *pullWatch) sent(now time.Time, name string, s *watchedStream) {
+func (w *Watch) sent(now time.Time, name string, s *watchedStream) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.subs[name] != nil && s.owed.IsZero() {
@@ -151,7 +151,7 @@ func (w *pullWatch) sent(now time.Time, name string, s *watchedStream) {
 	}
 }
 
-func (w *pullWatch) answered(now time.Time, name string, s *watchedStream) {
+func (w *Watch) answered(now time.Time, name string, s *watchedStream) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if sw := w.subs[name]; sw != nil {
@@ -166,7 +166,7 @@ func (w *pullWatch) answered(now time.Time, name string, s *watchedStream) {
 // unanswered) is not counted an error. One that never opened, ended in an
 // error before any answer, or ended with a ping unanswered makes the
 // subscription's next streams prove themselves.
-func (w *pullWatch) ended(now time.Time, name string, s *watchedStream, err error) {
+func (w *Watch) ended(now time.Time, name string, s *watchedStream, err error) {
 	code := status.Code(err)
 	if errors.Is(err, io.EOF) {
 		code = codes.OK
@@ -200,10 +200,10 @@ func (w *pullWatch) ended(now time.Time, name string, s *watchedStream, err erro
 // open with nothing unanswered (a fresh or idle stream, whose pings are
 // answered) or while the lane holds its pulls (its last stream ended by
 // this side with nothing unanswered), or the first ping still unanswered
-// (less than pullSilence old is a ping whose answer may still come). Streams that open after one
+// (less than Silence old is a ping whose answer may still come). Streams that open after one
 // failed count only once Pub/Sub answers on one: a server that takes
 // streams and never answers opens them again and again.
-func (w *pullWatch) silence(name string, now time.Time) time.Duration {
+func (w *Watch) silence(name string, now time.Time) time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	sw := w.subs[name]
@@ -228,15 +228,15 @@ func (w *pullWatch) silence(name string, now time.Time) time.Duration {
 	return now.Sub(alive)
 }
 
-// silent reports whether the subscription name has been without an answer
-// for pullSilence or more.
-func (w *pullWatch) silent(name string, now time.Time) (time.Duration, bool) {
+// Silent reports whether the subscription name has been without an answer
+// for Silence or more.
+func (w *Watch) Silent(name string, now time.Time) (time.Duration, bool) {
 	d := w.silence(name, now)
-	return d, d >= pullSilence
+	return d, d >= Silence
 }
 
-// pullReport is one silent subscription's log line.
-type pullReport struct {
+// report is one silent subscription's log line.
+type report struct {
 	name    string
 	silent  time.Duration
 	errors  int   // streams that failed since the last line
@@ -244,18 +244,18 @@ type pullReport struct {
 }
 
 // due returns the subscriptions silent at now that were last logged
-// pullLogEvery ago or more, and counts them logged at now.
-func (w *pullWatch) due(now time.Time) []pullReport {
-	var out []pullReport
-	for name := range w.subs { // the set of names is fixed at newPullWatch
-		d, silent := w.silent(name, now)
+// logEvery ago or more, and counts them logged at now.
+func (w *Watch) due(now time.Time) []report {
+	var out []report
+	for name := range w.subs { // the set of names is fixed at New
+		d, silent := w.Silent(name, now)
 		if !silent {
 			continue
 		}
 		w.mu.Lock()
 		sw := w.subs[name]
-		if sw.logged.IsZero() || now.Sub(sw.logged) >= pullLogEvery {
-			out = append(out, pullReport{name: name, silent: d, errors: sw.errors, lastErr: sw.lastErr})
+		if sw.logged.IsZero() || now.Sub(sw.logged) >= logEvery {
+			out = append(out, report{name: name, silent: d, errors: sw.errors, lastErr: sw.lastErr})
 			sw.logged, sw.errors = now, 0
 		}
 		w.mu.Unlock()
@@ -263,10 +263,10 @@ func (w *pullWatch) due(now time.Time) []pullReport {
 	return out
 }
 
-// run logs, every second until ctx ends, each subscription silent for
-// pullSilence, once a minute at most: the pod is unready and not pulling,
+// Run logs, every second until ctx ends, each subscription silent for
+// Silence, once a minute at most: the pod is unready and not pulling,
 // and says why.
-func (w *pullWatch) run(ctx context.Context, logger *slog.Logger) {
+func (w *Watch) Run(ctx context.Context, logger *slog.Logger) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {

@@ -1,4 +1,4 @@
-package main
+package redisconn
 
 import (
 	"context"
@@ -17,20 +17,20 @@ const policyEvery = time.Minute
 // Cluster).
 const policyTimeout = 5 * time.Second
 
-// policyWatch reads Redis's maxmemory-policy at start and every
+// PolicyWatch reads Redis's maxmemory-policy at start and every
 // policyEvery. While the policy evicts (any but noeviction), Redis may drop
 // the limiter's keys under memory pressure: a send-once record (the id is
 // sent twice), a lease (the in-flight limit lifts), a penalty (a 429 ends
 // early). Each check then logs one error line and sets the gauge
-// sms_redis_evicting_policy. Only the goroutine of run uses it.
-type policyWatch struct {
-	rdb      redis.UniversalClient
-	logger   *slog.Logger
-	evicting func(bool) // sets the gauge
+// sms_redis_evicting_policy. Only the goroutine of Run uses it.
+type PolicyWatch struct {
+	Client   redis.UniversalClient
+	Logger   *slog.Logger
+	Evicting func(bool) // sets the gauge (sms_redis_evicting_policy)
 }
 
-// run checks at once, then every policyEvery until ctx ends.
-func (w policyWatch) run(ctx context.Context) {
+// Run checks at once, then every policyEvery until ctx ends.
+func (w PolicyWatch) Run(ctx context.Context) {
 	t := time.NewTicker(policyEvery)
 	defer t.Stop()
 	for {
@@ -45,19 +45,19 @@ func (w policyWatch) run(ctx context.Context) {
 
 // check reads the policy once. A policy it cannot read (Redis down) leaves
 // the gauge as it was, with a warning.
-func (w policyWatch) check(ctx context.Context) {
+func (w PolicyWatch) check(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, policyTimeout)
 	defer cancel()
-	policy, err := admission.MaxmemoryPolicy(cctx, w.rdb)
+	policy, err := admission.MaxmemoryPolicy(cctx, w.Client)
 	switch {
 	case ctx.Err() != nil:
 	case err != nil:
-		w.logger.Warn("could not read redis maxmemory-policy", "err", err)
+		w.Logger.Warn("could not read redis maxmemory-policy", "err", err)
 	case admission.Evicts(policy):
-		w.evicting(true)
-		w.logger.Error("redis maxmemory-policy evicts keys: under memory pressure it drops send-once records, leases and penalties; set it to noeviction",
+		w.Evicting(true)
+		w.Logger.Error("redis maxmemory-policy evicts keys: under memory pressure it drops send-once records, leases and penalties; set it to noeviction",
 			"maxmemory_policy", policy)
 	default:
-		w.evicting(false)
+		w.Evicting(false)
 	}
 }

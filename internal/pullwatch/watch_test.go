@@ -1,4 +1,4 @@
-package main
+package pullwatch
 
 import (
 	"errors"
@@ -15,16 +15,16 @@ import (
 // TestPullWatchSilence: what counts as an answer from Pub/Sub, on fixed
 // instants. A healthy idle stream (its pings answered) and a fresh one are
 // never silent; a Pub/Sub that refuses streams, breaks them, or takes
-// them and never answers is silent pullSilence after its last answer.
+// them and never answers is silent Silence after its last answer.
 func TestPullWatchSilence(t *testing.T) {
 	const sub = "projects/p/subscriptions/s"
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	unavailable := status.Error(codes.Unavailable, "connection refused")
 
-	type step func(t *testing.T, w *pullWatch, streams map[int]*watchedStream)
+	type step func(t *testing.T, w *Watch, streams map[int]*watchedStream)
 	open := func(n int, s float64) step {
-		return func(_ *testing.T, w *pullWatch, ss map[int]*watchedStream) {
+		return func(_ *testing.T, w *Watch, ss map[int]*watchedStream) {
 			ss[n] = &watchedStream{}
 			w.mu.Lock()
 			w.subs[sub].open[ss[n]] = struct{}{}
@@ -32,21 +32,21 @@ func TestPullWatchSilence(t *testing.T) {
 		}
 	}
 	ping := func(n int, s float64) step {
-		return func(_ *testing.T, w *pullWatch, ss map[int]*watchedStream) { w.sent(at(s), sub, ss[n]) }
+		return func(_ *testing.T, w *Watch, ss map[int]*watchedStream) { w.sent(at(s), sub, ss[n]) }
 	}
 	answer := func(n int, s float64) step {
-		return func(_ *testing.T, w *pullWatch, ss map[int]*watchedStream) { w.answered(at(s), sub, ss[n]) }
+		return func(_ *testing.T, w *Watch, ss map[int]*watchedStream) { w.answered(at(s), sub, ss[n]) }
 	}
 	end := func(n int, s float64, err error) step {
-		return func(_ *testing.T, w *pullWatch, ss map[int]*watchedStream) { w.ended(at(s), sub, ss[n], err) }
+		return func(_ *testing.T, w *Watch, ss map[int]*watchedStream) { w.ended(at(s), sub, ss[n], err) }
 	}
 	refused := func(s float64) step {
-		return func(_ *testing.T, w *pullWatch, ss map[int]*watchedStream) { w.ended(at(s), sub, nil, unavailable) }
+		return func(_ *testing.T, w *Watch, ss map[int]*watchedStream) { w.ended(at(s), sub, nil, unavailable) }
 	}
 
 	silent := func(s float64, want bool) step {
-		return func(t *testing.T, w *pullWatch, _ map[int]*watchedStream) {
-			if d, got := w.silent(sub, at(s)); got != want {
+		return func(t *testing.T, w *Watch, _ map[int]*watchedStream) {
+			if d, got := w.Silent(sub, at(s)); got != want {
 				t.Errorf("at %vs: silent %v (for %v), want %v", s, got, d, want)
 			}
 		}
@@ -76,7 +76,7 @@ func TestPullWatchSilence(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := newPullWatch(t0, map[string]admission.Class{sub: admission.OTP}, nil)
+			w := New(t0, map[string]admission.Class{sub: admission.OTP}, nil)
 			ss := map[int]*watchedStream{}
 			for _, s := range tt.steps {
 				s(t, w, ss)
@@ -92,7 +92,7 @@ func TestPullWatchCountsAndLogsOnceAMinute(t *testing.T) {
 	const sub = "projects/p/subscriptions/s"
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	counted := map[codes.Code]int{}
-	w := newPullWatch(t0, map[string]admission.Class{sub: admission.Marketing}, func(c admission.Class, code codes.Code) {
+	w := New(t0, map[string]admission.Class{sub: admission.Marketing}, func(c admission.Class, code codes.Code) {
 		if c != admission.Marketing {
 			t.Errorf("class %v", c)
 		}
@@ -108,9 +108,9 @@ func TestPullWatchCountsAndLogsOnceAMinute(t *testing.T) {
 		t.Fatalf("counted %v, want 3 Unavailable only", counted)
 	}
 
-	reports := func(s int) []pullReport { return w.due(t0.Add(time.Duration(s) * time.Second)) }
+	reports := func(s int) []report { return w.due(t0.Add(time.Duration(s) * time.Second)) }
 	if r := reports(29); len(r) != 0 {
-		t.Fatalf("reported before pullSilence: %+v", r)
+		t.Fatalf("reported before Silence: %+v", r)
 	}
 	r := reports(30)
 	if len(r) != 1 || r[0].name != sub || r[0].errors != 3 || !errors.Is(r[0].lastErr, unavailable) {

@@ -1,4 +1,4 @@
-package main
+package redisconn
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ func TestAnEvictingRedisIsReportedAtEveryCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	w := policyWatch{rdb: rdb, logger: slog.New(slog.NewJSONHandler(&logs, nil)), evicting: m.SetRedisEvicting}
+	w := PolicyWatch{Client: rdb, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Evicting: m.SetRedisEvicting}
 	gauge := func() string {
 		rec := httptest.NewRecorder()
 		m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))

@@ -1,0 +1,195 @@
+package status
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"smsdispatcher/admission"
+)
+
+// Seconds is how many whole seconds of sends Read reads: the last 1, 10
+// and 60 s come from them, and Watch draws them.
+const Seconds = 60
+
+// AliveWithin is how recent a process's last heartbeat must be for the
+// report to call it alive; a quieter one is silent (cut off from Redis, in
+// its fallback, or dead) until admission.HeartbeatKeep drops it.
+const AliveWithin = 3 * HeartbeatEvery
+
+// Setup is one account as the report needs it: the settings it shows
+// beside the state in Redis, and the limiter that reads that state.
+type Setup struct {
+	Name, Provider, RateUnit             string
+	Classes                              []admission.Class
+	ContractRPS, TargetRPS, MarketingRPS float64
+	// Adaptive says the account learns its rate: a learned rate is in
+	// force only then, or when pinned (docs/operating.md).
+	Adaptive bool
+	Limiter  *admission.Limiter
+}
+
+// Report is what `dispatcher status` prints; its JSON is the `status
+// --json` contract, documented in docs/operating.md ("Status") and stable:
+// fields are added, never renamed.
+type Report struct {
+	Time     time.Time `json:"time"`
+	Accounts []Account `json:"accounts"`
+}
+
+// Account is one account of a Report (part of the `status --json`
+// contract).
+type Account struct {
+	Name         string   `json:"name"`
+	Provider     string   `json:"provider"`
+	Classes      []string `json:"classes"`
+	RateUnit     string   `json:"rate_unit"`
+	ContractRPS  float64  `json:"contract_rps"`
+	TargetRPS    float64  `json:"target_rps"`
+	MarketingRPS float64  `json:"marketing_rps"`
+	// InForceRPS is the target in force: the lowest of the configured
+	// target, the override's and the learned rate.
+	InForceRPS float64          `json:"in_force_rps"`
+	Override   *Override        `json:"override"`
+	Learned    *Learned         `json:"learned"`
+	Sent       map[string]*Sent `json:"sent"`
+	Penalty    *Penalty         `json:"penalty"`
+	InFlight   int              `json:"in_flight"`
+	Processes  []Process        `json:"processes"`
+
+	// LearnedIgnored is the learned rate's state in Redis when the
+	// admission script ignores it (a rate below the minimum, or no state
+	// it can read).
+	LearnedIgnored string `json:"learned_ignored,omitempty"`
+}
+
+// Override is an operator's override in force on an Account (part of the
+// `status --json` contract).
+type Override struct {
+	TargetRPS    float64  `json:"target_rps"`    // 0: not overridden
+	MarketingRPS float64  `json:"marketing_rps"` // 0: not overridden
+	LeftSeconds  *float64 `json:"left_seconds"`  // null: until cleared
+	// Ignored is the override's value in Redis when the admission script
+	// ignores some of it (a rate that is not a number of at least the
+	// minimum counts as 0 above).
+	Ignored string `json:"ignored,omitempty"`
+}
+
+// Learned is an Account's learned rate (part of the `status --json`
+// contract).
+type Learned struct {
+	RPS     float64 `json:"rps"`
+	Mode    string  `json:"mode"` // searching, probing, settled, pinned
+	LowRPS  float64 `json:"low_rps"`
+	HighRPS float64 `json:"high_rps"`
+}
+
+// Sent is an Account's sends of one class (part of the `status --json`
+// contract).
+type Sent struct {
+	Last1s  int `json:"last_1s"`
+	Last10s int `json:"last_10s"`
+	Last60s int `json:"last_60s"`
+	// PerSecond is the units sent in each of the last 60 whole seconds,
+	// oldest first.
+	PerSecond []int `json:"per_second"`
+}
+
+// Penalty is the pause in force on an Account (part of the `status
+// --json` contract).
+type Penalty struct {
+	LeftSeconds float64 `json:"left_seconds"`
+	Reason      string  `json:"reason"` // "429", or "account" for an account-level pause
+	Detail      string  `json:"detail,omitempty"`
+}
+
+// Process is a process that beat on an Account (part of the `status
+// --json` contract).
+type Process struct {
+	ID       string  `json:"id"`
+	Host     string  `json:"host"`
+	Version  string  `json:"version"`
+	Mode     string  `json:"mode"` // ok, penalty, paused, fallback; "silent" when it stopped beating
+	LastBeat float64 `json:"last_beat_seconds_ago"`
+	Alive    bool    `json:"alive"`
+}
+
+// Read reads every account of setups at now.
+func Read(ctx context.Context, setups []Setup, now time.Time) (Report, error) {
+	r := Report{Time: now.UTC()}
+	// The whole seconds before the current one: a second still being
+	// counted would read low.
+	last := now.Truncate(time.Second).Add(-time.Second)
+	for _, s := range setups {
+		st, err := s.Limiter.Status(ctx, last, Seconds)
+		if err != nil {
+			return Report{}, fmt.Errorf("account %s: %w", s.Name, err)
+		}
+		r.Accounts = append(r.Accounts, accountOf(s, st))
+	}
+	return r, nil
+}
+
+// accountOf is the report of account s from its state st.
+func accountOf(s Setup, st admission.AccountStatus) Account {
+	a := Account{Name: s.Name, Provider: s.Provider, RateUnit: s.RateUnit,
+		ContractRPS: s.ContractRPS, TargetRPS: s.TargetRPS, MarketingRPS: s.MarketingRPS, InForceRPS: s.TargetRPS,
+		InFlight: st.InFlight, Sent: map[string]*Sent{}, Processes: []Process{}}
+	for _, class := range s.Classes {
+		a.Classes = append(a.Classes, class.String())
+	}
+	if o := st.Override; o != nil {
+		a.Override = &Override{TargetRPS: o.TargetRPS, MarketingRPS: o.MarketingRPS, Ignored: o.Ignored}
+		if o.Left > 0 {
+			left := o.Left.Seconds()
+			a.Override.LeftSeconds = &left
+		}
+		if o.TargetRPS > 0 {
+			a.InForceRPS = min(a.InForceRPS, o.TargetRPS)
+		}
+	}
+	a.LearnedIgnored = st.LearnedIgnored
+	if l := st.Learned; l.RPS > 0 {
+		a.Learned = &Learned{RPS: l.RPS, Mode: l.Mode, LowRPS: l.Low, HighRPS: l.High}
+		if s.Adaptive || l.Mode == "pinned" { // else inert (docs/operating.md)
+			a.InForceRPS = min(a.InForceRPS, l.RPS)
+		}
+	}
+	for _, class := range []admission.Class{admission.OTP, admission.Marketing} {
+		per := st.Sent[class]
+		sr := &Sent{PerSecond: per}
+		for i, n := range per {
+			age := len(per) - i
+			if age <= 1 {
+				sr.Last1s += n
+			}
+			if age <= 10 {
+				sr.Last10s += n
+			}
+			sr.Last60s += n
+		}
+		a.Sent[class.String()] = sr
+	}
+	if st.PenaltyLeft > 0 {
+		p := &Penalty{LeftSeconds: st.PenaltyLeft.Seconds(), Reason: "429"}
+		if detail, ok := strings.CutPrefix(st.PenaltyWhy, "account:"); ok {
+			p.Reason, p.Detail = "account", detail
+		}
+		a.Penalty = p
+	}
+	for _, p := range st.Processes {
+		pr := Process{ID: p.ID, Mode: "unknown", LastBeat: st.Now.Sub(p.LastBeat).Seconds()}
+		if mode, host, version, ok := parseState(p.State); ok {
+			pr.Mode, pr.Host, pr.Version = mode, host, version
+		}
+		pr.Alive = st.Now.Sub(p.LastBeat) <= AliveWithin
+		if !pr.Alive {
+			pr.Mode = "silent"
+		}
+		a.Processes = append(a.Processes, pr)
+	}
+	slices.SortFunc(a.Processes, func(x, y Process) int { return strings.Compare(x.ID, y.ID) })
+	return a
+}

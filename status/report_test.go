@@ -1,0 +1,114 @@
+package status
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"smsdispatcher/admission"
+)
+
+// TestAccountOfAState builds the report of a fixed state: the rate in
+// force is the lowest of the target, the override and a learned rate the
+// account uses; an account pause says why; a process quiet for more than
+// AliveWithin is silent; sends count by age.
+func TestAccountOfAState(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	sent := make([]int, Seconds)
+	sent[Seconds-1], sent[Seconds-5], sent[0] = 2, 3, 4
+	st := admission.AccountStatus{
+		Now:         t0,
+		Override:    &admission.Override{TargetRPS: 60, Left: time.Minute},
+		Learned:     admission.Learned{RPS: 40, Mode: "settled", Low: 40, High: 50},
+		PenaltyLeft: 90 * time.Second, PenaltyWhy: "account:suspended",
+		Processes: []admission.Process{
+			{ID: "b", State: "fallback host-b v1", LastBeat: t0.Add(-AliveWithin - time.Second)},
+			{ID: "a", State: "ok host-a v1", LastBeat: t0.Add(-time.Second)},
+			{ID: "c", State: "garbled", LastBeat: t0},
+		},
+		Sent: [2][]int{admission.OTP: sent, admission.Marketing: make([]int, Seconds)},
+	}
+	s := Setup{Name: "main", Provider: "generic", RateUnit: "message", Classes: []admission.Class{admission.OTP},
+		ContractRPS: 100, TargetRPS: 90, MarketingRPS: 70, Adaptive: true}
+	a := accountOf(s, st)
+	if a.InForceRPS != 40 || a.Override == nil || *a.Override.LeftSeconds != 60 || a.Learned == nil {
+		t.Errorf("rates: in force %g, override %+v, learned %+v; want 40 from the learned rate", a.InForceRPS, a.Override, a.Learned)
+	}
+	if p := a.Penalty; p == nil || p.Reason != "account" || p.Detail != "suspended" || p.LeftSeconds != 90 {
+		t.Errorf("penalty %+v, want an account pause of 90 s, suspended", p)
+	}
+	if o := a.Sent["otp"]; o.Last1s != 2 || o.Last10s != 5 || o.Last60s != 9 {
+		t.Errorf("otp sent %+v, want 2, 5, 9", o)
+	}
+	want := []Process{
+		{ID: "a", Host: "host-a", Version: "v1", Mode: "ok", LastBeat: 1, Alive: true},
+		{ID: "b", Host: "host-b", Version: "v1", Mode: "silent", LastBeat: (AliveWithin + time.Second).Seconds()},
+		{ID: "c", Mode: "unknown", Alive: true},
+	}
+	for i, p := range a.Processes {
+		if i >= len(want) || p != want[i] {
+			t.Errorf("processes %+v, want %+v", a.Processes, want)
+			break
+		}
+	}
+
+	s.Adaptive = false
+	if a := accountOf(s, st); a.InForceRPS != 60 {
+		t.Errorf("in force %g with the learned rate inert, want the override's 60", a.InForceRPS)
+	}
+}
+
+// TestAHeartbeatsStateReadsBack: the state Heartbeats writes is the one
+// Read parses, a host with spaces included.
+func TestAHeartbeatsStateReadsBack(t *testing.T) {
+	mode, host, version, ok := parseState(state("penalty", "my host", "1.2.3"))
+	if !ok || mode != "penalty" || host != "my_host" || version != "1.2.3" {
+		t.Fatalf("read back %q %q %q %v", mode, host, version, ok)
+	}
+}
+
+// TestWatchWithoutATerminal prints one line an account a second, and
+// JSON objects with asJSON, until ctx ends.
+func TestWatchWithoutATerminal(t *testing.T) {
+	synctest.Test(t, testWatchWithoutATerminal)
+}
+
+func testWatchWithoutATerminal(t *testing.T) {
+	r := Report{Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Accounts: []Account{{Name: "main", InForceRPS: 90,
+		Sent: map[string]*Sent{"otp": {Last1s: 3}, "marketing": {}}, Penalty: &Penalty{Reason: "429", LeftSeconds: 1.5},
+		Processes: []Process{{Alive: true, Mode: "ok"}, {Mode: "silent"}}}}}
+	var out bytes.Buffer
+	reads := 0
+	var stop context.CancelFunc
+	read := func() (Report, error) {
+		if reads++; reads == 2 {
+			stop()
+		}
+		return r, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop = cancel
+	if err := Watch(ctx, &out, false, false, read); err != nil {
+		t.Fatal(err)
+	}
+	const line = "2026-01-01T00:00:00Z account=main otp=3 marketing=0 in_force=90/s penalty=429:1.5s in_flight=0 processes=1 not_deciding_with_redis=1\n"
+	if out.String() != line {
+		t.Errorf("watch printed %q, want %q", out.String(), line)
+	}
+	out.Reset()
+	ctx, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	stop, reads = cancel2, 0
+	if err := Watch(ctx, &out, true, false, read); err != nil {
+		t.Fatal(err)
+	}
+	var got Report
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil || got.Accounts[0].Name != "main" || strings.Count(out.String(), "\n") != 1 {
+		t.Errorf("watch --json printed %q (%v)", out.String(), err)
+	}
+}

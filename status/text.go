@@ -1,0 +1,192 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"smsdispatcher/admission"
+)
+
+// WriteText prints r for a person.
+func (r Report) WriteText(w io.Writer) {
+	for i, a := range r.Accounts {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "account %s: %s, serves %s, rates in %ss\n", a.Name, a.Provider, strings.Join(a.Classes, " and "), a.RateUnit)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		rates := fmt.Sprintf("contract %g/s, target %g/s, marketing %g/s", a.ContractRPS, a.TargetRPS, a.MarketingRPS)
+		if a.InForceRPS < a.TargetRPS {
+			rates += fmt.Sprintf("; in force %g/s", a.InForceRPS)
+		}
+		fmt.Fprintf(tw, "  rates\t%s\n", rates)
+		fmt.Fprintf(tw, "  override\t%s\n", a.Override.text())
+		learned := a.Learned.text()
+		if a.LearnedIgnored != "" {
+			learned = fmt.Sprintf("ignored: %q is no learned rate of at least %v/s", a.LearnedIgnored, admission.MinRPS)
+		}
+		fmt.Fprintf(tw, "  learned\t%s\n", learned)
+		for _, class := range []string{"otp", "marketing"} {
+			s := a.Sent[class]
+			fmt.Fprintf(tw, "  sent %s\t%d in the last 1 s, %d in 10 s (%.1f/s), %d in 60 s (%.1f/s)\n",
+				class, s.Last1s, s.Last10s, float64(s.Last10s)/10, s.Last60s, float64(s.Last60s)/60)
+		}
+		fmt.Fprintf(tw, "  penalty\t%s\n", a.Penalty.text())
+		fmt.Fprintf(tw, "  in flight\t%d\n", a.InFlight)
+		fmt.Fprintf(tw, "  processes\t%s\n", processesText(a.Processes))
+		tw.Flush()
+	}
+}
+
+func (o *Override) text() string {
+	if o == nil {
+		return "none"
+	}
+	var parts []string
+	if o.TargetRPS > 0 {
+		parts = append(parts, fmt.Sprintf("target %g/s", o.TargetRPS))
+	}
+	if o.MarketingRPS > 0 {
+		parts = append(parts, fmt.Sprintf("marketing %g/s", o.MarketingRPS))
+	}
+	if o.Ignored != "" {
+		parts = append(parts, fmt.Sprintf("ignored: %q holds a rate that is not 0 nor a number of at least %v/s", o.Ignored, admission.MinRPS))
+	}
+	left := "until cleared"
+	if o.LeftSeconds != nil {
+		left = fmt.Sprintf("%s left", (time.Duration(*o.LeftSeconds * float64(time.Second))).Round(time.Second))
+	}
+	return strings.Join(parts, ", ") + ", " + left
+}
+
+func (l *Learned) text() string {
+	if l == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%g/s %s (last good %g/s, last throttled %g/s)", l.RPS, l.Mode, l.LowRPS, l.HighRPS)
+}
+
+func (p *Penalty) text() string {
+	if p == nil {
+		return "none"
+	}
+	left := time.Duration(p.LeftSeconds * float64(time.Second)).Round(100 * time.Millisecond)
+	if p.Reason == "account" {
+		return fmt.Sprintf("account paused, %v left (%s)", left, p.Detail)
+	}
+	return fmt.Sprintf("429, %v left", left)
+}
+
+func processesText(ps []Process) string {
+	if len(ps) == 0 {
+		return "none heard from"
+	}
+	var alive, silent []string
+	for _, p := range ps {
+		if p.Alive {
+			alive = append(alive, fmt.Sprintf("%s %s", p.ID, p.Mode))
+		} else {
+			silent = append(silent, fmt.Sprintf("%s %.0fs", p.ID, p.LastBeat))
+		}
+	}
+	s := fmt.Sprintf("%d alive", len(alive))
+	if len(alive) > 0 {
+		s += ": " + strings.Join(alive, ", ")
+	}
+	if len(silent) > 0 {
+		s += fmt.Sprintf("; %d silent (cut off from Redis, in its fallback, or gone): %s", len(silent), strings.Join(silent, ", "))
+	}
+	return s
+}
+
+// Watch prints read's report every second until ctx ends: redrawn in
+// place on a terminal, one line a second (or one JSON object) otherwise.
+// An error of read ends it, except on a terminal, where it is shown and
+// read again.
+func Watch(ctx context.Context, w io.Writer, asJSON, terminal bool, read func() (Report, error)) error {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		r, err := read()
+		switch {
+		case ctx.Err() != nil:
+			return nil // ^C: the end --watch waits for, not a failure
+		case err != nil && !terminal:
+			return err
+		case err != nil:
+			fmt.Fprintf(w, "\x1b[H\x1b[2J%s  status: %v (retrying)\n", time.Now().UTC().Format(time.TimeOnly), err)
+		case asJSON:
+			if err := json.NewEncoder(w).Encode(r); err != nil {
+				return err
+			}
+		case terminal:
+			var b strings.Builder
+			b.WriteString("\x1b[H\x1b[2J")
+			fmt.Fprintf(&b, "dispatcher status  %s  (every second; Ctrl-C ends)\n\n", r.Time.Format(time.DateTime))
+			r.WriteText(&b)
+			b.WriteString("\n")
+			for _, a := range r.Accounts {
+				a.writeSparklines(&b)
+			}
+			io.WriteString(w, b.String())
+		default:
+			for _, a := range r.Accounts {
+				fmt.Fprintln(w, a.line(r.Time))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// line is a's one line of --watch when stdout is not a terminal.
+func (a Account) line(t time.Time) string {
+	pen := "-"
+	if a.Penalty != nil {
+		pen = fmt.Sprintf("%s:%.1fs", a.Penalty.Reason, a.Penalty.LeftSeconds)
+	}
+	alive, fallback := 0, 0
+	for _, p := range a.Processes {
+		if p.Alive {
+			alive++
+		}
+		if p.Mode == "fallback" || p.Mode == "silent" {
+			fallback++
+		}
+	}
+	return fmt.Sprintf("%s account=%s otp=%d marketing=%d in_force=%g/s penalty=%s in_flight=%d processes=%d not_deciding_with_redis=%d",
+		t.Format(time.RFC3339), a.Name, a.Sent["otp"].Last1s, a.Sent["marketing"].Last1s, a.InForceRPS, pen, a.InFlight, alive, fallback)
+}
+
+// sparks are the eight heights of a sparkline.
+var sparks = []rune("▁▂▃▄▅▆▇█")
+
+// writeSparklines draws the last 60 s of each class, scaled so that the
+// top is the contract: a second at the contract is a full block, and one
+// above it '!'.
+func (a Account) writeSparklines(b *strings.Builder) {
+	fmt.Fprintf(b, "%s, last 60 s per second (full height: the contract, %g/s; ! above it)\n", a.Name, a.ContractRPS)
+	for _, class := range []string{"otp", "marketing"} {
+		fmt.Fprintf(b, "  %-9s ", class)
+		for _, n := range a.Sent[class].PerSecond {
+			switch f := float64(n) / a.ContractRPS; {
+			case n == 0:
+				b.WriteRune(' ')
+			case f > 1:
+				b.WriteRune('!')
+			default:
+				b.WriteRune(sparks[min(len(sparks)-1, int(f*float64(len(sparks))))])
+			}
+		}
+		fmt.Fprintf(b, " %d/s\n", a.Sent[class].Last1s)
+	}
+	fmt.Fprintf(b, "  %-9s %s %g/s\n", "contract", strings.Repeat("─", Seconds), a.ContractRPS)
+}
