@@ -1,7 +1,6 @@
-package main
+package loadharness
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -76,8 +75,10 @@ func modeByName(name string) (mode, bool) {
 	return mode{}, false
 }
 
-// config is the whole command line, validated.
-type config struct {
+// Config is one command line of loadtest or soak, validated: the
+// settings of every run. ParseMatrix and ParseSoak fill it; its fields are
+// the harness's own.
+type Config struct {
 	redisURL   string
 	duration   time.Duration
 	senders    []int
@@ -103,7 +104,7 @@ type config struct {
 	svgSenders        int
 	verbose           bool
 	quick             bool
-	soak              time.Duration // 0: the matrix; else a soak of this length
+	soak              time.Duration // soak: the length of the soak
 	soakCSV           string
 	soakEvery         time.Duration // soak sampling interval: soakInterval, shorter in tests
 	segments          int           // segments of every body; above 1 the provider counts segments
@@ -113,11 +114,6 @@ type config struct {
 	scenarios      []scenario
 	adaptiveStep   time.Duration // --adaptive-step: Adaptive.Step of the adaptive scenario
 	providerJitter time.Duration // --provider-arrival-jitter: the limiter's ArrivalJitter in the senders scenario
-	// recordDir, if set, is where --record-alerts writes the fault runs'
-	// recordings of /metrics (record.go), instead of any measurement;
-	// recordRuns names the runs (all if empty).
-	recordDir  string
-	recordRuns []string
 }
 
 // defaults of the flags; --quick changes the first three unless given.
@@ -131,19 +127,29 @@ const (
 	soakMode      = "sliding1s"
 )
 
-// soakExcludes are the flags of the matrix that a soak does not take.
-var soakExcludes = []string{"duration", "quick", "strategies", "fault", "json", "svg", "svg-mode", "svg-senders", "segments", "rate-unit", "arrival-jitter"}
+// ParseMatrix reads the command line of loadtest: the matrix of
+// strategies, modes and K, or with --scenario the scenarios' rows. It
+// returns flag.ErrHelp after printing the usage for -h.
+func ParseMatrix(args []string, stderr io.Writer) (*Config, error) {
+	return parseFlags("loadtest", args, stderr)
+}
 
-func parseFlags(args []string, stderr io.Writer) (*config, error) {
-	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+// ParseSoak reads the command line of soak: --soak DURATION and the flags
+// of the senders, K (23) and the mode (sliding1s) unless given.
+func ParseSoak(args []string, stderr io.Writer) (*Config, error) {
+	return parseFlags("soak", args, stderr)
+}
+
+// parseFlags reads the command line of program (loadtest or soak): the
+// flags both take, and each program's own.
+func parseFlags(program string, args []string, stderr io.Writer) (*Config, error) {
+	fs := flag.NewFlagSet(program, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	c := &config{}
+	c := &Config{duration: defDuration, segments: 1, rateUnit: "segment"}
 	var senders, strategies, modesFlag, scenarios string
 	fs.StringVar(&c.redisURL, "redis-url", os.Getenv("REDIS_URL"),
 		"redis:// URL of a Redis to use [REDIS_URL]; if empty, start redis-server from PATH on a free loopback port")
-	fs.DurationVar(&c.duration, "duration", defDuration, fmt.Sprintf("length of each run (with --scenario: %v for senders, %v for adaptive)", poolDuration, adaptiveDuration))
 	fs.StringVar(&senders, "senders", defSenders, "comma list of K, the number of concurrent senders (pods)")
-	fs.StringVar(&strategies, "strategies", strings.Join(allStrategies, ","), "comma list of strategies: "+strings.Join(allStrategies, ", "))
 	fs.StringVar(&modesFlag, "modes", strings.Join(modeNames(), ","), "comma list of provider modes: "+strings.Join(modeNames(), ", "))
 	fs.DurationVar(&c.skew, "skew", 300*time.Millisecond, "clock spread: sender i of K runs (i/(K-1) - 0.5) x skew off true time (old strategies' windows)")
 	fs.Float64Var(&c.otpRate, "otp-rate", 10, "OTP messages per second, all senders together")
@@ -156,36 +162,39 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.maxSenders, "max-senders", admission.DefaultMaxSenders, "gcra MAX_SENDERS (raised to K when K is larger)")
 	fs.DurationVar(&c.redelivery, "redelivery-delay", 100*time.Millisecond, "gcra: how long a nacked message takes to come back, as Pub/Sub redelivery")
 	fs.DurationVar(&c.latency, "provider-latency", 0, "time the simulated provider takes to answer each request (0: loopback speed; real providers take tens of ms, which spreads the old strategies' bursts)")
-	fs.DurationVar(&c.jitter, "arrival-jitter", 0, "hold each request a uniform random time in [0, D] in front of the simulated provider, so that it sees arrivals spread as PROVIDER_ARRIVAL_JITTER D allows for (0: none)")
 	fs.DurationVar(&c.redisTO, "redis-timeout", admission.DefaultRedisTimeout, "gcra REDIS_TIMEOUT: a script call slower than this falls back to the local share for a second")
-	fs.Func("fault", "inject a fault, KIND@START+LENGTH, may repeat: redis-down@2s+1.5s, 429@2s+0.5s, 5xx@2s+1s", func(s string) error {
-		f, err := parseFault(s)
-		if err == nil {
-			c.faults = append(c.faults, f)
-		}
-		return err
-	})
-	fs.StringVar(&c.jsonFile, "json", "", "write every row and its per-100ms arrival histogram to this file")
-	fs.StringVar(&c.svgFile, "svg", "", "write a chart of arrivals per 100 ms, one panel per strategy, to this file")
-	fs.StringVar(&c.svgMode, "svg-mode", "sliding1s", "provider mode the chart shows")
-	fs.IntVar(&c.svgSenders, "svg-senders", 16, "K the chart shows")
-	fs.IntVar(&c.segments, "segments", 1, "segments of every body (GSM-7); above 1 the simulated provider counts segments, as Twilio does")
-	fs.StringVar(&c.rateUnit, "rate-unit", "segment", "what gcra's rates count with --segments: segment (RATE_UNIT=segment), or message to show what counting messages does")
 	fs.BoolVar(&c.verbose, "verbose", false, "log the real limiter's Redis fallback lines to stderr")
-	fs.BoolVar(&c.quick, "quick", false, "smoke run: "+quickDuration.String()+" runs, K="+quickSenders+", modes "+quickModes+" (flags given explicitly win)")
-	fs.DurationVar(&c.soak, "soak", 0, fmt.Sprintf("instead of the matrix, run K sender processes with gcra at full rate for this long (K=%d and mode %s unless given), "+
-		"sample them and Redis every %v, and fail if any series grows more than %.0f%% from minute 2 (halfway if shorter than 4m) to the end, or on any 429", soakSenders, soakMode, soakInterval, soakMaxGrowth*100))
-	fs.StringVar(&c.soakCSV, "soak-csv", "", "with --soak, write every sample to this CSV file")
-	fs.StringVar(&scenarios, "scenario", "", "instead of the matrix, run these rows with gcra (comma list): "+
-		fmt.Sprintf("%s (one account counting segments at %d/s, a pool of %d senders at %d/s each, bodies of 1-%d segments (--segments); %v), ", scenSenders, poolAccountLimit, poolSenders, poolSenderLimit, poolMaxSegments, poolDuration)+
-		fmt.Sprintf("%s (a provider allowing %d/s where TARGET_RPS is %d, the learned rate on; %v, fails unless at most %d 429s, none in the last %v, and at least %.0f%% of %d/s sent over them)",
-			scenAdaptive, adaptiveLimit, adaptiveTarget, adaptiveDuration, adaptiveMax429s, adaptiveTail, adaptiveMinShare*100, adaptiveLimit)+
-		fmt.Sprintf("; K=%d and OTP %g/s unless given", scenarioK, scenarioOTPRate))
-	fs.DurationVar(&c.adaptiveStep, "adaptive-step", admission.DefaultAdaptiveStep, "with --scenario adaptive, the learned rate's Adaptive.Step: how long a rate holds under load before the search moves on")
-	fs.DurationVar(&c.providerJitter, "provider-arrival-jitter", poolJitter, "with --scenario senders, the limiter's ArrivalJitter (PROVIDER_ARRIVAL_JITTER): each sender's slots are spaced by (1s + this) / its rate")
-	fs.StringVar(&c.recordDir, "record-alerts", "", "instead of any measurement, run the fault runs of the alert rules' tests (real dispatcher processes, /metrics scraped every second) and write one recording per run into this directory (k8s/monitoring/testdata/recordings)")
-	var recordRuns string
-	fs.StringVar(&recordRuns, "record-runs", "", "with --record-alerts, only these runs (comma list)")
+	soak := program == "soak"
+	if soak {
+		fs.DurationVar(&c.soak, "soak", 0, fmt.Sprintf("run K sender processes with gcra at full rate for this long (K=%d and mode %s unless given), "+
+			"sample them and Redis every %v, and fail if any series grows more than %.0f%% from minute 2 (halfway if shorter than 4m) to the end, or on any 429", soakSenders, soakMode, soakInterval, soakMaxGrowth*100))
+		fs.StringVar(&c.soakCSV, "soak-csv", "", "write every sample to this CSV file")
+	} else {
+		fs.DurationVar(&c.duration, "duration", defDuration, fmt.Sprintf("length of each run (with --scenario: %v for senders, %v for adaptive)", poolDuration, adaptiveDuration))
+		fs.StringVar(&strategies, "strategies", strings.Join(allStrategies, ","), "comma list of strategies: "+strings.Join(allStrategies, ", "))
+		fs.DurationVar(&c.jitter, "arrival-jitter", 0, "hold each request a uniform random time in [0, D] in front of the simulated provider, so that it sees arrivals spread as PROVIDER_ARRIVAL_JITTER D allows for (0: none)")
+		fs.Func("fault", "inject a fault, KIND@START+LENGTH, may repeat: redis-down@2s+1.5s, 429@2s+0.5s, 5xx@2s+1s", func(s string) error {
+			f, err := parseFault(s)
+			if err == nil {
+				c.faults = append(c.faults, f)
+			}
+			return err
+		})
+		fs.StringVar(&c.jsonFile, "json", "", "write every row and its per-100ms arrival histogram to this file")
+		fs.StringVar(&c.svgFile, "svg", "", "write a chart of arrivals per 100 ms, one panel per strategy, to this file")
+		fs.StringVar(&c.svgMode, "svg-mode", "sliding1s", "provider mode the chart shows")
+		fs.IntVar(&c.svgSenders, "svg-senders", 16, "K the chart shows")
+		fs.IntVar(&c.segments, "segments", 1, "segments of every body (GSM-7); above 1 the simulated provider counts segments, as Twilio does")
+		fs.StringVar(&c.rateUnit, "rate-unit", "segment", "what gcra's rates count with --segments: segment (RATE_UNIT=segment), or message to show what counting messages does")
+		fs.BoolVar(&c.quick, "quick", false, "smoke run: "+quickDuration.String()+" runs, K="+quickSenders+", modes "+quickModes+" (flags given explicitly win)")
+		fs.StringVar(&scenarios, "scenario", "", "instead of the matrix, run these rows with gcra (comma list): "+
+			fmt.Sprintf("%s (one account counting segments at %d/s, a pool of %d senders at %d/s each, bodies of 1-%d segments (--segments); %v), ", scenSenders, poolAccountLimit, poolSenders, poolSenderLimit, poolMaxSegments, poolDuration)+
+			fmt.Sprintf("%s (a provider allowing %d/s where TARGET_RPS is %d, the learned rate on; %v, fails unless at most %d 429s, none in the last %v, and at least %.0f%% of %d/s sent over them)",
+				scenAdaptive, adaptiveLimit, adaptiveTarget, adaptiveDuration, adaptiveMax429s, adaptiveTail, adaptiveMinShare*100, adaptiveLimit)+
+			fmt.Sprintf("; K=%d and OTP %g/s unless given", scenarioK, scenarioOTPRate))
+		fs.DurationVar(&c.adaptiveStep, "adaptive-step", admission.DefaultAdaptiveStep, "with --scenario adaptive, the learned rate's Adaptive.Step: how long a rate holds under load before the search moves on")
+		fs.DurationVar(&c.providerJitter, "provider-arrival-jitter", poolJitter, "with --scenario senders, the limiter's ArrivalJitter (PROVIDER_ARRIVAL_JITTER): each sender's slots are spaced by (1s + this) / its rate")
+	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -194,25 +203,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if c.recordDir != "" {
-		for name := range set {
-			if name != "record-alerts" && name != "record-runs" && name != "redis-url" {
-				return nil, fmt.Errorf("--%s does not apply to --record-alerts", name)
-			}
-		}
-		if recordRuns != "" {
-			c.recordRuns = strings.Split(recordRuns, ",")
-		}
-		return c, nil
-	} else if recordRuns != "" {
-		return nil, errors.New("--record-runs needs --record-alerts")
-	}
-	if c.soak != 0 {
-		for _, name := range soakExcludes {
-			if set[name] {
-				return nil, fmt.Errorf("--%s does not apply to --soak", name)
-			}
-		}
+	if soak {
 		if !set["senders"] {
 			senders = strconv.Itoa(soakSenders)
 		}
@@ -292,10 +283,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("--segments must be in [1, 10], got %d", c.segments)
 	case c.rateUnit != "segment" && c.rateUnit != "message":
 		return nil, fmt.Errorf("--rate-unit must be segment or message, got %q", c.rateUnit)
-	case c.soak != 0 && c.segments != 1:
-		return nil, errors.New("--segments applies to the matrix, not to --soak")
 	}
-	if c.soak != 0 {
+	if soak {
 		switch {
 		case c.soak < 2*c.soakEvery:
 			return nil, fmt.Errorf("--soak must be at least %v (two samples), got %v", 2*c.soakEvery, c.soak)
@@ -304,8 +293,6 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		case len(c.modes) != 1:
 			return nil, fmt.Errorf("--soak takes one mode in --modes, got %v", c.modes)
 		}
-	} else if c.soakCSV != "" {
-		return nil, errors.New("--soak-csv needs --soak")
 	}
 	if scenarios != "" {
 		if c.scenarios, err = resolveScenarios(c, scenarios, set); err != nil {
@@ -327,7 +314,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 
 // burstFor returns the gcra BURST for m: BURST 1 fits a provider counting
 // per 100 ms (10 per window), BURST 5 one counting per second.
-func (c *config) burstFor(m mode) int {
+func (c *Config) burstFor(m mode) int {
 	if m.sim.Window < time.Second {
 		return c.burst100ms
 	}

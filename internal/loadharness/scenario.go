@@ -1,4 +1,4 @@
-package main
+package loadharness
 
 import (
 	"context"
@@ -31,9 +31,9 @@ const (
 
 var allScenarios = []string{scenSenders, scenAdaptive}
 
-// scenarioExcludes are the flags of the matrix and the soak that --scenario
+// scenarioExcludes are the flags of the matrix that --scenario
 // does not take.
-var scenarioExcludes = []string{"quick", "strategies", "modes", "fault", "json", "svg", "svg-mode", "svg-senders", "rate-unit", "soak", "soak-csv"}
+var scenarioExcludes = []string{"quick", "strategies", "modes", "fault", "json", "svg", "svg-mode", "svg-senders", "rate-unit"}
 
 // Defaults of every scenario.
 const (
@@ -109,7 +109,7 @@ func (sc scenario) tail() time.Duration {
 
 // resolveScenarios returns the scenarios list names, each with its
 // defaults unless the command line set them (set: the flags given).
-func resolveScenarios(c *config, list string, set map[string]bool) ([]scenario, error) {
+func resolveScenarios(c *Config, list string, set map[string]bool) ([]scenario, error) {
 	names, err := parseNames(list, allScenarios)
 	if err != nil {
 		return nil, fmt.Errorf("--scenario: %w", err)
@@ -169,7 +169,7 @@ func poolFrom(i int) string { return fmt.Sprintf("+8150000%04d", i+1) }
 // runScenarios runs every scenario of cfg with each K, one after the
 // other, and returns their rows in that order. It stops at the first error
 // or when ctx ends.
-func runScenarios(ctx context.Context, cfg *config, redisOpts *redis.Options, progress io.Writer) ([]*scenarioResult, error) {
+func runScenarios(ctx context.Context, cfg *Config, redisOpts *redis.Options, progress io.Writer) ([]*scenarioResult, error) {
 	total := len(cfg.scenarios) * len(cfg.senders)
 	var rows []*scenarioResult
 	for _, sc := range cfg.scenarios {
@@ -188,7 +188,7 @@ func runScenarios(ctx context.Context, cfg *config, redisOpts *redis.Options, pr
 // runScenario runs sc with k senders for sc.duration and measures it. As
 // runOne, everything it starts is stopped and waited for before it
 // returns.
-func runScenario(ctx context.Context, cfg *config, redisOpts *redis.Options, sc scenario, k int, progress io.Writer) (*scenarioResult, error) {
+func runScenario(ctx context.Context, cfg *Config, redisOpts *redis.Options, sc scenario, k int, progress io.Writer) (*scenarioResult, error) {
 	simCfg := provider.SimConfig{Token: simToken, Window: time.Second, RetryAfter: time.Second, Latency: cfg.latency}
 	ns := "lt-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.FormatInt(runSeq.Add(1), 10)
 	logger := slog.New(slog.DiscardHandler)

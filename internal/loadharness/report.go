@@ -1,4 +1,4 @@
-package main
+package loadharness
 
 import (
 	"encoding/json"
@@ -96,7 +96,7 @@ type result struct {
 }
 
 // measure turns what a run recorded into its row.
-func measure(cfg *config, strat string, m mode, k int, start time.Time, sim *provider.Simulator, st *counters, ld *load, redisCalls int64, own *redisStats) *result {
+func measure(cfg *Config, strat string, m mode, k int, start time.Time, sim *provider.Simulator, st *counters, ld *load, redisCalls int64, own *redisStats) *result {
 	end := start.Add(cfg.duration)
 	r := &result{Strategy: strat, Mode: m.name, Senders: k, Seconds: cfg.duration.Seconds()}
 	if strat == stratGCRA {
@@ -210,7 +210,7 @@ func (r *result) suspendText() string {
 }
 
 // writeTable writes the rows as an aligned text table with a legend.
-func writeTable(w io.Writer, cfg *config, rows []*result) error {
+func writeTable(w io.Writer, cfg *Config, rows []*result) error {
 	fmt.Fprintf(w, "loadtest: %v per run, skew %v, OTP %g/s, %d+%d workers per sender; contract %d/s, TARGET_RPS %g, MARKETING_RPS %g",
 		cfg.duration, cfg.skew, cfg.otpRate, cfg.mktWorkers, cfg.otpWorkers, contractRPS, cfg.target, cfg.marketing)
 	if cfg.jitter > 0 {
@@ -291,7 +291,7 @@ type jsonReport struct {
 	Rows            []*result `json:"rows"`
 }
 
-func writeJSON(w io.Writer, cfg *config, rows []*result) error {
+func writeJSON(w io.Writer, cfg *Config, rows []*result) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(jsonReport{

@@ -1,4 +1,4 @@
-package main
+package loadharness
 
 import (
 	"fmt"
@@ -77,7 +77,7 @@ type scenarioResult struct {
 
 // measureScenario turns what a scenario run recorded into its row (the
 // learned rate's figures excepted).
-func measureScenario(sc scenario, k int, cfg *config, start time.Time, sim *provider.Simulator, st *counters, ld *load) *scenarioResult {
+func measureScenario(sc scenario, k int, cfg *Config, start time.Time, sim *provider.Simulator, st *counters, ld *load) *scenarioResult {
 	end := start.Add(sc.duration)
 	r := &scenarioResult{Scenario: sc.name, Senders: k, Duration: sc.duration, Target: sc.target, Marketing: sc.marketing,
 		Burst: sc.burst, OTPRate: sc.otpRate}
@@ -249,7 +249,7 @@ func (r *scenarioResult) startupReach() float64 {
 
 // writeScenarioTable writes the rows, each scenario's in a table of its
 // own with a legend, and the adaptive rows' verdicts.
-func writeScenarioTable(w io.Writer, cfg *config, rows []*scenarioResult) error {
+func writeScenarioTable(w io.Writer, cfg *Config, rows []*scenarioResult) error {
 	for _, sc := range cfg.scenarios {
 		var these []*scenarioResult
 		for _, r := range rows {
@@ -274,7 +274,7 @@ func writeScenarioTable(w io.Writer, cfg *config, rows []*scenarioResult) error 
 	return nil
 }
 
-func writeSendersTable(w io.Writer, cfg *config, sc scenario, rows []*scenarioResult) error {
+func writeSendersTable(w io.Writer, cfg *Config, sc scenario, rows []*scenarioResult) error {
 	reach := rows[0].startupReach()
 	verdict := "the dispatcher starts with it"
 	if reach > poolAccountLimit {
@@ -322,7 +322,7 @@ OTP p99: queue arrival to first admission. nacks/sent: messages handed back (den
 	return err
 }
 
-func writeAdaptiveTable(w io.Writer, cfg *config, sc scenario, rows []*scenarioResult) error {
+func writeAdaptiveTable(w io.Writer, cfg *Config, sc scenario, rows []*scenarioResult) error {
 	fmt.Fprintf(w, "scenario adaptive: %v per run, gcra; provider allows %d messages per sliding 1 s (Retry-After 1s, suspends after more than %d 429s in 10 min); "+
 		"TARGET_RPS %g, MARKETING_RPS %g, BURST %d, learned rate on (MinRPS %d, Step %v, ProbeInterval %v); OTP %g/s, %d+%d workers per sender\n",
 		sc.duration, adaptiveLimit, suspendAfter429s, sc.target, sc.marketing, sc.burst, adaptiveMinRPS, cfg.adaptiveStep, admission.DefaultProbeInterval,

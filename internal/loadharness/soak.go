@@ -1,4 +1,4 @@
-package main
+package loadharness
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"smsdispatcher/internal/redisserver"
 	"smsdispatcher/provider"
 )
 
@@ -61,7 +62,7 @@ type soakSample struct {
 // cfg.soakCSV) and judges the run. A run that fails its criterion returns
 // an error wrapping errSoakFailed. Every sender is stopped and waited for
 // before runSoak returns.
-func runSoak(ctx context.Context, cfg *config, redisURL string, stdout, progress io.Writer) error {
+func runSoak(ctx context.Context, cfg *Config, redisURL string, stdout, progress io.Writer) error {
 	if cfg.soakEvery <= 0 || cfg.soak < 2*cfg.soakEvery {
 		return fmt.Errorf("--soak %v is shorter than two samples of %v", cfg.soak, cfg.soakEvery)
 	}
@@ -185,7 +186,7 @@ func runSoak(ctx context.Context, cfg *config, redisURL string, stdout, progress
 // writeSoakAborted writes what a soak that could not finish sampled, and
 // why it stopped, to the table and to cfg.soakCSV; nothing if it sampled
 // nothing.
-func writeSoakAborted(w io.Writer, cfg *config, m mode, samples []soakSample, why error) error {
+func writeSoakAborted(w io.Writer, cfg *Config, m mode, samples []soakSample, why error) error {
 	if len(samples) == 0 {
 		return nil
 	}
@@ -199,7 +200,7 @@ func writeSoakAborted(w io.Writer, cfg *config, m mode, samples []soakSample, wh
 }
 
 // writeSoakCSVFile writes the samples to cfg.soakCSV, if set.
-func writeSoakCSVFile(cfg *config, samples []soakSample) error {
+func writeSoakCSVFile(cfg *Config, samples []soakSample) error {
 	if cfg.soakCSV == "" {
 		return nil
 	}
@@ -274,9 +275,9 @@ func startSoakChild(exe string, spec soakSpec, stderr io.Writer) (*soakChild, er
 	}
 	c := &soakChild{index: spec.Index, reports: make(chan senderReport, 4)}
 	c.cmd = exec.Command(exe)
-	c.cmd.Env = append(os.Environ(), soakSenderEnv+"="+string(js))
+	c.cmd.Env = append(os.Environ(), SoakSenderEnv+"="+string(js))
 	c.cmd.Stderr = stderr
-	setParentDeathSignal(c.cmd) // an outright kill of loadtest takes the senders along (Linux)
+	redisserver.SetParentDeathSignal(c.cmd) // an outright kill of the soak takes the senders along (Linux)
 	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
 		return nil, fmt.Errorf("start sender %d: %w", spec.Index, err)
 	}

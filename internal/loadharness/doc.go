@@ -1,20 +1,11 @@
-// Command loadtest reproduces the incident of docs/design.md and measures the fix:
-// the old send limiters (v1 static split, v2 GET-then-INCR, plan A atomic
-// INCR; package internal/oldlimiters) and the real one (package admission,
-// with the dispatcher's nack policy) each drive K concurrent senders against
-// a real Redis and the provider simulator, under every way the provider may
-// count its 100 messages per second, side by side in one run.
-//
-//	go run ./cmd/loadtest                      # the whole matrix, about 4 min
-//	go run ./cmd/loadtest --quick              # 2 s runs, K=2,16, two modes
-//	go run ./cmd/loadtest --json out.json --svg out.svg
-//	go run ./cmd/loadtest --strategies gcra --fault redis-down@2s+1.5s
-//	go run ./cmd/loadtest --strategies gcra --arrival-jitter 20ms  # requests held 0-20 ms before the provider
-//	go run ./cmd/loadtest --soak 10m --soak-csv soak.csv  # leaks: 23 sender processes
-//	go run ./cmd/loadtest --scenario senders   # a pool of 10 senders on an account counting segments, 30 s
-//	go run ./cmd/loadtest --scenario adaptive  # the learned rate against a provider allowing 60/s, 5 min; fails below its criterion
-//	go run ./cmd/loadtest --scenario adaptive --duration 20s --adaptive-step 1.5s  # the same search, faster
-//	go run ./cmd/loadtest --record-alerts k8s/monitoring/testdata/recordings  # the alert tests' fault runs, about 50 min
+// Package loadharness is the measuring harness behind cmd/loadtest and
+// cmd/soak: it reproduces the incident of docs/design.md and measures the
+// fix. The old send limiters (v1 static split, v2 GET-then-INCR, plan A
+// atomic INCR; package internal/oldlimiters) and the real one (package
+// admission, with the dispatcher's nack policy) each drive K concurrent
+// senders against a real Redis and the provider simulator, under every way
+// the provider may count its 100 messages per second, side by side in one
+// run.
 //
 // Invariant: every run is bounded and leaves nothing behind. Each run lasts
 // --duration, plus at most one send timeout for sends already on the wire;
@@ -25,6 +16,15 @@
 // CONFIG RESETSTAT at the run's start. A redis-server the
 // command starts itself is stopped on every way out, error and interrupt
 // included.
+//
+// The two commands share this package because they share everything but
+// their loop: the command line's sender, provider and gcra flags (one
+// Config, read by ParseMatrix or ParseSoak, each defining only the flags
+// its program reads), the provider modes, the senders and their strategies,
+// the load and the counters. The matrix and the scenario rows are one
+// program (cmd/loadtest): the same in-process harness and flags, rows of
+// different settings. The soak is another (cmd/soak): its senders are
+// processes, the command started again with SoakSenderEnv set.
 //
 // What one run is: K senders, each standing for a pod, with its own Redis
 // client, provider client, clock skew and workers (by default 4 that take
@@ -38,7 +38,7 @@
 // PROVIDER_ARRIVAL_JITTER allows for; gcra's rows also give the time from
 // the limiter's admission returning to the request written on the wire.
 //
-// Soak (--soak DURATION): K (23) sender processes, each this program started
+// Soak (cmd/soak --soak DURATION): K (23) sender processes, each the program started
 // again with its spec in LOADTEST_SOAK_SENDER, run gcra at full rate on one
 // account for DURATION against one provider simulator. Every 10 s the
 // harness asks each for its live heap, goroutines and open sockets (a line
@@ -49,7 +49,7 @@
 // shorter than 4 min) to the end, or if the provider answered any 429.
 // Closing a sender's stdin stops it.
 //
-// Scenarios (--scenario senders,adaptive): rows instead of the matrix, each
+// Scenarios (cmd/loadtest --scenario senders,adaptive): rows instead of the matrix, each
 // with a provider set up for one feature of the limiter, gcra only, K (3)
 // senders as above, OTP at 2/s; --duration, --senders, --otp-rate,
 // --target-rps, --marketing-rps and --burst change a scenario's defaults.
@@ -87,21 +87,14 @@
 // here) proves rates the provider refuses: 1.5 s is about the shortest
 // that searches as the default does.
 //
-// Alert recordings (--record-alerts DIR, --record-runs a,b): instead of a
-// measurement, the fault runs whose /metrics the alert rules' unit tests
-// replay: two real dispatcher processes, /metrics scraped every second,
-// one file per run (record.go says what they hold).
-//
-// Files: main.go (flags, run), config.go (modes, strategies, faults),
+// Files: run.go (Matrix, Soak), config.go (flags, modes, strategies, faults),
 // harness.go (one run), sender.go (workers and the strategies' send loops),
 // queue.go (the load), fault.go (fault schedule; Redis going down is
 // internal/redistest's Proxy refusing connections), jitter.go (the delaying
-// proxy of --arrival-jitter), redisserver.go and
-// pdeathsig_*.go (a local redis-server), metrics.go (counters, the Redis command hook, quantiles;
+// proxy of --arrival-jitter), metrics.go (counters, the Redis command hook, quantiles;
 // Redis's own figures come from internal/redisstats),
 // report.go (table and JSON), svg.go (the chart), soak.go (the soak's
 // harness), soaksender.go (a soak sender process), soakreport.go (the
 // soak's criterion, table and CSV), scenario.go (the scenarios' settings
-// and harness), scenarioreport.go (their figures, criterion and tables), record.go (the
-// alert recordings).
-package main
+// and harness), scenarioreport.go (their figures, criterion and tables).
+package loadharness

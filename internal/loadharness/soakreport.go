@@ -1,4 +1,4 @@
-package main
+package loadharness
 
 import (
 	"encoding/csv"
@@ -211,7 +211,7 @@ func soakTableRows(samples []soakSample, baseAt time.Duration) []int {
 
 // writeSoakSamples writes the header line and the samples of one row per
 // minute (and the one at baseAt) as a markdown table.
-func writeSoakSamples(w io.Writer, cfg *config, m mode, samples []soakSample, baseAt time.Duration) error {
+func writeSoakSamples(w io.Writer, cfg *Config, m mode, samples []soakSample, baseAt time.Duration) error {
 	fmt.Fprintf(w, "loadtest soak: gcra, %s, K=%d sender processes, %v, sampled every %v (table: one row a minute; OTP %g/s, %d+%d workers per sender)\n\n",
 		m.name, cfg.senders[0], cfg.soak, cfg.soakEvery, cfg.otpRate, cfg.mktWorkers, cfg.otpWorkers)
 	fmt.Fprintln(w, "| t | heap MiB med / max | goroutines med / max | sockets med / max | Redis MiB | Redis keys | sent | 429s |")
@@ -230,7 +230,7 @@ func writeSoakSamples(w io.Writer, cfg *config, m mode, samples []soakSample, ba
 
 // writeSoakTable writes the samples of one row per minute as a markdown
 // table, what the senders counted, the checks and the verdict line.
-func writeSoakTable(w io.Writer, cfg *config, m mode, samples []soakSample, done []senderReport, v soakVerdict) error {
+func writeSoakTable(w io.Writer, cfg *Config, m mode, samples []soakSample, done []senderReport, v soakVerdict) error {
 	if err := writeSoakSamples(w, cfg, m, samples, v.BaseAt); err != nil {
 		return err
 	}

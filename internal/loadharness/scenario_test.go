@@ -1,4 +1,4 @@
-package main
+package loadharness
 
 import (
 	"bytes"
@@ -18,9 +18,9 @@ import (
 // on the test Redis, returning the rows and the table.
 func runScenarioTest(t *testing.T, args ...string) ([]*scenarioResult, string) {
 	t.Helper()
-	cfg, err := parseFlags(args, io.Discard)
+	cfg, err := ParseMatrix(args, io.Discard)
 	if err != nil {
-		t.Fatalf("parseFlags(%q): %v", args, err)
+		t.Fatalf("ParseMatrix(%q): %v", args, err)
 	}
 	rows, err := runScenarios(context.Background(), cfg, &redis.Options{Addr: redistest.Addr(t)}, tlog{t})
 	if err != nil {
@@ -114,7 +114,11 @@ func TestScenarioAdaptiveLearnsTheLimit(t *testing.T) {
 // second); the command's error says so, and main exits non-zero on it.
 func TestScenarioAdaptiveFailsTheCommand(t *testing.T) {
 	var out bytes.Buffer
-	err := run(context.Background(), []string{"--redis-url", "redis://" + redistest.Addr(t), "--scenario", "adaptive", "--duration", "2s", "--redis-timeout", "1s"}, &out, tlog{t})
+	cfg, err := ParseMatrix([]string{"--redis-url", "redis://" + redistest.Addr(t), "--scenario", "adaptive", "--duration", "2s", "--redis-timeout", "1s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Matrix(context.Background(), cfg, &out, tlog{t})
 	t.Logf("\n%s", out.String())
 	if !errors.Is(err, errScenarioFailed) {
 		t.Errorf("run: %v, want an error wrapping errScenarioFailed", err)
@@ -152,7 +156,7 @@ func TestTrajectoryText(t *testing.T) {
 }
 
 func TestParseFlagsScenarios(t *testing.T) {
-	c, err := parseFlags([]string{"--scenario", "adaptive,senders"}, io.Discard)
+	c, err := ParseMatrix([]string{"--scenario", "adaptive,senders"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +174,7 @@ func TestParseFlagsScenarios(t *testing.T) {
 		t.Errorf("jitter %v, step %v; want %v and 10s", c.providerJitter, c.adaptiveStep, poolJitter)
 	}
 
-	c, err = parseFlags([]string{"--scenario", "senders", "--duration", "3s", "--target-rps", "20", "--burst", "2", "--senders", "2,4", "--provider-arrival-jitter", "0"}, io.Discard)
+	c, err = ParseMatrix([]string{"--scenario", "senders", "--duration", "3s", "--target-rps", "20", "--burst", "2", "--senders", "2,4", "--provider-arrival-jitter", "0"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +182,7 @@ func TestParseFlagsScenarios(t *testing.T) {
 		t.Errorf("flags given: %+v, K %v, jitter %v", s, c.senders, c.providerJitter)
 	}
 
-	c, err = parseFlags(nil, io.Discard)
+	c, err = ParseMatrix(nil, io.Discard)
 	if err != nil || c.scenarios != nil {
 		t.Errorf("no --scenario: %v, scenarios %v; want the matrix", err, c.scenarios)
 	}
@@ -195,8 +199,8 @@ func TestParseFlagsScenarios(t *testing.T) {
 		{"--scenario", "senders", "--target-rps", "20", "--marketing-rps", "21"},
 		{"--adaptive-step", "1s"},
 	} {
-		if _, err := parseFlags(args, io.Discard); err == nil {
-			t.Errorf("parseFlags(%q) accepted a bad command line", args)
+		if _, err := ParseMatrix(args, io.Discard); err == nil {
+			t.Errorf("ParseMatrix(%q) accepted a bad command line", args)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package redisserver
 
 import (
 	"context"
@@ -16,10 +16,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// redisFor returns the client options of the Redis every run uses, and a
-// function that stops what redisFor started (a no-op for a given URL). With
+// For returns the client options of the Redis every run uses, and a
+// function that stops what For started (a no-op for a given URL). With
 // rawURL empty it starts redis-server from PATH; without one it fails.
-func redisFor(ctx context.Context, rawURL string, stderr io.Writer) (*redis.Options, func() error, error) {
+func For(ctx context.Context, rawURL string, stderr io.Writer) (*redis.Options, func() error, error) {
 	if rawURL != "" {
 		opts, err := redis.ParseURL(rawURL)
 		if err != nil {
@@ -31,29 +31,46 @@ func redisFor(ctx context.Context, rawURL string, stderr io.Writer) (*redis.Opti
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, nil, errors.New("no Redis: set --redis-url or REDIS_URL, or put redis-server on PATH " +
-			"(Debian/Ubuntu: apt-get install redis-server) so that loadtest can start its own")
+			"(Debian/Ubuntu: apt-get install redis-server) so that the command can start its own")
 	}
-	srv, err := startRedis(ctx, path)
+	srv, err := Start(ctx, path)
 	if err != nil {
 		return nil, nil, err
 	}
-	fmt.Fprintf(stderr, "loadtest: started %s on %s (data in %s)\n", path, srv.addr, srv.dir)
-	return &redis.Options{Addr: srv.addr}, srv.stop, nil
+	fmt.Fprintf(stderr, "loadtest: started %s on %s (data in %s)\n", path, srv.Addr, srv.Dir)
+	return &redis.Options{Addr: srv.Addr}, srv.Stop, nil
 }
 
-// localRedis is a redis-server this command started and must stop. Only
-// the goroutine that started it calls its methods.
-type localRedis struct {
+// With calls f with the client options of For, and stops what For started
+// after f returns, returning f's error, else the stop's.
+func With(ctx context.Context, rawURL string, stderr io.Writer, f func(*redis.Options) error) (err error) {
+	opts, stop, err := For(ctx, rawURL, stderr)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	return f(opts)
+}
+
+// Server is a redis-server that Start started and that its caller must
+// stop. It is not safe for concurrent use: only the goroutine that started
+// it calls its methods.
+type Server struct {
+	Addr string // host:port on the loopback interface
+	Dir  string // its temporary working directory, removed by Stop
+
 	cmd    *exec.Cmd
-	addr   string
-	dir    string
 	exited chan struct{} // closed when cmd has been waited for
 }
 
-// startRedis starts redis-server at path on a free loopback port, without
+// Start starts redis-server at path on a free loopback port, without
 // persistence, in a temporary directory, with flags after its own, and
 // waits until it answers PING.
-func startRedis(ctx context.Context, path string, flags ...string) (*localRedis, error) {
+func Start(ctx context.Context, path string, flags ...string) (*Server, error) {
 	dir, err := os.MkdirTemp("", "loadtest-redis-")
 	if err != nil {
 		return nil, fmt.Errorf("start redis: %w", err)
@@ -62,16 +79,16 @@ func startRedis(ctx context.Context, path string, flags ...string) (*localRedis,
 	// The free port may be taken between the probe and redis-server's
 	// bind: try a few.
 	for range 5 {
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			lastErr = err
 			continue
 		}
-		r := &localRedis{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, exited: make(chan struct{})}
+		r := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Dir: dir, exited: make(chan struct{})}
 		args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log")}, flags...)
 		r.cmd = exec.Command(path, args...)
-		setParentDeathSignal(r.cmd) // an outright kill of loadtest takes redis-server along (Linux)
+		SetParentDeathSignal(r.cmd) // an outright kill of the parent takes redis-server along (Linux)
 		if err := r.cmd.Start(); err != nil {
 			os.RemoveAll(dir)
 			return nil, fmt.Errorf("start redis-server: %w", err)
@@ -94,8 +111,8 @@ func startRedis(ctx context.Context, path string, flags ...string) (*localRedis,
 }
 
 // waitReady polls PING for up to 5 s.
-func (r *localRedis) waitReady(ctx context.Context) error {
-	c := redis.NewClient(&redis.Options{Addr: r.addr, MaxRetries: -1, DisableIdentity: true})
+func (r *Server) waitReady(ctx context.Context) error {
+	c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1, DisableIdentity: true})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -108,26 +125,26 @@ func (r *localRedis) waitReady(ctx context.Context) error {
 		}
 		select {
 		case <-r.exited:
-			return fmt.Errorf("redis-server on %s exited at start", r.addr)
+			return fmt.Errorf("redis-server on %s exited at start", r.Addr)
 		case <-ctx.Done():
-			return fmt.Errorf("redis-server on %s did not answer PING: %w", r.addr, err)
+			return fmt.Errorf("redis-server on %s did not answer PING: %w", r.Addr, err)
 		case <-tick.C:
 		}
 	}
 }
 
-// stop ends redis-server and removes its directory. It may be called more
+// Stop ends redis-server and removes its directory. It may be called more
 // than once.
-func (r *localRedis) stop() error {
+func (r *Server) Stop() error {
 	r.kill()
-	if err := os.RemoveAll(r.dir); err != nil {
+	if err := os.RemoveAll(r.Dir); err != nil {
 		return fmt.Errorf("stop redis: %w", err)
 	}
 	return nil
 }
 
 // kill ends redis-server (SIGTERM, then SIGKILL after 5 s) and waits for it.
-func (r *localRedis) kill() {
+func (r *Server) kill() {
 	select {
 	case <-r.exited:
 	default:
@@ -141,8 +158,8 @@ func (r *localRedis) kill() {
 	}
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (int, error) {
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)

@@ -1,4 +1,4 @@
-package main
+package loadharness
 
 import (
 	"bytes"
@@ -34,9 +34,9 @@ func (w tlog) Write(p []byte) (int, error) {
 // Redis, returning the rows by strategy.
 func runRows(t *testing.T, args ...string) map[string]*result {
 	t.Helper()
-	cfg, err := parseFlags(args, io.Discard)
+	cfg, err := ParseMatrix(args, io.Discard)
 	if err != nil {
-		t.Fatalf("parseFlags(%q): %v", args, err)
+		t.Fatalf("ParseMatrix(%q): %v", args, err)
 	}
 	rows, err := runMatrix(context.Background(), cfg, &redis.Options{Addr: redistest.Addr(t)}, tlog{t})
 	if err != nil {
@@ -240,7 +240,7 @@ func TestParseFault(t *testing.T) {
 
 func TestParseFlags(t *testing.T) {
 	t.Run("defaults", func(t *testing.T) {
-		c, err := parseFlags(nil, io.Discard)
+		c, err := ParseMatrix(nil, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -249,7 +249,7 @@ func TestParseFlags(t *testing.T) {
 		}
 	})
 	t.Run("quick", func(t *testing.T) {
-		c, err := parseFlags([]string{"--quick", "--senders", "3"}, io.Discard)
+		c, err := ParseMatrix([]string{"--quick", "--senders", "3"}, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -268,11 +268,11 @@ func TestParseFlags(t *testing.T) {
 		{"--soak", "1m", "--arrival-jitter", "20ms"},
 		{"extra"},
 	} {
-		if _, err := parseFlags(args, io.Discard); err == nil {
-			t.Errorf("parseFlags(%q) accepted a bad command line", args)
+		if _, err := ParseMatrix(args, io.Discard); err == nil {
+			t.Errorf("ParseMatrix(%q) accepted a bad command line", args)
 		}
 	}
-	if _, err := parseFlags([]string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+	if _, err := ParseMatrix([]string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: %v, want flag.ErrHelp", err)
 	}
 }
@@ -299,7 +299,7 @@ func sampleRows() []*result {
 }
 
 func TestWriteSVGIsWellFormedAndDrawsTheContract(t *testing.T) {
-	cfg := &config{svgMode: "sliding1s", svgSenders: 16, skew: 300 * time.Millisecond, otpRate: 10}
+	cfg := &Config{svgMode: "sliding1s", svgSenders: 16, skew: 300 * time.Millisecond, otpRate: 10}
 	var b bytes.Buffer
 	if err := writeSVG(&b, cfg, sampleRows()); err != nil {
 		t.Fatalf("writeSVG: %v", err)
@@ -331,7 +331,7 @@ func TestWriteSVGIsWellFormedAndDrawsTheContract(t *testing.T) {
 
 func TestWriteJSONKeepsRowsAndHistograms(t *testing.T) {
 	var b bytes.Buffer
-	if err := writeJSON(&b, &config{duration: 5 * time.Second}, sampleRows()); err != nil {
+	if err := writeJSON(&b, &Config{duration: 5 * time.Second}, sampleRows()); err != nil {
 		t.Fatalf("writeJSON: %v", err)
 	}
 	var got jsonReport

@@ -1,4 +1,4 @@
-package main
+package loadharness
 
 import (
 	"bufio"
@@ -27,7 +27,7 @@ const contractPer100ms = contractRPS / 10
 // requests per 100 ms at the provider over the run, accepted and rejected
 // stacked, against the contract line of 10 per 100 ms. Each panel has its
 // own y scale, labelled, so a quiet strategy is not flattened by a loud one.
-func writeSVG(w io.Writer, cfg *config, rows []*result) error {
+func writeSVG(w io.Writer, cfg *Config, rows []*result) error {
 	var panels []*result
 	for _, r := range rows {
 		if r.Mode == cfg.svgMode && r.Senders == cfg.svgSenders {

@@ -1,4 +1,4 @@
-package main
+package alertrecord
 
 import (
 	"bytes"
@@ -91,33 +91,5 @@ func TestRecordingScrapesWhatTheRulesRead(t *testing.T) {
 	}
 	if len(got) != len(want) {
 		t.Errorf("recorded %d series, want %d (only what the rules read):\n%s", len(got), len(want), out.String())
-	}
-}
-
-func TestRecordFlags(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		err  string
-	}{
-		{[]string{"--record-runs", "healthy"}, "--record-runs needs --record-alerts"},
-		{[]string{"--record-alerts", t.TempDir(), "--quick"}, "--quick does not apply to --record-alerts"},
-	} {
-		_, err := parseFlags(tc.args, &bytes.Buffer{})
-		if err == nil || !strings.Contains(err.Error(), tc.err) {
-			t.Errorf("%q: got %v, want %q", tc.args, err, tc.err)
-		}
-	}
-	c, err := parseFlags([]string{"--record-alerts", "dir", "--record-runs", "healthy,redis-down"}, &bytes.Buffer{})
-	if err != nil || c.recordDir != "dir" || strings.Join(c.recordRuns, ",") != "healthy,redis-down" {
-		t.Fatalf("got %+v, %v", c, err)
-	}
-	for _, name := range c.recordRuns {
-		known := false
-		for _, r := range alertRuns() {
-			known = known || r.name == name
-		}
-		if !known {
-			t.Errorf("no run %q", name)
-		}
 	}
 }

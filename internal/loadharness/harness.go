@@ -1,4 +1,4 @@
-package main
+package loadharness
 
 import (
 	"context"
@@ -29,7 +29,7 @@ var runSeq atomic.Int64
 // runMatrix runs every strategy x mode x K of cfg, one after the other, and
 // returns their rows in that order. It stops at the first error or when ctx
 // ends.
-func runMatrix(ctx context.Context, cfg *config, redisOpts *redis.Options, progress io.Writer) ([]*result, error) {
+func runMatrix(ctx context.Context, cfg *Config, redisOpts *redis.Options, progress io.Writer) ([]*result, error) {
 	total := len(cfg.strategies) * len(cfg.modes) * len(cfg.senders)
 	var rows []*result
 	for _, strat := range cfg.strategies {
@@ -60,7 +60,7 @@ func skewOf(i, k int, spread time.Duration) time.Duration {
 // runOne runs one strategy against one provider mode with k senders for
 // cfg.duration and measures it. Everything it starts is stopped and waited
 // for before it returns.
-func runOne(ctx context.Context, cfg *config, redisOpts *redis.Options, strat string, m mode, k int, progress io.Writer) (*result, error) {
+func runOne(ctx context.Context, cfg *Config, redisOpts *redis.Options, strat string, m mode, k int, progress io.Writer) (*result, error) {
 	simCfg := m.sim
 	simCfg.Latency = cfg.latency
 	simCfg.CountSegments = cfg.segments > 1 // as Twilio counts

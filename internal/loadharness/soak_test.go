@@ -1,4 +1,4 @@
-package main
+package loadharness
 
 import (
 	"bytes"
@@ -210,7 +210,7 @@ func TestSoakTableAndCSV(t *testing.T) {
 		t.Errorf("table rows at %s, want %s", got, want)
 	}
 
-	cfg := &config{soak: d, soakEvery: step, senders: []int{3}, otpRate: 10, mktWorkers: 4, otpWorkers: 2}
+	cfg := &Config{soak: d, soakEvery: step, senders: []int{3}, otpRate: 10, mktWorkers: 4, otpWorkers: 2}
 	m, _ := modeByName(soakMode)
 	var b bytes.Buffer
 	if err := writeSoakTable(&b, cfg, m, ss, []senderReport{{Admitted: 5}, {Admitted: 6}}, v); err != nil {
@@ -251,7 +251,7 @@ func TestSoakTableAndCSV(t *testing.T) {
 }
 
 func TestParseFlagsSoak(t *testing.T) {
-	c, err := parseFlags([]string{"--soak", "10m", "--soak-csv", "s.csv"}, io.Discard)
+	c, err := ParseSoak([]string{"--soak", "10m", "--soak-csv", "s.csv"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,8 +270,8 @@ func TestParseFlagsSoak(t *testing.T) {
 		{"--soak", "1m", "--fault", "429@1s+1s"},
 		{"--soak-csv", "s.csv"},
 	} {
-		if _, err := parseFlags(args, io.Discard); err == nil {
-			t.Errorf("parseFlags(%q) accepted a bad command line", args)
+		if _, err := ParseSoak(args, io.Discard); err == nil {
+			t.Errorf("ParseSoak(%q) accepted a bad command line", args)
 		}
 	}
 }
@@ -284,7 +284,7 @@ func TestParseFlagsSoak(t *testing.T) {
 // sender, the account was used, and the provider answered no 429.
 func TestShortSoak(t *testing.T) {
 	csvFile := filepath.Join(t.TempDir(), "soak.csv")
-	cfg, err := parseFlags([]string{"--soak", "20s", "--senders", "3", "--redis-timeout", "1s", "--soak-csv", csvFile}, io.Discard)
+	cfg, err := ParseSoak([]string{"--soak", "20s", "--senders", "3", "--redis-timeout", "1s", "--soak-csv", csvFile}, io.Discard)
 	if err != nil {
 		t.Fatalf("parseFlags: %v", err)
 	}

@@ -1,4 +1,4 @@
-package main
+package loadharness
 
 import (
 	"bufio"
@@ -25,11 +25,11 @@ import (
 	"smsdispatcher/provider"
 )
 
-// soakSenderEnv names the environment variable that makes the program one
+// SoakSenderEnv names the environment variable that makes the program one
 // soak sender instead of the harness: it holds the sender's soakSpec as
 // JSON. The soak starts the program itself (os.Executable) that way, once
 // per sender; a test binary does the same from TestMain.
-const soakSenderEnv = "LOADTEST_SOAK_SENDER"
+const SoakSenderEnv = "LOADTEST_SOAK_SENDER"
 
 // The lines a soak sender reads on stdin; end of input stops it.
 const soakAskSample = "sample"
@@ -42,7 +42,7 @@ const (
 	reportDone   = "done"   // the workers have stopped; the last line
 )
 
-// soakSpec is what one soak sender needs to know, passed in soakSenderEnv.
+// soakSpec is what one soak sender needs to know, passed in SoakSenderEnv.
 // It travels in the environment, not on the command line, because the Redis
 // URL may hold a password.
 type soakSpec struct {
@@ -111,13 +111,13 @@ func parseSenderReport(line []byte) (senderReport, error) {
 	return r, nil
 }
 
-// soakSenderMain runs the program as the soak sender that spec describes,
+// SoakSender runs the program as the soak sender that spec describes,
 // on stdin and stdout, and returns its exit status.
-func soakSenderMain(spec string) int {
+func SoakSender(spec string) int {
 	// An interrupt at the terminal reaches the whole process group: the
 	// harness stops its senders by closing their stdin and waits for them,
 	// so a sender must outlive the interrupt. SIGTERM, which the kernel
-	// sends if the harness dies (setParentDeathSignal), still ends it.
+	// sends if the harness dies (redisserver.SetParentDeathSignal), still ends it.
 	signal.Ignore(os.Interrupt)
 	if err := runSoakSender(context.Background(), spec, os.Stdin, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest: soak sender:", err)
@@ -134,12 +134,12 @@ func soakSenderMain(spec string) int {
 func runSoakSender(ctx context.Context, specJSON string, in io.Reader, out, stderr io.Writer) error {
 	var spec soakSpec
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
-		return fmt.Errorf("read %s: %w", soakSenderEnv, err)
+		return fmt.Errorf("read %s: %w", SoakSenderEnv, err)
 	}
 	opts, err := redis.ParseURL(spec.RedisURL)
 	if err != nil {
 		// The URL may hold a password: do not repeat it.
-		return errors.New("read " + soakSenderEnv + ": redis_url is not a valid redis:// URL")
+		return errors.New("read " + SoakSenderEnv + ": redis_url is not a valid redis:// URL")
 	}
 	rdb := redisClient(opts, opts.Addr, &callCounter{})
 	defer rdb.Close()
