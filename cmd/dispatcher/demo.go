@@ -258,7 +258,7 @@ func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (d
 	if err != nil {
 		return demoReport{}, err
 	}
-	defer stack.close()
+	defer stack.Close()
 	cfg = stack.providerConfig(cfg)
 
 	admin, err := topology.NewClient(ctx, cfg.ProjectID, stack.Pubsub.Addr)
@@ -368,7 +368,7 @@ func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (d
 		return demoReport{}, err
 	}
 
-	r := demoReport{Instances: o.Instances, Elapsed: time.Since(start), EmbeddedRedis: stack.embeddedRedis()}
+	r := demoReport{Instances: o.Instances, Elapsed: time.Since(start), EmbeddedRedis: stack.Embedded()}
 	stats.mu.Lock()
 	r.Sent, r.Expired, r.DeadLettered, r.Nacked = stats.sent, stats.expired, stats.dead, stats.nacked
 	r.NackedBy = maps.Clone(stats.nackedBy)

@@ -8,8 +8,9 @@
 // counts locally per process, v2 reads then writes (it can over-admit), plan
 // A counts atomically but in a fixed one-second window of the caller's
 // clock, and v2 and plan A let everything through when Redis fails. None of
-// them may limit a real send: only cmd/loadtest and this package's tests
-// import it, and the dispatcher never does.
+// them may limit a real send: only the load test's harness
+// (internal/loadharness) and this package's tests import it, and the
+// dispatcher never does.
 //
 // Time is a parameter: every limiter decides with AllowAt(now), so callers
 // choose each process's (possibly skewed) clock.

@@ -1,7 +1,7 @@
 // Package promseries reads and writes series of values in the expanding
 // notation of Prometheus's rule unit tests (`promtool test rules`,
 // input_series), and turns a recording of the dispatcher's /metrics (the
-// load test's --record-alerts) into a test's input_series: sampled at the
+// alert recorder, cmd/alertrecord) into a test's input_series: sampled at the
 // test's scrape interval, and, where an alert's window is longer than the
 // recording, with a recorded stretch repeated.
 //
@@ -126,7 +126,7 @@ func ParseValues(s string) ([]float64, error) {
 	return out, nil
 }
 
-// Recording is a recording written by the load test's --record-alerts:
+// Recording is a recording written by the alert recorder (cmd/alertrecord):
 // header lines ("# ..."), then one line per series, "name{labels} values",
 // a value per second from 0s.
 type Recording struct {

@@ -1,0 +1,136 @@
+package alertrecord
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"smsdispatcher/internal/redistest"
+	"smsdispatcher/provider"
+)
+
+// alertRun is one fault run: a steady load (marketing above its cap, OTP
+// at 5/s) on pods dispatcher processes for length, with events.
+type alertRun struct {
+	name, about string
+	length      time.Duration
+	pods        int
+	sim         provider.SimConfig
+	env         map[string]string // dispatcher settings beside the run's defaults
+	accounts    string            // ACCOUNTS_FILE content (%q: the simulator's URL, the token file), if any
+	redisFlags  []string          // flags of a redis-server of the run's own; none: the Redis every run shares
+	mktRate     float64           // marketing published per second; 0: recordMktRate
+	badFrom     time.Duration     // malformed messages at badRate from here, if badRate > 0
+	badRate     float64
+	events      []runEvent
+}
+
+// runEvent is a change a run makes at a time from its start.
+type runEvent struct {
+	at   time.Duration
+	what string
+	do   func(w *runWorld)
+}
+
+// runWorld is what a run's events act on.
+type runWorld struct {
+	sim       *provider.Simulator
+	delay     atomic.Int64 // provider answer delay, ns
+	proxy     *redistest.Proxy
+	redis     *redis.Client // the run's Redis, not through the proxy
+	dlOutage  atomic.Bool
+	tokenFile string
+}
+
+const (
+	recordToken    = "rec-token"
+	recordOTPRate  = 5.0
+	recordMktRate  = 75.0 // above MARKETING_RPS 70: a campaign at its cap
+	recordBadFirst = 60 * time.Second
+)
+
+func alertRuns() []alertRun {
+	return []alertRun{
+		{name: "healthy", length: 150 * time.Second,
+			about: "nothing wrong: a campaign at the marketing cap (75/s published, 70/s allowed) and OTP at 5/s"},
+		{name: "provider-429", length: 150 * time.Second,
+			about: "the provider answers 429 (Retry-After 1 s) to every request for 10 s, as when something else sends on the account",
+			events: []runEvent{{60 * time.Second, "the provider answers 429 to everything for 10 s", func(w *runWorld) {
+				w.sim.FailFor(http.StatusTooManyRequests, 10*time.Second)
+			}}}},
+		{name: "account-suspended", length: 210 * time.Second,
+			sim:   provider.SimConfig{SuspendAfter: 5, SuspendFor: 90 * time.Second},
+			about: "429s push the account over the provider's suspension threshold (5 answers here, 300 in 10 minutes in production): suspended for 90 s, every answer 429 with the time left as Retry-After",
+			events: []runEvent{{60 * time.Second, "the provider answers 429 (Retry-After 1 s) to the next 6 requests: the account is suspended for 90 s at the 6th", func(w *runWorld) {
+				w.sim.ThrottleNext(6, time.Second)
+			}}}},
+		{name: "redis-down", length: 210 * time.Second,
+			about: "Redis is unreachable (connections refused) for 90 s: every pod decides alone on its share",
+			events: []runEvent{
+				{60 * time.Second, "Redis refuses connections", func(w *runWorld) { w.proxy.SetMode(redistest.Refuse) }},
+				{150 * time.Second, "Redis is back", func(w *runWorld) { w.proxy.SetMode(redistest.Up) }},
+			}},
+		{name: "redis-evicting", length: 450 * time.Second,
+			redisFlags: []string{"--maxmemory", "1gb", "--maxmemory-policy", "volatile-lru"},
+			about:      "Redis runs with maxmemory-policy volatile-lru (Memorystore's default), far from its maxmemory (nothing is evicted yet); the pods read the policy at start and every minute; the operator sets noeviction at 360 s",
+			events: []runEvent{{360 * time.Second, "the operator sets maxmemory-policy noeviction (CONFIG SET)", func(w *runWorld) {
+				if err := w.redis.ConfigSet(context.Background(), "maxmemory-policy", "noeviction").Err(); err != nil {
+					panic(err)
+				}
+			}}}},
+		{name: "target-near-contract", length: 150 * time.Second, mktRate: 200,
+			env:   map[string]string{"TARGET_RPS": "98", "MARKETING_RPS": "93", "BURST": "1", "PROVIDER_ARRIVAL_JITTER": "0"},
+			about: "TARGET_RPS 98 on a contract of 100 (BURST 1, PROVIDER_ARRIVAL_JITTER 0: what the start-up check allows at the edge) and a campaign published at 200/s: the pods send at 98/s"},
+		{name: "provider-5xx", length: 240 * time.Second,
+			about: "the provider answers 503 to every request from 60 s to the end",
+			events: []runEvent{{60 * time.Second, "the provider answers 503 to everything", func(w *runWorld) {
+				w.sim.FailFor(http.StatusServiceUnavailable, time.Hour)
+			}}}},
+		{name: "provider-slow", length: 240 * time.Second,
+			about: "the provider takes 1.5 s to answer each request from 60 s to the end",
+			events: []runEvent{{60 * time.Second, "the provider answers after 1.5 s", func(w *runWorld) {
+				w.delay.Store(int64(1500 * time.Millisecond))
+			}}}},
+		{name: "account-failure", length: 210 * time.Second,
+			about: "the provider revokes the credential at 60 s (401 to every request); the Secret is updated with the new one at 150 s",
+			events: []runEvent{
+				{60 * time.Second, "the provider revokes the credential", func(w *runWorld) { w.sim.SetToken("rotated") }},
+				{150 * time.Second, "the Secret (the token file) holds the new credential", func(w *runWorld) {
+					if err := os.WriteFile(w.tokenFile, []byte("rotated\n"), 0o600); err != nil {
+						panic(err)
+					}
+				}},
+			}},
+		{name: "dead-letters", length: 210 * time.Second, badFrom: recordBadFirst, badRate: 2,
+			about: "a producer publishes malformed messages (2/s) from 60 s to the end: each is dead-lettered"},
+		{name: "dead-letter-outage", length: 210 * time.Second, badFrom: 30 * time.Second, badRate: 2,
+			about: "malformed messages (2/s) from 30 s; the dead-letter topic refuses publishes from 60 s to 150 s: each is nacked and comes back",
+			events: []runEvent{
+				{60 * time.Second, "the dead-letter topic refuses publishes", func(w *runWorld) { w.dlOutage.Store(true) }},
+				{150 * time.Second, "the dead-letter topic accepts publishes again", func(w *runWorld) { w.dlOutage.Store(false) }},
+			}},
+		{name: "learned-rate", length: 240 * time.Second,
+			sim:   provider.SimConfig{Limit: 60},
+			about: "the provider allows 60/s where the account's target is 90; the learned limit on (adaptive.enabled), its search step 10 s",
+			accounts: `accounts:
+  - name: learned-rate
+    provider: generic
+    generic: {url: %q, token_file: %q}
+    classes: [otp, marketing]
+    adaptive: {enabled: true, min_rps: 10}
+`},
+	}
+}
+
+// Names are the names of the runs, in the order Record runs them.
+func Names() []string {
+	var names []string
+	for _, r := range alertRuns() {
+		names = append(names, r.name)
+	}
+	return names
+}

@@ -1,0 +1,36 @@
+// Package cli is the main of the measuring commands (cmd/loadtest,
+// cmd/soak, cmd/alertrecord): a context that an interrupt or SIGTERM ends,
+// and the exit status of the command's error.
+//
+// Invariant: Main exits 0 when run returns nil, 2 when it returns
+// flag.ErrHelp (the usage is already printed), and otherwise prints
+// "name: error" to stderr and exits 1.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Main runs run with the command line after the program's name, stdout and
+// stderr, and exits with the status of its error. The context ends at the
+// first interrupt or SIGTERM, so that run can stop what it started.
+func Main(name string, run func(ctx context.Context, args []string, stdout, stderr io.Writer) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(2)
+	default:
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,100 @@
+// Package loadharness is the measuring harness behind cmd/loadtest and
+// cmd/soak: it reproduces the incident of docs/design.md and measures the
+// fix. The old send limiters (v1 static split, v2 GET-then-INCR, plan A
+// atomic INCR; package internal/oldlimiters) and the real one (package
+// admission, with the dispatcher's nack policy) each drive K concurrent
+// senders against a real Redis and the provider simulator, under every way
+// the provider may count its 100 messages per second, side by side in one
+// run.
+//
+// Invariant: every run is bounded and leaves nothing behind. Each run lasts
+// --duration, plus at most one send timeout for sends already on the wire;
+// every goroutine it starts stops at the run's end and is waited for, and
+// its Redis clients, HTTP server and proxy are closed, before the next run
+// starts. Each run counts in a key namespace of its own; Redis's own
+// figures of a run (INFO commandstats) are the whole server's, reset with
+// CONFIG RESETSTAT at the run's start. A redis-server the
+// command starts itself is stopped on every way out, error and interrupt
+// included.
+//
+// The two commands share this package because they share everything but
+// their loop: the command line's sender, provider and gcra flags (one
+// Config, read by ParseMatrix or ParseSoak, each defining only the flags
+// its program reads), the provider modes, the senders and their strategies,
+// the load and the counters. The matrix and the scenario rows are one
+// program (cmd/loadtest): the same in-process harness and flags, rows of
+// different settings. The soak is another (cmd/soak): its senders are
+// processes, the command started again with SoakSenderEnv set.
+//
+// What one run is: K senders, each standing for a pod, with its own Redis
+// client, provider client, clock skew and workers (by default 4 that take
+// OTP first and marketing otherwise, and 2 that take OTP only). A marketing
+// backlog that never runs dry and an OTP stream at --otp-rate feed all
+// senders. The simulator records every request; the report measures them by
+// any window, whatever the simulator itself enforced. The start of a run is
+// part of it: a campaign starts at whatever phase of the second it starts.
+// With --arrival-jitter D each request is held a uniform random time in
+// [0, D] in front of the simulator, so that it sees arrivals spread as
+// PROVIDER_ARRIVAL_JITTER allows for; gcra's rows also give the time from
+// the limiter's admission returning to the request written on the wire.
+//
+// Soak (cmd/soak --soak DURATION): K (23) sender processes, each the program started
+// again with its spec in LOADTEST_SOAK_SENDER, run gcra at full rate on one
+// account for DURATION against one provider simulator. Every 10 s the
+// harness asks each for its live heap, goroutines and open sockets (a line
+// on its stdin, a JSON line back on its stdout) and reads Redis's
+// used_memory and DBSIZE (the most of ten reads over the 10 s: the
+// messages' send-once records expire 30 s after their send). It fails if any of them (per-process figures by
+// their median) grows more than 10 % from minute 2 (halfway in a run
+// shorter than 4 min) to the end, or if the provider answered any 429.
+// Closing a sender's stdin stops it.
+//
+// Scenarios (cmd/loadtest --scenario senders,adaptive): rows instead of the matrix, each
+// with a provider set up for one feature of the limiter, gcra only, K (3)
+// senders as above, OTP at 2/s; --duration, --senders, --otp-rate,
+// --target-rps, --marketing-rps and --burst change a scenario's defaults.
+// Each scenario prints a table of its own.
+//
+// senders: one account whose provider counts segments, 25 in any sliding
+// second, and a pool of 10 senders of 3 segments in any sliding second
+// each (the simulator's SenderLimit); bodies of 1 to 3 segments (fixed by
+// the message's id), rates in segments, MAX_SEGMENTS 3, BURST 1, and
+// TARGET_RPS = MARKETING_RPS = 21.5 with the limiter's ArrivalJitter at
+// 20 ms (--provider-arrival-jitter, the dispatcher's default
+// PROVIDER_ARRIVAL_JITTER): the most the dispatcher's start-up rule,
+// TARGET_RPS × (1 s + J) + BURST + MAX_SEGMENTS - 1 ≤ 25, allows, so at
+// most 0.86 of the account. Each message goes from the sender its
+// admission took (Decision.Sender). The row gives the segments accepted
+// per second and their share of 25, the simulator's throttles for the
+// account and for a sender, the most segments in any sliding second, the
+// account's and the busiest sender's (provider.MaxInWindow), and how many
+// senders carried traffic, with the least and the most one carried.
+//
+// adaptive: a provider allowing 60 messages in any sliding second
+// (Retry-After 1 s; more than 300 429s in 10 minutes suspend the account)
+// under TARGET_RPS = MARKETING_RPS = 90, BURST 5, with the learned rate on
+// (MinRPS 10, ProbeInterval 10 min, Step 10 s or --adaptive-step); every
+// 429 is reported to the limiter, as the dispatcher does. The row gives
+// the 429s (in all, the most in 10 minutes, in the last 2 minutes, the
+// time of the last), the messages accepted per second over the last 2
+// minutes and their share of 60, and the learned rate: at the end
+// (Limiter.Learned, and each sender's LearnedRPS), every 5 s, and each
+// change (read every 250 ms). Its criterion: at most 10 429s in all, none
+// in the last 2 minutes (the last half of a run shorter than 4 minutes),
+// and at least 0.9 × 60 a second over them; the command fails when a row
+// misses it. A Step shorter than the time a rate just above the
+// provider's limit takes to draw its 429 (about the provider's window, 1 s
+// here) proves rates the provider refuses: 1.5 s is about the shortest
+// that searches as the default does.
+//
+// Files: run.go (Matrix, Soak), config.go (flags, modes, strategies, faults),
+// harness.go (one run), sender.go (workers and the strategies' send loops),
+// queue.go (the load), fault.go (fault schedule; Redis going down is
+// internal/redistest's Proxy refusing connections), jitter.go (the delaying
+// proxy of --arrival-jitter), metrics.go (counters, the Redis command hook, quantiles;
+// Redis's own figures come from internal/redisstats),
+// report.go (table and JSON), svg.go (the chart), soak.go (the soak's
+// harness), soaksender.go (a soak sender process), soakreport.go (the
+// soak's criterion, table and CSV), scenario.go (the scenarios' settings
+// and harness), scenarioreport.go (their figures, criterion and tables).
+package loadharness

@@ -1,0 +1,95 @@
+package loadharness
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"smsdispatcher/internal/redisserver"
+)
+
+// Matrix runs what cfg (from ParseMatrix) asks for: the matrix, whose table
+// it writes to stdout (and --json, --svg to their files), or the rows of
+// --scenario, failing when an adaptive row missed its criterion. Progress
+// goes to stderr. A redis-server it starts is stopped before it returns.
+func Matrix(ctx context.Context, cfg *Config, stdout, stderr io.Writer) error {
+	return redisserver.With(ctx, cfg.redisURL, stderr, func(redisOpts *redis.Options) error {
+		if len(cfg.scenarios) > 0 {
+			return runScenarioRows(ctx, cfg, redisOpts, stdout, stderr)
+		}
+		return runMatrixRows(ctx, cfg, redisOpts, stdout, stderr)
+	})
+}
+
+// runMatrixRows runs the matrix and writes its table, --json and --svg.
+func runMatrixRows(ctx context.Context, cfg *Config, redisOpts *redis.Options, stdout, stderr io.Writer) error {
+	began := time.Now()
+	rows, err := runMatrix(ctx, cfg, redisOpts, stderr)
+	if err != nil {
+		return err
+	}
+	if err := writeTable(stdout, cfg, rows); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	fmt.Fprintf(stderr, "loadtest: %d runs in %v\n", len(rows), time.Since(began).Round(100*time.Millisecond))
+	if cfg.jsonFile != "" {
+		if err := writeFile(cfg.jsonFile, func(w io.Writer) error { return writeJSON(w, cfg, rows) }); err != nil {
+			return fmt.Errorf("write --json: %w", err)
+		}
+	}
+	if cfg.svgFile != "" {
+		if err := writeFile(cfg.svgFile, func(w io.Writer) error { return writeSVG(w, cfg, rows) }); err != nil {
+			return fmt.Errorf("write --svg: %w", err)
+		}
+	}
+	return nil
+}
+
+// Soak runs the soak cfg (from ParseSoak) describes, writes its table to
+// stdout and progress to stderr, and fails when the run misses its
+// criterion. The sender processes are this program started again with
+// SoakSenderEnv set: its main must hand those to SoakSender first.
+func Soak(ctx context.Context, cfg *Config, stdout, stderr io.Writer) error {
+	return redisserver.With(ctx, cfg.redisURL, stderr, func(redisOpts *redis.Options) error {
+		redisURL := cfg.redisURL
+		if redisURL == "" {
+			redisURL = "redis://" + redisOpts.Addr // the redis-server With started
+		} else {
+			fmt.Fprintln(stderr, "loadtest: soak: Redis used_memory and keys are the whole server's: other users of it count as growth")
+		}
+		return runSoak(ctx, cfg, redisURL, stdout, stderr)
+	})
+}
+
+// runScenarioRows runs the rows of --scenario, writes their tables, and
+// fails (errScenarioFailed) when an adaptive row missed its criterion.
+func runScenarioRows(ctx context.Context, cfg *Config, redisOpts *redis.Options, stdout, stderr io.Writer) error {
+	began := time.Now()
+	rows, err := runScenarios(ctx, cfg, redisOpts, stderr)
+	if err != nil {
+		return err
+	}
+	if err := writeScenarioTable(stdout, cfg, rows); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	fmt.Fprintf(stderr, "loadtest: %d runs in %v\n", len(rows), time.Since(began).Round(100*time.Millisecond))
+	return scenarioVerdict(rows)
+}
+
+// writeFile creates name and fills it with write, reporting the first error
+// of either or of closing it.
+func writeFile(name string, write func(io.Writer) error) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
