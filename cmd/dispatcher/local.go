@@ -17,7 +17,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // localStack is everything a dispatcher needs, on this machine: an
@@ -25,7 +25,7 @@ import (
 // real one) and the provider simulator behind an HTTP server.
 type localStack struct {
 	Pubsub   *pstest.Server
-	Sim      *provider.Simulator
+	Sim      *providertest.Simulator
 	SimURL   string
 	redisURL string // a real Redis, or the embedded one's
 
@@ -45,19 +45,19 @@ const (
 
 // startLocal starts the stack with the simulator of cfg.Provider (Twilio's
 // and Vonage's count segments, as those providers do); close stops it.
-func startLocal(cfg config, sim provider.SimConfig) (*localStack, error) {
+func startLocal(cfg config, sim providertest.Config) (*localStack, error) {
 	sim.Token = demoToken
-	var ps *provider.Simulator
+	var ps *providertest.Simulator
 	switch cfg.Provider {
 	case "twilio":
 		sim.CountSegments = true
-		ps = provider.NewTwilioSimulator(sim, demoTwilioSID)
+		ps = providertest.NewTwilio(sim, demoTwilioSID)
 	case "vonage":
 		sim.CountSegments = true
-		ps = provider.NewVonageSimulator(sim, demoVonageKey)
+		ps = providertest.NewVonage(sim, demoVonageKey)
 	default:
 		sim.CountSegments = cfg.RateUnit == "segment"
-		ps = provider.NewSimulator(sim)
+		ps = providertest.NewGeneric(sim)
 	}
 	s := &localStack{Pubsub: pstest.NewServer(nackBackoff(cfg)), Sim: ps, redisURL: cfg.RedisURL}
 	s.simSrv = httptest.NewServer(s.Sim)

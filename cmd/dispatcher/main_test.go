@@ -20,7 +20,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/redistest"
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // TestMain lets a test run the real main in a child process.
@@ -162,7 +162,7 @@ func TestRedisOptions(t *testing.T) {
 func TestServeSetupPublishAndSIGTERM(t *testing.T) {
 	ps := pstest.NewServer()
 	defer ps.Close()
-	sim := provider.NewSimulator(provider.SimConfig{Token: "s3cret"})
+	sim := providertest.NewGeneric(providertest.Config{Token: "s3cret"})
 	simSrv := httptest.NewServer(sim)
 	defer simSrv.Close()
 	addr := freeAddr(t)

@@ -16,7 +16,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/redistest"
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // TestStatusShowsAStateBuiltByThePipeline runs two dispatchers on one
@@ -31,7 +31,7 @@ func TestStatusShowsAStateBuiltByThePipeline(t *testing.T) {
 	// reopens can hold Receive, and the instances' run, for good.
 	ps := pstest.NewServer()
 	t.Cleanup(func() { ps.Close() })
-	sim := provider.NewSimulator(provider.SimConfig{})
+	sim := providertest.NewGeneric(providertest.Config{})
 	simSrv := httptest.NewServer(sim)
 	t.Cleanup(simSrv.Close)
 	account := redistest.UniqueAccount(t)

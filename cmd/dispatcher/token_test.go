@@ -21,7 +21,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 
 	"smsdispatcher/internal/redistest"
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // loadConfig parses args and env as a command does, without the process
@@ -139,7 +139,7 @@ func TestServeWithTokenFileLeaksNothing(t *testing.T) {
 	)
 	ps := pstest.NewServer()
 	defer ps.Close()
-	sim := provider.NewSimulator(provider.SimConfig{Token: token})
+	sim := providertest.NewGeneric(providertest.Config{Token: token})
 	// A careless provider that echoes what it was sent in its refusal.
 	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Idempotency-Key") == "echo-refused" {
