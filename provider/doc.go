@@ -19,10 +19,10 @@
 // (Twilio's error codes, the bounds of Twilio's and Vonage's fields, the
 // Retry-After the simulators write) is in internal/wire, written once.
 //
-// One file per concept: client.go (Client, Error, Message, the shared
-// connection), twilio.go and vonage.go (their adapters), secret.go (a
-// credential read again from its file), segments.go (Segments,
-// UCS2Segments), context.go (the resend count and the Report), redact.go
-// (what of an answer may go into Error.Message) and retryafter.go
-// (ParseRetryAfter).
+// One file per concept: client.go (Client, Message, the shared
+// connection), error.go (Error and the Kind of an answer), twilio.go and
+// vonage.go (their adapters), secret.go (a credential read again from its
+// file), segments.go (Segments, UCS2Segments), context.go (the resend
+// count and the Report), redact.go (what of an answer may go into
+// Error.Message) and retryafter.go (ParseRetryAfter).
 package provider
