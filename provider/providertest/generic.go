@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -27,16 +26,8 @@ func (genericDialect) messageID(n int) string { return fmt.Sprintf("msg-%08d", n
 func (genericDialect) read(w http.ResponseWriter, r *http.Request, token string) request {
 	in := request{key: r.Header.Get("Idempotency-Key")}
 	in.id = in.key
-	// Read the body first, whatever the answer: net/http notices a client
-	// that hangs up (ending r.Context(), which Latency honours) only once
-	// the body has been read.
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
-	switch {
-	case r.URL.Path != "/v1/messages":
-		in.routeFault = http.StatusNotFound
-		return in
-	case r.Method != http.MethodPost:
-		in.routeFault = http.StatusMethodNotAllowed
+	body, err := readRouted(w, r, r.URL.Path == "/v1/messages", &in)
+	if in.routeFault != 0 {
 		return in
 	}
 	in.authorized = bearerMatches(r.Header.Get("Authorization"), token)

@@ -3,6 +3,7 @@ package providertest
 import (
 	"context"
 	"crypto/subtle"
+	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -160,6 +161,22 @@ func (s *Simulator) SentCount(id string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.sent[id]
+}
+
+// readRouted reads r's body, at most maxRequestBody of it, whatever the
+// answer: net/http notices a client that hangs up (ending r.Context(),
+// which Latency honours) only once the body has been read. It sets
+// in.routeFault to 404 when the path is not the API's (routed false) and
+// to 405 for a method other than POST.
+func readRouted(w http.ResponseWriter, r *http.Request, routed bool, in *request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	switch {
+	case !routed:
+		in.routeFault = http.StatusNotFound
+	case r.Method != http.MethodPost:
+		in.routeFault = http.StatusMethodNotAllowed
+	}
+	return body, err
 }
 
 // request is what a dialect learned from a request before the lock is

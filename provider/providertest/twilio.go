@@ -78,15 +78,9 @@ func (*twilioDialect) messageID(n int) string { return fmt.Sprintf("SM%032x", n)
 
 func (d *twilioDialect) read(w http.ResponseWriter, r *http.Request, token string) request {
 	var in request
-	// Read the body first, whatever the answer (see genericDialect.read).
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
 	sid, routed := twilioMessagesSID(r.URL.Path)
-	switch {
-	case !routed:
-		in.routeFault = http.StatusNotFound
-		return in
-	case r.Method != http.MethodPost:
-		in.routeFault = http.StatusMethodNotAllowed
+	body, err := readRouted(w, r, routed, &in)
+	if in.routeFault != 0 {
 		return in
 	}
 	in.authorized = secretEqual(sid, d.accountSID) && d.basicMatches(r, token)

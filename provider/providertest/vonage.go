@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -91,15 +90,10 @@ func (vonageDialect) messageID(n int) string { return fmt.Sprintf("0A%014X", n) 
 
 func (d vonageDialect) read(w http.ResponseWriter, r *http.Request, token string) request {
 	var in request
-	// Read the body first, whatever the answer (see genericDialect.read).
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	body, err := readRouted(w, r, r.URL.Path == "/sms/json", &in)
 	var tooBig *http.MaxBytesError
 	switch {
-	case r.URL.Path != "/sms/json":
-		in.routeFault = http.StatusNotFound
-		return in
-	case r.Method != http.MethodPost:
-		in.routeFault = http.StatusMethodNotAllowed
+	case in.routeFault != 0:
 		return in
 	case errors.As(err, &tooBig):
 		in.routeFault = http.StatusRequestEntityTooLarge
