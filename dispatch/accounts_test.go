@@ -13,17 +13,18 @@ import (
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // threeAccounts makes h's instances send OTP on an account of its own
 // ("otp", at otpRPS with BURST 1) and marketing on "bulk", which takes
 // OTP's overflow; a third, "spare", serves marketing after bulk (which
 // marketing must never overflow to). Each account has its own simulator.
-func threeAccounts(t *testing.T, h *harness, otpRPS float64) (otpSim, bulkSim, spareSim *provider.Simulator, limiters map[string][]*admission.Limiter) {
+func threeAccounts(t *testing.T, h *harness, otpRPS float64) (otpSim, bulkSim, spareSim *providertest.Simulator, limiters map[string][]*admission.Limiter) {
 	t.Helper()
-	otpSim, bulkSim, spareSim = provider.NewSimulator(provider.SimConfig{}), provider.NewSimulator(provider.SimConfig{}), provider.NewSimulator(provider.SimConfig{})
-	urls := map[*provider.Simulator]string{}
-	for _, sim := range []*provider.Simulator{otpSim, bulkSim, spareSim} {
+	otpSim, bulkSim, spareSim = providertest.NewGeneric(providertest.Config{}), providertest.NewGeneric(providertest.Config{}), providertest.NewGeneric(providertest.Config{})
+	urls := map[*providertest.Simulator]string{}
+	for _, sim := range []*providertest.Simulator{otpSim, bulkSim, spareSim} {
 		srv := httptest.NewServer(sim)
 		t.Cleanup(srv.Close)
 		urls[sim] = srv.URL
@@ -38,7 +39,7 @@ func threeAccounts(t *testing.T, h *harness, otpRPS float64) (otpSim, bulkSim, s
 		for _, a := range []struct {
 			name    string
 			rps     float64
-			sim     *provider.Simulator
+			sim     *providertest.Simulator
 			classes []admission.Class
 		}{
 			{"otp", otpRPS, otpSim, []admission.Class{admission.OTP}},
@@ -73,7 +74,7 @@ func threeAccounts(t *testing.T, h *harness, otpRPS float64) (otpSim, bulkSim, s
 // out on the bulk account, its send-once record still kept by its own;
 // marketing never leaves the bulk account.
 func TestAnOTPOverflowsOnlyWhenItsAccountIsUnderAPenalty(t *testing.T) {
-	h := newHarness(t, provider.SimConfig{}, nil)
+	h := newHarness(t, providertest.Config{}, nil)
 	otpSim, bulkSim, spareSim, limiters := threeAccounts(t, h, 4)
 	h.start(1, Config{OTPMaxWait: 100 * time.Millisecond})
 

@@ -10,13 +10,13 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/nack"
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
-var strict = provider.SimConfig{Limit: 100, Window: time.Second}
+var strict = providertest.Config{Limit: 100, Window: time.Second}
 
 // accepted returns the times the simulator accepted a message.
-func accepted(sim *provider.Simulator) []time.Time {
+func accepted(sim *providertest.Simulator) []time.Time {
 	var ts []time.Time
 	for _, a := range sim.Arrivals() {
 		if a.Status/100 == 2 {
@@ -51,7 +51,7 @@ func TestNoThrottleUnderMarketingFloodAtThreeInstances(t *testing.T) {
 	// scheduling jitter, which on a loaded test machine can be tens of
 	// milliseconds. The contract's strict window (above: no 429) is the
 	// promise; this is for the log.
-	t.Logf("most marketing arrivals in any second: %d (MARKETING_RPS+BURST = 75)", provider.MaxInAnyWindow(accepted(h.sim), time.Second))
+	t.Logf("most marketing arrivals in any second: %d (MARKETING_RPS+BURST = 75)", providertest.MaxInAnyWindow(accepted(h.sim), time.Second))
 }
 
 func TestOTPIsNeverHeldBackByAMarketingFlood(t *testing.T) {
@@ -100,7 +100,7 @@ func TestA429StopsEveryInstanceForRetryAfter(t *testing.T) {
 	h.waitEnded(ids, time.Minute)
 
 	arr := h.sim.Arrivals()
-	i := slices.IndexFunc(arr, func(a provider.Arrival) bool { return a.Status == http.StatusTooManyRequests })
+	i := slices.IndexFunc(arr, func(a providertest.Arrival) bool { return a.Status == http.StatusTooManyRequests })
 	if i < 0 {
 		t.Fatal("the forced 429 never happened")
 	}

@@ -13,16 +13,16 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-
-	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 const project = "test"
@@ -33,7 +33,7 @@ type harness struct {
 	t       *testing.T
 	ps      *pstest.Server
 	admin   *pubsub.Client
-	sim     *provider.Simulator
+	sim     *providertest.Simulator
 	simURL  string
 	account string
 	limits  admission.Config
@@ -59,10 +59,10 @@ type harness struct {
 
 // newHarness starts the fakes. wrap, if not nil, wraps the simulator's
 // handler; reactors change how pstest answers.
-func newHarness(t *testing.T, sim provider.SimConfig, wrap func(http.Handler) http.Handler, reactors ...pstest.ServerReactorOption) *harness {
+func newHarness(t *testing.T, sim providertest.Config, wrap func(http.Handler) http.Handler, reactors ...pstest.ServerReactorOption) *harness {
 	t.Helper()
 	h := &harness{
-		t: t, ps: pstest.NewServer(reactors...), sim: provider.NewSimulator(sim),
+		t: t, ps: pstest.NewServer(reactors...), sim: providertest.NewGeneric(sim),
 		account: redistest.UniqueAccount(t),
 		ended:   map[string]Event{}, notify: make(chan struct{}, 1),
 	}

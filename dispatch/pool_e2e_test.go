@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // floodBodies publishes n marketing messages with ids prefix-0..n-1 and
@@ -32,7 +32,7 @@ func floodBodies(h *harness, prefix string, n int, lengths ...int) []string {
 // 3 in any second; every sender carries traffic; the account runs at
 // least 0.95 of 25.
 func TestASenderPoolKeepsEachSenderAndTheAccountWithinTheirRates(t *testing.T) {
-	h := newHarness(t, provider.SimConfig{Limit: 25, CountSegments: true, SenderLimit: 3, SuspendAfter: -1}, nil)
+	h := newHarness(t, providertest.Config{Limit: 25, CountSegments: true, SenderLimit: 3, SuspendAfter: -1}, nil)
 	h.limits.TargetRPS, h.limits.MarketingRPS, h.limits.Burst = 24, 24, 1
 	for i := range 10 {
 		h.limits.Senders = append(h.limits.Senders, admission.Sender{From: fmt.Sprintf("+1555000%04d", i), RPS: 3})
@@ -95,7 +95,7 @@ func TestASenderPoolKeepsEachSenderAndTheAccountWithinTheirRates(t *testing.T) {
 // nobody presses against its rate never climbs, rightly.)
 func TestTheLearnedRateFindsTheProvidersRealLimit(t *testing.T) {
 	const limit = 30
-	h := newHarness(t, provider.SimConfig{Limit: limit, RetryAfter: time.Second}, nil)
+	h := newHarness(t, providertest.Config{Limit: limit, RetryAfter: time.Second}, nil)
 	h.limits.TargetRPS, h.limits.MarketingRPS = 1.5*limit, 1.5*limit
 	h.limits.Adaptive = admission.Adaptive{Enabled: true, MinRPS: 5, Step: time.Second, ProbeInterval: 10 * time.Minute}
 	ids := h.flood("learn", 40*limit)

@@ -17,6 +17,7 @@ import (
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // The pipeline against each provider's simulator, speaking that
@@ -34,7 +35,7 @@ const (
 // and the error code it answers a refused number with.
 type providerKind struct {
 	name       string
-	sim        func(provider.SimConfig) *provider.Simulator
+	sim        func(providertest.Config) *providertest.Simulator
 	sender     func(url string, secret *provider.Secret) (Sender, error)
 	refuseCode string
 	// retryAfter is the span of a forced throttle the adapter reads: the
@@ -46,7 +47,7 @@ type providerKind struct {
 var providerKinds = []providerKind{
 	{
 		name: "twilio",
-		sim:  func(c provider.SimConfig) *provider.Simulator { return provider.NewTwilioSimulator(c, twilioSID) },
+		sim:  func(c providertest.Config) *providertest.Simulator { return providertest.NewTwilio(c, twilioSID) },
 		sender: func(url string, s *provider.Secret) (Sender, error) {
 			return provider.NewTwilio(provider.TwilioConfig{AccountSID: twilioSID, AuthToken: s, From: "+15005550006", BaseURL: url})
 		},
@@ -55,7 +56,7 @@ var providerKinds = []providerKind{
 	},
 	{
 		name: "vonage",
-		sim:  func(c provider.SimConfig) *provider.Simulator { return provider.NewVonageSimulator(c, vonageKey) },
+		sim:  func(c providertest.Config) *providertest.Simulator { return providertest.NewVonage(c, vonageKey) },
 		sender: func(url string, s *provider.Secret) (Sender, error) {
 			return provider.NewVonage(provider.VonageConfig{APIKey: vonageKey, APISecret: s, From: "SMSTEST", BaseURL: url})
 		},
@@ -67,7 +68,7 @@ var providerKinds = []providerKind{
 // newProviderHarness is a harness whose simulator speaks kind's API and
 // counts segments, with instances sending through kind's adapter on a
 // secret of their own read from secretFile (as pods mount one Secret).
-func newProviderHarness(t *testing.T, kind providerKind, sim provider.SimConfig, secretFile string) *harness {
+func newProviderHarness(t *testing.T, kind providerKind, sim providertest.Config, secretFile string) *harness {
 	t.Helper()
 	h := newHarness(t, strict, nil)
 	sim.Token, sim.CountSegments = goodSecret, true
@@ -100,7 +101,7 @@ func secretFile(t *testing.T, secret string) string {
 // segmentsIn returns the accepted segments' arrival times (a message of n
 // segments is n arrivals), and the throttles the simulator answered in
 // whatever form its provider uses.
-func segmentsIn(sim *provider.Simulator) (segments []time.Time, throttled int) {
+func segmentsIn(sim *providertest.Simulator) (segments []time.Time, throttled int) {
 	for _, a := range sim.Arrivals() {
 		switch a.Outcome {
 		case "accepted":
@@ -140,7 +141,7 @@ func TestProvidersMarketingFloodInSegments(t *testing.T) {
 			if throttled != 0 || len(segs) != 270 {
 				t.Fatalf("%d throttles, %d segments accepted; want 0 and 270", throttled, len(segs))
 			}
-			if most := provider.MaxInAnyWindow(segs, time.Second); most > 100 {
+			if most := providertest.MaxInAnyWindow(segs, time.Second); most > 100 {
 				t.Fatalf("%d segments in one second, above the contract's 100", most)
 			}
 		})
@@ -162,7 +163,7 @@ func TestProvidersThrottleStopsEveryInstance(t *testing.T) {
 			h.waitEnded(ids, time.Minute)
 
 			arr := h.sim.Arrivals()
-			i := slices.IndexFunc(arr, func(a provider.Arrival) bool { return a.Outcome == "throttled" })
+			i := slices.IndexFunc(arr, func(a providertest.Arrival) bool { return a.Outcome == "throttled" })
 			if i < 0 {
 				t.Fatal("the forced throttle never happened")
 			}

@@ -1526,15 +1526,15 @@ func listDispatcherDeps(t *testing.T, tags, format string) []string {
 
 // TestImageLeavesOutTheDemo: the binary the Dockerfile builds has no test
 // servers. `dispatcher demo` runs on an in-process Pub/Sub (pstest), Redis
-// (miniredis) and the provider simulator behind an httptest server; the
-// Dockerfile's build tags (nodemo) must leave all of them out.
+// (miniredis) and the provider simulator (providertest) behind an httptest
+// server; the Dockerfile's build tags (nodemo) must leave all of them out.
 func TestImageLeavesOutTheDemo(t *testing.T) {
 	tags := dockerBuildTags(t)
 	deps := listDispatcherDeps(t, tags, "{{.ImportPath}}")
 	if !slices.Contains(deps, "smsdispatcher/provider") {
 		t.Fatalf("go list found only %v", deps)
 	}
-	for _, p := range []string{"cloud.google.com/go/pubsub/v2/pstest", "github.com/alicebob/miniredis/v2", "net/http/httptest", "smsdispatcher/internal/localstack"} {
+	for _, p := range []string{"cloud.google.com/go/pubsub/v2/pstest", "github.com/alicebob/miniredis/v2", "net/http/httptest", "smsdispatcher/internal/localstack", "smsdispatcher/provider/providertest"} {
 		if slices.Contains(deps, p) {
 			t.Errorf("the Dockerfile's build (tags %q) links %s: build with -tags nodemo", tags, p)
 		}

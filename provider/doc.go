@@ -13,23 +13,16 @@
 // meaning is also left in a Report for the HTTP client's instruments, so
 // that a throttle in a 200 body (Vonage) counts as a 429 there too.
 //
-// The package also holds a Simulator per provider: an http.Handler that
-// enforces the provider's side (request shape, credentials, a rate limit
-// over a strict sliding or a fixed window, in messages or segments, and
-// optionally one per sender, throttles in the provider's own form,
-// suspension after too many) and records every arrival, so that tests, the
-// local demo and load runs can check the dispatcher against a provider
-// that does not forgive. MaxInAnyWindow measures a list of arrival times
-// the way the contract does: any window of a given length, at any phase;
-// MaxInWindow measures a Simulator's accepted arrivals the same way, for
-// the account or for each sender.
+// The simulators that play each provider's side against these adapters
+// are in package providertest, beside this one as httptest is beside
+// net/http; this package ships none. What both sides must read alike
+// (Twilio's error codes, the bounds of Twilio's and Vonage's fields, the
+// Retry-After the simulators write) is in internal/wire, written once.
 //
-// One file per concept: client.go (Client, Error, Message, the shared
-// connection), twilio.go and vonage.go (their adapters), secret.go (a
-// credential read again from its file), segments.go (Segments),
-// context.go (the resend count and the Report), redact.go (what of an
-// answer may go into Error.Message), retryafter.go (ParseRetryAfter),
-// simulator.go (the Simulator's core and the generic API), twiliosim.go
-// and vonagesim.go (their APIs), window.go (MaxInAnyWindow, MaxInWindow)
-// and ring.go (the bounded FIFO the simulators' windows use).
+// One file per concept: client.go (Client, Message, the shared
+// connection), error.go (Error and the Kind of an answer), twilio.go and
+// vonage.go (their adapters), secret.go (a credential read again from its
+// file), segments.go (Segments, UCS2Segments), context.go (the resend
+// count and the Report), redact.go (what of an answer may go into
+// Error.Message) and retryafter.go (ParseRetryAfter).
 package provider

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"smsdispatcher/provider/internal/wire"
 )
 
 const (
@@ -52,7 +54,7 @@ func parseSeconds(v string) (time.Duration, bool) {
 	if intPart == "" && frac == "" {
 		return 0, false
 	}
-	if !allDigits(intPart) || (hasDot && !allDigits(frac)) {
+	if !wire.AllDigits(intPart) || (hasDot && !wire.AllDigits(frac)) {
 		return 0, false
 	}
 	const maxSeconds = int64(MaxRetryAfter / time.Second)
@@ -71,15 +73,6 @@ func parseSeconds(v string) (time.Duration, bool) {
 		}
 	}
 	return clampRetryAfter(time.Duration(secs)*time.Second + time.Duration(nanos)), true
-}
-
-func allDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 func clampRetryAfter(d time.Duration) time.Duration {

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"smsdispatcher/provider/internal/wire"
 )
 
 func TestParseRetryAfter(t *testing.T) {
@@ -87,9 +89,9 @@ func FuzzParseRetryAfter(f *testing.F) {
 		if !ok || d != want {
 			t.Errorf("ParseRetryAfter(%q) = %v, %v; want %v, true", s, d, ok, want)
 		}
-		// So do milliseconds written as decimal seconds, as the Simulator writes them.
+		// So do milliseconds written as decimal seconds, as the simulators write them.
 		ms := time.Duration(n%86_400_000) * time.Millisecond
-		s = formatSeconds(ms)
+		s = wire.FormatSeconds(ms)
 		if d, ok = ParseRetryAfter(s, t0); !ok || d != ms {
 			t.Errorf("ParseRetryAfter(%q) = %v, %v; want %v, true", s, d, ok, ms)
 		}

@@ -83,7 +83,7 @@ func Segments(body string) (n int, enc Encoding) {
 	if n, ok := gsm7Segments(body); ok {
 		return n, GSM7
 	}
-	return ucs2Segments(body), UCS2
+	return UCS2Segments(body), UCS2
 }
 
 // gsm7Segments returns the segments body takes in GSM-7, or false if a
@@ -100,8 +100,10 @@ func gsm7Segments(body string) (n int, ok bool) {
 	return s.count(gsm7Single), true
 }
 
-// ucs2Segments returns the segments body takes in UCS-2.
-func ucs2Segments(body string) int {
+// UCS2Segments returns the segments body takes sent in UCS-2, whatever its
+// characters: Segments' count for a body that is not GSM7, and what a
+// provider counts when the sender asks for UCS-2 (Vonage's type=unicode).
+func UCS2Segments(body string) int {
 	var s segmenter
 	for _, r := range body {
 		// range yields U+FFFD for invalid UTF-8, never a surrogate, so

@@ -12,68 +12,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"smsdispatcher/provider/internal/wire"
 )
 
 // DefaultTwilioURL is where Twilio's REST API lives.
 const DefaultTwilioURL = "https://api.twilio.com"
-
-// twilioMaxValidity is the longest ValidityPeriod Twilio accepts, in
-// seconds (10 hours), and its default.
-const twilioMaxValidity = 36000
-
-// The Twilio error codes this package names, with the page of Twilio's error
-// reference (https://www.twilio.com/docs/api/errors/{code}) that documents
-// each. twilioCodes is the one table of them: what Send makes of each
-// (whatever the HTTP status), and how the Twilio Simulator answers it.
-const (
-	twilioNotFound          = 20404 // "Not Found": a path that is no resource
-	twilioMethodNotAllowed  = 20004 // "Method not allowed"
-	twilioAuthenticate      = 20003 // "Permission Denied" (the message reads "Authenticate"): wrong AccountSid or AuthToken, or an account suspended or closed
-	twilioAccountNotActive  = 20005 // "Account not active": out of funds, or a free trial not activated
-	twilioAccountInactive   = 10001 // "Account is not active": balance at $0 or below, suspended, disabled for a policy violation
-	twilioForbidden         = 20403 // "403 Forbidden": the account may not use the API, typically suspended or closed
-	twilioAccountSuspended  = 90010 // "Account is not active": the account is suspended
-	twilioTooManyRequests   = 20429 // "Too many requests": over the account's API concurrency; never processed, safe to retry
-	twilioQueueFull         = 21611 // "This 'From' number has exceeded the maximum number of queued messages" (10 hours of them)
-	twilioInternalError     = 20500 // "Internal Server Error"
-	twilioInvalidTo         = 21211 // "Invalid 'To' Phone Number"
-	twilioBodyRequired      = 21602 // "Message body is required"
-	twilioFromRequired      = 21603 // "A 'From' or 'MessagingServiceSid' parameter is required to send a message"
-	twilioToRequired        = 21604 // "'To' phone number is required to send a Message"
-	twilioBodyTooLong       = 21617 // "The concatenated message body exceeds the 1600 character limit"
-	twilioBadValidityPeriod = 21624 // "Invalid validity period value": not an integer from 1 to 36000
-)
-
-// A twilioCode is what this package does with one Twilio error code.
-type twilioCode struct {
-	kind    Kind   // Send's reading whatever the status; KindByStatus: by the status
-	status  int    // the HTTP status the Simulator answers with it
-	message string // the Simulator's message
-}
-
-// twilioCodes is the one table of the codes above. Codes not in it are read
-// by their HTTP status (see Twilio.Send). 30002 ("Account suspended") is not
-// here: Twilio reports it on a message it had queued (the status callback,
-// the Message's error_code), never in the answer to a create.
-var twilioCodes = map[int]twilioCode{
-	twilioAuthenticate:     {KindAccount, http.StatusUnauthorized, "Authenticate"},
-	twilioAccountNotActive: {KindAccount, http.StatusUnauthorized, "Account not active"},
-	twilioAccountInactive:  {KindAccount, http.StatusUnauthorized, "Account is not active"},
-	twilioForbidden:        {KindAccount, http.StatusForbidden, "The account lacks permission to access the Twilio API"},
-	twilioAccountSuspended: {KindAccount, http.StatusForbidden, "Account is not active"},
-	twilioTooManyRequests:  {KindThrottled, http.StatusTooManyRequests, "Too Many Requests"},
-	twilioQueueFull:        {KindThrottled, http.StatusBadRequest, "This 'From' number has exceeded the maximum number of queued messages"},
-
-	twilioNotFound:          {KindByStatus, http.StatusNotFound, "The requested resource was not found"},
-	twilioMethodNotAllowed:  {KindByStatus, http.StatusMethodNotAllowed, "Method not allowed"},
-	twilioInternalError:     {KindByStatus, http.StatusInternalServerError, "Internal Server Error"},
-	twilioInvalidTo:         {KindByStatus, http.StatusBadRequest, "The 'To' number is not a valid phone number."},
-	twilioBodyRequired:      {KindByStatus, http.StatusBadRequest, "Message body is required."},
-	twilioFromRequired:      {KindByStatus, http.StatusBadRequest, "A 'From' or 'MessagingServiceSid' parameter is required to send a message."},
-	twilioToRequired:        {KindByStatus, http.StatusBadRequest, "A 'To' phone number is required."},
-	twilioBodyTooLong:       {KindByStatus, http.StatusBadRequest, "The concatenated message body exceeds the 1600 character limit."},
-	twilioBadValidityPeriod: {KindByStatus, http.StatusBadRequest, "Invalid validity period value."},
-}
 
 // TwilioConfig configures a Twilio adapter.
 type TwilioConfig struct {
@@ -159,7 +103,7 @@ func twilioSID(field, sid string) error {
 // the deadline), within 1 to 36000.
 func twilioValidityPeriod(deadline, now time.Time) int {
 	left := deadline.Sub(now) / time.Second
-	return int(min(max(left, 1), twilioMaxValidity))
+	return int(min(max(left, 1), wire.TwilioMaxValidity))
 }
 
 // Send creates one Message resource for m: a POST of To, Body, From (m.From
@@ -241,12 +185,12 @@ func (t *Twilio) answer(resp *http.Response, head []byte, m Message, token, basi
 		e.Code = code
 		n, _ = strconv.Atoi(code)
 	}
-	byCode := twilioCodes[n].kind
+	means := wire.TwilioCodes[n].Means
 	switch {
-	case status == http.StatusTooManyRequests || byCode == KindThrottled:
+	case status == http.StatusTooManyRequests || means == wire.TwilioThrottled:
 		e.Kind = KindThrottled
 		e.RetryAfter = retryAfter(resp.Header, t.now())
-	case status == http.StatusUnauthorized || byCode == KindAccount ||
+	case status == http.StatusUnauthorized || means == wire.TwilioAccount ||
 		status == http.StatusForbidden && code == "" ||
 		status == http.StatusNotFound || status == http.StatusMethodNotAllowed:
 		// A 404 or 405 to a POST on Messages.json says the URL is wrong
@@ -294,7 +238,7 @@ func twilioErrorCode(raw json.RawMessage) string {
 	if uq, err := strconv.Unquote(s); err == nil {
 		s = uq
 	}
-	if s == "" || len(s) > 9 || !allDigits(s) {
+	if s == "" || len(s) > 9 || !wire.AllDigits(s) {
 		return ""
 	}
 	return s

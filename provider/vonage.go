@@ -21,22 +21,12 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"smsdispatcher/provider/internal/wire"
 )
 
 // DefaultVonageURL is the SMS API's base URL.
 const DefaultVonageURL = "https://rest.nexmo.com"
-
-const (
-	// vonageClientRefMax is the longest client-ref Vonage takes: "your own
-	// reference of up to 100 characters" (40 in versions of the reference
-	// before 2022). A message ID may be up to 128 characters, so a longer
-	// one is sent as its first 100 bytes, cut at a rune boundary: the
-	// client-ref then names the message without being it.
-	vonageClientRefMax = 100
-	// vonageTTLMin and vonageTTLMax bound the ttl field, in milliseconds.
-	vonageTTLMin = 20_000
-	vonageTTLMax = 604_800_000
-)
 
 // VonageConfig configures a Vonage adapter.
 type VonageConfig struct {
@@ -119,7 +109,7 @@ func (v *Vonage) Send(ctx context.Context, m Message) (Receipt, error) {
 		form.Set("type", "unicode")
 	}
 	if !m.Deadline.IsZero() {
-		ttl := min(max(m.Deadline.Sub(v.now()).Milliseconds(), vonageTTLMin), vonageTTLMax)
+		ttl := min(max(m.Deadline.Sub(v.now()).Milliseconds(), wire.VonageTTLMin), wire.VonageTTLMax)
 		form.Set("ttl", strconv.FormatInt(ttl, 10))
 	}
 	body := form.Encode()
@@ -137,13 +127,15 @@ func (v *Vonage) Send(ctx context.Context, m Message) (Receipt, error) {
 	})
 }
 
-// vonageClientRef returns id cut to vonageClientRefMax bytes at a rune
-// boundary.
+// vonageClientRef returns id cut to wire.VonageClientRefMax bytes at a rune
+// boundary. A message ID may be up to 128 characters, so a longer one is
+// sent as its first 100 bytes: the client-ref then names the message
+// without being it.
 func vonageClientRef(id string) string {
-	if len(id) <= vonageClientRefMax {
+	if len(id) <= wire.VonageClientRefMax {
 		return id
 	}
-	cut := vonageClientRefMax
+	cut := wire.VonageClientRefMax
 	for cut > 0 && !utf8.RuneStart(id[cut]) {
 		cut--
 	}

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // TestAThrottleInA200BodyCountsAsA429: Vonage answers a throttle with HTTP
@@ -32,7 +33,7 @@ func TestAThrottleInA200BodyCountsAsA429(t *testing.T) {
 	}
 	defer m.Shutdown(ctx)
 
-	sim := provider.NewVonageSimulator(provider.SimConfig{Token: "secret-0123456789"}, "key")
+	sim := providertest.NewVonage(providertest.Config{Token: "secret-0123456789"}, "key")
 	srv := httptest.NewServer(sim)
 	defer srv.Close()
 	v, err := provider.NewVonage(provider.VonageConfig{APIKey: "key", APISecret: provider.StaticSecret("secret-0123456789"), From: "TEST", BaseURL: srv.URL},

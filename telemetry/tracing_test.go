@@ -25,6 +25,7 @@ import (
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 type eventChan chan dispatch.Event
@@ -69,7 +70,7 @@ func TestResendCountAppearsOnTheSecondProviderSpan(t *testing.T) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
-		provider.NewSimulator(provider.SimConfig{}).ServeHTTP(w, r)
+		providertest.NewGeneric(providertest.Config{}).ServeHTTP(w, r)
 	}))
 	defer srv.Close()
 

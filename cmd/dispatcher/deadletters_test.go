@@ -26,7 +26,7 @@ import (
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/topology"
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 const dlProject = "proj"
@@ -302,7 +302,7 @@ func TestDeadlettersListEmpty(t *testing.T) {
 // exactly once; nothing is left to list.
 func TestDeadlettersReplayAfterTheProviderIsFixed(t *testing.T) {
 	h := newDLHarness(t)
-	sim := provider.NewSimulator(provider.SimConfig{Token: "s3cret"})
+	sim := providertest.NewGeneric(providertest.Config{Token: "s3cret"})
 	sim.FailFor(400, time.Hour)
 	simSrv := httptest.NewServer(sim)
 	defer simSrv.Close()
@@ -566,7 +566,7 @@ func TestDeadlettersReplayKilledHalfwayLosesNothing(t *testing.T) {
 	}
 
 	// The dispatcher serves; replay runs again until nothing is listed.
-	sim := provider.NewSimulator(provider.SimConfig{Token: "s3cret"})
+	sim := providertest.NewGeneric(providertest.Config{Token: "s3cret"})
 	simSrv := httptest.NewServer(sim)
 	defer simSrv.Close()
 	t.Setenv("SMS_PROVIDER_URL", simSrv.URL)

@@ -31,7 +31,7 @@ import (
 	"smsdispatcher/internal/redisstats"
 	"smsdispatcher/internal/topology"
 	"smsdispatcher/nack"
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 	"smsdispatcher/telemetry"
 )
 
@@ -254,7 +254,7 @@ func (c *counter) count(args []any) {
 // demo runs the pipeline and returns its report.
 func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (demoReport, error) {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	stack, err := startLocal(cfg, provider.SimConfig{Limit: int(cfg.ContractRPS), Window: time.Second, RetryAfter: time.Second})
+	stack, err := startLocal(cfg, providertest.Config{Limit: int(cfg.ContractRPS), Window: time.Second, RetryAfter: time.Second})
 	if err != nil {
 		return demoReport{}, err
 	}
@@ -391,8 +391,8 @@ func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (d
 			}
 		}
 	}
-	r.MaxIn1s = provider.MaxInAnyWindow(accepted, time.Second)
-	r.MaxSegmentsIn1s = provider.MaxInAnyWindow(segments, time.Second)
+	r.MaxIn1s = providertest.MaxInAnyWindow(accepted, time.Second)
+	r.MaxSegmentsIn1s = providertest.MaxInAnyWindow(segments, time.Second)
 	r.Provider, r.RateUnit, r.CampaignSegments = cfg.Provider, cfg.RateUnit, o.CampaignSegments
 	for _, c := range counters {
 		r.ScriptCalls += c.scripts.Load()

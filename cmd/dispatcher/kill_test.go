@@ -23,7 +23,7 @@ import (
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/topology"
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // TestSIGKILLMidFloodLosesNothing is the crash test of docs/design.md ("What
@@ -69,7 +69,7 @@ func TestSIGKILLMidFloodLosesNothing(t *testing.T) {
 	ps := pstest.NewServer()
 	t.Cleanup(func() { ps.Close() })
 	// The latency makes sends really in flight when the kill comes.
-	sim := provider.NewSimulator(provider.SimConfig{Token: token, Latency: 30 * time.Millisecond})
+	sim := providertest.NewGeneric(providertest.Config{Token: token, Latency: 30 * time.Millisecond})
 	// Each child has its own endpoint in front of the one simulator, so the
 	// test knows which ids the killed process took to the provider.
 	endpoints := [2]*killEndpoint{{sim: sim, seen: map[string]time.Time{}}, {sim: sim, seen: map[string]time.Time{}}}
@@ -347,7 +347,7 @@ func TestSIGKILLMidFloodLosesNothing(t *testing.T) {
 // killEndpoint is one child's provider endpoint: it notes when each id
 // first reached it, then hands the request to the shared simulator.
 type killEndpoint struct {
-	sim  *provider.Simulator
+	sim  *providertest.Simulator
 	mu   sync.Mutex
 	seen map[string]time.Time // guarded by mu
 }

@@ -10,7 +10,7 @@ import (
 	"smsdispatcher/internal/localstack"
 	"smsdispatcher/internal/redisconn"
 	"smsdispatcher/internal/topology"
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // localStack is the demo's local stack (package localstack), set up from
@@ -20,7 +20,7 @@ type localStack struct{ *localstack.Stack }
 // startLocal starts the stack with the simulator of cfg.Provider, whose
 // subscriptions hold a nacked message for their retry policy's minimum
 // backoff; Close stops it.
-func startLocal(cfg config, sim provider.SimConfig) (localStack, error) {
+func startLocal(cfg config, sim providertest.Config) (localStack, error) {
 	sim.CountSegments = cfg.RateUnit == "segment"
 	s, err := localstack.Start(localstack.Options{
 		Project: cfg.ProjectID,

@@ -18,7 +18,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 
 	"smsdispatcher/internal/redistest"
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // TestMain lets a test run the real main in a child process.
@@ -111,7 +111,7 @@ func TestBadConfigExitsTwoWithOneLine(t *testing.T) {
 func TestServeSetupPublishAndSIGTERM(t *testing.T) {
 	ps := pstest.NewServer()
 	defer ps.Close()
-	sim := provider.NewSimulator(provider.SimConfig{Token: "s3cret"})
+	sim := providertest.NewGeneric(providertest.Config{Token: "s3cret"})
 	simSrv := httptest.NewServer(sim)
 	defer simSrv.Close()
 	addr := freeAddr(t)

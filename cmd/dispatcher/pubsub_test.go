@@ -15,7 +15,7 @@ import (
 
 	"smsdispatcher/internal/pullwatch"
 	"smsdispatcher/internal/redistest"
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // setVar sets *p to v for the test.
@@ -127,7 +127,7 @@ func setUpPubsub(opts ...pstest.ServerReactorOption) func(t *testing.T) string {
 func TestServeUnreadyAtSIGTERM(t *testing.T) {
 	release := make(chan struct{})
 	reached := make(chan struct{}, 1)
-	sim := provider.NewSimulator(provider.SimConfig{Token: "s3cret"})
+	sim := providertest.NewGeneric(providertest.Config{Token: "s3cret"})
 	holding := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case reached <- struct{}{}:
@@ -174,7 +174,7 @@ func TestServeUnreadyAtSIGTERM(t *testing.T) {
 func TestServeWhenPubsubStopsMidRun(t *testing.T) {
 	setVar(t, &pullwatch.Silence, time.Second)
 	setVar(t, &stopBound, time.Second)
-	sim := provider.NewSimulator(provider.SimConfig{Token: "s3cret"})
+	sim := providertest.NewGeneric(providertest.Config{Token: "s3cret"})
 	simSrv := httptest.NewServer(sim)
 	defer simSrv.Close()
 	ps := pstest.NewServer()
@@ -243,7 +243,7 @@ func TestServeWhenPubsubStopsMidRun(t *testing.T) {
 func TestServeSIGTERMInAPubsubOutage(t *testing.T) {
 	setVar(t, &pullwatch.Silence, time.Hour) // the outage is not yet long enough to show
 	setVar(t, &stopBound, 3*time.Second)
-	sim := provider.NewSimulator(provider.SimConfig{Token: "s3cret"})
+	sim := providertest.NewGeneric(providertest.Config{Token: "s3cret"})
 	simSrv := httptest.NewServer(sim)
 	defer simSrv.Close()
 	ps := pstest.NewServer()

@@ -13,7 +13,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 
 	"smsdispatcher/internal/redistest"
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // TestServeWithAnAccountsFile runs the real serve with ACCOUNTS_FILE: OTP
@@ -23,8 +23,8 @@ import (
 func TestServeWithAnAccountsFile(t *testing.T) {
 	ps := pstest.NewServer()
 	defer ps.Close()
-	otpSim := provider.NewSimulator(provider.SimConfig{Token: "otp-s3cret"})
-	bulkSim := provider.NewSimulator(provider.SimConfig{Token: "bulk-s3cret", SenderLimit: 5})
+	otpSim := providertest.NewGeneric(providertest.Config{Token: "otp-s3cret"})
+	bulkSim := providertest.NewGeneric(providertest.Config{Token: "bulk-s3cret", SenderLimit: 5})
 	otpSrv, bulkSrv := httptest.NewServer(otpSim), httptest.NewServer(bulkSim)
 	defer otpSrv.Close()
 	defer bulkSrv.Close()

@@ -11,7 +11,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 
 	"smsdispatcher/internal/redistest"
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // TestServeWithTheDefaultsInSegments runs the real serve with the rates at
@@ -22,13 +22,13 @@ func TestServeWithTheDefaultsInSegments(t *testing.T) {
 	const sid = "AC0123456789abcdef0123456789abcdef"
 	tests := []struct {
 		name string
-		sim  *provider.Simulator
+		sim  *providertest.Simulator
 		env  func(url string) map[string]string
 	}{
-		{"RATE_UNIT=segment", provider.NewSimulator(provider.SimConfig{Token: "s3cret"}), func(url string) map[string]string {
+		{"RATE_UNIT=segment", providertest.NewGeneric(providertest.Config{Token: "s3cret"}), func(url string) map[string]string {
 			return map[string]string{"RATE_UNIT": "segment", "SMS_PROVIDER_URL": url, "SMS_PROVIDER_TOKEN": "s3cret"}
 		}},
-		{"SMS_PROVIDER=twilio", provider.NewTwilioSimulator(provider.SimConfig{Token: "s3cret"}, sid), func(url string) map[string]string {
+		{"SMS_PROVIDER=twilio", providertest.NewTwilio(providertest.Config{Token: "s3cret"}, sid), func(url string) map[string]string {
 			return map[string]string{"SMS_PROVIDER": "twilio", "TWILIO_ACCOUNT_SID": sid, "TWILIO_AUTH_TOKEN": "s3cret",
 				"TWILIO_FROM": "+15005550006", "TWILIO_API_URL": url}
 		}},

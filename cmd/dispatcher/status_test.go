@@ -18,7 +18,7 @@ import (
 	"smsdispatcher/internal/redisconn"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/topology"
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 	"smsdispatcher/status"
 )
 
@@ -34,7 +34,7 @@ func TestStatusShowsAStateBuiltByThePipeline(t *testing.T) {
 	// reopens can hold Receive, and the instances' run, for good.
 	ps := pstest.NewServer()
 	t.Cleanup(func() { ps.Close() })
-	sim := provider.NewSimulator(provider.SimConfig{})
+	sim := providertest.NewGeneric(providertest.Config{})
 	simSrv := httptest.NewServer(sim)
 	t.Cleanup(simSrv.Close)
 	account := redistest.UniqueAccount(t)

@@ -22,7 +22,7 @@ import (
 
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/topology"
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // loadConfig parses args and env as a command does, without the process
@@ -140,7 +140,7 @@ func TestServeWithTokenFileLeaksNothing(t *testing.T) {
 	)
 	ps := pstest.NewServer()
 	defer ps.Close()
-	sim := provider.NewSimulator(provider.SimConfig{Token: token})
+	sim := providertest.NewGeneric(providertest.Config{Token: token})
 	// A careless provider that echoes what it was sent in its refusal.
 	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Idempotency-Key") == "echo-refused" {

@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"smsdispatcher/internal/promseries"
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // recordEvery is the scrape interval of a recording.
@@ -47,7 +47,7 @@ type recording struct {
 	pods     int
 	series   map[string]*recSeries // by the series' text
 	n        int                   // scrapes
-	simStats provider.SimStats
+	simStats providertest.Stats
 }
 
 type recSeries struct {

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/internal/redistest"
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // alertRun is one fault run: a steady load (marketing above its cap, OTP
@@ -19,7 +19,7 @@ type alertRun struct {
 	name, about string
 	length      time.Duration
 	pods        int
-	sim         provider.SimConfig
+	sim         providertest.Config
 	env         map[string]string // dispatcher settings beside the run's defaults
 	accounts    string            // ACCOUNTS_FILE content (%q: the simulator's URL, the token file), if any
 	redisFlags  []string          // flags of a redis-server of the run's own; none: the Redis every run shares
@@ -38,7 +38,7 @@ type runEvent struct {
 
 // runWorld is what a run's events act on.
 type runWorld struct {
-	sim       *provider.Simulator
+	sim       *providertest.Simulator
 	delay     atomic.Int64 // provider answer delay, ns
 	proxy     *redistest.Proxy
 	redis     *redis.Client // the run's Redis, not through the proxy
@@ -63,7 +63,7 @@ func alertRuns() []alertRun {
 				w.sim.FailFor(http.StatusTooManyRequests, 10*time.Second)
 			}}}},
 		{name: "account-suspended", length: 210 * time.Second,
-			sim:   provider.SimConfig{SuspendAfter: 5, SuspendFor: 90 * time.Second},
+			sim:   providertest.Config{SuspendAfter: 5, SuspendFor: 90 * time.Second},
 			about: "429s push the account over the provider's suspension threshold (5 answers here, 300 in 10 minutes in production): suspended for 90 s, every answer 429 with the time left as Retry-After",
 			events: []runEvent{{60 * time.Second, "the provider answers 429 (Retry-After 1 s) to the next 6 requests: the account is suspended for 90 s at the 6th", func(w *runWorld) {
 				w.sim.ThrottleNext(6, time.Second)
@@ -114,7 +114,7 @@ func alertRuns() []alertRun {
 				{150 * time.Second, "the dead-letter topic accepts publishes again", func(w *runWorld) { w.dlOutage.Store(false) }},
 			}},
 		{name: "learned-rate", length: 240 * time.Second,
-			sim:   provider.SimConfig{Limit: 60},
+			sim:   providertest.Config{Limit: 60},
 			about: "the provider allows 60/s where the account's target is 90; the learned limit on (adaptive.enabled), its search step 10 s",
 			accounts: `accounts:
   - name: learned-rate

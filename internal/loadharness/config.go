@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // Strategies, in the order they are run and reported.
@@ -37,17 +37,17 @@ const (
 // A mode is one way the provider may measure its 100 messages per second.
 type mode struct {
 	name string
-	sim  provider.SimConfig
+	sim  providertest.Config
 }
 
 // modes are the provider's measurement modes. None suspends the account:
 // the report extrapolates the suspension from the 429 rate instead, so a run
 // keeps measuring after the point where the real account would stop.
 var modes = []mode{
-	{"sliding1s", provider.SimConfig{Limit: 100, Window: time.Second}},
-	{"fixed1s", provider.SimConfig{Limit: 100, Window: time.Second, Fixed: true}},
-	{"fixed1s-0.37", provider.SimConfig{Limit: 100, Window: time.Second, Fixed: true, Phase: 370 * time.Millisecond}},
-	{"sliding100ms", provider.SimConfig{Limit: 10, Window: 100 * time.Millisecond}},
+	{"sliding1s", providertest.Config{Limit: 100, Window: time.Second}},
+	{"fixed1s", providertest.Config{Limit: 100, Window: time.Second, Fixed: true}},
+	{"fixed1s-0.37", providertest.Config{Limit: 100, Window: time.Second, Fixed: true, Phase: 370 * time.Millisecond}},
+	{"sliding100ms", providertest.Config{Limit: 10, Window: 100 * time.Millisecond}},
 }
 
 func init() {

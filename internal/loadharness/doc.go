@@ -67,7 +67,7 @@
 // admission took (Decision.Sender). The row gives the segments accepted
 // per second and their share of 25, the simulator's throttles for the
 // account and for a sender, the most segments in any sliding second, the
-// account's and the busiest sender's (provider.MaxInWindow), and how many
+// account's and the busiest sender's (providertest.MaxInWindow), and how many
 // senders carried traffic, with the least and the most one carried.
 //
 // adaptive: a provider allowing 60 messages in any sliding second

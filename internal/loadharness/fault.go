@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"smsdispatcher/internal/redistest"
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // faultEvent is one change of state in a run's fault schedule.
@@ -19,7 +19,7 @@ type faultEvent struct {
 // schedule turns faults into events in time order. A redis-down fault needs
 // px; the provider faults act through sim.FailFor, so two provider faults
 // that overlap cut each other short.
-func schedule(faults []fault, sim *provider.Simulator, px *redistest.Proxy) []faultEvent {
+func schedule(faults []fault, sim *providertest.Simulator, px *redistest.Proxy) []faultEvent {
 	var evs []faultEvent
 	for _, f := range faults {
 		switch f.kind {

@@ -21,6 +21,7 @@ import (
 	"smsdispatcher/internal/redisstats"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // runSeq numbers runs within the process, for key namespaces.
@@ -64,7 +65,7 @@ func runOne(ctx context.Context, cfg *Config, redisOpts *redis.Options, strat st
 	simCfg := m.sim
 	simCfg.Latency = cfg.latency
 	simCfg.CountSegments = cfg.segments > 1 // as Twilio counts
-	sim := provider.NewSimulator(simCfg)
+	sim := providertest.NewGeneric(simCfg)
 	var handler http.Handler = sim
 	if cfg.jitter > 0 {
 		handler = arrivalJitter{next: sim, max: cfg.jitter}

@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // binWidth is the width of the arrival histograms and the chart's bars.
@@ -96,7 +96,7 @@ type result struct {
 }
 
 // measure turns what a run recorded into its row.
-func measure(cfg *Config, strat string, m mode, k int, start time.Time, sim *provider.Simulator, st *counters, ld *load, redisCalls int64, own *redisStats) *result {
+func measure(cfg *Config, strat string, m mode, k int, start time.Time, sim *providertest.Simulator, st *counters, ld *load, redisCalls int64, own *redisStats) *result {
 	end := start.Add(cfg.duration)
 	r := &result{Strategy: strat, Mode: m.name, Senders: k, Seconds: cfg.duration.Seconds()}
 	if strat == stratGCRA {
@@ -146,10 +146,10 @@ func measure(cfg *Config, strat string, m mode, k int, start time.Time, sim *pro
 	if strat == stratGCRA {
 		r.CeilingRPS = min(cfg.target, cfg.marketing+cfg.otpRate)
 	}
-	r.MaxAccepted1s = provider.MaxInAnyWindow(accepted, time.Second)
-	r.MaxAccepted100ms = provider.MaxInAnyWindow(accepted, 100*time.Millisecond)
-	r.MaxAll1s = provider.MaxInAnyWindow(all, time.Second)
-	r.MaxAll100ms = provider.MaxInAnyWindow(all, 100*time.Millisecond)
+	r.MaxAccepted1s = providertest.MaxInAnyWindow(accepted, time.Second)
+	r.MaxAccepted100ms = providertest.MaxInAnyWindow(accepted, 100*time.Millisecond)
+	r.MaxAll1s = providertest.MaxInAnyWindow(all, time.Second)
+	r.MaxAll100ms = providertest.MaxInAnyWindow(all, 100*time.Millisecond)
 
 	waits := st.otpWaitsAt(ld.arrivals(), end)
 	r.OTPArrived = len(waits)

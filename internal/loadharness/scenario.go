@@ -19,6 +19,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // Scenarios (--scenario) are rows beside the matrix: each sets the provider
@@ -189,7 +190,7 @@ func runScenarios(ctx context.Context, cfg *Config, redisOpts *redis.Options, pr
 // runOne, everything it starts is stopped and waited for before it
 // returns.
 func runScenario(ctx context.Context, cfg *Config, redisOpts *redis.Options, sc scenario, k int, progress io.Writer) (*scenarioResult, error) {
-	simCfg := provider.SimConfig{Token: simToken, Window: time.Second, RetryAfter: time.Second, Latency: cfg.latency}
+	simCfg := providertest.Config{Token: simToken, Window: time.Second, RetryAfter: time.Second, Latency: cfg.latency}
 	ns := "lt-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.FormatInt(runSeq.Add(1), 10)
 	logger := slog.New(slog.DiscardHandler)
 	if cfg.verbose {
@@ -225,7 +226,7 @@ func runScenario(ctx context.Context, cfg *Config, redisOpts *redis.Options, sc 
 		return nil, fmt.Errorf("unknown scenario %q", sc.name)
 	}
 
-	sim := provider.NewSimulator(simCfg)
+	sim := providertest.NewGeneric(simCfg)
 	var handler http.Handler = sim
 	if cfg.jitter > 0 {
 		handler = arrivalJitter{next: sim, max: cfg.jitter}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 // scenarioResult is one --scenario row.
@@ -44,7 +44,7 @@ type scenarioResult struct {
 
 	// MaxAccount1s is the most units (segments for senders) accepted in any
 	// sliding second; MaxSender1s the most any one sender had, MaxSenderFrom
-	// which (provider.MaxInWindow).
+	// which (providertest.MaxInWindow).
 	MaxAccount1s  int
 	MaxSender1s   int
 	MaxSenderFrom string
@@ -77,7 +77,7 @@ type scenarioResult struct {
 
 // measureScenario turns what a scenario run recorded into its row (the
 // learned rate's figures excepted).
-func measureScenario(sc scenario, k int, cfg *Config, start time.Time, sim *provider.Simulator, st *counters, ld *load) *scenarioResult {
+func measureScenario(sc scenario, k int, cfg *Config, start time.Time, sim *providertest.Simulator, st *counters, ld *load) *scenarioResult {
 	end := start.Add(sc.duration)
 	r := &scenarioResult{Scenario: sc.name, Senders: k, Duration: sc.duration, Target: sc.target, Marketing: sc.marketing,
 		Burst: sc.burst, OTPRate: sc.otpRate}
@@ -133,11 +133,11 @@ func measureScenario(sc scenario, k int, cfg *Config, start time.Time, sim *prov
 	stats := sim.Stats()
 	r.Throttled, r.SenderThrottled = stats.Throttled, stats.SenderThrottled
 	r.Suspensions, r.SuspendedAnswers = stats.Suspensions, stats.SuspendedAnswers
-	r.Max429s10m = provider.MaxInAnyWindow(throttles, 10*time.Minute)
+	r.Max429s10m = providertest.MaxInAnyWindow(throttles, 10*time.Minute)
 	segments := sc.name == scenSenders
-	r.MaxAccount1s, _ = provider.MaxInWindow(arrivals, provider.WindowMeasure{Window: time.Second, Segments: segments})
+	r.MaxAccount1s, _ = providertest.MaxInWindow(arrivals, providertest.Window{Length: time.Second, Segments: segments})
 	if segments {
-		r.MaxSender1s, r.MaxSenderFrom = provider.MaxInWindow(arrivals, provider.WindowMeasure{Window: time.Second, Segments: true, BySender: true})
+		r.MaxSender1s, r.MaxSenderFrom = providertest.MaxInWindow(arrivals, providertest.Window{Length: time.Second, Segments: true, BySender: true})
 	}
 
 	waits := st.otpWaitsAt(ld.arrivals(), end)
@@ -313,7 +313,7 @@ func writeSendersTable(w io.Writer, cfg *Config, sc scenario, rows []*scenarioRe
 segments/s, util of 25: segments the provider accepted within the run per second, and that over the account's 25.
 account 429s, sender 429s: the simulator's over-rate answers for the account's window (Stats().Throttled) and for a
   sender's (Stats().SenderThrottled); suspension is off, as in the matrix.
-max account 1s, max sender 1s: most accepted segments in any sliding second (provider.MaxInWindow), the account's
+max account 1s, max sender 1s: most accepted segments in any sliding second (providertest.MaxInWindow), the account's
   (limit 25) and the busiest sender's (limit %d; in brackets, which). senders used: senders of the pool that carried
   traffic; per sender min/max: segments each carried in the run; no sender: accepted messages from no sender of the pool.
 OTP p99: queue arrival to first admission. nacks/sent: messages handed back (denied, 429) per accepted message.

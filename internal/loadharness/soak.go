@@ -17,7 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/internal/redisserver"
-	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
 )
 
 const (
@@ -82,7 +82,7 @@ func runSoak(ctx context.Context, cfg *Config, redisURL string, stdout, progress
 	simCfg := m.sim
 	simCfg.Latency = cfg.latency
 	simCfg.MaxArrivals = -1 // the soak counts; it keeps no arrival
-	sim := provider.NewSimulator(simCfg)
+	sim := providertest.NewGeneric(simCfg)
 	srv := httptest.NewServer(sim)
 	defer srv.Close()
 
@@ -212,7 +212,7 @@ func writeSoakCSVFile(cfg *Config, samples []soakSample) error {
 
 // takeSoakSample asks every sender for a sample, then reads Redis and the
 // simulator.
-func takeSoakSample(ctx context.Context, children []*soakChild, rdb *redis.Client, sim *provider.Simulator) (soakSample, error) {
+func takeSoakSample(ctx context.Context, children []*soakChild, rdb *redis.Client, sim *providertest.Simulator) (soakSample, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, soakAnswerTimeout, fmt.Errorf("no answer within %v", soakAnswerTimeout))
 	defer cancel()
 	asked := time.Now()

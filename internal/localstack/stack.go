@@ -9,11 +9,11 @@ import (
 	"sync"
 	"time"
 
+	"smsdispatcher/provider/providertest"
+
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-
-	"smsdispatcher/provider"
 )
 
 // The credentials the stack's simulators expect, unless Options.Sim.Token
@@ -45,7 +45,7 @@ type Options struct {
 	// those providers do; the generic one does if Sim.CountSegments.
 	Provider string
 	// Sim configures the simulator. If Sim.Token is empty, it expects Token.
-	Sim provider.SimConfig
+	Sim providertest.Config
 	// Wrap, if not nil, wraps the simulator's handler before it is served
 	// (to delay its answers, say).
 	Wrap func(http.Handler) http.Handler
@@ -57,7 +57,7 @@ type Options struct {
 // except Close, which ends it.
 type Stack struct {
 	Pubsub   *pstest.Server
-	Sim      *provider.Simulator
+	Sim      *providertest.Simulator
 	SimURL   string // the simulator's base URL
 	RedisURL string // the real Redis of Options, or the embedded one's
 
@@ -71,16 +71,16 @@ type Stack struct {
 func Start(o Options) (*Stack, error) {
 	sim := o.Sim
 	sim.Token = cmp.Or(sim.Token, Token)
-	var ps *provider.Simulator
+	var ps *providertest.Simulator
 	switch o.Provider {
 	case "twilio":
 		sim.CountSegments = true
-		ps = provider.NewTwilioSimulator(sim, TwilioSID)
+		ps = providertest.NewTwilio(sim, TwilioSID)
 	case "vonage":
 		sim.CountSegments = true
-		ps = provider.NewVonageSimulator(sim, VonageKey)
+		ps = providertest.NewVonage(sim, VonageKey)
 	default:
-		ps = provider.NewSimulator(sim)
+		ps = providertest.NewGeneric(sim)
 	}
 	reactors := append([]pstest.ServerReactorOption{nackDelayReactor(o.Project, o.NackDelays)}, o.Reactors...)
 	s := &Stack{Pubsub: pstest.NewServer(reactors...), Sim: ps, RedisURL: o.RedisURL}

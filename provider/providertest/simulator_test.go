@@ -1,14 +1,18 @@
-package provider
+package providertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"smsdispatcher/provider"
 )
 
 const validBody = `{"to":"+819012345678","body":"Your code is 482913","client_ref":"%s"}`
@@ -63,17 +67,17 @@ func run(t *testing.T, s *Simulator, clock *fakeClock, steps []step) {
 	}
 }
 
-func newSim(cfg SimConfig) (*Simulator, *fakeClock) {
+func newSim(cfg Config) (*Simulator, *fakeClock) {
 	clock := newFakeClock(t0)
 	if cfg.Token == "" {
 		cfg.Token = testToken
 	}
-	return NewSimulator(cfg, WithSimClock(clock.Now)), clock
+	return NewGeneric(cfg, WithClock(clock.Now)), clock
 }
 
 func TestSimulatorSlidingWindow(t *testing.T) {
 	ms := time.Millisecond
-	s, clock := newSim(SimConfig{Limit: 3, Window: time.Second, RetryAfter: 250 * ms})
+	s, clock := newSim(Config{Limit: 3, Window: time.Second, RetryAfter: 250 * ms})
 	run(t, s, clock, []step{
 		{at: 0, want: 200},
 		{at: 100 * ms, want: 200},
@@ -144,7 +148,7 @@ func TestSimulatorFixedWindow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, clock := newSim(SimConfig{Limit: 2, Window: time.Second, Fixed: true, Phase: tt.phase})
+			s, clock := newSim(Config{Limit: 2, Window: time.Second, Fixed: true, Phase: tt.phase})
 			run(t, s, clock, tt.steps)
 			if st := s.Stats(); st.MaxInWindow != 2 {
 				t.Errorf("MaxInWindow = %d, want 2", st.MaxInWindow)
@@ -153,7 +157,7 @@ func TestSimulatorFixedWindow(t *testing.T) {
 	}
 	// A fixed window lets 2*Limit through around its edge; a sliding
 	// measure catches it.
-	s, clock := newSim(SimConfig{Limit: 2, Window: time.Second, Fixed: true, Phase: 250 * ms})
+	s, clock := newSim(Config{Limit: 2, Window: time.Second, Fixed: true, Phase: 250 * ms})
 	run(t, s, clock, []step{
 		{at: 249 * ms, want: 200}, {at: 249 * ms, want: 200},
 		{at: 250 * ms, want: 200}, {at: 250 * ms, want: 200},
@@ -170,7 +174,7 @@ func TestSimulatorFixedWindow(t *testing.T) {
 }
 
 func TestSimulatorThrottleNext(t *testing.T) {
-	s, clock := newSim(SimConfig{})
+	s, clock := newSim(Config{})
 	s.ThrottleNext(2, 1500*time.Millisecond)
 	run(t, s, clock, []step{
 		{want: 429, retryAfter: "1.5"},
@@ -188,7 +192,7 @@ func TestSimulatorThrottleNext(t *testing.T) {
 }
 
 func TestSimulatorFailFor(t *testing.T) {
-	s, clock := newSim(SimConfig{})
+	s, clock := newSim(Config{})
 	s.FailFor(http.StatusServiceUnavailable, 2*time.Second)
 	run(t, s, clock, []step{
 		{at: 0, want: 503},
@@ -208,7 +212,7 @@ func TestSimulatorFailFor(t *testing.T) {
 
 func TestSimulatorSuspension(t *testing.T) {
 	ms := time.Millisecond
-	s, clock := newSim(SimConfig{Limit: 1, SuspendAfter: 3, SuspendWindow: 10 * time.Second, SuspendFor: time.Minute})
+	s, clock := newSim(Config{Limit: 1, SuspendAfter: 3, SuspendWindow: 10 * time.Second, SuspendFor: time.Minute})
 	run(t, s, clock, []step{
 		{at: 0, want: 200},
 		{at: 1 * ms, want: 429}, // 1st 429
@@ -234,7 +238,7 @@ func TestSimulatorSuspension(t *testing.T) {
 }
 
 func TestSimulatorSuspensionWindow(t *testing.T) {
-	s, clock := newSim(SimConfig{SuspendAfter: 1, SuspendWindow: 10 * time.Second})
+	s, clock := newSim(Config{SuspendAfter: 1, SuspendWindow: 10 * time.Second})
 	force := func(at time.Duration) {
 		t.Helper()
 		s.ThrottleNext(1, time.Second)
@@ -250,7 +254,7 @@ func TestSimulatorSuspensionWindow(t *testing.T) {
 		t.Errorf("stats %+v; want suspended after 2 429s within the window", st)
 	}
 
-	never, clock2 := newSim(SimConfig{SuspendAfter: -1})
+	never, clock2 := newSim(Config{SuspendAfter: -1})
 	never.ThrottleNext(1000, time.Second)
 	for range 1000 {
 		serve(t, never, simRequest("x"))
@@ -272,7 +276,7 @@ func TestSimulatorIdempotency(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint("honour=", tt.honour), func(t *testing.T) {
-			s, clock := newSim(SimConfig{Limit: 2, HonourIdempotencyKey: tt.honour})
+			s, clock := newSim(Config{Limit: 2, HonourIdempotencyKey: tt.honour})
 			run(t, s, clock, []step{
 				{id: "a", want: 200},
 				{id: "a", want: tt.wantSecond},
@@ -287,7 +291,7 @@ func TestSimulatorIdempotency(t *testing.T) {
 	}
 
 	// A duplicate does not use the rate; a throttled ID is not a duplicate.
-	s, clock := newSim(SimConfig{Limit: 1, HonourIdempotencyKey: true})
+	s, clock := newSim(Config{Limit: 1, HonourIdempotencyKey: true})
 	run(t, s, clock, []step{
 		{id: "a", want: 200},
 		{id: "a", want: 200},
@@ -351,7 +355,7 @@ func TestSimulatorValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, _ := newSim(SimConfig{})
+			s, _ := newSim(Config{})
 			w := serve(t, s, tt.edit(simRequest("v-1")))
 			if w.Code != tt.want {
 				t.Fatalf("status %d, want %d (%s)", w.Code, tt.want, w.Body.String())
@@ -402,7 +406,7 @@ func path(p string) func(*http.Request) *http.Request {
 }
 
 func TestSimulatorAnyToken(t *testing.T) {
-	s := NewSimulator(SimConfig{}, WithSimClock(newFakeClock(t0).Now))
+	s := NewGeneric(Config{}, WithClock(newFakeClock(t0).Now))
 	for _, auth := range []string{"", "Bearer whatever", "Basic x"} {
 		r := simRequest("a-" + auth)
 		header("Authorization", auth)(r)
@@ -413,7 +417,7 @@ func TestSimulatorAnyToken(t *testing.T) {
 }
 
 func TestSimulatorArrivals(t *testing.T) {
-	s, clock := newSim(SimConfig{Limit: 1})
+	s, clock := newSim(Config{Limit: 1})
 	run(t, s, clock, []step{
 		{at: 0, id: "a", want: 200},
 		{at: 1, id: "b", want: 429},
@@ -446,7 +450,7 @@ func TestSimulatorMaxArrivals(t *testing.T) {
 		{max: -1, wantIDs: "[]", wantDropped: 5},
 	}
 	for _, tt := range tests {
-		s, _ := newSim(SimConfig{MaxArrivals: tt.max})
+		s, _ := newSim(Config{MaxArrivals: tt.max})
 		for i := range 5 {
 			serve(t, s, simRequest(fmt.Sprint("m", i)))
 		}
@@ -461,7 +465,7 @@ func TestSimulatorMaxArrivals(t *testing.T) {
 }
 
 func TestSimulatorLatencyHonoursCancel(t *testing.T) {
-	s, _ := newSim(SimConfig{Latency: time.Hour})
+	s, _ := newSim(Config{Latency: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // the client is gone before the hour is up
 	serve(t, s, simRequest("gone").WithContext(ctx))
@@ -476,9 +480,9 @@ func TestSimulatorLatencyHonoursCancel(t *testing.T) {
 // whose timeout is shorter gives up, the Simulator records it and accepts
 // nothing.
 func TestSimulatorLatencyThroughClient(t *testing.T) {
-	s := NewSimulator(SimConfig{Token: testToken, Latency: time.Hour})
+	s := NewGeneric(Config{Token: testToken, Latency: time.Hour})
 	srv := newServer(t, s)
-	c := newTestClient(t, srv.URL, WithTimeout(20*time.Millisecond))
+	c := newTestClient(t, srv.URL, provider.WithTimeout(20*time.Millisecond))
 	if _, err := c.Send(context.Background(), testMsg); err == nil {
 		t.Fatal("Send through an hour of latency = nil")
 	}
@@ -489,38 +493,22 @@ func TestSimulatorLatencyThroughClient(t *testing.T) {
 }
 
 func TestSimConfigDefaults(t *testing.T) {
-	got := SimConfig{}.withDefaults()
-	want := SimConfig{Limit: 100, Window: time.Second, RetryAfter: time.Second, SuspendAfter: 300,
+	got := Config{}.withDefaults()
+	want := Config{Limit: 100, Window: time.Second, RetryAfter: time.Second, SuspendAfter: 300,
 		SuspendWindow: 10 * time.Minute, SuspendFor: time.Hour, MaxArrivals: 1 << 20, SenderWindow: time.Second}
 	if got != want {
 		t.Errorf("defaults %+v, want %+v", got, want)
 	}
 	// A 429 for being over the rate carries the default Retry-After of 1s.
-	s, clock := newSim(SimConfig{Limit: 1})
+	s, clock := newSim(Config{Limit: 1})
 	run(t, s, clock, []step{{want: 200}, {want: 429, retryAfter: "1"}})
-}
-
-func TestFormatSeconds(t *testing.T) {
-	for d, want := range map[time.Duration]string{
-		time.Second:                 "1",
-		250 * time.Millisecond:      "0.25",
-		1500 * time.Millisecond:     "1.5",
-		100 * time.Millisecond:      "0.1",
-		time.Nanosecond:             "0.001", // rounded up
-		0:                           "0",
-		time.Hour + time.Nanosecond: "3600.001",
-	} {
-		if got := formatSeconds(d); got != want {
-			t.Errorf("formatSeconds(%v) = %q, want %q", d, got, want)
-		}
-	}
 }
 
 // BenchmarkSimulator measures one decision on the sliding window at the
 // contract's rate, the path a load run takes thousands of times a second.
 func BenchmarkSimulator(b *testing.B) {
 	now := t0
-	s := NewSimulator(SimConfig{MaxArrivals: 1 << 16}, WithSimClock(func() time.Time { return now }))
+	s := NewGeneric(Config{MaxArrivals: 1 << 16}, WithClock(func() time.Time { return now }))
 	body := fmt.Sprintf(validBody, "bench")
 	w := httptest.NewRecorder()
 	for b.Loop() {
@@ -550,7 +538,7 @@ func simRequestFrom(id, from string) *http.Request {
 func TestSimulatorSenderLimit(t *testing.T) {
 	ms := time.Millisecond
 	const a, b = "+12025550101", "+18885550100"
-	s, clock := newSim(SimConfig{Limit: 3, Window: 10 * ms, SenderLimit: 2, SenderWindow: time.Second, RetryAfter: 250 * ms})
+	s, clock := newSim(Config{Limit: 3, Window: 10 * ms, SenderLimit: 2, SenderWindow: time.Second, RetryAfter: 250 * ms})
 	steps := []struct {
 		at         time.Duration
 		from       string
@@ -603,7 +591,7 @@ func TestSimulatorSenderLimit(t *testing.T) {
 // TestSimulatorSenderLimitOff checks that without SenderLimit the senders
 // are recorded and not limited.
 func TestSimulatorSenderLimitOff(t *testing.T) {
-	s, _ := newSim(SimConfig{Limit: 5})
+	s, _ := newSim(Config{Limit: 5})
 	for i := range 6 {
 		serve(t, s, simRequestFrom(fmt.Sprint("m-", i), "+12025550101"))
 	}
@@ -625,34 +613,34 @@ func TestSimulatorSenderLimitOff(t *testing.T) {
 // configured sender goes (the generic API's: none).
 func TestSenderPoolThroughAdapters(t *testing.T) {
 	const a, b = "+12025550101", "+18885550100"
-	cfg := SimConfig{Limit: 100, Window: time.Hour, SenderLimit: 1, SenderWindow: time.Hour}
+	cfg := Config{Limit: 100, Window: time.Hour, SenderLimit: 1, SenderWindow: time.Hour}
 	tests := []struct {
 		name        string
-		setup       func(t *testing.T) (Sender, *Simulator)
+		setup       func(t *testing.T) (provider.Sender, *Simulator)
 		defaultFrom string // what a Message without From is recorded under
 	}{
-		{"generic", func(t *testing.T) (Sender, *Simulator) {
+		{"generic", func(t *testing.T) (provider.Sender, *Simulator) {
 			c := cfg
 			c.Token = testToken
-			sim := NewSimulator(c)
+			sim := NewGeneric(c)
 			return newTestClient(t, newServer(t, sim).URL), sim
 		}, ""},
-		{"twilio", func(t *testing.T) (Sender, *Simulator) {
+		{"twilio", func(t *testing.T) (provider.Sender, *Simulator) {
 			c := cfg
 			c.Token = testToken
-			sim := NewTwilioSimulator(c, testTwilioSID)
+			sim := NewTwilio(c, testTwilioSID)
 			return newTestTwilio(t, newServer(t, sim).URL, nil), sim
 		}, testTwilioFrom},
-		{"twilio with a Messaging Service", func(t *testing.T) (Sender, *Simulator) {
+		{"twilio with a Messaging Service", func(t *testing.T) (provider.Sender, *Simulator) {
 			c := cfg
 			c.Token = testToken
-			sim := NewTwilioSimulator(c, testTwilioSID)
-			return newTestTwilio(t, newServer(t, sim).URL, func(c *TwilioConfig) { c.From, c.MessagingServiceSID = "", testTwilioMG }), sim
+			sim := NewTwilio(c, testTwilioSID)
+			return newTestTwilio(t, newServer(t, sim).URL, func(c *provider.TwilioConfig) { c.From, c.MessagingServiceSID = "", testTwilioMG }), sim
 		}, ""},
-		{"vonage", func(t *testing.T) (Sender, *Simulator) {
+		{"vonage", func(t *testing.T) (provider.Sender, *Simulator) {
 			c := cfg
 			c.Token = vonageTestSecret
-			sim := NewVonageSimulator(c, vonageTestKey)
+			sim := NewVonage(c, vonageTestKey)
 			return newTestVonage(t, newServer(t, sim).URL, nil), sim
 		}, vonageTestFrom},
 	}
@@ -660,13 +648,13 @@ func TestSenderPoolThroughAdapters(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			sender, sim := tt.setup(t)
 			send := func(id, from string) error {
-				_, err := sender.Send(context.Background(), Message{ID: id, To: "+819087654321", Body: "Your code is 482913", From: from})
+				_, err := sender.Send(context.Background(), provider.Message{ID: id, To: "+819087654321", Body: "Your code is 482913", From: from})
 				return err
 			}
 			if err := send("m-1", a); err != nil {
 				t.Fatalf("first from a: %v", err)
 			}
-			if err := send("m-2", a); !isKind(err, KindThrottled) {
+			if err := send("m-2", a); !isKind(err, provider.KindThrottled) {
 				t.Fatalf("second from a = %v, want throttled", err)
 			}
 			if err := send("m-3", b); err != nil {
@@ -686,5 +674,45 @@ func TestSenderPoolThroughAdapters(t *testing.T) {
 				t.Errorf("stats %+v; want 3 accepted, 1 throttled for its sender", st)
 			}
 		})
+	}
+}
+
+// TestClientConcurrentAgainstSimulator sends from many goroutines at once
+// through one Client to a Simulator whose window outlasts the test, so the
+// split between accepted and throttled is exact.
+func TestClientConcurrentAgainstSimulator(t *testing.T) {
+	sim := NewGeneric(Config{Token: testToken, Limit: 50, Window: time.Hour, HonourIdempotencyKey: true})
+	srv := newServer(t, sim)
+	c := newTestClient(t, srv.URL)
+	const n = 100
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			_, errs[i] = c.Send(context.Background(), provider.Message{ID: fmt.Sprintf("m-%03d", i), To: "+819012345678", Body: "hi"})
+		})
+	}
+	wg.Wait()
+	var ok, throttled int
+	for i, err := range errs {
+		var pe *provider.Error
+		switch {
+		case err == nil:
+			ok++
+		case errors.As(err, &pe) && pe.Throttled() && pe.RetryAfter == time.Second:
+			throttled++
+		default:
+			t.Errorf("Send %d = %v, want nil or 429 with 1s", i, err)
+		}
+	}
+	st := sim.Stats()
+	if ok != 50 || throttled != 50 || st.Accepted != 50 || st.Throttled != 50 || st.MaxInWindow != 50 {
+		t.Errorf("ok %d, throttled %d, stats %+v; want 50 and 50", ok, throttled, st)
+	}
+	if got := len(sim.Arrivals()); got != n {
+		t.Errorf("%d arrivals, want %d", got, n)
+	}
+	if sum := st.Accepted + st.Throttled + st.SenderThrottled + st.Failed + st.Rejected + st.Duplicates + st.SuspendedAnswers + st.Canceled; sum != n {
+		t.Errorf("stats %+v count %d requests, want %d", st, sum, n)
 	}
 }

@@ -1,19 +1,15 @@
-package provider
+package providertest
 
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
-	"mime"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"smsdispatcher/provider/internal/wire"
 )
 
 // StatusClientClosed is the status recorded for a request whose context
@@ -25,172 +21,12 @@ const StatusClientClosed = 499
 // largest message (1,600 code points) is far below it.
 const maxRequestBody = 64 << 10
 
-// SimConfig configures a Simulator. The zero value means the defaults, which
-// are the account's contract of docs/contract.md section 3: 100 messages per
-// strict sliding second, suspension for 60 minutes after more than 300 429s
-// in 10 minutes.
-type SimConfig struct {
-	// Token is the expected bearer token. If empty, any Authorization (or
-	// none) is accepted; otherwise a mismatch is answered 401.
-	Token string
-	// Limit is how many messages may be accepted per Window. Zero or
-	// negative means 100.
-	Limit int
-	// Window is the length of the rate window. Zero or negative means 1s.
-	Window time.Duration
-	// Fixed selects fixed windows [Phase+k*Window, Phase+(k+1)*Window) on
-	// the Unix time line. If false, the window is strict and sliding: no
-	// Window-long span ending at any request may hold more than Limit
-	// acceptances.
-	Fixed bool
-	// Phase is the offset of fixed windows from the Unix epoch; any value,
-	// negative or longer than Window, is taken modulo Window.
-	Phase time.Duration
-	// RetryAfter is the Retry-After of a 429 for being over the rate,
-	// written in decimal seconds ("1", "0.25") rounded up to the
-	// millisecond. Zero means 1s; negative means no Retry-After header.
-	RetryAfter time.Duration
-	// SuspendAfter: more than this many 429s (over-rate or forced) within
-	// SuspendWindow suspend the account. Zero means 300; negative means
-	// never suspend.
-	SuspendAfter int
-	// SuspendWindow is the span in which 429s are counted. Zero or negative
-	// means 10m.
-	SuspendWindow time.Duration
-	// SuspendFor is how long a suspension lasts. Zero or negative means
-	// 60m. While suspended, every request that passes routing and
-	// authentication is answered 429 with the time left as Retry-After,
-	// and counted in SimStats.SuspendedAnswers, not Throttled.
-	SuspendFor time.Duration
-	// Latency is added before deciding and answering. If the request's
-	// context ends first, nothing is answered and the arrival is recorded
-	// with StatusClientClosed. Zero or negative means none. Latency runs on
-	// real time, whatever clock is given with WithSimClock.
-	Latency time.Duration
-	// HonourIdempotencyKey makes a repeat of an accepted Idempotency-Key
-	// answer 200 without counting as a send (SimStats.Duplicates). If
-	// false, every accepted repeat is a new send.
-	HonourIdempotencyKey bool
-	// MaxArrivals bounds the arrivals kept for Arrivals; past it the oldest
-	// are dropped and counted in SimStats.DroppedArrivals. Zero means
-	// 1<<20 (about 64 MiB at most); negative means keep none.
-	MaxArrivals int
-	// CountSegments makes Limit count message segments (Segments) instead
-	// of requests, as Twilio counts throughput. A message of more
-	// segments than Limit is never accepted.
-	CountSegments bool
-	// SenderLimit, if positive, limits each sender as Limit limits the
-	// account: no sender may have more than SenderLimit acceptances
-	// (segments, with CountSegments) in any SenderWindow, measured as the
-	// account's sliding window is (whatever Fixed says). The sender is the
-	// request's from: the generic API's "from", Twilio's From, Vonage's
-	// from; a request without one counts under the empty sender "". A
-	// request over its sender's limit is answered as one over the
-	// account's rate (429 with RetryAfter, or the provider's way), counted
-	// in SimStats.SenderThrottled and toward suspension. Both limits are
-	// checked, the account's first; a request refused by either counts in
-	// neither window. Zero or negative: senders are not limited.
-	SenderLimit int
-	// SenderWindow is the length of a sender's window. Zero or negative
-	// means 1s.
-	SenderWindow time.Duration
-}
+// An Option configures an optional dependency of a Simulator.
+type Option func(*Simulator)
 
-func (c SimConfig) withDefaults() SimConfig {
-	if c.Limit <= 0 {
-		c.Limit = 100
-	}
-	if c.Window <= 0 {
-		c.Window = time.Second
-	}
-	if c.SenderWindow <= 0 {
-		c.SenderWindow = time.Second
-	}
-	if c.RetryAfter == 0 {
-		c.RetryAfter = time.Second
-	}
-	if c.SuspendAfter == 0 {
-		c.SuspendAfter = 300
-	}
-	if c.SuspendWindow <= 0 {
-		c.SuspendWindow = 10 * time.Minute
-	}
-	if c.SuspendFor <= 0 {
-		c.SuspendFor = 60 * time.Minute
-	}
-	if c.MaxArrivals == 0 {
-		c.MaxArrivals = 1 << 20
-	}
-	return c
-}
-
-// Arrival is one request as the Simulator saw it. It holds no recipient's
-// number and no body; From is the account's own sender.
-type Arrival struct {
-	// At is when the Simulator decided, by its clock (after Latency).
-	At time.Time
-	// ID is the Idempotency-Key header, or client_ref when the header is
-	// absent; empty if neither was readable.
-	ID string
-	// Status is the generic API's HTTP status for the answer (a dialect
-	// may have written another: Twilio's 201, Vonage's 200 for a
-	// throttle), or StatusClientClosed. Outcome is what it meant.
-	Status int
-	// Outcome is what the answer meant, whatever the wire said (a Vonage
-	// throttle is HTTP 200): "accepted", "duplicate", "throttled",
-	// "suspended", "failed", "unauthorized", "refused" or "canceled".
-	Outcome string
-	// Segments is the message's segments (Segments, or Vonage's parts);
-	// 1 when the body could not be read. They count toward Limit and
-	// SenderLimit with CountSegments only.
-	Segments int
-	// From is the sender the request named (the generic API's "from",
-	// Twilio's From, Vonage's from), the key of SimConfig.SenderLimit;
-	// empty when it named none or was not read that far.
-	From string
-}
-
-// SimStats counts what a Simulator answered. Every arrival is counted in
-// exactly one of Accepted, Throttled, SenderThrottled, Failed, Rejected,
-// Duplicates, SuspendedAnswers and Canceled.
-type SimStats struct {
-	Accepted   int // counted as a send
-	Throttled  int // over the account's rate or forced by ThrottleNext (429, or the provider's way)
-	Failed     int // answered by FailFor, whatever the status
-	Rejected   int // refused: a bad route, credential, body or number
-	Duplicates int // 200 for an accepted Idempotency-Key, not a send
-	// SenderThrottled counts the requests within the account's rate but
-	// over their sender's (SimConfig.SenderLimit), answered as Throttled
-	// ones are.
-	SenderThrottled int
-	// Suspended reports whether the account is suspended now.
-	Suspended bool
-	// Unauthorized counts the Rejected answers for a bad credential.
-	Unauthorized int
-	// AcceptedSegments is the segments of the accepted messages.
-	AcceptedSegments int
-	// MaxInWindow is the most acceptances any window held, by the
-	// Simulator's own measure: the sliding window ending at each request,
-	// or the fixed window it fell in. It never exceeds Limit.
-	MaxInWindow int
-	// SenderMaxInWindow is the most acceptances (segments, with
-	// CountSegments) any one sender's sliding window held, ending at each
-	// of its requests. It never exceeds SenderLimit; 0 when SenderLimit is
-	// not set.
-	SenderMaxInWindow int
-
-	Suspensions      int // times the account was suspended
-	SuspendedAnswers int // 429s answered because the account was suspended
-	Canceled         int // requests given up during Latency
-	DroppedArrivals  int // arrivals no longer kept, see SimConfig.MaxArrivals
-}
-
-// A SimOption configures an optional dependency of a Simulator.
-type SimOption func(*Simulator)
-
-// WithSimClock makes the Simulator read the time from now. If now is nil,
+// WithClock makes the Simulator read the time from now. If now is nil,
 // time.Now is used.
-func WithSimClock(now func() time.Time) SimOption {
+func WithClock(now func() time.Time) Option {
 	return func(s *Simulator) {
 		if now != nil {
 			s.now = now
@@ -199,15 +35,14 @@ func WithSimClock(now func() time.Time) SimOption {
 }
 
 // Simulator is an http.Handler that plays a provider strictly: the generic
-// API of docs/contract.md section 3 (NewSimulator), Twilio
-// (NewTwilioSimulator) or Vonage (NewVonageSimulator). The rate, the
-// suspension and the faults are the same for all; each speaks its
-// provider's wire format. It is safe for concurrent use; each request is
+// API of docs/contract.md section 3 (NewGeneric), Twilio (NewTwilio) or
+// Vonage (NewVonage). The rate, the suspension and the faults are the same
+// for all; each speaks its provider's wire format. It is safe for concurrent use; each request is
 // decided under one mutex in O(1) amortized time.
 type Simulator struct {
-	cfg     SimConfig        // defaults applied; read-only after NewSimulator
-	now     func() time.Time // read-only after NewSimulator
-	dialect dialect          // read-only after NewSimulator
+	cfg     Config           // defaults applied; read-only after newSimulator
+	now     func() time.Time // read-only after newSimulator
+	dialect dialect          // read-only after newSimulator
 	token   atomic.Pointer[string]
 
 	mu sync.Mutex
@@ -225,7 +60,7 @@ type Simulator struct {
 	sent             map[string]int
 	refused          map[string]bool // numbers refused by RefuseNumber
 	seq              int             // provider message ids handed out
-	stats            SimStats
+	stats            Stats
 	// senders holds, with SenderLimit, each sender's acceptances in its
 	// window ending at its last request.
 	senders map[string]*ring[time.Time]
@@ -243,13 +78,7 @@ type dialect interface {
 	messageID(n int) string
 }
 
-// NewSimulator returns a Simulator with cfg's zero fields set to their
-// defaults.
-func NewSimulator(cfg SimConfig, opts ...SimOption) *Simulator {
-	return newSimulator(cfg, genericDialect{}, opts...)
-}
-
-func newSimulator(cfg SimConfig, d dialect, opts ...SimOption) *Simulator {
+func newSimulator(cfg Config, d dialect, opts ...Option) *Simulator {
 	cfg = cfg.withDefaults()
 	s := &Simulator{
 		cfg:       cfg,
@@ -318,7 +147,7 @@ func (s *Simulator) Arrivals() []Arrival {
 }
 
 // Stats returns the counts so far.
-func (s *Simulator) Stats() SimStats {
+func (s *Simulator) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stats
@@ -332,6 +161,22 @@ func (s *Simulator) SentCount(id string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.sent[id]
+}
+
+// readRouted reads r's body, at most maxRequestBody of it, whatever the
+// answer: net/http notices a client that hangs up (ending r.Context(),
+// which Latency honours) only once the body has been read. It sets
+// in.routeFault to 404 when the path is not the API's (routed false) and
+// to 405 for a method other than POST.
+func readRouted(w http.ResponseWriter, r *http.Request, routed bool, in *request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	switch {
+	case !routed:
+		in.routeFault = http.StatusNotFound
+	case r.Method != http.MethodPost:
+		in.routeFault = http.StatusMethodNotAllowed
+	}
+	return body, err
 }
 
 // request is what a dialect learned from a request before the lock is
@@ -407,69 +252,6 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// genericDialect is the generic JSON API of docs/contract.md section 3.
-type genericDialect struct{}
-
-func (genericDialect) messageID(n int) string { return fmt.Sprintf("msg-%08d", n) }
-
-func (genericDialect) read(w http.ResponseWriter, r *http.Request, token string) request {
-	in := request{key: r.Header.Get("Idempotency-Key")}
-	in.id = in.key
-	// Read the body first, whatever the answer: net/http notices a client
-	// that hangs up (ending r.Context(), which Latency honours) only once
-	// the body has been read.
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
-	switch {
-	case r.URL.Path != "/v1/messages":
-		in.routeFault = http.StatusNotFound
-		return in
-	case r.Method != http.MethodPost:
-		in.routeFault = http.StatusMethodNotAllowed
-		return in
-	}
-	in.authorized = bearerMatches(r.Header.Get("Authorization"), token)
-	if !in.authorized {
-		return in
-	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		in.bodyFault = http.StatusUnsupportedMediaType
-		return in
-	}
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		in.bodyFault = http.StatusRequestEntityTooLarge
-		return in
-	}
-	var msg struct {
-		To        *string `json:"to"`
-		Body      *string `json:"body"`
-		ClientRef string  `json:"client_ref"`
-		From      string  `json:"from"`
-	}
-	if err == nil {
-		err = json.Unmarshal(body, &msg) // also refuses data after the object
-	}
-	if in.id == "" {
-		in.id = msg.ClientRef
-	}
-	in.from = msg.From
-	if err != nil || msg.To == nil || !isE164(*msg.To) || msg.Body == nil || *msg.Body == "" {
-		in.bodyFault = http.StatusBadRequest
-		return in
-	}
-	in.to = *msg.To
-	in.segments, _ = Segments(*msg.Body)
-	return in
-}
-
-func bearerMatches(h, token string) bool {
-	if token == "" {
-		return true
-	}
-	scheme, tok, _ := strings.Cut(h, " ")
-	return strings.EqualFold(scheme, "Bearer") && secretEqual(tok, token)
-}
-
 // secretEqual compares a credential in constant time.
 func secretEqual(got, want string) bool {
 	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
@@ -480,7 +262,7 @@ func isE164(to string) bool {
 	if len(to) < 1+8 || len(to) > 1+15 || to[0] != '+' {
 		return false
 	}
-	return allDigits(to[1:])
+	return wire.AllDigits(to[1:])
 }
 
 // decide answers one request at now. s.mu must be held.
@@ -629,38 +411,6 @@ func (s *Simulator) record(at time.Time, in request, a answer) {
 	if s.arrivals.push(Arrival{At: at, ID: in.id, Status: a.status, Outcome: string(a.outcome), Segments: in.segments, From: in.from}) {
 		s.stats.DroppedArrivals++
 	}
-}
-
-func (genericDialect) write(w http.ResponseWriter, a answer) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	switch a.status {
-	case http.StatusTooManyRequests:
-		if a.retryAfter >= 0 {
-			h.Set("Retry-After", formatSeconds(a.retryAfter))
-		}
-	case http.StatusMethodNotAllowed:
-		h.Set("Allow", http.MethodPost)
-	case http.StatusUnauthorized:
-		h.Set("WWW-Authenticate", "Bearer")
-	}
-	w.WriteHeader(a.status)
-	body := map[string]string{"error": a.reason}
-	if a.status >= 200 && a.status < 300 {
-		body = map[string]string{"status": a.reason}
-		if a.messageID != "" {
-			body["id"] = a.messageID
-		}
-	}
-	b, _ := json.Marshal(body)
-	w.Write(append(b, '\n'))
-}
-
-// formatSeconds writes d as decimal seconds, rounded up to the millisecond
-// so that the caller never waits less than d.
-func formatSeconds(d time.Duration) string {
-	ms := (d + time.Millisecond - 1) / time.Millisecond
-	return strconv.FormatFloat(float64(ms)/1000, 'f', -1, 64)
 }
 
 func floorDiv(a, b int64) int64 {

@@ -1,4 +1,4 @@
-package provider
+package providertest
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"smsdispatcher/provider"
 )
 
 // vonageForm returns a valid request's form for id; edit it to make it
@@ -32,12 +34,12 @@ func vonageSimRequest(form url.Values) *http.Request {
 	return r
 }
 
-func newVonageSim(cfg SimConfig) (*Simulator, *fakeClock) {
+func newVonageSim(cfg Config) (*Simulator, *fakeClock) {
 	clock := newFakeClock(t0)
 	if cfg.Token == "" {
 		cfg.Token = vonageTestSecret
 	}
-	return NewVonageSimulator(cfg, vonageTestKey, WithSimClock(clock.Now)), clock
+	return NewVonage(cfg, vonageTestKey, WithClock(clock.Now)), clock
 }
 
 // vonageSimAnswer is the Simulator's JSON answer.
@@ -140,7 +142,7 @@ func TestVonageSimulatorChecks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, _ := newVonageSim(SimConfig{})
+			s, _ := newVonageSim(Config{})
 			form := vonageForm("v-1")
 			if tt.form != nil {
 				tt.form(form)
@@ -194,7 +196,7 @@ func TestVonageSimulatorAccepted(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, _ := newVonageSim(SimConfig{})
+			s, _ := newVonageSim(Config{})
 			form := vonageForm("acc-1")
 			tt.form(form)
 			_, a, status := serveVonage(t, s, vonageSimRequest(form))
@@ -230,7 +232,7 @@ func TestVonageSimulatorAccepted(t *testing.T) {
 // TestVonageSimulatorRate checks that the rate counts segments and that a
 // throttle is a 200 with status 1 and no Retry-After.
 func TestVonageSimulatorRate(t *testing.T) {
-	s, clock := newVonageSim(SimConfig{Limit: 3, CountSegments: true})
+	s, clock := newVonageSim(Config{Limit: 3, CountSegments: true})
 	three := vonageForm("three")
 	three.Set("text", strings.Repeat("x", 400)) // 3 parts
 	four := vonageForm("four")
@@ -277,7 +279,7 @@ func TestVonageSimulatorRate(t *testing.T) {
 // limit gets Vonage's throttle, a 200 with status 1, while another sender
 // still passes, and that parts count per sender with CountSegments.
 func TestVonageSimulatorSenderLimit(t *testing.T) {
-	s, clock := newVonageSim(SimConfig{CountSegments: true, SenderLimit: 2})
+	s, clock := newVonageSim(Config{CountSegments: true, SenderLimit: 2})
 	form := func(id, from string, parts int) url.Values {
 		f := vonageForm(id)
 		f.Set("from", from)
@@ -331,7 +333,7 @@ func TestVonageSimulatorFaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, _ := newVonageSim(SimConfig{})
+			s, _ := newVonageSim(Config{})
 			tt.setup(s)
 			w, _, status := serveVonage(t, s, vonageSimRequest(vonageForm("f-1")))
 			if w.Code != tt.code || status != tt.status || w.Header().Get("Retry-After") != tt.header {
@@ -342,7 +344,7 @@ func TestVonageSimulatorFaults(t *testing.T) {
 }
 
 func TestVonageSimulatorSuspension(t *testing.T) {
-	s, clock := newVonageSim(SimConfig{Limit: 1, SuspendAfter: 1, SuspendFor: time.Minute})
+	s, clock := newVonageSim(Config{Limit: 1, SuspendAfter: 1, SuspendFor: time.Minute})
 	for i, want := range []string{"0", "1", "1", "8", "8"} {
 		_, a, status := serveVonage(t, s, vonageSimRequest(vonageForm("s")))
 		if status != want {
@@ -362,7 +364,7 @@ func TestVonageSimulatorSuspension(t *testing.T) {
 }
 
 func TestVonageSimulatorSetToken(t *testing.T) {
-	s, _ := newVonageSim(SimConfig{})
+	s, _ := newVonageSim(Config{})
 	const rotated = "rotated-S3CRET-42"
 	if _, _, status := serveVonage(t, s, vonageSimRequest(vonageForm("a"))); status != "0" {
 		t.Fatalf("status %q before SetToken", status)
@@ -384,24 +386,26 @@ func TestVonageSimulatorSetToken(t *testing.T) {
 
 // TestVonageAgainstSimulator runs the adapter against the simulator.
 func TestVonageAgainstSimulator(t *testing.T) {
-	sim, clock := newVonageSim(SimConfig{Limit: 4, CountSegments: true, SuspendAfter: -1})
+	sim, clock := newVonageSim(Config{Limit: 4, CountSegments: true, SuspendAfter: -1})
 	srv := newServer(t, sim)
-	v := newTestVonage(t, srv.URL, nil, WithClock(clock.Now))
-	send := func(m Message) (Receipt, *Error) {
+	v := newTestVonage(t, srv.URL, nil, provider.WithClock(clock.Now))
+	send := func(m provider.Message) (provider.Receipt, *provider.Error) {
 		t.Helper()
 		rc, err := v.Send(context.Background(), m)
-		var e *Error
+		var e *provider.Error
 		if err != nil && !errors.As(err, &e) {
 			t.Fatalf("Send: %v", err)
 		}
 		return rc, e
 	}
-	msg := func(id, body string) Message { return Message{ID: id, To: "+819012345678", Body: body} }
+	msg := func(id, body string) provider.Message {
+		return provider.Message{ID: id, To: "+819012345678", Body: body}
+	}
 
 	if rc, e := send(msg("a", "Your code is 482913")); e != nil || rc.ID != "0A000000000000011" {
 		t.Errorf("accepted: %+v, %v", rc, e)
 	}
-	long := Message{ID: strings.Repeat("L", 128), To: "+819012345678", Body: "認証コード 482913 👍", Deadline: t0.Add(time.Minute)}
+	long := provider.Message{ID: strings.Repeat("L", 128), To: "+819012345678", Body: "認証コード 482913 👍", Deadline: t0.Add(time.Minute)}
 	if rc, e := send(long); e != nil || rc.ID != "0A000000000000021" {
 		t.Errorf("unicode, long ID, deadline: %+v, %v", rc, e)
 	}
@@ -420,16 +424,16 @@ func TestVonageAgainstSimulator(t *testing.T) {
 	if _, e := send(msg("d", "x")); e == nil || !e.Permanent() || e.Code != "29" {
 		t.Errorf("refused number: %+v", e)
 	}
-	if _, e := send(Message{ID: "e", To: "+819012345679", Body: "x"}); e != nil {
+	if _, e := send(provider.Message{ID: "e", To: "+819012345679", Body: "x"}); e != nil {
 		t.Errorf("another number: %v", e)
 	}
 	sim.FailFor(500, time.Second)
-	if _, e := send(Message{ID: "f", To: "+819012345679", Body: "x"}); e == nil || !e.Temporary() || e.Code != "5" {
+	if _, e := send(provider.Message{ID: "f", To: "+819012345679", Body: "x"}); e == nil || !e.Temporary() || e.Code != "5" {
 		t.Errorf("FailFor(500): %+v", e)
 	}
 	sim.FailFor(0, 0)
-	wrong := newTestVonage(t, srv.URL, StaticSecret("wrong-S3CRET-0000"))
-	if _, err := wrong.Send(context.Background(), Message{ID: "g", To: "+819012345679", Body: "x"}); !isVonageCode(err, KindAccount, "4") {
+	wrong := newTestVonage(t, srv.URL, provider.StaticSecret("wrong-S3CRET-0000"))
+	if _, err := wrong.Send(context.Background(), provider.Message{ID: "g", To: "+819012345679", Body: "x"}); !isVonageCode(err, provider.KindAccount, "4") {
 		t.Errorf("wrong secret: %v", err)
 	}
 	if st := sim.Stats(); st.Accepted != 4 || st.Unauthorized != 1 {
@@ -440,19 +444,19 @@ func TestVonageAgainstSimulator(t *testing.T) {
 // TestVonageAgainstSuspendedSimulator checks that a suspension reads as an
 // account failure.
 func TestVonageAgainstSuspendedSimulator(t *testing.T) {
-	sim, _ := newVonageSim(SimConfig{Limit: 1, SuspendAfter: 1})
+	sim, _ := newVonageSim(Config{Limit: 1, SuspendAfter: 1})
 	srv := newServer(t, sim)
 	v := newTestVonage(t, srv.URL, nil)
 	var last error
 	for i := range 4 {
-		_, last = v.Send(context.Background(), Message{ID: "s", To: "+819012345678", Body: "x" + strings.Repeat("y", i)})
+		_, last = v.Send(context.Background(), provider.Message{ID: "s", To: "+819012345678", Body: "x" + strings.Repeat("y", i)})
 	}
-	if !isVonageCode(last, KindAccount, "8") {
+	if !isVonageCode(last, provider.KindAccount, "8") {
 		t.Errorf("suspended: %v, want an account failure, code 8", last)
 	}
 }
 
-func isVonageCode(err error, kind Kind, code string) bool {
-	var e *Error
+func isVonageCode(err error, kind provider.Kind, code string) bool {
+	var e *provider.Error
 	return errors.As(err, &e) && e.Meaning() == kind && e.Code == code && e.Status == 200
 }

@@ -1,4 +1,4 @@
-package provider
+package providertest
 
 import (
 	"maps"
@@ -32,36 +32,36 @@ func MaxInAnyWindow(times []time.Time, w time.Duration) int {
 	return best
 }
 
-// A WindowMeasure is what MaxInWindow counts.
-type WindowMeasure struct {
-	// Window is the windows' length. Zero or negative: MaxInWindow
+// A Window is what MaxInWindow counts.
+type Window struct {
+	// Length is the windows' length. Zero or negative: MaxInWindow
 	// returns 0.
-	Window time.Duration
+	Length time.Duration
 	// Segments counts each arrival as its Segments (at least 1), as
-	// SimConfig.CountSegments does; otherwise each counts 1.
+	// Config.CountSegments does; otherwise each counts 1.
 	Segments bool
 	// BySender counts each sender's arrivals (Arrival.From) apart, as
-	// SimConfig.SenderLimit does; otherwise the account's together, as
+	// Config.SenderLimit does; otherwise the account's together, as
 	// Limit does.
 	BySender bool
 }
 
 // MaxInWindow returns the most units that accepted arrivals (Outcome
 // "accepted"; not duplicates, which are no send) put in one half-open
-// window [t, t+m.Window), for any t: the Simulator's own sliding measure,
-// so two arrivals exactly m.Window apart are never in one window. With
+// window [t, t+m.Length), for any t: the Simulator's own sliding measure,
+// so two arrivals exactly m.Length apart are never in one window. With
 // m.BySender, sender is the sender that reached most (the least in byte
 // order among those that tie; "" may be one, for requests without a
 // sender); otherwise, and when nothing was accepted, sender is "".
 //
-// "No sender above its rate" is MaxInWindow(arr, WindowMeasure{Window: W,
+// "No sender above its rate" is MaxInWindow(arr, Window{Length: W,
 // BySender: true}) ≤ SenderLimit for W = SenderWindow, and "the account
 // never above its limit" the same without BySender, against Limit; with
 // Fixed the account's windows are fixed ones, which this sliding measure
 // may see up to twice full. arrivals need not be in order and are never
 // modified.
-func MaxInWindow(arrivals []Arrival, m WindowMeasure) (most int, sender string) {
-	if m.Window <= 0 {
+func MaxInWindow(arrivals []Arrival, m Window) (most int, sender string) {
+	if m.Length <= 0 {
 		return 0, ""
 	}
 	groups := make(map[string][]Arrival)
@@ -84,7 +84,7 @@ func MaxInWindow(arrivals []Arrival, m WindowMeasure) (most int, sender string) 
 }
 
 // maxUnitsInWindow is MaxInWindow for one group; it sorts g.
-func maxUnitsInWindow(g []Arrival, m WindowMeasure) int {
+func maxUnitsInWindow(g []Arrival, m Window) int {
 	slices.SortStableFunc(g, func(a, b Arrival) int { return a.At.Compare(b.At) })
 	units := func(a Arrival) int {
 		if m.Segments {
@@ -93,11 +93,11 @@ func maxUnitsInWindow(g []Arrival, m WindowMeasure) int {
 		return 1
 	}
 	// As in MaxInAnyWindow: g[i..j] is the longest run ending at j whose
-	// first and last are less than m.Window apart; sum is its units.
+	// first and last are less than m.Length apart; sum is its units.
 	best, sum, i := 0, 0, 0
 	for j := range g {
 		sum += units(g[j])
-		for g[j].At.Sub(g[i].At) >= m.Window {
+		for g[j].At.Sub(g[i].At) >= m.Length {
 			sum -= units(g[i])
 			i++
 		}
@@ -107,9 +107,9 @@ func maxUnitsInWindow(g []Arrival, m WindowMeasure) int {
 }
 
 // MaxInWindow is MaxInWindow over the kept arrivals (see
-// SimConfig.MaxArrivals), counted in the Simulator's unit (segments with
+// Config.MaxArrivals), counted in the Simulator's unit (segments with
 // CountSegments): with bySender, the most any one sender had in a window
 // of length window, and which; otherwise the account's most.
 func (s *Simulator) MaxInWindow(window time.Duration, bySender bool) (most int, sender string) {
-	return MaxInWindow(s.Arrivals(), WindowMeasure{Window: window, Segments: s.cfg.CountSegments, BySender: bySender})
+	return MaxInWindow(s.Arrivals(), Window{Length: window, Segments: s.cfg.CountSegments, BySender: bySender})
 }

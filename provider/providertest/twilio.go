@@ -1,4 +1,4 @@
-package provider
+package providertest
 
 import (
 	"bytes"
@@ -11,13 +11,16 @@ import (
 	"strings"
 	"time"
 	"unicode/utf16"
+
+	"smsdispatcher/provider"
+	"smsdispatcher/provider/internal/wire"
 )
 
 // twilioMaxBody is the longest Body Twilio accepts, in characters; a
 // character outside the Basic Multilingual Plane (an emoji) counts as two.
 const twilioMaxBody = 1600
 
-// NewTwilioSimulator returns a Simulator that plays Twilio's Messages API
+// NewTwilio returns a Simulator that plays Twilio's Messages API
 // for the account accountSID, strictly:
 //
 //   - route: POST /2010-04-01/Accounts/{sid}/Messages.json, else 404 (code
@@ -50,7 +53,7 @@ const twilioMaxBody = 1600
 // Arrival's Status is the generic API's status for its Outcome (200 for an
 // acceptance, 429 for a suspension, 422 for a refused number), not the
 // status on the wire; read its Outcome.
-func NewTwilioSimulator(cfg SimConfig, accountSID string, opts ...SimOption) *Simulator {
+func NewTwilio(cfg Config, accountSID string, opts ...Option) *Simulator {
 	d := &twilioDialect{accountSID: accountSID}
 	s := newSimulator(cfg, d, opts...)
 	d.now = s.now
@@ -75,15 +78,9 @@ func (*twilioDialect) messageID(n int) string { return fmt.Sprintf("SM%032x", n)
 
 func (d *twilioDialect) read(w http.ResponseWriter, r *http.Request, token string) request {
 	var in request
-	// Read the body first, whatever the answer (see genericDialect.read).
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
 	sid, routed := twilioMessagesSID(r.URL.Path)
-	switch {
-	case !routed:
-		in.routeFault = http.StatusNotFound
-		return in
-	case r.Method != http.MethodPost:
-		in.routeFault = http.StatusMethodNotAllowed
+	body, err := readRouted(w, r, routed, &in)
+	if in.routeFault != 0 {
 		return in
 	}
 	in.authorized = secretEqual(sid, d.accountSID) && d.basicMatches(r, token)
@@ -104,17 +101,17 @@ func (d *twilioDialect) read(w http.ResponseWriter, r *http.Request, token strin
 	in.from = e.From // through a Messaging Service alone: "", the sender Twilio picks later
 	switch vp, hasVP := f["ValidityPeriod"]; {
 	case e.To == "":
-		e.Code = twilioToRequired
+		e.Code = wire.TwilioToRequired
 	case !isE164(e.To):
-		e.Code = twilioInvalidTo
+		e.Code = wire.TwilioInvalidTo
 	case e.From == "" && e.Service == "":
-		e.Code = twilioFromRequired
+		e.Code = wire.TwilioFromRequired
 	case e.Body == "":
-		e.Code = twilioBodyRequired
+		e.Code = wire.TwilioBodyRequired
 	case twilioBodyLen(e.Body) > twilioMaxBody:
-		e.Code = twilioBodyTooLong
+		e.Code = wire.TwilioBodyTooLong
 	case hasVP && !twilioValidValidity(vp[0]):
-		e.Code = twilioBadValidityPeriod
+		e.Code = wire.TwilioBadValidityPeriod
 	}
 	if e.Code != 0 {
 		in.bodyFault = http.StatusBadRequest
@@ -122,7 +119,7 @@ func (d *twilioDialect) read(w http.ResponseWriter, r *http.Request, token strin
 		return in
 	}
 	in.to = e.To
-	in.segments, _ = Segments(e.Body)
+	in.segments, _ = provider.Segments(e.Body)
 	e.Segments = in.segments
 	in.echo = e
 	return in
@@ -151,11 +148,11 @@ func (d *twilioDialect) basicMatches(r *http.Request, token string) bool {
 
 // twilioValidValidity reports whether v is an integer from 1 to 36000.
 func twilioValidValidity(v string) bool {
-	if v == "" || len(v) > 9 || !allDigits(v) {
+	if v == "" || len(v) > 9 || !wire.AllDigits(v) {
 		return false
 	}
 	n, _ := strconv.Atoi(v)
-	return n >= 1 && n <= twilioMaxValidity
+	return n >= 1 && n <= wire.TwilioMaxValidity
 }
 
 // twilioBodyLen is the length of s in UTF-16 code units, as Twilio counts
@@ -177,31 +174,31 @@ func (d *twilioDialect) write(w http.ResponseWriter, a answer) {
 		d.writeMessage(w, a, e)
 	case outThrottled:
 		twilioRetryAfter(h, a.retryAfter)
-		writeTwilioError(w, twilioTooManyRequests, 0)
+		writeTwilioError(w, wire.TwilioTooManyRequests, 0)
 	case outSuspended:
-		writeTwilioError(w, twilioForbidden, 0)
+		writeTwilioError(w, wire.TwilioForbidden, 0)
 	case outFailed:
 		switch {
 		case a.status == http.StatusTooManyRequests:
 			twilioRetryAfter(h, a.retryAfter)
-			writeTwilioError(w, twilioTooManyRequests, 0)
+			writeTwilioError(w, wire.TwilioTooManyRequests, 0)
 		case a.status >= 500:
-			writeTwilioError(w, twilioInternalError, a.status)
+			writeTwilioError(w, wire.TwilioInternalError, a.status)
 		default:
 			writeTwilioError(w, 0, a.status)
 		}
 	case outUnauthorized:
 		h.Set("WWW-Authenticate", `Basic realm="Twilio API"`)
-		writeTwilioError(w, twilioAuthenticate, 0)
+		writeTwilioError(w, wire.TwilioAuthenticate, 0)
 	case outRefused:
 		switch {
 		case a.status == http.StatusNotFound:
-			writeTwilioError(w, twilioNotFound, 0)
+			writeTwilioError(w, wire.TwilioNotFound, 0)
 		case a.status == http.StatusMethodNotAllowed:
 			h.Set("Allow", http.MethodPost)
-			writeTwilioError(w, twilioMethodNotAllowed, 0)
+			writeTwilioError(w, wire.TwilioMethodNotAllowed, 0)
 		case a.badNumber:
-			writeTwilioError(w, twilioInvalidTo, 0)
+			writeTwilioError(w, wire.TwilioInvalidTo, 0)
 		case a.status == http.StatusBadRequest && e.Code != 0:
 			writeTwilioError(w, e.Code, 0)
 		default: // 413
@@ -216,7 +213,7 @@ func (d *twilioDialect) write(w http.ResponseWriter, a answer) {
 // unless d is negative.
 func twilioRetryAfter(h http.Header, d time.Duration) {
 	if d >= 0 {
-		h.Set("Retry-After", formatSeconds(d))
+		h.Set("Retry-After", wire.FormatSeconds(d))
 	}
 }
 
@@ -230,14 +227,14 @@ type twilioError struct {
 }
 
 // writeTwilioError answers code with its status and message from
-// twilioCodes, the status given when it is not zero, or a bare status when
+// wire.TwilioCodes, the status given when it is not zero, or a bare status when
 // code is zero.
 func writeTwilioError(w http.ResponseWriter, code, status int) {
-	c := twilioCodes[code]
+	c := wire.TwilioCodes[code]
 	if status == 0 {
-		status = c.status
+		status = c.Status
 	}
-	body := twilioError{Code: code, Message: c.message, Status: status}
+	body := twilioError{Code: code, Message: c.Message, Status: status}
 	if code != 0 {
 		body.MoreInfo = "https://www.twilio.com/docs/errors/" + strconv.Itoa(code)
 	} else {

@@ -1,4 +1,4 @@
-package provider
+package providertest
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"smsdispatcher/provider"
 )
 
 const twilioMessagesPath = "/2010-04-01/Accounts/" + testTwilioSID + "/Messages.json"
@@ -29,12 +31,12 @@ func twilioSimRequest(form url.Values) *http.Request {
 	return r
 }
 
-func newTwilioSim(cfg SimConfig) (*Simulator, *fakeClock) {
+func newTwilioSim(cfg Config) (*Simulator, *fakeClock) {
 	clock := newFakeClock(t0)
 	if cfg.Token == "" {
 		cfg.Token = testToken
 	}
-	return NewTwilioSimulator(cfg, testTwilioSID, WithSimClock(clock.Now)), clock
+	return NewTwilio(cfg, testTwilioSID, WithClock(clock.Now)), clock
 }
 
 // twilioErrorBody is Twilio's error JSON as the simulator writes it.
@@ -156,7 +158,7 @@ func TestTwilioSimulatorChecks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, _ := newTwilioSim(SimConfig{})
+			s, _ := newTwilioSim(Config{})
 			w := serve(t, s, tt.req())
 			if tt.status == 201 {
 				if w.Code != 201 {
@@ -188,7 +190,7 @@ func twilioResource(t *testing.T, w *httptest.ResponseRecorder) map[string]any {
 }
 
 func TestTwilioSimulatorMessageResource(t *testing.T) {
-	s, _ := newTwilioSim(SimConfig{})
+	s, _ := newTwilioSim(Config{})
 	sid := regexp.MustCompile(`^SM[0-9a-f]{32}$`)
 	long := strings.Repeat("a", 200) // 2 segments
 
@@ -248,7 +250,7 @@ func TestTwilioSimulatorMessageResource(t *testing.T) {
 }
 
 func TestTwilioSimulatorRateInSegments(t *testing.T) {
-	s, clock := newTwilioSim(SimConfig{Limit: 3, CountSegments: true, RetryAfter: 1500 * time.Millisecond})
+	s, clock := newTwilioSim(Config{Limit: 3, CountSegments: true, RetryAfter: 1500 * time.Millisecond})
 	two := twilioForm()
 	two.Set("Body", strings.Repeat("a", 200)) // 2 segments
 	steps := []struct {
@@ -285,7 +287,7 @@ func TestTwilioSimulatorRateInSegments(t *testing.T) {
 // under the sender "".
 func TestTwilioSimulatorSenderLimitInSegments(t *testing.T) {
 	const a, b = "+12025550101", "+18885550100"
-	s, clock := newTwilioSim(SimConfig{CountSegments: true, SenderLimit: 3, RetryAfter: 1500 * time.Millisecond})
+	s, clock := newTwilioSim(Config{CountSegments: true, SenderLimit: 3, RetryAfter: 1500 * time.Millisecond})
 	form := func(from string, segments int) url.Values {
 		f := twilioForm()
 		f.Set("Body", strings.Repeat("a", 153*segments)) // 153 septets a segment beyond one
@@ -339,7 +341,7 @@ func TestTwilioSimulatorSenderLimitInSegments(t *testing.T) {
 }
 
 func TestTwilioSimulatorSuspension(t *testing.T) {
-	s, clock := newTwilioSim(SimConfig{Limit: 1, SuspendAfter: 1, SuspendFor: time.Minute})
+	s, clock := newTwilioSim(Config{Limit: 1, SuspendAfter: 1, SuspendFor: time.Minute})
 	serve(t, s, twilioSimRequest(twilioForm()))
 	serve(t, s, twilioSimRequest(twilioForm())) // 429
 	serve(t, s, twilioSimRequest(twilioForm())) // 429: more than 1, suspended
@@ -359,7 +361,7 @@ func TestTwilioSimulatorSuspension(t *testing.T) {
 }
 
 func TestTwilioSimulatorSetToken(t *testing.T) {
-	s, _ := newTwilioSim(SimConfig{})
+	s, _ := newTwilioSim(Config{})
 	if w := serve(t, s, twilioSimRequest(twilioForm())); w.Code != 201 {
 		t.Fatalf("status %d, want 201", w.Code)
 	}
@@ -376,7 +378,7 @@ func TestTwilioSimulatorSetToken(t *testing.T) {
 }
 
 func TestTwilioSimulatorRefuseNumber(t *testing.T) {
-	s, _ := newTwilioSim(SimConfig{})
+	s, _ := newTwilioSim(Config{})
 	s.RefuseNumber(twMsg.To)
 	checkTwilioError(t, serve(t, s, twilioSimRequest(twilioForm())), 400, 21211)
 	f := twilioForm()
@@ -387,7 +389,7 @@ func TestTwilioSimulatorRefuseNumber(t *testing.T) {
 }
 
 func TestTwilioSimulatorFaults(t *testing.T) {
-	s, clock := newTwilioSim(SimConfig{RetryAfter: 2 * time.Second})
+	s, clock := newTwilioSim(Config{RetryAfter: 2 * time.Second})
 	s.FailFor(503, time.Second)
 	checkTwilioError(t, serve(t, s, twilioSimRequest(twilioForm())), 503, 20500)
 	s.FailFor(429, time.Second)
@@ -410,9 +412,9 @@ func TestTwilioSimulatorFaults(t *testing.T) {
 
 // TestTwilioAgainstSimulator runs the adapter against the simulator.
 func TestTwilioAgainstSimulator(t *testing.T) {
-	sim, clock := newTwilioSim(SimConfig{Limit: 2, CountSegments: true})
+	sim, clock := newTwilioSim(Config{Limit: 2, CountSegments: true})
 	srv := newServer(t, sim)
-	tw := newTestTwilio(t, srv.URL, nil, WithClock(clock.Now))
+	tw := newTestTwilio(t, srv.URL, nil, provider.WithClock(clock.Now))
 	ctx := context.Background()
 
 	m := twMsg
@@ -427,31 +429,31 @@ func TestTwilioAgainstSimulator(t *testing.T) {
 		t.Fatalf("second Send = %v", err)
 	}
 	_, err = tw.Send(ctx, twMsg)
-	if pe, ok := errors.AsType[*Error](err); !ok || !pe.Throttled() || pe.Code != "20429" || pe.RetryAfter != time.Second {
+	if pe, ok := errors.AsType[*provider.Error](err); !ok || !pe.Throttled() || pe.Code != "20429" || pe.RetryAfter != time.Second {
 		t.Fatalf("Send over the limit = %v, want throttled 20429 for 1s", err)
 	}
 
 	clock.Set(t0.Add(2 * time.Second))
 	sim.RefuseNumber(twMsg.To)
 	_, err = tw.Send(ctx, twMsg)
-	if pe, ok := errors.AsType[*Error](err); !ok || !pe.Permanent() || pe.Code != "21211" {
+	if pe, ok := errors.AsType[*provider.Error](err); !ok || !pe.Permanent() || pe.Code != "21211" {
 		t.Fatalf("Send to a refused number = %v, want refused 21211", err)
 	}
 	checkNoSecrets(t, err, twMsg)
 
-	other := newTestTwilio(t, srv.URL, func(c *TwilioConfig) { c.AuthToken = StaticSecret("wrong-0123456789") })
-	_, err = other.Send(ctx, Message{ID: "x", To: "+819011112222", Body: "hello"})
-	if pe, ok := errors.AsType[*Error](err); !ok || !pe.AccountFailure() || pe.Code != "20003" {
+	other := newTestTwilio(t, srv.URL, func(c *provider.TwilioConfig) { c.AuthToken = provider.StaticSecret("wrong-0123456789") })
+	_, err = other.Send(ctx, provider.Message{ID: "x", To: "+819011112222", Body: "hello"})
+	if pe, ok := errors.AsType[*provider.Error](err); !ok || !pe.AccountFailure() || pe.Code != "20003" {
 		t.Fatalf("Send with a wrong token = %v, want an account failure 20003", err)
 	}
 
 	wrongPath := newTestTwilio(t, srv.URL+"/twilio", nil)
-	if _, err := wrongPath.Send(ctx, Message{ID: "x", To: "+819011112222", Body: "hello"}); !isKind(err, KindAccount) {
+	if _, err := wrongPath.Send(ctx, provider.Message{ID: "x", To: "+819011112222", Body: "hello"}); !isKind(err, provider.KindAccount) {
 		t.Fatalf("Send to a wrong base URL = %v, want an account failure", err)
 	}
 
-	svc := newTestTwilio(t, srv.URL, func(c *TwilioConfig) { c.From, c.MessagingServiceSID = "", testTwilioMG }, WithClock(clock.Now))
-	if rc, err := svc.Send(ctx, Message{ID: "y", To: "+819011112222", Body: "hello"}); err != nil || rc.ID == "" {
+	svc := newTestTwilio(t, srv.URL, func(c *provider.TwilioConfig) { c.From, c.MessagingServiceSID = "", testTwilioMG }, provider.WithClock(clock.Now))
+	if rc, err := svc.Send(ctx, provider.Message{ID: "y", To: "+819011112222", Body: "hello"}); err != nil || rc.ID == "" {
 		t.Fatalf("Send through a messaging service = %+v, %v; want accepted", rc, err)
 	}
 
@@ -463,7 +465,7 @@ func TestTwilioAgainstSimulator(t *testing.T) {
 // TestTwilioAgainstSimulatorLongBody checks that the Receipt has the sid
 // of an answer longer than what Send reads: the sid comes first.
 func TestTwilioAgainstSimulatorLongBody(t *testing.T) {
-	sim, _ := newTwilioSim(SimConfig{})
+	sim, _ := newTwilioSim(Config{})
 	srv := newServer(t, sim)
 	tw := newTestTwilio(t, srv.URL, nil)
 	long := twMsg
@@ -477,7 +479,7 @@ func TestTwilioAgainstSimulatorLongBody(t *testing.T) {
 // TestTwilioAgainstSuspendedSimulator checks that a suspension reads as an
 // account failure, as Twilio's answer for a suspended account does.
 func TestTwilioAgainstSuspendedSimulator(t *testing.T) {
-	sim, _ := newTwilioSim(SimConfig{Limit: 1, SuspendAfter: 1})
+	sim, _ := newTwilioSim(Config{Limit: 1, SuspendAfter: 1})
 	srv := newServer(t, sim)
 	tw := newTestTwilio(t, srv.URL, nil)
 	ctx := context.Background()
@@ -485,7 +487,7 @@ func TestTwilioAgainstSuspendedSimulator(t *testing.T) {
 	tw.Send(ctx, twMsg)
 	tw.Send(ctx, twMsg)
 	_, err := tw.Send(ctx, twMsg)
-	if pe, ok := errors.AsType[*Error](err); !ok || !pe.AccountFailure() || pe.Code != "20403" {
+	if pe, ok := errors.AsType[*provider.Error](err); !ok || !pe.AccountFailure() || pe.Code != "20403" {
 		t.Fatalf("Send on a suspended account = %v, want an account failure 20403", err)
 	}
 }

@@ -1,19 +1,21 @@
-package provider
+package providertest
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
 	"unicode/utf8"
+
+	"smsdispatcher/provider"
+	"smsdispatcher/provider/internal/wire"
 )
 
-// NewVonageSimulator returns a Simulator that speaks Vonage's SMS API (see
-// vonage.go for the sources): POST /sms/json, a form with api_key (apiKey;
+// NewVonage returns a Simulator that speaks Vonage's SMS API (see
+// provider/vonage.go for the sources): POST /sms/json, a form with api_key (apiKey;
 // empty accepts any), api_secret (cfg.Token, replaced by SetToken; empty
 // accepts any), from, to (7 to 15 digits, no '+'), text, type (text or
 // unicode; unicode is required for a body that is not GSM-7), client-ref
@@ -21,54 +23,54 @@ import (
 // may come as HTTP Basic instead, as the current reference documents.
 //
 // Every answer Vonage documents is a 200 with a status per part; the
-// statuses are those of vonageSimStatuses. A throttle is a 200 with status
-// "1" and no Retry-After header, so SimConfig.RetryAfter and
+// statuses are those of vonageStatuses. A throttle is a 200 with status
+// "1" and no Retry-After header, so Config.RetryAfter and
 // ThrottleNext's retryAfter are not sent. The rate counts what Vonage
 // bills: with CountSegments, a message counts its parts, in UCS-2 when
 // type is unicode. With SenderLimit, the sender is from. Arrival.Status
 // keeps the generic API's status for each answer, not the 200 on the wire.
-func NewVonageSimulator(cfg SimConfig, apiKey string, opts ...SimOption) *Simulator {
+func NewVonage(cfg Config, apiKey string, opts ...Option) *Simulator {
 	return newSimulator(cfg, vonageDialect{apiKey: apiKey}, opts...)
 }
 
-// vonageSimStatus is a status and error-text of Vonage's answer.
-type vonageSimStatus struct{ status, text string }
+// vonageStatus is a status and error-text of Vonage's answer.
+type vonageStatus struct{ status, text string }
 
-// vonageSimStatuses is what the Vonage simulator answers in a 200, by what
+// vonageStatuses is what the Vonage simulator answers in a 200, by what
 // it decided. Source: https://developer.vonage.com/en/api-errors/sms.
-var vonageSimStatuses = struct {
-	throttled, suspended, internal, badCredentials vonageSimStatus
-	missing, invalid, refusedNumber                vonageSimStatus
+var vonageStatuses = struct {
+	throttled, suspended, internal, badCredentials vonageStatus
+	missing, invalid, refusedNumber                vonageStatus
 }{
 	// Over the rate, or ThrottleNext.
-	throttled: vonageSimStatus{"1", "Throttled"},
+	throttled: vonageStatus{"1", "Throttled"},
 	// Suspended by the Simulator: to a client this is an account that
 	// cannot send, as a barred account cannot.
-	suspended: vonageSimStatus{"8", "Partner Account Barred"},
+	suspended: vonageStatus{"8", "Partner Account Barred"},
 	// FailFor(500): "an error has occurred in the platform whilst
 	// processing this message". FailFor with any other status answers that
 	// HTTP status itself, as a gateway in front of the API would (502, 503,
 	// 504), or to exercise a client's handling of 429, 401 or 403.
-	internal: vonageSimStatus{"5", "Internal Error"},
+	internal: vonageStatus{"5", "Internal Error"},
 	// A wrong or missing api_key or api_secret.
-	badCredentials: vonageSimStatus{"4", "Bad Credentials"},
+	badCredentials: vonageStatus{"4", "Bad Credentials"},
 	// No form, or no from, to or text.
-	missing: vonageSimStatus{"2", "Missing Parameters"},
+	missing: vonageStatus{"2", "Missing Parameters"},
 	// A to that is not 7 to 15 digits, an unknown type, a body that is not
 	// GSM-7 without type=unicode (which the reference requires; refused
 	// here so the mistake shows, whatever Vonage would make of it), a
 	// client-ref over 100 characters, a ttl out of range.
-	invalid: vonageSimStatus{"3", "Invalid Parameters"},
+	invalid: vonageStatus{"3", "Invalid Parameters"},
 	// RefuseNumber: a demo account may send only to its whitelisted
 	// numbers, the per-number refusal a test account meets.
-	refusedNumber: vonageSimStatus{"29", "Non-Whitelisted Destination"},
+	refusedNumber: vonageStatus{"29", "Non-Whitelisted Destination"},
 }
 
 // The body faults vonageDialect.read finds, passed through the core as
 // answer.status (and kept as Arrival.Status, the generic reading).
 const (
-	vonageFaultMissing = http.StatusBadRequest          // vonageSimStatuses.missing
-	vonageFaultInvalid = http.StatusUnprocessableEntity // vonageSimStatuses.invalid
+	vonageFaultMissing = http.StatusBadRequest          // vonageStatuses.missing
+	vonageFaultInvalid = http.StatusUnprocessableEntity // vonageStatuses.invalid
 )
 
 // vonageEcho is what read learned that write needs (request.echo): the
@@ -88,15 +90,10 @@ func (vonageDialect) messageID(n int) string { return fmt.Sprintf("0A%014X", n) 
 
 func (d vonageDialect) read(w http.ResponseWriter, r *http.Request, token string) request {
 	var in request
-	// Read the body first, whatever the answer (see genericDialect.read).
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	body, err := readRouted(w, r, r.URL.Path == "/sms/json", &in)
 	var tooBig *http.MaxBytesError
 	switch {
-	case r.URL.Path != "/sms/json":
-		in.routeFault = http.StatusNotFound
-		return in
-	case r.Method != http.MethodPost:
-		in.routeFault = http.StatusMethodNotAllowed
+	case in.routeFault != 0:
 		return in
 	case errors.As(err, &tooBig):
 		in.routeFault = http.StatusRequestEntityTooLarge
@@ -118,21 +115,21 @@ func (d vonageDialect) read(w http.ResponseWriter, r *http.Request, token string
 		in.bodyFault = vonageFaultMissing
 		return in
 	}
-	n, enc := Segments(text)
+	n, enc := provider.Segments(text)
 	switch form.Get("type") {
 	case "", "text":
-		if enc != GSM7 {
+		if enc != provider.GSM7 {
 			in.bodyFault = vonageFaultInvalid
 			return in
 		}
 	case "unicode":
-		n = ucs2Segments(text)
+		n = provider.UCS2Segments(text)
 	default: // binary and the rest: not simulated
 		in.bodyFault = vonageFaultInvalid
 		return in
 	}
-	if len(to) < 7 || len(to) > 15 || !allDigits(to) ||
-		utf8.RuneCountInString(in.id) > vonageClientRefMax || !vonageTTLValid(form) {
+	if len(to) < 7 || len(to) > 15 || !wire.AllDigits(to) ||
+		utf8.RuneCountInString(in.id) > wire.VonageClientRefMax || !vonageTTLValid(form) {
 		in.bodyFault = vonageFaultInvalid
 		return in
 	}
@@ -162,11 +159,11 @@ func vonageTTLValid(form url.Values) bool {
 		return true
 	}
 	ttl, err := strconv.ParseInt(form.Get("ttl"), 10, 64)
-	return err == nil && ttl >= vonageTTLMin && ttl <= vonageTTLMax
+	return err == nil && ttl >= wire.VonageTTLMin && ttl <= wire.VonageTTLMax
 }
 
-// vonageSimPart is one entry of messages (schemas Message and ErrorMessage).
-type vonageSimPart struct {
+// vonagePart is one entry of messages (schemas Message and ErrorMessage).
+type vonagePart struct {
 	To               string  `json:"to,omitempty"`
 	MessageID        string  `json:"message-id,omitempty"`
 	Status           string  `json:"status"`
@@ -182,16 +179,16 @@ func (vonageDialect) write(w http.ResponseWriter, a answer) {
 	e, _ := a.echo.(vonageEcho)
 	parts, to, ref := e.parts, e.to, e.ref
 
-	var st vonageSimStatus
+	var st vonageStatus
 	switch a.outcome {
 	case outAccepted, outDuplicate:
 		var clientRef *string
 		if len(ref) > 0 {
 			clientRef = &ref[0]
 		}
-		msgs := make([]vonageSimPart, max(parts, 1))
+		msgs := make([]vonagePart, max(parts, 1))
 		for i := range msgs {
-			msgs[i] = vonageSimPart{
+			msgs[i] = vonagePart{
 				To:               to,
 				MessageID:        fmt.Sprintf("%s%X", a.messageID, i+1),
 				Status:           "0",
@@ -204,28 +201,28 @@ func (vonageDialect) write(w http.ResponseWriter, a answer) {
 		vonageWrite(w, http.StatusOK, msgs)
 		return
 	case outThrottled:
-		st = vonageSimStatuses.throttled
+		st = vonageStatuses.throttled
 	case outSuspended:
-		st = vonageSimStatuses.suspended
+		st = vonageStatuses.suspended
 	case outUnauthorized:
-		st = vonageSimStatuses.badCredentials
+		st = vonageStatuses.badCredentials
 	case outFailed:
 		if a.status != http.StatusInternalServerError {
 			if a.status == http.StatusTooManyRequests && a.retryAfter >= 0 {
-				h.Set("Retry-After", formatSeconds(a.retryAfter))
+				h.Set("Retry-After", wire.FormatSeconds(a.retryAfter))
 			}
 			vonageWrite(w, a.status, nil)
 			return
 		}
-		st = vonageSimStatuses.internal
+		st = vonageStatuses.internal
 	default: // outRefused
 		switch {
 		case a.badNumber:
-			st = vonageSimStatuses.refusedNumber
+			st = vonageStatuses.refusedNumber
 		case a.status == vonageFaultMissing:
-			st = vonageSimStatuses.missing
+			st = vonageStatuses.missing
 		case a.status == vonageFaultInvalid:
-			st = vonageSimStatuses.invalid
+			st = vonageStatuses.invalid
 		default: // 404, 405, 413: no Vonage status for a request that never reached the API
 			if a.status == http.StatusMethodNotAllowed {
 				h.Set("Allow", http.MethodPost)
@@ -234,12 +231,12 @@ func (vonageDialect) write(w http.ResponseWriter, a answer) {
 			return
 		}
 	}
-	vonageWrite(w, http.StatusOK, []vonageSimPart{{Status: st.status, ErrorText: st.text}})
+	vonageWrite(w, http.StatusOK, []vonagePart{{Status: st.status, ErrorText: st.text}})
 }
 
 // vonageWrite writes status and, when msgs is not nil, the SMS API's JSON
 // answer holding them; otherwise a body with the status text alone.
-func vonageWrite(w http.ResponseWriter, status int, msgs []vonageSimPart) {
+func vonageWrite(w http.ResponseWriter, status int, msgs []vonagePart) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	var b []byte
@@ -247,8 +244,8 @@ func vonageWrite(w http.ResponseWriter, status int, msgs []vonageSimPart) {
 		b, _ = json.Marshal(map[string]string{"error": http.StatusText(status)})
 	} else {
 		b, _ = json.Marshal(struct {
-			Count    string          `json:"message-count"`
-			Messages []vonageSimPart `json:"messages"`
+			Count    string       `json:"message-count"`
+			Messages []vonagePart `json:"messages"`
 		}{strconv.Itoa(len(msgs)), msgs})
 	}
 	w.Write(append(b, '\n'))

@@ -1,4 +1,4 @@
-package provider
+package providertest
 
 // ring is a FIFO of at most max values; pushing onto a full ring drops the
 // oldest. The backing slice grows on demand, so a large max costs nothing

@@ -1,4 +1,4 @@
-package provider
+package providertest
 
 import (
 	"slices"
@@ -70,22 +70,22 @@ func TestMaxInWindow(t *testing.T) {
 	}
 	tests := []struct {
 		name       string
-		m          WindowMeasure
+		m          Window
 		want       int
 		wantSender string
 	}{
 		// [t0, t0+1s) holds all the accepted but a's at t0+1s.
-		{"account", WindowMeasure{Window: time.Second}, 6, ""},
-		{"account in segments", WindowMeasure{Window: time.Second, Segments: true}, 7, ""},
+		{"account", Window{Length: time.Second}, 6, ""},
+		{"account in segments", Window{Length: time.Second, Segments: true}, 7, ""},
 		// a: t0 and t0+500ms, or t0+500ms and t0+1s; never all three.
-		{"by sender", WindowMeasure{Window: time.Second, BySender: true}, 3, b},
+		{"by sender", Window{Length: time.Second, BySender: true}, 3, b},
 		// a: 1+2 or 2+1, b: 3: a tie, won by the least sender.
-		{"by sender in segments", WindowMeasure{Window: time.Second, BySender: true, Segments: true}, 3, a},
-		{"just over the window", WindowMeasure{Window: time.Second + 1, BySender: true, Segments: true}, 4, a},
-		{"short window", WindowMeasure{Window: 150 * ms, BySender: true}, 2, b},
-		{"instant", WindowMeasure{Window: time.Nanosecond}, 2, ""},
-		{"zero window", WindowMeasure{BySender: true}, 0, ""},
-		{"negative window", WindowMeasure{Window: -time.Second}, 0, ""},
+		{"by sender in segments", Window{Length: time.Second, BySender: true, Segments: true}, 3, a},
+		{"just over the window", Window{Length: time.Second + 1, BySender: true, Segments: true}, 4, a},
+		{"short window", Window{Length: 150 * ms, BySender: true}, 2, b},
+		{"instant", Window{Length: time.Nanosecond}, 2, ""},
+		{"zero window", Window{BySender: true}, 0, ""},
+		{"negative window", Window{Length: -time.Second}, 0, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,12 +101,12 @@ func TestMaxInWindow(t *testing.T) {
 			}
 		})
 	}
-	if most, sender := MaxInWindow(nil, WindowMeasure{Window: time.Second, BySender: true}); most != 0 || sender != "" {
+	if most, sender := MaxInWindow(nil, Window{Length: time.Second, BySender: true}); most != 0 || sender != "" {
 		t.Errorf("MaxInWindow(nil) = %d, %q; want 0, \"\"", most, sender)
 	}
 	// Segments below 1 count as 1, as the Simulator counts a body it could not read.
 	zero := []Arrival{arr(0, a, 0, "accepted"), arr(0, a, 0, "accepted")}
-	if most, _ := MaxInWindow(zero, WindowMeasure{Window: time.Second, Segments: true}); most != 2 {
+	if most, _ := MaxInWindow(zero, Window{Length: time.Second, Segments: true}); most != 2 {
 		t.Errorf("MaxInWindow(0 segments each) = %d, want 2", most)
 	}
 }
