@@ -10,7 +10,10 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The Pub/Sub client (topology's names) starts OpenCensus's worker at init.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
+}
 
 // TestNackDelay: a nack (deadline 0) of a subscription given a delay waits
 // that delay; another subscription's nack, and a deadline that is not a
