@@ -877,12 +877,16 @@ func (p *replayer) handle(ctx context.Context, dl *deadLetter) {
 	note := "" // what became of the id's record
 	if sendID != "" {
 		was, cleared, err := p.record(ctx, class, sendID)
+		if errors.Is(err, admission.ErrBadReply) {
+			p.skip(dl, skipUnknownRecd, fmt.Sprintf("its send-once record is not one replay knows (%v): left listed", err))
+			return
+		}
 		if err != nil {
 			p.fail(dl, "send-once record: "+err.Error())
 			return
 		}
 		switch {
-		case was == admission.RecordSent || strings.HasPrefix(was, admission.RecordSent+":"):
+		case was.State == admission.Finished && !was.Rejected:
 			if p.dryRun {
 				p.skip(dl, skipSent, fmt.Sprintf("already sent (record %q): would not be republished; the dead letter would be acked", was))
 				return
@@ -893,17 +897,17 @@ func (p *replayer) handle(ctx context.Context, dl *deadLetter) {
 			}
 			p.skip(dl, skipSent, fmt.Sprintf("already sent (record %q): not republished; dead letter acked", was))
 			return
-		case was == "held":
+		case was.State == admission.Held:
 			p.skip(dl, skipHeld, "being sent right now (a live send claim): left listed")
 			return
-		case was == "" && time.Since(dl.published) > admission.DefaultRecordTTL-recordMargin && !p.force:
+		case was.State == admission.Unrecorded && time.Since(dl.published) > admission.DefaultRecordTTL-recordMargin && !p.force:
 			// The record of a dead letter this old may have said sent and
 			// expired since (a replay that was killed before its ack).
 			p.skip(dl, skipExpired, fmt.Sprintf("dead-lettered %s ago, and send-once records live %s: it may have been sent since (--force replays it)",
 				time.Since(dl.published).Round(time.Minute), admission.DefaultRecordTTL))
 			return
-		case was == "":
-		case was == admission.RecordRejected || strings.HasPrefix(was, "refused:"):
+		case was.State == admission.Unrecorded:
+		case was.State == admission.Refused || was.Rejected:
 			switch {
 			case p.dryRun:
 				note = fmt.Sprintf("; its record %q would be cleared", was)
@@ -961,14 +965,13 @@ func (p *replayer) handle(ctx context.Context, dl *deadLetter) {
 // record reads the send-once record of id on the class's home account
 // (the first account serving it keeps its ids' records) and, unless this
 // is a dry run, clears it when it says the provider refused the id
-// (admission.Claims.Forget). It returns what the record said: "" none,
-// "held", "sent", "sent:<provider id>", "rejected" or "refused:<why>".
-func (p *replayer) record(ctx context.Context, class admission.Class, id string) (was string, cleared bool, err error) {
+// (admission.Claims.Forget). It returns what the record said.
+func (p *replayer) record(ctx context.Context, class admission.Class, id string) (was admission.Record, cleared bool, err error) {
 	home := p.homes[class][0]
 	lim := p.lims[home]
 	if lim == nil {
 		if lim, err = operatorLimiter(p.rdb, p.cfg, p.setups[home], operatorTimeout, p.logger); err != nil {
-			return "", false, err
+			return admission.Record{}, false, err
 		}
 		p.lims[home] = lim
 	}

@@ -232,7 +232,7 @@ var mutants = []mutant{
 		{"admission/forget.lua", "(state == 'rejected' or string.sub(state, 1, 8) == 'refused:')", "true"},
 	}, ""},
 	{"O2", "replay ignores the id's record and republishes a sent id", []edit{
-		{"cmd/dispatcher/deadletters.go", "	return lim.Claims().Forget(ctx, id)", "	lim.Claims().Forget(ctx, id)\n	return \"\", false, nil"},
+		{"cmd/dispatcher/deadletters.go", "	return lim.Claims().Forget(ctx, id)", "	lim.Claims().Forget(ctx, id)\n	return admission.Record{State: admission.Unrecorded}, false, nil"},
 	}, "./cmd/dispatcher/"},
 	{"O3", "replay acks a dead letter before its republish", []edit{
 		{"cmd/dispatcher/deadletters.go", "	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayPublishTimeout)", "	p.r.ack(ctx, dl)\n	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayPublishTimeout)"},
