@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // DefaultTimeout caps one Send when WithTimeout is not given.
@@ -94,15 +95,28 @@ func (m Message) LogValue() slog.Value {
 	)
 }
 
-// MaskNumber replaces every byte of a phone number but the last 4 with '*',
-// the form in which a number may be logged (docs/design.md, Conventions,
-// rule 6). A number of 4
-// bytes or fewer is masked entirely.
+// MaskNumber returns a phone number in the form in which it may be logged
+// or shown (docs/design.md, Conventions, rule 6): every character but the
+// last 4 becomes '*' and a leading '+' stays, so "+819012345678" reads
+// "+********5678". A value of 6 characters or fewer is masked whole; at most
+// 15 '*' stand for the rest, and a control character among the last 4
+// becomes a space, so that the line holding it stays one line.
 func MaskNumber(to string) string {
-	if len(to) <= 4 {
-		return strings.Repeat("*", len(to))
+	r := []rune(to)
+	if len(r) <= 6 {
+		return strings.Repeat("*", len(r))
 	}
-	return strings.Repeat("*", len(to)-4) + to[len(to)-4:]
+	prefix := ""
+	if r[0] == '+' {
+		prefix, r = "+", r[1:]
+	}
+	last := strings.Map(func(c rune) rune {
+		if unicode.IsControl(c) {
+			return ' '
+		}
+		return c
+	}, string(r[len(r)-4:]))
+	return prefix + strings.Repeat("*", min(len(r)-4, 15)) + last
 }
 
 // Kind is what a provider's answer means for the message and the account.

@@ -40,6 +40,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
+	"smsdispatcher/provider"
 )
 
 const deadlettersUsage = `usage: dispatcher deadletters list|replay [flags]
@@ -188,23 +189,13 @@ func (dl *deadLetter) bodyChars() int {
 	return utf8.RuneCountInString(dl.body)
 }
 
-// maskNumber shows only the last 4 characters of a phone number (and the
-// leading +); a value of 6 characters or fewer is masked whole. "-" when
-// there is none.
+// maskNumber is provider.MaskNumber's form of a number, "-" when there is
+// none.
 func maskNumber(to string, ok bool) string {
 	if !ok || to == "" {
 		return "-"
 	}
-	r := []rune(to)
-	if len(r) <= 6 {
-		return strings.Repeat("*", len(r))
-	}
-	prefix := ""
-	if r[0] == '+' {
-		prefix, r = "+", r[1:]
-	}
-	stars := min(len(r)-4, 15)
-	return prefix + strings.Repeat("*", stars) + printable(string(r[len(r)-4:]))
+	return provider.MaskNumber(to)
 }
 
 // printable replaces control characters (a reason may hold a provider's
