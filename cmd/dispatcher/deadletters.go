@@ -39,6 +39,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/deadletter"
 	"smsdispatcher/dispatch"
 	"smsdispatcher/provider"
 )
@@ -76,13 +77,13 @@ func runDeadletters(ctx context.Context, args []string, stdout, stderr io.Writer
 
 // attrReplays is the count of replays this command keeps on what it
 // republishes. Besides it, the attributes of a dead letter that are not the
-// producer's are the reserved ones (dispatch.ReservedAttr): the
+// producer's are the reserved ones (deadletter.Reserved): the
 // dispatcher's and Pub/Sub's.
 const attrReplays = "replays"
 
 // sourceSubscriptionAttr names the subscription a letter that Pub/Sub's
 // dead-letter policy forwarded came from.
-const sourceSubscriptionAttr = dispatch.PubSubDeadLetterPrefix + "SourceSubscription"
+const sourceSubscriptionAttr = deadletter.PubSubAttrPrefix + "SourceSubscription"
 
 // Reading the inspect subscription.
 const (
@@ -143,10 +144,10 @@ func parseDeadLetter(m *pubsubpb.PubsubMessage, cfg config) *deadLetter {
 		}
 	} else {
 		// Made by the dispatcher, which sets these over the producer's.
-		dl.class = dl.attrs[dispatch.AttrClass]
-		dl.origID = dl.attrs[dispatch.AttrOriginalMessageID]
-		dl.reason = dl.attrs[dispatch.AttrRejectReason]
-		_, dl.truncated = dl.attrs[dispatch.AttrOriginalDataBytes]
+		dl.class = dl.attrs[deadletter.AttrClass]
+		dl.origID = dl.attrs[deadletter.AttrOriginalMessageID]
+		dl.reason = dl.attrs[deadletter.AttrRejectReason]
+		_, dl.truncated = dl.attrs[deadletter.AttrOriginalDataBytes]
 	}
 	if _, err := admission.ParseClass(dl.class); err != nil {
 		dl.class = ""
@@ -825,7 +826,7 @@ func (p *replayer) handle(ctx context.Context, dl *deadLetter) {
 		p.skip(dl, skipMalformed, dl.reason+" (it would only come back; --force replays it)")
 		return
 	case dl.truncated:
-		p.skip(dl, skipTruncated, fmt.Sprintf("its data was cut from %s bytes to 64 KiB: the message is gone", dl.attrs[dispatch.AttrOriginalDataBytes]))
+		p.skip(dl, skipTruncated, fmt.Sprintf("its data was cut from %s bytes to 64 KiB: the message is gone", dl.attrs[deadletter.AttrOriginalDataBytes]))
 		return
 	case dl.replays >= p.maxReplays:
 		p.skip(dl, skipMaxReplays, fmt.Sprintf("replayed %d times already (--max-replays %d)", dl.replays, p.maxReplays))
@@ -916,7 +917,7 @@ func (p *replayer) handle(ctx context.Context, dl *deadLetter) {
 
 	attrs := map[string]string{}
 	for k, v := range dl.attrs {
-		if !dispatch.ReservedAttr(k) && k != attrReplays {
+		if !deadletter.Reserved(k) && k != attrReplays {
 			attrs[k] = v
 		}
 	}

@@ -263,7 +263,7 @@ var mutants = []mutant{
 		{"cmd/dispatcher/pullwatch.go", "return d, d >= pullSilence", "return d, false"},
 	}, "./cmd/dispatcher/"},
 	{"HC1", "replay believes the class attribute of a letter Pub/Sub forwarded", []edit{
-		{"cmd/dispatcher/deadletters.go", "	if src, forwarded := dl.attrs[sourceSubscriptionAttr]; forwarded {", "	if src, forwarded := dl.attrs[sourceSubscriptionAttr]; forwarded && dl.attrs[dispatch.AttrClass] == \"\" {"},
+		{"cmd/dispatcher/deadletters.go", "	if src, forwarded := dl.attrs[sourceSubscriptionAttr]; forwarded {", "	if src, forwarded := dl.attrs[sourceSubscriptionAttr]; forwarded && dl.attrs[deadletter.AttrClass] == \"\" {"},
 	}, "./cmd/dispatcher/"},
 	{"HC2", "a panic in the message handler is not recovered", []edit{
 		{"dispatch/pipeline.go", "		if r := recover(); r != nil {\n			d.recoverPanic(", "		if r := any(nil); r != nil {\n			d.recoverPanic("},
