@@ -176,13 +176,13 @@ func (l *Letter) standInID() string {
 	return l.MessageID
 }
 
-// MaskedTo is the message's number as provider.MaskNumber shows it, ""
-// when it has none.
+// MaskedTo is the message's number as provider.MaskNumber shows it, with
+// control characters as spaces; "" when it has none.
 func (l *Letter) MaskedTo() string {
 	if !l.hasTo || l.to == "" {
 		return ""
 	}
-	return provider.MaskNumber(l.to)
+	return printable(provider.MaskNumber(l.to))
 }
 
 // Body returns the message's body, and whether it has one.

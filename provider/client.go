@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 )
 
 // DefaultTimeout caps one Send when WithTimeout is not given.
@@ -98,9 +97,8 @@ func (m Message) LogValue() slog.Value {
 // MaskNumber returns a phone number in the form in which it may be logged
 // or shown (docs/design.md, Conventions, rule 6): every character but the
 // last 4 becomes '*' and a leading '+' stays, so "+819012345678" reads
-// "+********5678". A value of 6 characters or fewer is masked whole; at most
-// 15 '*' stand for the rest, and a control character among the last 4
-// becomes a space, so that the line holding it stays one line.
+// "+********5678". A value of 6 characters or fewer is masked whole, and
+// at most 15 '*' stand for the rest.
 func MaskNumber(to string) string {
 	r := []rune(to)
 	if len(r) <= 6 {
@@ -110,13 +108,7 @@ func MaskNumber(to string) string {
 	if r[0] == '+' {
 		prefix, r = "+", r[1:]
 	}
-	last := strings.Map(func(c rune) rune {
-		if unicode.IsControl(c) {
-			return ' '
-		}
-		return c
-	}, string(r[len(r)-4:]))
-	return prefix + strings.Repeat("*", min(len(r)-4, 15)) + last
+	return prefix + strings.Repeat("*", min(len(r)-4, 15)) + string(r[len(r)-4:])
 }
 
 // Kind is what a provider's answer means for the message and the account.
