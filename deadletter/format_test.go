@@ -2,8 +2,10 @@ package deadletter
 
 import (
 	"maps"
+	"strconv"
 	"testing"
 
+	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"smsdispatcher/admission"
@@ -67,5 +69,20 @@ func TestADeadLetterSaysItsClassByWhoMadeIt(t *testing.T) {
 					dl.Class, dl.Reason, dl.OriginalID, dl.Truncated, tt.class, tt.reason, tt.origID, tt.truncated)
 			}
 		})
+	}
+}
+
+// TestParseReadsWhatNewWrote: the reader reads the writer's attributes
+// back, and a producer's attribute of a reserved name is the writer's.
+func TestParseReadsWhatNewWrote(t *testing.T) {
+	m := &pubsub.Message{ID: "m1", Data: []byte(`{"to":"+819012345678","body":"hello, world"}`),
+		Attributes: map[string]string{AttrClass: "otp", AttrOriginalDataBytes: "70000", AttrReplays: "2", "team": "auth"}}
+	dl := New(m, admission.Marketing, "invalid: too_large: x", 16)
+	l := Parse(&pubsubpb.PubsubMessage{MessageId: "d1", Data: dl.Data, Attributes: dl.Attributes}, nil)
+	if l.Class != "marketing" || l.Reason != "invalid: too_large: x" || l.OriginalID != "m1" || !l.Truncated || l.Replays != 2 {
+		t.Errorf("read %+v, want marketing, the reason, m1, truncated, 2 replays", l)
+	}
+	if got := l.Attributes[AttrOriginalDataBytes]; got != strconv.Itoa(len(m.Data)) || len(l.Data) != 16 || l.Attributes["team"] != "auth" {
+		t.Errorf("original_data_bytes %q, %d bytes of data, team %q; want %d, 16, auth", got, len(l.Data), l.Attributes["team"], len(m.Data))
 	}
 }
