@@ -87,7 +87,7 @@ func New(m *pubsub.Message, class admission.Class, reason string, maxData int) *
 }
 
 // Letter is one dead letter as read, and what it says. Its number is
-// never handed out in clear: MaskedTo shows it.
+// shown masked (MaskedTo); only Data holds it as the producer wrote it.
 type Letter struct {
 	MessageID  string    // the dead letter's own Pub/Sub message ID
 	Published  time.Time // its publish time, UTC

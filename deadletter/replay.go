@@ -45,7 +45,8 @@ type ReplayOptions struct {
 	// (dispatch.Decode): the id it is sent under (standInID when the data
 	// has none), or an error when the data is no valid message. Required.
 	Decode func(data []byte, standInID string) (id string, err error)
-	// MaxReplays skips a dead letter replayed this many times already.
+	// MaxReplays skips a dead letter replayed this many times already; 0
+	// skips every one.
 	MaxReplays int
 	// Force replays also what Replay cannot vouch for: malformed dead
 	// letters (they come back unless the data was fixed), and those whose
