@@ -26,20 +26,48 @@ const (
 	// letter may not be published yet: dead-letter it with the recorded
 	// reason, never send it again.
 	Refused
+	// Unrecorded means the id has no record. Forget and Recorded report it;
+	// Claim takes the claim instead.
+	Unrecorded
 )
 
 func (s ClaimState) String() string {
-	return [...]string{"claimed", "held", "finished", "refused"}[s]
+	return [...]string{"claimed", "held", "finished", "refused", "unrecorded"}[s]
 }
 
-// Record is what Claim found of an id.
+// Record is what an id's send-once record says: what Claim found, or what
+// Forget and Recorded read.
 type Record struct {
 	State ClaimState
+	// Rejected is, when State is Finished, whether the record is
+	// RecordRejected (refused, and dead-lettered) rather than a send's.
+	Rejected bool
 	// RejectReason is, when State is Refused, the refusal as recorded.
 	RejectReason string
 	// ProviderID is, when State is Finished by a send, the provider's id
 	// of the message if it gave one.
 	ProviderID string
+}
+
+// String returns the record as Redis keeps it: "" when there is none,
+// "held" for another attempt's live claim, "claimed" for the caller's, else
+// the final record (RecordSent, SentRecord's, RecordRejected) or a
+// refusal's ("refused:<reason>").
+func (r Record) String() string {
+	switch r.State {
+	case Claimed:
+		return "claimed"
+	case Held:
+		return "held"
+	case Finished:
+		if r.Rejected {
+			return RecordRejected
+		}
+		return SentRecord(r.ProviderID)
+	case Refused:
+		return refusedPrefix + r.RejectReason
+	}
+	return ""
 }
 
 // Final records of an id.
@@ -158,8 +186,10 @@ func parseRecord(v string) (Record, error) {
 	switch v {
 	case "held":
 		return Record{State: Held}, nil
-	case RecordSent, RecordRejected:
+	case RecordSent:
 		return Record{State: Finished}, nil
+	case RecordRejected:
+		return Record{State: Finished, Rejected: true}, nil
 	}
 	if strings.HasPrefix(v, sentPrefix) {
 		return Record{State: Finished, ProviderID: v[len(sentPrefix):]}, nil
@@ -172,23 +202,23 @@ func parseRecord(v string) (Record, error) {
 
 // Forget clears id's record when it says the provider refused the id
 // (RefusedRecord's, RecordRejected), so that a replay of its dead letter
-// is sent: it reports what the record said ("" when none, "held" for a
-// live claim, else the record) and whether it was cleared. A record of a
-// send is never cleared.
-func (c *Claims) Forget(ctx context.Context, id string) (was string, cleared bool, err error) {
+// is sent: it reports what the record said (State Unrecorded when none,
+// Held for a live claim) and whether it was cleared. A record of a send is
+// never cleared. A record this package does not know is an ErrBadReply.
+func (c *Claims) Forget(ctx context.Context, id string) (was Record, cleared bool, err error) {
 	return c.forget(ctx, id, true)
 }
 
 // Recorded reports what id's record says, as Forget does, and changes
 // nothing: a replay's dry run.
-func (c *Claims) Recorded(ctx context.Context, id string) (was string, err error) {
-	was, _, err = c.forget(ctx, id, false)
+func (c *Claims) Recorded(ctx context.Context, id string) (Record, error) {
+	was, _, err := c.forget(ctx, id, false)
 	return was, err
 }
 
-func (c *Claims) forget(ctx context.Context, id string, clear bool) (was string, cleared bool, err error) {
+func (c *Claims) forget(ctx context.Context, id string, clear bool) (Record, bool, error) {
 	var v []any
-	err = c.circuit.do(ctx, c.timeout, func(ctx context.Context) (err error) {
+	err := c.circuit.do(ctx, c.timeout, func(ctx context.Context) (err error) {
 		call := forgetCall{Record: c.Key(id), Clear: clear}
 		v, err = forgetScript.Run(ctx, c.rdb, call.keys(), call.argv()...).Slice()
 		if err != nil {
@@ -197,14 +227,27 @@ func (c *Claims) forget(ctx context.Context, id string, clear bool) (was string,
 		return nil
 	})
 	if err != nil {
-		return "", false, err
+		return Record{}, false, err
 	}
-	if len(v) != 2 {
-		return "", false, fmt.Errorf("%w: forget.lua answered %v", ErrBadReply, v)
+	var (
+		state string
+		n     int64
+		ok    = len(v) == 2
+	)
+	if ok {
+		state, ok = v[0].(string)
 	}
-	was, _ = v[0].(string)
-	n, _ := v[1].(int64)
-	return was, n == 1, nil
+	if ok {
+		n, ok = v[1].(int64)
+	}
+	if !ok {
+		return Record{}, false, fmt.Errorf("%w: forget.lua answered %v", ErrBadReply, v)
+	}
+	if state == "" {
+		return Record{State: Unrecorded}, false, nil
+	}
+	rec, err := parseRecord(state)
+	return rec, n == 1, err
 }
 
 // Finish writes id's final record (RecordSent, SentRecord's or

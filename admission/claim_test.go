@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -115,11 +116,11 @@ func TestForgetClearsOnlyARefusal(t *testing.T) {
 		{"none-1", "", false},
 	} {
 		// A dry run reads the same and clears nothing.
-		if was, err := c.Recorded(ctx, tt.id); err != nil || was != tt.was {
+		if was, err := c.Recorded(ctx, tt.id); err != nil || was.String() != tt.was {
 			t.Errorf("Recorded(%s) = %q, %v; want %q", tt.id, was, err, tt.was)
 		}
 		was, cleared, err := c.Forget(ctx, tt.id)
-		if err != nil || was != tt.was || cleared != tt.cleared {
+		if err != nil || was.String() != tt.was || cleared != tt.cleared {
 			t.Errorf("Forget(%s) = %q, %v, %v; want %q, %v", tt.id, was, cleared, err, tt.was, tt.cleared)
 		}
 	}
@@ -181,5 +182,19 @@ func TestALateRejectedNeverOverwritesAReplay(t *testing.T) {
 				t.Fatalf("record after the late RecordRejected: %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestARecordReadsAsWritten: every record the scripts answer parses into
+// a Record whose String is that record again.
+func TestARecordReadsAsWritten(t *testing.T) {
+	for _, v := range []string{"held", RecordSent, SentRecord("SM1"), RecordRejected, "refused:provider: 400 bad number"} {
+		rec, err := parseRecord(v)
+		if err != nil || rec.String() != v {
+			t.Errorf("parseRecord(%q) = %+v, %v; reads back as %q", v, rec, err, rec.String())
+		}
+	}
+	if rec, err := parseRecord("archived"); !errors.Is(err, ErrBadReply) {
+		t.Errorf("parseRecord(archived) = %+v, %v; want ErrBadReply", rec, err)
 	}
 }

@@ -2,15 +2,12 @@ package dispatch
 
 import (
 	"context"
-	"maps"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/deadletter"
 	"smsdispatcher/provider"
 )
 
@@ -100,59 +97,10 @@ type DeadLetterTopic struct {
 	Publisher *pubsub.Publisher
 }
 
-// Attributes a dead letter carries besides the original message's.
-const (
-	AttrRejectReason      = "reject_reason"
-	AttrClass             = "class"
-	AttrOriginalMessageID = "original_message_id"
-)
-
-// AttrOriginalDataBytes is set on a dead letter whose data was cut to
-// MaxDataBytes: the size of the data the producer sent.
-const AttrOriginalDataBytes = "original_data_bytes"
-
-// PubSubDeadLetterPrefix starts the attributes Pub/Sub adds to a message
-// its subscription's dead-letter policy forwards
-// (CloudPubSubDeadLetterSourceSubscription, ...).
-const PubSubDeadLetterPrefix = "CloudPubSubDeadLetter"
-
-// ReservedAttr reports whether a dead letter's attribute named k says what
-// the dispatcher (reject_reason, class, original_message_id,
-// original_data_bytes) or Pub/Sub (PubSubDeadLetterPrefix...) made of the
-// message: a producer's attribute of that name is not copied into a dead
-// letter, where it would steer what a replay does with it.
-func ReservedAttr(k string) bool {
-	switch k {
-	case AttrRejectReason, AttrClass, AttrOriginalMessageID, AttrOriginalDataBytes:
-		return true
-	}
-	return strings.HasPrefix(k, PubSubDeadLetterPrefix)
-}
-
-// maxAttributes is Pub/Sub's limit of attributes per message.
-const maxAttributes = 100
-
-// DeadLetter publishes m's data and attributes with reject_reason, class and
-// original_message_id added, and waits for the server's answer. Data over
-// MaxDataBytes (never sendable) is cut to MaxDataBytes, with
-// original_data_bytes added. Producer attributes of a reserved name
-// (ReservedAttr) are dropped, and so are those beyond what Pub/Sub takes
-// with the added ones (in key order): a dead letter that did not fit its
-// topic would be nacked and redelivered for ever.
+// DeadLetter publishes m's dead letter (deadletter.New: m's data and
+// attributes with why it will never be sent, its data cut to MaxDataBytes)
+// and waits for the server's answer.
 func (t DeadLetterTopic) DeadLetter(ctx context.Context, m *pubsub.Message, class admission.Class, reason string) error {
-	attrs := make(map[string]string, len(m.Attributes)+4)
-	keys := slices.DeleteFunc(slices.Sorted(maps.Keys(m.Attributes)), ReservedAttr)
-	for _, k := range keys[:min(len(keys), maxAttributes-4)] {
-		attrs[k] = m.Attributes[k]
-	}
-	data := m.Data
-	if len(data) > MaxDataBytes {
-		data = data[:MaxDataBytes]
-		attrs[AttrOriginalDataBytes] = strconv.Itoa(len(m.Data))
-	}
-	attrs[AttrRejectReason] = reason
-	attrs[AttrClass] = class.String()
-	attrs[AttrOriginalMessageID] = m.ID
-	_, err := t.Publisher.Publish(ctx, &pubsub.Message{Data: data, Attributes: attrs}).Get(ctx)
+	_, err := t.Publisher.Publish(ctx, deadletter.New(m, class, reason, MaxDataBytes)).Get(ctx)
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/deadletter"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider/providertest"
 )
@@ -160,8 +161,8 @@ func TestMalformedMessageIsDeadLetteredAndNeverSent(t *testing.T) {
 	}
 	reasons := map[string]string{}
 	for _, m := range h.deadLetters(2) {
-		reasons[m.Attributes[AttrOriginalMessageID]] = m.Attributes[AttrRejectReason]
-		if m.Attributes[AttrClass] == "" {
+		reasons[m.Attributes[deadletter.AttrOriginalMessageID]] = m.Attributes[deadletter.AttrRejectReason]
+		if m.Attributes[deadletter.AttrClass] == "" {
 			t.Errorf("dead letter without a class attribute: %v", m.Attributes)
 		}
 	}
@@ -189,7 +190,7 @@ func TestProviderRejectionIsDeadLettered(t *testing.T) {
 	if ev.Outcome != nack.Rejected || ev.Action != nack.DeadLetter {
 		t.Fatalf("refused message: %v/%v, want rejected and dead-lettered", ev.Outcome, ev.Action)
 	}
-	if got := h.deadLetters(1)[0].Attributes[AttrRejectReason]; got == "" {
+	if got := h.deadLetters(1)[0].Attributes[deadletter.AttrRejectReason]; got == "" {
 		t.Fatal("dead letter without reject_reason")
 	}
 }

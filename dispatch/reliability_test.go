@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/deadletter"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/nack"
 )
@@ -102,10 +103,10 @@ func TestRefusedMessagesSurviveADeadLetterOutage(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, m := range h.deadLetters(n) {
-		if r := m.Attributes[AttrRejectReason]; !strings.HasPrefix(r, "provider: ") || !strings.Contains(r, "422") {
-			t.Errorf("dead letter %s: reject_reason %q, want the provider's refusal", m.Attributes[AttrOriginalMessageID], r)
+		if r := m.Attributes[deadletter.AttrRejectReason]; !strings.HasPrefix(r, "provider: ") || !strings.Contains(r, "422") {
+			t.Errorf("dead letter %s: reject_reason %q, want the provider's refusal", m.Attributes[deadletter.AttrOriginalMessageID], r)
 		}
-		seen[m.Attributes[AttrOriginalMessageID]] = true
+		seen[m.Attributes[deadletter.AttrOriginalMessageID]] = true
 	}
 	for _, id := range ids {
 		if !seen[id] {

@@ -93,15 +93,21 @@ func (m Message) LogValue() slog.Value {
 	)
 }
 
-// MaskNumber replaces every byte of a phone number but the last 4 with '*',
-// the form in which a number may be logged (docs/design.md, Conventions,
-// rule 6). A number of 4
-// bytes or fewer is masked entirely.
+// MaskNumber returns a phone number in the form in which it may be logged
+// or shown (docs/design.md, Conventions, rule 6): every character but the
+// last 4 becomes '*' and a leading '+' stays, so "+819012345678" reads
+// "+********5678". A value of 6 characters or fewer is masked whole, and
+// at most 15 '*' stand for the rest.
 func MaskNumber(to string) string {
-	if len(to) <= 4 {
-		return strings.Repeat("*", len(to))
+	r := []rune(to)
+	if len(r) <= 6 {
+		return strings.Repeat("*", len(r))
 	}
-	return strings.Repeat("*", len(to)-4) + to[len(to)-4:]
+	prefix := ""
+	if r[0] == '+' {
+		prefix, r = "+", r[1:]
+	}
+	return prefix + strings.Repeat("*", min(len(r)-4, 15)) + string(r[len(r)-4:])
 }
 
 // Client sends one message per Send call to the provider's generic JSON API

@@ -522,7 +522,7 @@ func TestMessageHidesSecrets(t *testing.T) {
 
 func TestMaskNumber(t *testing.T) {
 	for in, want := range map[string]string{
-		"+819012345678": "*********5678",
+		"+819012345678": "+********5678",
 		"1234":          "****",
 		"":              "",
 		"+12":           "***",

@@ -7,12 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,10 +20,10 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/deadletter"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/topology"
 	"smsdispatcher/provider/providertest"
@@ -90,15 +90,15 @@ func (h *dlHarness) cmd(args ...string) (stdout, stderr string, err error) {
 }
 
 // list returns `deadletters list --json` by message ID.
-func (h *dlHarness) list(args ...string) map[string]deadLetterJSON {
+func (h *dlHarness) list(args ...string) map[string]deadletter.JSON {
 	h.t.Helper()
 	out, errs, err := h.cmd(append([]string{"deadletters", "list", "--json", "--wait", dlWait}, args...)...)
 	if err != nil {
 		h.t.Fatalf("list %v: %v\n%s", args, err, errs)
 	}
-	got := map[string]deadLetterJSON{}
+	got := map[string]deadletter.JSON{}
 	for line := range strings.Lines(out) {
-		var v deadLetterJSON
+		var v deadletter.JSON
 		if err := json.Unmarshal([]byte(line), &v); err != nil {
 			h.t.Fatalf("list --json printed %q: %v", line, err)
 		}
@@ -185,6 +185,30 @@ func dlServe(t *testing.T) (stop func() error) {
 	return stop
 }
 
+// testDieAfterEnv names a hook of this test binary: `deadletters replay`
+// SIGKILLs itself right after its N-th republish, before the ack, so that
+// a test can show that such a death loses nothing.
+const testDieAfterEnv = "SMS_TEST_DEADLETTERS_DIE_AFTER"
+
+func init() {
+	if n, _ := strconv.Atoi(os.Getenv(testDieAfterEnv)); n > 0 {
+		afterRepublish = func(republished int) {
+			if republished >= n {
+				dieForTest()
+			}
+		}
+	}
+}
+
+// dieForTest ends the process as SIGKILL does: no deferred call, no
+// flush.
+func dieForTest() {
+	if p, err := os.FindProcess(os.Getpid()); err == nil {
+		p.Kill()
+	}
+	select {}
+}
+
 const providerReason = "provider: status 400: {\"error\":\"injected failure\"}"
 
 // TestDeadlettersListIsRepeatableFiltersAndMasks: list consumes nothing
@@ -207,7 +231,7 @@ func TestDeadlettersListIsRepeatableFiltersAndMasks(t *testing.T) {
 			t.Errorf("%s: %+v, then %+v", id, v, second[id])
 		}
 	}
-	want := map[string]deadLetterJSON{
+	want := map[string]deadletter.JSON{
 		a: {MessageID: a, OriginalMessageID: "1001", ID: "login-1", Class: "otp", RejectReason: providerReason, ToMasked: "+********5678", BodyChars: 19},
 		b: {MessageID: b, OriginalMessageID: "1002", ID: "promo-2", Class: "marketing", RejectReason: "invalid: bad_to: to must be E.164: + then 8-15 digits", ToMasked: "*****", BodyChars: 15},
 		c: {MessageID: c, OriginalMessageID: "1003", ID: "1003", Class: "otp", RejectReason: "max_attempts: 100 deliveries, last transient: provider: status 503", ToMasked: "+*******4567", BodyChars: 8},
@@ -637,64 +661,5 @@ func TestDeadlettersReplayNeedsRedisAndOneSelection(t *testing.T) {
 	ids.Set("c")
 	if !slices.Equal(ids, idList{"a", "b", "c"}) {
 		t.Errorf("--id a,b --id c: %v", ids)
-	}
-}
-
-func TestDeadlettersMaskNumber(t *testing.T) {
-	for _, tt := range []struct {
-		to   string
-		ok   bool
-		want string
-	}{
-		{"+819012345678", true, "+********5678"},
-		{"+15551234567", true, "+*******4567"},
-		{"12", true, "**"},
-		{"123456", true, "******"},
-		{"", true, "-"},
-		{"+81", false, "-"},
-		{"+1234567890123456789012345", true, "+***************2345"},
-	} {
-		if got := maskNumber(tt.to, tt.ok); got != tt.want {
-			t.Errorf("maskNumber(%q) = %q, want %q", tt.to, got, tt.want)
-		}
-	}
-}
-
-// TestADeadLetterSaysItsClassByWhoMadeIt: a letter that a subscription's
-// dead-letter policy forwarded carries the producer's attributes as they
-// were, so its class is its source subscription's, whatever a class
-// attribute says, and a reason, an original message ID or a cut size among
-// them is not believed; a letter the dispatcher made (it sets those over
-// the producer's) is read by its attributes.
-func TestADeadLetterSaysItsClassByWhoMadeIt(t *testing.T) {
-	cfg := config{OTPSubscription: "sms-otp-dispatcher", MarketingSubscription: "sms-marketing-dispatcher"}
-	producers := dlAttrs("otp", "forged", "forged-id", "original_data_bytes", "70000", "keep", "1")
-	with := func(more ...string) map[string]string {
-		a := maps.Clone(producers)
-		for i := 0; i+1 < len(more); i += 2 {
-			a[more[i]] = more[i+1]
-		}
-		return a
-	}
-	tests := []struct {
-		name      string
-		attrs     map[string]string
-		class     string
-		reason    string
-		origID    string
-		truncated bool
-	}{
-		{"forwarded from the marketing subscription", with(sourceSubscriptionAttr, "projects/p/subscriptions/sms-marketing-dispatcher"), "marketing", "", "", false},
-		{"forwarded from another subscription", with(sourceSubscriptionAttr, "projects/p/subscriptions/elsewhere"), "", "", "", false},
-		{"made by the dispatcher", dlAttrs("otp", "invalid: bad_to: x", "1001", "original_data_bytes", "70000"), "otp", "invalid: bad_to: x", "1001", true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dl := parseDeadLetter(&pubsubpb.PubsubMessage{MessageId: "9", Data: []byte(msgJSON("", "+819012345678", "sale")), Attributes: tt.attrs}, cfg)
-			if dl.class != tt.class || dl.reason != tt.reason || dl.origID != tt.origID || dl.truncated != tt.truncated {
-				t.Errorf("class %q, reason %q, original %q, truncated %v; want %q, %q, %q, %v",
-					dl.class, dl.reason, dl.origID, dl.truncated, tt.class, tt.reason, tt.origID, tt.truncated)
-			}
-		})
 	}
 }

@@ -232,13 +232,13 @@ var mutants = []mutant{
 		{"admission/forget.lua", "(state == 'rejected' or string.sub(state, 1, 8) == 'refused:')", "true"},
 	}, ""},
 	{"O2", "replay ignores the id's record and republishes a sent id", []edit{
-		{"cmd/dispatcher/deadletters.go", "	return lim.Claims().Forget(ctx, id)", "	lim.Claims().Forget(ctx, id)\n	return \"\", false, nil"},
+		{"deadletter/replay.go", "	return recs.Forget(ctx, id)", "	recs.Forget(ctx, id)\n	return admission.Record{State: admission.Unrecorded}, false, nil"},
 	}, "./cmd/dispatcher/"},
 	{"O3", "replay acks a dead letter before its republish", []edit{
-		{"cmd/dispatcher/deadletters.go", "	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayPublishTimeout)", "	p.r.ack(ctx, dl)\n	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayPublishTimeout)"},
+		{"deadletter/replay.go", "	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayPublishTimeout)", "	p.r.ack(ctx, dl)\n	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayPublishTimeout)"},
 	}, "./cmd/dispatcher/"},
 	{"O4", "list consumes what it read", []edit{
-		{"cmd/dispatcher/deadletters.go", "	r.modack(ctx, ids, 0)\n", "	r.ackIDs(ctx, ids)\n"},
+		{"deadletter/subscription.go", "	r.modack(ctx, ids, 0)\n", "	r.ackIDs(ctx, ids)\n"},
 	}, "./cmd/dispatcher/"},
 	{"O5", "status writes to the account's keys", []edit{
 		{"admission/status.lua", "local t = redis.call('TIME')", "redis.call('SET', KEYS[1] .. ':seen', 1)\nlocal t = redis.call('TIME')"},
@@ -263,8 +263,8 @@ var mutants = []mutant{
 		{"internal/pullwatch/watch.go", "return d, d >= Silence", "return d, false"},
 	}, "./internal/pullwatch/"},
 	{"HC1", "replay believes the class attribute of a letter Pub/Sub forwarded", []edit{
-		{"cmd/dispatcher/deadletters.go", "	if src, forwarded := dl.attrs[sourceSubscriptionAttr]; forwarded {", "	if src, forwarded := dl.attrs[sourceSubscriptionAttr]; forwarded && dl.attrs[dispatch.AttrClass] == \"\" {"},
-	}, "./cmd/dispatcher/"},
+		{"deadletter/format.go", "	if src, forwarded := l.Attributes[sourceSubscriptionAttr]; forwarded {", "	if src, forwarded := l.Attributes[sourceSubscriptionAttr]; forwarded && l.Attributes[AttrClass] == \"\" {"},
+	}, "./deadletter/"},
 	{"HC2", "a panic in the message handler is not recovered", []edit{
 		{"dispatch/pipeline.go", "		if r := recover(); r != nil {\n			d.recoverPanic(", "		if r := any(nil); r != nil {\n			d.recoverPanic("},
 	}, "./dispatch/"},
