@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"smsdispatcher/config"
 	"strings"
 	"testing"
 	"time"
@@ -31,11 +32,11 @@ func FuzzConfig(f *testing.F) {
 		}
 		c, err := loadConfig(env)
 		if err != nil {
-			var ce *configError
+			var ce *config.Error
 			if !errors.As(err, &ce) {
 				t.Fatalf("error %v (%T) is not a configError", err, err)
 			}
-			if !known(ce.Env) || strings.Contains(err.Error(), "\n") {
+			if !config.Known(ce.Env) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("error %q: want one line naming a known variable", err)
 			}
 			if ce.Env == "REDIS_URL" && strings.Contains(err.Error(), "hunter2") {
@@ -57,7 +58,7 @@ func FuzzConfig(f *testing.F) {
 			t.Fatalf("accepted BURST %d, MAX_SENDERS %d", c.Burst, c.MaxSenders)
 		case c.OTPMaxWait <= 0 || c.MarketingMaxWait <= 0:
 			t.Fatalf("accepted waits %v, %v", c.OTPMaxWait, c.MarketingMaxWait)
-		case c.Account == "":
+		case c.Name == "":
 			t.Fatal("accepted an empty account")
 		case c.ArrivalJitter < 0 || c.ArrivalJitter > time.Second:
 			t.Fatalf("accepted PROVIDER_ARRIVAL_JITTER %v", c.ArrivalJitter)
@@ -77,7 +78,7 @@ func FuzzConfig(f *testing.F) {
 				t.Fatalf("flow control of %d messages from an accepted configuration", n)
 			}
 		}
-		lim := admission.Config{Account: c.Account, TargetRPS: c.TargetRPS, MarketingRPS: c.MarketingRPS,
+		lim := admission.Config{Account: c.Name, TargetRPS: c.TargetRPS, MarketingRPS: c.MarketingRPS,
 			Burst: c.Burst, MaxSenders: c.MaxSenders, RedisTimeout: c.RedisTimeout}
 		if err := lim.Validate(); err != nil {
 			t.Fatalf("accepted here, refused by the limiter: %v", err)
@@ -91,54 +92,6 @@ func FuzzConfig(f *testing.F) {
 			t.Fatalf("burst tolerance of %v ns overflows", tol)
 		}
 	})
-}
-
-func known(env string) bool {
-	for _, s := range settings {
-		if s.env == env {
-			return true
-		}
-	}
-	return false
-}
-
-// TestConfigBounds: values past the bounds the limiter's arithmetic takes
-// stop the process at start, naming the variable.
-func TestConfigBounds(t *testing.T) {
-	tests := []struct {
-		env, value string
-	}{
-		{"CONTRACT_RPS", "2e6"},
-		{"TARGET_RPS", "0.001"},
-		{"MARKETING_RPS", "0.001"},
-		{"BURST", "1000001"},
-		{"MAX_SENDERS", "100001"},
-		{"OTP_MAX_WAIT", "25h"},
-		{"SEND_TIMEOUT", "2562047h"},
-		{"SMS_ACCOUNT", "compte-é"},
-		{"SMS_ACCOUNT", "tab\there"},
-		{"PROVIDER_ARRIVAL_JITTER", "1001ms"},
-		{"PROVIDER_ARRIVAL_JITTER", "-1ns"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.env+"="+tt.value, func(t *testing.T) {
-			_, err := loadConfig(map[string]string{tt.env: tt.value})
-			var ce *configError
-			if !errors.As(err, &ce) || ce.Env != tt.env {
-				t.Fatalf("err %v, want a configuration error naming %s", err, tt.env)
-			}
-		})
-	}
-	// TARGET_RPS × (1 s + jitter) + BURST must fit CONTRACT_RPS, so the
-	// largest rate and the largest burst cannot go together.
-	for _, env := range []map[string]string{
-		{"CONTRACT_RPS": "1e6", "TARGET_RPS": "999999", "MARKETING_RPS": "0.01", "BURST": "1", "PROVIDER_ARRIVAL_JITTER": "0", "MAX_SENDERS": "100000", "OTP_MAX_WAIT": "24h"},
-		{"CONTRACT_RPS": "1e6", "TARGET_RPS": "0.01", "MARKETING_RPS": "0.01", "BURST": "999999", "PROVIDER_ARRIVAL_JITTER": "1s"},
-	} {
-		if _, err := loadConfig(env); err != nil {
-			t.Fatalf("the bounds themselves %v: %v, want accepted", env, err)
-		}
-	}
 }
 
 // TestArrivalJitterCheck: the start-up check refuses TARGET_RPS × (1 s +
@@ -185,7 +138,7 @@ func TestArrivalJitterCheck(t *testing.T) {
 				}
 				return
 			}
-			var ce *configError
+			var ce *config.Error
 			if !errors.As(err, &ce) || ce.Env != tt.want {
 				t.Fatalf("err %v, want a configuration error naming %s", err, tt.want)
 			}

@@ -22,6 +22,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"smsdispatcher/config"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,7 +121,7 @@ type deadLetter struct {
 // dispatcher reads it (dispatch.Decode) where it can be, and leniently
 // otherwise, so that the id and the number of a malformed message still
 // show.
-func parseDeadLetter(m *pubsubpb.PubsubMessage, cfg config) *deadLetter {
+func parseDeadLetter(m *pubsubpb.PubsubMessage, cfg config.Settings) *deadLetter {
 	dl := &deadLetter{msgID: m.GetMessageId(), data: m.GetData(), attrs: m.GetAttributes()}
 	if t := m.GetPublishTime(); t != nil {
 		dl.published = t.AsTime().UTC()
@@ -232,7 +233,7 @@ func dash(s string) string {
 type deadLetterReader struct {
 	api   *vkit.SubscriptionAdminClient
 	sub   string // projects/<project>/subscriptions/<id>
-	cfg   config
+	cfg   config.Settings
 	wait  time.Duration
 	limit int // 0: none
 	batch int32
@@ -252,7 +253,7 @@ type heldLetter struct {
 	acked bool
 }
 
-func newDeadLetterReader(ps *pubsub.Client, cfg config, wait time.Duration, limit int, batch int32) *deadLetterReader {
+func newDeadLetterReader(ps *pubsub.Client, cfg config.Settings, wait time.Duration, limit int, batch int32) *deadLetterReader {
 	sub := cfg.DeadLetterInspect
 	if !strings.HasPrefix(sub, "projects/") {
 		sub = fmt.Sprintf("projects/%s/subscriptions/%s", ps.Project(), sub)
@@ -497,7 +498,7 @@ type deadLetterJSON struct {
 // runDeadlettersList is `dispatcher deadletters list`.
 func runDeadlettersList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("deadletters list", stderr)
-	load := configFlags(fs, environ)
+	load := configFlags(fs, config.Pubsub, environ)
 	reason := fs.String("reason", "", "only dead letters whose reject_reason starts with this (provider, invalid: bad_to, max_attempts, ...)")
 	class := fs.String("class", "", "only this class: otp or marketing")
 	since := fs.Duration("since", 0, "only dead letters published within this long (such as 1h)")
@@ -655,7 +656,7 @@ const testDieAfterEnv = "SMS_TEST_DEADLETTERS_DIE_AFTER"
 
 // replayer is one run of `deadletters replay`.
 type replayer struct {
-	cfg        config
+	cfg        config.Settings
 	filter     deadLetterFilter
 	force      bool
 	dryRun     bool
@@ -667,7 +668,7 @@ type replayer struct {
 	ps     *pubsub.Client
 	pubs   map[string]*pubsub.Publisher // by topic
 	rdb    redis.UniversalClient
-	setups []accountSetup
+	setups []config.Account
 	homes  [2][]int
 	lims   map[int]*admission.Limiter // by account index
 	logger *slog.Logger
@@ -681,7 +682,7 @@ type replayer struct {
 // runDeadlettersReplay is `dispatcher deadletters replay`.
 func runDeadlettersReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("deadletters replay", stderr)
-	load := configFlags(fs, environ)
+	load := configFlags(fs, config.Pubsub|config.Redis|config.Accounts, environ)
 	reason := fs.String("reason", "", "replay the dead letters whose reject_reason starts with this (provider, max_attempts, ...)")
 	var ids idList
 	fs.Var(&ids, "id", "replay the dead letter of this id (the message's id, or a Pub/Sub message ID); repeat it or separate by commas")
@@ -737,7 +738,7 @@ func runDeadlettersReplay(ctx context.Context, args []string, stdout, stderr io.
 		return err
 	}
 	defer p.rdb.Close()
-	if p.setups, err = configuredAccounts(cfg); err != nil {
+	if p.setups, err = cfg.Accounts(); err != nil {
 		return err
 	}
 	p.homes = routes(p.setups)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"smsdispatcher/config"
 	"sort"
 	"strings"
 	"sync"
@@ -618,7 +619,7 @@ func TestDeadlettersReplayNeedsRedisAndOneSelection(t *testing.T) {
 	t.Setenv("REDIS_URL", "")
 	t.Setenv("ACCOUNTS_FILE", "")
 	err := run(context.Background(), []string{"deadletters", "replay", "--all"}, io.Discard, io.Discard)
-	var ce *configError
+	var ce *config.Error
 	if !errors.As(err, &ce) || ce.Env != "REDIS_URL" {
 		t.Fatalf("replay without REDIS_URL: %v, want a configuration error naming it", err)
 	}
@@ -666,7 +667,7 @@ func TestDeadlettersMaskNumber(t *testing.T) {
 // them is not believed; a letter the dispatcher made (it sets those over
 // the producer's) is read by its attributes.
 func TestADeadLetterSaysItsClassByWhoMadeIt(t *testing.T) {
-	cfg := config{OTPSubscription: "sms-otp-dispatcher", MarketingSubscription: "sms-marketing-dispatcher"}
+	cfg := config.Settings{Process: config.Process{OTPSubscription: "sms-otp-dispatcher", MarketingSubscription: "sms-marketing-dispatcher"}}
 	producers := dlAttrs("otp", "forged", "forged-id", "original_data_bytes", "70000", "keep", "1")
 	with := func(more ...string) map[string]string {
 		a := maps.Clone(producers)

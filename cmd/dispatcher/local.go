@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http/httptest"
+	"smsdispatcher/config"
 	"strings"
 	"sync"
 	"time"
@@ -45,7 +46,7 @@ const (
 
 // startLocal starts the stack with the simulator of cfg.Provider (Twilio's
 // and Vonage's count segments, as those providers do); close stops it.
-func startLocal(cfg config, sim provider.SimConfig) (*localStack, error) {
+func startLocal(cfg config.Settings, sim provider.SimConfig) (*localStack, error) {
 	sim.Token = demoToken
 	var ps *provider.Simulator
 	switch cfg.Provider {
@@ -97,7 +98,7 @@ func startLocal(cfg config, sim provider.SimConfig) (*localStack, error) {
 // it, as Pub/Sub does; pstest ignores RetryPolicy and redelivers a nack
 // within 10ms, which turns every denial (Redis down, say) into a loop of
 // deliveries the real service does not make.
-func nackBackoff(cfg config) pstest.ServerReactorOption {
+func nackBackoff(cfg config.Settings) pstest.ServerReactorOption {
 	n := nackDelay{}
 	for class, sub := range map[string]string{"otp": cfg.OTPSubscription, "marketing": cfg.MarketingSubscription} {
 		name := fmt.Sprintf("projects/%s/subscriptions/%s", cfg.ProjectID, sub)
@@ -121,9 +122,10 @@ func (n nackDelay) React(req any) (bool, any, error) {
 
 // providerConfig returns cfg pointed at the stack's simulator, with the
 // credentials it expects.
-func (s *localStack) providerConfig(cfg config) config {
+func (s *localStack) providerConfig(cfg config.Settings) config.Settings {
 	cfg.ProviderURL, cfg.TwilioAPIURL, cfg.VonageAPIURL = s.SimURL, s.SimURL, s.SimURL
-	cfg.ProviderToken, cfg.ProviderTokenFile, cfg.fileSecrets = demoToken, "", nil
+	cfg.ForgetFiles()
+	cfg.ProviderToken = demoToken
 	cfg.TwilioAccountSID, cfg.TwilioAuthToken, cfg.TwilioAuthTokenFile = demoTwilioSID, demoToken, ""
 	if cfg.TwilioServiceSID == "" {
 		cfg.TwilioFrom = demoFrom

@@ -4,12 +4,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"smsdispatcher/config"
 	"syscall"
 )
 
@@ -20,7 +22,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	var ce *configError
+	var ce *config.Error
 	switch {
 	case err == nil:
 	case errors.As(err, &ce):
@@ -90,3 +92,18 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	return fs
 }
+
+// configFlags registers the flags of the settings in groups on fs
+// (config.Flags), REDIS_URL checked as redisOptions reads it.
+func configFlags(fs *flag.FlagSet, groups config.Group, getenv func(string) string) func() (config.Settings, error) {
+	return config.Flags(fs, groups, getenv, func(url string) (*tls.Config, error) {
+		o, err := redisOptions(url)
+		if err != nil {
+			return nil, err
+		}
+		return o.TLSConfig, nil
+	})
+}
+
+// environ is os.Getenv, replaced in tests.
+var environ = os.Getenv

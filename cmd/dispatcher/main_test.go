@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"smsdispatcher/config"
 	"strings"
 	"testing"
 	"time"
@@ -80,7 +81,7 @@ func TestConfigErrors(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			err := run(context.Background(), append([]string{"serve"}, tt.args...), io.Discard, io.Discard)
-			var ce *configError
+			var ce *config.Error
 			if !errors.As(err, &ce) || ce.Env != tt.want {
 				t.Fatalf("run = %v, want a configuration error naming %s", err, tt.want)
 			}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"smsdispatcher/config"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -19,7 +20,7 @@ import (
 // runPublish is `dispatcher publish`: what a producer does.
 func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("publish", stderr)
-	load := configFlags(fs, environ)
+	load := configFlags(fs, config.Pubsub, environ)
 	class := fs.String("class", "", "otp or marketing (required)")
 	to := fs.String("to", "", "E.164 phone number")
 	body := fs.String("body", "", "message text")
@@ -125,7 +126,7 @@ func readLines(name string) ([][]byte, error) {
 // runSetup is `dispatcher setup`.
 func runSetup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("setup", stderr)
-	load := configFlags(fs, environ)
+	load := configFlags(fs, config.Pubsub|config.Waits, environ)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"smsdispatcher/config"
 	"time"
 
 	"cloud.google.com/go/iam/apiv1/iampb"
@@ -55,7 +56,7 @@ func subscriptionName(project, id string) string {
 // outage). Reading a subscription takes pubsub.subscriptions.get, which
 // roles/pubsub.subscriber lacks: refused that, it asks whether the
 // identity may pull (pubsub.subscriptions.consume) instead.
-func checkSubscriptions(ctx context.Context, c *pubsub.Client, cfg config, timeout time.Duration) error {
+func checkSubscriptions(ctx context.Context, c *pubsub.Client, cfg config.Settings, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for _, s := range []struct{ env, flag, id string }{
@@ -72,11 +73,11 @@ func checkSubscriptions(ctx context.Context, c *pubsub.Client, cfg config, timeo
 		switch code {
 		case codes.OK:
 		case codes.NotFound:
-			return &configError{s.env, s.flag, what + " not found (a wrong PUBSUB_PROJECT_ID, or 'dispatcher setup' not run): " + oneLine(err.Error())}
+			return &config.Error{Env: s.env, Flag: s.flag, Msg: what + " not found (a wrong PUBSUB_PROJECT_ID, or 'dispatcher setup' not run): " + config.OneLine(err.Error())}
 		case codes.PermissionDenied, codes.Unauthenticated:
-			return &configError{s.env, s.flag, what + ": this identity may not pull it (roles/pubsub.subscriber on it, docs/operating.md): " + oneLine(err.Error())}
+			return &config.Error{Env: s.env, Flag: s.flag, Msg: what + ": this identity may not pull it (roles/pubsub.subscriber on it, docs/operating.md): " + config.OneLine(err.Error())}
 		default:
-			return fmt.Errorf("pubsub: %s: no answer within %v (PUBSUB_EMULATOR_HOST, egress to pubsub.googleapis.com): %s", what, timeout, oneLine(err.Error()))
+			return fmt.Errorf("pubsub: %s: no answer within %v (PUBSUB_EMULATOR_HOST, egress to pubsub.googleapis.com): %s", what, timeout, config.OneLine(err.Error()))
 		}
 	}
 	return nil
@@ -104,7 +105,7 @@ var retention = durationpb.New(7 * 24 * time.Hour)
 // be held (the longer max wait plus a send), so that Pub/Sub does not
 // redeliver a message a pod is still working on before the client's lease
 // extension has a chance; within Pub/Sub's 10-600 s.
-func ackDeadline(cfg config) int32 {
+func ackDeadline(cfg config.Settings) int32 {
 	d := max(cfg.OTPMaxWait, cfg.MarketingMaxWait) + cfg.SendTimeout + 10*time.Second
 	return int32(min(max(d/time.Second, 10), 600))
 }
@@ -125,7 +126,7 @@ const maxDeliveryAttempts = 100
 // holds phone numbers and bodies, and a shorter retention must reach it.
 // It is idempotent. report is told of each resource and what was done:
 // created, exists or updated.
-func setupTopology(ctx context.Context, c *pubsub.Client, cfg config, local bool, report func(kind, name, state string)) error {
+func setupTopology(ctx context.Context, c *pubsub.Client, cfg config.Settings, local bool, report func(kind, name, state string)) error {
 	topic := func(id string) string { return fmt.Sprintf("projects/%s/topics/%s", c.Project(), id) }
 	sub := func(id string) string { return subscriptionName(c.Project(), id) }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"smsdispatcher/config"
 	"strings"
 	"testing"
 	"time"
@@ -85,7 +86,7 @@ func TestServeChecksItsSubscriptions(t *testing.T) {
 				t.Fatal("serve started")
 			}
 			line := err.Error()
-			var ce *configError
+			var ce *config.Error
 			if tt.config && (!errors.As(err, &ce) || ce.Env != "OTP_SUBSCRIPTION") {
 				t.Errorf("error %q: want a configuration error naming OTP_SUBSCRIPTION", line)
 			}

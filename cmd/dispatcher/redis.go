@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"smsdispatcher/config"
 	"strings"
 	"time"
 
@@ -68,7 +69,7 @@ func newRedisWithCA(raw string, caPEM []byte, callTimeout time.Duration) (redis.
 // newRedisOf is the Redis client cfg describes (REDIS_URL or
 // REDIS_URL_FILE, REDIS_CA_FILE, REDIS_INSECURE_SKIP_VERIFY), whose
 // longest call takes callTimeout.
-func newRedisOf(cfg config, callTimeout time.Duration) (redis.UniversalClient, error) {
+func newRedisOf(cfg config.Settings, callTimeout time.Duration) (redis.UniversalClient, error) {
 	return redisClient(cfg.RedisURL, cfg.RedisCA, cfg.RedisInsecure, callTimeout)
 }
 
@@ -109,7 +110,7 @@ func redisClient(raw string, caPEM []byte, insecure bool, callTimeout time.Durat
 // settings: a password sent in clear (redis:// to a host other than
 // loopback), and a server whose certificate is not checked. They name
 // hosts, never the URL, which holds the password.
-func redisWarnings(cfg config) []string {
+func redisWarnings(cfg config.Settings) []string {
 	o, err := redisOptions(cfg.RedisURL)
 	if err != nil {
 		return nil // validate refused it
@@ -148,9 +149,9 @@ const operatorTimeout = 5 * time.Second
 // required (why says what for), and go-redis's own log (a dial that
 // failed, printed once per retry) is silenced: the command says what went
 // wrong in the one line of the error it returns.
-func operatorRedis(cfg config, why string, timeout time.Duration) (redis.UniversalClient, error) {
+func operatorRedis(cfg config.Settings, why string, timeout time.Duration) (redis.UniversalClient, error) {
 	if cfg.RedisURL == "" {
-		return nil, &configError{"REDIS_URL", "redis-url", "required (or REDIS_URL_FILE): " + why}
+		return nil, config.SettingError("REDIS_URL", "required (or REDIS_URL_FILE): "+why)
 	}
 	redis.SetLogger(discardRedisLog{})
 	return newRedisOf(cfg, timeout)
@@ -158,7 +159,7 @@ func operatorRedis(cfg config, why string, timeout time.Duration) (redis.Univers
 
 // operatorLimiter is account s's limiter for an operator's command, on its
 // client rdb, its calls waiting up to timeout.
-func operatorLimiter(rdb redis.UniversalClient, cfg config, s accountSetup, timeout time.Duration, logger *slog.Logger) (*admission.Limiter, error) {
+func operatorLimiter(rdb redis.UniversalClient, cfg config.Settings, s config.Account, timeout time.Duration, logger *slog.Logger) (*admission.Limiter, error) {
 	lc := limiterConfig(cfg, s, logger)
 	lc.RedisTimeout = timeout
 	return admission.New(rdb, lc)

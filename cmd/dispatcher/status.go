@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"smsdispatcher/config"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -28,7 +29,7 @@ const aliveWithin = 3 * heartbeatEvery
 // once, or every second with --watch. It only reads.
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("status", stderr)
-	load := configFlags(fs, environ)
+	load := configFlags(fs, config.Redis|config.Accounts, environ)
 	asJSON := fs.Bool("json", false, "print one JSON object (docs/operating.md, \"Status\"); with --watch, one a second")
 	watch := fs.Bool("watch", false, "redraw every second, with the last 60 s of sends per class against the contract; one line a second when stdout is not a terminal")
 	name := fs.String("on", "", "show only this account")
@@ -45,7 +46,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer rdb.Close()
-	setups, err := configuredAccounts(cfg)
+	setups, err := cfg.Accounts()
 	if err != nil {
 		return err
 	}
@@ -54,7 +55,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		setups = []accountSetup{s}
+		setups = []config.Account{s}
 	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	err = rdb.Ping(pctx).Err()
@@ -159,7 +160,7 @@ type processReport struct {
 }
 
 // readStatus reads every account at now.
-func readStatus(ctx context.Context, setups []accountSetup, lims []*admission.Limiter, now time.Time) (statusReport, error) {
+func readStatus(ctx context.Context, setups []config.Account, lims []*admission.Limiter, now time.Time) (statusReport, error) {
 	r := statusReport{Time: now.UTC()}
 	// The whole seconds before the current one: a second still being
 	// counted would read low.
@@ -167,7 +168,7 @@ func readStatus(ctx context.Context, setups []accountSetup, lims []*admission.Li
 	for i, s := range setups {
 		st, err := lims[i].Status(ctx, last, statusSeconds)
 		if err != nil {
-			return statusReport{}, fmt.Errorf("account %s: %w", s.cfg.Account, err)
+			return statusReport{}, fmt.Errorf("account %s: %w", s.Name, err)
 		}
 		r.Accounts = append(r.Accounts, accountOf(s, st))
 	}
@@ -175,12 +176,12 @@ func readStatus(ctx context.Context, setups []accountSetup, lims []*admission.Li
 }
 
 // accountOf is the report of account s from its state st.
-func accountOf(s accountSetup, st admission.AccountStatus) accountReport {
-	c := s.cfg
-	a := accountReport{Name: c.Account, Provider: c.Provider, RateUnit: c.RateUnit,
+func accountOf(s config.Account, st admission.AccountStatus) accountReport {
+	c := s
+	a := accountReport{Name: c.Name, Provider: c.Provider, RateUnit: c.RateUnit,
 		ContractRPS: c.ContractRPS, TargetRPS: c.TargetRPS, MarketingRPS: c.MarketingRPS, InForceRPS: c.TargetRPS,
 		InFlight: st.InFlight, Sent: map[string]*sentReport{}, Processes: []processReport{}}
-	for _, class := range s.classes {
+	for _, class := range s.Classes {
 		a.Classes = append(a.Classes, class.String())
 	}
 	if o := st.Override; o != nil {
@@ -196,7 +197,7 @@ func accountOf(s accountSetup, st admission.AccountStatus) accountReport {
 	a.LearnedIgnored = st.LearnedIgnored
 	if l := st.Learned; l.RPS > 0 {
 		a.Learned = &learnedReport{RPS: l.RPS, Mode: l.Mode, LowRPS: l.Low, HighRPS: l.High}
-		if s.adaptive.Enabled || l.Mode == "pinned" { // else inert (docs/operating.md)
+		if s.Adaptive.Enabled || l.Mode == "pinned" { // else inert (docs/operating.md)
 			a.InForceRPS = min(a.InForceRPS, l.RPS)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"smsdispatcher/config"
 	"strings"
 	"testing"
 	"time"
@@ -66,11 +67,11 @@ func TestStatusShowsAStateBuiltByThePipeline(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { ps.Close() })
-		sender, secret, err := newProvider(cfg, nil)
+		sender, secret, err := newProvider(cfg.Process, cfg.Account, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		inst, err := newInstance(cfg, []instanceAccount{{setup: singleAccount(cfg), sender: sender, creds: secret}}, rdb, ps, true, nil, nil,
+		inst, err := newInstance(cfg, []instanceAccount{{setup: cfg.Account, sender: sender, creds: secret}}, rdb, ps, true, nil, nil,
 			slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
 			t.Fatal(err)
@@ -178,10 +179,10 @@ func TestStatusShowsAStateBuiltByThePipeline(t *testing.T) {
 }
 
 // newLimiterFor is the limiter of cfg's one account, on a client of its own.
-func newLimiterFor(cfg config) (*admission.Limiter, error) {
+func newLimiterFor(cfg config.Settings) (*admission.Limiter, error) {
 	rdb, err := newRedisWithCA(cfg.RedisURL, nil, time.Second)
 	if err != nil {
 		return nil, err
 	}
-	return admission.New(rdb, limiterConfig(cfg, singleAccount(cfg), slog.New(slog.NewTextHandler(io.Discard, nil))))
+	return admission.New(rdb, limiterConfig(cfg, cfg.Account, slog.New(slog.NewTextHandler(io.Discard, nil))))
 }

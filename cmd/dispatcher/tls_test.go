@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"smsdispatcher/config"
 	"strings"
 	"testing"
 	"time"
@@ -316,7 +317,7 @@ func TestRedisCAFileConfig(t *testing.T) {
 				rdb.Close()
 				return
 			}
-			var ce *configError
+			var ce *config.Error
 			if !errors.As(err, &ce) || ce.Env != "REDIS_CA_FILE" {
 				t.Fatalf("err %v, want a configuration error naming REDIS_CA_FILE", err)
 			}
@@ -358,7 +359,7 @@ func TestRedisURLSettings(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := loadConfig(tt.env)
 			if tt.want != "" {
-				var ce *configError
+				var ce *config.Error
 				if !errors.As(err, &ce) || ce.Env != tt.want {
 					t.Fatalf("err %v, want a configuration error naming %s", err, tt.want)
 				}
