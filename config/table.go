@@ -14,12 +14,13 @@ import (
 type Group uint8
 
 const (
-	Pubsub   Group = 1 << iota // the project, the topics and the subscriptions
-	Redis                      // the limiter's Redis
-	Accounts                   // the accounts, their provider and rates, and the limiter's settings
-	Waits                      // the classes' waits and the send timeout (which size the ack deadline)
-	Serving                    // what only a serving process reads: the pause, the grace, the HTTP address
-	All      = Pubsub | Redis | Accounts | Waits | Serving
+	Pubsub      Group = 1 << iota // the project, the topics and the subscriptions
+	Redis                         // the limiter's Redis
+	Accounts                      // the accounts, their provider and rates, and the limiter's settings
+	Credentials                   // the provider's URLs and credentials, which only a sender reads
+	Waits                         // the classes' waits and the send timeout (which size the ack deadline)
+	Serving                       // what only a serving process reads: the pause, the grace, the HTTP address
+	All         = Pubsub | Redis | Accounts | Credentials | Waits | Serving
 )
 
 // setting is one row of the configuration table.
@@ -131,21 +132,21 @@ var settings = []setting{
 	{"REDIS_URL_FILE", "redis-url-file", "", "", "file holding REDIS_URL, such as a mounted Secret; surrounding spaces and newlines are trimmed (instead of REDIS_URL)", false, Redis, "", str(func(s *Settings) *string { return &s.RedisURLFile })},
 	{"REDIS_INSECURE_SKIP_VERIFY", "redis-insecure-skip-verify", "", "false", "true: do not check a rediss:// server's certificate (the only way skip_verify=true in the URL is accepted); anyone on the path can then read the password", false, Redis, "", boolean(func(s *Settings) *bool { return &s.RedisInsecure })},
 	{"REDIS_CA_FILE", "redis-ca-file", "", "", "PEM file of the CA certificates a rediss:// server's certificate must chain to (default: the system's roots)", false, Redis, "", str(func(s *Settings) *string { return &s.RedisCAFile })},
-	{"SMS_PROVIDER_URL", "provider-url", "generic.url", "", "base URL of the SMS provider", false, Accounts, "", str(func(s *Settings) *string { return &s.ProviderURL })},
-	{"SMS_PROVIDER_TOKEN", "provider-token", "generic.token", "", "bearer token of the SMS provider (secret)", true, Accounts, "", str(func(s *Settings) *string { return &s.ProviderToken })},
-	{"SMS_PROVIDER_TOKEN_FILE", "provider-token-file", "generic.token_file", "", "file holding the provider's bearer token, such as a mounted Secret; a trailing newline is trimmed (instead of SMS_PROVIDER_TOKEN)", false, Accounts, "", str(func(s *Settings) *string { return &s.ProviderTokenFile })},
+	{"SMS_PROVIDER_URL", "provider-url", "generic.url", "", "base URL of the SMS provider", false, Credentials, "", str(func(s *Settings) *string { return &s.ProviderURL })},
+	{"SMS_PROVIDER_TOKEN", "provider-token", "generic.token", "", "bearer token of the SMS provider (secret)", true, Credentials, "", str(func(s *Settings) *string { return &s.ProviderToken })},
+	{"SMS_PROVIDER_TOKEN_FILE", "provider-token-file", "generic.token_file", "", "file holding the provider's bearer token, such as a mounted Secret; a trailing newline is trimmed (instead of SMS_PROVIDER_TOKEN)", false, Credentials, "", str(func(s *Settings) *string { return &s.ProviderTokenFile })},
 	{"SMS_PROVIDER", "provider", "provider", "generic", "the provider's API: generic, twilio or vonage", false, Accounts, "", str(func(s *Settings) *string { return &s.Provider })},
-	{"TWILIO_ACCOUNT_SID", "twilio-account-sid", "twilio.account_sid", "", "Twilio account SID (AC...)", false, Accounts, "TwilioConfig.AccountSID", str(func(s *Settings) *string { return &s.TwilioAccountSID })},
-	{"TWILIO_AUTH_TOKEN", "twilio-auth-token", "twilio.auth_token", "", "Twilio auth token (secret)", true, Accounts, "TwilioConfig.AuthToken", str(func(s *Settings) *string { return &s.TwilioAuthToken })},
-	{"TWILIO_AUTH_TOKEN_FILE", "twilio-auth-token-file", "twilio.auth_token_file", "", "file holding the Twilio auth token, read again when it changes (instead of TWILIO_AUTH_TOKEN)", false, Accounts, "", str(func(s *Settings) *string { return &s.TwilioAuthTokenFile })},
-	{"TWILIO_FROM", "twilio-from", "twilio.from", "", "sender number or id (or TWILIO_MESSAGING_SERVICE_SID)", false, Accounts, "", str(func(s *Settings) *string { return &s.TwilioFrom })},
-	{"TWILIO_MESSAGING_SERVICE_SID", "twilio-messaging-service-sid", "twilio.messaging_service_sid", "", "Twilio Messaging Service SID (MG...), instead of TWILIO_FROM", false, Accounts, "MessagingServiceSID", str(func(s *Settings) *string { return &s.TwilioServiceSID })},
-	{"TWILIO_API_URL", "twilio-api-url", "twilio.api_url", "https://api.twilio.com", "base URL of Twilio's REST API", false, Accounts, "TwilioConfig.BaseURL", str(func(s *Settings) *string { return &s.TwilioAPIURL })},
-	{"VONAGE_API_KEY", "vonage-api-key", "vonage.api_key", "", "Vonage API key", false, Accounts, "vonage: APIKey", str(func(s *Settings) *string { return &s.VonageAPIKey })},
-	{"VONAGE_API_SECRET", "vonage-api-secret", "vonage.api_secret", "", "Vonage API secret (secret)", true, Accounts, "vonage: APISecret", str(func(s *Settings) *string { return &s.VonageAPISecret })},
-	{"VONAGE_API_SECRET_FILE", "vonage-api-secret-file", "vonage.api_secret_file", "", "file holding the Vonage API secret, read again when it changes (instead of VONAGE_API_SECRET)", false, Accounts, "", str(func(s *Settings) *string { return &s.VonageAPISecretFile })},
-	{"VONAGE_FROM", "vonage-from", "vonage.from", "", "Vonage sender id or number", false, Accounts, "vonage: From", str(func(s *Settings) *string { return &s.VonageFrom })},
-	{"VONAGE_API_URL", "vonage-api-url", "vonage.api_url", "https://rest.nexmo.com", "base URL of Vonage's SMS API", false, Accounts, "vonage BaseURL", str(func(s *Settings) *string { return &s.VonageAPIURL })},
+	{"TWILIO_ACCOUNT_SID", "twilio-account-sid", "twilio.account_sid", "", "Twilio account SID (AC...)", false, Credentials, "TwilioConfig.AccountSID", str(func(s *Settings) *string { return &s.TwilioAccountSID })},
+	{"TWILIO_AUTH_TOKEN", "twilio-auth-token", "twilio.auth_token", "", "Twilio auth token (secret)", true, Credentials, "TwilioConfig.AuthToken", str(func(s *Settings) *string { return &s.TwilioAuthToken })},
+	{"TWILIO_AUTH_TOKEN_FILE", "twilio-auth-token-file", "twilio.auth_token_file", "", "file holding the Twilio auth token, read again when it changes (instead of TWILIO_AUTH_TOKEN)", false, Credentials, "", str(func(s *Settings) *string { return &s.TwilioAuthTokenFile })},
+	{"TWILIO_FROM", "twilio-from", "twilio.from", "", "sender number or id (or TWILIO_MESSAGING_SERVICE_SID)", false, Credentials, "", str(func(s *Settings) *string { return &s.TwilioFrom })},
+	{"TWILIO_MESSAGING_SERVICE_SID", "twilio-messaging-service-sid", "twilio.messaging_service_sid", "", "Twilio Messaging Service SID (MG...), instead of TWILIO_FROM", false, Credentials, "MessagingServiceSID", str(func(s *Settings) *string { return &s.TwilioServiceSID })},
+	{"TWILIO_API_URL", "twilio-api-url", "twilio.api_url", "https://api.twilio.com", "base URL of Twilio's REST API", false, Credentials, "TwilioConfig.BaseURL", str(func(s *Settings) *string { return &s.TwilioAPIURL })},
+	{"VONAGE_API_KEY", "vonage-api-key", "vonage.api_key", "", "Vonage API key", false, Credentials, "vonage: APIKey", str(func(s *Settings) *string { return &s.VonageAPIKey })},
+	{"VONAGE_API_SECRET", "vonage-api-secret", "vonage.api_secret", "", "Vonage API secret (secret)", true, Credentials, "vonage: APISecret", str(func(s *Settings) *string { return &s.VonageAPISecret })},
+	{"VONAGE_API_SECRET_FILE", "vonage-api-secret-file", "vonage.api_secret_file", "", "file holding the Vonage API secret, read again when it changes (instead of VONAGE_API_SECRET)", false, Credentials, "", str(func(s *Settings) *string { return &s.VonageAPISecretFile })},
+	{"VONAGE_FROM", "vonage-from", "vonage.from", "", "Vonage sender id or number", false, Credentials, "vonage: From", str(func(s *Settings) *string { return &s.VonageFrom })},
+	{"VONAGE_API_URL", "vonage-api-url", "vonage.api_url", "https://rest.nexmo.com", "base URL of Vonage's SMS API", false, Credentials, "vonage BaseURL", str(func(s *Settings) *string { return &s.VonageAPIURL })},
 	{"RATE_UNIT", "rate-unit", "rate_unit", "", "what every rate counts: message, or segment (as Twilio counts); default segment with SMS_PROVIDER twilio or vonage, message otherwise", false, Accounts, "", str(func(s *Settings) *string { return &s.RateUnit })},
 	{"MAX_SEGMENTS", "max-segments", "max_segments", "", "with RATE_UNIT=segment, the most segments a body may have (longer ones are dead-lettered); default 6, or fewer when the rates leave less room under CONTRACT_RPS", false, Accounts, "MaxCost", optionalInteger(func(s *Settings) *int { return &s.MaxSegments })},
 	{"ACCOUNT_PAUSE", "account-pause", "", "1m", "how long every pod stops sending after the provider refuses the account (credentials, suspension, credit); a changed credential file ends it earlier", false, Serving, "", duration(func(s *Settings) *time.Duration { return &s.AccountPause })},
