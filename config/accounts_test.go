@@ -16,39 +16,19 @@ import (
 	"smsdispatcher/dispatch"
 )
 
-// accountsExample is the example of the ACCOUNTS_FILE format; OTP_TOKEN
-// and BULK_TOKEN stand for the paths of the token files.
-const accountsExample = `accounts:
-  - name: otp                    # Redis keys {sms:otp}:...
-    provider: twilio
-    twilio: {account_sid: AC0123456789abcdef0123456789abcdef, auth_token_file: OTP_TOKEN, messaging_service_sid: MG0123456789abcdef0123456789abcdef}
-    contract_rps: 100
-    target_rps: 90
-    burst: 5
-    rate_unit: segment
-    MAX_SEGMENTS_LINE
-    classes: [otp]
-  - name: bulk
-    provider: generic
-    generic: {url: https://sms.example.com, token_file: BULK_TOKEN}
-    contract_rps: 100
-    target_rps: 90
-    burst: 5
-    class_rps: {marketing: 70}   # a class's cap inside this account
-    classes: [marketing, otp]    # otp may overflow here
-    senders:                     # optional pool; the message goes out From the sender chosen
-      - {from: "+15550000001", rps: 1}
-      - {from: "+15550000002", rps: 1}
-    adaptive: {enabled: true, min_rps: 10}
-`
-
-// exampleFile writes the example with its token files and returns its
-// path and the token files' paths.
+// exampleFile writes the example of the ACCOUNTS_FILE format
+// (testdata/accounts-example.yaml, where OTP_TOKEN and BULK_TOKEN stand for
+// the paths of the token files) with its token files, and returns its path
+// and the token files' paths.
 func exampleFile(t *testing.T, maxSegmentsLine string) (path, otpToken, bulkToken string) {
 	t.Helper()
+	example, err := os.ReadFile("testdata/accounts-example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
 	otpToken = writeFile(t, "otp-token", "otp-auth-token\n")
 	bulkToken = writeFile(t, "bulk-token", "bulk-token\n")
-	content := strings.NewReplacer("OTP_TOKEN", otpToken, "BULK_TOKEN", bulkToken, "MAX_SEGMENTS_LINE", maxSegmentsLine).Replace(accountsExample)
+	content := strings.NewReplacer("OTP_TOKEN", otpToken, "BULK_TOKEN", bulkToken, "MAX_SEGMENTS_LINE", maxSegmentsLine).Replace(string(example))
 	return writeFile(t, "accounts.yaml", content), otpToken, bulkToken
 }
 
