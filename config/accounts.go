@@ -168,7 +168,7 @@ func (l *accountsLoader) account(p Process, i int, a accountYAML) (Account, erro
 		}
 	}
 
-	s := a.settings(p)
+	s := a.account(p)
 	s.Classes = classes
 	if err := s.check(p, keys); err != nil {
 		return Account{}, l.settingFail(who, err)
@@ -205,9 +205,9 @@ func (l *accountsLoader) account(p Process, i int, a accountYAML) (Account, erro
 	return s, nil
 }
 
-// settings is the Account of a: the defaults of the single-account
+// account is the Account of a: the defaults of the single-account
 // variables (whatever the environment says), a's keys written over them.
-func (a accountYAML) settings(p Process) Account {
+func (a accountYAML) account(p Process) Account {
 	var s Settings
 	for _, row := range settings {
 		if row.key == "" {

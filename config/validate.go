@@ -65,59 +65,58 @@ func (p Process) checkRedis(redis RedisCheck) error {
 // check reports the first of a's values that cannot work under p; n says
 // the settings its messages name.
 func (a Account) check(p Process, n names) error {
-	bad := func(env, format string, args ...any) error { return badf(env, format, args...) }
 	for env, v := range map[string]float64{"CONTRACT_RPS": a.ContractRPS, "TARGET_RPS": a.TargetRPS, "MARKETING_RPS": a.MarketingRPS} {
 		if math.IsInf(v, 0) || math.IsNaN(v) {
-			return bad(env, "must be a finite number, got %v", v)
+			return badf(env, "must be a finite number, got %v", v)
 		}
 	}
 	switch {
 	case !(a.ContractRPS > 0):
-		return bad("CONTRACT_RPS", "must be above 0, got %v", a.ContractRPS)
+		return badf("CONTRACT_RPS", "must be above 0, got %v", a.ContractRPS)
 	case a.ContractRPS > maxRPS:
-		return bad("CONTRACT_RPS", "must be at most %v (the limiter counts in microseconds), got %v", maxRPS, a.ContractRPS)
+		return badf("CONTRACT_RPS", "must be at most %v (the limiter counts in microseconds), got %v", maxRPS, a.ContractRPS)
 	case !(a.TargetRPS >= admission.MinRPS):
-		return bad("TARGET_RPS", "must be at least %v, got %v", admission.MinRPS, a.TargetRPS)
+		return badf("TARGET_RPS", "must be at least %v, got %v", admission.MinRPS, a.TargetRPS)
 	case a.TargetRPS > a.ContractRPS:
-		return bad("TARGET_RPS", "%v is above %s (%v): the dispatcher would break the contract", a.TargetRPS, n("CONTRACT_RPS"), a.ContractRPS)
+		return badf("TARGET_RPS", "%v is above %s (%v): the dispatcher would break the contract", a.TargetRPS, n("CONTRACT_RPS"), a.ContractRPS)
 	case !(a.MarketingRPS >= admission.MinRPS):
-		return bad("MARKETING_RPS", "must be at least %v, got %v", admission.MinRPS, a.MarketingRPS)
+		return badf("MARKETING_RPS", "must be at least %v, got %v", admission.MinRPS, a.MarketingRPS)
 	case a.MarketingRPS > a.TargetRPS:
-		return bad("MARKETING_RPS", "%v is above %s (%v): OTP would have no room", a.MarketingRPS, n("TARGET_RPS"), a.TargetRPS)
+		return badf("MARKETING_RPS", "%v is above %s (%v): OTP would have no room", a.MarketingRPS, n("TARGET_RPS"), a.TargetRPS)
 	case a.Burst < 1:
-		return bad("BURST", "must be at least 1, got %d", a.Burst)
+		return badf("BURST", "must be at least 1, got %d", a.Burst)
 	case a.Burst > maxBurst:
-		return bad("BURST", "must be at most %d, got %d", maxBurst, a.Burst)
+		return badf("BURST", "must be at most %d, got %d", maxBurst, a.Burst)
 	case a.reach(p, 0) > a.ContractRPS:
 		// Admissions within any W+J seconds may reach the provider within
 		// W: a provider counting a sliding window of W seconds sees at
 		// most TARGET_RPS×(W + J) + BURST; over one second, that must fit
 		// the contract.
-		return bad("TARGET_RPS", "%s (%v) × (1s + PROVIDER_ARRIVAL_JITTER (%v)) + %s (%d) = %.4g messages could reach the provider within one second, above %s (%v): lower %s, %s or PROVIDER_ARRIVAL_JITTER",
+		return badf("TARGET_RPS", "%s (%v) × (1s + PROVIDER_ARRIVAL_JITTER (%v)) + %s (%d) = %.4g messages could reach the provider within one second, above %s (%v): lower %s, %s or PROVIDER_ARRIVAL_JITTER",
 			n("TARGET_RPS"), a.TargetRPS, p.ArrivalJitter, n("BURST"), a.Burst, a.reach(p, 0), n("CONTRACT_RPS"), a.ContractRPS, n("TARGET_RPS"), n("BURST"))
 	case a.ProviderToken != "" && a.ProviderTokenFile != "":
-		return bad("SMS_PROVIDER_TOKEN_FILE", "set either it or %s, not both", n("SMS_PROVIDER_TOKEN"))
+		return badf("SMS_PROVIDER_TOKEN_FILE", "set either it or %s, not both", n("SMS_PROVIDER_TOKEN"))
 	case a.TwilioAuthToken != "" && a.TwilioAuthTokenFile != "":
-		return bad("TWILIO_AUTH_TOKEN_FILE", "set either it or %s, not both", n("TWILIO_AUTH_TOKEN"))
+		return badf("TWILIO_AUTH_TOKEN_FILE", "set either it or %s, not both", n("TWILIO_AUTH_TOKEN"))
 	case a.TwilioFrom != "" && a.TwilioServiceSID != "":
-		return bad("TWILIO_MESSAGING_SERVICE_SID", "set either it or %s, not both", n("TWILIO_FROM"))
+		return badf("TWILIO_MESSAGING_SERVICE_SID", "set either it or %s, not both", n("TWILIO_FROM"))
 	case a.VonageAPISecret != "" && a.VonageAPISecretFile != "":
-		return bad("VONAGE_API_SECRET_FILE", "set either it or %s, not both", n("VONAGE_API_SECRET"))
+		return badf("VONAGE_API_SECRET_FILE", "set either it or %s, not both", n("VONAGE_API_SECRET"))
 	case a.Provider != "generic" && a.Provider != "twilio" && a.Provider != "vonage":
-		return bad("SMS_PROVIDER", "want generic, twilio or vonage, got %q", a.Provider)
+		return badf("SMS_PROVIDER", "want generic, twilio or vonage, got %q", a.Provider)
 	case a.RateUnit != "message" && a.RateUnit != "segment":
-		return bad("RATE_UNIT", "want message or segment, got %q", a.RateUnit)
+		return badf("RATE_UNIT", "want message or segment, got %q", a.RateUnit)
 	case a.MaxSegments < 1 || a.MaxSegments > maxSegments:
-		return bad("MAX_SEGMENTS", "must be 1-%d, got %d", maxSegments, a.MaxSegments)
+		return badf("MAX_SEGMENTS", "must be 1-%d, got %d", maxSegments, a.MaxSegments)
 	case a.RateUnit == "segment" && a.reach(p, a.MaxSegments-1) > a.ContractRPS:
 		// Any window of W seconds sees at most TARGET_RPS×(W + J) + BURST
 		// - 1 + the longest message's segments: over one second, that
 		// must fit the contract.
-		return bad("MAX_SEGMENTS", "%s (%v) × (1s + PROVIDER_ARRIVAL_JITTER (%v)) + %s (%d) + %s (%d) - 1 = %.4g segments could reach the provider within one second, above %s (%v): lower %s, %s, %s or PROVIDER_ARRIVAL_JITTER",
+		return badf("MAX_SEGMENTS", "%s (%v) × (1s + PROVIDER_ARRIVAL_JITTER (%v)) + %s (%d) + %s (%d) - 1 = %.4g segments could reach the provider within one second, above %s (%v): lower %s, %s, %s or PROVIDER_ARRIVAL_JITTER",
 			n("TARGET_RPS"), a.TargetRPS, p.ArrivalJitter, n("BURST"), a.Burst, n("MAX_SEGMENTS"), a.MaxSegments, a.reach(p, a.MaxSegments-1), n("CONTRACT_RPS"), a.ContractRPS,
 			n("TARGET_RPS"), n("BURST"), n("MAX_SEGMENTS"))
 	case !validAccount(a.Name):
-		return bad("SMS_ACCOUNT", "must be non-empty printable ASCII without braces or spaces, got %q", a.Name)
+		return badf("SMS_ACCOUNT", "must be non-empty printable ASCII without braces or spaces, got %q", a.Name)
 	}
 	for _, u := range []struct{ env, url string }{
 		{"SMS_PROVIDER_URL", a.ProviderURL}, {"TWILIO_API_URL", a.TwilioAPIURL}, {"VONAGE_API_URL", a.VonageAPIURL},
@@ -126,7 +125,7 @@ func (a Account) check(p Process, n names) error {
 			continue
 		}
 		if err := checkURL(u.url, "http", "https"); err != nil {
-			return bad(u.env, "%v", err)
+			return badf(u.env, "%v", err)
 		}
 	}
 	return nil
@@ -218,8 +217,9 @@ func (p Process) Limiter(a Account) admission.Config {
 }
 
 // LimiterError is err, an error of admission.Config.Validate or
-// admission.New for account a, said as an *Error naming the setting
-// behind its field; any other error is returned as it is.
+// admission.New for an account of the single-account variables, said as an
+// *Error naming the variable behind its field; any other error is returned
+// as it is.
 func LimiterError(err error) error {
 	var ce *admission.ConfigError
 	if !errors.As(err, &ce) {
