@@ -498,7 +498,7 @@ type deadLetterJSON struct {
 // runDeadlettersList is `dispatcher deadletters list`.
 func runDeadlettersList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("deadletters list", stderr)
-	load := configFlags(fs, config.Pubsub, environ)
+	load := configFlags(fs, config.Pubsub|config.Subscriptions, environ)
 	reason := fs.String("reason", "", "only dead letters whose reject_reason starts with this (provider, invalid: bad_to, max_attempts, ...)")
 	class := fs.String("class", "", "only this class: otp or marketing")
 	since := fs.Duration("since", 0, "only dead letters published within this long (such as 1h)")
@@ -682,7 +682,7 @@ type replayer struct {
 // runDeadlettersReplay is `dispatcher deadletters replay`.
 func runDeadlettersReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("deadletters replay", stderr)
-	load := configFlags(fs, config.Pubsub|config.Redis|config.Accounts, environ)
+	load := configFlags(fs, config.Pubsub|config.Subscriptions|config.Redis|config.Accounts, environ)
 	reason := fs.String("reason", "", "replay the dead letters whose reject_reason starts with this (provider, max_attempts, ...)")
 	var ids idList
 	fs.Var(&ids, "id", "replay the dead letter of this id (the message's id, or a Pub/Sub message ID); repeat it or separate by commas")

@@ -126,7 +126,7 @@ func readLines(name string) ([][]byte, error) {
 // runSetup is `dispatcher setup`.
 func runSetup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("setup", stderr)
-	load := configFlags(fs, config.Pubsub|config.Waits, environ)
+	load := configFlags(fs, config.Pubsub|config.Subscriptions|config.Waits, environ)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
