@@ -29,8 +29,8 @@ func (p *Process) readRedisURLFile() error {
 	return nil
 }
 
-// RedisURLVariable is the variable RedisURL came from, for its errors.
-func (p Process) RedisURLVariable() string {
+// redisURLVariable is the variable RedisURL came from, for its errors.
+func (p Process) redisURLVariable() string {
 	if p.RedisURLFile != "" {
 		return "REDIS_URL_FILE"
 	}

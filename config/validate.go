@@ -46,7 +46,7 @@ func (p Process) checkRedis(redis RedisCheck) error {
 		return nil
 	}
 	tlsConfig, err := redis(p.RedisURL)
-	env := p.RedisURLVariable()
+	env := p.redisURLVariable()
 	switch {
 	case err != nil:
 		return badf(env, "%v", err) // the message never holds the URL: it may carry a password
