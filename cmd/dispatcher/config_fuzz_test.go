@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"smsdispatcher/config"
 	"strings"
 	"testing"
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 )
 
 // FuzzConfig feeds arbitrary values of the rate, burst, wait, account and
@@ -92,6 +92,45 @@ func FuzzConfig(f *testing.F) {
 			t.Fatalf("burst tolerance of %v ns overflows", tol)
 		}
 	})
+}
+
+// TestConfigBounds: values past the bounds the limiter's arithmetic takes
+// stop the process at start, naming the variable.
+func TestConfigBounds(t *testing.T) {
+	tests := []struct {
+		env, value string
+	}{
+		{"CONTRACT_RPS", "2e6"},
+		{"TARGET_RPS", "0.001"},
+		{"MARKETING_RPS", "0.001"},
+		{"BURST", "1000001"},
+		{"MAX_SENDERS", "100001"},
+		{"OTP_MAX_WAIT", "25h"},
+		{"SEND_TIMEOUT", "2562047h"},
+		{"SMS_ACCOUNT", "compte-é"},
+		{"SMS_ACCOUNT", "tab\there"},
+		{"PROVIDER_ARRIVAL_JITTER", "1001ms"},
+		{"PROVIDER_ARRIVAL_JITTER", "-1ns"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.env+"="+tt.value, func(t *testing.T) {
+			_, err := loadConfig(map[string]string{tt.env: tt.value})
+			var ce *config.Error
+			if !errors.As(err, &ce) || ce.Env != tt.env {
+				t.Fatalf("err %v, want a configuration error naming %s", err, tt.env)
+			}
+		})
+	}
+	// TARGET_RPS × (1 s + jitter) + BURST must fit CONTRACT_RPS, so the
+	// largest rate and the largest burst cannot go together.
+	for _, env := range []map[string]string{
+		{"CONTRACT_RPS": "1e6", "TARGET_RPS": "999999", "MARKETING_RPS": "0.01", "BURST": "1", "PROVIDER_ARRIVAL_JITTER": "0", "MAX_SENDERS": "100000", "OTP_MAX_WAIT": "24h"},
+		{"CONTRACT_RPS": "1e6", "TARGET_RPS": "0.01", "MARKETING_RPS": "0.01", "BURST": "999999", "PROVIDER_ARRIVAL_JITTER": "1s"},
+	} {
+		if _, err := loadConfig(env); err != nil {
+			t.Fatalf("the bounds themselves %v: %v, want accepted", env, err)
+		}
+	}
 }
 
 // TestArrivalJitterCheck: the start-up check refuses TARGET_RPS × (1 s +

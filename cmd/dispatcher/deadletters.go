@@ -22,7 +22,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"smsdispatcher/config"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +39,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 	"smsdispatcher/dispatch"
 )
 

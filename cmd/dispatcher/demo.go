@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"smsdispatcher/config"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 	"smsdispatcher/dispatch"
 	"smsdispatcher/internal/redisstats"
 	"smsdispatcher/nack"

@@ -11,9 +11,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"smsdispatcher/config"
 	"strings"
 	"syscall"
+
+	"smsdispatcher/config"
 )
 
 // version is stamped by the build (-ldflags "-X main.version=...").

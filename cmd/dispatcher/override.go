@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"smsdispatcher/config"
 	"strings"
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 )
 
 // runOverride is `dispatcher override`: lower the account's rates for every

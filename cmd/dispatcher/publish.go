@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"smsdispatcher/config"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 	"smsdispatcher/dispatch"
 	"smsdispatcher/telemetry"
 )

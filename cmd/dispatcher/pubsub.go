@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"smsdispatcher/config"
 	"time"
 
 	"cloud.google.com/go/iam/apiv1/iampb"
@@ -18,6 +17,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	"smsdispatcher/config"
 )
 
 // newPubsub returns a Pub/Sub client of project, with opts. With endpoint

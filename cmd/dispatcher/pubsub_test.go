@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"smsdispatcher/config"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"google.golang.org/grpc/codes"
 
+	"smsdispatcher/config"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/provider"
 )

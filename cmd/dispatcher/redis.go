@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"smsdispatcher/config"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 )
 
 // redisOptions turns REDIS_URL into client options: redis:// and rediss://

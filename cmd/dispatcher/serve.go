@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"smsdispatcher/config"
 	"smsdispatcher/provider"
 	"strings"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 	"smsdispatcher/dispatch"
 	"smsdispatcher/telemetry"
 )

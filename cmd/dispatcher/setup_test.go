@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"io"
-	"smsdispatcher/config"
 	"strings"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
+
+	"smsdispatcher/config"
 )
 
 // TestSetupDeadLetterRetention: the dead-letter subscription, which holds

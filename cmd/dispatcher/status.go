@@ -8,12 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"smsdispatcher/config"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 )
 
 // statusSeconds is how many whole seconds of sends status reads: the

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
-	"smsdispatcher/config"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/provider"
 )
