@@ -35,16 +35,6 @@ type account struct {
 	logged atomic.Int64 // unix nanoseconds of the last account-failure error log
 }
 
-// serves reports whether a serves class.
-func (a *account) serves(class admission.Class) bool {
-	for _, c := range a.Classes {
-		if c == class {
-			return true
-		}
-	}
-	return false
-}
-
 // cost is what a send of segments takes of a's rates.
 func (a *account) cost(segments int) int {
 	if a.RateUnit == PerSegment {
@@ -94,15 +84,33 @@ func accounts(cfg Config, deps Deps) ([]*account, error) {
 	return out, nil
 }
 
-// route returns the accounts serving class, in order: the first is the
+// Route returns the indexes of the accounts serving class, in their order,
+// served[i] being the classes of the i-th account: the first is the
 // class's home (it keeps the ids' send-once records), the others take an
-// OTP's overflow.
-func route(all []*account, class admission.Class) []*account {
-	var r []*account
-	for _, a := range all {
-		if a.serves(class) {
-			r = append(r, a)
+// OTP's overflow. It is the one routing rule: the Dispatcher sends by it,
+// and the loaders of accounts check by it that every class has a home.
+func Route(served [][]admission.Class, class admission.Class) []int {
+	var r []int
+	for i, classes := range served {
+		for _, c := range classes {
+			if c == class {
+				r = append(r, i)
+				break
+			}
 		}
+	}
+	return r
+}
+
+// route returns the accounts of all serving class, in Route's order.
+func route(all []*account, class admission.Class) []*account {
+	served := make([][]admission.Class, len(all))
+	for i, a := range all {
+		served[i] = a.Classes
+	}
+	var r []*account
+	for _, i := range Route(served, class) {
+		r = append(r, all[i])
 	}
 	return r
 }

@@ -360,11 +360,11 @@ func one[T object](t *testing.T, b *bundle, name string) T {
 // ---------------------------------------------------------------------------
 // What the dispatcher reads.
 
-// dispatcherVariables returns the variables of config.go's settings table:
+// dispatcherVariables returns the variables of config/table.go's settings table:
 // the first string of each row.
 func dispatcherVariables(t *testing.T) map[string]bool {
 	t.Helper()
-	const file = "../cmd/dispatcher/config.go"
+	const file = "../config/table.go"
 	f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 )
 
 // FuzzConfig feeds arbitrary values of the rate, burst, wait, account and
@@ -31,11 +32,11 @@ func FuzzConfig(f *testing.F) {
 		}
 		c, err := loadConfig(env)
 		if err != nil {
-			var ce *configError
+			var ce *config.Error
 			if !errors.As(err, &ce) {
 				t.Fatalf("error %v (%T) is not a configError", err, err)
 			}
-			if !known(ce.Env) || strings.Contains(err.Error(), "\n") {
+			if !config.Known(ce.Env) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("error %q: want one line naming a known variable", err)
 			}
 			if ce.Env == "REDIS_URL" && strings.Contains(err.Error(), "hunter2") {
@@ -57,7 +58,7 @@ func FuzzConfig(f *testing.F) {
 			t.Fatalf("accepted BURST %d, MAX_SENDERS %d", c.Burst, c.MaxSenders)
 		case c.OTPMaxWait <= 0 || c.MarketingMaxWait <= 0:
 			t.Fatalf("accepted waits %v, %v", c.OTPMaxWait, c.MarketingMaxWait)
-		case c.Account == "":
+		case c.Name == "":
 			t.Fatal("accepted an empty account")
 		case c.ArrivalJitter < 0 || c.ArrivalJitter > time.Second:
 			t.Fatalf("accepted PROVIDER_ARRIVAL_JITTER %v", c.ArrivalJitter)
@@ -77,7 +78,7 @@ func FuzzConfig(f *testing.F) {
 				t.Fatalf("flow control of %d messages from an accepted configuration", n)
 			}
 		}
-		lim := admission.Config{Account: c.Account, TargetRPS: c.TargetRPS, MarketingRPS: c.MarketingRPS,
+		lim := admission.Config{Account: c.Name, TargetRPS: c.TargetRPS, MarketingRPS: c.MarketingRPS,
 			Burst: c.Burst, MaxSenders: c.MaxSenders, RedisTimeout: c.RedisTimeout}
 		if err := lim.Validate(); err != nil {
 			t.Fatalf("accepted here, refused by the limiter: %v", err)
@@ -91,15 +92,6 @@ func FuzzConfig(f *testing.F) {
 			t.Fatalf("burst tolerance of %v ns overflows", tol)
 		}
 	})
-}
-
-func known(env string) bool {
-	for _, s := range settings {
-		if s.env == env {
-			return true
-		}
-	}
-	return false
 }
 
 // TestConfigBounds: values past the bounds the limiter's arithmetic takes
@@ -123,7 +115,7 @@ func TestConfigBounds(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.env+"="+tt.value, func(t *testing.T) {
 			_, err := loadConfig(map[string]string{tt.env: tt.value})
-			var ce *configError
+			var ce *config.Error
 			if !errors.As(err, &ce) || ce.Env != tt.env {
 				t.Fatalf("err %v, want a configuration error naming %s", err, tt.env)
 			}
@@ -185,7 +177,7 @@ func TestArrivalJitterCheck(t *testing.T) {
 				}
 				return
 			}
-			var ce *configError
+			var ce *config.Error
 			if !errors.As(err, &ce) || ce.Env != tt.want {
 				t.Fatalf("err %v, want a configuration error naming %s", err, tt.want)
 			}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 	"smsdispatcher/deadletter"
 	"smsdispatcher/dispatch"
 	"smsdispatcher/internal/topology"
@@ -58,11 +59,11 @@ func runDeadletters(ctx context.Context, args []string, stdout, stderr io.Writer
 
 // readFlags declares the flags both commands read by; the function it
 // returns checks them and says what to read, and the class to select.
-func readFlags(fs *flag.FlagSet, limit int) func(cfg config) (deadletter.Inspect, string, error) {
+func readFlags(fs *flag.FlagSet, limit int) func(cfg config.Settings) (deadletter.Inspect, string, error) {
 	class := fs.String("class", "", "only this class: otp or marketing")
 	wait := fs.Duration("wait", 2*time.Second, "stop reading once no new dead letter arrived for this long")
 	fs.IntVar(&limit, "limit", limit, "read at most this many dead letters (0: all)")
-	return func(cfg config) (deadletter.Inspect, string, error) {
+	return func(cfg config.Settings) (deadletter.Inspect, string, error) {
 		in := deadletter.Inspect{Subscription: cfg.DeadLetterInspect, Wait: *wait, Limit: limit,
 			Sources: map[string]admission.Class{cfg.OTPSubscription: admission.OTP, cfg.MarketingSubscription: admission.Marketing}}
 		switch {
@@ -91,7 +92,7 @@ func noteLimited(stderr io.Writer, limited bool, in deadletter.Inspect) {
 // runDeadlettersList is `dispatcher deadletters list`.
 func runDeadlettersList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("deadletters list", stderr)
-	load := configFlags(fs, environ)
+	load := config.Flags(fs, config.Pubsub|config.Subscriptions, environ)
 	reading := readFlags(fs, 1000)
 	reason := fs.String("reason", "", "only dead letters whose reject_reason starts with this (provider, invalid: bad_to, max_attempts, ...)")
 	since := fs.Duration("since", 0, "only dead letters published within this long (such as 1h)")
@@ -161,7 +162,7 @@ func (l *idList) Set(v string) error {
 // runDeadlettersReplay is `dispatcher deadletters replay`.
 func runDeadlettersReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("deadletters replay", stderr)
-	load := configFlags(fs, environ)
+	load := config.Flags(fs, config.Pubsub|config.Subscriptions|config.Redis|config.Accounts, environ)
 	reading := readFlags(fs, 0)
 	reason := fs.String("reason", "", "replay the dead letters whose reject_reason starts with this (provider, max_attempts, ...)")
 	var ids idList
@@ -209,7 +210,7 @@ func runDeadlettersReplay(ctx context.Context, args []string, stdout, stderr io.
 		return err
 	}
 	defer rdb.Close()
-	setups, err := configuredAccounts(cfg)
+	setups, err := cfg.Accounts()
 	if err != nil {
 		return err
 	}

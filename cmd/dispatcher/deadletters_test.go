@@ -23,6 +23,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 	"smsdispatcher/deadletter"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/topology"
@@ -643,7 +644,7 @@ func TestDeadlettersReplayNeedsRedisAndOneSelection(t *testing.T) {
 	t.Setenv("REDIS_URL", "")
 	t.Setenv("ACCOUNTS_FILE", "")
 	err := run(context.Background(), []string{"deadletters", "replay", "--all"}, io.Discard, io.Discard)
-	var ce *configError
+	var ce *config.Error
 	if !errors.As(err, &ce) || ce.Env != "REDIS_URL" {
 		t.Fatalf("replay without REDIS_URL: %v, want a configuration error naming it", err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 	"smsdispatcher/dispatch"
 	"smsdispatcher/internal/redisstats"
 	"smsdispatcher/internal/topology"
@@ -51,7 +52,7 @@ type demoOptions struct {
 // runDemo is `dispatcher demo`: the real pipeline on one machine.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("demo", stderr)
-	load := configFlags(fs, environ)
+	load := config.Flags(fs, config.All, environ)
 	var o demoOptions
 	fs.IntVar(&o.Instances, "instances", 3, "dispatcher instances (each with its own Redis client and limiter, as pods)")
 	fs.IntVar(&o.Campaign, "campaign", 3000, "marketing messages published at the start")
@@ -127,7 +128,7 @@ type demoReport struct {
 	Published, Deliveries int
 }
 
-func (r demoReport) print(w io.Writer, cfg config) {
+func (r demoReport) print(w io.Writer, cfg config.Settings) {
 	sent := r.Sent[0] + r.Sent[1]
 	per := func(n int64) float64 { return float64(n) / float64(max(sent, 1)) }
 	redis := "real Redis (REDIS_URL)"
@@ -252,7 +253,7 @@ func (c *counter) count(args []any) {
 }
 
 // demo runs the pipeline and returns its report.
-func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (demoReport, error) {
+func demo(ctx context.Context, cfg config.Settings, o demoOptions, progress io.Writer) (demoReport, error) {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	stack, err := startLocal(cfg, providertest.Config{Limit: int(cfg.ContractRPS), Window: time.Second, RetryAfter: time.Second})
 	if err != nil {
@@ -318,12 +319,12 @@ func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (d
 			return demoReport{}, err
 		}
 		closers = append(closers, func() { ps.Close() })
-		sender, secret, err := newProvider(cfg, tel)
+		sender, secret, err := newProvider(cfg.Process, cfg.Account, tel)
 		if err != nil {
 			return demoReport{}, err
 		}
 		closers = append(closers, sender.CloseIdleConnections)
-		inst, err := newInstance(cfg, []instanceAccount{{setup: singleAccount(cfg), sender: sender, creds: secret}}, rdb, ps, true, tel, stats, logger.With("instance", i))
+		inst, err := newInstance(cfg, []instanceAccount{{setup: cfg.Account, sender: sender, creds: secret}}, rdb, ps, true, tel, stats, logger.With("instance", i))
 		if err != nil {
 			return demoReport{}, err
 		}
@@ -430,7 +431,7 @@ func demo(ctx context.Context, cfg config, o demoOptions, progress io.Writer) (d
 // runs, shows progress, and returns once every published message reached
 // an end (or ctx or the timeout ends the run), with the server's ids of
 // the messages it published.
-func produce(ctx context.Context, ps *pubsub.Client, cfg config, o demoOptions, stats *demoStats, progress func()) ([]string, error) {
+func produce(ctx context.Context, ps *pubsub.Client, cfg config.Settings, o demoOptions, stats *demoStats, progress func()) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	mkt, otp := ps.Publisher(cfg.MarketingTopic), ps.Publisher(cfg.OTPTopic)

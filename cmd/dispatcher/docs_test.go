@@ -34,15 +34,15 @@ func TestTheOperatingGuidesAccountsExampleLoads(t *testing.T) {
 		"/var/run/secrets/otp/token", writeFile(t, "otp-token", "otp-auth-token\n"),
 		"/var/run/secrets/bulk/token", writeFile(t, "bulk-token", "bulk-token\n"),
 	).Replace(block)
-	base, err := loadConfig(map[string]string{})
+	base, err := loadConfig(map[string]string{"ACCOUNTS_FILE": writeFile(t, "accounts.yaml", block)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	setups, err := loadAccounts(base, writeFile(t, "accounts.yaml", block))
+	setups, err := base.Accounts()
 	if err != nil {
 		t.Fatalf("the guide's example: %v", err)
 	}
-	if len(setups) != 2 || setups[0].cfg.Account != "otp" || setups[1].cfg.Account != "bulk" {
+	if len(setups) != 2 || setups[0].Name != "otp" || setups[1].Name != "bulk" {
 		t.Fatalf("accounts %+v, want otp then bulk", setups)
 	}
 	r := routes(setups)
@@ -50,7 +50,7 @@ func TestTheOperatingGuidesAccountsExampleLoads(t *testing.T) {
 		t.Fatalf("routes %v: want OTP on otp then bulk, marketing on bulk", r)
 	}
 	bulk := setups[1]
-	if len(bulk.senders) != 3 || !bulk.adaptive.Enabled || bulk.adaptive.MinRPS != 10 || bulk.cfg.MarketingRPS != 70 {
+	if len(bulk.Senders) != 3 || !bulk.Adaptive.Enabled || bulk.Adaptive.MinRPS != 10 || bulk.MarketingRPS != 70 {
 		t.Fatalf("bulk: %+v", bulk)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"smsdispatcher/config"
 	"smsdispatcher/internal/localstack"
 	"smsdispatcher/internal/redisconn"
 	"smsdispatcher/internal/topology"
@@ -20,7 +21,7 @@ type localStack struct{ *localstack.Stack }
 // startLocal starts the stack with the simulator of cfg.Provider, whose
 // subscriptions hold a nacked message for their retry policy's minimum
 // backoff; Close stops it.
-func startLocal(cfg config, sim providertest.Config) (localStack, error) {
+func startLocal(cfg config.Settings, sim providertest.Config) (localStack, error) {
 	sim.CountSegments = cfg.RateUnit == "segment"
 	s, err := localstack.Start(localstack.Options{
 		Project: cfg.ProjectID,
@@ -37,9 +38,10 @@ func startLocal(cfg config, sim providertest.Config) (localStack, error) {
 
 // providerConfig returns cfg pointed at the stack's simulator, with the
 // credentials it expects.
-func (s localStack) providerConfig(cfg config) config {
+func (s localStack) providerConfig(cfg config.Settings) config.Settings {
 	cfg.ProviderURL, cfg.TwilioAPIURL, cfg.VonageAPIURL = s.SimURL, s.SimURL, s.SimURL
-	cfg.ProviderToken, cfg.ProviderTokenFile, cfg.fileSecrets = localstack.Token, "", nil
+	cfg.ForgetFiles()
+	cfg.ProviderToken = localstack.Token
 	cfg.TwilioAccountSID, cfg.TwilioAuthToken, cfg.TwilioAuthTokenFile = localstack.TwilioSID, localstack.Token, ""
 	if cfg.TwilioServiceSID == "" {
 		cfg.TwilioFrom = localstack.From

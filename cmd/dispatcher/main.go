@@ -10,7 +10,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	"smsdispatcher/config"
 )
 
 // version is stamped by the build (-ldflags "-X main.version=...").
@@ -20,7 +23,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	var ce *configError
+	var ce *config.Error
 	switch {
 	case err == nil:
 	case errors.As(err, &ce):
@@ -34,54 +37,65 @@ func main() {
 	}
 }
 
-const usage = `usage: dispatcher [command] [flags]
+// A command is one of the dispatcher's commands: its line in the usage
+// (continued on further lines) and what runs it.
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
 
-commands:
-  serve     pull both subscriptions and send (the default)
-  publish   publish a message, or JSON lines with --file, as a producer does
-  setup     create the topics, subscriptions and dead-letter topic if missing
-  override  lower the account's rates for every pod at once (--set-target-rps,
-            --set-marketing-rps, --ttl, --clear): an incident lever
-  status    each account's state from Redis: rates, sends in the last
-            1/10/60 s, penalty, leases, processes (--json, --watch)
-  deadletters list dead letters without consuming them, or replay them
-  demo      run the whole pipeline on one machine: in-process Pub/Sub, Redis
-            and provider simulator, several dispatchers, a campaign and OTPs
+// commands are the dispatcher's commands, in the usage's order; the first
+// runs when none is named.
+var commands = []command{
+	{"serve", "pull both subscriptions and send (the default)",
+		func(ctx context.Context, args []string, _, stderr io.Writer) error {
+			return runServe(ctx, args, stderr)
+		}},
+	{"publish", "publish a message, or JSON lines with --file, as a producer does", runPublish},
+	{"setup", "create the topics, subscriptions and dead-letter topic if missing", runSetup},
+	{"override", "lower the account's rates for every pod at once (--set-target-rps,\n--set-marketing-rps, --ttl, --clear): an incident lever", runOverride},
+	{"status", "each account's state from Redis: rates, sends in the last\n1/10/60 s, penalty, leases, processes (--json, --watch)", runStatus},
+	{"deadletters", "list dead letters without consuming them, or replay them", runDeadletters},
+	{"demo", "run the whole pipeline on one machine: in-process Pub/Sub, Redis\nand provider simulator, several dispatchers, a campaign and OTPs", runDemo},
+}
 
+// usage lists the commands, a line each.
+func usage() string {
+	var b strings.Builder
+	b.WriteString("usage: dispatcher [command] [flags]\n\ncommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-9s %s\n", c.name, strings.ReplaceAll(c.summary, "\n", "\n            "))
+	}
+	b.WriteString(`
 Run 'dispatcher <command> -h' for its flags. Every flag has an environment
 variable of the same meaning (shown in brackets).
-`
+`)
+	return b.String()
+}
 
 // run is the whole program; main only maps its error to an exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cmd := "serve"
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		cmd, args = args[0], args[1:]
+	name := commands[0].name
+	if len(args) > 0 {
+		switch args[0] {
+		case "version", "--version":
+			fmt.Fprintln(stdout, version)
+			return nil
+		case "help", "-h", "-help", "--help":
+			fmt.Fprint(stdout, usage())
+			return nil
+		}
+		if len(args[0]) > 0 && args[0][0] != '-' {
+			name, args = args[0], args[1:]
+		}
 	}
-	switch cmd {
-	case "serve":
-		return runServe(ctx, args, stderr)
-	case "publish":
-		return runPublish(ctx, args, stdout, stderr)
-	case "setup":
-		return runSetup(ctx, args, stdout, stderr)
-	case "demo":
-		return runDemo(ctx, args, stdout, stderr)
-	case "override":
-		return runOverride(ctx, args, stdout, stderr)
-	case "status":
-		return runStatus(ctx, args, stdout, stderr)
-	case "deadletters":
-		return runDeadletters(ctx, args, stdout, stderr)
-	case "version", "--version":
-		fmt.Fprintln(stdout, version)
-		return nil
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
+	for _, c := range commands {
+		if c.name == name {
+			return c.run(ctx, args, stdout, stderr)
+		}
 	}
-	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("unknown command %q", cmd)
+	fmt.Fprint(stderr, usage())
+	return fmt.Errorf("unknown command %q", name)
 }
 
 // newFlagSet returns a flag set that reports errors instead of exiting.
@@ -90,3 +104,6 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	return fs
 }
+
+// environ is os.Getenv, replaced in tests.
+var environ = os.Getenv

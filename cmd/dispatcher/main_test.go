@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,7 @@ import (
 
 	"cloud.google.com/go/pubsub/v2/pstest"
 
+	"smsdispatcher/config"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/provider/providertest"
 )
@@ -78,7 +80,7 @@ func TestConfigErrors(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			err := run(context.Background(), append([]string{"serve"}, tt.args...), io.Discard, io.Discard)
-			var ce *configError
+			var ce *config.Error
 			if !errors.As(err, &ce) || ce.Env != tt.want {
 				t.Fatalf("run = %v, want a configuration error naming %s", err, tt.want)
 			}
@@ -251,5 +253,41 @@ func TestDemoReportsRedisFigures(t *testing.T) {
 	if scripts < 1 || executed <= scripts || deliveries < 1 || published < 60 {
 		t.Errorf("script calls %v, executed %v per sent message, %v deliveries per message of %d published; want ≥ 1, more, ≥ 1, ≥ 60:\n%s",
 			scripts, executed, deliveries, published, out.String())
+	}
+}
+
+// TestHelpListsTheCommandsAndEachCommandItsFlags: help lists every
+// command, a line each; a command's -h shows the flags it reads, and serve's
+// all of them.
+func TestHelpListsTheCommandsAndEachCommandItsFlags(t *testing.T) {
+	for _, arg := range []string{"help", "-h", "--help"} {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{arg}, &out, io.Discard); err != nil {
+			t.Fatalf("%s: %v", arg, err)
+		}
+		for _, c := range commands {
+			if !strings.Contains(out.String(), "\n  "+c.name+" ") {
+				t.Errorf("%s: no line for %s in\n%s", arg, c.name, out.String())
+			}
+		}
+	}
+	help := func(cmd string) string {
+		var out bytes.Buffer
+		err := run(context.Background(), []string{cmd, "-h"}, io.Discard, &out)
+		if !errors.Is(err, flag.ErrHelp) {
+			t.Fatalf("%s -h: %v", cmd, err)
+		}
+		return out.String()
+	}
+	for _, f := range []string{"-marketing-max-wait", "-account-pause", "-http-addr", "-twilio-auth-token"} {
+		if strings.Contains(help("status"), f+" ") {
+			t.Errorf("status -h shows %s, which status never reads", f)
+		}
+		if !strings.Contains(help("serve"), f+" ") {
+			t.Errorf("serve -h lacks %s", f)
+		}
+	}
+	if s := help("status"); !strings.Contains(s, "-redis-url ") || !strings.Contains(s, "[TARGET_RPS]") {
+		t.Errorf("status -h lacks its Redis or its rates:\n%s", s)
 	}
 }

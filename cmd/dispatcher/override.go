@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 )
 
 // runOverride is `dispatcher override`: lower the account's rates for every
@@ -18,7 +19,7 @@ import (
 // account's learned rate after what it did.
 func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("override", stderr)
-	load := configFlags(fs, environ)
+	load := config.Flags(fs, config.Redis|config.Accounts, environ)
 	name := fs.String("on", "", "the account to act on, by name (needed when ACCOUNTS_FILE lists several)")
 	target := fs.Float64("set-target-rps", 0, fmt.Sprintf("lower TARGET_RPS to this for every pod (at least %v)", admission.MinRPS))
 	marketing := fs.Float64("set-marketing-rps", 0, fmt.Sprintf("lower MARKETING_RPS to this for every pod (at least %v)", admission.MinRPS))
@@ -61,7 +62,7 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if !overriding && *pin <= 0 && !*reset && !*show && !*clearPenalty {
 		return fmt.Errorf("override: give --set-target-rps and/or --set-marketing-rps, --clear, --clear-penalty, --pin-learned-rps, --reset-learned or --show")
 	}
-	setups, err := configuredAccounts(cfg)
+	setups, err := cfg.Accounts()
 	if err != nil {
 		return err
 	}
@@ -73,16 +74,16 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	c := setup.cfg
+	c := setup
 	if *clearPenalty {
 		ended, err := lim.ClearPenalty(ctx)
 		if err != nil {
 			return err
 		}
 		if ended {
-			fmt.Fprintf(stdout, "%s: 429 penalty ended: every pod sends again within a second\n", c.Account)
+			fmt.Fprintf(stdout, "%s: 429 penalty ended: every pod sends again within a second\n", c.Name)
 		} else {
-			fmt.Fprintf(stdout, "%s: no 429 penalty was live (an account pause is not ended by --clear-penalty)\n", c.Account)
+			fmt.Fprintf(stdout, "%s: no 429 penalty was live (an account pause is not ended by --clear-penalty)\n", c.Name)
 		}
 	}
 	if overriding {
@@ -93,10 +94,10 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 		if *clear {
-			fmt.Fprintf(stdout, "%s: override cleared: configured rates apply\n", c.Account)
+			fmt.Fprintf(stdout, "%s: override cleared: configured rates apply\n", c.Name)
 		} else {
 			fmt.Fprintf(stdout, "%s: override set for %v: target %g/s, marketing %g/s (each only where below the configured %g and %g)\n",
-				c.Account, *ttl, *target, *marketing, c.TargetRPS, c.MarketingRPS)
+				c.Name, *ttl, *target, *marketing, c.TargetRPS, c.MarketingRPS)
 		}
 	}
 	var st admission.Learned
@@ -111,23 +112,23 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: %s\n", c.Account, describeLearned(st, c.TargetRPS, setup.adaptive.Enabled))
+	fmt.Fprintf(stdout, "%s: %s\n", c.Name, describeLearned(st, c.TargetRPS, setup.Adaptive.Enabled))
 	return nil
 }
 
 // pickAccount returns the account named name, or the only one.
-func pickAccount(setups []accountSetup, name string) (accountSetup, error) {
+func pickAccount(setups []config.Account, name string) (config.Account, error) {
 	var names []string
 	for _, s := range setups {
-		if s.cfg.Account == name || (name == "" && len(setups) == 1) {
+		if s.Name == name || (name == "" && len(setups) == 1) {
 			return s, nil
 		}
-		names = append(names, s.cfg.Account)
+		names = append(names, s.Name)
 	}
 	if name == "" {
-		return accountSetup{}, fmt.Errorf("override: several accounts (%s): name one with --on", strings.Join(names, ", "))
+		return config.Account{}, fmt.Errorf("override: several accounts (%s): name one with --on", strings.Join(names, ", "))
 	}
-	return accountSetup{}, fmt.Errorf("override: no account %q (accounts: %s)", name, strings.Join(names, ", "))
+	return config.Account{}, fmt.Errorf("override: no account %q (accounts: %s)", name, strings.Join(names, ", "))
 }
 
 // describeLearned says what the learned rate is, for an operator.

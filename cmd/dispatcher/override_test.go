@@ -154,3 +154,17 @@ func TestOverrideClearPenaltyEndsA429NotAPause(t *testing.T) {
 		t.Fatalf("the account pause lives %v after --clear-penalty, want its minute", ttl)
 	}
 }
+
+// exampleFile writes config's example of the ACCOUNTS_FILE format with its
+// token files and returns its path and the token files' paths.
+func exampleFile(t *testing.T, maxSegmentsLine string) (path, otpToken, bulkToken string) {
+	t.Helper()
+	example, err := os.ReadFile("../../config/testdata/accounts-example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	otpToken = writeFile(t, "otp-token", "otp-auth-token\n")
+	bulkToken = writeFile(t, "bulk-token", "bulk-token\n")
+	content := strings.NewReplacer("OTP_TOKEN", otpToken, "BULK_TOKEN", bulkToken, "MAX_SEGMENTS_LINE", maxSegmentsLine).Replace(string(example))
+	return writeFile(t, "accounts.yaml", content), otpToken, bulkToken
+}

@@ -12,6 +12,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 	"smsdispatcher/dispatch"
 	"smsdispatcher/internal/topology"
 	"smsdispatcher/telemetry"
@@ -20,7 +21,7 @@ import (
 // runPublish is `dispatcher publish`: what a producer does.
 func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("publish", stderr)
-	load := configFlags(fs, environ)
+	load := config.Flags(fs, config.Pubsub, environ)
 	class := fs.String("class", "", "otp or marketing (required)")
 	to := fs.String("to", "", "E.164 phone number")
 	body := fs.String("body", "", "message text")
@@ -126,7 +127,7 @@ func readLines(name string) ([][]byte, error) {
 // runSetup is `dispatcher setup`.
 func runSetup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("setup", stderr)
-	load := configFlags(fs, environ)
+	load := config.Flags(fs, config.Pubsub|config.Subscriptions|config.Waits, environ)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 
+	"smsdispatcher/config"
 	"smsdispatcher/internal/topology"
 )
 
@@ -18,22 +19,22 @@ var subscriptionCheckTimeout = 10 * time.Second
 // checkSubscriptions is topology.CheckSubscriptions of cfg's two
 // subscriptions, its error in one line: a configuration error naming the
 // subscription's variable when the subscription cannot be pulled as set.
-func checkSubscriptions(ctx context.Context, c *pubsub.Client, cfg config, timeout time.Duration) error {
+func checkSubscriptions(ctx context.Context, c *pubsub.Client, cfg config.Settings, timeout time.Duration) error {
 	err := topology.CheckSubscriptions(ctx, c, []string{cfg.OTPSubscription, cfg.MarketingSubscription}, timeout)
 	var se *topology.SubscriptionError
 	switch {
 	case errors.As(err, &se):
 		v := [][2]string{{"OTP_SUBSCRIPTION", "otp-subscription"}, {"MARKETING_SUBSCRIPTION", "marketing-subscription"}}[se.Index]
-		return &configError{v[0], v[1], oneLine(se.Error())}
+		return &config.Error{Env: v[0], Flag: v[1], Msg: config.OneLine(se.Error())}
 	case err != nil:
-		return errors.New(oneLine(err.Error()))
+		return errors.New(config.OneLine(err.Error()))
 	}
 	return nil
 }
 
 // setupTopology is topology.Setup of what cfg names; local leaves the
 // dispatcher subscriptions without a dead-letter policy (pstest).
-func setupTopology(ctx context.Context, c *pubsub.Client, cfg config, local bool, report func(kind, name, state string)) error {
+func setupTopology(ctx context.Context, c *pubsub.Client, cfg config.Settings, local bool, report func(kind, name, state string)) error {
 	return topology.Setup(ctx, c, topology.Topology{
 		OTPTopic: cfg.OTPTopic, MarketingTopic: cfg.MarketingTopic, DeadLetterTopic: cfg.DeadLetterTopic,
 		OTPSubscription: cfg.OTPSubscription, MarketingSubscription: cfg.MarketingSubscription,

@@ -13,6 +13,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"google.golang.org/grpc/codes"
 
+	"smsdispatcher/config"
 	"smsdispatcher/internal/pullwatch"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/provider/providertest"
@@ -86,7 +87,7 @@ func TestServeChecksItsSubscriptions(t *testing.T) {
 				t.Fatal("serve started")
 			}
 			line := err.Error()
-			var ce *configError
+			var ce *config.Error
 			if tt.config && (!errors.As(err, &ce) || ce.Env != "OTP_SUBSCRIPTION") {
 				t.Errorf("error %q: want a configuration error naming OTP_SUBSCRIPTION", line)
 			}

@@ -7,19 +7,20 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 	"smsdispatcher/internal/redisconn"
 )
 
 // redisSettings are cfg's Redis settings (REDIS_URL or REDIS_URL_FILE,
 // REDIS_CA_FILE, REDIS_INSECURE_SKIP_VERIFY), the longest call taking
 // callTimeout.
-func redisSettings(cfg config, callTimeout time.Duration) redisconn.Settings {
+func redisSettings(cfg config.Settings, callTimeout time.Duration) redisconn.Settings {
 	return redisconn.Settings{URL: cfg.RedisURL, CA: cfg.RedisCA, InsecureSkipVerify: cfg.RedisInsecure, CallTimeout: callTimeout}
 }
 
 // newRedisOf is the Redis client cfg describes, whose longest call takes
 // callTimeout.
-func newRedisOf(cfg config, callTimeout time.Duration) (redis.UniversalClient, error) {
+func newRedisOf(cfg config.Settings, callTimeout time.Duration) (redis.UniversalClient, error) {
 	return redisconn.New(redisSettings(cfg, callTimeout))
 }
 
@@ -31,9 +32,9 @@ const operatorTimeout = 5 * time.Second
 // status, deadletters replay), whose calls wait up to timeout: REDIS_URL is
 // required (why says what for), and go-redis's own log is silenced: the
 // command says what went wrong in the one line of the error it returns.
-func operatorRedis(cfg config, why string, timeout time.Duration) (redis.UniversalClient, error) {
+func operatorRedis(cfg config.Settings, why string, timeout time.Duration) (redis.UniversalClient, error) {
 	if cfg.RedisURL == "" {
-		return nil, &configError{"REDIS_URL", "redis-url", "required (or REDIS_URL_FILE): " + why}
+		return nil, config.SettingError("REDIS_URL", "required (or REDIS_URL_FILE): "+why)
 	}
 	redisconn.Quiet()
 	return newRedisOf(cfg, timeout)
@@ -41,7 +42,7 @@ func operatorRedis(cfg config, why string, timeout time.Duration) (redis.Univers
 
 // operatorLimiter is account s's limiter for an operator's command, on its
 // client rdb, its calls waiting up to timeout.
-func operatorLimiter(rdb redis.UniversalClient, cfg config, s accountSetup, timeout time.Duration, logger *slog.Logger) (*admission.Limiter, error) {
+func operatorLimiter(rdb redis.UniversalClient, cfg config.Settings, s config.Account, timeout time.Duration, logger *slog.Logger) (*admission.Limiter, error) {
 	lc := limiterConfig(cfg, s, logger)
 	lc.RedisTimeout = timeout
 	return admission.New(rdb, lc)

@@ -17,10 +17,12 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 	"smsdispatcher/dispatch"
 	"smsdispatcher/internal/pullwatch"
 	"smsdispatcher/internal/redisconn"
 	"smsdispatcher/internal/topology"
+	"smsdispatcher/provider"
 	"smsdispatcher/status"
 	"smsdispatcher/telemetry"
 )
@@ -28,7 +30,7 @@ import (
 // runServe is `dispatcher serve`: one pod of the pool.
 func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlagSet("serve", stderr)
-	load := configFlags(fs, environ)
+	load := config.Flags(fs, config.All, environ)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -41,7 +43,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	if cfg.RedisURL == "" {
-		return &configError{"REDIS_URL", "redis-url", "required to serve (or REDIS_URL_FILE): it holds the limiter state all pods share"}
+		return config.SettingError("REDIS_URL", "required to serve (or REDIS_URL_FILE): it holds the limiter state all pods share")
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
 	for _, w := range redisconn.Warnings(redisSettings(cfg, cfg.RedisTimeout)) {
@@ -76,7 +78,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	defer ps.Close()
 	var accts []instanceAccount
 	for _, s := range setups {
-		sender, secret, err := newProvider(s.cfg, tel)
+		sender, secret, err := newProvider(cfg.Process, s, tel)
 		if err != nil {
 			return err
 		}
@@ -98,7 +100,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		inst.close()
-		return &configError{"HTTP_ADDR", "http-addr", err.Error()}
+		return config.SettingError("HTTP_ADDR", err.Error())
 	}
 	srv := newHTTPServer(inst.httpHandler(rdb, tel.metrics.Handler()))
 	httpDone := make(chan error, 1)
@@ -226,7 +228,7 @@ type instance struct {
 // provider adapter, with the credential the dispatcher watches (may be
 // nil).
 type instanceAccount struct {
-	setup  accountSetup
+	setup  config.Account
 	sender dispatch.Sender
 	creds  dispatch.Credentials
 }
@@ -234,34 +236,39 @@ type instanceAccount struct {
 // accountSetups returns the accounts cfg describes, for sending:
 // ACCOUNTS_FILE's, or the one account of the single-account variables,
 // whose provider settings must then be complete.
-func accountSetups(cfg config) ([]accountSetup, error) {
+func accountSetups(cfg config.Settings) ([]config.Account, error) {
 	if cfg.AccountsFile == "" {
-		if err := checkProvider(cfg); err != nil {
+		if err := cfg.CheckProvider(); err != nil {
 			return nil, err
 		}
 	}
-	return configuredAccounts(cfg)
-}
-
-// configuredAccounts returns the accounts cfg describes, for the
-// operator's commands, which never send: their names, classes and rates.
-func configuredAccounts(cfg config) ([]accountSetup, error) {
-	if cfg.AccountsFile != "" {
-		return loadAccounts(cfg, cfg.AccountsFile)
-	}
-	return []accountSetup{singleAccount(cfg)}, nil
+	return cfg.Accounts()
 }
 
 // limiterConfig is the admission.Config of account s under the global
 // settings of cfg.
-func limiterConfig(cfg config, s accountSetup, logger *slog.Logger) admission.Config {
-	return admission.Config{
-		Account: s.cfg.Account, TargetRPS: s.cfg.TargetRPS, MarketingRPS: s.cfg.MarketingRPS,
-		Burst: s.cfg.Burst, MaxSenders: cfg.MaxSenders, RedisTimeout: cfg.RedisTimeout, Logger: logger,
-		MaxInFlight: s.cfg.MaxInFlight, LeaseTTL: cfg.SendTimeout + 10*time.Second,
-		MaxCost: maxCost(s.cfg), Senders: s.senders, ArrivalJitter: cfg.ArrivalJitter, Adaptive: s.adaptive,
-		MaxRetryAfter: cfg.MaxRetryAfter,
+func limiterConfig(cfg config.Settings, s config.Account, logger *slog.Logger) admission.Config {
+	c := cfg.Limiter(s)
+	c.Logger = logger
+	return c
+}
+
+// routes is dispatch.Route for each class (indexed by admission.Class).
+func routes(accounts []config.Account) [2][]int {
+	served := config.Served(accounts)
+	return [2][]int{admission.OTP: dispatch.Route(served, admission.OTP), admission.Marketing: dispatch.Route(served, admission.Marketing)}
+}
+
+// newProvider returns the adapter of account a, instrumented when tel is
+// set, and the credential it reads at each send (config.Account.Sender).
+func newProvider(p config.Process, a config.Account, tel *telemetrySet) (provider.Sender, *provider.Secret, error) {
+	var opts []provider.Option
+	if tel != nil {
+		opts = append(opts, provider.WithTransportWrapper(func(rt http.RoundTripper) http.RoundTripper {
+			return tel.Transport(rt, tel.metrics)
+		}))
 	}
+	return a.Sender(p.SendTimeout, opts...)
 }
 
 // logAccounts logs each account's rates at start, the unit they count
@@ -269,14 +276,14 @@ func limiterConfig(cfg config, s accountSetup, logger *slog.Logger) admission.Co
 // learn (read from Redis; a Redis down at start says so).
 func (i *instance) logAccounts(ctx context.Context, logger *slog.Logger) {
 	for n, a := range i.accounts {
-		c := a.setup.cfg
-		attrs := []any{"account", c.Account, "provider", c.Provider, "classes", a.setup.classes,
+		c := a.setup
+		attrs := []any{"account", c.Name, "provider", c.Provider, "classes", a.setup.Classes,
 			"contract_rps", c.ContractRPS, "target_rps", c.TargetRPS, "marketing_rps", c.MarketingRPS,
-			"burst", c.Burst, "rate_unit", c.RateUnit, "senders", len(a.setup.senders), "adaptive", a.setup.adaptive.Enabled}
+			"burst", c.Burst, "rate_unit", c.RateUnit, "senders", len(a.setup.Senders), "adaptive", a.setup.Adaptive.Enabled}
 		if c.RateUnit == "segment" {
 			attrs = append(attrs, "max_segments", c.MaxSegments)
 		}
-		if a.setup.adaptive.Enabled {
+		if a.setup.Adaptive.Enabled {
 			lctx, cancel := context.WithTimeout(ctx, time.Second)
 			st, err := i.limiters[n].Learned(lctx)
 			cancel()
@@ -291,14 +298,6 @@ func (i *instance) logAccounts(ctx context.Context, logger *slog.Logger) {
 		}
 		logger.Info("account", attrs...)
 	}
-}
-
-// envOfField names the variable behind each admission.Config field.
-var envOfField = map[string][2]string{
-	"TargetRPS": {"TARGET_RPS", "target-rps"}, "MarketingRPS": {"MARKETING_RPS", "marketing-rps"},
-	"Burst": {"BURST", "burst"}, "MaxSenders": {"MAX_SENDERS", "max-senders"},
-	"Account": {"SMS_ACCOUNT", "account"}, "RedisTimeout": {"REDIS_TIMEOUT", "redis-timeout"},
-	"MaxInFlight": {"PROVIDER_MAX_INFLIGHT", "provider-max-inflight"},
 }
 
 // emulatorReadAhead is how many messages of each class a process reads
@@ -322,7 +321,7 @@ func readAhead(emulator bool) int {
 // newInstance wires one dispatcher on the given clients; it watches creds
 // (the provider's credential) for changes. emulator says ps talks to an
 // emulator. creds, tel and obs may be nil.
-func newInstance(cfg config, accts []instanceAccount, rdb redis.Scripter, ps *pubsub.Client, emulator bool, tel *telemetrySet, obs dispatch.Observer, logger *slog.Logger) (*instance, error) {
+func newInstance(cfg config.Settings, accts []instanceAccount, rdb redis.Scripter, ps *pubsub.Client, emulator bool, tel *telemetrySet, obs dispatch.Observer, logger *slog.Logger) (*instance, error) {
 	inst := &instance{accounts: accts, id: status.ProcessID()}
 	var daccts []dispatch.Account
 	// One view of Redis's health for the process: a Redis that is down is
@@ -330,24 +329,21 @@ func newInstance(cfg config, accts []instanceAccount, rdb redis.Scripter, ps *pu
 	circuit := admission.NewCircuit(admission.DefaultRedisRetryAfter, logger)
 	for _, a := range accts {
 		lim, err := admission.New(rdb, limiterConfig(cfg, a.setup, logger), admission.WithCircuit(circuit))
-		var ce *admission.ConfigError
-		if errors.As(err, &ce) {
-			if v, ok := envOfField[ce.Field]; ok && cfg.AccountsFile == "" {
-				return nil, &configError{v[0], v[1], ce.Reason}
-			}
+		if err != nil && cfg.AccountsFile == "" {
+			return nil, config.LimiterError(err)
 		}
 		if err != nil {
 			return nil, err
 		}
 		inst.limiters = append(inst.limiters, lim)
 		daccts = append(daccts, dispatch.Account{
-			Name: a.setup.cfg.Account, Classes: a.setup.classes,
+			Name: a.setup.Name, Classes: a.setup.Classes,
 			Limiter: lim, Claims: lim.Claims(), Sender: a.sender, Credentials: a.creds,
-			RateUnit: rateUnit(a.setup.cfg.RateUnit), MaxSegments: a.setup.cfg.MaxSegments,
+			RateUnit: rateUnit(a.setup.RateUnit), MaxSegments: a.setup.MaxSegments,
 		})
 	}
 	// The lanes' flow control follows each class's home account.
-	home := func(class admission.Class) config { return accts[routes(setupsOf(accts))[class][0]].setup.cfg }
+	home := func(class admission.Class) config.Account { return accts[routes(setupsOf(accts))[class][0]].setup }
 	otpHome, mktHome := home(admission.OTP), home(admission.Marketing)
 	dlq := ps.Publisher(cfg.DeadLetterTopic)
 	otp, mkt := ps.Subscriber(cfg.OTPSubscription), ps.Subscriber(cfg.MarketingSubscription)
@@ -362,8 +358,8 @@ func newInstance(cfg config, accts []instanceAccount, rdb redis.Scripter, ps *pu
 		OTPMaxWait: cfg.OTPMaxWait, MarketingMaxWait: cfg.MarketingMaxWait,
 		SendTimeout: cfg.SendTimeout, Grace: cfg.ShutdownGrace,
 		MaxDeliveryAttempts:  topology.MaxDeliveryAttempts,
-		OTPOutstanding:       outstanding(otpHome.TargetRPS/float64(maxCost(otpHome)), cfg.OTPMaxWait, 1),
-		MarketingOutstanding: outstanding(mktHome.MarketingRPS/float64(maxCost(mktHome)), cfg.MarketingMaxWait, cfg.MaxSenders),
+		OTPOutstanding:       outstanding(otpHome.TargetRPS/float64(otpHome.MaxCost()), cfg.OTPMaxWait, 1),
+		MarketingOutstanding: outstanding(mktHome.MarketingRPS/float64(mktHome.MaxCost()), cfg.MarketingMaxWait, cfg.MaxSenders),
 		ReadAhead:            readAhead(emulator),
 		AccountPause:         cfg.AccountPause,
 		Logger:               logger,
@@ -385,9 +381,9 @@ func (i *instance) state() telemetry.State {
 	for n, lim := range i.limiters {
 		penalty, fallback := lim.State()
 		_, _, paused := lim.AccountPause()
-		c := i.accounts[n].setup.cfg
+		c := i.accounts[n].setup
 		s.Accounts = append(s.Accounts, telemetry.AccountState{
-			Name: c.Account, PenaltyActive: penalty, FallbackActive: fallback, Paused: paused,
+			Name: c.Name, PenaltyActive: penalty, FallbackActive: fallback, Paused: paused,
 			ContractRPS: c.ContractRPS, TargetRPS: c.TargetRPS, MarketingRPS: c.MarketingRPS, LearnedRPS: lim.LearnedRPS(),
 		})
 	}
@@ -410,8 +406,8 @@ func (i *instance) run(ctx context.Context) error {
 }
 
 // setupsOf returns the setups of accts.
-func setupsOf(accts []instanceAccount) []accountSetup {
-	var s []accountSetup
+func setupsOf(accts []instanceAccount) []config.Account {
+	var s []config.Account
 	for _, a := range accts {
 		s = append(s, a.setup)
 	}
@@ -429,15 +425,6 @@ func outstanding(rps float64, maxWait time.Duration, senders int) int {
 }
 
 func (i *instance) close() { i.dlq.Stop() }
-
-// maxCost is the most units one send can take: MAX_SEGMENTS when rates
-// count segments.
-func maxCost(cfg config) int {
-	if cfg.RateUnit == "segment" {
-		return cfg.MaxSegments
-	}
-	return 1
-}
 
 // rateUnit is the dispatch.RateUnit of a validated RATE_UNIT.
 func rateUnit(s string) dispatch.RateUnit {

@@ -12,6 +12,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
 
+	"smsdispatcher/config"
 	"smsdispatcher/internal/topology"
 )
 
@@ -67,7 +68,7 @@ func TestSetupDeadLetterRetention(t *testing.T) {
 
 	for _, bad := range []string{"5m", "200h", "a week"} {
 		err := run(ctx, []string{"setup", "--dead-letter-retention", bad}, io.Discard, io.Discard)
-		var ce *configError
+		var ce *config.Error
 		if !errors.As(err, &ce) || ce.Env != "DEAD_LETTER_RETENTION" {
 			t.Errorf("--dead-letter-retention %s: %v, want a configuration error naming DEAD_LETTER_RETENTION", bad, err)
 		}

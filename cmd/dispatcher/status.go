@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"smsdispatcher/config"
 	"smsdispatcher/status"
 )
 
@@ -16,7 +17,7 @@ import (
 // once, or every second with --watch. It only reads.
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("status", stderr)
-	load := configFlags(fs, environ)
+	load := config.Flags(fs, config.Redis|config.Accounts, environ)
 	asJSON := fs.Bool("json", false, "print one JSON object (docs/operating.md, \"Status\"); with --watch, one a second")
 	watch := fs.Bool("watch", false, "redraw every second, with the last 60 s of sends per class against the contract; one line a second when stdout is not a terminal")
 	name := fs.String("on", "", "show only this account")
@@ -33,7 +34,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer rdb.Close()
-	setups, err := configuredAccounts(cfg)
+	setups, err := cfg.Accounts()
 	if err != nil {
 		return err
 	}
@@ -42,7 +43,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		setups = []accountSetup{s}
+		setups = []config.Account{s}
 	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	err = rdb.Ping(pctx).Err()
@@ -57,9 +58,8 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		c := s.cfg
-		accounts = append(accounts, status.Setup{Name: c.Account, Provider: c.Provider, RateUnit: c.RateUnit, Classes: s.classes,
-			ContractRPS: c.ContractRPS, TargetRPS: c.TargetRPS, MarketingRPS: c.MarketingRPS, Adaptive: s.adaptive.Enabled, Limiter: lim})
+		accounts = append(accounts, status.Setup{Name: s.Name, Provider: s.Provider, RateUnit: s.RateUnit, Classes: s.Classes,
+			ContractRPS: s.ContractRPS, TargetRPS: s.TargetRPS, MarketingRPS: s.MarketingRPS, Adaptive: s.Adaptive.Enabled, Limiter: lim})
 	}
 	read := func() (status.Report, error) { return status.Read(ctx, accounts, time.Now()) }
 	if !*watch {

@@ -15,6 +15,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 	"smsdispatcher/internal/redisconn"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/topology"
@@ -69,11 +70,11 @@ func TestStatusShowsAStateBuiltByThePipeline(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { ps.Close() })
-		sender, secret, err := newProvider(cfg, nil)
+		sender, secret, err := newProvider(cfg.Process, cfg.Account, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		inst, err := newInstance(cfg, []instanceAccount{{setup: singleAccount(cfg), sender: sender, creds: secret}}, rdb, ps, true, nil, nil,
+		inst, err := newInstance(cfg, []instanceAccount{{setup: cfg.Account, sender: sender, creds: secret}}, rdb, ps, true, nil, nil,
 			slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
 			t.Fatal(err)
@@ -181,10 +182,10 @@ func TestStatusShowsAStateBuiltByThePipeline(t *testing.T) {
 }
 
 // newLimiterFor is the limiter of cfg's one account, on a client of its own.
-func newLimiterFor(cfg config) (*admission.Limiter, error) {
+func newLimiterFor(cfg config.Settings) (*admission.Limiter, error) {
 	rdb, err := redisconn.New(redisconn.Settings{URL: cfg.RedisURL, CallTimeout: time.Second})
 	if err != nil {
 		return nil, err
 	}
-	return admission.New(rdb, limiterConfig(cfg, singleAccount(cfg), slog.New(slog.NewTextHandler(io.Discard, nil))))
+	return admission.New(rdb, limiterConfig(cfg, cfg.Account, slog.New(slog.NewTextHandler(io.Discard, nil))))
 }

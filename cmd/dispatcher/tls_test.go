@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 	"smsdispatcher/internal/redisconn"
 	"smsdispatcher/internal/redistest"
 )
@@ -317,7 +318,7 @@ func TestRedisCAFileConfig(t *testing.T) {
 				rdb.Close()
 				return
 			}
-			var ce *configError
+			var ce *config.Error
 			if !errors.As(err, &ce) || ce.Env != "REDIS_CA_FILE" {
 				t.Fatalf("err %v, want a configuration error naming REDIS_CA_FILE", err)
 			}
@@ -359,7 +360,7 @@ func TestRedisURLSettings(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := loadConfig(tt.env)
 			if tt.want != "" {
-				var ce *configError
+				var ce *config.Error
 				if !errors.As(err, &ce) || ce.Env != tt.want {
 					t.Fatalf("err %v, want a configuration error naming %s", err, tt.want)
 				}

@@ -20,6 +20,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/pstest"
 
+	"smsdispatcher/config"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/topology"
 	"smsdispatcher/provider/providertest"
@@ -27,12 +28,12 @@ import (
 
 // loadConfig parses args and env as a command does, without the process
 // environment.
-func loadConfig(env map[string]string, args ...string) (config, error) {
+func loadConfig(env map[string]string, args ...string) (config.Settings, error) {
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	load := configFlags(fs, func(k string) string { return env[k] })
+	load := config.Flags(fs, config.All, func(k string) string { return env[k] })
 	if err := fs.Parse(args); err != nil {
-		return config{}, err
+		return config.Settings{}, err
 	}
 	return load()
 }
@@ -67,7 +68,7 @@ func TestProviderTokenFile(t *testing.T) {
 		{"missing file", map[string]string{"SMS_PROVIDER_TOKEN_FILE": filepath.Join(t.TempDir(), "nope")}, nil, "", "SMS_PROVIDER_TOKEN_FILE"},
 		{"a directory", map[string]string{"SMS_PROVIDER_TOKEN_FILE": t.TempDir()}, nil, "", "SMS_PROVIDER_TOKEN_FILE"},
 		{"empty file", map[string]string{"SMS_PROVIDER_TOKEN_FILE": writeFile(t, "tok", "\n")}, nil, "", "SMS_PROVIDER_TOKEN_FILE"},
-		{"larger than 1 MiB", map[string]string{"SMS_PROVIDER_TOKEN_FILE": writeFile(t, "tok", secret+strings.Repeat("x", maxFileSize))}, nil, "", "SMS_PROVIDER_TOKEN_FILE"},
+		{"larger than 1 MiB", map[string]string{"SMS_PROVIDER_TOKEN_FILE": writeFile(t, "tok", secret+strings.Repeat("x", config.MaxFileSize))}, nil, "", "SMS_PROVIDER_TOKEN_FILE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,7 +79,7 @@ func TestProviderTokenFile(t *testing.T) {
 				}
 				return
 			}
-			var ce *configError
+			var ce *config.Error
 			if !errors.As(err, &ce) || ce.Env != tt.wantEnv {
 				t.Fatalf("err %v, want a configuration error naming %s", err, tt.wantEnv)
 			}
@@ -101,7 +102,7 @@ func TestTokenFileUnreadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := loadConfig(map[string]string{"SMS_PROVIDER_TOKEN_FILE": path})
-	var ce *configError
+	var ce *config.Error
 	if !errors.As(err, &ce) || ce.Env != "SMS_PROVIDER_TOKEN_FILE" || strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("err %v, want a configuration error naming SMS_PROVIDER_TOKEN_FILE without the token", err)
 	}
@@ -118,7 +119,7 @@ func TestServeRejectsAnInvalidTokenFromAFile(t *testing.T) {
 	t.Setenv("SMS_PROVIDER_TOKEN_FILE", writeFile(t, "tok", "s3cret with-a-space\n"))
 	t.Setenv("OTEL_TRACES_EXPORTER", "none")
 	err := run(context.Background(), []string{"serve"}, io.Discard, io.Discard)
-	var ce *configError
+	var ce *config.Error
 	if !errors.As(err, &ce) || ce.Env != "SMS_PROVIDER_TOKEN_FILE" {
 		t.Fatalf("serve: %v, want a configuration error naming SMS_PROVIDER_TOKEN_FILE", err)
 	}

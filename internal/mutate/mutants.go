@@ -247,14 +247,14 @@ var mutants = []mutant{
 		{"admission/finish.lua", "if units > 0 and redis.call('INCRBY', KEYS[3], units) == units then", "if false then"},
 	}, ""},
 	{"HB1", "MAX_SEGMENTS unset is 6 whatever the rates", []edit{
-		{"cmd/dispatcher/config.go", "			c.MaxSegments = c.fittingSegments()", "			c.MaxSegments = defaultMaxSegments"},
+		{"config/validate.go", "			a.MaxSegments = a.fittingSegments(p)", "			a.MaxSegments = defaultMaxSegments"},
 	}, "./cmd/dispatcher/"},
 	{"HB2", "RATE_UNIT defaults to message with twilio and vonage", []edit{
-		{"cmd/dispatcher/config.go", "	if provider == \"twilio\" || provider == \"vonage\" {", "	if false {"},
-	}, "./cmd/dispatcher/"},
+		{"config/validate.go", "	if provider == \"twilio\" || provider == \"vonage\" {", "	if false {"},
+	}, "./config/"},
 	{"HB3", "one provider account under two names in the accounts file", []edit{
-		{"cmd/dispatcher/accounts.go", "		if j, ok := owners[id]; ok {", "		if j, ok := owners[id]; ok && false {"},
-	}, "./cmd/dispatcher/"},
+		{"config/accounts.go", "		if j, ok := owners[id]; ok {", "		if j, ok := owners[id]; ok && false {"},
+	}, "./config/"},
 	{"HA1", "an override or a learned rate below the minimum is in force", []edit{
 		{"admission/gcra.lua", "  o_g, o_m = rate(o_g), rate(o_m) -- 0, or one ignored: that rate is not overridden\n", ""},
 		{"admission/gcra.lua", "  lrn = {rate = rate(r),", "  lrn = {rate = tonumber(r),"},

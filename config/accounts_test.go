@@ -1,7 +1,10 @@
-package main
+package config
 
 import (
 	"errors"
+	"flag"
+	"io"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -9,41 +12,22 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/dispatch"
 )
 
-// accountsExample is the example of the ACCOUNTS_FILE format; OTP_TOKEN
-// and BULK_TOKEN stand for the paths of the token files.
-const accountsExample = `accounts:
-  - name: otp                    # Redis keys {sms:otp}:...
-    provider: twilio
-    twilio: {account_sid: AC0123456789abcdef0123456789abcdef, auth_token_file: OTP_TOKEN, messaging_service_sid: MG0123456789abcdef0123456789abcdef}
-    contract_rps: 100
-    target_rps: 90
-    burst: 5
-    rate_unit: segment
-    MAX_SEGMENTS_LINE
-    classes: [otp]
-  - name: bulk
-    provider: generic
-    generic: {url: https://sms.example.com, token_file: BULK_TOKEN}
-    contract_rps: 100
-    target_rps: 90
-    burst: 5
-    class_rps: {marketing: 70}   # a class's cap inside this account
-    classes: [marketing, otp]    # otp may overflow here
-    senders:                     # optional pool; the message goes out From the sender chosen
-      - {from: "+15550000001", rps: 1}
-      - {from: "+15550000002", rps: 1}
-    adaptive: {enabled: true, min_rps: 10}
-`
-
-// exampleFile writes the example with its token files and returns its
-// path and the token files' paths.
+// exampleFile writes the example of the ACCOUNTS_FILE format
+// (testdata/accounts-example.yaml, where OTP_TOKEN and BULK_TOKEN stand for
+// the paths of the token files) with its token files, and returns its path
+// and the token files' paths.
 func exampleFile(t *testing.T, maxSegmentsLine string) (path, otpToken, bulkToken string) {
 	t.Helper()
+	example, err := os.ReadFile("testdata/accounts-example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
 	otpToken = writeFile(t, "otp-token", "otp-auth-token\n")
 	bulkToken = writeFile(t, "bulk-token", "bulk-token\n")
-	content := strings.NewReplacer("OTP_TOKEN", otpToken, "BULK_TOKEN", bulkToken, "MAX_SEGMENTS_LINE", maxSegmentsLine).Replace(accountsExample)
+	content := strings.NewReplacer("OTP_TOKEN", otpToken, "BULK_TOKEN", bulkToken, "MAX_SEGMENTS_LINE", maxSegmentsLine).Replace(string(example))
 	return writeFile(t, "accounts.yaml", content), otpToken, bulkToken
 }
 
@@ -63,13 +47,13 @@ func TestLoadAccountsExample(t *testing.T) {
 	// max_segments, 6: 90 × 1.02 + 5 + 6 - 1 = 101.8 > 100. It needs 4.
 	path, otpToken, bulkToken := exampleFile(t, "max_segments: 4")
 
-	got, err := loadAccounts(base, path)
+	got, err := loadAccounts(base.Process, path)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	otp := base
-	otp.Account, otp.Provider = "otp", "twilio"
+	otp := base.Account
+	otp.Name, otp.Provider = "otp", "twilio"
 	otp.ProviderURL, otp.ProviderToken, otp.ProviderTokenFile = "", "", ""
 	otp.TwilioAccountSID, otp.TwilioAuthToken, otp.TwilioAuthTokenFile = "AC0123456789abcdef0123456789abcdef", "", otpToken
 	otp.TwilioFrom, otp.TwilioServiceSID, otp.TwilioAPIURL = "", "MG0123456789abcdef0123456789abcdef", "https://api.twilio.com"
@@ -78,17 +62,16 @@ func TestLoadAccountsExample(t *testing.T) {
 	otp.RateUnit, otp.MaxSegments, otp.MaxInFlight = "segment", 4, 0
 
 	bulk := otp
-	bulk.Account, bulk.Provider = "bulk", "generic"
+	bulk.Name, bulk.Provider = "bulk", "generic"
 	bulk.ProviderURL, bulk.ProviderToken, bulk.ProviderTokenFile = "https://sms.example.com", "bulk-token", bulkToken
 	bulk.TwilioAccountSID, bulk.TwilioAuthTokenFile, bulk.TwilioServiceSID = "", "", ""
 	bulk.RateUnit, bulk.MaxSegments = "message", 6
 
-	want := []accountSetup{
-		{cfg: otp, classes: []admission.Class{admission.OTP}},
-		{cfg: bulk, classes: []admission.Class{admission.Marketing, admission.OTP},
-			senders:  []admission.Sender{{From: "+15550000001", RPS: 1}, {From: "+15550000002", RPS: 1}},
-			adaptive: admission.Adaptive{Enabled: true, MinRPS: 10, ProbeInterval: 10 * time.Minute, Step: 10 * time.Second}},
-	}
+	otp.Classes = []admission.Class{admission.OTP}
+	bulk.Classes = []admission.Class{admission.Marketing, admission.OTP}
+	bulk.Senders = []admission.Sender{{From: "+15550000001", RPS: 1}, {From: "+15550000002", RPS: 1}}
+	bulk.Adaptive = admission.Adaptive{Enabled: true, MinRPS: 10, ProbeInterval: 10 * time.Minute, Step: 10 * time.Second}
+	want := []Account{otp, bulk}
 	secrets := []map[string]string{{"TWILIO_AUTH_TOKEN_FILE": "otp-auth-token"}, {"SMS_PROVIDER_TOKEN_FILE": "bulk-token"}}
 	if len(got) != len(want) {
 		t.Fatalf("%d accounts, want %d", len(got), len(want))
@@ -96,26 +79,26 @@ func TestLoadAccountsExample(t *testing.T) {
 	for i := range want {
 		g := got[i]
 		read := map[string]string{}
-		for env, s := range g.cfg.fileSecrets {
+		for env, s := range g.secrets {
 			read[env] = s.Value()
 		}
 		if !reflect.DeepEqual(read, secrets[i]) {
 			t.Errorf("account %d: files read %v, want %v", i, read, secrets[i])
 		}
-		g.cfg.fileSecrets, want[i].cfg.fileSecrets = nil, nil
+		g.secrets, want[i].secrets = nil, nil
 		if !reflect.DeepEqual(g, want[i]) {
 			t.Errorf("account %d:\n got %+v\nwant %+v", i, g, want[i])
 		}
 	}
-	if got[0].cfg.SendTimeout != 3*time.Second || got[1].cfg.MaxSenders != 4 {
-		t.Errorf("global settings not carried: SendTimeout %v, MaxSenders %d", got[0].cfg.SendTimeout, got[1].cfg.MaxSenders)
+	if l := base.Limiter(got[1]); l.LeaseTTL != 13*time.Second || l.MaxSenders != 4 {
+		t.Errorf("global settings not carried: lease TTL %v, MaxSenders %d", l.LeaseTTL, l.MaxSenders)
 	}
 	if r := routes(got); !reflect.DeepEqual(r, [2][]int{admission.OTP: {0, 1}, admission.Marketing: {1}}) {
 		t.Errorf("routes %v", r)
 	}
 	for i, s := range got {
-		if _, _, err := newProvider(s.cfg, nil); err != nil {
-			t.Errorf("account %d: newProvider: %v", i, err)
+		if _, _, err := s.Sender(base.SendTimeout); err != nil {
+			t.Errorf("account %d: Sender: %v", i, err)
 		}
 	}
 }
@@ -130,15 +113,15 @@ func TestLoadAccountsExampleAsWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	path, _, _ := exampleFile(t, "")
-	setups, err := loadAccounts(base, path)
+	setups, err := loadAccounts(base.Process, path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := setups[0].cfg; c.RateUnit != "segment" || c.MaxSegments != 4 {
+	if c := setups[0]; c.RateUnit != "segment" || c.MaxSegments != 4 {
 		t.Fatalf("otp: rates in %ss, max_segments %d; want segments, 4", c.RateUnit, c.MaxSegments)
 	}
 	path, _, _ = exampleFile(t, "max_segments: 6")
-	_, err = loadAccounts(base, path)
+	_, err = loadAccounts(base.Process, path)
 	want := `invalid configuration: ACCOUNTS_FILE (--accounts-file): ` + path + `: account "otp": max_segments: target_rps (90) × (1s + PROVIDER_ARRIVAL_JITTER (20ms)) + burst (5) + max_segments (6) - 1 = 101.8 segments could reach the provider within one second, above contract_rps (100): lower target_rps, burst, max_segments or PROVIDER_ARRIVAL_JITTER`
 	if err == nil || err.Error() != want {
 		t.Fatalf("error\n %v\nwant\n %s", err, want)
@@ -292,8 +275,8 @@ func TestLoadAccountsErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeFile(t, "accounts.yaml", tt.content)
-			setups, err := loadAccounts(base, path)
-			var ce *configError
+			setups, err := loadAccounts(base.Process, path)
+			var ce *Error
 			if !errors.As(err, &ce) || ce.Env != "ACCOUNTS_FILE" {
 				t.Fatalf("loadAccounts = %d accounts, %v; want a configuration error for ACCOUNTS_FILE", len(setups), err)
 			}
@@ -328,10 +311,10 @@ func TestLoadAccountsUnreadable(t *testing.T) {
 	for name, path := range map[string]string{
 		"missing":         filepath.Join(t.TempDir(), "accounts.yaml"),
 		"a directory":     t.TempDir(),
-		"larger than 1MB": writeFile(t, "accounts.yaml", "accounts: []\n"+strings.Repeat("#", maxFileSize)),
+		"larger than 1MB": writeFile(t, "accounts.yaml", "accounts: []\n"+strings.Repeat("#", MaxFileSize)),
 	} {
-		_, err := loadAccounts(base, path)
-		var ce *configError
+		_, err := loadAccounts(base.Process, path)
+		var ce *Error
 		if !errors.As(err, &ce) || ce.Env != "ACCOUNTS_FILE" || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s: %v, want a configuration error for ACCOUNTS_FILE naming %s", name, err, path)
 		}
@@ -347,31 +330,31 @@ func TestLoadAccountsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := writeFile(t, "accounts.yaml", "accounts:\n"+okOTP+okBulk+"    target_rps: 50\n    adaptive: {min_rps: 2}\n")
-	got, err := loadAccounts(base, path)
+	got, err := loadAccounts(base.Process, path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	otp, bulk := got[0], got[1]
-	if c := otp.cfg; c.ContractRPS != 100 || c.TargetRPS != 90 || c.MarketingRPS != 70 || c.Burst != 5 ||
+	if c := otp; c.ContractRPS != 100 || c.TargetRPS != 90 || c.MarketingRPS != 70 || c.Burst != 5 ||
 		c.RateUnit != "message" || c.MaxSegments != 6 || c.MaxInFlight != 0 || c.ProviderToken != "t1" {
 		t.Errorf("otp: %+v, want the defaults", c)
 	}
-	if otp.senders != nil || otp.adaptive != (admission.Adaptive{}) {
-		t.Errorf("otp: senders %v, adaptive %+v; want none", otp.senders, otp.adaptive)
+	if otp.Senders != nil || otp.Adaptive != (admission.Adaptive{}) {
+		t.Errorf("otp: senders %v, adaptive %+v; want none", otp.Senders, otp.Adaptive)
 	}
-	if bulk.cfg.MarketingRPS != 50 {
-		t.Errorf("bulk: marketing cap %v, want its target_rps 50", bulk.cfg.MarketingRPS)
+	if bulk.MarketingRPS != 50 {
+		t.Errorf("bulk: marketing cap %v, want its target_rps 50", bulk.MarketingRPS)
 	}
 	want := admission.Adaptive{MinRPS: 2, ProbeInterval: admission.DefaultProbeInterval, Step: admission.DefaultAdaptiveStep}
-	if bulk.adaptive != want {
-		t.Errorf("bulk: adaptive %+v, want %+v", bulk.adaptive, want)
+	if bulk.Adaptive != want {
+		t.Errorf("bulk: adaptive %+v, want %+v", bulk.Adaptive, want)
 	}
 
 	path = writeFile(t, "accounts.yaml", "accounts:\n"+okOTP+okBulk+"    adaptive: {enabled: true}\n")
-	if got, err = loadAccounts(base, path); err != nil {
+	if got, err = loadAccounts(base.Process, path); err != nil {
 		t.Fatal(err)
 	}
-	if a := got[1].adaptive; a.MinRPS != 9 || !a.Enabled {
+	if a := got[1].Adaptive; a.MinRPS != 9 || !a.Enabled {
 		t.Errorf("adaptive %+v, want enabled with min_rps target_rps/10 = 9", a)
 	}
 }
@@ -383,20 +366,24 @@ func TestSingleAccountDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := singleAccount(base)
-	if !reflect.DeepEqual(s.cfg, base) {
-		t.Errorf("cfg %+v, want the configuration as given", s.cfg)
+	accounts, err := base.Accounts()
+	if err != nil || len(accounts) != 1 {
+		t.Fatalf("%d accounts, %v; want one", len(accounts), err)
 	}
-	if s.cfg.Account != "default" || s.cfg.MarketingRPS != 70 || s.cfg.TargetRPS != 90 {
-		t.Errorf("account %q, target %v, marketing %v; want default, 90, 70", s.cfg.Account, s.cfg.TargetRPS, s.cfg.MarketingRPS)
+	s := accounts[0]
+	if !reflect.DeepEqual(s, base.Account) {
+		t.Errorf("cfg %+v, want the configuration as given", s)
 	}
-	if !reflect.DeepEqual(s.classes, []admission.Class{admission.OTP, admission.Marketing}) {
-		t.Errorf("classes %v, want otp, marketing", s.classes)
+	if s.Name != "default" || s.MarketingRPS != 70 || s.TargetRPS != 90 {
+		t.Errorf("account %q, target %v, marketing %v; want default, 90, 70", s.Name, s.TargetRPS, s.MarketingRPS)
 	}
-	if s.senders != nil || s.adaptive != (admission.Adaptive{}) {
-		t.Errorf("senders %v, adaptive %+v; want none, off", s.senders, s.adaptive)
+	if !reflect.DeepEqual(s.Classes, []admission.Class{admission.OTP, admission.Marketing}) {
+		t.Errorf("classes %v, want otp, marketing", s.Classes)
 	}
-	if r := routes([]accountSetup{s}); !reflect.DeepEqual(r, [2][]int{{0}, {0}}) {
+	if s.Senders != nil || s.Adaptive != (admission.Adaptive{}) {
+		t.Errorf("senders %v, adaptive %+v; want none, off", s.Senders, s.Adaptive)
+	}
+	if r := routes([]Account{s}); !reflect.DeepEqual(r, [2][]int{{0}, {0}}) {
 		t.Errorf("routes %v, want the account for both classes", r)
 	}
 }
@@ -404,8 +391,8 @@ func TestSingleAccountDefaults(t *testing.T) {
 // TestRoutesFileOrder: a class's accounts are in file order, whatever the
 // order of each account's classes.
 func TestRoutesFileOrder(t *testing.T) {
-	c := func(cs ...admission.Class) accountSetup { return accountSetup{classes: cs} }
-	setups := []accountSetup{
+	c := func(cs ...admission.Class) Account { return Account{Classes: cs} }
+	setups := []Account{
 		c(admission.Marketing),
 		c(admission.OTP),
 		c(admission.Marketing, admission.OTP),
@@ -420,24 +407,27 @@ func TestRoutesFileOrder(t *testing.T) {
 	}
 }
 
-// TestAccountKeysNameSettings: every variable an account replaces is a
-// setting, and a message naming them names the keys instead, quoted
-// values left alone.
+// TestAccountKeysNameSettings: an account's error names the key of a
+// setting an account sets, and the variable of a setting of the process.
 func TestAccountKeysNameSettings(t *testing.T) {
-	for env := range accountKeyOf {
-		found := false
-		for _, s := range settings {
-			found = found || s.env == env
+	for _, s := range settings {
+		want := s.key
+		if want == "" {
+			want = s.env
 		}
-		if !found {
-			t.Errorf("%s is not a setting", env)
+		if got := keys(s.env); got != want {
+			t.Errorf("keys(%s) = %s, want %s", s.env, got, want)
 		}
 	}
-	got := renameVariables(`set either it or SMS_PROVIDER_TOKEN, not both; SMS_PROVIDER=twilio, TARGET_RPS_X, PROVIDER_ARRIVAL_JITTER, got "TARGET_RPS \"BURST\""`)
-	want := `set either it or generic.token, not both; provider=twilio, TARGET_RPS_X, PROVIDER_ARRIVAL_JITTER, got "TARGET_RPS \"BURST\""`
-	if got != want {
-		t.Errorf("renameVariables:\n got %s\nwant %s", got, want)
+	if keys("SMS_PROVIDER_TOKEN") != "generic.token" || keys("PROVIDER_ARRIVAL_JITTER") != "PROVIDER_ARRIVAL_JITTER" {
+		t.Error("keys: want generic.token and PROVIDER_ARRIVAL_JITTER")
 	}
+}
+
+// routes is dispatch.Route for each class (indexed by admission.Class).
+func routes(accounts []Account) [2][]int {
+	served := Served(accounts)
+	return [2][]int{admission.OTP: dispatch.Route(served, admission.OTP), admission.Marketing: dispatch.Route(served, admission.Marketing)}
 }
 
 // TestLoadAccountsOneAPITwoAccounts: two entries at one generic URL with
@@ -448,7 +438,29 @@ func TestLoadAccountsOneAPITwoAccounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := writeFile(t, "accounts.yaml", "accounts:\n"+okOTP+strings.Replace(okBulk, "b.example, token: t2", "a.example, token: t3", 1))
-	if _, err := loadAccounts(base, path); err != nil {
+	if _, err := loadAccounts(base.Process, path); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// loadConfig is the configuration of env and args, every flag registered.
+func loadConfig(env map[string]string, args ...string) (Settings, error) {
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	load := Flags(fs, All, func(k string) string { return env[k] })
+	if err := fs.Parse(args); err != nil {
+		return Settings{}, err
+	}
+	return load()
+}
+
+// writeFile writes content to a new file in a test directory and returns
+// its path.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -38,7 +38,7 @@ func TestDefaultsFollowTheProviderAndTheRates(t *testing.T) {
 		t.Run(fmt.Sprint(tt.env, tt.args), func(t *testing.T) {
 			c, err := loadConfig(tt.env, tt.args...)
 			if tt.err != "" {
-				var ce *configError
+				var ce *Error
 				if !errors.As(err, &ce) || ce.Env != tt.err {
 					t.Fatalf("err %v, want a configuration error naming %s", err, tt.err)
 				}
@@ -63,7 +63,7 @@ func TestDefaultsFollowTheProviderAndTheRates(t *testing.T) {
 		return "  - name: " + name + "\n    provider: twilio\n    twilio: {account_sid: AC1, auth_token: x, from: \"+15550000001\"}\n    classes: [marketing]\n" + extra
 	}
 	path := writeFile(t, "accounts.yaml", "accounts:\n"+okOTP+twilio("tw", "")+strings.Replace(twilio("tw2", "    rate_unit: message\n"), "AC1", "AC2", 1))
-	setups, err := loadAccounts(base, path)
+	setups, err := loadAccounts(base.Process, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,8 +71,8 @@ func TestDefaultsFollowTheProviderAndTheRates(t *testing.T) {
 		unit        string
 		maxSegments int
 	}{{"message", 6}, {"segment", 4}, {"message", 6}} {
-		if c := setups[i].cfg; c.RateUnit != want.unit || c.MaxSegments != want.maxSegments {
-			t.Errorf("account %s: rate_unit %s, max_segments %d; want %s, %d", c.Account, c.RateUnit, c.MaxSegments, want.unit, want.maxSegments)
+		if c := setups[i]; c.RateUnit != want.unit || c.MaxSegments != want.maxSegments {
+			t.Errorf("account %s: rate_unit %s, max_segments %d; want %s, %d", c.Name, c.RateUnit, c.MaxSegments, want.unit, want.maxSegments)
 		}
 	}
 }

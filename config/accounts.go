@@ -1,0 +1,432 @@
+package config
+
+// ACCOUNTS_FILE: several provider accounts in one process. Each account of
+// the file is read into an Account over the defaults of the table's rows,
+// then checked by the path the single-account variables take (check,
+// checkProvider, readFiles, sender), its errors naming the rows' keys.
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/dispatch"
+)
+
+// Accounts returns the accounts s describes, in order: ACCOUNTS_FILE's, or
+// the one account of the single-account variables, serving both classes
+// with marketing capped at MARKETING_RPS, without a sender pool or an
+// adaptive limit. An error is an *Error.
+func (s Settings) Accounts() ([]Account, error) {
+	if s.AccountsFile != "" {
+		return loadAccounts(s.Process, s.AccountsFile)
+	}
+	return []Account{s.Account}, nil
+}
+
+// bothClasses are the classes of the single account.
+func bothClasses() []admission.Class { return []admission.Class{admission.OTP, admission.Marketing} }
+
+// Served lists the classes of each account, for dispatch.Route.
+func Served(accounts []Account) [][]admission.Class {
+	out := make([][]admission.Class, len(accounts))
+	for i, a := range accounts {
+		out[i] = a.Classes
+	}
+	return out
+}
+
+// loadAccounts reads the accounts of the YAML file at path under p, the
+// process's settings, and returns them in file order. An account's keys
+// replace the single-account variables (the rows with a key); every
+// setting of p applies to every account. Any error is an *Error for
+// ACCOUNTS_FILE whose one line names the file, the account and the key.
+func loadAccounts(p Process, path string) ([]Account, error) {
+	l := &accountsLoader{path: path}
+	data, err := readSmall(path)
+	if err != nil {
+		return nil, SettingError("ACCOUNTS_FILE", OneLine(err.Error())) // os errors name the path
+	}
+	f, err := l.decode(data)
+	if err != nil {
+		return nil, err
+	}
+	if len(f.Accounts) == 0 {
+		return nil, l.fail(l.lineOfKey("accounts"), "", "accounts", "required: at least one account")
+	}
+	accounts := make([]Account, 0, len(f.Accounts))
+	names := map[string]int{}
+	owners := map[string]int{} // by providerAccount: the entry that holds it
+	for i, a := range f.Accounts {
+		name := strings.TrimSpace(a.Name)
+		if j, ok := names[name]; ok && name != "" {
+			return nil, l.fail(0, label(i, name), "name", "%q is also the name of the account at line %d: both would use the Redis keys {sms:%s}:*",
+				name, l.itemLine(j), name)
+		}
+		names[name] = i
+		s, err := l.account(p, i, a)
+		if err != nil {
+			return nil, err
+		}
+		id, key := providerAccount(s)
+		if j, ok := owners[id]; ok {
+			return nil, l.fail(0, label(i, name), key, "the same %s account as %s (line %d): each entry has a limiter of its own, and together they could send twice the contract; make them one entry (its classes, a sender pool)",
+				s.Provider, label(j, strings.TrimSpace(f.Accounts[j].Name)), l.itemLine(j))
+		}
+		owners[id] = i
+		accounts = append(accounts, s)
+	}
+	for _, c := range []admission.Class{admission.OTP, admission.Marketing} {
+		if len(dispatch.Route(Served(accounts), c)) == 0 {
+			return nil, l.fail(0, "", "classes", "no account serves %s: list it in the classes of one", c)
+		}
+	}
+	return accounts, nil
+}
+
+// providerAccount identifies the provider's account behind c, and names
+// the key that says it: Twilio's account SID, Vonage's API key, the
+// generic API's URL and token. The id holds the token: it is compared,
+// never shown.
+func providerAccount(c Account) (id, key string) {
+	switch c.Provider {
+	case "twilio":
+		return "twilio " + strings.ToLower(c.TwilioAccountSID), "twilio.account_sid"
+	case "vonage":
+		return "vonage " + strings.ToLower(c.VonageAPIKey), "vonage.api_key"
+	}
+	u := c.ProviderURL
+	if p, err := url.Parse(u); err == nil {
+		// https://SMS.example.com/ and https://sms.example.com are one API.
+		p.Scheme, p.Host, p.Path = strings.ToLower(p.Scheme), strings.ToLower(p.Host), strings.TrimRight(p.Path, "/")
+		u = p.String()
+	}
+	return "generic " + u + " " + c.ProviderToken, "generic.url"
+}
+
+// account checks the account a, the i-th of the file, and returns it.
+func (l *accountsLoader) account(p Process, i int, a accountYAML) (Account, error) {
+	who := label(i, strings.TrimSpace(a.Name))
+	fail := func(key, format string, args ...any) (Account, error) {
+		return Account{}, l.fail(0, who, key, format, args...)
+	}
+	switch {
+	case strings.TrimSpace(a.Name) == "":
+		return fail("name", "required: the account's name in Redis keys {sms:<name>}:*")
+	case strings.TrimSpace(a.Provider) == "":
+		return fail("provider", "required: generic, twilio or vonage, with the block of that name")
+	case len(a.Classes) == 0:
+		return fail("classes", "required: the classes the account serves, otp, marketing or both")
+	}
+
+	var classes []admission.Class
+	serves := map[admission.Class]bool{}
+	for j, name := range a.Classes {
+		c, err := admission.ParseClass(strings.TrimSpace(name))
+		if err != nil {
+			return fail(fmt.Sprintf("classes[%d]", j), "want otp or marketing, got %q", name)
+		}
+		if serves[c] {
+			return fail(fmt.Sprintf("classes[%d]", j), "%s is listed twice", c)
+		}
+		serves[c] = true
+		classes = append(classes, c)
+	}
+	if r := a.ClassRPS; r != nil {
+		switch {
+		case r.OTP != nil:
+			return fail("class_rps.otp", "OTP is capped only by target_rps: remove the key")
+		case r.Marketing != nil && !serves[admission.Marketing]:
+			return fail("class_rps.marketing", "the account does not serve marketing (see its classes)")
+		}
+	}
+
+	provider := strings.TrimSpace(a.Provider)
+	blocks := []struct {
+		name  string
+		given bool
+	}{{"generic", a.Generic != nil}, {"twilio", a.Twilio != nil}, {"vonage", a.Vonage != nil}}
+	known := false
+	for _, b := range blocks {
+		known = known || b.name == provider
+	}
+	if known {
+		for _, b := range blocks {
+			if b.given && b.name != provider {
+				return fail(b.name, "given with provider %s: only the %s block may be given", provider, provider)
+			}
+		}
+		for _, b := range blocks {
+			if !b.given && b.name == provider {
+				return fail(b.name, "required with provider %s: its URL and credentials", provider)
+			}
+		}
+	}
+
+	s := a.account(p)
+	s.Classes = classes
+	if err := s.check(p, keys); err != nil {
+		return Account{}, l.settingFail(who, err)
+	}
+	if err := s.checkProvider(keys); err != nil {
+		return Account{}, l.settingFail(who, err)
+	}
+
+	var err error
+	if s.Senders, err = senders(a.Senders, s.RateUnit); err != nil {
+		return Account{}, l.keyFail(who, err)
+	}
+	if s.Adaptive, err = adaptive(a.Adaptive, s.TargetRPS); err != nil {
+		return Account{}, l.keyFail(who, err)
+	}
+	if err := p.Limiter(s).Validate(); err != nil {
+		var ce *admission.ConfigError
+		if !errors.As(err, &ce) {
+			return fail("", "%v", err)
+		}
+		return fail(keyOfField(ce.Field), "%s", ce.Reason)
+	}
+
+	// Last, what reads files or builds the adapter: the credential files
+	// are read once here, and Sender takes them from the account.
+	if err := s.readFiles(); err != nil {
+		return Account{}, l.settingFail(who, err)
+	}
+	sender, _, err := s.sender(p.SendTimeout)
+	if err != nil {
+		return Account{}, l.settingFail(who, err)
+	}
+	sender.CloseIdleConnections()
+	return s, nil
+}
+
+// account is the Account of a: the defaults of the single-account
+// variables (whatever the environment says), a's keys written over them.
+func (a accountYAML) account(p Process) Account {
+	var s Settings
+	for _, row := range settings {
+		if row.key == "" {
+			continue
+		}
+		if err := row.parse(&s, row.def); err != nil {
+			panic("config: default of " + row.env + ": " + err.Error())
+		}
+	}
+	c := s.Account
+	trim := strings.TrimSpace
+	c.Name = trim(a.Name)
+	c.Provider = trim(a.Provider)
+	if g := a.Generic; g != nil {
+		c.ProviderURL, c.ProviderToken, c.ProviderTokenFile = trim(g.URL), trim(g.Token), trim(g.TokenFile)
+	}
+	if t := a.Twilio; t != nil {
+		c.TwilioAccountSID, c.TwilioAuthToken, c.TwilioAuthTokenFile = trim(t.AccountSID), trim(t.AuthToken), trim(t.AuthTokenFile)
+		c.TwilioFrom, c.TwilioServiceSID = trim(t.From), trim(t.MessagingServiceSID)
+		if u := trim(t.APIURL); u != "" {
+			c.TwilioAPIURL = u
+		}
+	}
+	if v := a.Vonage; v != nil {
+		c.VonageAPIKey, c.VonageAPISecret, c.VonageAPISecretFile = trim(v.APIKey), trim(v.APISecret), trim(v.APISecretFile)
+		c.VonageFrom = trim(v.From)
+		if u := trim(v.APIURL); u != "" {
+			c.VonageAPIURL = u
+		}
+	}
+	set(&c.ContractRPS, a.ContractRPS)
+	set(&c.TargetRPS, a.TargetRPS)
+	set(&c.Burst, a.Burst)
+	set(&c.MaxSegments, a.MaxSegments)
+	set(&c.MaxInFlight, a.MaxInFlight)
+	if a.RateUnit != nil {
+		c.RateUnit = trim(*a.RateUnit)
+	}
+	c.dependentDefaults(a.RateUnit != nil, a.MaxSegments != nil, p)
+	// Marketing's cap: class_rps.marketing, else MARKETING_RPS's default
+	// within target_rps (an account that does not serve marketing keeps it
+	// too, unused).
+	if a.ClassRPS != nil && a.ClassRPS.Marketing != nil {
+		c.MarketingRPS = *a.ClassRPS.Marketing
+	} else if c.TargetRPS < c.MarketingRPS {
+		c.MarketingRPS = c.TargetRPS
+	}
+	return c
+}
+
+// keyOfField is the key of the file behind an admission.Config field: the
+// key of the row that feeds it (its variable for a setting of the
+// process), else the field said as the file says it (Adaptive.MinRPS is
+// adaptive.min_rps).
+func keyOfField(field string) string {
+	for _, s := range settings {
+		if s.field == field {
+			return keys(s.env)
+		}
+	}
+	var b strings.Builder
+	for i, r := range field {
+		if r >= 'A' && r <= 'Z' && i > 0 && field[i-1] >= 'a' && field[i-1] <= 'z' {
+			b.WriteByte('_')
+		}
+		b.WriteRune(r)
+	}
+	return strings.ToLower(b.String())
+}
+
+// settingFail is the error for a problem of account, named by its key.
+func (l *accountsLoader) settingFail(account string, err error) error {
+	var p *problem
+	if !errors.As(err, &p) {
+		return l.fail(0, account, "", "%v", err)
+	}
+	return l.fail(0, account, keys(p.env), "%s", p.msg)
+}
+
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+// keyError is a problem with one key of an account.
+type keyError struct{ key, msg string }
+
+func (e *keyError) Error() string { return e.key + ": " + e.msg }
+
+func keyErrorf(key, format string, args ...any) error {
+	return &keyError{key, fmt.Sprintf(format, args...)}
+}
+
+// senders checks an account's sender pool; rates are in unit.
+func senders(list []senderYAML, unit string) ([]admission.Sender, error) {
+	var out []admission.Sender
+	seen := map[string]int{}
+	for j, s := range list {
+		from := strings.TrimSpace(s.From)
+		key := fmt.Sprintf("senders[%d]", j)
+		switch {
+		case from == "":
+			return nil, keyErrorf(key+".from", "required: the number or sender id to send from")
+		case strings.IndexFunc(from, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0:
+			return nil, keyErrorf(key+".from", "must not hold control characters, got %q", from)
+		case s.RPS == nil:
+			return nil, keyErrorf(key+".rps", "required: the sender's own rate, %ss per second", unit)
+		case !(*s.RPS >= admission.MinRPS) || math.IsInf(*s.RPS, 0):
+			return nil, keyErrorf(key+".rps", "must be a finite number of at least %v, got %v", admission.MinRPS, *s.RPS)
+		case *s.RPS > maxRPS:
+			return nil, keyErrorf(key+".rps", "must be at most %v (the limiter counts in microseconds), got %v", maxRPS, *s.RPS)
+		}
+		if k, ok := seen[from]; ok {
+			return nil, keyErrorf(key+".from", "%q is also senders[%d].from", from, k)
+		}
+		seen[from] = j
+		out = append(out, admission.Sender{From: from, RPS: *s.RPS})
+	}
+	return out, nil
+}
+
+// adaptive checks an account's adaptive block (nil: off) and fills in its
+// defaults.
+func adaptive(a *adaptiveYAML, target float64) (admission.Adaptive, error) {
+	out := admission.Adaptive{
+		MinRPS:        max(target/10, admission.MinRPS),
+		ProbeInterval: admission.DefaultProbeInterval,
+		Step:          admission.DefaultAdaptiveStep,
+	}
+	if a == nil {
+		return admission.Adaptive{}, nil
+	}
+	out.Enabled = a.Enabled
+	if a.MinRPS != nil {
+		out.MinRPS = *a.MinRPS
+	}
+	switch {
+	case !(out.MinRPS >= admission.MinRPS) || math.IsInf(out.MinRPS, 0):
+		return out, keyErrorf("adaptive.min_rps", "must be a finite number of at least %v, got %v", admission.MinRPS, out.MinRPS)
+	case out.MinRPS > target:
+		return out, keyErrorf("adaptive.min_rps", "%v is above target_rps (%v): the learned rate stays within target_rps", out.MinRPS, target)
+	}
+	for _, d := range []struct {
+		key, value string
+		least      time.Duration
+		dst        *time.Duration
+	}{
+		{"adaptive.probe_interval", a.ProbeInterval, minProbeInterval, &out.ProbeInterval},
+		{"adaptive.step", a.Step, minAdaptiveStep, &out.Step},
+	} {
+		v := strings.TrimSpace(d.value)
+		if v == "" {
+			continue
+		}
+		p, err := time.ParseDuration(v)
+		switch {
+		case err != nil:
+			return out, keyErrorf(d.key, "want a duration such as %v, got %q", *d.dst, v)
+		case p < d.least:
+			return out, keyErrorf(d.key, "must be at least %v, got %v", d.least, p)
+		case p > maxDuration:
+			return out, keyErrorf(d.key, "must be at most %v, got %v", maxDuration, p)
+		}
+		*d.dst = p
+	}
+	return out, nil
+}
+
+// Bounds of the adaptive durations.
+const (
+	minProbeInterval = time.Second
+	// minAdaptiveStep: a step shorter than the time a rate a little above
+	// the provider's limit takes to draw a 429 (about a second at a
+	// sliding second) would prove that rate good and settle above the
+	// limit.
+	minAdaptiveStep = time.Second
+)
+
+// label names the i-th account of the file in an error.
+func label(i int, name string) string {
+	if name == "" {
+		return fmt.Sprintf("account %d (no name)", i+1)
+	}
+	return fmt.Sprintf("account %q", name)
+}
+
+// fail is the one-line error for the file: line (0: none), account (""
+// for the file itself) and key ("": none) come before the message.
+func (l *accountsLoader) fail(line int, account, key, format string, args ...any) error {
+	parts := []string{l.path}
+	if line > 0 {
+		parts = append(parts, "line "+strconv.Itoa(line))
+	}
+	if account != "" {
+		parts = append(parts, account)
+	}
+	if key != "" {
+		parts = append(parts, key)
+	}
+	parts = append(parts, fmt.Sprintf(format, args...))
+	return SettingError("ACCOUNTS_FILE", OneLine(strings.Join(parts, ": ")))
+}
+
+// keyFail is the error for a *keyError of account.
+func (l *accountsLoader) keyFail(account string, err error) error {
+	var ke *keyError
+	if errors.As(err, &ke) {
+		return l.fail(0, account, ke.key, "%s", ke.msg)
+	}
+	return l.fail(0, account, "", "%v", err)
+}
+
+// OneLine replaces control characters, so that an error is one line.
+func OneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+}

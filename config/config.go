@@ -1,0 +1,129 @@
+package config
+
+import (
+	"fmt"
+	"time"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/provider"
+)
+
+// Process holds the settings of the whole process (docs/contract.md
+// section 4): Pub/Sub's names, Redis, the waits and timeouts, the HTTP
+// address. Every account shares them.
+type Process struct {
+	ProjectID             string
+	OTPTopic              string
+	MarketingTopic        string
+	OTPSubscription       string
+	MarketingSubscription string
+	DeadLetterTopic       string
+	DeadLetterInspect     string
+	DeadLetterRetention   time.Duration // how long setup has the inspect subscription keep dead letters
+	RedisURL              string        // from REDIS_URL, or read from RedisURLFile
+	RedisURLFile          string
+	RedisInsecure         bool // REDIS_INSECURE_SKIP_VERIFY: a rediss:// server's certificate is not checked
+	RedisCAFile           string
+	RedisCA               []byte // PEM certificates read from RedisCAFile; nil: the system's roots
+	AccountPause          time.Duration
+	MaxRetryAfter         time.Duration // the longest one 429 stops the account
+	ArrivalJitter         time.Duration // spread of admission-to-arrival time the start-up check allows for
+	MaxSenders            int
+	OTPMaxWait            time.Duration
+	MarketingMaxWait      time.Duration
+	SendTimeout           time.Duration
+	RedisTimeout          time.Duration
+	ShutdownGrace         time.Duration
+	HTTPAddr              string
+	AccountsFile          string // YAML of several accounts, replacing the single-account settings
+}
+
+// Account holds the settings of one provider account: its name (its keys
+// in Redis are {sms:<Name>}:*), its provider and credentials, its rates,
+// and the classes it serves.
+type Account struct {
+	Name                string
+	Provider            string // generic, twilio or vonage
+	ProviderURL         string
+	ProviderToken       string // from SMS_PROVIDER_TOKEN, or read from ProviderTokenFile
+	ProviderTokenFile   string
+	TwilioAccountSID    string
+	TwilioAuthToken     string
+	TwilioAuthTokenFile string
+	TwilioFrom          string
+	TwilioServiceSID    string
+	TwilioAPIURL        string
+	VonageAPIKey        string
+	VonageAPISecret     string
+	VonageAPISecretFile string
+	VonageFrom          string
+	VonageAPIURL        string
+	RateUnit            string // message or segment
+	MaxSegments         int
+	ContractRPS         float64
+	TargetRPS           float64
+	MarketingRPS        float64
+	Burst               int
+	MaxInFlight         int
+	// Classes are the classes the account serves, in the order given.
+	Classes  []admission.Class
+	Senders  []admission.Sender
+	Adaptive admission.Adaptive
+	// secrets are the credential files read at start, by the variable
+	// naming each (SMS_PROVIDER_TOKEN_FILE, ...): the adapter reads them
+	// again when they change.
+	secrets map[string]*provider.Secret
+}
+
+// Settings is what the flags and the environment say: the process's
+// settings and the account the single-account variables describe (not
+// used with ACCOUNTS_FILE: see Accounts).
+type Settings struct {
+	Process
+	Account
+}
+
+// MaxCost is the most units one send can take of a's rates: MaxSegments
+// when they count segments, else 1.
+func (a Account) MaxCost() int {
+	if a.RateUnit == "segment" {
+		return a.MaxSegments
+	}
+	return 1
+}
+
+// An Error names the variable whose value cannot work. Its text is the
+// one line the process prints before it exits with status 2. An error of
+// ACCOUNTS_FILE names the file, the account and its key in Msg.
+type Error struct {
+	Env, Flag, Msg string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("invalid configuration: %s (--%s): %s", e.Env, e.Flag, e.Msg)
+}
+
+// Bounds beyond which a value is taken for a mistake: past them the
+// limiter's microsecond and nanosecond arithmetic would overflow, and a
+// typo would pass for a setting.
+const (
+	maxRPS      = 1e6 // the limiter counts in microseconds: one slot per µs at most
+	maxBurst    = 1_000_000
+	maxSenders  = 100_000
+	maxDuration = 24 * time.Hour
+	// MaxFileSize bounds what is read of a token, CA or accounts file, so
+	// that a path to /dev/zero or a log file neither hangs nor bloats the
+	// process.
+	MaxFileSize = 1 << 20
+	// maxSegments bounds MAX_SEGMENTS: a body of 1,600 emoji is 49
+	// segments, none is longer.
+	maxSegments = 100
+	// maxArrivalJitter bounds PROVIDER_ARRIVAL_JITTER: a spread of more
+	// than a second is not jitter but an outage, and would make the rate
+	// check meaningless.
+	maxArrivalJitter = time.Second
+	// minRetention and maxRetention bound DEAD_LETTER_RETENTION: what
+	// Pub/Sub allows a subscription's message retention.
+	minRetention = 10 * time.Minute
+	maxRetention = 7 * 24 * time.Hour
+)
