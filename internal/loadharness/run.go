@@ -27,9 +27,7 @@ func Matrix(ctx context.Context, cfg *Config, stdout, stderr io.Writer) error {
 
 // runMatrixRows runs the matrix and writes its table, --json and --svg.
 func runMatrixRows(ctx context.Context, cfg *Config, redisOpts *redis.Options, stdout, stderr io.Writer) error {
-	rows, err := tabulate(stdout, stderr,
-		func() ([]*result, error) { return runMatrix(ctx, cfg, redisOpts, stderr) },
-		func(w io.Writer, rows []*result) error { return writeTable(w, cfg, rows) })
+	rows, err := tabulate(ctx, cfg, redisOpts, stdout, stderr, runMatrix, writeTable)
 	if err != nil {
 		return err
 	}
@@ -65,24 +63,24 @@ func Soak(ctx context.Context, cfg *Config, stdout, stderr io.Writer) error {
 // runScenarioRows runs the rows of --scenario, writes their tables, and
 // fails (errScenarioFailed) when an adaptive row missed its criterion.
 func runScenarioRows(ctx context.Context, cfg *Config, redisOpts *redis.Options, stdout, stderr io.Writer) error {
-	rows, err := tabulate(stdout, stderr,
-		func() ([]*scenarioResult, error) { return runScenarios(ctx, cfg, redisOpts, stderr) },
-		func(w io.Writer, rows []*scenarioResult) error { return writeScenarioTable(w, cfg, rows) })
+	rows, err := tabulate(ctx, cfg, redisOpts, stdout, stderr, runScenarios, writeScenarioTable)
 	if err != nil {
 		return err
 	}
 	return scenarioVerdict(rows)
 }
 
-// tabulate gets the rows of run, writes their table to stdout with write,
-// and says on stderr how many runs took how long.
-func tabulate[R any](stdout, stderr io.Writer, run func() ([]R, error), write func(io.Writer, []R) error) ([]R, error) {
+// tabulate runs the rows with run (progress to stderr), writes their table
+// to stdout with write, and says on stderr how many runs took how long.
+func tabulate[R any](ctx context.Context, cfg *Config, redisOpts *redis.Options, stdout, stderr io.Writer,
+	run func(context.Context, *Config, *redis.Options, io.Writer) ([]R, error),
+	write func(io.Writer, *Config, []R) error) ([]R, error) {
 	began := time.Now()
-	rows, err := run()
+	rows, err := run(ctx, cfg, redisOpts, stderr)
 	if err != nil {
 		return nil, err
 	}
-	if err := write(stdout, rows); err != nil {
+	if err := write(stdout, cfg, rows); err != nil {
 		return nil, fmt.Errorf("write table: %w", err)
 	}
 	fmt.Fprintf(stderr, "loadtest: %d runs in %v\n", len(rows), time.Since(began).Round(100*time.Millisecond))
