@@ -136,38 +136,36 @@ func NewMetrics() (*Metrics, error) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
 	meter := mp.Meter("smsdispatcher")
 	m := &Metrics{provider: mp, registry: reg}
-	seconds := func(bounds ...float64) []metric.Float64HistogramOption {
-		return []metric.Float64HistogramOption{metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(bounds...)}
-	}
 	var errs []error
 	must := func(err error) { errs = append(errs, err) }
-	m.messages, err = meter.Int64Counter(MetricMessages, metric.WithUnit("{message}"),
-		metric.WithDescription("Deliveries handled, by class, outcome and action (ack, nack, dead_letter)."))
-	must(err)
-	m.admission, err = meter.Int64Counter(MetricAdmission, metric.WithUnit("{decision}"),
-		metric.WithDescription("Final admission decisions, by class, source (redis, fallback, penalty) and result."))
-	must(err)
-	m.admissionWait, err = meter.Float64Histogram(MetricAdmissionWait, append(seconds(0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8),
-		metric.WithDescription("Time a message waited for a send slot, by class."))...)
-	must(err)
-	m.otpLatency, err = meter.Float64Histogram(MetricOTPLatency, append(seconds(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
-		metric.WithDescription("Time from an OTP's publication to the provider's acceptance."))...)
-	must(err)
-	m.providerDuration, err = meter.Float64Histogram(MetricProviderDuration, append(seconds(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
-		metric.WithDescription("Provider request duration, by status class (2xx, 429, 4xx, 5xx, error)."))...)
-	must(err)
-	m.redisCalls, err = meter.Int64Counter(MetricRedisCalls, metric.WithUnit("{call}"),
-		metric.WithDescription("Redis commands, by operation (gcra, penalty, claim, other)."))
-	must(err)
-	m.segments, err = meter.Int64Counter(MetricSegments, metric.WithUnit("{segment}"),
-		metric.WithDescription("Message segments the provider accepted, by class: what Twilio counts against the account's rate (Vonage's carriers, each part)."))
-	must(err)
-	m.pullErrors, err = meter.Int64Counter(MetricPullErrors, metric.WithUnit("{error}"),
-		metric.WithDescription("Pub/Sub pull streams that failed to open or ended in an error, by class and gRPC code: Pub/Sub unreachable (Unavailable), a missing subscription (NotFound), a denied role (PermissionDenied)."))
-	must(err)
-	m.handlerPanics, err = meter.Int64Counter(MetricHandlerPanics, metric.WithUnit("{panic}"),
-		metric.WithDescription("Deliveries whose handling panicked (recovered: the message was nacked, or dead-lettered with invalid: handler_panic), by class."))
-	must(err)
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, err := meter.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		must(err)
+		return c
+	}
+	latency := func(name, desc string, bounds ...float64) metric.Float64Histogram {
+		h, err := meter.Float64Histogram(name, metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(bounds...), metric.WithDescription(desc))
+		must(err)
+		return h
+	}
+	m.messages = counter(MetricMessages, "{message}",
+		"Deliveries handled, by class, outcome and action (ack, nack, dead_letter).")
+	m.admission = counter(MetricAdmission, "{decision}",
+		"Final admission decisions, by class, source (redis, fallback, penalty) and result.")
+	m.admissionWait = latency(MetricAdmissionWait, "Time a message waited for a send slot, by class.",
+		0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8)
+	m.otpLatency = latency(MetricOTPLatency, "Time from an OTP's publication to the provider's acceptance.",
+		0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)
+	m.providerDuration = latency(MetricProviderDuration, "Provider request duration, by status class (2xx, 429, 4xx, 5xx, error).",
+		0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+	m.redisCalls = counter(MetricRedisCalls, "{call}",
+		"Redis commands, by operation (gcra, penalty, claim, other).")
+	m.segments = counter(MetricSegments, "{segment}",
+		"Message segments the provider accepted, by class: what Twilio counts against the account's rate (Vonage's carriers, each part).")
+	m.pullErrors = counter(MetricPullErrors, "{error}",
+		"Pub/Sub pull streams that failed to open or ended in an error, by class and gRPC code: Pub/Sub unreachable (Unavailable), a missing subscription (NotFound), a denied role (PermissionDenied).")
+	m.handlerPanics = counter(MetricHandlerPanics, "{panic}",
+		"Deliveries whose handling panicked (recovered: the message was nacked, or dead-lettered with invalid: handler_panic), by class.")
 	m.attempts, err = meter.Int64Histogram(MetricDeliveryAttempt, metric.WithUnit("{attempt}"),
 		metric.WithExplicitBucketBoundaries(1, 2, 3, 5, 10, 20, 50, 100),
 		metric.WithDescription("Pub/Sub delivery attempt of each delivery, by class (needs the dead-letter policy)."))

@@ -66,11 +66,7 @@ func runOne(ctx context.Context, cfg *Config, redisOpts *redis.Options, strat st
 	simCfg.Latency = cfg.latency
 	simCfg.CountSegments = cfg.segments > 1 // as Twilio counts
 	sim := providertest.NewGeneric(simCfg)
-	var handler http.Handler = sim
-	if cfg.jitter > 0 {
-		handler = arrivalJitter{next: sim, max: cfg.jitter}
-	}
-	srv := httptest.NewServer(handler)
+	srv := serveSim(cfg, sim)
 	defer srv.Close()
 
 	redisAddr := redisOpts.Addr
@@ -84,12 +80,7 @@ func runOne(ctx context.Context, cfg *Config, redisOpts *redis.Options, strat st
 		redisAddr = px.Addr()
 	}
 
-	// A namespace no other run, here or in another process, counts in.
-	ns := "lt-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.FormatInt(runSeq.Add(1), 10)
-	logger := slog.New(slog.DiscardHandler)
-	if cfg.verbose {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("run", ns)
-	}
+	ns, logger := newRun(cfg)
 	var (
 		st    counters
 		ld    = newLoad(cfg.redelivery)
@@ -99,9 +90,9 @@ func runOne(ctx context.Context, cfg *Config, redisOpts *redis.Options, strat st
 	senders := make([]*sender, k)
 	var claimSeq atomic.Int64 // claim tokens, unique across the run's senders
 	for i := range senders {
-		client, err := provider.NewClient(srv.URL, simToken, provider.WithTimeout(sendTimeout))
+		client, err := simClient(srv.URL)
 		if err != nil {
-			return nil, fmt.Errorf("provider client: %w", err)
+			return nil, err
 		}
 		defer client.CloseIdleConnections()
 		s := &sender{skew: skewOf(i, k, cfg.skew), body: bodyOf(cfg.segments), client: client, load: ld, st: &st}
@@ -145,14 +136,7 @@ func runOne(ctx context.Context, cfg *Config, redisOpts *redis.Options, strat st
 		senders[i] = s
 	}
 
-	// Dial each sender's first Redis connection now, so that no run
-	// measures a dial. A failure is only reported: the strategies meet it
-	// as they would in production.
-	for _, rdb := range rdbs {
-		if err := rdb.Ping(ctx).Err(); err != nil && ctx.Err() == nil {
-			fmt.Fprintf(progress, "loadtest: warning: Redis PING before the run: %v\n", err)
-		}
-	}
+	dial(ctx, rdbs, progress)
 	for _, c := range calls {
 		c.n.Store(0) // the PINGs are not the strategy's
 	}
@@ -172,24 +156,11 @@ func runOne(ctx context.Context, cfg *Config, redisOpts *redis.Options, strat st
 		}
 	}
 
-	start := time.Now()
-	runCtx, cancel := context.WithDeadline(ctx, start.Add(cfg.duration))
-	defer cancel()
-	var wg sync.WaitGroup
-	wg.Go(func() { ld.streamOTP(runCtx, cfg.otpRate) })
-	wg.Go(func() { ld.redeliver(runCtx) })
-	wg.Go(func() { injectFaults(runCtx, start, schedule(cfg.faults, sim, px)) })
-	for _, s := range senders {
-		for range cfg.mktWorkers {
-			wg.Go(func() { s.work(runCtx, false) })
-		}
-		for range cfg.otpWorkers {
-			wg.Go(func() { s.work(runCtx, true) })
-		}
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("interrupted: %w", err)
+	start, err := drive(ctx, cfg, cfg.duration, cfg.otpRate, ld, senders, func(runCtx context.Context, start time.Time) {
+		injectFaults(runCtx, start, schedule(cfg.faults, sim, px))
+	})
+	if err != nil {
+		return nil, err
 	}
 
 	var redisCalls int64
@@ -212,4 +183,73 @@ func runOne(ctx context.Context, cfg *Config, redisOpts *redis.Options, strat st
 type redisStats struct {
 	stats redisstats.CommandStats
 	err   error
+}
+
+// newRun returns a namespace no other run, here or in another process,
+// counts in, and the run's logger: discarded unless --verbose.
+func newRun(cfg *Config) (string, *slog.Logger) {
+	ns := "lt-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.FormatInt(runSeq.Add(1), 10)
+	logger := slog.New(slog.DiscardHandler)
+	if cfg.verbose {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("run", ns)
+	}
+	return ns, logger
+}
+
+// serveSim serves sim on a server of its own, behind the arrival jitter
+// when cfg asks for one. The caller closes the server.
+func serveSim(cfg *Config, sim *providertest.Simulator) *httptest.Server {
+	var handler http.Handler = sim
+	if cfg.jitter > 0 {
+		handler = arrivalJitter{next: sim, max: cfg.jitter}
+	}
+	return httptest.NewServer(handler)
+}
+
+// simClient returns a sender's provider client of the simulator at url.
+func simClient(url string) (*provider.Client, error) {
+	client, err := provider.NewClient(url, simToken, provider.WithTimeout(sendTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("provider client: %w", err)
+	}
+	return client, nil
+}
+
+// dial opens each sender's first Redis connection now, so that no run
+// measures a dial. A failure is only reported: the strategies meet it as
+// they would in production.
+func dial(ctx context.Context, rdbs []*redis.Client, progress io.Writer) {
+	for _, rdb := range rdbs {
+		if err := rdb.Ping(ctx).Err(); err != nil && ctx.Err() == nil {
+			fmt.Fprintf(progress, "loadtest: warning: Redis PING before the run: %v\n", err)
+		}
+	}
+}
+
+// drive runs the senders' workers, the OTP stream at otpRate, the
+// redeliveries and each of also for d, waits for all of them, and returns
+// the run's start. It fails when ctx ended first.
+func drive(ctx context.Context, cfg *Config, d time.Duration, otpRate float64, ld *load, senders []*sender, also ...func(runCtx context.Context, start time.Time)) (time.Time, error) {
+	start := time.Now()
+	runCtx, cancel := context.WithDeadline(ctx, start.Add(d))
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { ld.streamOTP(runCtx, otpRate) })
+	wg.Go(func() { ld.redeliver(runCtx) })
+	for _, f := range also {
+		wg.Go(func() { f(runCtx, start) })
+	}
+	for _, s := range senders {
+		for range cfg.mktWorkers {
+			wg.Go(func() { s.work(runCtx, false) })
+		}
+		for range cfg.otpWorkers {
+			wg.Go(func() { s.work(runCtx, true) })
+		}
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return start, fmt.Errorf("interrupted: %w", err)
+	}
+	return start, nil
 }

@@ -127,6 +127,18 @@ func (c *callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	}
 }
 
+// served counts the waits of ws that ended in an admission: those not
+// censored.
+func served(ws []wait) int {
+	n := 0
+	for _, w := range ws {
+		if !w.censored {
+			n++
+		}
+	}
+	return n
+}
+
 // percentile returns the nearest-rank q-quantile (0 < q <= 1) of ws,
 // sorting ws in place; the zero wait for none. A censored result means the
 // quantile is at least that long.

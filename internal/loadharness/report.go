@@ -152,12 +152,7 @@ func measure(cfg *Config, strat string, m mode, k int, start time.Time, sim *pro
 	r.MaxAll100ms = providertest.MaxInAnyWindow(all, 100*time.Millisecond)
 
 	waits := st.otpWaitsAt(ld.arrivals(), end)
-	r.OTPArrived = len(waits)
-	for _, w := range waits {
-		if !w.censored {
-			r.OTPServed++
-		}
-	}
+	r.OTPArrived, r.OTPServed = len(waits), served(waits)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	p50, p99 := percentile(waits, 0.50), percentile(waits, 0.99)
 	r.OTPWaitP50, r.OTPWaitP50AtLeast = ms(p50.Duration), p50.censored

@@ -27,15 +27,10 @@ func Matrix(ctx context.Context, cfg *Config, stdout, stderr io.Writer) error {
 
 // runMatrixRows runs the matrix and writes its table, --json and --svg.
 func runMatrixRows(ctx context.Context, cfg *Config, redisOpts *redis.Options, stdout, stderr io.Writer) error {
-	began := time.Now()
-	rows, err := runMatrix(ctx, cfg, redisOpts, stderr)
+	rows, err := tabulate(ctx, cfg, redisOpts, stdout, stderr, runMatrix, writeTable)
 	if err != nil {
 		return err
 	}
-	if err := writeTable(stdout, cfg, rows); err != nil {
-		return fmt.Errorf("write table: %w", err)
-	}
-	fmt.Fprintf(stderr, "loadtest: %d runs in %v\n", len(rows), time.Since(began).Round(100*time.Millisecond))
 	if cfg.jsonFile != "" {
 		if err := writeFile(cfg.jsonFile, func(w io.Writer) error { return writeJSON(w, cfg, rows) }); err != nil {
 			return fmt.Errorf("write --json: %w", err)
@@ -68,16 +63,28 @@ func Soak(ctx context.Context, cfg *Config, stdout, stderr io.Writer) error {
 // runScenarioRows runs the rows of --scenario, writes their tables, and
 // fails (errScenarioFailed) when an adaptive row missed its criterion.
 func runScenarioRows(ctx context.Context, cfg *Config, redisOpts *redis.Options, stdout, stderr io.Writer) error {
-	began := time.Now()
-	rows, err := runScenarios(ctx, cfg, redisOpts, stderr)
+	rows, err := tabulate(ctx, cfg, redisOpts, stdout, stderr, runScenarios, writeScenarioTable)
 	if err != nil {
 		return err
 	}
-	if err := writeScenarioTable(stdout, cfg, rows); err != nil {
-		return fmt.Errorf("write table: %w", err)
+	return scenarioVerdict(rows)
+}
+
+// tabulate runs the rows with run (progress to stderr), writes their table
+// to stdout with write, and says on stderr how many runs took how long.
+func tabulate[R any](ctx context.Context, cfg *Config, redisOpts *redis.Options, stdout, stderr io.Writer,
+	run func(context.Context, *Config, *redis.Options, io.Writer) ([]R, error),
+	write func(io.Writer, *Config, []R) error) ([]R, error) {
+	began := time.Now()
+	rows, err := run(ctx, cfg, redisOpts, stderr)
+	if err != nil {
+		return nil, err
+	}
+	if err := write(stdout, cfg, rows); err != nil {
+		return nil, fmt.Errorf("write table: %w", err)
 	}
 	fmt.Fprintf(stderr, "loadtest: %d runs in %v\n", len(rows), time.Since(began).Round(100*time.Millisecond))
-	return scenarioVerdict(rows)
+	return rows, nil
 }
 
 // writeFile creates name and fills it with write, reporting the first error

@@ -5,20 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"os"
 	"slices"
-	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/admission"
-	"smsdispatcher/provider"
 	"smsdispatcher/provider/providertest"
 )
 
@@ -191,11 +184,7 @@ func runScenarios(ctx context.Context, cfg *Config, redisOpts *redis.Options, pr
 // returns.
 func runScenario(ctx context.Context, cfg *Config, redisOpts *redis.Options, sc scenario, k int, progress io.Writer) (*scenarioResult, error) {
 	simCfg := providertest.Config{Token: simToken, Window: time.Second, RetryAfter: time.Second, Latency: cfg.latency}
-	ns := "lt-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.FormatInt(runSeq.Add(1), 10)
-	logger := slog.New(slog.DiscardHandler)
-	if cfg.verbose {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("run", ns)
-	}
+	ns, logger := newRun(cfg)
 	lcfg := admission.Config{
 		Account:      ns,
 		TargetRPS:    sc.target,
@@ -227,11 +216,7 @@ func runScenario(ctx context.Context, cfg *Config, redisOpts *redis.Options, sc 
 	}
 
 	sim := providertest.NewGeneric(simCfg)
-	var handler http.Handler = sim
-	if cfg.jitter > 0 {
-		handler = arrivalJitter{next: sim, max: cfg.jitter}
-	}
-	srv := httptest.NewServer(handler)
+	srv := serveSim(cfg, sim)
 	defer srv.Close()
 
 	var (
@@ -243,9 +228,9 @@ func runScenario(ctx context.Context, cfg *Config, redisOpts *redis.Options, sc 
 		claimSeq atomic.Int64
 	)
 	for i := range senders {
-		client, err := provider.NewClient(srv.URL, simToken, provider.WithTimeout(sendTimeout))
+		client, err := simClient(srv.URL)
 		if err != nil {
-			return nil, fmt.Errorf("provider client: %w", err)
+			return nil, err
 		}
 		defer client.CloseIdleConnections()
 		rdb := redisClient(redisOpts, redisOpts.Addr, &callCounter{})
@@ -259,11 +244,7 @@ func runScenario(ctx context.Context, cfg *Config, redisOpts *redis.Options, sc 
 		senders[i] = &sender{skew: skewOf(i, k, cfg.skew), body: sendBody, mix: mix, client: client, load: ld, st: &st,
 			policy: gcraPolicy{lim: lim, cost: 1, seq: &claimSeq}}
 	}
-	for _, rdb := range rdbs {
-		if err := rdb.Ping(ctx).Err(); err != nil && ctx.Err() == nil {
-			fmt.Fprintf(progress, "loadtest: warning: Redis PING before the run: %v\n", err)
-		}
-	}
+	dial(ctx, rdbs, progress)
 	// The learned rate is read on a client of its own, as an operator's
 	// command would (Limiter.Learned).
 	var watcher *admission.Limiter
@@ -278,30 +259,19 @@ func runScenario(ctx context.Context, cfg *Config, redisOpts *redis.Options, sc 
 		}
 	}
 
-	start := time.Now()
-	runCtx, cancel := context.WithDeadline(ctx, start.Add(sc.duration))
-	defer cancel()
 	var (
-		wg      sync.WaitGroup
 		samples []learnedSample
 		readErr int
+		also    []func(context.Context, time.Time)
 	)
-	wg.Go(func() { ld.streamOTP(runCtx, sc.otpRate) })
-	wg.Go(func() { ld.redeliver(runCtx) })
 	if watcher != nil {
-		wg.Go(func() { samples, readErr = watchLearned(runCtx, watcher, start) })
+		also = append(also, func(runCtx context.Context, start time.Time) {
+			samples, readErr = watchLearned(runCtx, watcher, start)
+		})
 	}
-	for _, s := range senders {
-		for range cfg.mktWorkers {
-			wg.Go(func() { s.work(runCtx, false) })
-		}
-		for range cfg.otpWorkers {
-			wg.Go(func() { s.work(runCtx, true) })
-		}
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("interrupted: %w", err)
+	start, err := drive(ctx, cfg, sc.duration, sc.otpRate, ld, senders, also...)
+	if err != nil {
+		return nil, err
 	}
 
 	r := measureScenario(sc, k, cfg, start, sim, &st, ld)

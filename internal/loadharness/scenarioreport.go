@@ -141,12 +141,7 @@ func measureScenario(sc scenario, k int, cfg *Config, start time.Time, sim *prov
 	}
 
 	waits := st.otpWaitsAt(ld.arrivals(), end)
-	r.OTPArrived = len(waits)
-	for _, w := range waits {
-		if !w.censored {
-			r.OTPServed++
-		}
-	}
+	r.OTPArrived, r.OTPServed = len(waits), served(waits)
 	p99 := percentile(waits, 0.99)
 	r.OTPWaitP99, r.OTPWaitP99AtLeast = float64(p99.Microseconds())/1000, p99.censored
 	r.Nacks, r.Denied = st.nacks.Load(), st.denied.Load()

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/internal/sleep"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
 )
@@ -163,7 +164,7 @@ func (p oldPolicy) handle(ctx context.Context, s *sender, m msg) {
 			break
 		}
 		s.st.spins.Add(1)
-		if !sleepCtx(ctx, spinInterval) {
+		if !sleep.For(ctx, spinInterval) {
 			return
 		}
 	}
@@ -273,18 +274,6 @@ func (p gcraPolicy) handle(ctx context.Context, s *sender, m msg) {
 		s.load.nack(m)
 	case nack.DeadLetter:
 		s.st.deadLettered.Add(1)
-	}
-}
-
-// sleepCtx sleeps for d and reports whether ctx was still live after it.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 

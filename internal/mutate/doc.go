@@ -1,8 +1,8 @@
 // Command mutate proves that the tests guard each safety mechanism: it
 // breaks the mechanisms one at a time in a copy of the module, runs the
-// tests of the mutant's package (admission, dispatch or cmd/dispatcher)
-// against it, and
-// fails unless every mutant is killed.
+// tests of the package whose tests guard the mechanism (the mutant's Pkg:
+// admission unless it names another, such as dispatch, config or
+// telemetry) against it, and fails unless every mutant is killed.
 //
 // Usage (with the Redis variables of .ci/redis.sh set):
 //

@@ -1,7 +1,6 @@
 package providertest
 
 import (
-	"context"
 	"crypto/subtle"
 	"io"
 	"net/http"
@@ -9,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"smsdispatcher/internal/sleep"
 	"smsdispatcher/provider/internal/wire"
 )
 
@@ -225,7 +225,7 @@ type answer struct {
 func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in := s.dialect.read(w, r, *s.token.Load())
 	in.segments = max(in.segments, 1)
-	if s.cfg.Latency > 0 && !sleepCtx(r.Context(), s.cfg.Latency) {
+	if s.cfg.Latency > 0 && !sleep.For(r.Context(), s.cfg.Latency) {
 		s.mu.Lock()
 		s.stats.Canceled++
 		s.record(s.now(), in, answer{outcome: outCanceled, status: StatusClientClosed})
@@ -239,17 +239,6 @@ func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	a.echo = in.echo
 	s.dialect.write(w, a)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // secretEqual compares a credential in constant time.
