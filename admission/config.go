@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"math"
@@ -118,49 +119,21 @@ const (
 
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
-	if c.Account == "" {
-		c.Account = DefaultAccount
-	}
-	if c.TargetRPS == 0 {
-		c.TargetRPS = DefaultTargetRPS
-	}
-	if c.MarketingRPS == 0 {
-		c.MarketingRPS = DefaultMarketingRPS
-	}
-	if c.Burst == 0 {
-		c.Burst = DefaultBurst
-	}
-	if c.MaxSenders == 0 {
-		c.MaxSenders = DefaultMaxSenders
-	}
-	if c.RedisTimeout == 0 {
-		c.RedisTimeout = DefaultRedisTimeout
-	}
-	if c.RedisRetryAfter == 0 {
-		c.RedisRetryAfter = DefaultRedisRetryAfter
-	}
-	if c.LeaseTTL == 0 {
-		c.LeaseTTL = DefaultLeaseTTL
-	}
-	if c.RecordTTL == 0 {
-		c.RecordTTL = DefaultRecordTTL
-	}
-	if c.MaxCost == 0 {
-		c.MaxCost = 1
-	}
-	if c.MaxRetryAfter == 0 {
-		c.MaxRetryAfter = DefaultMaxRetryAfter
-	}
+	c.Account = cmp.Or(c.Account, DefaultAccount)
+	c.TargetRPS = cmp.Or(c.TargetRPS, DefaultTargetRPS)
+	c.MarketingRPS = cmp.Or(c.MarketingRPS, DefaultMarketingRPS)
+	c.Burst = cmp.Or(c.Burst, DefaultBurst)
+	c.MaxSenders = cmp.Or(c.MaxSenders, DefaultMaxSenders)
+	c.RedisTimeout = cmp.Or(c.RedisTimeout, DefaultRedisTimeout)
+	c.RedisRetryAfter = cmp.Or(c.RedisRetryAfter, DefaultRedisRetryAfter)
+	c.LeaseTTL = cmp.Or(c.LeaseTTL, DefaultLeaseTTL)
+	c.RecordTTL = cmp.Or(c.RecordTTL, DefaultRecordTTL)
+	c.MaxCost = cmp.Or(c.MaxCost, 1)
+	c.MaxRetryAfter = cmp.Or(c.MaxRetryAfter, DefaultMaxRetryAfter)
 	if c.Adaptive.Enabled {
-		if c.Adaptive.MinRPS == 0 {
-			c.Adaptive.MinRPS = c.TargetRPS / 10
-		}
-		if c.Adaptive.ProbeInterval == 0 {
-			c.Adaptive.ProbeInterval = DefaultProbeInterval
-		}
-		if c.Adaptive.Step == 0 {
-			c.Adaptive.Step = DefaultAdaptiveStep
-		}
+		c.Adaptive.MinRPS = cmp.Or(c.Adaptive.MinRPS, c.TargetRPS/10)
+		c.Adaptive.ProbeInterval = cmp.Or(c.Adaptive.ProbeInterval, DefaultProbeInterval)
+		c.Adaptive.Step = cmp.Or(c.Adaptive.Step, DefaultAdaptiveStep)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
