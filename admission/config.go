@@ -49,7 +49,7 @@ type Config struct {
 	RedisRetryAfter time.Duration
 	// MaxInFlight is the most sends in flight on the account across all
 	// processes (the provider's simultaneous connections); 0 means no
-	// limit. Each admission then holds a lease until Release or LeaseTTL.
+	// limit. Each admission then holds a lease until Settle or LeaseTTL.
 	// In the Redis-down fallback each process holds at most
 	// MaxInFlight/MaxSenders (at least 1).
 	MaxInFlight int

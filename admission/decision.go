@@ -92,7 +92,7 @@ type Decision struct {
 	// asks (its wake ticket). Zero otherwise.
 	Next time.Duration
 	// Lease, when allowed with Config.MaxInFlight set, names the in-flight
-	// lease the caller holds: pass it to Release when the send is over.
+	// lease the caller holds: Settle ends it when the send is over.
 	Lease string
 	// Why is, for ReasonAccount, the pause's reason as recorded
 	// ("account:twilio status 401 code 20003").

@@ -44,8 +44,8 @@ func TestNeverMoreThanTheLimitInFlightAcrossProcesses(t *testing.T) {
 				time.Sleep(2 * time.Millisecond) // the send
 				inFlight.Add(-1)
 				done.Add(1)
-				if err := l.Release(context.Background(), d.Lease); err != nil {
-					t.Errorf("Release: %v", err)
+				if err := l.Settle(context.Background(), d, ""); err != nil {
+					t.Errorf("Settle: %v", err)
 				}
 			}
 		})

@@ -68,7 +68,7 @@ type Limiter struct {
 	nextAsk        [2]time.Time // by class: the wake ticket the last admission brought back
 	// orphans are lease members that may hold a slot of MaxInFlight in
 	// Redis though no send uses them: the reply of the admission that took
-	// them, or their release, was lost. The next Release frees them.
+	// them, or their release, was lost. The next Settle frees them.
 	orphans []string
 
 	queued [2]atomic.Int32 // by class: callers of Acquire waiting for the turn
@@ -202,7 +202,7 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets
 	if orphans && l.circuit.Allow() {
 		// Leases whose admission reply was lost may fill MaxInFlight:
 		// free them before asking for another. On failure they are kept.
-		_ = l.Release(ctx, "")
+		_ = l.Settle(ctx, Decision{}, "")
 	}
 	if l.claims.leftovers() && l.circuit.Allow() {
 		// Claims whose release was lost hold their ids' redeliveries.

@@ -32,36 +32,42 @@ type Claim struct {
 // RecordRejected follows once the dead letter is out.
 func RefusedRecord(reason string) string { return refusedPrefix + reason }
 
-// Settle is the one call after a send: it writes the id's record of what
-// became of it (RecordSent, SentRecord's, RefusedRecord's), or with record
-// "" gives back the claim d took so that a retry can claim the id at once,
-// and ends d's in-flight lease, with any whose release was lost before. A
-// claim Redis did not hear given back is given back once it answers again;
-// a lease, with the next Settle or Release.
+// Settle is the one call after a send, and the one undo of an admission:
+// it writes the id's record of what became of it (RecordSent, SentRecord's,
+// RefusedRecord's), or with record "" gives back the claim d took so that a
+// retry can claim the id at once, and ends d's in-flight lease (in Redis or
+// in the fallback), with any whose admission reply or release was lost
+// before. A zero Decision ends only those. A claim Redis did not hear given
+// back is given back once it answers again; a lease, with the next Settle,
+// past that it expires after LeaseTTL.
 func (l *Limiter) Settle(ctx context.Context, d Decision, record string) error {
 	if record != "" && record != RecordSent && !strings.HasPrefix(record, sentPrefix) && !strings.HasPrefix(record, refusedPrefix) {
 		return errors.New("admission: Settle wants \"\", RecordSent, a SentRecord or a RefusedRecord")
 	}
 	sent := record == RecordSent || strings.HasPrefix(record, sentPrefix)
 	counted := sent && d.units > 0 // Redis admitted it: Redis counts it
-	if !d.Claimed && !counted {
-		return l.Release(ctx, d.Lease)
-	}
 	lease := d.Lease
 	if lease == localLease {
-		l.Release(ctx, lease) //nolint:errcheck // a local lease cannot fail
+		l.mu.Lock()
+		l.localInFlight = max(0, l.localInFlight-1)
+		l.mu.Unlock()
+		if !d.Claimed && !counted {
+			return nil
+		}
 		lease = ""
 	}
-	call := finishCall{
-		Record: l.claims.Key(d.claim.ID), Leases: l.admit[OTP].Leases,
-		Value: record, Millis: l.claims.recordTTL.Milliseconds(), Token: d.claim.Token,
-		Ended: l.takeOrphans(lease),
-	}
-	if !d.Claimed {
-		call.Record, call.Value = call.Leases, "" // no claim, no record: the count and the lease only
+	// Without a claim finish.lua writes no record: its record key must
+	// share the leases' slot, and is left alone.
+	a := l.admit[OTP]
+	call := finishCall{Record: a.Leases, Leases: a.Leases, Millis: l.claims.recordTTL.Milliseconds(), Ended: l.takeOrphans(lease)}
+	if d.Claimed {
+		call.Record, call.Value, call.Token = l.claims.Key(d.claim.ID), record, d.claim.Token
 	}
 	if counted {
 		call.Counter, call.Units = l.SentKey(d.class, l.clock.Now()), d.units
+	}
+	if !d.Claimed && !counted && len(call.Ended) == 0 {
+		return nil
 	}
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) error {
 		if err := finishScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Err(); err != nil {
@@ -70,7 +76,7 @@ func (l *Limiter) Settle(ctx context.Context, d Decision, record string) error {
 		return nil
 	})
 	if err != nil {
-		if record == "" {
+		if d.Claimed && record == "" {
 			l.claims.keep(claimRef{d.claim.ID, d.claim.Token})
 		}
 		for _, m := range call.Ended {
@@ -88,39 +94,6 @@ func (l *Limiter) SentKey(class Class, t time.Time) string {
 	return l.tag + ":sent:" + class.String() + ":" + strconv.FormatInt(t.Unix(), 10)
 }
 
-// Release ends the in-flight lease of an admission that took no claim
-// (Decision.Lease), and with it any lease whose admission reply or release
-// was lost; an empty lease ends only those. A lease Redis did not hear of
-// is kept for the next Release; past that it expires after LeaseTTL.
-func (l *Limiter) Release(ctx context.Context, lease string) error {
-	if lease == localLease {
-		l.mu.Lock()
-		l.localInFlight = max(0, l.localInFlight-1)
-		l.mu.Unlock()
-		return nil
-	}
-	ended := l.takeOrphans(lease)
-	if len(ended) == 0 {
-		return nil
-	}
-	a := l.admit[OTP]
-	// finish.lua with no record and no claim only ends leases; its record
-	// key must share their slot, and is left alone.
-	call := finishCall{Record: a.Leases, Leases: a.Leases, Ended: ended}
-	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) error {
-		if err := finishScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Err(); err != nil {
-			return fmt.Errorf("lease release: %w", err)
-		}
-		return nil
-	})
-	if err != nil {
-		for _, m := range ended {
-			l.orphan(m)
-		}
-	}
-	return err
-}
-
 // takeOrphans returns the leases lost before, and lease when not empty, to
 // end now.
 func (l *Limiter) takeOrphans(lease string) []string {
@@ -134,7 +107,7 @@ func (l *Limiter) takeOrphans(lease string) []string {
 	return ended
 }
 
-// orphan keeps lease for the next Release.
+// orphan keeps lease for the next Settle.
 func (l *Limiter) orphan(lease string) {
 	l.mu.Lock()
 	l.orphans = keepLeftovers(l.orphans, lease)

@@ -17,10 +17,12 @@ import (
 // The per-message path, in the order of docs/design.md: handle decodes,
 // joins the id's flight in this process, passes the priority gate and
 // waits for a slot, claiming the id across processes in the same Redis
-// call (claimAndSend), sends, judges the answer, settles the id's record
-// and the send's lease in one more call, acts on the Pub/Sub message
-// (act) and lands the flight. Each step takes values and returns what it
-// came to; only handle writes the Event.
+// call (claimAndSend), sends and judges the answer (send.go), settles the
+// id's record and the send's lease in one more call (settle.go), acts on
+// the Pub/Sub message (act) and lands the flight. An OTP its home account
+// cannot admit under a penalty goes to the next account (overflow.go).
+// Each step takes values and returns what it came to; only handle writes
+// the Event.
 
 // try is what one delivery's attempt came to, for its Event.
 type try struct {
@@ -256,112 +258,6 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, m 
 	return t
 }
 
-// sendAdmitted sends m on account a, which admitted it (t.decision), and
-// returns what came of it; the caller settles.
-func (d *Dispatcher) sendAdmitted(ctx context.Context, class admission.Class, a *account, m Message, resends int, t try) try {
-	t.admitted, t.account = d.now(), a
-	if d.expired(m) {
-		t.outcome = nack.Expired // the slot goes unused: cheaper than a send nobody waits for
-		return t
-	}
-	var sendErr error
-	version := a.credentialVersion()
-	t.resends = resends
-	t.receipt, sendErr = d.send(ctx, a, m, t.decision.Sender, t.resends)
-	t.outcome, t.err = d.judge(ctx, class, a, m, version, sendErr)
-	return t
-}
-
-// overflow sends an OTP that its home account could not admit because of
-// a penalty (denied) on the next account serving OTP that admits it
-// within wait. The id's record stays with the home account: it is claimed
-// there apart (one more call, on the overflow path only) and settled
-// there after the send; the other account's admission takes a slot only.
-func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, m Message, segments, deliveryAttempt int, claim admission.Claim, wait time.Duration, denied admission.Decision) try {
-	home := d.route[class][0]
-	t := try{decision: denied, account: home, outcome: nack.Denied,
-		err: fmt.Errorf("no send slot within the max wait (%s, %s) on any account", denied.Source, denied.Reason)}
-	start := time.Now()
-	// The claim outlives the wait for the other account's slot, then the
-	// send, as a claim taken with the slot does.
-	rec, cerr := home.Claims.Claim(ctx, m.ID, claim.Token, wait+claim.TTL)
-	switch {
-	case cerr != nil:
-		// Without the record (Redis down) OTP is sent anyway. (A shutdown
-		// meanwhile ends the admission below, and the claim, if it was
-		// taken, is given back.)
-		d.cfg.Logger.Warn("send-once record unavailable; sending without it", "class", class, "id", m.ID)
-	case rec.State == admission.Held:
-		t.outcome, t.err = nack.InFlightElsewhere, nil
-		return t
-	case rec.State == admission.Refused:
-		t.outcome, t.err = nack.Rejected, refusedEarlier(rec.RejectReason)
-		return t
-	case rec.State != admission.Claimed:
-		t.outcome, t.err = nack.Duplicate, nil
-		return t
-	}
-	// A claim whose reply was lost may be held: settled all the same
-	// (Finish writes the record whatever holds it; Release gives back only
-	// this token's claim).
-	claimed := cerr == nil || !errors.Is(cerr, admission.ErrRedisDown)
-	for _, a := range d.route[class][1:] {
-		if a.RateUnit == PerSegment && segments > a.MaxSegments {
-			continue // its start-up check did not allow for a body this long
-		}
-		dec, err := d.admit(ctx, class, a, a.cost(segments), wait-time.Since(start), admission.Claim{})
-		if err != nil {
-			t.outcome, t.err = nack.ShuttingDown, err
-			break
-		}
-		t.decision = dec
-		if !dec.Allowed {
-			if overflows(class, dec) {
-				continue
-			}
-			t.err = fmt.Errorf("no send slot within the max wait on account %s (%s, %s)", a.Name, dec.Source, dec.Reason)
-			break
-		}
-		t = d.sendAdmitted(ctx, class, a, m, d.resendCount(deliveryAttempt, dec), t)
-		// No claim on this account: the send's record (written at home
-		// below) only counts the send here, with the lease's end.
-		record := ""
-		if t.outcome == nack.Sent {
-			record = admission.SentRecord(t.receipt.ID)
-		}
-		if err := a.Limiter.Settle(context.WithoutCancel(ctx), dec, record); err != nil {
-			d.cfg.Logger.Warn("could not end a send's lease; it runs out", "account", a.Name, "err", err)
-		}
-		break
-	}
-	if t.outcome == nack.Denied && t.decision.Reason == admission.ReasonAccount {
-		d.holdPaused()
-	}
-	if claimed {
-		d.settleApart(ctx, home, m.ID, claim.Token, t)
-	}
-	return t
-}
-
-// settleApart keeps the id's record on the home account after an
-// overflow: what settle writes in the admission's call, in one call of
-// its own.
-func (d *Dispatcher) settleApart(ctx context.Context, home *account, id, token string, t try) {
-	ctx = context.WithoutCancel(ctx)
-	var err error
-	switch t.outcome {
-	case nack.Sent:
-		err = home.Claims.Finish(ctx, id, admission.SentRecord(t.receipt.ID))
-	case nack.Rejected:
-		err = home.Claims.Refuse(ctx, id, t.err.Error())
-	default:
-		err = home.Claims.Release(ctx, id, token)
-	}
-	if err != nil {
-		d.cfg.Logger.Warn("could not keep an overflowed id's record", "id", id, "outcome", t.outcome, "err", err)
-	}
-}
-
 // token names one delivery attempt, unique across processes: the
 // instance's name and a counter.
 func (d *Dispatcher) token() string {
@@ -369,27 +265,6 @@ func (d *Dispatcher) token() string {
 	b := append(buf[:0], d.instance...)
 	b = append(b, '-')
 	return string(strconv.AppendUint(b, d.seq.Add(1), 10))
-}
-
-// settle keeps the id's record of what came of its send and ends the
-// send's lease, in one call that outlives the delivery's context
-// (shutdown, Grace): it bounds itself, and with Redis known down it does
-// not wait.
-func (d *Dispatcher) settle(ctx context.Context, id string, dec admission.Decision, t try) {
-	var record, what string
-	switch t.outcome {
-	case nack.Sent:
-		record, what = admission.SentRecord(t.receipt.ID), "could not record a sent id; a redelivery could send it again"
-	case nack.Rejected:
-		// Recorded before the dead letter is published: if that fails, the
-		// redelivery is dead-lettered without a second send.
-		record, what = admission.RefusedRecord(t.err.Error()), "could not record a refused id; if its dead letter fails, a redelivery sends it again"
-	default: // it will be retried: let the next delivery claim it at once
-		what = "could not give back a send claim; the retry waits for it to expire"
-	}
-	if err := t.account.Limiter.Settle(context.WithoutCancel(ctx), dec, record); err != nil {
-		d.cfg.Logger.Warn(what, "id", id, "err", err)
-	}
 }
 
 // refusedEarlier is the provider's refusal of an earlier delivery of the
@@ -429,120 +304,6 @@ func (d *Dispatcher) admit(ctx context.Context, class admission.Class, a *accoun
 	dec, err := a.Limiter.Admit(actx, class, cost, maxWait-time.Since(start), claim)
 	aend(dec, time.Since(start))
 	return dec, err
-}
-
-// send sends m once, resends being the provider attempts before this one
-// (the trace's resend count), and returns the provider's answer. The send
-// keeps the delivery's values (its span) but not its cancellation: a
-// shutdown stops waiting, not sending; Grace ends sends (d.hard).
-func (d *Dispatcher) send(ctx context.Context, a *account, m Message, from string, resends int) (provider.Receipt, error) {
-	timeout := d.cfg.SendTimeout
-	if !m.Deadline.IsZero() {
-		timeout = min(timeout, m.Deadline.Sub(d.now()))
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	defer cancel()
-	stop := context.AfterFunc(d.hard, cancel)
-	defer stop()
-	return a.Sender.Send(provider.WithResendCount(sctx, resends),
-		provider.Message{ID: m.ID, To: m.To, Body: m.Body, Deadline: m.Deadline, From: from})
-}
-
-// judge turns the provider's answer into the delivery's outcome and does
-// what it asks of the process: a success refills the retry budget, a 429
-// stops every process for its Retry-After, an account-level failure stops
-// every process for AccountPause, a transient failure spends the budget
-// and, once it is spent, pauses the class's pulls. A send cut off by its
-// own deadline or by the shutdown's Grace is not the provider's failure
-// and charges nothing. version is the credential's when the send began.
-func (d *Dispatcher) judge(ctx context.Context, class admission.Class, a *account, m Message, version uint64, err error) (nack.Outcome, error) {
-	v := nack.Judge(err)
-	switch {
-	case v.Outcome == nack.Transient && d.expired(m):
-		return nack.Expired, nil
-	case v.Outcome == nack.Transient && d.hard.Err() != nil:
-		return nack.ShuttingDown, err
-	}
-	switch v.Outcome {
-	case nack.Sent:
-		d.budget.OnSuccess()
-		d.lanes[class].succeeded()
-	case nack.Throttled:
-		d.budget.OnFailure() // the penalty stops sends; a spent budget also stops pulls
-		if terr := a.Limiter.ReportThrottled(context.WithoutCancel(ctx), v.RetryAfter); terr != nil {
-			d.cfg.Logger.Warn("could not share a 429 penalty; this process honours it alone", "account", a.Name, "retry_after", v.RetryAfter, "err", terr)
-		}
-	case nack.AccountFailure:
-		d.accountFailed(ctx, a, version, err)
-		d.holdPaused()
-	case nack.Transient:
-		d.budget.OnFailure()
-		if !d.budget.Allow() {
-			d.lanes[class].pause()
-		}
-	}
-	return v.Outcome, err
-}
-
-// holdPaused stops the pulls of each class whose every account is paused,
-// until a pause is over.
-func (d *Dispatcher) holdPaused() {
-	for class, l := range d.lanes {
-		if _, _, ok := d.classPause(admission.Class(class)); ok {
-			l.hold()
-		}
-	}
-}
-
-// accountLogEvery spaces the error log of account-level failures: one line
-// a minute per process says it all; the metrics count every one.
-const accountLogEvery = time.Minute
-
-// accountFailed stops every process on the account for AccountPause: the
-// provider refused the account, and every message would meet the same
-// answer. A send made with a credential that has changed since (read again
-// by the adapter or the watcher) says nothing of the new one: no pause.
-func (d *Dispatcher) accountFailed(ctx context.Context, a *account, version uint64, err error) {
-	if a.Credentials != nil {
-		if _, rerr := a.Credentials.Reload(); rerr == nil && a.Credentials.Version() != version {
-			d.cfg.Logger.Info("the provider refused a credential that has since changed; the next send uses the new one")
-			return
-		}
-	}
-	why := accountWhy(err)
-	perr := a.Limiter.ReportAccountFailure(context.WithoutCancel(ctx), d.cfg.AccountPause, why)
-	if perr == nil && a.Credentials != nil && a.Credentials.Version() != version {
-		// The credential changed while this refusal was on its way, and
-		// the watcher may have ended the pause just before this report
-		// began it again: end it, the next send uses the new credential.
-		if rerr := a.Limiter.ResumeAccount(context.WithoutCancel(ctx)); rerr == nil {
-			return
-		}
-	}
-	now := time.Now().UnixNano()
-	last := a.logged.Load()
-	if now-last < int64(accountLogEvery) || !a.logged.CompareAndSwap(last, now) {
-		return
-	}
-	d.cfg.Logger.Error("the provider refused the account: sending stopped on it; messages wait (nacked), none is dead-lettered; fix the credential or the account",
-		"account", a.Name, "reason", why, "pause", d.cfg.AccountPause, "err", err, "pause_shared", perr == nil)
-}
-
-// accountWhy is the short reason kept with an account pause: the
-// provider's status and code, never its message text.
-func accountWhy(err error) string {
-	var pe *provider.Error
-	if !errors.As(err, &pe) {
-		return "account"
-	}
-	why := "status " + strconv.Itoa(pe.Status)
-	if pe.Provider != "" {
-		why = pe.Provider + " " + why
-	}
-	if pe.Code != "" {
-		why += " code " + pe.Code
-	}
-	return why
 }
 
 // resendCount returns how many times the message was tried before this

@@ -99,7 +99,7 @@ var mutants = []mutant{
 	}, ""},
 	// The pipeline: each safety step of dispatch, removed.
 	{"D1", "a 429 is not shared with the other processes", []edit{
-		{"dispatch/pipeline.go", "if terr := a.Limiter.ReportThrottled(context.WithoutCancel(ctx), v.RetryAfter); terr != nil {", "if terr := error(nil); terr != nil {"},
+		{"dispatch/send.go", "if terr := a.Limiter.ReportThrottled(context.WithoutCancel(ctx), v.RetryAfter); terr != nil {", "if terr := error(nil); terr != nil {"},
 	}, "./dispatch/"},
 	{"D2", "an expired message is sent anyway", []edit{
 		{"dispatch/pipeline.go", "return !m.Deadline.IsZero() && !d.now().Before(m.Deadline)", "return false"},
@@ -117,12 +117,12 @@ var mutants = []mutant{
 		{"dispatch/pipeline.go", "	case err != nil:\n		t.outcome, t.err = nack.ShuttingDown, err\n", "	case err != nil:\n		t.outcome, t.err = nack.Sent, err\n"},
 	}, "./dispatch/"},
 	{"D7", "a spent retry budget does not pause pulls", []edit{
-		{"dispatch/pipeline.go", "if !d.budget.Allow() {", "if false && !d.budget.Allow() {"},
+		{"dispatch/send.go", "if !d.budget.Allow() {", "if false && !d.budget.Allow() {"},
 	}, "./dispatch/"},
 
 	// Reliability faults (R): each fix, undone.
 	{"R1", "a refusal is recorded final before its dead letter is out", []edit{
-		{"dispatch/pipeline.go", "record, what = admission.RefusedRecord(t.err.Error()),", "record, what = admission.RecordRejected,"},
+		{"dispatch/settle.go", "		return admission.RefusedRecord(t.err.Error())", "		return admission.RecordRejected"},
 	}, "./dispatch/"},
 	{"R2", "a claim's lifetime under 1 ms: SET PX <= 0 fails after the TATs are written", []edit{
 		{"admission/gcra.lua", "math.ceil(wait / 1000) + math.max(tonumber(ARGV[17]), 1)", "math.ceil(wait / 1000) + tonumber(ARGV[17])"},
@@ -137,7 +137,7 @@ var mutants = []mutant{
 		{"admission/eval.go", "				l.claims.Release(context.WithoutCancel(ctx), claim.ID, claim.Token)", "				l.claims.keep(claimRef{claim.ID, claim.Token})"},
 	}, ""},
 	{"R6", "a send cut off by the shutdown's grace counts as a provider failure", []edit{
-		{"dispatch/pipeline.go", "	case v.Outcome == nack.Transient && d.hard.Err() != nil:\n", "	case v.Outcome == nack.Transient && d.hard.Err() != nil && false:\n"},
+		{"dispatch/send.go", "	case v.Outcome == nack.Transient && d.hard.Err() != nil:\n", "	case v.Outcome == nack.Transient && d.hard.Err() != nil && false:\n"},
 	}, "./dispatch/"},
 	{"R8", "a lease whose admission reply was lost is not released", []edit{
 		{"admission/eval.go", "			if lease != \"\" {\n				l.orphan(lease)", "			if false {\n				l.orphan(lease)"},
@@ -154,7 +154,7 @@ var mutants = []mutant{
 		{"nack/outcome.go", "	if a, ok := errors.AsType[accountFailer](err); ok && a.AccountFailure() {\n		return AccountFailure\n	}\n", ""},
 	}, "./dispatch/"},
 	{"P2", "an account failure does not pause the account", []edit{
-		{"dispatch/pipeline.go", "	perr := a.Limiter.ReportAccountFailure(context.WithoutCancel(ctx), d.cfg.AccountPause, why)", "	perr := error(nil)"},
+		{"dispatch/send.go", "	perr := a.Limiter.ReportAccountFailure(context.WithoutCancel(ctx), d.cfg.AccountPause, why)", "	perr := error(nil)"},
 	}, "./dispatch/"},
 	{"P3", "a fixed credential file does not end the pause", []edit{
 		{"dispatch/dispatcher.go", "		if err := a.Limiter.ResumeAccount(ctx); err != nil {", "		if err := error(nil); err != nil {"},

@@ -1,0 +1,78 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/nack"
+)
+
+// overflow sends an OTP that its home account could not admit because of
+// a penalty (denied) on the next account serving OTP that admits it
+// within wait. The id's record stays with the home account: it is claimed
+// there apart (one more call, on the overflow path only) and settled
+// there after the send; the other account's admission takes a slot only.
+func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, m Message, segments, deliveryAttempt int, claim admission.Claim, wait time.Duration, denied admission.Decision) try {
+	home := d.route[class][0]
+	t := try{decision: denied, account: home, outcome: nack.Denied,
+		err: fmt.Errorf("no send slot within the max wait (%s, %s) on any account", denied.Source, denied.Reason)}
+	start := time.Now()
+	// The claim outlives the wait for the other account's slot, then the
+	// send, as a claim taken with the slot does.
+	rec, cerr := home.Claims.Claim(ctx, m.ID, claim.Token, wait+claim.TTL)
+	switch {
+	case cerr != nil:
+		// Without the record (Redis down) OTP is sent anyway. (A shutdown
+		// meanwhile ends the admission below, and the claim, if it was
+		// taken, is given back.)
+		d.cfg.Logger.Warn("send-once record unavailable; sending without it", "class", class, "id", m.ID)
+	case rec.State == admission.Held:
+		t.outcome, t.err = nack.InFlightElsewhere, nil
+		return t
+	case rec.State == admission.Refused:
+		t.outcome, t.err = nack.Rejected, refusedEarlier(rec.RejectReason)
+		return t
+	case rec.State != admission.Claimed:
+		t.outcome, t.err = nack.Duplicate, nil
+		return t
+	}
+	// A claim whose reply was lost may be held: settled all the same
+	// (Finish writes the record whatever holds it; Release gives back only
+	// this token's claim).
+	claimed := cerr == nil || !errors.Is(cerr, admission.ErrRedisDown)
+	for _, a := range d.route[class][1:] {
+		if a.RateUnit == PerSegment && segments > a.MaxSegments {
+			continue // its start-up check did not allow for a body this long
+		}
+		dec, err := d.admit(ctx, class, a, a.cost(segments), wait-time.Since(start), admission.Claim{})
+		if err != nil {
+			t.outcome, t.err = nack.ShuttingDown, err
+			break
+		}
+		t.decision = dec
+		if !dec.Allowed {
+			if overflows(class, dec) {
+				continue
+			}
+			t.err = fmt.Errorf("no send slot within the max wait on account %s (%s, %s)", a.Name, dec.Source, dec.Reason)
+			break
+		}
+		t = d.sendAdmitted(ctx, class, a, m, d.resendCount(deliveryAttempt, dec), t)
+		// No claim on this account: the send's record (written at home
+		// below) only counts the send here, with the lease's end.
+		if err := a.Limiter.Settle(context.WithoutCancel(ctx), dec, t.record()); err != nil {
+			d.cfg.Logger.Warn("could not end a send's lease; it runs out", "account", a.Name, "err", err)
+		}
+		break
+	}
+	if t.outcome == nack.Denied && t.decision.Reason == admission.ReasonAccount {
+		d.holdPaused()
+	}
+	if claimed {
+		d.settleApart(ctx, home, m.ID, claim.Token, t)
+	}
+	return t
+}
