@@ -1,0 +1,71 @@
+//go:build !nodemo
+
+// The demo (`dispatcher demo`, package demo) is left out of a build with
+// -tags nodemo, as the Dockerfile's: the production image carries no
+// in-process Pub/Sub, Redis or provider simulator (demo_off.go).
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"smsdispatcher/config"
+	"smsdispatcher/internal/demo"
+)
+
+// runDemo is `dispatcher demo`: the real pipeline on one machine.
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("demo", stderr)
+	load := config.Flags(fs, config.All, environ)
+	o := demo.Options{Getenv: environ, Version: version}
+	var progress string
+	fs.IntVar(&o.Instances, "instances", 3, "dispatcher instances (each with its own Redis client and limiter, as pods)")
+	fs.IntVar(&o.Campaign, "campaign", 3000, "marketing messages published at the start")
+	fs.Float64Var(&o.OTPRate, "otp-rate", 5, "OTP messages published per second while the campaign runs")
+	fs.DurationVar(&o.Timeout, "timeout", 3*time.Minute, "give up after this long")
+	fs.StringVar(&progress, "progress", "auto", "live progress line: auto (on a terminal), on, off")
+	fs.BoolVar(&o.Traces, "traces", false, "print every span to stdout (OTEL_TRACES_EXPORTER=console); with --fail-5xx, re-sends show http.request.resend_count")
+	fs.DurationVar(&o.Fail5xx, "fail-5xx", 0, "make the provider answer 503 for this long at the start, so that messages are re-sent")
+	fs.IntVar(&o.CampaignSegments, "campaign-segments", 1, "segments of each campaign body (GSM-7); with --rate-unit segment the limiter counts them")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := load()
+	if err != nil {
+		return err
+	}
+	if o.Instances < 1 || o.Campaign < 0 || o.OTPRate < 0 || o.CampaignSegments < 1 || o.CampaignSegments > 10 {
+		return fmt.Errorf("demo: --instances must be ≥ 1, --campaign and --otp-rate ≥ 0, --campaign-segments 1-10")
+	}
+	o.Progress = progressWriter(progress, stdout)
+	r, err := demo.Run(ctx, cfg, o)
+	if err != nil {
+		return err
+	}
+	r.Print(stdout, cfg)
+	if r.Throttled > 0 {
+		return fmt.Errorf("demo: the provider answered 429 %d times", r.Throttled)
+	}
+	return nil
+}
+
+// progressWriter is where the progress line goes: stdout when mode is on,
+// or auto and stdout is a terminal; nil (none) otherwise.
+func progressWriter(mode string, stdout io.Writer) io.Writer {
+	switch mode {
+	case "on":
+		return stdout
+	case "off":
+		return nil
+	}
+	if f, ok := stdout.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			return stdout
+		}
+	}
+	return nil
+}
