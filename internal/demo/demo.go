@@ -59,65 +59,25 @@ func Run(ctx context.Context, cfg config.Settings, o Options) (Report, error) {
 		return Report{}, err
 	}
 
-	stats := newStats()
 	var tel *server.Telemetry
 	if o.Traces {
-		// Console traces, as OTEL_TRACES_EXPORTER=console would give.
-		getenv := o.Getenv
-		if getenv == nil {
-			getenv = os.Getenv
-		}
-		tel, err = server.NewTelemetry(ctx, func(k string) string {
-			if k == "OTEL_TRACES_EXPORTER" {
-				return "console"
-			}
-			return getenv(k)
-		})
-		if err != nil {
+		if tel, err = consoleTelemetry(ctx, o.Getenv); err != nil {
 			return Report{}, err
 		}
 		defer tel.Shutdown(context.WithoutCancel(ctx), logger)
 	}
-	var counters []*counter
-	start := time.Now()
+	r := &run{cfg: cfg, o: o, stack: stack, stats: newStats(), start: time.Now()}
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
-	var running sync.WaitGroup
 	// Closers run after every dispatcher has stopped, whatever happens.
-	var closers []func()
 	defer func() {
 		stopRun()
-		running.Wait()
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
+		r.running.Wait()
+		for i := len(r.closers) - 1; i >= 0; i-- {
+			r.closers[i]()
 		}
 	}()
-	for i := range o.Instances {
-		rdb, err := stack.newRedis()
-		if err != nil {
-			return Report{}, err
-		}
-		closers = append(closers, func() { rdb.Close() })
-		c := &counter{}
-		rdb.AddHook(c)
-		counters = append(counters, c)
-		ps, err := topology.NewClient(ctx, cfg.ProjectID, stack.Pubsub.Addr)
-		if err != nil {
-			return Report{}, err
-		}
-		closers = append(closers, func() { ps.Close() })
-		sender, secret, err := cfg.Account.Sender(cfg.SendTimeout, tel.ProviderOptions()...)
-		if err != nil {
-			return Report{}, err
-		}
-		closers = append(closers, sender.CloseIdleConnections)
-		srv, err := server.New(cfg, []server.Account{{Setup: cfg.Account, Sender: sender, Credentials: secret}}, rdb, ps, server.Options{
-			Version: o.Version, Emulator: true, Telemetry: tel, Observer: stats, Logger: logger.With("instance", i),
-		})
-		if err != nil {
-			return Report{}, err
-		}
-		closers = append(closers, srv.Close)
-		running.Go(func() { srv.Run(runCtx) })
+	if err := r.startInstances(ctx, runCtx, tel, logger); err != nil {
+		return Report{}, err
 	}
 	if o.Fail5xx > 0 {
 		stack.Sim.FailFor(http.StatusServiceUnavailable, o.Fail5xx)
@@ -130,49 +90,135 @@ func Run(ctx context.Context, cfg config.Settings, o Options) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	closers = append(closers, func() { statsRdb.Close() })
+	r.closers = append(r.closers, func() { statsRdb.Close() })
 	statsErr := redisstats.Reset(ctx, statsRdb)
 
-	var lastSent int
-	show := func() {
-		if o.Progress == nil {
-			return
-		}
-		stats.mu.Lock()
-		sent := stats.sent[0] + stats.sent[1]
-		line := fmt.Sprintf("\r%5.0fs  sent %6d (otp %4d, marketing %6d)  %5.1f/s  OTP p99 %-8v  429s %d   ",
-			time.Since(start).Seconds(), sent, stats.sent[0], stats.sent[1], float64(sent-lastSent),
-			p99(stats.otpLatency).Round(100*time.Microsecond), stack.Sim.Stats().Throttled)
-		lastSent = sent
-		stats.mu.Unlock()
-		io.WriteString(o.Progress, line)
-	}
-	published, err := produce(ctx, admin, cfg, o, stats, show)
+	published, err := produce(ctx, admin, cfg, o, r.stats, r.showProgress)
 	if o.Progress != nil {
 		io.WriteString(o.Progress, "\n")
 	}
 	stopRun()
-	running.Wait()
+	r.running.Wait()
 	if err != nil {
 		return Report{}, err
 	}
-
-	r := Report{Instances: o.Instances, Elapsed: time.Since(start), EmbeddedRedis: stack.Embedded()}
-	stats.mu.Lock()
-	r.Sent, r.Expired, r.DeadLettered, r.Nacked = stats.sent, stats.expired, stats.dead, stats.nacked
-	r.NackedBy = maps.Clone(stats.nackedBy)
-	for c := range 2 {
-		if busy := stats.last[c].Sub(stats.first[c]).Seconds(); busy > 0 {
-			r.Rate[c] = float64(r.Sent[c]-1) / busy
+	rep := r.report(published)
+	// Read once every instance has stopped: its last commands count too.
+	if statsErr == nil {
+		var cs redisstats.CommandStats
+		if cs, statsErr = redisstats.Read(ctx, statsRdb); statsErr == nil {
+			rep.RedisScripts, rep.RedisExecuted = cs.Scripts(), cs.Executed()
 		}
 	}
-	r.OTPLatencyP50, r.P99 = quantile(stats.otpLatency, 0.50), quantile(stats.otpLatency, 0.99)
-	r.OTPWaitP50, r.OTPWaitP99 = quantile(stats.otpWait, 0.50), quantile(stats.otpWait, 0.99)
-	stats.mu.Unlock()
-	st := stack.Sim.Stats()
-	r.Throttled = st.Throttled + st.SuspendedAnswers
+	switch {
+	case statsErr != nil && rep.EmbeddedRedis:
+		rep.RedisStatsErr = "miniredis keeps no INFO commandstats (set REDIS_URL to a real Redis)"
+	case statsErr != nil:
+		rep.RedisStatsErr = statsErr.Error()
+	}
+	return rep, nil
+}
+
+// consoleTelemetry is telemetry whose traces go to stdout, as
+// OTEL_TRACES_EXPORTER=console gives; getenv (nil: os.Getenv) says the
+// other OTEL_* variables.
+func consoleTelemetry(ctx context.Context, getenv func(string) string) (*server.Telemetry, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	return server.NewTelemetry(ctx, func(k string) string {
+		if k == "OTEL_TRACES_EXPORTER" {
+			return "console"
+		}
+		return getenv(k)
+	})
+}
+
+// run is one demo run's instances and what they counted.
+type run struct {
+	cfg      config.Settings
+	o        Options
+	stack    localStack
+	stats    *stats
+	start    time.Time
+	counters []*counter // of each instance's Redis client
+	lastSent int        // at the last progress line; owned by produce's goroutine
+	running  sync.WaitGroup
+	closers  []func() // run last first, once running is done
+}
+
+// startInstances starts o.Instances servers, each with its own Redis and
+// Pub/Sub clients, running until runCtx ends.
+func (r *run) startInstances(ctx, runCtx context.Context, tel *server.Telemetry, logger *slog.Logger) error {
+	cfg := r.cfg
+	for i := range r.o.Instances {
+		rdb, err := r.stack.newRedis()
+		if err != nil {
+			return err
+		}
+		r.closers = append(r.closers, func() { rdb.Close() })
+		c := &counter{}
+		rdb.AddHook(c)
+		r.counters = append(r.counters, c)
+		ps, err := topology.NewClient(ctx, cfg.ProjectID, r.stack.Pubsub.Addr)
+		if err != nil {
+			return err
+		}
+		r.closers = append(r.closers, func() { ps.Close() })
+		sender, secret, err := cfg.Account.Sender(cfg.SendTimeout, tel.ProviderOptions()...)
+		if err != nil {
+			return err
+		}
+		r.closers = append(r.closers, sender.CloseIdleConnections)
+		srv, err := server.New(cfg, []server.Account{{Setup: cfg.Account, Sender: sender, Credentials: secret}}, rdb, ps, server.Options{
+			Version: r.o.Version, Emulator: true, Telemetry: tel, Observer: r.stats, Logger: logger.With("instance", i),
+		})
+		if err != nil {
+			return err
+		}
+		r.closers = append(r.closers, srv.Close)
+		r.running.Go(func() { srv.Run(runCtx) })
+	}
+	return nil
+}
+
+// showProgress writes the progress line to o.Progress, if set.
+func (r *run) showProgress() {
+	if r.o.Progress == nil {
+		return
+	}
+	s := r.stats
+	s.mu.Lock()
+	sent := s.sent[0] + s.sent[1]
+	line := fmt.Sprintf("\r%5.0fs  sent %6d (otp %4d, marketing %6d)  %5.1f/s  OTP p99 %-8v  429s %d   ",
+		time.Since(r.start).Seconds(), sent, s.sent[0], s.sent[1], float64(sent-r.lastSent),
+		p99(s.otpLatency).Round(100*time.Microsecond), r.stack.Sim.Stats().Throttled)
+	r.lastSent = sent
+	s.mu.Unlock()
+	io.WriteString(r.o.Progress, line)
+}
+
+// report is what the instances, their clients, the simulator and Pub/Sub
+// counted, once every instance has stopped; published are the ids of the
+// messages the demo published.
+func (r *run) report(published []string) Report {
+	rep := Report{Instances: r.o.Instances, Elapsed: time.Since(r.start), EmbeddedRedis: r.stack.Embedded()}
+	s := r.stats
+	s.mu.Lock()
+	rep.Sent, rep.Expired, rep.DeadLettered, rep.Nacked = s.sent, s.expired, s.dead, s.nacked
+	rep.NackedBy = maps.Clone(s.nackedBy)
+	for c := range 2 {
+		if busy := s.last[c].Sub(s.first[c]).Seconds(); busy > 0 {
+			rep.Rate[c] = float64(rep.Sent[c]-1) / busy
+		}
+	}
+	rep.OTPLatencyP50, rep.P99 = quantile(s.otpLatency, 0.50), quantile(s.otpLatency, 0.99)
+	rep.OTPWaitP50, rep.OTPWaitP99 = quantile(s.otpWait, 0.50), quantile(s.otpWait, 0.99)
+	s.mu.Unlock()
+	st := r.stack.Sim.Stats()
+	rep.Throttled = st.Throttled + st.SuspendedAnswers
 	var accepted, segments []time.Time
-	for _, a := range stack.Sim.Arrivals() {
+	for _, a := range r.stack.Sim.Arrivals() {
 		if a.Outcome == "accepted" {
 			accepted = append(accepted, a.At)
 			for range a.Segments {
@@ -180,25 +226,12 @@ func Run(ctx context.Context, cfg config.Settings, o Options) (Report, error) {
 			}
 		}
 	}
-	r.MaxIn1s = providertest.MaxInAnyWindow(accepted, time.Second)
-	r.MaxSegmentsIn1s = providertest.MaxInAnyWindow(segments, time.Second)
-	r.Provider, r.RateUnit, r.CampaignSegments = cfg.Provider, cfg.RateUnit, o.CampaignSegments
-	for _, c := range counters {
-		r.ScriptCalls += c.scripts.Load()
-		r.RedisCmds += c.cmds.Load()
-	}
-	// Read once every instance has stopped: its last commands count too.
-	if statsErr == nil {
-		var cs redisstats.CommandStats
-		if cs, statsErr = redisstats.Read(ctx, statsRdb); statsErr == nil {
-			r.RedisScripts, r.RedisExecuted = cs.Scripts(), cs.Executed()
-		}
-	}
-	switch {
-	case statsErr != nil && r.EmbeddedRedis:
-		r.RedisStatsErr = "miniredis keeps no INFO commandstats (set REDIS_URL to a real Redis)"
-	case statsErr != nil:
-		r.RedisStatsErr = statsErr.Error()
+	rep.MaxIn1s = providertest.MaxInAnyWindow(accepted, time.Second)
+	rep.MaxSegmentsIn1s = providertest.MaxInAnyWindow(segments, time.Second)
+	rep.Provider, rep.RateUnit, rep.CampaignSegments = r.cfg.Provider, r.cfg.RateUnit, r.o.CampaignSegments
+	for _, c := range r.counters {
+		rep.ScriptCalls += c.scripts.Load()
+		rep.RedisCmds += c.cmds.Load()
 	}
 	// Deliveries of the messages the demo published, not of the dead
 	// letters the instances published.
@@ -206,11 +239,11 @@ func Run(ctx context.Context, cfg config.Settings, o Options) (Report, error) {
 	for _, id := range published {
 		mine[id] = true
 	}
-	for _, m := range stack.Pubsub.Messages() {
+	for _, m := range r.stack.Pubsub.Messages() {
 		if mine[m.ID] {
-			r.Published++
-			r.Deliveries += m.Deliveries
+			rep.Published++
+			rep.Deliveries += m.Deliveries
 		}
 	}
-	return r, nil
+	return rep
 }
