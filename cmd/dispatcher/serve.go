@@ -44,9 +44,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		logger.Warn(w)
 	}
 
-	// Closed, deferred, after Serve has stopped: the pull watch, the
-	// provider's idle connections, Pub/Sub, the maxmemory-policy watch,
-	// Redis and telemetry, in that order.
+	// Closed, deferred, once Serve has stopped (and the pull watch with
+	// it): the provider's idle connections, Pub/Sub, the maxmemory-policy
+	// watch, Redis and telemetry, in that order.
 	tel, err := server.NewTelemetry(ctx, environ)
 	if err != nil {
 		return err
