@@ -1534,7 +1534,7 @@ func TestImageLeavesOutTheDemo(t *testing.T) {
 	if !slices.Contains(deps, "smsdispatcher/provider") {
 		t.Fatalf("go list found only %v", deps)
 	}
-	for _, p := range []string{"cloud.google.com/go/pubsub/v2/pstest", "github.com/alicebob/miniredis/v2", "net/http/httptest", "smsdispatcher/internal/localstack", "smsdispatcher/provider/providertest"} {
+	for _, p := range []string{"cloud.google.com/go/pubsub/v2/pstest", "github.com/alicebob/miniredis/v2", "net/http/httptest", "smsdispatcher/internal/demo", "smsdispatcher/internal/localstack", "smsdispatcher/provider/providertest"} {
 		if slices.Contains(deps, p) {
 			t.Errorf("the Dockerfile's build (tags %q) links %s: build with -tags nodemo", tags, p)
 		}

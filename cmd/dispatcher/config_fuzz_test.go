@@ -73,7 +73,7 @@ func FuzzConfig(f *testing.F) {
 		if ttl := c.MarketingMaxWait + c.SendTimeout + 5*time.Second; ttl <= 0 {
 			t.Fatalf("claim TTL overflows: %v", ttl)
 		}
-		for _, n := range []int{outstanding(c.TargetRPS, c.OTPMaxWait, 1), outstanding(c.MarketingRPS, c.MarketingMaxWait, c.MaxSenders)} {
+		for _, n := range []int{c.Outstanding(admission.OTP, c.Account), c.Outstanding(admission.Marketing, c.Account)} {
 			if n < 10 || n > 1<<40 {
 				t.Fatalf("flow control of %d messages from an accepted configuration", n)
 			}

@@ -216,10 +216,10 @@ func runDeadlettersReplay(ctx context.Context, args []string, stdout, stderr io.
 	}
 	// A class's ids keep their records on its home account: the first
 	// serving it.
-	homes, lims := routes(setups), map[int]*admission.Limiter{}
+	lims := map[int]*admission.Limiter{}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	opts.Records = func(ctx context.Context, class admission.Class) (deadletter.Records, error) {
-		home := homes[class][0]
+		home := config.Home(setups, class)
 		if lims[home] == nil {
 			lim, err := operatorLimiter(rdb, cfg, setups[home], operatorTimeout, logger)
 			if err != nil {

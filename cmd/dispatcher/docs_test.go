@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
+	"smsdispatcher/dispatch"
 	"smsdispatcher/internal/redistest"
 )
 
@@ -45,7 +47,7 @@ func TestTheOperatingGuidesAccountsExampleLoads(t *testing.T) {
 	if len(setups) != 2 || setups[0].Name != "otp" || setups[1].Name != "bulk" {
 		t.Fatalf("accounts %+v, want otp then bulk", setups)
 	}
-	r := routes(setups)
+	r := [2][]int{dispatch.Route(config.Served(setups), admission.OTP), dispatch.Route(config.Served(setups), admission.Marketing)}
 	if len(r[admission.OTP]) != 2 || r[admission.OTP][0] != 0 || len(r[admission.Marketing]) != 1 || r[admission.Marketing][0] != 1 {
 		t.Fatalf("routes %v: want OTP on otp then bulk, marketing on bulk", r)
 	}

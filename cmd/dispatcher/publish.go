@@ -142,7 +142,7 @@ func runSetup(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer ps.Close()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	return setupTopology(ctx, ps, cfg, false, func(kind, name, state string) {
+	return topology.Setup(ctx, ps, cfg.Topology(), func(kind, name, state string) {
 		fmt.Fprintf(stdout, "%-12s %-28s %s\n", kind, name, state)
 	})
 }

@@ -31,15 +31,3 @@ func checkSubscriptions(ctx context.Context, c *pubsub.Client, cfg config.Settin
 	}
 	return nil
 }
-
-// setupTopology is topology.Setup of what cfg names; local leaves the
-// dispatcher subscriptions without a dead-letter policy (pstest).
-func setupTopology(ctx context.Context, c *pubsub.Client, cfg config.Settings, local bool, report func(kind, name, state string)) error {
-	return topology.Setup(ctx, c, topology.Topology{
-		OTPTopic: cfg.OTPTopic, MarketingTopic: cfg.MarketingTopic, DeadLetterTopic: cfg.DeadLetterTopic,
-		OTPSubscription: cfg.OTPSubscription, MarketingSubscription: cfg.MarketingSubscription,
-		DeadLetterInspect: cfg.DeadLetterInspect, DeadLetterRetention: cfg.DeadLetterRetention,
-		MaxWait: max(cfg.OTPMaxWait, cfg.MarketingMaxWait), SendTimeout: cfg.SendTimeout,
-		WithoutDeadLetterPolicy: local,
-	}, report)
-}

@@ -43,7 +43,7 @@ func operatorRedis(cfg config.Settings, why string, timeout time.Duration) (redi
 // operatorLimiter is account s's limiter for an operator's command, on its
 // client rdb, its calls waiting up to timeout.
 func operatorLimiter(rdb redis.UniversalClient, cfg config.Settings, s config.Account, timeout time.Duration, logger *slog.Logger) (*admission.Limiter, error) {
-	lc := limiterConfig(cfg, s, logger)
-	lc.RedisTimeout = timeout
+	lc := cfg.Limiter(s)
+	lc.Logger, lc.RedisTimeout = logger, timeout
 	return admission.New(rdb, lc)
 }

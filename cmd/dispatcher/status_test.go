@@ -20,6 +20,7 @@ import (
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/topology"
 	"smsdispatcher/provider/providertest"
+	"smsdispatcher/server"
 	"smsdispatcher/status"
 )
 
@@ -70,18 +71,18 @@ func TestStatusShowsAStateBuiltByThePipeline(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { ps.Close() })
-		sender, secret, err := newProvider(cfg.Process, cfg.Account, nil)
+		sender, secret, err := cfg.Account.Sender(cfg.SendTimeout)
 		if err != nil {
 			t.Fatal(err)
 		}
-		inst, err := newInstance(cfg, []instanceAccount{{setup: cfg.Account, sender: sender, creds: secret}}, rdb, ps, true, nil, nil,
-			slog.New(slog.NewTextHandler(io.Discard, nil)))
+		id := fmt.Sprint("pod-", i)
+		srv, err := server.New(cfg, []server.Account{{Setup: cfg.Account, Sender: sender, Credentials: secret}}, rdb, ps,
+			server.Options{ID: id, Version: version, Emulator: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		inst.id = fmt.Sprint("pod-", i)
-		ids = append(ids, inst.id)
-		go func() { inst.run(runCtx); inst.close(); done <- struct{}{} }()
+		ids = append(ids, id)
+		go func() { srv.Run(runCtx); srv.Close(); done <- struct{}{} }()
 	}
 	t.Cleanup(func() { stop(); <-done; <-done })
 	for i := range 4 {
@@ -187,5 +188,7 @@ func newLimiterFor(cfg config.Settings) (*admission.Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return admission.New(rdb, limiterConfig(cfg, cfg.Account, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	lc := cfg.Limiter(cfg.Account)
+	lc.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	return admission.New(rdb, lc)
 }

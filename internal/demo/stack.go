@@ -1,6 +1,4 @@
-//go:build !nodemo
-
-package main
+package demo
 
 import (
 	"time"

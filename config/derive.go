@@ -1,0 +1,54 @@
+package config
+
+import (
+	"math"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/dispatch"
+	"smsdispatcher/internal/topology"
+)
+
+// What the settings make of the configurations of the packages they drive,
+// besides the limiter's (Process.Limiter).
+
+// Unit is what a's rates count, as dispatch counts it: segments with
+// RATE_UNIT=segment, else messages.
+func (a Account) Unit() dispatch.RateUnit {
+	if a.RateUnit == "segment" {
+		return dispatch.PerSegment
+	}
+	return dispatch.PerMessage
+}
+
+// Home returns the index of class's home among accounts: the first that
+// dispatch.Route sends it to, which keeps its ids' send-once records.
+// Accounts returned by Settings.Accounts have a home for each class.
+func Home(accounts []Account, class admission.Class) int {
+	return dispatch.Route(Served(accounts), class)[0]
+}
+
+// Outstanding sizes the flow control of class's lane, whose home is the
+// account home: no more messages in hand than home could send within the
+// class's max wait (marketing's shared among MAX_SENDERS processes), and
+// never fewer than 10. The rate is in messages: with rates in segments,
+// the rate over the longest message's segments, so that a backlog of long
+// messages is not pulled faster than it can go (it would be nacked, or its
+// leases run out while it waits).
+func (p Process) Outstanding(class admission.Class, home Account) int {
+	rps, maxWait, senders := home.TargetRPS, p.OTPMaxWait, 1
+	if class == admission.Marketing {
+		rps, maxWait, senders = home.MarketingRPS, p.MarketingMaxWait, p.MaxSenders
+	}
+	rps /= float64(home.MaxCost())
+	return max(10, int(math.Ceil(rps*maxWait.Seconds()/float64(senders))))
+}
+
+// Topology is what p names of Pub/Sub, for topology.Setup.
+func (p Process) Topology() topology.Topology {
+	return topology.Topology{
+		OTPTopic: p.OTPTopic, MarketingTopic: p.MarketingTopic, DeadLetterTopic: p.DeadLetterTopic,
+		OTPSubscription: p.OTPSubscription, MarketingSubscription: p.MarketingSubscription,
+		DeadLetterInspect: p.DeadLetterInspect, DeadLetterRetention: p.DeadLetterRetention,
+		MaxWait: max(p.OTPMaxWait, p.MarketingMaxWait), SendTimeout: p.SendTimeout,
+	}
+}

@@ -1,0 +1,53 @@
+package config
+
+import (
+	"testing"
+	"time"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/dispatch"
+)
+
+func TestHomeIsTheFirstAccountServingTheClass(t *testing.T) {
+	accounts := []Account{{Classes: []admission.Class{admission.OTP}}, {Classes: []admission.Class{admission.Marketing, admission.OTP}}}
+	if h := Home(accounts, admission.OTP); h != 0 {
+		t.Errorf("OTP's home %d, want 0", h)
+	}
+	if h := Home(accounts, admission.Marketing); h != 1 {
+		t.Errorf("marketing's home %d, want 1", h)
+	}
+}
+
+func TestUnit(t *testing.T) {
+	if u := (Account{RateUnit: "segment"}).Unit(); u != dispatch.PerSegment {
+		t.Errorf("segment: %v", u)
+	}
+	if u := (Account{RateUnit: "message"}).Unit(); u != dispatch.PerMessage {
+		t.Errorf("message: %v", u)
+	}
+}
+
+// TestOutstanding: a lane holds what its home sends within the class's
+// max wait, in messages, marketing's shared among the senders, 10 at
+// least.
+func TestOutstanding(t *testing.T) {
+	p := Process{OTPMaxWait: 2 * time.Second, MarketingMaxWait: 8 * time.Second, MaxSenders: 4}
+	home := Account{TargetRPS: 90, MarketingRPS: 70}
+	segments := Account{TargetRPS: 90, MarketingRPS: 70, RateUnit: "segment", MaxSegments: 4}
+	tests := []struct {
+		class admission.Class
+		home  Account
+		want  int
+	}{
+		{admission.OTP, home, 180},
+		{admission.Marketing, home, 140},
+		{admission.OTP, segments, 45},
+		{admission.Marketing, segments, 35},
+		{admission.Marketing, Account{TargetRPS: 1, MarketingRPS: 1}, 10},
+	}
+	for _, tt := range tests {
+		if got := p.Outstanding(tt.class, tt.home); got != tt.want {
+			t.Errorf("Outstanding(%v, %+v) = %d, want %d", tt.class, tt.home, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,249 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"smsdispatcher/config"
+	"smsdispatcher/internal/redisstats"
+	"smsdispatcher/internal/topology"
+	"smsdispatcher/provider/providertest"
+	"smsdispatcher/server"
+)
+
+// Options are the demo's own settings, besides the dispatcher's.
+type Options struct {
+	Instances int           // dispatcher instances, each with its own Redis client and limiters
+	Campaign  int           // marketing messages published at the start
+	OTPRate   float64       // OTP messages published per second while the campaign runs
+	Timeout   time.Duration // the run gives up after this long
+	// Progress receives a live progress line each second; nil: none.
+	Progress io.Writer
+	// Traces prints every span to stdout, as OTEL_TRACES_EXPORTER=console.
+	Traces bool
+	// Fail5xx makes the provider answer 503 for this long at the start.
+	Fail5xx time.Duration
+	// CampaignSegments is how many segments each campaign body takes.
+	CampaignSegments int
+	// Getenv reads the OTEL_* variables of the traces; nil means os.Getenv.
+	Getenv func(string) string
+	// Version is the build's, told in the instances' heartbeats.
+	Version string
+}
+
+// Run runs the pipeline of cfg on the local stack and returns its report.
+func Run(ctx context.Context, cfg config.Settings, o Options) (Report, error) {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	stack, err := startLocal(cfg, providertest.Config{Limit: int(cfg.ContractRPS), Window: time.Second, RetryAfter: time.Second})
+	if err != nil {
+		return Report{}, err
+	}
+	defer stack.Close()
+	cfg = stack.providerConfig(cfg)
+
+	admin, err := topology.NewClient(ctx, cfg.ProjectID, stack.Pubsub.Addr)
+	if err != nil {
+		return Report{}, err
+	}
+	defer admin.Close()
+	t := cfg.Topology()
+	t.WithoutDeadLetterPolicy = true // pstest
+	if err := topology.Setup(ctx, admin, t, func(string, string, string) {}); err != nil {
+		return Report{}, err
+	}
+
+	var tel *server.Telemetry
+	if o.Traces {
+		if tel, err = consoleTelemetry(ctx, o.Getenv); err != nil {
+			return Report{}, err
+		}
+		defer tel.Shutdown(context.WithoutCancel(ctx), logger)
+	}
+	r := &run{cfg: cfg, o: o, stack: stack, stats: newStats(), start: time.Now()}
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	// Closers run after every dispatcher has stopped, whatever happens.
+	defer func() {
+		stopRun()
+		r.running.Wait()
+		for i := len(r.closers) - 1; i >= 0; i-- {
+			r.closers[i]()
+		}
+	}()
+	if err := r.startInstances(ctx, runCtx, tel, logger); err != nil {
+		return Report{}, err
+	}
+	if o.Fail5xx > 0 {
+		stack.Sim.FailFor(http.StatusServiceUnavailable, o.Fail5xx)
+	}
+
+	// Redis's own count starts here, after the setup and before the
+	// traffic, on a client of its own: CONFIG RESETSTAT clears the figures
+	// of the whole server (with REDIS_URL, for its other users too).
+	statsRdb, err := stack.newRedis()
+	if err != nil {
+		return Report{}, err
+	}
+	r.closers = append(r.closers, func() { statsRdb.Close() })
+	statsErr := redisstats.Reset(ctx, statsRdb)
+
+	published, err := produce(ctx, admin, cfg, o, r.stats, r.showProgress)
+	if o.Progress != nil {
+		io.WriteString(o.Progress, "\n")
+	}
+	stopRun()
+	r.running.Wait()
+	if err != nil {
+		return Report{}, err
+	}
+	rep := r.report(published)
+	// Read once every instance has stopped: its last commands count too.
+	if statsErr == nil {
+		var cs redisstats.CommandStats
+		if cs, statsErr = redisstats.Read(ctx, statsRdb); statsErr == nil {
+			rep.RedisScripts, rep.RedisExecuted = cs.Scripts(), cs.Executed()
+		}
+	}
+	switch {
+	case statsErr != nil && rep.EmbeddedRedis:
+		rep.RedisStatsErr = "miniredis keeps no INFO commandstats (set REDIS_URL to a real Redis)"
+	case statsErr != nil:
+		rep.RedisStatsErr = statsErr.Error()
+	}
+	return rep, nil
+}
+
+// consoleTelemetry is telemetry whose traces go to stdout, as
+// OTEL_TRACES_EXPORTER=console gives; getenv (nil: os.Getenv) says the
+// other OTEL_* variables.
+func consoleTelemetry(ctx context.Context, getenv func(string) string) (*server.Telemetry, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	return server.NewTelemetry(ctx, func(k string) string {
+		if k == "OTEL_TRACES_EXPORTER" {
+			return "console"
+		}
+		return getenv(k)
+	})
+}
+
+// run is one demo run's instances and what they counted.
+type run struct {
+	cfg      config.Settings
+	o        Options
+	stack    localStack
+	stats    *stats
+	start    time.Time
+	counters []*counter // of each instance's Redis client
+	lastSent int        // at the last progress line; owned by produce's goroutine
+	running  sync.WaitGroup
+	closers  []func() // run last first, once running is done
+}
+
+// startInstances starts o.Instances servers, each with its own Redis and
+// Pub/Sub clients, running until runCtx ends.
+func (r *run) startInstances(ctx, runCtx context.Context, tel *server.Telemetry, logger *slog.Logger) error {
+	cfg := r.cfg
+	for i := range r.o.Instances {
+		rdb, err := r.stack.newRedis()
+		if err != nil {
+			return err
+		}
+		r.closers = append(r.closers, func() { rdb.Close() })
+		c := &counter{}
+		rdb.AddHook(c)
+		r.counters = append(r.counters, c)
+		ps, err := topology.NewClient(ctx, cfg.ProjectID, r.stack.Pubsub.Addr)
+		if err != nil {
+			return err
+		}
+		r.closers = append(r.closers, func() { ps.Close() })
+		sender, secret, err := cfg.Account.Sender(cfg.SendTimeout, tel.ProviderOptions()...)
+		if err != nil {
+			return err
+		}
+		r.closers = append(r.closers, sender.CloseIdleConnections)
+		srv, err := server.New(cfg, []server.Account{{Setup: cfg.Account, Sender: sender, Credentials: secret}}, rdb, ps, server.Options{
+			Version: r.o.Version, Emulator: true, Telemetry: tel, Observer: r.stats, Logger: logger.With("instance", i),
+		})
+		if err != nil {
+			return err
+		}
+		r.closers = append(r.closers, srv.Close)
+		r.running.Go(func() { srv.Run(runCtx) })
+	}
+	return nil
+}
+
+// showProgress writes the progress line to o.Progress, if set.
+func (r *run) showProgress() {
+	if r.o.Progress == nil {
+		return
+	}
+	s := r.stats
+	s.mu.Lock()
+	sent := s.sent[0] + s.sent[1]
+	line := fmt.Sprintf("\r%5.0fs  sent %6d (otp %4d, marketing %6d)  %5.1f/s  OTP p99 %-8v  429s %d   ",
+		time.Since(r.start).Seconds(), sent, s.sent[0], s.sent[1], float64(sent-r.lastSent),
+		p99(s.otpLatency).Round(100*time.Microsecond), r.stack.Sim.Stats().Throttled)
+	r.lastSent = sent
+	s.mu.Unlock()
+	io.WriteString(r.o.Progress, line)
+}
+
+// report is what the instances, their clients, the simulator and Pub/Sub
+// counted, once every instance has stopped; published are the ids of the
+// messages the demo published.
+func (r *run) report(published []string) Report {
+	rep := Report{Instances: r.o.Instances, Elapsed: time.Since(r.start), EmbeddedRedis: r.stack.Embedded()}
+	s := r.stats
+	s.mu.Lock()
+	rep.Sent, rep.Expired, rep.DeadLettered, rep.Nacked = s.sent, s.expired, s.dead, s.nacked
+	rep.NackedBy = maps.Clone(s.nackedBy)
+	for c := range 2 {
+		if busy := s.last[c].Sub(s.first[c]).Seconds(); busy > 0 {
+			rep.Rate[c] = float64(rep.Sent[c]-1) / busy
+		}
+	}
+	rep.OTPLatencyP50, rep.P99 = quantile(s.otpLatency, 0.50), quantile(s.otpLatency, 0.99)
+	rep.OTPWaitP50, rep.OTPWaitP99 = quantile(s.otpWait, 0.50), quantile(s.otpWait, 0.99)
+	s.mu.Unlock()
+	st := r.stack.Sim.Stats()
+	rep.Throttled = st.Throttled + st.SuspendedAnswers
+	var accepted, segments []time.Time
+	for _, a := range r.stack.Sim.Arrivals() {
+		if a.Outcome == "accepted" {
+			accepted = append(accepted, a.At)
+			for range a.Segments {
+				segments = append(segments, a.At)
+			}
+		}
+	}
+	rep.MaxIn1s = providertest.MaxInAnyWindow(accepted, time.Second)
+	rep.MaxSegmentsIn1s = providertest.MaxInAnyWindow(segments, time.Second)
+	rep.Provider, rep.RateUnit, rep.CampaignSegments = r.cfg.Provider, r.cfg.RateUnit, r.o.CampaignSegments
+	for _, c := range r.counters {
+		rep.ScriptCalls += c.scripts.Load()
+		rep.RedisCmds += c.cmds.Load()
+	}
+	// Deliveries of the messages the demo published, not of the dead
+	// letters the instances published.
+	mine := map[string]bool{}
+	for _, id := range published {
+		mine[id] = true
+	}
+	for _, m := range r.stack.Pubsub.Messages() {
+		if mine[m.ID] {
+			rep.Published++
+			rep.Deliveries += m.Deliveries
+		}
+	}
+	return rep
+}

@@ -1,0 +1,111 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/dispatch"
+	"smsdispatcher/nack"
+)
+
+// stats collects events of every instance. Safe for concurrent use.
+type stats struct {
+	mu         sync.Mutex
+	sent       [2]int
+	done       map[string]bool // message ids that reached an end
+	expired    int
+	dead       int
+	nacked     int
+	nackedBy   map[string]int // outcome -> nacks
+	otpLatency []time.Duration
+	otpWait    []time.Duration // received → slot
+	first      [2]time.Time    // first and last send of each class
+	last       [2]time.Time
+	changed    chan struct{} // signalled after each end
+}
+
+func newStats() *stats {
+	return &stats{done: map[string]bool{}, nackedBy: map[string]int{}, changed: make(chan struct{}, 1)}
+}
+
+// Observe counts ev (dispatch.Observer).
+func (s *stats) Observe(ev dispatch.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch ev.Action {
+	case nack.Nack:
+		s.nacked++
+		s.nackedBy[ev.Outcome.String()]++
+		return
+	case nack.DeadLetter:
+		s.dead++
+	}
+	switch ev.Outcome {
+	case nack.Sent:
+		s.sent[ev.Class]++
+		if s.first[ev.Class].IsZero() {
+			s.first[ev.Class] = ev.Finished
+		}
+		s.last[ev.Class] = ev.Finished
+		if ev.Class == admission.OTP {
+			s.otpLatency = append(s.otpLatency, ev.Finished.Sub(ev.PublishTime))
+			s.otpWait = append(s.otpWait, ev.Admitted.Sub(ev.Received))
+		}
+	case nack.Expired:
+		s.expired++
+	}
+	s.done[ev.MessageID] = true
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// allDone reports whether every message of ids has reached an end.
+func (s *stats) allDone(ids []string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		if !s.done[id] {
+			return false
+		}
+	}
+	return true
+}
+
+// counter counts the Redis commands of one client, and the admission
+// script calls among them.
+type counter struct{ cmds, scripts atomic.Int64 }
+
+func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.count(cmd.Args())
+		return next(ctx, cmd)
+	}
+}
+func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			c.count(cmd.Args())
+		}
+		return next(ctx, cmds)
+	}
+}
+func (c *counter) count(args []any) {
+	name := strings.ToLower(fmt.Sprint(args[0]))
+	if name == "hello" || name == "client" {
+		return
+	}
+	c.cmds.Add(1)
+	if (name == "evalsha" || name == "eval") && len(args) > 3 && strings.HasSuffix(fmt.Sprint(args[3]), ":tat:global") {
+		c.scripts.Add(1)
+	}
+}

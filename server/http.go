@@ -1,0 +1,82 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// Limits of the HTTP server. Its answers are small and come from memory
+// (a Redis PING of at most a second for /readyz), so a client that takes
+// longer than these to send a request, read an answer or use its
+// keep-alive connection again is a stuck or hostile one, and its
+// connection is closed rather than held for ever.
+const (
+	httpReadHeaderTimeout = 5 * time.Second
+	httpReadTimeout       = 10 * time.Second // the whole request, headers and body
+	httpWriteTimeout      = 15 * time.Second // from the request's headers to the answer's end: a /metrics scrape
+	httpIdleTimeout       = 60 * time.Second // a keep-alive connection between requests; Prometheus scrapes every 15s
+	httpMaxHeaderBytes    = 16 << 10         // a probe's or a scrape's headers take a few hundred bytes
+)
+
+// newHTTPServer returns the server of /healthz, /readyz and /metrics,
+// with the limits above.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		ReadTimeout:       httpReadTimeout,
+		WriteTimeout:      httpWriteTimeout,
+		IdleTimeout:       httpIdleTimeout,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
+	}
+}
+
+// handler serves /healthz, /readyz and /metrics; /readyz fails once
+// stopping is closed (SIGTERM).
+func (s *Server) handler(stopping <-chan struct{}, metrics http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		// Redis down is not "not ready": the limiter falls back. Only lanes
+		// that are not receiving make the pod unready.
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		redisState := "reachable"
+		if err := s.rdb.Ping(ctx).Err(); err != nil {
+			redisState = "unreachable (limiter in fallback)"
+		}
+		select {
+		case <-stopping:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: shutting down (pulls stopping, sends in flight finishing); redis %s\n", redisState)
+			return
+		default:
+		}
+		if why, left, paused := s.d.AccountPause(); paused {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: the provider refused the account (%s); sending paused for %v; redis %s\n",
+				why, left.Round(time.Second), redisState)
+			return
+		}
+		for _, name := range s.opts.Subscriptions {
+			if d, silent := s.opts.Pulls.Silent(name, time.Now()); silent {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, "not ready: no answer from Pub/Sub on %s for %v; redis %s\n", name, d.Round(time.Second), redisState)
+				return
+			}
+		}
+		if !s.d.Ready() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: subscriptions not receiving; redis %s\n", redisState)
+			return
+		}
+		fmt.Fprintf(w, "ready; redis %s\n", redisState)
+	})
+	mux.Handle("GET /metrics", metrics)
+	return mux
+}

@@ -1,0 +1,220 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"github.com/redis/go-redis/v9"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/config"
+	"smsdispatcher/dispatch"
+	"smsdispatcher/internal/pullwatch"
+	"smsdispatcher/internal/topology"
+	"smsdispatcher/status"
+	"smsdispatcher/telemetry"
+)
+
+// Redis is what a Server asks of its Redis client: the limiters' scripts,
+// and a PING for /readyz.
+type Redis interface {
+	redis.Scripter
+	Ping(ctx context.Context) *redis.StatusCmd
+}
+
+// Account is one provider account of a Server: its settings and its
+// provider adapter, with the credential the dispatcher watches (may be
+// nil).
+type Account struct {
+	Setup       config.Account
+	Sender      dispatch.Sender
+	Credentials dispatch.Credentials
+}
+
+// Options are a Server's optional parts; the zero value has none of them.
+type Options struct {
+	// ID names the process in its heartbeats; "" means status.ProcessID().
+	ID string
+	// Version is the build's, told in the heartbeats.
+	Version string
+	// Emulator says the Pub/Sub client talks to an emulator, which ignores
+	// the flow control the client asks for (see readAhead).
+	Emulator bool
+	// Telemetry traces the sends and shows the gauges; nil: neither.
+	Telemetry *Telemetry
+	// Observer is told of every message's end; nil: nothing is.
+	Observer dispatch.Observer
+	// Logger logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Pulls watches the pull streams of Subscriptions (their full names,
+	// OTP first) for /readyz, run by Serve; nil: none is watched.
+	Pulls         *pullwatch.Watch
+	Subscriptions []string
+	// StopBound is how long Serve waits, after SHUTDOWN_GRACE, for the
+	// pulls to stop, and again for the dead-letter publisher to flush,
+	// before it returns without them; zero means DefaultStopBound.
+	StopBound time.Duration
+}
+
+// A Server is one dispatcher with its own limiters, as one pod has. Its
+// methods are safe for concurrent use; Run (or Serve) is called once.
+type Server struct {
+	cfg      config.Settings
+	opts     Options
+	logger   *slog.Logger
+	id       string // the process's name in its heartbeats
+	rdb      Redis
+	d        *dispatch.Dispatcher
+	accounts []Account
+	limiters []*admission.Limiter // by account
+	dlq      *pubsub.Publisher
+}
+
+// New wires one dispatcher of cfg's process settings on the given clients,
+// sending on accounts (at least one, with a home for each class). A
+// limiter's setting that cannot work is a *config.Error naming its
+// variable when the accounts come from the single-account variables.
+func New(cfg config.Settings, accounts []Account, rdb Redis, ps *pubsub.Client, opts Options) (*Server, error) {
+	s := &Server{cfg: cfg, opts: opts, logger: opts.Logger, id: opts.ID, rdb: rdb, accounts: accounts}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	if s.id == "" {
+		s.id = status.ProcessID()
+	}
+	var daccts []dispatch.Account
+	var setups []config.Account
+	// One view of Redis's health for the process: a Redis that is down is
+	// down for every account, and asked once, not once per account.
+	circuit := admission.NewCircuit(admission.DefaultRedisRetryAfter, s.logger)
+	for _, a := range accounts {
+		lc := cfg.Limiter(a.Setup)
+		lc.Logger = s.logger
+		lim, err := admission.New(rdb, lc, admission.WithCircuit(circuit))
+		if err != nil && cfg.AccountsFile == "" {
+			return nil, config.LimiterError(err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.limiters = append(s.limiters, lim)
+		setups = append(setups, a.Setup)
+		daccts = append(daccts, dispatch.Account{
+			Name: a.Setup.Name, Classes: a.Setup.Classes,
+			Limiter: lim, Claims: lim.Claims(), Sender: a.Sender, Credentials: a.Credentials,
+			RateUnit: a.Setup.Unit(), MaxSegments: a.Setup.MaxSegments,
+		})
+	}
+	// The lanes' flow control follows each class's home account.
+	otpHome, mktHome := setups[config.Home(setups, admission.OTP)], setups[config.Home(setups, admission.Marketing)]
+	dlq := ps.Publisher(cfg.DeadLetterTopic)
+	deps := dispatch.Deps{
+		OTP: ps.Subscriber(cfg.OTPSubscription), Marketing: ps.Subscriber(cfg.MarketingSubscription), Accounts: daccts,
+		DeadLetter: dispatch.DeadLetterTopic{Publisher: dlq}, Observer: opts.Observer,
+	}
+	if opts.Telemetry != nil {
+		deps.Tracer = opts.Telemetry.Tracing
+	}
+	d, err := dispatch.New(dispatch.Config{
+		OTPMaxWait: cfg.OTPMaxWait, MarketingMaxWait: cfg.MarketingMaxWait,
+		SendTimeout: cfg.SendTimeout, Grace: cfg.ShutdownGrace,
+		MaxDeliveryAttempts:  topology.MaxDeliveryAttempts,
+		OTPOutstanding:       cfg.Outstanding(admission.OTP, otpHome),
+		MarketingOutstanding: cfg.Outstanding(admission.Marketing, mktHome),
+		ReadAhead:            readAhead(opts.Emulator),
+		AccountPause:         cfg.AccountPause,
+		Logger:               s.logger,
+	}, deps)
+	if err != nil {
+		dlq.Stop()
+		return nil, err
+	}
+	s.d, s.dlq = d, dlq
+	if opts.Telemetry != nil {
+		opts.Telemetry.Metrics.SetState(s.state)
+	}
+	return s, nil
+}
+
+// emulatorReadAhead is how many messages of each class a process reads
+// from a Pub/Sub emulator (the library's default). An emulator (pstest,
+// gcloud's) ignores the flow control the client asks for and sends a
+// whole backlog at once: what the client has not read waits in the stream
+// on the stream's 10s lease, runs out and is delivered again, however
+// soon this process would have sent it. Read, it is leased and extended
+// until the lane has a slot for it (dispatch's lanes).
+const emulatorReadAhead = 1000
+
+// readAhead is dispatch.Config.ReadAhead: emulatorReadAhead against an
+// emulator, none against Pub/Sub, which applies the flow control itself.
+func readAhead(emulator bool) int {
+	if emulator {
+		return emulatorReadAhead
+	}
+	return 0
+}
+
+// Run runs the dispatcher until ctx ends and it has stopped, beating on
+// each account meanwhile. Close flushes the dead-letter publisher after.
+func (s *Server) Run(ctx context.Context) error {
+	hctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		status.Heartbeats(hctx, s.id, s.opts.Version, s.limiters)
+	}()
+	err := s.d.Run(ctx)
+	stop()
+	<-done
+	return err
+}
+
+// Close flushes the dead-letter publisher and stops it; call it once Run
+// has returned.
+func (s *Server) Close() { s.dlq.Stop() }
+
+// state is what the gauges show: the process's, and each account's.
+func (s *Server) state() telemetry.State {
+	st := telemetry.State{BudgetTokens: s.d.BudgetTokens(), OTPWaiting: s.d.OTPWaiting()}
+	for n, lim := range s.limiters {
+		penalty, fallback := lim.State()
+		_, _, paused := lim.AccountPause()
+		c := s.accounts[n].Setup
+		st.Accounts = append(st.Accounts, telemetry.AccountState{
+			Name: c.Name, PenaltyActive: penalty, FallbackActive: fallback, Paused: paused,
+			ContractRPS: c.ContractRPS, TargetRPS: c.TargetRPS, MarketingRPS: c.MarketingRPS, LearnedRPS: lim.LearnedRPS(),
+		})
+	}
+	return st
+}
+
+// logAccounts logs each account's rates at start, the unit they count
+// (with segments, the longest body), and the learned rate of those that
+// learn (read from Redis; a Redis down at start says so).
+func (s *Server) logAccounts(ctx context.Context) {
+	for n, a := range s.accounts {
+		c := a.Setup
+		attrs := []any{"account", c.Name, "provider", c.Provider, "classes", c.Classes,
+			"contract_rps", c.ContractRPS, "target_rps", c.TargetRPS, "marketing_rps", c.MarketingRPS,
+			"burst", c.Burst, "rate_unit", c.RateUnit, "senders", len(c.Senders), "adaptive", c.Adaptive.Enabled}
+		if c.RateUnit == "segment" {
+			attrs = append(attrs, "max_segments", c.MaxSegments)
+		}
+		if c.Adaptive.Enabled {
+			lctx, cancel := context.WithTimeout(ctx, time.Second)
+			st, err := s.limiters[n].Learned(lctx)
+			cancel()
+			switch {
+			case err != nil:
+				attrs = append(attrs, "learned_rps", "unknown: "+err.Error())
+			case st.RPS == 0:
+				attrs = append(attrs, "learned_rps", "none: the target holds")
+			default:
+				attrs = append(attrs, "learned_rps", st.RPS, "learned_mode", st.Mode)
+			}
+		}
+		s.logger.Info("account", attrs...)
+	}
+}
