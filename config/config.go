@@ -103,6 +103,9 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("invalid configuration: %s (--%s): %s", e.Env, e.Flag, e.Msg)
 }
 
+// ExitCode is the status a process exits with on e: 2, a usage error.
+func (e *Error) ExitCode() int { return 2 }
+
 // Bounds beyond which a value is taken for a mistake: past them the
 // limiter's microsecond and nanosecond arithmetic would overflow, and a
 // typo would pass for a setting.

@@ -205,15 +205,11 @@ func runDeadlettersReplay(ctx context.Context, args []string, stdout, stderr io.
 			return m.ID, err
 		},
 		MaxReplays: *maxReplays, Force: *force, DryRun: *dryRun, AfterRepublish: afterRepublish}
-	rdb, err := operatorRedis(cfg, "replay reads and clears the send-once records in the limiter's Redis", operatorTimeout)
+	rdb, setups, err := operatorRedis(cfg, "replay reads and clears the send-once records in the limiter's Redis", operatorTimeout)
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
-	setups, err := cfg.Accounts()
-	if err != nil {
-		return err
-	}
 	// A class's ids keep their records on its home account: the first
 	// serving it.
 	lims := map[int]*admission.Limiter{}

@@ -4,38 +4,19 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
-	"smsdispatcher/config"
+	"smsdispatcher/internal/cli"
 )
 
 // version is stamped by the build (-ldflags "-X main.version=...").
 var version = "dev"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	var ce *config.Error
-	switch {
-	case err == nil:
-	case errors.As(err, &ce):
-		fmt.Fprintln(os.Stderr, "dispatcher:", ce)
-		os.Exit(2)
-	case errors.Is(err, flag.ErrHelp):
-		os.Exit(2)
-	default:
-		fmt.Fprintln(os.Stderr, "dispatcher:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("dispatcher", run) }
 
 // A command is one of the dispatcher's commands: its line in the usage
 // (continued on further lines) and what runs it.

@@ -50,7 +50,7 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	rdb, err := operatorRedis(cfg, "the override lives in the limiter's Redis", operatorTimeout)
+	rdb, setups, err := operatorRedis(cfg, "the override lives in the limiter's Redis", operatorTimeout)
 	if err != nil {
 		return err
 	}
@@ -61,10 +61,6 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if !overriding && *pin <= 0 && !*reset && !*show && !*clearPenalty {
 		return fmt.Errorf("override: give --set-target-rps and/or --set-marketing-rps, --clear, --clear-penalty, --pin-learned-rps, --reset-learned or --show")
-	}
-	setups, err := cfg.Accounts()
-	if err != nil {
-		return err
 	}
 	setup, err := pickAccount(setups, *name)
 	if err != nil {

@@ -29,15 +29,21 @@ func newRedisOf(cfg config.Settings, callTimeout time.Duration) (redis.Universal
 const operatorTimeout = 5 * time.Second
 
 // operatorRedis is the Redis client of an operator's command (override,
-// status, deadletters replay), whose calls wait up to timeout: REDIS_URL is
-// required (why says what for), and go-redis's own log is silenced: the
-// command says what went wrong in the one line of the error it returns.
-func operatorRedis(cfg config.Settings, why string, timeout time.Duration) (redis.UniversalClient, error) {
+// status, deadletters replay), whose calls wait up to timeout, and the
+// accounts cfg describes: REDIS_URL is required (why says what for), and
+// go-redis's own log is silenced: the command says what went wrong in the
+// one line of the error it returns.
+func operatorRedis(cfg config.Settings, why string, timeout time.Duration) (redis.UniversalClient, []config.Account, error) {
 	if cfg.RedisURL == "" {
-		return nil, config.SettingError("REDIS_URL", "required (or REDIS_URL_FILE): "+why)
+		return nil, nil, config.SettingError("REDIS_URL", "required (or REDIS_URL_FILE): "+why)
+	}
+	accounts, err := cfg.Accounts()
+	if err != nil {
+		return nil, nil, err
 	}
 	redisconn.Quiet()
-	return newRedisOf(cfg, timeout)
+	rdb, err := newRedisOf(cfg, timeout)
+	return rdb, accounts, err
 }
 
 // operatorLimiter is account s's limiter for an operator's command, on its

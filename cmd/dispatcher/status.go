@@ -29,15 +29,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	const timeout = 2 * time.Second
-	rdb, err := operatorRedis(cfg, "status reads the limiter's Redis", timeout)
+	rdb, setups, err := operatorRedis(cfg, "status reads the limiter's Redis", timeout)
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
-	setups, err := cfg.Accounts()
-	if err != nil {
-		return err
-	}
 	if *name != "" {
 		s, err := pickAccount(setups, *name)
 		if err != nil {
