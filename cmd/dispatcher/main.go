@@ -44,8 +44,12 @@ var commands = []command{
 func usage() string {
 	var b strings.Builder
 	b.WriteString("usage: dispatcher [command] [flags]\n\ncommands:\n")
+	width := 0
 	for _, c := range commands {
-		fmt.Fprintf(&b, "  %-9s %s\n", c.name, strings.ReplaceAll(c.summary, "\n", "\n            "))
+		width = max(width, len(c.name))
+	}
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-*s %s\n", width, c.name, strings.ReplaceAll(c.summary, "\n", "\n"+strings.Repeat(" ", width+3)))
 	}
 	b.WriteString(`
 Run 'dispatcher <command> -h' for its flags. Every flag has an environment
