@@ -338,7 +338,7 @@ func windows(t *testing.T, what string, adm []call, w time.Duration, ref time.Ti
 func podClient(t *testing.T) *redis.ClusterClient {
 	t.Helper()
 	o := &redis.ClusterOptions{Addrs: redistest.ClusterAddrs(t), ContextTimeoutEnabled: true, DisableIdentity: true}
-	FollowFailovers(o, 200*time.Millisecond) // as cmd/dispatcher does (REDIS_TIMEOUT of the pods below)
+	FollowFailovers(o, 200*time.Millisecond) // as internal/redisconn does (REDIS_TIMEOUT of the pods below)
 	c := redis.NewClusterClient(o)
 	t.Cleanup(func() { c.Close() })
 	// A pod that has been up a while: the slot map loaded, a connection to

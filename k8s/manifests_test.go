@@ -86,11 +86,11 @@ var notInKustomization = map[string]string{
 }
 
 // readOutsideSettings are variables the dispatcher process reads that are
-// not rows of config.go's settings table (besides OTEL_*, the OpenTelemetry
+// not rows of config/table.go's settings table (besides OTEL_*, the OpenTelemetry
 // SDK's own), and who reads them.
 var readOutsideSettings = map[string]string{
 	"PUBSUB_EMULATOR_HOST": "the Pub/Sub client library",
-	"GOOGLE_CLOUD_PROJECT": "config.go, as PUBSUB_PROJECT_ID's fallback",
+	"GOOGLE_CLOUD_PROJECT": "config/table.go, as PUBSUB_PROJECT_ID's fallback",
 	"GOMEMLIMIT":           "the Go runtime (soft memory limit)",
 }
 

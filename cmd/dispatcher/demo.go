@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"smsdispatcher/config"
@@ -62,10 +61,8 @@ func progressWriter(mode string, stdout io.Writer) io.Writer {
 	case "off":
 		return nil
 	}
-	if f, ok := stdout.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			return stdout
-		}
+	if isTerminal(stdout) {
+		return stdout
 	}
 	return nil
 }

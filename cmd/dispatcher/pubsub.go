@@ -24,8 +24,7 @@ func checkSubscriptions(ctx context.Context, c *pubsub.Client, cfg config.Settin
 	var se *topology.SubscriptionError
 	switch {
 	case errors.As(err, &se):
-		v := [][2]string{{"OTP_SUBSCRIPTION", "otp-subscription"}, {"MARKETING_SUBSCRIPTION", "marketing-subscription"}}[se.Index]
-		return &config.Error{Env: v[0], Flag: v[1], Msg: config.OneLine(se.Error())}
+		return config.SettingError([]string{"OTP_SUBSCRIPTION", "MARKETING_SUBSCRIPTION"}[se.Index], config.OneLine(se.Error()))
 	case err != nil:
 		return errors.New(config.OneLine(err.Error()))
 	}

@@ -109,10 +109,10 @@ func TestScenarioAdaptiveLearnsTheLimit(t *testing.T) {
 	}
 }
 
-// TestScenarioAdaptiveFailsTheCommand: a 2 s adaptive run cannot meet the
+// TestScenarioAdaptiveFailsTheRun: a 2 s adaptive run cannot meet the
 // criterion (its first 429 pauses the account for most of the last
-// second); the command's error says so, and main exits non-zero on it.
-func TestScenarioAdaptiveFailsTheCommand(t *testing.T) {
+// second); Matrix's error says so, and cmd/loadtest (cli.Main) exits 1 on it.
+func TestScenarioAdaptiveFailsTheRun(t *testing.T) {
 	var out bytes.Buffer
 	cfg, err := ParseMatrix([]string{"--redis-url", "redis://" + redistest.Addr(t), "--scenario", "adaptive", "--duration", "2s", "--redis-timeout", "1s"}, io.Discard)
 	if err != nil {
