@@ -226,8 +226,8 @@ func (p *replayer) handle(ctx context.Context, dl *Letter) {
 // reported (and, found sent, acked).
 func (p *replayer) checkRecord(ctx context.Context, dl *Letter, class admission.Class, id string) (note string, ok bool) {
 	was, cleared, err := p.record(ctx, class, id)
-	if errors.Is(err, admission.ErrBadReply) {
-		p.skip(dl, SkipUnknownRecord, fmt.Sprintf("its send-once record is not one replay knows (%v): left listed", err))
+	if unknown := (*admission.UnknownRecordError)(nil); errors.As(err, &unknown) {
+		p.skip(dl, SkipUnknownRecord, fmt.Sprintf("its send-once record says %q: left listed", unknown.Record))
 		return "", false
 	}
 	if err != nil {
