@@ -2,6 +2,7 @@ package deadletter
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"maps"
 	"slices"
@@ -128,9 +129,13 @@ func Parse(m *pubsubpb.PubsubMessage, sources map[string]admission.Class) *Lette
 		// Forwarded by a subscription's dead-letter policy, with the
 		// producer's attributes as they were: a class or a reason among
 		// them is the producer's word. The subscription says the class.
-		for sub, class := range sources {
+		// In class order, OTP first: the class of a name two
+		// subscriptions match is the same on every run.
+		subs := slices.SortedFunc(maps.Keys(sources), func(a, b string) int { return cmp.Compare(sources[a], sources[b]) })
+		for _, sub := range subs {
 			if sub != "" && (src == sub || strings.HasSuffix(src, "/"+sub)) {
-				l.Class = class.String()
+				l.Class = sources[sub].String()
+				break
 			}
 		}
 	} else {
