@@ -20,7 +20,9 @@ type pinger struct {
 	err error
 }
 
-func (p pinger) Ping(ctx context.Context) *redis.StatusCmd { return redis.NewStatusResult("PONG", p.err) }
+func (p pinger) Ping(ctx context.Context) *redis.StatusCmd {
+	return redis.NewStatusResult("PONG", p.err)
+}
 
 // fakeLanes answers what /readyz asks of the dispatcher.
 type fakeLanes struct {
