@@ -197,14 +197,28 @@ func parseRecord(v string) (Record, error) {
 	if reason, ok := strings.CutPrefix(v, refusedPrefix); ok {
 		return Record{State: Refused, RejectReason: reason}, nil
 	}
-	return Record{}, fmt.Errorf("%w: record %q", ErrBadReply, v)
+	return Record{}, &UnknownRecordError{Record: v}
 }
+
+// UnknownRecordError is an id's record in a form this package does not
+// know: a reply of the right shape whose record says something else. It
+// wraps ErrBadReply; a reply of the wrong shape is an ErrBadReply alone.
+type UnknownRecordError struct {
+	Record string // as Redis keeps it
+}
+
+func (e *UnknownRecordError) Error() string {
+	return fmt.Sprintf("%v: record %q", ErrBadReply, e.Record)
+}
+
+func (e *UnknownRecordError) Unwrap() error { return ErrBadReply }
 
 // Forget clears id's record when it says the provider refused the id
 // (RefusedRecord's, RecordRejected), so that a replay of its dead letter
 // is sent: it reports what the record said (State Unrecorded when none,
 // Held for a live claim) and whether it was cleared. A record of a send is
-// never cleared. A record this package does not know is an ErrBadReply.
+// never cleared. A record this package does not know is an
+// *UnknownRecordError.
 func (c *Claims) Forget(ctx context.Context, id string) (was Record, cleared bool, err error) {
 	return c.forget(ctx, id, true)
 }

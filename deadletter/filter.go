@@ -20,8 +20,8 @@ type Filter struct {
 	Now time.Time
 }
 
-// Match reports whether l is selected.
-func (f Filter) Match(l *Letter) bool {
+// match reports whether l is selected.
+func (f Filter) match(l *Letter) bool {
 	switch {
 	case f.Reason != "" && !strings.HasPrefix(l.Reason, f.Reason):
 		return false

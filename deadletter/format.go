@@ -2,6 +2,7 @@ package deadletter
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"maps"
 	"slices"
@@ -49,12 +50,12 @@ const sourceSubscriptionAttr = PubSubAttrPrefix + "SourceSubscription"
 // maxAttributes is Pub/Sub's limit of attributes per message.
 const maxAttributes = 100
 
-// Reserved reports whether a dead letter's attribute named k says what the
+// reserved reports whether a dead letter's attribute named k says what the
 // dispatcher (reject_reason, class, original_message_id,
 // original_data_bytes) or Pub/Sub (PubSubAttrPrefix...) made of the
 // message: a producer's attribute of that name is not copied into a dead
 // letter, where it would steer what a replay does with it.
-func Reserved(k string) bool {
+func reserved(k string) bool {
 	switch k {
 	case AttrRejectReason, AttrClass, AttrOriginalMessageID, AttrOriginalDataBytes:
 		return true
@@ -66,12 +67,12 @@ func Reserved(k string) bool {
 // m's data and attributes with reject_reason, class and
 // original_message_id added. Data over maxData (never sendable) is cut to
 // maxData, with original_data_bytes added. Producer attributes of a
-// reserved name (Reserved) are dropped, and so are those beyond what
+// reserved name (reserved) are dropped, and so are those beyond what
 // Pub/Sub takes with the added ones (in key order): a dead letter that did
 // not fit its topic would be nacked and redelivered for ever.
 func New(m *pubsub.Message, class admission.Class, reason string, maxData int) *pubsub.Message {
 	attrs := make(map[string]string, len(m.Attributes)+4)
-	keys := slices.DeleteFunc(slices.Sorted(maps.Keys(m.Attributes)), Reserved)
+	keys := slices.DeleteFunc(slices.Sorted(maps.Keys(m.Attributes)), reserved)
 	for _, k := range keys[:min(len(keys), maxAttributes-4)] {
 		attrs[k] = m.Attributes[k]
 	}
@@ -128,9 +129,13 @@ func Parse(m *pubsubpb.PubsubMessage, sources map[string]admission.Class) *Lette
 		// Forwarded by a subscription's dead-letter policy, with the
 		// producer's attributes as they were: a class or a reason among
 		// them is the producer's word. The subscription says the class.
-		for sub, class := range sources {
+		// In class order, OTP first: the class of a name two
+		// subscriptions match is the same on every run.
+		subs := slices.SortedFunc(maps.Keys(sources), func(a, b string) int { return cmp.Compare(sources[a], sources[b]) })
+		for _, sub := range subs {
 			if sub != "" && (src == sub || strings.HasSuffix(src, "/"+sub)) {
-				l.Class = class.String()
+				l.Class = sources[sub].String()
+				break
 			}
 		}
 	} else {
@@ -184,9 +189,6 @@ func (l *Letter) MaskedTo() string {
 	}
 	return printable(provider.MaskNumber(l.to))
 }
-
-// Body returns the message's body, and whether it has one.
-func (l *Letter) Body() (string, bool) { return l.body, l.hasBody }
 
 // BodyChars is the body's length in characters, 0 when it has none.
 func (l *Letter) BodyChars() int {

@@ -86,3 +86,16 @@ func TestParseReadsWhatNewWrote(t *testing.T) {
 		t.Errorf("original_data_bytes %q, %d bytes of data, team %q; want %d, 16, auth", got, len(l.Data), l.Attributes["team"], len(m.Data))
 	}
 }
+
+// TestAForwardedLetterOfTwoMatchingSourcesIsOTP: when both subscriptions'
+// names match the source (one given by ID, one by full path), the class
+// is OTP's on every run, not the map's order's.
+func TestAForwardedLetterOfTwoMatchingSourcesIsOTP(t *testing.T) {
+	sources := map[string]admission.Class{"projects/p/subscriptions/sms": admission.Marketing, "sms": admission.OTP}
+	m := &pubsubpb.PubsubMessage{Attributes: map[string]string{sourceSubscriptionAttr: "projects/p/subscriptions/sms"}}
+	for range 50 {
+		if got := Parse(m, sources).Class; got != "otp" {
+			t.Fatalf("class %q, want otp", got)
+		}
+	}
+}

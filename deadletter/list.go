@@ -31,7 +31,7 @@ func List(ctx context.Context, ps *pubsub.Client, in Inspect, f Filter) (Listing
 	var ls Listing
 	err := r.read(ctx, func(l *Letter) {
 		ls.Read++
-		if f.Match(l) {
+		if f.match(l) {
 			ls.Letters = append(ls.Letters, l)
 		}
 	})

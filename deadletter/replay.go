@@ -124,7 +124,7 @@ func (p *replayer) fail(dl *Letter, detail string) { p.done(dl, Failed, "", deta
 // republish is confirmed, the ack. A dead letter not acked is nacked back
 // when reading ends.
 func (p *replayer) handle(ctx context.Context, dl *Letter) {
-	if !p.opts.Filter.Match(dl) {
+	if !p.opts.Filter.match(dl) {
 		p.sum.Skipped[SkipFiltered]++
 		return
 	}
@@ -185,7 +185,7 @@ func (p *replayer) handle(ctx context.Context, dl *Letter) {
 
 	attrs := map[string]string{}
 	for k, v := range dl.Attributes {
-		if !Reserved(k) && k != AttrReplays {
+		if !reserved(k) && k != AttrReplays {
 			attrs[k] = v
 		}
 	}
@@ -226,8 +226,8 @@ func (p *replayer) handle(ctx context.Context, dl *Letter) {
 // reported (and, found sent, acked).
 func (p *replayer) checkRecord(ctx context.Context, dl *Letter, class admission.Class, id string) (note string, ok bool) {
 	was, cleared, err := p.record(ctx, class, id)
-	if errors.Is(err, admission.ErrBadReply) {
-		p.skip(dl, SkipUnknownRecord, fmt.Sprintf("its send-once record is not one replay knows (%v): left listed", err))
+	if unknown := (*admission.UnknownRecordError)(nil); errors.As(err, &unknown) {
+		p.skip(dl, SkipUnknownRecord, fmt.Sprintf("its send-once record says %q: left listed", unknown.Record))
 		return "", false
 	}
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/internal/topology"
 )
 
 // Reading the inspect subscription.
@@ -81,7 +82,7 @@ type heldLetter struct {
 func newReader(ps *pubsub.Client, in Inspect, batch int32) *reader {
 	sub := in.Subscription
 	if !strings.HasPrefix(sub, "projects/") {
-		sub = fmt.Sprintf("projects/%s/subscriptions/%s", ps.Project(), sub)
+		sub = topology.SubscriptionName(ps.Project(), sub)
 	}
 	return &reader{api: ps.SubscriptionAdminClient, sub: sub, sources: in.Sources, wait: in.Wait, limit: in.Limit, batch: batch,
 		held: map[string]*heldLetter{}}

@@ -192,7 +192,7 @@ func checkLogs(t *testing.T, logs string, secrets ...string) {
 
 // TestADeadLetterKeepsNoneOfTheProducersReservedAttributes: a producer's
 // attributes named as the dispatcher's or Pub/Sub's on a dead letter
-// (deadletter.Reserved) would steer its replay: a class sends it to the other
+// (deadletter reserves them) would steer its replay: a class sends it to the other
 // topic, an original_data_bytes makes it look cut (never replayed), a
 // source subscription makes it look forwarded by Pub/Sub. The dead letter
 // carries the dispatcher's, and the producer's other attributes.

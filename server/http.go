@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"smsdispatcher/internal/pullwatch"
 )
 
 // Limits of the HTTP server. Its answers are small and come from memory
@@ -41,42 +43,59 @@ func (s *Server) handler(stopping <-chan struct{}, metrics http.Handler) http.Ha
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		// Redis down is not "not ready": the limiter falls back. Only lanes
-		// that are not receiving make the pod unready.
-		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-		defer cancel()
-		redisState := "reachable"
-		if err := s.rdb.Ping(ctx).Err(); err != nil {
-			redisState = "unreachable (limiter in fallback)"
-		}
-		select {
-		case <-stopping:
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "not ready: shutting down (pulls stopping, sends in flight finishing); redis %s\n", redisState)
-			return
-		default:
-		}
-		if why, left, paused := s.d.AccountPause(); paused {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "not ready: the provider refused the account (%s); sending paused for %v; redis %s\n",
-				why, left.Round(time.Second), redisState)
-			return
-		}
-		for _, name := range s.opts.Subscriptions {
-			if d, silent := s.opts.Pulls.Silent(name, time.Now()); silent {
-				w.WriteHeader(http.StatusServiceUnavailable)
-				fmt.Fprintf(w, "not ready: no answer from Pub/Sub on %s for %v; redis %s\n", name, d.Round(time.Second), redisState)
-				return
-			}
-		}
-		if !s.d.Ready() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "not ready: subscriptions not receiving; redis %s\n", redisState)
-			return
-		}
-		fmt.Fprintf(w, "ready; redis %s\n", redisState)
-	})
+	mux.Handle("GET /readyz", readyz{rdb: s.rdb, lanes: s.d, pulls: s.opts.Pulls, subs: s.opts.Subscriptions, stopping: stopping})
 	mux.Handle("GET /metrics", metrics)
 	return mux
+}
+
+// lanes is what /readyz asks of the dispatcher (*dispatch.Dispatcher).
+type lanes interface {
+	AccountPause() (why string, left time.Duration, paused bool)
+	Ready() bool
+}
+
+// readyz answers /readyz: ready, or why not, with Redis's state.
+type readyz struct {
+	rdb      Redis
+	lanes    lanes
+	pulls    *pullwatch.Watch // watches subs
+	subs     []string
+	stopping <-chan struct{} // closed at SIGTERM
+}
+
+func (z readyz) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Redis down is not "not ready": the limiter falls back. Only lanes
+	// that are not receiving make the pod unready.
+	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+	defer cancel()
+	redisState := "reachable"
+	if err := z.rdb.Ping(ctx).Err(); err != nil {
+		redisState = "unreachable (limiter in fallback)"
+	}
+	select {
+	case <-z.stopping:
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "not ready: shutting down (pulls stopping, sends in flight finishing); redis %s\n", redisState)
+		return
+	default:
+	}
+	if why, left, paused := z.lanes.AccountPause(); paused {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "not ready: the provider refused the account (%s); sending paused for %v; redis %s\n",
+			why, left.Round(time.Second), redisState)
+		return
+	}
+	for _, name := range z.subs {
+		if d, silent := z.pulls.Silent(name, time.Now()); silent {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: no answer from Pub/Sub on %s for %v; redis %s\n", name, d.Round(time.Second), redisState)
+			return
+		}
+	}
+	if !z.lanes.Ready() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "not ready: subscriptions not receiving; redis %s\n", redisState)
+		return
+	}
+	fmt.Fprintf(w, "ready; redis %s\n", redisState)
 }

@@ -11,15 +11,15 @@ import (
 	"smsdispatcher/admission"
 )
 
-// HeartbeatEvery is how often a process tells Redis it is alive, and in
+// heartbeatEvery is how often a process tells Redis it is alive, and in
 // what state, on each account.
-const HeartbeatEvery = time.Second
+const heartbeatEvery = time.Second
 
 // Heartbeats beats as process id, of the given version, on each limiter's
-// account every HeartbeatEvery until ctx ends; it returns then. A beat
+// account every heartbeatEvery until ctx ends; it returns then. A beat
 // that fails (Redis down) is skipped: the process shows silent.
 func Heartbeats(ctx context.Context, id, version string, lims []*admission.Limiter) {
-	t := time.NewTicker(HeartbeatEvery)
+	t := time.NewTicker(heartbeatEvery)
 	defer t.Stop()
 	host, _ := os.Hostname()
 	for {

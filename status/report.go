@@ -10,14 +10,14 @@ import (
 	"smsdispatcher/admission"
 )
 
-// Seconds is how many whole seconds of sends Read reads: the last 1, 10
+// seconds is how many whole seconds of sends Read reads: the last 1, 10
 // and 60 s come from them, and Watch draws them.
-const Seconds = 60
+const seconds = 60
 
 // AliveWithin is how recent a process's last heartbeat must be for the
 // report to call it alive; a quieter one is silent (cut off from Redis, in
 // its fallback, or dead) until admission.HeartbeatKeep drops it.
-const AliveWithin = 3 * HeartbeatEvery
+const AliveWithin = 3 * heartbeatEvery
 
 // Setup is one account as the report needs it: the settings it shows
 // beside the state in Redis, and the limiter that reads that state.
@@ -123,7 +123,7 @@ func Read(ctx context.Context, setups []Setup, now time.Time) (Report, error) {
 	// counted would read low.
 	last := now.Truncate(time.Second).Add(-time.Second)
 	for _, s := range setups {
-		st, err := s.Limiter.Status(ctx, last, Seconds)
+		st, err := s.Limiter.Status(ctx, last, seconds)
 		if err != nil {
 			return Report{}, fmt.Errorf("account %s: %w", s.Name, err)
 		}

@@ -18,8 +18,8 @@ import (
 // AliveWithin is silent; sends count by age.
 func TestAccountOfAState(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	sent := make([]int, Seconds)
-	sent[Seconds-1], sent[Seconds-5], sent[0] = 2, 3, 4
+	sent := make([]int, seconds)
+	sent[seconds-1], sent[seconds-5], sent[0] = 2, 3, 4
 	st := admission.AccountStatus{
 		Now:         t0,
 		Override:    &admission.Override{TargetRPS: 60, Left: time.Minute},
@@ -30,7 +30,7 @@ func TestAccountOfAState(t *testing.T) {
 			{ID: "a", State: "ok host-a v1", LastBeat: t0.Add(-time.Second)},
 			{ID: "c", State: "garbled", LastBeat: t0},
 		},
-		Sent: [2][]int{admission.OTP: sent, admission.Marketing: make([]int, Seconds)},
+		Sent: [2][]int{admission.OTP: sent, admission.Marketing: make([]int, seconds)},
 	}
 	s := Setup{Name: "main", Provider: "generic", RateUnit: "message", Classes: []admission.Class{admission.OTP},
 		ContractRPS: 100, TargetRPS: 90, MarketingRPS: 70, Adaptive: true}

@@ -188,5 +188,5 @@ func (a Account) writeSparklines(b *strings.Builder) {
 		}
 		fmt.Fprintf(b, " %d/s\n", a.Sent[class].Last1s)
 	}
-	fmt.Fprintf(b, "  %-9s %s %g/s\n", "contract", strings.Repeat("─", Seconds), a.ContractRPS)
+	fmt.Fprintf(b, "  %-9s %s %g/s\n", "contract", strings.Repeat("─", seconds), a.ContractRPS)
 }

@@ -233,13 +233,13 @@ var mutants = []mutant{
 	}, ""},
 	{"O2", "replay ignores the id's record and republishes a sent id", []edit{
 		{"deadletter/replay.go", "	return recs.Forget(ctx, id)", "	recs.Forget(ctx, id)\n	return admission.Record{State: admission.Unrecorded}, false, nil"},
-	}, "./cmd/dispatcher/"},
+	}, "./deadletter/"},
 	{"O3", "replay acks a dead letter before its republish", []edit{
 		{"deadletter/replay.go", "	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayPublishTimeout)", "	p.r.ack(ctx, dl)\n	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayPublishTimeout)"},
-	}, "./cmd/dispatcher/"},
+	}, "./deadletter/"},
 	{"O4", "list consumes what it read", []edit{
 		{"deadletter/subscription.go", "	r.modack(ctx, ids, 0)\n", "	r.ackIDs(ctx, ids)\n"},
-	}, "./cmd/dispatcher/"},
+	}, "./deadletter/"},
 	{"O5", "status writes to the account's keys", []edit{
 		{"admission/status.lua", "local t = redis.call('TIME')", "redis.call('SET', KEYS[1] .. ':seen', 1)\nlocal t = redis.call('TIME')"},
 	}, ""},
@@ -351,9 +351,9 @@ var killers = map[string]string{
 	"A6":  "TestAnOTPOverflowsOnlyWhenItsAccountIsUnderAPenalty",
 	"A7":  "TestTheSearchWaitsForThePenaltyAndForPressure",
 	"O1":  "TestForgetClearsOnlyARefusal",
-	"O2":  "TestDeadlettersReplayNeverResendsASentID",
-	"O3":  "TestDeadlettersReplayKilledHalfwayLosesNothing",
-	"O4":  "TestDeadlettersListIsRepeatableFiltersAndMasks",
+	"O2":  "TestReplayDecidesByTheRecord",
+	"O3":  "TestReplayDecidesByTheRecord",
+	"O4":  "TestListConsumesNothing",
 	"O5":  "TestStatusReadsWhatTheSendsAndProcessesLeft",
 	"O6":  "TestStatusReadsWhatTheSendsAndProcessesLeft",
 	"HB1": "TestServeWithTheDefaultsInSegments",

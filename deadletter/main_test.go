@@ -1,0 +1,12 @@
+package deadletter
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// The Pub/Sub client, linked into this test, starts OpenCensus's worker at init.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
+}
