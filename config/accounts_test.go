@@ -311,7 +311,7 @@ func TestLoadAccountsUnreadable(t *testing.T) {
 	for name, path := range map[string]string{
 		"missing":         filepath.Join(t.TempDir(), "accounts.yaml"),
 		"a directory":     t.TempDir(),
-		"larger than 1MB": writeFile(t, "accounts.yaml", "accounts: []\n"+strings.Repeat("#", MaxFileSize)),
+		"larger than 1MB": writeFile(t, "accounts.yaml", "accounts: []\n"+strings.Repeat("#", maxFileSize)),
 	} {
 		_, err := loadAccounts(base.Process, path)
 		var ce *Error

@@ -178,8 +178,8 @@ func lookup(env string) *setting {
 	panic("config: unknown setting " + env)
 }
 
-// Known reports whether env is the variable of a setting.
-func Known(env string) bool {
+// known reports whether env is the variable of a setting.
+func known(env string) bool {
 	for _, s := range settings {
 		if s.env == env {
 			return true
