@@ -20,7 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"smsdispatcher/admission"
+	"smsdispatcher/internal/redisconn"
 	"smsdispatcher/internal/redistest"
 )
 
@@ -284,4 +287,25 @@ type admissionProbe struct {
 	pingErr  error
 	decision admission.Decision
 	err      error
+}
+
+// TestRedisInsecureSkipVerifyReachesTheClient: REDIS_INSECURE_SKIP_VERIFY
+// read by the configuration turns the certificate check off in the client
+// the commands build and gives serve's warning.
+func TestRedisInsecureSkipVerifyReachesTheClient(t *testing.T) {
+	cfg, err := loadConfig(map[string]string{"REDIS_URL": "rediss://:pw@10.0.0.3:6378", "REDIS_INSECURE_SKIP_VERIFY": "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := redisconn.Warnings(redisSettings(cfg, cfg.RedisTimeout)); len(w) != 1 || !strings.Contains(w[0], "REDIS_INSECURE_SKIP_VERIFY=true") {
+		t.Errorf("warnings %q, want one naming REDIS_INSECURE_SKIP_VERIFY=true", w)
+	}
+	rdb, err := newRedisOf(cfg, cfg.RedisTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	if tc := rdb.(*redis.Client).Options().TLSConfig; tc == nil || !tc.InsecureSkipVerify {
+		t.Error("the client checks the certificate, want it not checked")
+	}
 }
