@@ -128,6 +128,19 @@ func TestLoadAccountsExampleAsWritten(t *testing.T) {
 	}
 }
 
+// TestAccountsFileRefusesTheSingleAccountSettings: with ACCOUNTS_FILE, a
+// single-account variable given as well stops the process, naming it.
+func TestAccountsFileRefusesTheSingleAccountSettings(t *testing.T) {
+	path, _, _ := exampleFile(t, "max_segments: 4")
+	_, err := loadConfig(map[string]string{"ACCOUNTS_FILE": path, "TARGET_RPS": "50"})
+	if err == nil || !strings.Contains(err.Error(), "TARGET_RPS") || !strings.Contains(err.Error(), "not used with ACCOUNTS_FILE") {
+		t.Fatalf("TARGET_RPS with ACCOUNTS_FILE: %v", err)
+	}
+	if _, err := loadConfig(map[string]string{"ACCOUNTS_FILE": path, "OTP_MAX_WAIT": "2s"}); err != nil {
+		t.Fatalf("a global setting with ACCOUNTS_FILE: %v", err)
+	}
+}
+
 // The accounts the error cases build on.
 const (
 	okOTP = `  - name: otp
