@@ -128,6 +128,62 @@ func TestLoadAccountsExampleAsWritten(t *testing.T) {
 	}
 }
 
+// TestAccountsFileRefusesTheSingleAccountSettings: with ACCOUNTS_FILE, a
+// single-account variable given as well stops the process, naming it.
+func TestAccountsFileRefusesTheSingleAccountSettings(t *testing.T) {
+	path, _, _ := exampleFile(t, "max_segments: 4")
+	_, err := loadConfig(map[string]string{"ACCOUNTS_FILE": path, "TARGET_RPS": "50"})
+	if err == nil || !strings.Contains(err.Error(), "TARGET_RPS") || !strings.Contains(err.Error(), "not used with ACCOUNTS_FILE") {
+		t.Fatalf("TARGET_RPS with ACCOUNTS_FILE: %v", err)
+	}
+	if _, err := loadConfig(map[string]string{"ACCOUNTS_FILE": path, "OTP_MAX_WAIT": "2s"}); err != nil {
+		t.Fatalf("a global setting with ACCOUNTS_FILE: %v", err)
+	}
+}
+
+// TestTheOperatingGuidesAccountsExampleLoads: the complete ACCOUNTS_FILE
+// example of docs/operating.md is a file the dispatcher accepts, and means
+// what the guide says of it.
+func TestTheOperatingGuidesAccountsExampleLoads(t *testing.T) {
+	b, err := os.ReadFile("../docs/operating.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	_, after, ok := strings.Cut(doc, "## Accounts\n")
+	if !ok {
+		t.Fatal("docs/operating.md has no Accounts section")
+	}
+	_, block, ok := strings.Cut(after, "```yaml\n")
+	if !ok {
+		t.Fatal("the Accounts section has no yaml block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	block = strings.NewReplacer(
+		"/var/run/secrets/otp/token", writeFile(t, "otp-token", "otp-auth-token\n"),
+		"/var/run/secrets/bulk/token", writeFile(t, "bulk-token", "bulk-token\n"),
+	).Replace(block)
+	base, err := loadConfig(map[string]string{"ACCOUNTS_FILE": writeFile(t, "accounts.yaml", block)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setups, err := base.Accounts()
+	if err != nil {
+		t.Fatalf("the guide's example: %v", err)
+	}
+	if len(setups) != 2 || setups[0].Name != "otp" || setups[1].Name != "bulk" {
+		t.Fatalf("accounts %+v, want otp then bulk", setups)
+	}
+	r := [2][]int{dispatch.Route(Served(setups), admission.OTP), dispatch.Route(Served(setups), admission.Marketing)}
+	if len(r[admission.OTP]) != 2 || r[admission.OTP][0] != 0 || len(r[admission.Marketing]) != 1 || r[admission.Marketing][0] != 1 {
+		t.Fatalf("routes %v: want OTP on otp then bulk, marketing on bulk", r)
+	}
+	bulk := setups[1]
+	if len(bulk.Senders) != 3 || !bulk.Adaptive.Enabled || bulk.Adaptive.MinRPS != 10 || bulk.MarketingRPS != 70 {
+		t.Fatalf("bulk: %+v", bulk)
+	}
+}
+
 // The accounts the error cases build on.
 const (
 	okOTP = `  - name: otp
@@ -311,7 +367,7 @@ func TestLoadAccountsUnreadable(t *testing.T) {
 	for name, path := range map[string]string{
 		"missing":         filepath.Join(t.TempDir(), "accounts.yaml"),
 		"a directory":     t.TempDir(),
-		"larger than 1MB": writeFile(t, "accounts.yaml", "accounts: []\n"+strings.Repeat("#", MaxFileSize)),
+		"larger than 1MB": writeFile(t, "accounts.yaml", "accounts: []\n"+strings.Repeat("#", maxFileSize)),
 	} {
 		_, err := loadAccounts(base.Process, path)
 		var ce *Error
@@ -407,20 +463,85 @@ func TestRoutesFileOrder(t *testing.T) {
 	}
 }
 
-// TestAccountKeysNameSettings: an account's error names the key of a
-// setting an account sets, and the variable of a setting of the process.
+// TestAccountKeysNameSettings: a value that cannot work names its YAML key
+// when an account of ACCOUNTS_FILE gives it, never its variable, and its
+// variable when the environment does. Every setting an account sets has a
+// case.
 func TestAccountKeysNameSettings(t *testing.T) {
-	for _, s := range settings {
-		want := s.key
-		if want == "" {
-			want = s.env
-		}
-		if got := keys(s.env); got != want {
-			t.Errorf("keys(%s) = %s, want %s", s.env, got, want)
-		}
+	missing := filepath.Join(t.TempDir(), "missing")
+	const (
+		generic = "provider: generic, generic: {url: https://a.example, token: t}"
+		twilio  = "SMS_PROVIDER=twilio TWILIO_ACCOUNT_SID=AC1 TWILIO_AUTH_TOKEN=t "
+		vonage  = "SMS_PROVIDER=vonage VONAGE_API_KEY=k VONAGE_API_SECRET=s "
+	)
+	tests := []struct {
+		env, key string
+		environ  string // the bad value in the environment, and what it needs
+		account  string // the same in an account of the file
+	}{
+		{"SMS_PROVIDER_URL", "generic.url", "SMS_PROVIDER_URL=a.example", "provider: generic, generic: {url: a.example, token: t}"},
+		{"SMS_PROVIDER_TOKEN", "generic.token", "SMS_PROVIDER_URL=https://a.example SMS_PROVIDER_TOKEN=t\x01", `provider: generic, generic: {url: https://a.example, token: "t\x01"}`},
+		{"SMS_PROVIDER_TOKEN_FILE", "generic.token_file", "SMS_PROVIDER_TOKEN_FILE=" + missing, "provider: generic, generic: {url: https://a.example, token_file: " + missing + "}"},
+		{"SMS_PROVIDER", "provider", "SMS_PROVIDER=sinch", "provider: sinch"},
+		{"TWILIO_ACCOUNT_SID", "twilio.account_sid", "SMS_PROVIDER=twilio TWILIO_ACCOUNT_SID=AC-1 TWILIO_AUTH_TOKEN=t TWILIO_FROM=+1", `provider: twilio, twilio: {account_sid: AC-1, auth_token: t, from: "+1"}`},
+		{"TWILIO_AUTH_TOKEN", "twilio.auth_token", "SMS_PROVIDER=twilio TWILIO_ACCOUNT_SID=AC1 TWILIO_AUTH_TOKEN=t\x01 TWILIO_FROM=+1", `provider: twilio, twilio: {account_sid: AC1, auth_token: "t\x01", from: "+1"}`},
+		{"TWILIO_AUTH_TOKEN_FILE", "twilio.auth_token_file", "SMS_PROVIDER=twilio TWILIO_ACCOUNT_SID=AC1 TWILIO_FROM=+1 TWILIO_AUTH_TOKEN_FILE=" + missing, `provider: twilio, twilio: {account_sid: AC1, from: "+1", auth_token_file: ` + missing + "}"},
+		{"TWILIO_FROM", "twilio.from", twilio, "provider: twilio, twilio: {account_sid: AC1, auth_token: t}"},
+		{"TWILIO_MESSAGING_SERVICE_SID", "twilio.messaging_service_sid", twilio + "TWILIO_MESSAGING_SERVICE_SID=MG-1", "provider: twilio, twilio: {account_sid: AC1, auth_token: t, messaging_service_sid: MG-1}"},
+		{"TWILIO_API_URL", "twilio.api_url", twilio + "TWILIO_FROM=+1 TWILIO_API_URL=api.twilio.com", `provider: twilio, twilio: {account_sid: AC1, auth_token: t, from: "+1", api_url: api.twilio.com}`},
+		{"VONAGE_API_KEY", "vonage.api_key", "SMS_PROVIDER=vonage VONAGE_API_SECRET=s VONAGE_FROM=A", "provider: vonage, vonage: {api_secret: s, from: A}"},
+		{"VONAGE_API_SECRET", "vonage.api_secret", "SMS_PROVIDER=vonage VONAGE_API_KEY=k VONAGE_FROM=A", "provider: vonage, vonage: {api_key: k, from: A}"},
+		{"VONAGE_API_SECRET_FILE", "vonage.api_secret_file", "SMS_PROVIDER=vonage VONAGE_API_KEY=k VONAGE_FROM=A VONAGE_API_SECRET_FILE=" + missing, "provider: vonage, vonage: {api_key: k, from: A, api_secret_file: " + missing + "}"},
+		{"VONAGE_FROM", "vonage.from", vonage, "provider: vonage, vonage: {api_key: k, api_secret: s}"},
+		{"VONAGE_API_URL", "vonage.api_url", vonage + "VONAGE_FROM=A VONAGE_API_URL=rest.nexmo.com", "provider: vonage, vonage: {api_key: k, api_secret: s, from: A, api_url: rest.nexmo.com}"},
+		{"RATE_UNIT", "rate_unit", "RATE_UNIT=byte", generic + ", rate_unit: byte"},
+		{"MAX_SEGMENTS", "max_segments", "MAX_SEGMENTS=0", generic + ", max_segments: 0"},
+		{"SMS_ACCOUNT", "name", "SMS_ACCOUNT=a{b", `name: "a{b", ` + generic},
+		{"CONTRACT_RPS", "contract_rps", "CONTRACT_RPS=2e6", generic + ", contract_rps: 2e6"},
+		{"TARGET_RPS", "target_rps", "TARGET_RPS=120", generic + ", target_rps: 120"},
+		{"MARKETING_RPS", "class_rps.marketing", "MARKETING_RPS=95", generic + ", class_rps: {marketing: 95}"},
+		{"BURST", "burst", "BURST=0", generic + ", burst: 0"},
+		{"PROVIDER_MAX_INFLIGHT", "max_inflight", "PROVIDER_MAX_INFLIGHT=-1", generic + ", max_inflight: -1"},
 	}
-	if keys("SMS_PROVIDER_TOKEN") != "generic.token" || keys("PROVIDER_ARRIVAL_JITTER") != "PROVIDER_ARRIVAL_JITTER" {
-		t.Error("keys: want generic.token and PROVIDER_ARRIVAL_JITTER")
+	base, err := loadConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	covered := map[string]bool{}
+	for _, tt := range tests {
+		covered[tt.env] = true
+		t.Run(tt.key, func(t *testing.T) {
+			env := map[string]string{}
+			for _, kv := range strings.Fields(tt.environ) {
+				k, v, _ := strings.Cut(kv, "=")
+				env[k] = strings.ReplaceAll(v, `\x01`, "\x01")
+			}
+			c, err := loadConfig(env)
+			if err == nil {
+				err = LimiterError(c.Limiter(c.Account).Validate())
+			}
+			if err == nil {
+				_, _, err = c.Sender(time.Second)
+			}
+			var ce *Error
+			if !errors.As(err, &ce) || ce.Env != tt.env {
+				t.Errorf("from the environment: %v, want a configuration error naming %s", err, tt.env)
+			}
+			account := tt.account
+			if !strings.HasPrefix(account, "name: ") {
+				account = "name: x, " + account
+			}
+			path := writeFile(t, "accounts.yaml", "accounts:\n  - {"+account+", classes: [otp, marketing]}\n")
+			_, err = loadAccounts(base.Process, path)
+			if !errors.As(err, &ce) || ce.Env != "ACCOUNTS_FILE" || !strings.Contains(err.Error(), ": "+tt.key+": ") || strings.Contains(err.Error(), tt.env) {
+				t.Errorf("from the file: %v, want a configuration error naming %s, not %s", err, tt.key, tt.env)
+			}
+		})
+	}
+	for _, s := range settings {
+		if s.key != "" && !covered[s.env] {
+			t.Errorf("no case for %s (%s)", s.env, s.key)
+		}
 	}
 }
 

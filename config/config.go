@@ -114,10 +114,10 @@ const (
 	maxBurst    = 1_000_000
 	maxSenders  = 100_000
 	maxDuration = 24 * time.Hour
-	// MaxFileSize bounds what is read of a token, CA or accounts file, so
+	// maxFileSize bounds what is read of a token, CA or accounts file, so
 	// that a path to /dev/zero or a log file neither hangs nor bloats the
 	// process.
-	MaxFileSize = 1 << 20
+	maxFileSize = 1 << 20
 	// maxSegments bounds MAX_SEGMENTS: a body of 1,600 emoji is 49
 	// segments, none is longer.
 	maxSegments = 100

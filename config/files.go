@@ -84,7 +84,7 @@ func (a *Account) readFiles() error {
 	return nil
 }
 
-// readSmall reads a file of at most MaxFileSize bytes. Its errors say what
+// readSmall reads a file of at most maxFileSize bytes. Its errors say what
 // went wrong with the path (os errors name it), never what the file holds.
 func readSmall(path string) ([]byte, error) {
 	f, err := os.Open(path)
@@ -92,12 +92,12 @@ func readSmall(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	b, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > MaxFileSize {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, MaxFileSize)
+	if len(b) > maxFileSize {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxFileSize)
 	}
 	return b, nil
 }

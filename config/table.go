@@ -10,17 +10,19 @@ import (
 
 // A Group is a set of settings that commands read together; a command
 // registers the flags of its groups only.
-type Group uint8
+type Group uint16
 
 const (
-	Pubsub        Group = 1 << iota // the project and the topics
-	Subscriptions                   // the subscriptions and the dead letters
+	Pubsub        Group = 1 << iota // the Google Cloud project
+	Topics                          // the topics producers publish to
+	Subscriptions                   // the dispatcher's two subscriptions and the dead letters' inspect subscription
+	DeadLetters                     // the dead-letter topic and how long the inspect subscription keeps a letter
 	Redis                           // the limiter's Redis
 	Accounts                        // the accounts, their provider and rates, and the limiter's settings
 	Credentials                     // the provider's URLs and credentials, which only a sender reads
 	Waits                           // the classes' waits and the send timeout (which size the ack deadline)
 	Serving                         // what only a serving process reads: the pause, the grace, the HTTP address
-	All           = Pubsub | Subscriptions | Redis | Accounts | Credentials | Waits | Serving
+	All           = Pubsub | Topics | Subscriptions | DeadLetters | Redis | Accounts | Credentials | Waits | Serving
 )
 
 // setting is one row of the configuration table.
@@ -121,13 +123,13 @@ func anyDuration(dst func(*Settings) *time.Duration) func(*Settings, string) err
 
 var settings = []setting{
 	{"PUBSUB_PROJECT_ID", "project", "", "local", "Google Cloud project of the topics (GOOGLE_CLOUD_PROJECT is read too)", false, Pubsub, "", str(func(s *Settings) *string { return &s.ProjectID })},
-	{"OTP_TOPIC", "otp-topic", "", "sms-otp", "topic producers publish OTP to", false, Pubsub, "", str(func(s *Settings) *string { return &s.OTPTopic })},
-	{"MARKETING_TOPIC", "marketing-topic", "", "sms-marketing", "topic producers publish marketing to", false, Pubsub, "", str(func(s *Settings) *string { return &s.MarketingTopic })},
+	{"OTP_TOPIC", "otp-topic", "", "sms-otp", "topic producers publish OTP to", false, Topics, "", str(func(s *Settings) *string { return &s.OTPTopic })},
+	{"MARKETING_TOPIC", "marketing-topic", "", "sms-marketing", "topic producers publish marketing to", false, Topics, "", str(func(s *Settings) *string { return &s.MarketingTopic })},
 	{"OTP_SUBSCRIPTION", "otp-subscription", "", "sms-otp-dispatcher", "subscription the dispatcher pulls OTP from", false, Subscriptions, "", str(func(s *Settings) *string { return &s.OTPSubscription })},
 	{"MARKETING_SUBSCRIPTION", "marketing-subscription", "", "sms-marketing-dispatcher", "subscription the dispatcher pulls marketing from", false, Subscriptions, "", str(func(s *Settings) *string { return &s.MarketingSubscription })},
-	{"DEAD_LETTER_TOPIC", "dead-letter-topic", "", "sms-dead-letter", "topic of messages that will never be sent", false, Subscriptions, "", str(func(s *Settings) *string { return &s.DeadLetterTopic })},
+	{"DEAD_LETTER_TOPIC", "dead-letter-topic", "", "sms-dead-letter", "topic of messages that will never be sent", false, DeadLetters, "", str(func(s *Settings) *string { return &s.DeadLetterTopic })},
 	{"DEAD_LETTER_SUBSCRIPTION", "dead-letter-subscription", "", "sms-dead-letter-inspect", "subscription for people to read dead letters", false, Subscriptions, "", str(func(s *Settings) *string { return &s.DeadLetterInspect })},
-	{"DEAD_LETTER_RETENTION", "dead-letter-retention", "", "168h", "how long the dead-letter subscription keeps a dead letter (it holds numbers and bodies: codes), set by setup; 10m to 168h", false, Subscriptions, "", anyDuration(func(s *Settings) *time.Duration { return &s.DeadLetterRetention })},
+	{"DEAD_LETTER_RETENTION", "dead-letter-retention", "", "168h", "how long the dead-letter subscription keeps a dead letter (it holds numbers and bodies: codes), set by setup; 10m to 168h", false, DeadLetters, "", anyDuration(func(s *Settings) *time.Duration { return &s.DeadLetterRetention })},
 	{"REDIS_URL", "redis-url", "", "", "redis:// or rediss:// URL; redis+cluster:// or a comma list of host:port for Redis Cluster", true, Redis, "", str(func(s *Settings) *string { return &s.RedisURL })},
 	{"REDIS_URL_FILE", "redis-url-file", "", "", "file holding REDIS_URL, such as a mounted Secret; surrounding spaces and newlines are trimmed (instead of REDIS_URL)", false, Redis, "", str(func(s *Settings) *string { return &s.RedisURLFile })},
 	{"REDIS_INSECURE_SKIP_VERIFY", "redis-insecure-skip-verify", "", "false", "true: do not check a rediss:// server's certificate (the only way skip_verify=true in the URL is accepted); anyone on the path can then read the password", false, Redis, "", boolean(func(s *Settings) *bool { return &s.RedisInsecure })},
@@ -178,8 +180,8 @@ func lookup(env string) *setting {
 	panic("config: unknown setting " + env)
 }
 
-// Known reports whether env is the variable of a setting.
-func Known(env string) bool {
+// known reports whether env is the variable of a setting.
+func known(env string) bool {
 	for _, s := range settings {
 		if s.env == env {
 			return true

@@ -225,7 +225,10 @@ func (p Process) Limiter(a Account) admission.Config {
 // LimiterError is err, an error of admission.Config.Validate or
 // admission.New for an account of the single-account variables, said as an
 // *Error naming the variable behind its field; any other error is returned
-// as it is.
+// as it is. Of the fields it names, MaxCost (MAX_SEGMENTS) and
+// ArrivalJitter (PROVIDER_ARRIVAL_JITTER) never fail here: the start-up
+// checks refuse a MAX_SEGMENTS outside 1-100 and a jitter outside 0-1s
+// first, and MaxCost is 1 when the rates count messages.
 func LimiterError(err error) error {
 	var ce *admission.ConfigError
 	if !errors.As(err, &ce) {

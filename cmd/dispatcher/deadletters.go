@@ -162,7 +162,7 @@ func (l *idList) Set(v string) error {
 // runDeadlettersReplay is `dispatcher deadletters replay`.
 func runDeadlettersReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("deadletters replay", stderr)
-	load := config.Flags(fs, config.Pubsub|config.Subscriptions|config.Redis|config.Accounts, environ)
+	load := config.Flags(fs, config.Pubsub|config.Topics|config.Subscriptions|config.Redis|config.Accounts, environ)
 	reading := readFlags(fs, 0)
 	reason := fs.String("reason", "", "replay the dead letters whose reject_reason starts with this (provider, max_attempts, ...)")
 	var ids idList

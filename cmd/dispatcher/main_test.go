@@ -271,9 +271,9 @@ func TestHelpListsTheCommandsAndEachCommandItsFlags(t *testing.T) {
 			}
 		}
 	}
-	help := func(cmd string) string {
+	help := func(cmd ...string) string {
 		var out bytes.Buffer
-		err := run(context.Background(), []string{cmd, "-h"}, io.Discard, &out)
+		err := run(context.Background(), append(cmd, "-h"), io.Discard, &out)
 		if !errors.Is(err, flag.ErrHelp) {
 			t.Fatalf("%s -h: %v", cmd, err)
 		}
@@ -289,5 +289,16 @@ func TestHelpListsTheCommandsAndEachCommandItsFlags(t *testing.T) {
 	}
 	if s := help("status"); !strings.Contains(s, "-redis-url ") || !strings.Contains(s, "[TARGET_RPS]") {
 		t.Errorf("status -h lacks its Redis or its rates:\n%s", s)
+	}
+	list := help("deadletters", "list")
+	for _, f := range []string{"-dead-letter-topic", "-dead-letter-retention", "-otp-topic", "-marketing-topic"} {
+		if strings.Contains(list, f+" ") {
+			t.Errorf("deadletters list -h shows %s, which list never reads", f)
+		}
+	}
+	for _, f := range []string{"-project", "-otp-subscription", "-marketing-subscription", "-dead-letter-subscription"} {
+		if !strings.Contains(list, f+" ") {
+			t.Errorf("deadletters list -h lacks %s", f)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,10 +16,10 @@ import (
 // be named), pins the learned rate, shows it, and resets it; a pin above
 // the account's target is refused.
 func TestOverrideShowsPinsAndResetsTheLearnedRate(t *testing.T) {
-	path, _, _ := exampleFile(t, "max_segments: 4")
 	bulk := redistest.UniqueAccount(t)
-	data := strings.Replace(readFileT(t, path), "name: bulk", "name: "+bulk, 1)
-	path = writeFile(t, "accounts.yaml", data)
+	path := writeFile(t, "accounts.yaml", "accounts:\n"+
+		"  - {name: otp, provider: generic, generic: {url: https://a.example, token: t1}, classes: [otp]}\n"+
+		"  - {name: "+bulk+", provider: generic, generic: {url: https://b.example, token: t2}, target_rps: 90, classes: [marketing], adaptive: {enabled: true}}\n")
 	env := map[string]string{"ACCOUNTS_FILE": path, "REDIS_URL": "redis://" + redistest.Addr(t)}
 	old := environ
 	environ = func(k string) string { return env[k] }
@@ -53,28 +52,6 @@ func TestOverrideShowsPinsAndResetsTheLearnedRate(t *testing.T) {
 	}
 	if _, err := run("--on", "nobody", "--show"); err == nil || !strings.Contains(err.Error(), `no account "nobody"`) {
 		t.Fatalf("an unknown account: %v", err)
-	}
-}
-
-func readFileT(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-// TestAccountsFileRefusesTheSingleAccountSettings: with ACCOUNTS_FILE, a
-// single-account variable given as well stops the process, naming it.
-func TestAccountsFileRefusesTheSingleAccountSettings(t *testing.T) {
-	path, _, _ := exampleFile(t, "max_segments: 4")
-	_, err := loadConfig(map[string]string{"ACCOUNTS_FILE": path, "TARGET_RPS": "50"})
-	if err == nil || !strings.Contains(err.Error(), "TARGET_RPS") || !strings.Contains(err.Error(), "not used with ACCOUNTS_FILE") {
-		t.Fatalf("TARGET_RPS with ACCOUNTS_FILE: %v", err)
-	}
-	if _, err := loadConfig(map[string]string{"ACCOUNTS_FILE": path, "OTP_MAX_WAIT": "2s"}); err != nil {
-		t.Fatalf("a global setting with ACCOUNTS_FILE: %v", err)
 	}
 }
 
@@ -153,18 +130,4 @@ func TestOverrideClearPenaltyEndsA429NotAPause(t *testing.T) {
 	if ttl := rdb.PTTL(ctx, penalty).Val(); ttl < 50*time.Second {
 		t.Fatalf("the account pause lives %v after --clear-penalty, want its minute", ttl)
 	}
-}
-
-// exampleFile writes config's example of the ACCOUNTS_FILE format with its
-// token files and returns its path and the token files' paths.
-func exampleFile(t *testing.T, maxSegmentsLine string) (path, otpToken, bulkToken string) {
-	t.Helper()
-	example, err := os.ReadFile("../../config/testdata/accounts-example.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	otpToken = writeFile(t, "otp-token", "otp-auth-token\n")
-	bulkToken = writeFile(t, "bulk-token", "bulk-token\n")
-	content := strings.NewReplacer("OTP_TOKEN", otpToken, "BULK_TOKEN", bulkToken, "MAX_SEGMENTS_LINE", maxSegmentsLine).Replace(string(example))
-	return writeFile(t, "accounts.yaml", content), otpToken, bulkToken
 }

@@ -21,7 +21,7 @@ import (
 // runPublish is `dispatcher publish`: what a producer does.
 func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("publish", stderr)
-	load := config.Flags(fs, config.Pubsub, environ)
+	load := config.Flags(fs, config.Pubsub|config.Topics, environ)
 	class := fs.String("class", "", "otp or marketing (required)")
 	to := fs.String("to", "", "E.164 phone number")
 	body := fs.String("body", "", "message text")
@@ -127,7 +127,7 @@ func readLines(name string) ([][]byte, error) {
 // runSetup is `dispatcher setup`.
 func runSetup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("setup", stderr)
-	load := config.Flags(fs, config.Pubsub|config.Subscriptions|config.Waits, environ)
+	load := config.Flags(fs, config.Pubsub|config.Topics|config.Subscriptions|config.DeadLetters|config.Waits, environ)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -23,7 +23,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/admission"
-	"smsdispatcher/config"
 	"smsdispatcher/internal/redisconn"
 	"smsdispatcher/internal/redistest"
 )
@@ -290,100 +289,23 @@ type admissionProbe struct {
 	err      error
 }
 
-func TestRedisCAFileConfig(t *testing.T) {
-	ca := writeFile(t, "ca.pem", string(newTestCA(t, "CA").pem))
-	tests := []struct {
-		name string
-		env  map[string]string
-		ok   bool
-	}{
-		{"rediss with a CA", map[string]string{"REDIS_URL": "rediss://h:6380", "REDIS_CA_FILE": ca}, true},
-		{"rediss cluster with a CA", map[string]string{"REDIS_URL": "rediss+cluster://h:6380", "REDIS_CA_FILE": ca}, true},
-		{"a CA without TLS", map[string]string{"REDIS_URL": "redis://h:6379", "REDIS_CA_FILE": ca}, false},
-		{"a CA with host:port seeds", map[string]string{"REDIS_URL": "h:1,h:2", "REDIS_CA_FILE": ca}, false},
-		{"missing CA file", map[string]string{"REDIS_URL": "rediss://h:6380", "REDIS_CA_FILE": filepath.Join(t.TempDir(), "nope.pem")}, false},
-		{"not PEM", map[string]string{"REDIS_URL": "rediss://h:6380", "REDIS_CA_FILE": writeFile(t, "ca.pem", "hello")}, false},
+// TestRedisInsecureSkipVerifyReachesTheClient: REDIS_INSECURE_SKIP_VERIFY
+// read by the configuration turns the certificate check off in the client
+// the commands build and gives serve's warning.
+func TestRedisInsecureSkipVerifyReachesTheClient(t *testing.T) {
+	cfg, err := loadConfig(map[string]string{"REDIS_URL": "rediss://:pw@10.0.0.3:6378", "REDIS_INSECURE_SKIP_VERIFY": "true"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c, err := loadConfig(tt.env)
-			if tt.ok {
-				if err != nil || len(c.RedisCA) == 0 {
-					t.Fatalf("config %v, CA %d bytes; want it accepted with the CA read", err, len(c.RedisCA))
-				}
-				rdb, err := redisconn.New(redisconn.Settings{URL: c.RedisURL, CA: c.RedisCA, CallTimeout: c.RedisTimeout})
-				if err != nil {
-					t.Fatal(err)
-				}
-				rdb.Close()
-				return
-			}
-			var ce *config.Error
-			if !errors.As(err, &ce) || ce.Env != "REDIS_CA_FILE" {
-				t.Fatalf("err %v, want a configuration error naming REDIS_CA_FILE", err)
-			}
-		})
+	if w := redisconn.Warnings(redisSettings(cfg, cfg.RedisTimeout)); len(w) != 1 || !strings.Contains(w[0], "REDIS_INSECURE_SKIP_VERIFY=true") {
+		t.Errorf("warnings %q, want one naming REDIS_INSECURE_SKIP_VERIFY=true", w)
 	}
-}
-
-// TestRedisURLSettings: skip_verify=true in a rediss:// URL needs
-// REDIS_INSECURE_SKIP_VERIFY=true, which applies to TLS only and not with
-// a CA file; REDIS_URL_FILE holds the URL instead of REDIS_URL, and its
-// errors name it. No error shows the password.
-func TestRedisURLSettings(t *testing.T) {
-	const secret = "hunter2"
-	ca := writeFile(t, "ca.pem", string(newTestCA(t, "CA").pem))
-	file := func(content string) string { return writeFile(t, "redis-url", content) }
-	tests := []struct {
-		name    string
-		env     map[string]string
-		want    string // the variable the error names; "" for accepted
-		url     string // accepted: the URL read
-		skipped bool   // accepted: the certificate is not checked
-	}{
-		{"skip_verify in the URL", map[string]string{"REDIS_URL": "rediss://:" + secret + "@h:6380?skip_verify=true"}, "REDIS_URL", "", false},
-		{"skip_verify in the URL, told", map[string]string{"REDIS_URL": "rediss://:" + secret + "@h:6380?skip_verify=true", "REDIS_INSECURE_SKIP_VERIFY": "true"}, "", "rediss://:" + secret + "@h:6380?skip_verify=true", true},
-		{"told alone", map[string]string{"REDIS_URL": "rediss://h:6380", "REDIS_INSECURE_SKIP_VERIFY": "true"}, "", "rediss://h:6380", true},
-		{"told false", map[string]string{"REDIS_URL": "rediss://h:6380", "REDIS_INSECURE_SKIP_VERIFY": "false"}, "", "rediss://h:6380", false},
-		{"told without TLS", map[string]string{"REDIS_URL": "redis://h:6379", "REDIS_INSECURE_SKIP_VERIFY": "true"}, "REDIS_INSECURE_SKIP_VERIFY", "", false},
-		{"told with a CA file", map[string]string{"REDIS_URL": "rediss://h:6380", "REDIS_INSECURE_SKIP_VERIFY": "true", "REDIS_CA_FILE": ca}, "REDIS_INSECURE_SKIP_VERIFY", "", false},
-		{"told yes", map[string]string{"REDIS_URL": "rediss://h:6380", "REDIS_INSECURE_SKIP_VERIFY": "yes"}, "REDIS_INSECURE_SKIP_VERIFY", "", false},
-		{"URL file", map[string]string{"REDIS_URL_FILE": file("rediss://:" + secret + "@h:6380\n")}, "", "rediss://:" + secret + "@h:6380", false},
-		{"URL file and REDIS_URL", map[string]string{"REDIS_URL_FILE": file("redis://h:6379"), "REDIS_URL": "redis://h:6379"}, "REDIS_URL_FILE", "", false},
-		{"URL file missing", map[string]string{"REDIS_URL_FILE": filepath.Join(t.TempDir(), "nope")}, "REDIS_URL_FILE", "", false},
-		{"URL file empty", map[string]string{"REDIS_URL_FILE": file(" \n")}, "REDIS_URL_FILE", "", false},
-		{"URL file not a Redis URL", map[string]string{"REDIS_URL_FILE": file("http://u:" + secret + "@h")}, "REDIS_URL_FILE", "", false},
-		{"URL file with skip_verify", map[string]string{"REDIS_URL_FILE": file("rediss://:" + secret + "@h:6380?skip_verify=true")}, "REDIS_URL_FILE", "", false},
-		{"URL file without TLS, and a CA", map[string]string{"REDIS_URL_FILE": file("redis://h:6379"), "REDIS_CA_FILE": ca}, "REDIS_CA_FILE", "", false},
+	rdb, err := newRedisOf(cfg, cfg.RedisTimeout)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c, err := loadConfig(tt.env)
-			if tt.want != "" {
-				var ce *config.Error
-				if !errors.As(err, &ce) || ce.Env != tt.want {
-					t.Fatalf("err %v, want a configuration error naming %s", err, tt.want)
-				}
-				if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "\n") {
-					t.Fatalf("error %q: want one line without the password", err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.RedisURL != tt.url {
-				t.Fatalf("the URL read is %q, want %q", c.RedisURL, tt.url)
-			}
-			rdb, err := newRedisOf(c, c.RedisTimeout)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rdb.Close()
-			tc := rdb.(*redis.Client).Options().TLSConfig
-			if skipped := tc != nil && tc.InsecureSkipVerify; skipped != tt.skipped {
-				t.Fatalf("certificate check skipped: %v, want %v", skipped, tt.skipped)
-			}
-		})
+	defer rdb.Close()
+	if tc := rdb.(*redis.Client).Options().TLSConfig; tc == nil || !tc.InsecureSkipVerify {
+		t.Error("the client checks the certificate, want it not checked")
 	}
 }

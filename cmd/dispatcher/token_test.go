@@ -49,65 +49,6 @@ func writeFile(t *testing.T, name, content string) string {
 	return path
 }
 
-func TestProviderTokenFile(t *testing.T) {
-	const secret = "t0ken-from-file-5b1e"
-	tests := []struct {
-		name    string
-		env     map[string]string
-		args    []string
-		want    string // the token, when the configuration is valid
-		wantEnv string // the variable the error names, when it is not
-	}{
-		{"trailing newline trimmed", map[string]string{"SMS_PROVIDER_TOKEN_FILE": writeFile(t, "tok", secret+"\n")}, nil, secret, ""},
-		{"CRLF trimmed", map[string]string{"SMS_PROVIDER_TOKEN_FILE": writeFile(t, "tok", secret+"\r\n")}, nil, secret, ""},
-		{"no newline", map[string]string{"SMS_PROVIDER_TOKEN_FILE": writeFile(t, "tok", secret)}, nil, secret, ""},
-		{"flag", nil, []string{"--provider-token-file", writeFile(t, "tok", secret+"\n")}, secret, ""},
-		{"environment only", map[string]string{"SMS_PROVIDER_TOKEN": secret}, nil, secret, ""},
-		{"both set", map[string]string{"SMS_PROVIDER_TOKEN": secret, "SMS_PROVIDER_TOKEN_FILE": writeFile(t, "tok", secret)}, nil, "", "SMS_PROVIDER_TOKEN_FILE"},
-		{"both set, one by flag", map[string]string{"SMS_PROVIDER_TOKEN": secret}, []string{"--provider-token-file", writeFile(t, "tok", secret)}, "", "SMS_PROVIDER_TOKEN_FILE"},
-		{"missing file", map[string]string{"SMS_PROVIDER_TOKEN_FILE": filepath.Join(t.TempDir(), "nope")}, nil, "", "SMS_PROVIDER_TOKEN_FILE"},
-		{"a directory", map[string]string{"SMS_PROVIDER_TOKEN_FILE": t.TempDir()}, nil, "", "SMS_PROVIDER_TOKEN_FILE"},
-		{"empty file", map[string]string{"SMS_PROVIDER_TOKEN_FILE": writeFile(t, "tok", "\n")}, nil, "", "SMS_PROVIDER_TOKEN_FILE"},
-		{"larger than 1 MiB", map[string]string{"SMS_PROVIDER_TOKEN_FILE": writeFile(t, "tok", secret+strings.Repeat("x", config.MaxFileSize))}, nil, "", "SMS_PROVIDER_TOKEN_FILE"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c, err := loadConfig(tt.env, tt.args...)
-			if tt.wantEnv == "" {
-				if err != nil || c.ProviderToken != tt.want {
-					t.Fatalf("token %q, err %v; want %q", c.ProviderToken, err, tt.want)
-				}
-				return
-			}
-			var ce *config.Error
-			if !errors.As(err, &ce) || ce.Env != tt.wantEnv {
-				t.Fatalf("err %v, want a configuration error naming %s", err, tt.wantEnv)
-			}
-			if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "\n") {
-				t.Fatalf("error %q: want one line without the token", err)
-			}
-		})
-	}
-}
-
-// TestTokenFileUnreadable checks a file that exists but cannot be read:
-// the error names the variable, not the token.
-func TestTokenFileUnreadable(t *testing.T) {
-	if os.Geteuid() == 0 {
-		t.Log("running as root: file modes do not stop reads, so the unreadable case is a directory (TestProviderTokenFile)")
-		return
-	}
-	path := writeFile(t, "tok", "s3cret-unreadable\n")
-	if err := os.Chmod(path, 0); err != nil {
-		t.Fatal(err)
-	}
-	_, err := loadConfig(map[string]string{"SMS_PROVIDER_TOKEN_FILE": path})
-	var ce *config.Error
-	if !errors.As(err, &ce) || ce.Env != "SMS_PROVIDER_TOKEN_FILE" || strings.Contains(err.Error(), "s3cret") {
-		t.Fatalf("err %v, want a configuration error naming SMS_PROVIDER_TOKEN_FILE without the token", err)
-	}
-}
-
 // TestServeRejectsAnInvalidTokenFromAFile: a token the HTTP header cannot
 // carry stops serve with an error naming the file's variable, without the
 // token.

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -9,11 +9,10 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
-	"smsdispatcher/config"
 )
 
 // FuzzConfig feeds arbitrary values of the rate, burst, wait, account and
-// URL variables through configFlags and validate. Nothing may panic; a
+// URL variables through Flags and its validation. Nothing may panic; a
 // rejected configuration is one line naming a known variable; an accepted
 // one keeps the invariants the limiter relies on and is accepted by the
 // limiter too, so that no value passes the check at start and fails (or
@@ -32,11 +31,11 @@ func FuzzConfig(f *testing.F) {
 		}
 		c, err := loadConfig(env)
 		if err != nil {
-			var ce *config.Error
+			var ce *Error
 			if !errors.As(err, &ce) {
 				t.Fatalf("error %v (%T) is not a configError", err, err)
 			}
-			if !config.Known(ce.Env) || strings.Contains(err.Error(), "\n") {
+			if !known(ce.Env) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("error %q: want one line naming a known variable", err)
 			}
 			if ce.Env == "REDIS_URL" && strings.Contains(err.Error(), "hunter2") {
@@ -115,7 +114,7 @@ func TestConfigBounds(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.env+"="+tt.value, func(t *testing.T) {
 			_, err := loadConfig(map[string]string{tt.env: tt.value})
-			var ce *config.Error
+			var ce *Error
 			if !errors.As(err, &ce) || ce.Env != tt.env {
 				t.Fatalf("err %v, want a configuration error naming %s", err, tt.env)
 			}
@@ -177,7 +176,7 @@ func TestArrivalJitterCheck(t *testing.T) {
 				}
 				return
 			}
-			var ce *config.Error
+			var ce *Error
 			if !errors.As(err, &ce) || ce.Env != tt.want {
 				t.Fatalf("err %v, want a configuration error naming %s", err, tt.want)
 			}
