@@ -248,7 +248,7 @@ var mutants = []mutant{
 	}, ""},
 	{"HB1", "MAX_SEGMENTS unset is 6 whatever the rates", []edit{
 		{"config/validate.go", "			a.MaxSegments = a.fittingSegments(p)", "			a.MaxSegments = defaultMaxSegments"},
-	}, "./cmd/dispatcher/"},
+	}, "./config/"},
 	{"HB2", "RATE_UNIT defaults to message with twilio and vonage", []edit{
 		{"config/validate.go", "	if provider == \"twilio\" || provider == \"vonage\" {", "	if false {"},
 	}, "./config/"},
@@ -356,7 +356,7 @@ var killers = map[string]string{
 	"O4":  "TestListConsumesNothing",
 	"O5":  "TestStatusReadsWhatTheSendsAndProcessesLeft",
 	"O6":  "TestStatusReadsWhatTheSendsAndProcessesLeft",
-	"HB1": "TestServeWithTheDefaultsInSegments",
+	"HB1": "TestDefaultsFollowTheProviderAndTheRates",
 	"HB2": "TestDefaultsFollowTheProviderAndTheRates",
 	"HB3": "TestLoadAccountsErrors",
 	"HA1": "TestGCRAScriptNeverAdmitsMoreThanRateTimesWindowPlusBurst",
