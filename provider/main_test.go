@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -16,23 +15,10 @@ func TestMain(m *testing.M) {
 // windows with Phase 0 start on it.
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
-// fakeClock is a clock the test moves by hand. It is safe for concurrent
-// use because handlers may read it on server goroutines.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time // guarded by mu
-}
+// fakeClock is a clock stopped at one instant, so that what an adapter
+// stamps or compares with the time is the same on every run.
+type fakeClock struct{ t time.Time }
 
 func newFakeClock(t time.Time) *fakeClock { return &fakeClock{t: t} }
 
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
+func (c *fakeClock) Now() time.Time { return c.t }
