@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 )
 
 // seconds is how many whole seconds of sends Read reads: the last 1, 10
@@ -22,13 +23,8 @@ const AliveWithin = 3 * heartbeatEvery
 // Setup is one account as the report needs it: the settings it shows
 // beside the state in Redis, and the limiter that reads that state.
 type Setup struct {
-	Name, Provider, RateUnit             string
-	Classes                              []admission.Class
-	ContractRPS, TargetRPS, MarketingRPS float64
-	// Adaptive says the account learns its rate: a learned rate is in
-	// force only then, or when pinned (docs/operating.md).
-	Adaptive bool
-	Limiter  *admission.Limiter
+	config.Account
+	Limiter *admission.Limiter
 }
 
 // Report is what `dispatcher status` prints; its JSON is the `status
@@ -153,7 +149,7 @@ func accountOf(s Setup, st admission.AccountStatus) Account {
 	a.LearnedIgnored = st.LearnedIgnored
 	if l := st.Learned; l.RPS > 0 {
 		a.Learned = &Learned{RPS: l.RPS, Mode: l.Mode, LowRPS: l.Low, HighRPS: l.High}
-		if s.Adaptive || l.Mode == "pinned" { // else inert (docs/operating.md)
+		if s.Adaptive.Enabled || l.Mode == "pinned" { // else inert (docs/operating.md)
 			a.InForceRPS = min(a.InForceRPS, l.RPS)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 )
 
 // TestAccountOfAState builds the report of a fixed state: the rate in
@@ -32,8 +33,8 @@ func TestAccountOfAState(t *testing.T) {
 		},
 		Sent: [2][]int{admission.OTP: sent, admission.Marketing: make([]int, seconds)},
 	}
-	s := Setup{Name: "main", Provider: "generic", RateUnit: "message", Classes: []admission.Class{admission.OTP},
-		ContractRPS: 100, TargetRPS: 90, MarketingRPS: 70, Adaptive: true}
+	s := Setup{Account: config.Account{Name: "main", Provider: "generic", RateUnit: "message", Classes: []admission.Class{admission.OTP},
+		ContractRPS: 100, TargetRPS: 90, MarketingRPS: 70, Adaptive: admission.Adaptive{Enabled: true}}}
 	a := accountOf(s, st)
 	if a.InForceRPS != 40 || a.Override == nil || *a.Override.LeftSeconds != 60 || a.Learned == nil {
 		t.Errorf("rates: in force %g, override %+v, learned %+v; want 40 from the learned rate", a.InForceRPS, a.Override, a.Learned)
@@ -56,7 +57,7 @@ func TestAccountOfAState(t *testing.T) {
 		}
 	}
 
-	s.Adaptive = false
+	s.Adaptive.Enabled = false
 	if a := accountOf(s, st); a.InForceRPS != 60 {
 		t.Errorf("in force %g with the learned rate inert, want the override's 60", a.InForceRPS)
 	}

@@ -54,8 +54,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		accounts = append(accounts, status.Setup{Name: s.Name, Provider: s.Provider, RateUnit: s.RateUnit, Classes: s.Classes,
-			ContractRPS: s.ContractRPS, TargetRPS: s.TargetRPS, MarketingRPS: s.MarketingRPS, Adaptive: s.Adaptive.Enabled, Limiter: lim})
+		accounts = append(accounts, status.Setup{Account: s, Limiter: lim})
 	}
 	read := func() (status.Report, error) { return status.Read(ctx, accounts, time.Now()) }
 	if !*watch {
