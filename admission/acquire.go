@@ -160,21 +160,21 @@ func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time
 				// The booked slot opens in RetryAfter, counted from the
 				// answer: never before it, on Redis's clock.
 				if err := sleep(d.RetryAfter); err != nil {
-					_ = l.Settle(context.WithoutCancel(ctx), d, "")
+					_ = l.Settle(context.WithoutCancel(ctx), d, "", ResultNone)
 					return Decision{}, err
 				}
 				d.RetryAfter = 0
 				if p, stop := l.stopped(); stop {
 					// A 429 or an account pause this process heard of
 					// meanwhile: the slot goes unused.
-					_ = l.Settle(context.WithoutCancel(ctx), d, "")
+					_ = l.Settle(context.WithoutCancel(ctx), d, "", ResultNone)
 					p.Tries = tries
 					return p, nil
 				}
 			}
 			return d, nil
 		}
-		if d.Reason == ReasonRecord {
+		if d.Reason == ReasonRecord || (d.Reason == ReasonDegraded && claim.Failover) {
 			return d, nil
 		}
 		wait := max(d.RetryAfter, minWait)

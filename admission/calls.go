@@ -17,7 +17,8 @@ type admitCall struct {
 	Probe        string   `lua:"KEYS[7] probe key"`
 	Learned      string   `lua:"KEYS[8] learned rate"`
 	Record       string   `lua:"KEYS[9] the id's record"`
-	Senders      []string `lua:"KEYS[10..] the sender pool's TAT keys ({sms:<account>}:tat:sender:<from>),"`
+	Health       string   `lua:"KEYS[10] the account's health"`
+	Senders      []string `lua:"KEYS[11..] the sender pool's TAT keys ({sms:<account>}:tat:sender:<from>),"`
 
 	GlobalInterval    int64  `lua:"ARGV[1] global emission interval in microseconds"`
 	GlobalTau         int64  `lua:"ARGV[2] global tolerance tau in microseconds"`
@@ -39,16 +40,18 @@ type admitCall struct {
 	Count             bool   `lua:"ARGV[18] '1' to count this send"`
 	Adaptive          string `lua:"ARGV[19] the learned rate's search"`
 	SenderIntervals   string `lua:"ARGV[20] the sender pool's emission intervals in microseconds"`
+	ProbeEvery        int64  `lua:"ARGV[21] the probe interval of a degraded account, in microseconds"`
+	Failover          bool   `lua:"ARGV[22] '1' when the caller can send elsewhere (failover)"`
 }
 
 func (c admitCall) keys() []string {
-	return append([]string{c.GlobalTAT, c.MarketingTAT, c.Penalty, c.Wake, c.Override, c.Leases, c.Probe, c.Learned, c.Record}, c.Senders...)
+	return append([]string{c.GlobalTAT, c.MarketingTAT, c.Penalty, c.Wake, c.Override, c.Leases, c.Probe, c.Learned, c.Record, c.Health}, c.Senders...)
 }
 
 func (c admitCall) argv() []any {
 	return []any{c.GlobalInterval, c.GlobalTau, c.MarketingInterval, c.MarketingTau, flag(c.Marketing),
 		c.RecoveryFloor, c.Reserve, c.Tickets, c.Spacing, c.Within, c.MaxInFlight, c.Lease, c.LeaseTTL, max(c.Cost, 1),
-		max(c.Lookahead, 0), c.Token, c.ClaimMillis, flag(c.Count), c.Adaptive, c.SenderIntervals}
+		max(c.Lookahead, 0), c.Token, c.ClaimMillis, flag(c.Count), c.Adaptive, c.SenderIntervals, c.ProbeEvery, flag(c.Failover)}
 }
 
 // penaltyCall is one call of penalty.lua.
@@ -132,23 +135,26 @@ type finishCall struct {
 	Record  string `lua:"KEYS[1] id record key"`
 	Leases  string `lua:"KEYS[2] in-flight leases"`
 	Counter string `lua:"KEYS[3] the sends counter"`
+	Health  string `lua:"KEYS[4] the account's health"`
 
 	Value  string   `lua:"ARGV[1] the record"`
 	Millis int64    `lua:"ARGV[2] record lifetime in milliseconds"`
 	Token  string   `lua:"ARGV[3] the caller's claim token"`
 	Units  int      `lua:"ARGV[4] units the provider accepted"`
-	Ended  []string `lua:"ARGV[5..] lease members to end"`
+	Result string   `lua:"ARGV[5] what the send said of the account's health"`
+	Rule   string   `lua:"ARGV[6] the health rule"`
+	Ended  []string `lua:"ARGV[7..] lease members to end"`
 }
 
 func (c finishCall) keys() []string {
 	if c.Counter == "" {
 		c.Counter = c.Leases // not counted: any key of the account's slot
 	}
-	return []string{c.Record, c.Leases, c.Counter}
+	return []string{c.Record, c.Leases, c.Counter, c.Health}
 }
 
 func (c finishCall) argv() []any {
-	a := []any{c.Value, c.Millis, c.Token, c.Units}
+	a := []any{c.Value, c.Millis, c.Token, c.Units, c.Result, c.Rule}
 	for _, m := range c.Ended {
 		a = append(a, m)
 	}

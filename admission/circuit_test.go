@@ -132,7 +132,7 @@ func TestALeaseWhoseReplyWasLostIsReleased(t *testing.T) {
 	ctx := context.Background()
 	// Once on a fast Redis, so that the script is cached there and the
 	// late call is one EVALSHA.
-	if d := try(t, lim, OTP); !d.Allowed || lim.Settle(ctx, d, "") != nil {
+	if d := try(t, lim, OTP); !d.Allowed || lim.Settle(ctx, d, "", ResultNone) != nil {
 		t.Fatalf("warm-up: %+v", d)
 	}
 
@@ -157,7 +157,7 @@ func TestALeaseWhoseReplyWasLostIsReleased(t *testing.T) {
 	if n := direct.ZCard(ctx, leases).Val(); n != 1 {
 		t.Fatalf("%d leases in Redis, want only the new one", n)
 	}
-	if err := lim.Settle(ctx, d, ""); err != nil {
+	if err := lim.Settle(ctx, d, "", ResultNone); err != nil {
 		t.Fatal(err)
 	}
 	if n := direct.ZCard(ctx, leases).Val(); n != 0 {

@@ -81,6 +81,9 @@ type Config struct {
 	// Adaptive, when enabled, learns the rate the provider really allows
 	// below TargetRPS (docs/design.md, "A limit that learns").
 	Adaptive Adaptive
+	// Health is the rule that says when the account's sends are failing
+	// and it admits probes only (docs/design.md, "An account's health").
+	Health HealthRule
 	// Logger receives at most one line per RedisRetryAfter about Redis
 	// failures, and one per 429 whose Retry-After MaxRetryAfter cut. If
 	// nil, slog.Default() is used.
@@ -135,6 +138,7 @@ func (c Config) withDefaults() Config {
 		c.Adaptive.ProbeInterval = cmp.Or(c.Adaptive.ProbeInterval, DefaultProbeInterval)
 		c.Adaptive.Step = cmp.Or(c.Adaptive.Step, DefaultAdaptiveStep)
 	}
+	c.Health = c.Health.withDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

@@ -69,6 +69,7 @@ const (
 	ReasonRecord    Reason = "record"    // the id's record says not to send (Decision.Record)
 	ReasonNoRecord  Reason = "no_record" // marketing waits for Redis to keep its send-once record (fallback)
 	ReasonSender    Reason = "sender"    // no sender of the pool has a slot yet
+	ReasonDegraded  Reason = "degraded"  // the account's sends are failing: it admits probes only (Health)
 
 	// Reasons of SourceNone: the caller did not ask.
 	ReasonTurn   Reason = "turn"    // its max wait ran out queued behind a caller of its class
@@ -113,6 +114,9 @@ type Decision struct {
 	// Sender is, when allowed on an account with a sender pool, the From
 	// of the sender whose slot was taken: send from it.
 	Sender string
+	// Health is the account's health as the admission found it: an
+	// allowed send on a Degraded account is its probe.
+	Health Health
 
 	claim Claim // the claim taken, for Settle
 	class Class // the class and units Redis admitted, for Settle's count of sends

@@ -34,6 +34,7 @@ func (l *Limiter) eval(ctx context.Context, class Class, cost int, recovering bo
 		}
 		call.Record, call.Token, call.ClaimMillis, call.Count = l.claims.Key(claim.ID), claim.Token, ttl.Milliseconds(), claim.Count
 	}
+	call.Failover = claim.Failover
 	lease := call.Lease
 	var v []any
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
@@ -62,6 +63,7 @@ func (l *Limiter) eval(ctx context.Context, class Class, cost int, recovering bo
 	d, learned, err := parseReply(v)
 	if err == nil {
 		l.learned.Store(learned)
+		l.health.Store(int32(d.Health))
 		if d.Reason != ReasonRecord { // a record's denial returns before the rates are read
 			l.reportIgnored(v[8].(int64))
 		}
@@ -77,8 +79,8 @@ func (l *Limiter) eval(ctx context.Context, class Class, cost int, recovering bo
 }
 
 // parseReply turns gcra.lua's {allowed, wait_us, reason, next_us,
-// attempts, detail, sender, learned, ignored} into a Decision, and the
-// learned rate's thousandths.
+// attempts, detail, sender, learned, ignored, health} into a Decision, and
+// the learned rate's thousandths.
 func parseReply(v []any) (Decision, int64, error) {
 	d, err := parseDecision(v)
 	if err != nil {
@@ -88,14 +90,14 @@ func parseReply(v []any) (Decision, int64, error) {
 }
 
 func parseDecision(v []any) (Decision, error) {
-	if len(v) != 9 {
-		return Decision{}, fmt.Errorf("%w: %d elements, want 9", ErrBadReply, len(v))
+	if len(v) != 10 {
+		return Decision{}, fmt.Errorf("%w: %d elements, want 10", ErrBadReply, len(v))
 	}
 	detail, ok := v[5].(string)
 	if !ok {
 		return Decision{}, fmt.Errorf("%w: element 5 is %T", ErrBadReply, v[5])
 	}
-	var n [9]int64
+	var n [10]int64
 	for i := range n {
 		if i == 5 {
 			continue
@@ -110,7 +112,10 @@ func parseDecision(v []any) (Decision, error) {
 		return Decision{}, fmt.Errorf("%w: a sender with a denial: %v", ErrBadReply, v)
 	}
 	us := func(x int64) time.Duration { return time.Duration(x) * time.Microsecond }
-	d := Decision{Allowed: n[0] == 1, RetryAfter: us(n[1]), Source: SourceRedis, Attempts: int(n[4])}
+	if n[9] < int64(Healthy) || n[9] > int64(Degraded) {
+		return Decision{}, fmt.Errorf("%w: health %d", ErrBadReply, n[9])
+	}
+	d := Decision{Allowed: n[0] == 1, RetryAfter: us(n[1]), Source: SourceRedis, Attempts: int(n[4]), Health: Health(n[9])}
 	switch {
 	case n[0] == 1 && n[2] == 0:
 		d.RetryAfter, d.Next = max(d.RetryAfter, 0), max(us(n[3]), 0)
@@ -124,6 +129,8 @@ func parseDecision(v []any) (Decision, error) {
 		d.Reason = ReasonInFlight
 	case n[0] == 0 && n[2] == 7:
 		d.Reason = ReasonSender
+	case n[0] == 0 && n[2] == 8:
+		d.Reason = ReasonDegraded
 	case n[0] == 0 && n[2] == 5 && detail != "":
 		d.Source, d.Reason, d.Why = SourcePenalty, ReasonAccount, detail
 	case n[0] == 0 && n[2] == 6:

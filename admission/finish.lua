@@ -7,6 +7,8 @@
 -- KEYS[3] -> the sends counter of the send's class and second
 --            ({sms:<account>}:sent:<class>:<unix second>), counted when
 --            ARGV[4] is above 0 (any key of the account otherwise)
+-- KEYS[4] -> the account's health ({sms:<account>}:health; gcra.lua
+--            reads it)
 -- ARGV[1] -> the record: 'sent', 'sent:<provider id>' or 'refused:<reason>'
 --            (refused, its dead letter not out yet), which overwrites any
 --            claim (the outcome is a fact); 'rejected' (refused and
@@ -20,13 +22,28 @@
 -- ARGV[3] -> the caller's claim token ('' when it holds none)
 -- ARGV[4] -> units the provider accepted, to count (0: none): what
 --            `dispatcher status` reads; the counter lives 70 s
--- ARGV[5..] -> lease members to end (none, the send's, and any whose
+-- ARGV[5] -> what the send said of the account's health: 'ok' (the
+--            provider answered: accepted or refused the message), 'fail'
+--            (a transient failure: 5xx, no connection), 'timeout' (no
+--            answer in time), or '' (nothing: a 429, an account refusal,
+--            no send)
+-- ARGV[6] -> the health rule: '<window_us> <fails> <timeouts> <probes>
+--            <probe_us> <keep_ms>'. A healthy account becomes degraded on
+--            <fails> failures in a row, the first at most <window_us> ago,
+--            or on <timeouts> timeouts in a row; any success ends the run.
+--            A degraded one is healthy again after <probes> successes in
+--            a row (gcra.lua admits one probe per <probe_us>); a failure
+--            starts the count again. The state lives <keep_ms> past its
+--            last change
+-- ARGV[7..] -> lease members to end (none, the send's, and any whose
 --            admission reply or release was lost)
 --
--- Returns 1 when the record was written or the claim given back, 0 when
--- the claim was not the caller's any more (expired and taken by another
--- attempt, or final) or a 'rejected' found no refusal, and the record was
--- left alone.
+-- Returns {written, health}: written is 1 when the record was written or
+-- the claim given back, 0 when the claim was not the caller's any more
+-- (expired and taken by another attempt, or final) or a 'rejected' found
+-- no refusal, and the record was left alone; health is the account's
+-- after this send, as gcra.lua reports it (0 healthy, 1 a run of failures
+-- counted, 2 degraded; 0 when ARGV[5] is '').
 local n = 1
 if ARGV[1] == 'rejected' then
   local v = redis.call('GET', KEYS[1])
@@ -61,7 +78,55 @@ local units = tonumber(ARGV[4]) or 0
 if units > 0 and redis.call('INCRBY', KEYS[3], units) == units then
   redis.call('PEXPIRE', KEYS[3], 70000)
 end
-if #ARGV > 4 then
-  redis.call('ZREM', KEYS[2], unpack(ARGV, 5))
+if #ARGV > 6 then
+  redis.call('ZREM', KEYS[2], unpack(ARGV, 7))
 end
-return n
+
+-- The account's health. A success on a healthy account with no run
+-- counted is not reported (the admission said so): nothing to read.
+local result = ARGV[5] or ''
+if result == '' then
+  return {n, 0}
+end
+local window, max_fails, max_timeouts, probes, probe_us, keep = string.match(ARGV[6], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
+window, max_fails, max_timeouts = tonumber(window), tonumber(max_fails), tonumber(max_timeouts)
+-- SET PX refuses a lifetime <= 0 and one past the clock's range.
+probes, probe_us, keep = tonumber(probes), tonumber(probe_us), math.min(math.max(tonumber(keep), 1), 2 ^ 40)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local mode, fails, timeouts, start, ok, nxt, since = 'h', 0, 0, 0, 0, 0, 0
+local v = redis.call('GET', KEYS[4])
+if v then
+  local m, a, b, c, d, e, f = string.match(v, '^([hd]) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
+  if m then
+    mode, fails, timeouts, start = m, tonumber(a), tonumber(b), tonumber(c)
+    ok, nxt, since = tonumber(d), tonumber(e), tonumber(f)
+  end
+end
+if result == 'ok' then
+  if mode == 'h' or ok + 1 >= probes then
+    redis.call('DEL', KEYS[4]) -- healthy, nothing counted
+    return {n, 0}
+  end
+  ok = ok + 1
+elseif mode == 'd' then
+  ok = 0
+else
+  if fails == 0 or now - start > window then
+    fails, timeouts, start = 0, 0, now
+  end
+  fails = fails + 1
+  if result == 'timeout' then
+    timeouts = timeouts + 1
+  else
+    timeouts = 0
+  end
+  if fails >= max_fails or timeouts >= max_timeouts then
+    mode, ok, nxt, since = 'd', 0, now + probe_us, now
+  end
+end
+redis.call('SET', KEYS[4], string.format('%s %d %d %d %d %d %d', mode, fails, timeouts, start, ok, nxt, since), 'PX', keep)
+if mode == 'd' then
+  return {n, 2}
+end
+return {n, 1}

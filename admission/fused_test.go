@@ -51,7 +51,7 @@ func TestADuplicateTakesNoSlot(t *testing.T) {
 	if err != nil || !d.Claimed {
 		t.Fatalf("first: %+v, %v", d, err)
 	}
-	if err := l.Settle(ctx, d, SentRecord("SM1")); err != nil {
+	if err := l.Settle(ctx, d, SentRecord("SM1"), ResultNone); err != nil {
 		t.Fatal(err)
 	}
 	if d, err := l.Admit(ctx, OTP, 1, time.Second, Claim{ID: "held", Token: "b"}); err != nil || !d.Claimed {
@@ -87,7 +87,7 @@ func TestSendsAreCountedAcrossGivenBackClaims(t *testing.T) {
 		if err != nil || !d.Claimed || d.Attempts != want {
 			t.Fatalf("attempt %d: %+v, %v; want claimed with %d before it", want+1, d, err, want)
 		}
-		if err := l.Settle(ctx, d, ""); err != nil {
+		if err := l.Settle(ctx, d, "", ResultNone); err != nil {
 			t.Fatal(err)
 		}
 	}

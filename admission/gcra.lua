@@ -31,7 +31,15 @@
 -- KEYS[9] -> the id's record ({sms:<account>}:id:<id>), read when
 --            ARGV[16] is not empty: the send-once claim is taken in the
 --            same call
--- KEYS[10..] -> the sender pool's TAT keys ({sms:<account>}:tat:sender:<from>),
+-- KEYS[10] -> the account's health ({sms:<account>}:health), written by
+--            finish.lua from what the sends came to (docs/design.md, "An
+--            account's health"): absent while healthy with no failure
+--            counted, else '<mode> <fails> <timeouts> <run_start_us>
+--            <probes_ok> <next_probe_us> <since_us>', mode 'h' (healthy,
+--            a run of failures counted) or 'd' (degraded). While degraded
+--            the account admits probes only: one send per ARGV[21]
+--            across every process
+-- KEYS[11..] -> the sender pool's TAT keys ({sms:<account>}:tat:sender:<from>),
 --            one per interval of ARGV[20]
 -- ARGV[1] -> global emission interval in microseconds (1e6 / TARGET_RPS, rounded up)
 -- ARGV[2] -> global tolerance tau in microseconds ((BURST - 1) * interval)
@@ -83,9 +91,15 @@
 --            and moves that TAT to max(TAT, at) + c * interval, so that
 --            any interval * rate window of the sender holds at most rate
 --            units (a send of more units than that goes alone)
+-- ARGV[21] -> the probe interval of a degraded account, in microseconds
+-- ARGV[22] -> '1' when the caller can send elsewhere (failover): a
+--            degraded account denies it at once, and leaves each probe to
+--            callers that cannot until it has been due for a probe
+--            interval (so that a home whose every caller fails over is
+--            still probed, at half the rate)
 --
 -- Returns {allowed, wait_us, reason, next_us, attempts, detail, sender,
--- learned, ignored}:
+-- learned, ignored, health}:
 --   allowed  -> 1 when a slot was taken (and the claim, if asked), 0 when denied
 --   wait_us  -> allowed: microseconds until the booked slot opens (0: now);
 --               denied: until the caller should ask again (its wake
@@ -107,9 +121,14 @@
 --   ignored  -> what was read from Redis and ignored: 1 the override
 --               (KEYS[5]), 2 the learned rate's state (KEYS[8]), 3 both,
 --               0 nothing
+--   health   -> the account's health (KEYS[10]): 0 healthy, 1 healthy
+--               with a run of failures counted (a success ends it: the
+--               caller reports it to finish.lua), 2 degraded (an allowed
+--               send is a probe)
 --
 -- Reason 7 is a denial by the sender pool: no sender opens within the
--- lookahead; wait_us is then when the first one opens.
+-- lookahead; wait_us is then when the first one opens. Reason 8 is a
+-- degraded account's denial: wait_us is until its next probe.
 --
 -- An id's record is '<state>' or, once its sends are counted,
 -- '<attempts>#<state>'; the state '' (a claim given back, its count kept)
@@ -163,6 +182,17 @@ end
 -- a sorted set).
 local s = redis.call('MGET', unpack(KEYS))
 
+-- The account's health: a degraded account admits probes only.
+local health, probe_due = 0, 0
+local hv = s[10] and {string.match(s[10], '^([hd]) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')}
+if hv and hv[1] then
+  if hv[1] == 'd' then
+    health, probe_due = 2, num(hv[6]) or 0
+  else
+    health = 1
+  end
+end
+
 -- What is written back, in one MSET at the end.
 local out = {}
 local function put(key, v)
@@ -187,7 +217,7 @@ if floor > 0 then
     tat_m = now + floor
     put(KEYS[2], tat_m)
   end
-  for i = 10, #KEYS do
+  for i = 11, #KEYS do
     if (tonumber(s[i]) or 0) < now + floor then
       s[i] = now + floor
       put(KEYS[i], s[i])
@@ -233,7 +263,7 @@ if token ~= '' and s[9] then
     if #out > 0 then
       redis.call('MSET', unpack(out))
     end
-    return {0, 0, 6, 0, attempts, state, 0, learned, ignored}
+    return {0, 0, 6, 0, attempts, state, 0, learned, ignored, health}
   end
 end
 
@@ -304,7 +334,7 @@ local function deny(wait, reason, detail)
   if #out > 0 then
     redis.call('MSET', unpack(out))
   end
-  return {0, wait, reason, 0, attempts, detail or '', 0, learned, ignored}
+  return {0, wait, reason, 0, attempts, detail or '', 0, learned, ignored, health}
 end
 
 if s[3] then
@@ -314,6 +344,21 @@ if s[3] then
       return deny(pen * 1000, 5, s[3])
     end
     return deny(pen * 1000, 1)
+  end
+end
+
+-- A degraded account: one probe per interval, taken below once the rates
+-- admit it; a caller that can send elsewhere waits one interval more.
+if health == 2 then
+  local due = probe_due
+  if ARGV[22] == '1' then
+    due = due + tonumber(ARGV[21])
+  end
+  if now < due then
+    if #out > 0 then
+      redis.call('MSET', unpack(out))
+    end
+    return {0, due - now, 8, 0, attempts, '', 0, learned, ignored, health}
   end
 end
 
@@ -383,7 +428,7 @@ if ARGV[20] ~= '' then
   for v in string.gmatch(ARGV[20], '%d+') do
     i = i + 1
     local iv = tonumber(v)
-    local w = (tonumber(s[9 + i]) or 0) + (cost - 1) * iv - now
+    local w = (tonumber(s[10 + i]) or 0) + (cost - 1) * iv - now
     if pick == 0 or w < s_wait then
       pick, s_wait, s_int = i, w, iv
     end
@@ -437,7 +482,7 @@ if marketing then
   put(KEYS[2], tat_m)
 end
 if pick > 0 then
-  put(KEYS[9 + pick], math.max(tonumber(s[9 + pick]) or 0, at) + cost * s_int)
+  put(KEYS[10 + pick], math.max(tonumber(s[10 + pick]) or 0, at) + cost * s_int)
 end
 local nxt = 0
 if tickets == '2' then
@@ -448,6 +493,11 @@ if tickets == '2' then
   nxt = ticket(open)
 end
 redis.call('MSET', unpack(out))
+if health == 2 then
+  -- This send is the probe: the next one is due an interval after it.
+  redis.call('SET', KEYS[10], string.format('d %s %s %s %s %d %s', hv[2], hv[3], hv[4], hv[5],
+    math.min(at + tonumber(ARGV[21]), max_us), hv[7]), 'KEEPTTL')
+end
 
 if token ~= '' then
   local n = attempts
@@ -460,4 +510,4 @@ if token ~= '' then
   end
   redis.call('SET', KEYS[9], v, 'PX', math.ceil(wait / 1000) + math.max(tonumber(ARGV[17]), 1))
 end
-return {1, wait, 0, nxt, attempts, '', pick, learned, ignored}
+return {1, wait, 0, nxt, attempts, '', pick, learned, ignored, health}

@@ -44,7 +44,7 @@ func TestNeverMoreThanTheLimitInFlightAcrossProcesses(t *testing.T) {
 				time.Sleep(2 * time.Millisecond) // the send
 				inFlight.Add(-1)
 				done.Add(1)
-				if err := l.Settle(context.Background(), d, ""); err != nil {
+				if err := l.Settle(context.Background(), d, "", ResultNone); err != nil {
 					t.Errorf("Settle: %v", err)
 				}
 			}

@@ -75,6 +75,8 @@ type Limiter struct {
 
 	learned atomic.Int64 // the learned rate in thousandths (0: none), as Redis last said
 	ignored atomic.Int64 // what gcra.lua last said it ignored in Redis (reportIgnored)
+	health  atomic.Int32 // the account's Health as the last script reply said it
+	healthRule string    // cfg.Health as finish.lua's argument
 	tag     string       // {sms:<account>}
 }
 
@@ -91,7 +93,8 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 	call := admitCall{
 		GlobalTAT: tag + ":tat:global", MarketingTAT: tag + ":tat:marketing", Penalty: tag + ":penalty",
 		Override: tag + ":rate-override", Leases: tag + ":leases", Probe: tag + ":probe",
-		Learned: tag + ":learned", Record: tag + ":id",
+		Learned: tag + ":learned", Record: tag + ":id", Health: tag + ":health",
+		ProbeEvery: cfg.Health.ProbeEvery.Microseconds(),
 		GlobalInterval: gi.Microseconds(), GlobalTau: (burst * gi).Microseconds(),
 		// The marketing level tolerates one send more even at BURST 1: a
 		// marketing send pushed back by an OTP's slot catches up, instead
@@ -114,6 +117,7 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 	}
 	l := &Limiter{
 		tag:           tag,
+		healthRule:    cfg.Health.arg(),
 		rdb:           rdb,
 		cfg:           cfg,
 		clock:         systemClock{},
@@ -202,7 +206,7 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets
 	if orphans && l.circuit.Allow() {
 		// Leases whose admission reply was lost may fill MaxInFlight:
 		// free them before asking for another. On failure they are kept.
-		_ = l.Settle(ctx, Decision{}, "")
+		_ = l.Settle(ctx, Decision{}, "", ResultNone)
 	}
 	if l.claims.leftovers() && l.circuit.Allow() {
 		// Claims whose release was lost hold their ids' redeliveries.

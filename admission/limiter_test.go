@@ -111,7 +111,7 @@ func TestAnAccountLeavesAFixedSetOfKeys(t *testing.T) {
 		if err != nil || !d.Allowed {
 			t.Fatalf("send %d: %+v, %v", i, d, err)
 		}
-		if err := l.Settle(ctx, d, RecordSent); err != nil {
+		if err := l.Settle(ctx, d, RecordSent, ResultNone); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -100,7 +100,7 @@ func TestAFullRedisAdmitsNothingAndSettlesWhatItAdmitted(t *testing.T) {
 	}
 
 	clock.Add(cfg.withDefaults().RedisRetryAfter)
-	if err := l.Settle(ctx, before, SentRecord("SM1")); err != nil {
+	if err := l.Settle(ctx, before, SentRecord("SM1"), ResultNone); err != nil {
 		t.Fatalf("settling the send admitted before Redis filled: %v", err)
 	}
 	if v := get(t, rdb, l.Claims().Key("before")); v != "sent:SM1" {

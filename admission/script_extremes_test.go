@@ -73,7 +73,9 @@ func (r *recorder) EvalSha(_ context.Context, sha string, keys []string, args ..
 	r.calls = append(r.calls, scriptCall{sha: sha, keys: slices.Clone(keys), args: slices.Clone(args)})
 	switch sha {
 	case gcraScript.Hash():
-		return redis.NewCmdResult([]any{int64(1), int64(0), int64(0), int64(0), int64(0), "", int64(0), int64(0), int64(0)}, nil)
+		return redis.NewCmdResult([]any{int64(1), int64(0), int64(0), int64(0), int64(0), "", int64(0), int64(0), int64(0), int64(0)}, nil)
+	case finishScript.Hash():
+		return redis.NewCmdResult([]any{int64(1), int64(0)}, nil)
 	case penaltyScript.Hash():
 		return redis.NewCmdResult([]any{int64(1), "throttled"}, nil)
 	}
@@ -374,14 +376,19 @@ func TestScriptsNeverErrOnNonPositiveLifetimes(t *testing.T) {
 		}},
 		{"finish", func(t *testing.T, ms string) scriptCall {
 			k := idKey(t, "id")
-			return scriptCall{finishScript.Hash(), append(k, k[0]+":leases", k[0]+":sent"), []any{RecordSent, ms, "", "1"}}
+			return scriptCall{finishScript.Hash(), append(k, k[0]+":leases", k[0]+":sent", k[0]+":health"), []any{RecordSent, ms, "", "1", "", ""}}
+		}},
+		{"finish counting a failure in the health", func(t *testing.T, ms string) scriptCall {
+			k := idKey(t, "id")
+			return scriptCall{finishScript.Hash(), append(k, k[0]+":leases", k[0]+":sent", k[0]+":health"),
+				[]any{"", "1", "", "0", "fail", "10000000 1 3 3 1000000 " + strings.TrimPrefix(ms, "-")}}
 		}},
 		{"finish giving back a counted claim", func(t *testing.T, ms string) scriptCall {
 			k := idKey(t, "id")
 			if err := rdb.Set(ctx, k[0], "2#claim:token", 0).Err(); err != nil {
 				t.Fatal(err)
 			}
-			return scriptCall{finishScript.Hash(), append(k, k[0]+":leases", k[0]+":sent"), []any{"", ms, "token", "0"}}
+			return scriptCall{finishScript.Hash(), append(k, k[0]+":leases", k[0]+":sent", k[0]+":health"), []any{"", ms, "token", "0", "", ""}}
 		}},
 		{"override", func(t *testing.T, ms string) scriptCall {
 			rec := &recorder{}

@@ -333,7 +333,7 @@ func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, s propSetti
 		lease := ""
 		for i, c := range plan {
 			if c.release && lease != "" {
-				r := rec.take(t, func() error { return l.Settle(ctx, Decision{Lease: lease}, "") })
+				r := rec.take(t, func() error { return l.Settle(ctx, Decision{Lease: lease}, "", ResultNone) })
 				scripts.send(ctx, p, r, c.at)
 			}
 			var g scriptCall

@@ -35,7 +35,7 @@ func TestScriptOpNamesEveryCallByItsScript(t *testing.T) {
 			d, err = lim.Admit(ctx, OTP, 1, time.Second, Claim{ID: "login-1", Token: "a", Count: true})
 			return err
 		}},
-		{OpFinish, func() error { return lim.Settle(ctx, d, RecordSent) }},
+		{OpFinish, func() error { return lim.Settle(ctx, d, RecordSent, ResultNone) }},
 		{OpClaim, func() error { _, err := claims.Claim(ctx, "login-2", "b", 0); return err }},
 		{OpRelease, func() error { return claims.Release(ctx, "login-2", "b") }},
 		{OpPenalty, func() error { return lim.ReportThrottled(ctx, time.Millisecond) }},

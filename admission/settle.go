@@ -24,6 +24,10 @@ type Claim struct {
 	// counted before it (Decision.Attempts): for a resend count where
 	// Pub/Sub keeps none.
 	Count bool
+	// Failover says the caller can send elsewhere: a Degraded account
+	// denies it at once (ReasonDegraded) instead of making it wait for a
+	// probe, and leaves its probes to callers that cannot.
+	Failover bool
 }
 
 // RefusedRecord is the record of a provider's refusal whose dead letter is
@@ -35,12 +39,13 @@ func RefusedRecord(reason string) string { return refusedPrefix + reason }
 // Settle is the one call after a send, and the one undo of an admission:
 // it writes the id's record of what became of it (RecordSent, SentRecord's,
 // RefusedRecord's), or with record "" gives back the claim d took so that a
-// retry can claim the id at once, and ends d's in-flight lease (in Redis or
+// retry can claim the id at once, ends d's in-flight lease (in Redis or
 // in the fallback), with any whose admission reply or release was lost
-// before. A zero Decision ends only those. A claim Redis did not hear given
-// back is given back once it answers again; a lease, with the next Settle,
-// past that it expires after LeaseTTL.
-func (l *Limiter) Settle(ctx context.Context, d Decision, record string) error {
+// before, and counts result in the account's health (Health). A zero
+// Decision ends only those. A claim Redis did not hear given back is given
+// back once it answers again; a lease, with the next Settle, past that it
+// expires after LeaseTTL.
+func (l *Limiter) Settle(ctx context.Context, d Decision, record string, result SendResult) error {
 	if record != "" && record != RecordSent && !strings.HasPrefix(record, sentPrefix) && !strings.HasPrefix(record, refusedPrefix) {
 		return errors.New("admission: Settle wants \"\", RecordSent, a SentRecord or a RefusedRecord")
 	}
@@ -59,19 +64,24 @@ func (l *Limiter) Settle(ctx context.Context, d Decision, record string) error {
 	// Without a claim finish.lua writes no record: its record key must
 	// share the leases' slot, and is left alone.
 	a := l.admit[OTP]
-	call := finishCall{Record: a.Leases, Leases: a.Leases, Millis: l.claims.recordTTL.Milliseconds(), Ended: l.takeOrphans(lease)}
+	call := finishCall{Record: a.Leases, Leases: a.Leases, Health: a.Health, Millis: l.claims.recordTTL.Milliseconds(),
+		Result: result.arg(d.Health), Rule: l.healthRule, Ended: l.takeOrphans(lease)}
 	if d.Claimed {
 		call.Record, call.Value, call.Token = l.claims.Key(d.claim.ID), record, d.claim.Token
 	}
 	if counted {
 		call.Counter, call.Units = l.SentKey(d.class, l.clock.Now()), d.units
 	}
-	if !d.Claimed && !counted && len(call.Ended) == 0 {
+	if !d.Claimed && !counted && len(call.Ended) == 0 && call.Result == "" {
 		return nil
 	}
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) error {
-		if err := finishScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Err(); err != nil {
+		v, err := finishScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Int64Slice()
+		if err != nil {
 			return fmt.Errorf("finish %.16s: %w", record, err)
+		}
+		if len(v) == 2 && call.Result != "" {
+			l.health.Store(int32(v[1]))
 		}
 		return nil
 	})

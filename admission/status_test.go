@@ -25,7 +25,7 @@ func TestStatusReadsWhatTheSendsAndProcessesLeft(t *testing.T) {
 		if err != nil || !d.Allowed {
 			t.Fatalf("%+v, %v", d, err)
 		}
-		if err := l.Settle(ctx, d, record); err != nil {
+		if err := l.Settle(ctx, d, record, ResultNone); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -17,13 +18,19 @@ type Account struct {
 	Name string
 	// Classes are the classes it serves. A class is sent by the first
 	// account of Deps.Accounts that serves it; an OTP overflows to the
-	// next one only when that account is under a penalty (docs/design.md,
-	// "Accounts").
-	Classes     []admission.Class
-	Limiter     Limiter
-	Claims      Claimer
-	Sender      Sender
-	Credentials Credentials // optional: a change ends the account's pause
+	// next one only when that account is under a penalty or degraded
+	// (docs/design.md, "Accounts").
+	Classes []admission.Class
+	// Destinations are the E.164 prefixes the account sends to ("+81");
+	// none: every destination.
+	Destinations []string
+	// FailoverClasses are the classes besides OTP that go on to the next
+	// account when this one is under a penalty or degraded.
+	FailoverClasses []admission.Class
+	Limiter         Limiter
+	Claims          Claimer
+	Sender          Sender
+	Credentials     Credentials // optional: a change ends the account's pause
 	// RateUnit and MaxSegments are what the account's rates count.
 	RateUnit    RateUnit
 	MaxSegments int
@@ -115,13 +122,30 @@ func route(all []*account, class admission.Class) []*account {
 	return r
 }
 
-// overflows reports whether a denial of class on its account sends it on
-// to the next: only an OTP, and only when the account is under a penalty
-// (a 429's or an account-level pause), never for its ordinary rate, so that
-// an OTP storm does not spill into another account's share.
-func overflows(class admission.Class, dec admission.Decision) bool {
-	return class == admission.OTP && !dec.Allowed &&
-		(dec.Reason == admission.ReasonPenalty || dec.Reason == admission.ReasonAccount)
+// failsOver reports whether class may go on from a to the next account of
+// its route: the first class (OTP) always, another only when a lists it in
+// FailoverClasses (a second provider's price, paid on purpose).
+func (a *account) failsOver(class admission.Class) bool {
+	return class == admission.OTP || slices.Contains(a.FailoverClasses, class)
+}
+
+// overflows reports whether a denial sends a class that fails over on to
+// the next account: only when the account is under a penalty (a 429's or
+// an account-level pause) or degraded, never for its ordinary rate, so
+// that an OTP storm does not spill into another account's share.
+func overflows(dec admission.Decision) bool {
+	return !dec.Allowed && (dec.Reason == admission.ReasonPenalty || dec.Reason == admission.ReasonAccount ||
+		dec.Reason == admission.ReasonDegraded)
+}
+
+// routeOf returns the accounts that send class to the number to, home
+// first, or an InvalidError no_route when none does.
+func (d *Dispatcher) routeOf(class admission.Class, to string) ([]*account, error) {
+	r := d.route[class]
+	if len(r) == 0 {
+		return nil, &InvalidError{Reason: "no_route", Detail: "no account serves " + class.String() + " to this destination"}
+	}
+	return r, nil
 }
 
 // classPause reports whether every account serving class is paused for an

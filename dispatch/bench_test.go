@@ -34,8 +34,11 @@ var (
 func (openLimiter) Admit(context.Context, admission.Class, int, time.Duration, admission.Claim) (admission.Decision, error) {
 	return admission.Decision{Allowed: true, Source: admission.SourceRedis, Tries: 1, Claimed: true}, nil
 }
-func (openLimiter) Settle(context.Context, admission.Decision, string) error { return nil }
-func (openLimiter) ReportThrottled(context.Context, time.Duration) error     { return nil }
+func (openLimiter) Settle(context.Context, admission.Decision, string, admission.SendResult) error {
+	return nil
+}
+func (openLimiter) Health() admission.Health                             { return admission.Healthy }
+func (openLimiter) ReportThrottled(context.Context, time.Duration) error { return nil }
 func (openLimiter) ReportAccountFailure(context.Context, time.Duration, string) error {
 	return nil
 }

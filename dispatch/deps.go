@@ -18,8 +18,11 @@ type Limiter interface {
 	// same call.
 	Admit(ctx context.Context, class admission.Class, cost int, maxWait time.Duration, claim admission.Claim) (admission.Decision, error)
 	// Settle is the one call after a send: the id's record of what became
-	// of it ("" gives the claim back) and the end of the send's lease.
-	Settle(ctx context.Context, d admission.Decision, record string) error
+	// of it ("" gives the claim back), the end of the send's lease, and
+	// what the send said of the account's health.
+	Settle(ctx context.Context, d admission.Decision, record string, result admission.SendResult) error
+	// Health is the account's health as this process last heard it.
+	Health() admission.Health
 	ReportThrottled(ctx context.Context, retryAfter time.Duration) error
 	// ReportAccountFailure stops every process for pause: the provider
 	// refused the account, not a message.

@@ -10,13 +10,14 @@ import (
 	"smsdispatcher/nack"
 )
 
-// overflow sends an OTP that its home account could not admit because of
-// a penalty (denied) on the next account serving OTP that admits it
-// within wait. The id's record stays with the home account: it is claimed
-// there apart (one more call, on the overflow path only) and settled
-// there after the send; the other account's admission takes a slot only.
-func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, m Message, segments, deliveryAttempt int, claim admission.Claim, wait time.Duration, denied admission.Decision) try {
-	home := d.route[class][0]
+// overflow sends a message that its home account, r[0], could not take
+// (denied: under a penalty, paused or degraded) on the next account of r
+// that admits it within wait. The id's record stays with the home account:
+// it is claimed there apart (one more call, on the overflow path only) and
+// settled there after the send; the other account's admission takes a
+// slot only.
+func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, r []*account, m Message, segments, deliveryAttempt int, claim admission.Claim, wait time.Duration, denied admission.Decision) try {
+	home := r[0]
 	t := try{decision: denied, account: home, outcome: nack.Denied,
 		err: fmt.Errorf("no send slot within the max wait (%s, %s) on any account", denied.Source, denied.Reason)}
 	start := time.Now()
@@ -43,18 +44,19 @@ func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, m Mess
 	// (Finish writes the record whatever holds it; Release gives back only
 	// this token's claim).
 	claimed := cerr == nil || !errors.Is(cerr, admission.ErrRedisDown)
-	for _, a := range d.route[class][1:] {
+	for i, a := range r[1:] {
 		if a.RateUnit == PerSegment && segments > a.MaxSegments {
 			continue // its start-up check did not allow for a body this long
 		}
-		dec, err := d.admit(ctx, class, a, a.cost(segments), wait-time.Since(start), admission.Claim{})
+		next := admission.Claim{Failover: i+2 < len(r) && a.failsOver(class)}
+		dec, err := d.admit(ctx, class, a, a.cost(segments), wait-time.Since(start), next)
 		if err != nil {
 			t.outcome, t.err = nack.ShuttingDown, err
 			break
 		}
 		t.decision = dec
 		if !dec.Allowed {
-			if overflows(class, dec) {
+			if next.Failover && overflows(dec) {
 				continue
 			}
 			t.err = fmt.Errorf("no send slot within the max wait on account %s (%s, %s)", a.Name, dec.Source, dec.Reason)
@@ -63,7 +65,7 @@ func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, m Mess
 		t = d.sendAdmitted(ctx, class, a, m, d.resendCount(deliveryAttempt, dec), t)
 		// No claim on this account: the send's record (written at home
 		// below) only counts the send here, with the lease's end.
-		if err := a.Limiter.Settle(context.WithoutCancel(ctx), dec, t.record()); err != nil {
+		if err := a.Limiter.Settle(context.WithoutCancel(ctx), dec, t.record(), t.result); err != nil {
 			d.cfg.Logger.Warn("could not end a send's lease; it runs out", "account", a.Name, "err", err)
 		}
 		break

@@ -71,7 +71,7 @@ func (d *Dispatcher) actAfterPanic(ctx context.Context, class admission.Class, m
 			action, why = nack.Nack, ev.Err
 		}
 	}()
-	return d.act(ctx, class, m, ev)
+	return d.act(ctx, class, nil, m, ev) // a panic is never a provider's refusal: no record to write
 }
 
 // ended forgets the panics of the Pub/Sub message id once action ended it.

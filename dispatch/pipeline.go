@@ -29,10 +29,11 @@ type try struct {
 	account  *account // the account that admitted it, or the class's home
 	outcome  nack.Outcome
 	err      error
-	decision admission.Decision // the last admission decision; zero if admission was not reached
-	admitted time.Time          // when a slot was granted; zero if none
-	resends  int                // provider attempts before this one, if it reached the provider
-	receipt  provider.Receipt   // the provider's acceptance, when sent
+	decision admission.Decision   // the last admission decision; zero if admission was not reached
+	admitted time.Time            // when a slot was granted; zero if none
+	resends  int                  // provider attempts before this one, if it reached the provider
+	receipt  provider.Receipt     // the provider's acceptance, when sent
+	result   admission.SendResult // what the send said of its account's health
 }
 
 // handle is the Receive callback of class: it takes m to one end. A
@@ -53,10 +54,14 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 	}()
 
 	var t try
+	var r []*account // the accounts sending class to the message's destination, home first
 	msg, err := Decode(m.Data, m.ID)
 	if err == nil {
 		ev.ID = msg.ID
-		ev.Segments, err = d.segments(class, msg)
+		r, err = d.routeOf(class, msg.To)
+	}
+	if err == nil {
+		ev.Segments, err = d.segments(r[0], msg)
 	}
 	if err != nil {
 		t = try{outcome: nack.Invalid, err: err}
@@ -64,15 +69,18 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 		p.id = msg.ID
 		p.flight, t.outcome, t.err = d.join(ctx, class, msg)
 		if p.flight != nil {
-			t = d.claimAndSend(ctx, class, msg, ev.Segments, ev.DeliveryAttempt)
+			t = d.claimAndSend(ctx, class, r, msg, ev.Segments, ev.DeliveryAttempt)
 		}
 	}
 	ev.Outcome, ev.Err, ev.Decision, ev.Admitted, ev.ResendCount = t.outcome, t.err, t.decision, t.admitted, t.resends
-	ev.ProviderID, ev.Account, ev.Sender = t.receipt.ID, d.route[class][0].Name, t.decision.Sender
-	if t.account != nil {
+	ev.ProviderID, ev.Sender = t.receipt.ID, t.decision.Sender
+	switch {
+	case t.account != nil:
 		ev.Account = t.account.Name
+	case len(r) > 0:
+		ev.Account = r[0].Name
 	}
-	ev.Action, ev.Err = d.act(ctx, class, m, ev)
+	ev.Action, ev.Err = d.act(ctx, class, r, m, ev)
 	p.acted = true
 	d.ended(m.ID, ev.Action)
 	if p.flight != nil {
@@ -86,13 +94,13 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 	}
 }
 
-// segments returns how many segments m's body takes; when the home
-// account of class counts segments, a body of more than its MaxSegments is
-// invalid: the start-up check sized the account's bound to it. (An
-// overflow skips an account that could not take it.)
-func (d *Dispatcher) segments(class admission.Class, m Message) (int, error) {
+// segments returns how many segments m's body takes; when home counts
+// segments, a body of more than its MaxSegments is invalid: the start-up
+// check sized the account's bound to it. (An overflow skips an account
+// that could not take it.)
+func (d *Dispatcher) segments(home *account, m Message) (int, error) {
 	n, _ := provider.Segments(m.Body)
-	if a := d.route[class][0]; a.RateUnit == PerSegment && n > a.MaxSegments {
+	if a := home; a.RateUnit == PerSegment && n > a.MaxSegments {
 		return n, &InvalidError{Reason: "too_many_segments", Detail: fmt.Sprintf("body is %d segments, more than MAX_SEGMENTS (%d)", n, a.MaxSegments)}
 	}
 	return n, nil
@@ -161,7 +169,8 @@ func (d *Dispatcher) land(id string, f *flight, ev Event) {
 // and returns the action taken, and ev's error with why when it differs:
 // a message on its last delivery is dead-lettered rather than nacked, and a
 // dead letter that cannot be published is nacked instead, and comes back.
-func (d *Dispatcher) act(ctx context.Context, class admission.Class, m *pubsub.Message, ev Event) (nack.Action, error) {
+// r is the message's route (home first; empty when it has none).
+func (d *Dispatcher) act(ctx context.Context, class admission.Class, r []*account, m *pubsub.Message, ev Event) (nack.Action, error) {
 	action, why := nack.ActionFor(ev.Outcome), ev.Err
 	if action == nack.Nack && ev.Outcome != nack.ShuttingDown && d.cfg.MaxDeliveryAttempts > 0 &&
 		ev.DeliveryAttempt >= d.cfg.MaxDeliveryAttempts {
@@ -184,8 +193,8 @@ func (d *Dispatcher) act(ctx context.Context, class admission.Class, m *pubsub.M
 			m.Nack()
 			return nack.Nack, why
 		}
-		if ev.Outcome == nack.Rejected {
-			if err := d.route[class][0].Claims.Finish(context.WithoutCancel(ctx), ev.ID, admission.RecordRejected); err != nil {
+		if ev.Outcome == nack.Rejected && len(r) > 0 {
+			if err := r[0].Claims.Finish(context.WithoutCancel(ctx), ev.ID, admission.RecordRejected); err != nil {
 				d.cfg.Logger.Warn("could not record a dead-lettered id; a redelivery would be dead-lettered again",
 					"id", ev.ID, "err", err)
 			}
@@ -195,9 +204,12 @@ func (d *Dispatcher) act(ctx context.Context, class admission.Class, m *pubsub.M
 	return action, why
 }
 
-// claimAndSend takes the id's send claim with a slot (one Redis call),
-// sends, and keeps the id's record of what came of it (one more).
-func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, m Message, segments, deliveryAttempt int) try {
+// claimAndSend takes the id's send claim with a slot on r's home (one
+// Redis call), sends, and keeps the id's record of what came of it (one
+// more). A class that may fail over goes on to the next account of r when
+// the home is under a penalty or degraded, or when its send failed and
+// made it degraded (overflow.go).
+func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, r []*account, m Message, segments, deliveryAttempt int) try {
 	maxWait := d.maxWait(class)
 	if !m.Deadline.IsZero() {
 		maxWait = min(maxWait, m.Deadline.Sub(d.now()))
@@ -208,13 +220,14 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, m 
 		TTL:   d.cfg.SendTimeout + 5*time.Second,
 		// Without a dead-letter policy Pub/Sub counts no deliveries: the
 		// record counts the sends, for the trace's resend count.
-		Count: deliveryAttempt == 0,
+		Count:    deliveryAttempt == 0,
+		Failover: len(r) > 1 && r[0].failsOver(class),
 	}
-	home := d.route[class][0]
+	home := r[0]
 	start := time.Now()
 	dec, err := d.admit(ctx, class, home, home.cost(segments), maxWait, claim)
-	if err == nil && overflows(class, dec) && len(d.route[class]) > 1 {
-		return d.overflow(ctx, class, m, segments, deliveryAttempt, claim, maxWait-time.Since(start), dec)
+	if err == nil && claim.Failover && overflows(dec) {
+		return d.overflow(ctx, class, r, m, segments, deliveryAttempt, claim, maxWait-time.Since(start), dec)
 	}
 	t := try{decision: dec, account: home}
 	switch {
@@ -255,6 +268,14 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, m 
 	}
 	t = d.sendAdmitted(ctx, class, home, m, d.resendCount(deliveryAttempt, dec), t)
 	d.settle(ctx, m.ID, dec, t)
+	if claim.Failover && t.outcome == nack.Transient && dec.Claimed && home.Limiter.Health() == admission.Degraded {
+		// This failure made the home degraded (or found it so): the next
+		// account, at once, rather than a nack and a redelivery. After a
+		// timeout the provider may have taken the message: a duplicate
+		// OTP beats a lost one (docs/contract.md, promise 5).
+		failed := admission.Decision{Source: admission.SourceRedis, Reason: admission.ReasonDegraded}
+		return d.overflow(ctx, class, r, m, segments, deliveryAttempt, claim, d.maxWait(class), failed)
+	}
 	return t
 }
 

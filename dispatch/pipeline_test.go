@@ -90,7 +90,9 @@ func (l *fakeLimiter) Admit(_ context.Context, class admission.Class, cost int, 
 	return d, nil
 }
 
-func (l *fakeLimiter) Settle(_ context.Context, d admission.Decision, record string) error {
+func (l *fakeLimiter) Health() admission.Health { return admission.Healthy }
+
+func (l *fakeLimiter) Settle(_ context.Context, d admission.Decision, record string, _ admission.SendResult) error {
 	switch {
 	case !d.Claimed:
 	case record == "":

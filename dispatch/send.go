@@ -26,7 +26,7 @@ func (d *Dispatcher) sendAdmitted(ctx context.Context, class admission.Class, a 
 	version := a.credentialVersion()
 	t.resends = resends
 	t.receipt, sendErr = d.send(ctx, a, m, t.decision.Sender, t.resends)
-	t.outcome, t.err = d.judge(ctx, class, a, m, version, sendErr)
+	t.outcome, t.result, t.err = d.judge(ctx, class, a, m, version, sendErr)
 	return t
 }
 
@@ -54,18 +54,23 @@ func (d *Dispatcher) send(ctx context.Context, a *account, m Message, from strin
 // and, once it is spent, pauses the class's pulls. A send cut off by its
 // own deadline or by the shutdown's Grace is not the provider's failure
 // and charges nothing. version is the credential's when the send began.
-func (d *Dispatcher) judge(ctx context.Context, class admission.Class, a *account, m Message, version uint64, err error) (nack.Outcome, error) {
+// The SendResult is what the answer says of the account's health.
+func (d *Dispatcher) judge(ctx context.Context, class admission.Class, a *account, m Message, version uint64, err error) (nack.Outcome, admission.SendResult, error) {
 	v := nack.Judge(err)
 	switch {
 	case v.Outcome == nack.Transient && d.expired(m):
-		return nack.Expired, nil
+		return nack.Expired, admission.ResultNone, nil
 	case v.Outcome == nack.Transient && d.hard.Err() != nil:
-		return nack.ShuttingDown, err
+		return nack.ShuttingDown, admission.ResultNone, err
 	}
+	result := admission.ResultNone
 	switch v.Outcome {
 	case nack.Sent:
+		result = admission.ResultOK
 		d.budget.OnSuccess()
 		d.lanes[class].succeeded()
+	case nack.Rejected:
+		result = admission.ResultOK // the provider answered
 	case nack.Throttled:
 		d.budget.OnFailure() // the penalty stops sends; a spent budget also stops pulls
 		if terr := a.Limiter.ReportThrottled(context.WithoutCancel(ctx), v.RetryAfter); terr != nil {
@@ -75,12 +80,16 @@ func (d *Dispatcher) judge(ctx context.Context, class admission.Class, a *accoun
 		d.accountFailed(ctx, a, version, err)
 		d.holdPaused()
 	case nack.Transient:
+		result = admission.ResultFailed
+		if errors.Is(err, context.DeadlineExceeded) {
+			result = admission.ResultTimedOut // the send's own timeout: the message's deadline is checked above
+		}
 		d.budget.OnFailure()
 		if !d.budget.Allow() {
 			d.lanes[class].pause()
 		}
 	}
-	return v.Outcome, err
+	return v.Outcome, result, err
 }
 
 // holdPaused stops the pulls of each class whose every account is paused,

@@ -38,7 +38,7 @@ func (d *Dispatcher) settle(ctx context.Context, id string, dec admission.Decisi
 	case nack.Rejected:
 		what = "could not record a refused id; if its dead letter fails, a redelivery sends it again"
 	}
-	if err := t.account.Limiter.Settle(context.WithoutCancel(ctx), dec, t.record()); err != nil {
+	if err := t.account.Limiter.Settle(context.WithoutCancel(ctx), dec, t.record(), t.result); err != nil {
 		d.cfg.Logger.Warn(what, "id", id, "err", err)
 	}
 }

@@ -253,7 +253,7 @@ func (p gcraPolicy) handle(ctx context.Context, s *sender, m msg) {
 	case nack.Rejected:
 		record = admission.RefusedRecord(err.Error())
 	}
-	if serr := p.lim.Settle(context.WithoutCancel(ctx), d, record); serr != nil {
+	if serr := p.lim.Settle(context.WithoutCancel(ctx), d, record, admission.ResultNone); serr != nil {
 		s.st.redisErrors.Add(1)
 	}
 	if out == nack.Throttled {

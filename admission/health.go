@@ -1,0 +1,131 @@
+package admission
+
+import (
+	"fmt"
+	"time"
+)
+
+// An account's health: whether its sends are failing transiently (5xx,
+// timeouts, no connection), shared by every process in one key that the
+// admission call already reads (docs/design.md, "An account's health").
+// finish.lua keeps the state from what each send came to (Settle's
+// SendResult); gcra.lua admits only probes while the account is degraded.
+
+// Health is an account's health as Redis last said it.
+type Health int
+
+const (
+	// Healthy: no failure counted since the last success.
+	Healthy Health = iota
+	// Failing: healthy, with a run of failures counted; the next success
+	// ends it (Settle reports it).
+	Failing
+	// Degraded: the account admits probes only, one per
+	// HealthRule.ProbeEvery across every process, until HealthRule.Probes
+	// succeed in a row.
+	Degraded
+)
+
+// String returns "healthy", "failing" or "degraded".
+func (h Health) String() string {
+	switch h {
+	case Healthy:
+		return "healthy"
+	case Failing:
+		return "failing"
+	case Degraded:
+		return "degraded"
+	}
+	return fmt.Sprintf("Health(%d)", int(h))
+}
+
+// A SendResult is what one send said of its account's health, for Settle.
+type SendResult int
+
+const (
+	// ResultNone says nothing of it: a 429 (the penalty covers it), an
+	// account refusal (the pause does), a send cut off by its own deadline
+	// or a shutdown, or no send.
+	ResultNone SendResult = iota
+	// ResultOK: the provider answered, accepting or refusing the message.
+	ResultOK
+	// ResultFailed: a transient failure (5xx, a refused or reset
+	// connection, Vonage status 5).
+	ResultFailed
+	// ResultTimedOut: no answer within the send's timeout.
+	ResultTimedOut
+)
+
+// arg is r as finish.lua's ARGV[5]; a success on an account with no run
+// of failures counted (the admission's h) is not reported.
+func (r SendResult) arg(h Health) string {
+	switch {
+	case r == ResultOK && h != Healthy:
+		return "ok"
+	case r == ResultFailed:
+		return "fail"
+	case r == ResultTimedOut:
+		return "timeout"
+	}
+	return ""
+}
+
+// HealthRule says when an account is degraded and when it is healthy
+// again. A zero field means its default.
+type HealthRule struct {
+	// Failures in a row, the first at most Window ago, make a healthy
+	// account degraded; so do Timeouts timeouts in a row. Any success ends
+	// the run. Defaults 5, 10s, 3.
+	Failures int
+	Window   time.Duration
+	Timeouts int
+	// Probes successes in a row make a degraded account healthy; it admits
+	// one send per ProbeEvery meanwhile. Defaults 3, 1s.
+	Probes     int
+	ProbeEvery time.Duration
+	// Keep is how long the state lives in Redis after its last change: a
+	// degraded account nobody sends on is forgotten after it. Default 10m.
+	Keep time.Duration
+}
+
+// Defaults of HealthRule.
+const (
+	DefaultHealthFailures = 5
+	DefaultHealthWindow   = 10 * time.Second
+	DefaultHealthTimeouts = 3
+	DefaultHealthProbes   = 3
+	DefaultProbeEvery     = time.Second
+	DefaultHealthKeep     = 10 * time.Minute
+)
+
+func (r HealthRule) withDefaults() HealthRule {
+	if r.Failures <= 0 {
+		r.Failures = DefaultHealthFailures
+	}
+	if r.Window <= 0 {
+		r.Window = DefaultHealthWindow
+	}
+	if r.Timeouts <= 0 {
+		r.Timeouts = DefaultHealthTimeouts
+	}
+	if r.Probes <= 0 {
+		r.Probes = DefaultHealthProbes
+	}
+	if r.ProbeEvery <= 0 {
+		r.ProbeEvery = DefaultProbeEvery
+	}
+	if r.Keep <= 0 {
+		r.Keep = DefaultHealthKeep
+	}
+	return r
+}
+
+// arg is r as finish.lua's ARGV[6].
+func (r HealthRule) arg() string {
+	return fmt.Sprintf("%d %d %d %d %d %d", r.Window.Microseconds(), r.Failures, r.Timeouts, r.Probes,
+		r.ProbeEvery.Microseconds(), max(r.Keep.Milliseconds(), 1))
+}
+
+// Health is the account's health as the last script reply of this process
+// said it.
+func (l *Limiter) Health() Health { return Health(l.health.Load()) }
