@@ -73,11 +73,11 @@ type Limiter struct {
 
 	queued [2]atomic.Int32 // by class: callers of Acquire waiting for the turn
 
-	learned atomic.Int64 // the learned rate in thousandths (0: none), as Redis last said
-	ignored atomic.Int64 // what gcra.lua last said it ignored in Redis (reportIgnored)
-	health  atomic.Int32 // the account's Health as the last script reply said it
-	healthRule string    // cfg.Health as finish.lua's argument
-	tag     string       // {sms:<account>}
+	learned    atomic.Int64 // the learned rate in thousandths (0: none), as Redis last said
+	ignored    atomic.Int64 // what gcra.lua last said it ignored in Redis (reportIgnored)
+	health     atomic.Int32 // the account's Health as the last script reply said it
+	healthRule string       // cfg.Health as finish.lua's argument
+	tag        string       // {sms:<account>}
 }
 
 // New returns a Limiter that keeps its state in rdb. It returns a
@@ -94,7 +94,7 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 		GlobalTAT: tag + ":tat:global", MarketingTAT: tag + ":tat:marketing", Penalty: tag + ":penalty",
 		Override: tag + ":rate-override", Leases: tag + ":leases", Probe: tag + ":probe",
 		Learned: tag + ":learned", Record: tag + ":id", Health: tag + ":health",
-		ProbeEvery: cfg.Health.ProbeEvery.Microseconds(),
+		ProbeEvery:     cfg.Health.ProbeEvery.Microseconds(),
 		GlobalInterval: gi.Microseconds(), GlobalTau: (burst * gi).Microseconds(),
 		// The marketing level tolerates one send more even at BURST 1: a
 		// marketing send pushed back by an OTP's slot catches up, instead
