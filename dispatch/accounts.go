@@ -176,3 +176,6 @@ func (d *Dispatcher) classPaused(ctx context.Context, class admission.Class) boo
 	}
 	return true
 }
+
+// CountryCode is a placeholder until the routing table lands.
+func CountryCode(to string) string { return "" }

@@ -59,6 +59,9 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 	if err == nil {
 		ev.ID = msg.ID
 		r, err = d.routeOf(class, msg.To)
+		if err != nil {
+			ev.NoRoute = CountryCode(msg.To)
+		}
 	}
 	if err == nil {
 		ev.Segments, err = d.segments(r[0], msg)
