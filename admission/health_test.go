@@ -1,0 +1,254 @@
+package admission
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"smsdispatcher/internal/redistest"
+)
+
+// healthConfig admits as fast as a test asks: the account's health, not
+// its rate, decides. Probes are 100 ms apart.
+func healthConfig(t *testing.T) Config {
+	c := testConfig(t)
+	c.TargetRPS, c.MarketingRPS, c.Burst = 1e5, 1e5, 1000
+	c.Health = HealthRule{ProbeEvery: 100 * time.Millisecond}
+	return c
+}
+
+// sendOnce admits one OTP on l, waiting up to wait, and settles it as a
+// send that came to result; it returns the admission's decision.
+func sendOnce(t *testing.T, l *Limiter, result SendResult, wait time.Duration, failover bool) Decision {
+	t.Helper()
+	ctx := context.Background()
+	d, err := l.Admit(ctx, OTP, 1, wait, Claim{Failover: failover})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Allowed {
+		return d
+	}
+	record := ""
+	if result == ResultOK {
+		record = RecordSent
+	}
+	if err := l.Settle(ctx, d, record, result); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestFailuresInARowMakeAnAccountDegraded(t *testing.T) {
+	rdb := redistest.Client(t)
+	l := newLimiter(t, rdb, healthConfig(t))
+	for range 4 {
+		sendOnce(t, l, ResultFailed, time.Second, false)
+	}
+	if h := l.Health(); h != Failing {
+		t.Fatalf("after 4 failures health = %v, want failing", h)
+	}
+	sendOnce(t, l, ResultOK, time.Second, false) // the run ends
+	if h := l.Health(); h != Healthy {
+		t.Fatalf("after a success health = %v, want healthy", h)
+	}
+	if n := rdb.Exists(context.Background(), l.admit[OTP].Health).Val(); n != 0 {
+		t.Fatal("a healthy account with no run left its health key")
+	}
+	for range 4 {
+		sendOnce(t, l, ResultFailed, time.Second, false)
+	}
+	if h := l.Health(); h != Failing {
+		t.Fatalf("a run that a success ended counted on: health = %v after 4 more failures", h)
+	}
+	sendOnce(t, l, ResultFailed, time.Second, false)
+	if h := l.Health(); h != Degraded {
+		t.Fatalf("after 5 failures in a row health = %v, want degraded", h)
+	}
+	d := try(t, l, OTP)
+	if d.Allowed || d.Reason != ReasonDegraded || d.RetryAfter <= 0 || d.RetryAfter > 100*time.Millisecond {
+		t.Fatalf("a degraded account's next admission = %+v, want a denial for degraded until the probe", d)
+	}
+}
+
+func TestTimeoutsInARowMakeAnAccountDegraded(t *testing.T) {
+	l := newLimiter(t, redistest.Client(t), healthConfig(t))
+	sendOnce(t, l, ResultTimedOut, time.Second, false)
+	sendOnce(t, l, ResultTimedOut, time.Second, false)
+	sendOnce(t, l, ResultFailed, time.Second, false) // a failure, not a timeout: 3 failures, the timeouts' run ends
+	sendOnce(t, l, ResultTimedOut, time.Second, false)
+	if h := l.Health(); h != Failing {
+		t.Fatalf("health = %v, want failing (4 failures, 1 timeout in a row)", h)
+	}
+	sendOnce(t, l, ResultOK, time.Second, false)
+	for range 3 {
+		sendOnce(t, l, ResultTimedOut, time.Second, false)
+	}
+	if h := l.Health(); h != Degraded {
+		t.Fatalf("after 3 timeouts in a row health = %v, want degraded", h)
+	}
+}
+
+func TestAFailureRunOlderThanTheWindowStartsAgain(t *testing.T) {
+	t.Parallel() // it waits on real probe intervals
+	cfg := healthConfig(t)
+	cfg.Health.Window = 200 * time.Millisecond
+	l := newLimiter(t, redistest.Client(t), cfg)
+	for range 4 {
+		sendOnce(t, l, ResultFailed, time.Second, false)
+	}
+	time.Sleep(300 * time.Millisecond)
+	for range 4 {
+		sendOnce(t, l, ResultFailed, time.Second, false)
+	}
+	if h := l.Health(); h != Failing {
+		t.Fatalf("4 failures, then 4 more a window later: health = %v, want failing", h)
+	}
+}
+
+// One process's failures and successes among three, 1 % of them failing,
+// as a provider's ordinary errors do: the account never degrades.
+func TestOneFailureInAHundredNeverDegrades(t *testing.T) {
+	rdb := redistest.Client(t)
+	cfg := healthConfig(t)
+	pods := []*Limiter{newLimiter(t, rdb, cfg), newLimiter(t, rdb, cfg), newLimiter(t, rdb, cfg)}
+	r := rand.New(rand.NewPCG(28, 1))
+	for i := range 1500 {
+		result := ResultOK
+		if r.IntN(100) == 0 {
+			result = ResultFailed
+			if r.IntN(2) == 0 {
+				result = ResultTimedOut
+			}
+		}
+		d := sendOnce(t, pods[i%3], result, time.Second, false)
+		if !d.Allowed || d.Health == Degraded {
+			t.Fatalf("send %d: %+v: a 1 %% failure rate degraded the account", i, d)
+		}
+	}
+}
+
+// While degraded, an account takes at most one send per ProbeEvery,
+// whatever the number of processes asking.
+func TestADegradedAccountAdmitsOneProbePerInterval(t *testing.T) {
+	t.Parallel() // it waits on real probe intervals
+	rdb := redistest.Client(t)
+	cfg := healthConfig(t)
+	pods := []*Limiter{newLimiter(t, rdb, cfg), newLimiter(t, rdb, cfg), newLimiter(t, rdb, cfg)}
+	for range 5 {
+		sendOnce(t, pods[0], ResultFailed, time.Second, false)
+	}
+	start := time.Now()
+	allowed := 0
+	for time.Since(start) < time.Second {
+		for _, p := range pods {
+			if try(t, p, Marketing).Allowed {
+				allowed++
+			}
+		}
+	}
+	most := int(time.Since(start)/cfg.Health.ProbeEvery) + 1
+	if allowed > most || allowed < 3 {
+		t.Fatalf("a degraded account admitted %d sends in %v, want 3 to %d (one per %v)", allowed, time.Since(start), most, cfg.Health.ProbeEvery)
+	}
+}
+
+func TestSuccessfulProbesInARowMakeItHealthyAgain(t *testing.T) {
+	t.Parallel() // it waits on real probe intervals
+	l := newLimiter(t, redistest.Client(t), healthConfig(t))
+	for range 5 {
+		sendOnce(t, l, ResultFailed, time.Second, false)
+	}
+	probe := func(result SendResult) {
+		t.Helper()
+		if d := sendOnce(t, l, result, time.Second, false); !d.Allowed || d.Health != Degraded {
+			t.Fatalf("probe: %+v, want an allowed send on a degraded account", d)
+		}
+	}
+	probe(ResultOK)
+	probe(ResultOK)
+	probe(ResultFailed) // the count starts again
+	probe(ResultOK)
+	probe(ResultOK)
+	if h := l.Health(); h != Degraded {
+		t.Fatalf("after 2 successful probes in a row health = %v, want degraded", h)
+	}
+	probe(ResultOK)
+	if h := l.Health(); h != Healthy {
+		t.Fatalf("after 3 successful probes in a row health = %v, want healthy", h)
+	}
+	if d := try(t, l, OTP); !d.Allowed || d.Health != Healthy {
+		t.Fatalf("a healthy account again: %+v", d)
+	}
+}
+
+// A caller that can go elsewhere is denied at once, and takes a probe
+// only once it has been due for an interval with no other taker: a home
+// whose every caller fails over is still probed.
+func TestAFailoverCallerLeavesTheProbeToOthers(t *testing.T) {
+	t.Parallel() // it waits on real probe intervals
+	cfg := healthConfig(t)
+	cfg.Health.ProbeEvery = 300 * time.Millisecond
+	l := newLimiter(t, redistest.Client(t), cfg)
+	for range 5 {
+		sendOnce(t, l, ResultFailed, time.Second, false)
+	}
+	start := time.Now()
+	d := sendOnce(t, l, ResultOK, 2*time.Second, true)
+	if d.Allowed || d.Reason != ReasonDegraded || time.Since(start) > 200*time.Millisecond {
+		t.Fatalf("a failover caller on a degraded account: %+v after %v, want a denial at once", d, time.Since(start))
+	}
+	time.Sleep(time.Until(start.Add(cfg.Health.ProbeEvery + 50*time.Millisecond)))
+	if d := sendOnce(t, l, ResultOK, time.Millisecond, true); d.Allowed {
+		t.Fatal("a failover caller took a probe just due: callers that cannot go elsewhere come first")
+	}
+	if d := try(t, l, Marketing); !d.Allowed {
+		t.Fatalf("a caller that cannot go elsewhere was denied the due probe: %+v", d)
+	}
+	time.Sleep(2*cfg.Health.ProbeEvery + 50*time.Millisecond)
+	if d := sendOnce(t, l, ResultOK, time.Millisecond, true); !d.Allowed {
+		t.Fatalf("a probe due for a whole interval was left untaken by a failover caller: %+v", d)
+	}
+}
+
+// A provider failing half its sends at random: the account goes degraded
+// and back, but never faster than the probes allow (Probes successes in a
+// row, one per ProbeEvery).
+func TestAFlappingProviderDegradesNoFasterThanTheProbesAllow(t *testing.T) {
+	t.Parallel() // it waits on real probe intervals
+	rdb := redistest.Client(t)
+	cfg := healthConfig(t)
+	cfg.Health.ProbeEvery = 50 * time.Millisecond
+	pods := []*Limiter{newLimiter(t, rdb, cfg), newLimiter(t, rdb, cfg), newLimiter(t, rdb, cfg)}
+	r := rand.New(rand.NewPCG(28, 2))
+	start := time.Now()
+	recoveries, degradedAt := 0, time.Time{}
+	var shortest time.Duration
+	for i := 0; time.Since(start) < 1500*time.Millisecond; i++ {
+		result := ResultOK
+		if r.IntN(2) == 0 {
+			result = ResultFailed
+		}
+		p := pods[i%3]
+		d := sendOnce(t, p, result, time.Millisecond, false)
+		switch {
+		case !d.Allowed:
+		case d.Health != Degraded && p.Health() == Degraded:
+			degradedAt = time.Now()
+		case d.Health == Degraded && p.Health() == Healthy:
+			recoveries++
+			if took := time.Since(degradedAt); shortest == 0 || took < shortest {
+				shortest = took
+			}
+		}
+	}
+	if recoveries == 0 {
+		t.Fatal("the account never recovered from a provider that answers half its sends")
+	}
+	// Probes successes at least ProbeEvery apart, the first ProbeEvery
+	// after the account degraded.
+	if least := time.Duration(cfg.Health.Probes-1) * cfg.Health.ProbeEvery; shortest < least {
+		t.Fatalf("degraded for %v only once, want at least %v", shortest, least)
+	}
+}
