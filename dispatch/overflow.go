@@ -29,7 +29,7 @@ func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, r []*a
 		// Without the record (Redis down) OTP is sent anyway. (A shutdown
 		// meanwhile ends the admission below, and the claim, if it was
 		// taken, is given back.)
-		d.cfg.Logger.Warn("send-once record unavailable; sending without it", "class", class, "id", m.ID)
+		d.cfg.Logger.Warn("send-once record unavailable; sending without it", "class", class, "id", m.ID, "err", cerr)
 	case rec.State == admission.Held:
 		t.outcome, t.err = nack.InFlightElsewhere, nil
 		return t
@@ -62,7 +62,7 @@ func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, r []*a
 			t.err = fmt.Errorf("no send slot within the max wait on account %s (%s, %s)", a.Name, dec.Source, dec.Reason)
 			break
 		}
-		t = d.sendAdmitted(ctx, class, a, m, d.resendCount(deliveryAttempt, dec), t)
+		t = d.sendAdmitted(ctx, class, a, m, d.resendCount(deliveryAttempt, dec), next.Failover, t)
 		// No claim on this account: the send's record (written at home
 		// below) only counts the send here, with the lease's end.
 		if err := a.Limiter.Settle(context.WithoutCancel(ctx), dec, t.record(), t.result); err != nil {

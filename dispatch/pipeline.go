@@ -269,7 +269,7 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, r 
 		// OTP beats a lost one.
 		d.cfg.Logger.Warn("send-once record unavailable; sending without it", "class", class, "id", m.ID)
 	}
-	t = d.sendAdmitted(ctx, class, home, m, d.resendCount(deliveryAttempt, dec), t)
+	t = d.sendAdmitted(ctx, class, home, m, d.resendCount(deliveryAttempt, dec), claim.Failover, t)
 	d.settle(ctx, m.ID, dec, t)
 	if claim.Failover && t.outcome == nack.Transient && dec.Claimed && home.Limiter.Health() == admission.Degraded {
 		// This failure made the home degraded (or found it so): the next

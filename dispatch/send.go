@@ -15,8 +15,9 @@ import (
 // process (judge). The caller settles the id's record (settle.go).
 
 // sendAdmitted sends m on account a, which admitted it (t.decision), and
-// returns what came of it; the caller settles.
-func (d *Dispatcher) sendAdmitted(ctx context.Context, class admission.Class, a *account, m Message, resends int, t try) try {
+// returns what came of it; the caller settles. failover says m can go on
+// to another account if a fails.
+func (d *Dispatcher) sendAdmitted(ctx context.Context, class admission.Class, a *account, m Message, resends int, failover bool, t try) try {
 	t.admitted, t.account = d.now(), a
 	if d.expired(m) {
 		t.outcome = nack.Expired // the slot goes unused: cheaper than a send nobody waits for
@@ -26,7 +27,7 @@ func (d *Dispatcher) sendAdmitted(ctx context.Context, class admission.Class, a 
 	version := a.credentialVersion()
 	t.resends = resends
 	t.receipt, sendErr = d.send(ctx, a, m, t.decision.Sender, t.resends)
-	t.outcome, t.result, t.err = d.judge(ctx, class, a, m, version, sendErr)
+	t.outcome, t.result, t.err = d.judge(ctx, class, a, m, version, failover, sendErr)
 	return t
 }
 
@@ -54,8 +55,10 @@ func (d *Dispatcher) send(ctx context.Context, a *account, m Message, from strin
 // and, once it is spent, pauses the class's pulls. A send cut off by its
 // own deadline or by the shutdown's Grace is not the provider's failure
 // and charges nothing. version is the credential's when the send began.
-// The SendResult is what the answer says of the account's health.
-func (d *Dispatcher) judge(ctx context.Context, class admission.Class, a *account, m Message, version uint64, err error) (nack.Outcome, admission.SendResult, error) {
+// A class that can fail over from a is not paused: the account's health
+// sends it elsewhere, and probes alone go to a meanwhile. The SendResult
+// is what the answer says of the account's health.
+func (d *Dispatcher) judge(ctx context.Context, class admission.Class, a *account, m Message, version uint64, failover bool, err error) (nack.Outcome, admission.SendResult, error) {
 	v := nack.Judge(err)
 	switch {
 	case v.Outcome == nack.Transient && d.expired(m):
@@ -85,7 +88,7 @@ func (d *Dispatcher) judge(ctx context.Context, class admission.Class, a *accoun
 			result = admission.ResultTimedOut // the send's own timeout: the message's deadline is checked above
 		}
 		d.budget.OnFailure()
-		if !d.budget.Allow() {
+		if !d.budget.Allow() && !failover {
 			d.lanes[class].pause()
 		}
 	}

@@ -1,0 +1,212 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/internal/redistest"
+	"smsdispatcher/nack"
+	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
+)
+
+// twoAccounts makes h's instances send on "primary" (OTP's and
+// marketing's home) and "backup" (serving both after it), each with its
+// own simulator; primary lets failover through for marketing when asked.
+// Probes are 200 ms apart, so that failback takes a second, not three.
+func twoAccounts(t *testing.T, h *harness, marketingFailsOver bool, wrapPrimary func(http.Handler) http.Handler) (primary, backup *providertest.Simulator, limiters map[string][]*admission.Limiter) {
+	t.Helper()
+	primary, backup = providertest.NewGeneric(providertest.Config{}), providertest.NewGeneric(providertest.Config{})
+	urls := map[*providertest.Simulator]string{}
+	for _, sim := range []*providertest.Simulator{primary, backup} {
+		var handler http.Handler = sim
+		if sim == primary && wrapPrimary != nil {
+			handler = wrapPrimary(sim)
+		}
+		srv := httptest.NewServer(handler)
+		t.Cleanup(srv.Close)
+		urls[sim] = srv.URL
+	}
+	prefix := redistest.UniqueAccount(t)
+	limiters = map[string][]*admission.Limiter{}
+	h.accounts = func(rdb redis.Scripter) []Account {
+		var accts []Account
+		for _, a := range []struct {
+			name string
+			sim  *providertest.Simulator
+		}{{"primary", primary}, {"backup", backup}} {
+			cfg := h.limits
+			cfg.Account, cfg.TargetRPS, cfg.MarketingRPS = prefix+"-"+a.name, 90, 70
+			cfg.Health.ProbeEvery = 200 * time.Millisecond
+			lim, err := admission.New(rdb, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			limiters[a.name] = append(limiters[a.name], lim)
+			c, err := provider.NewClient(urls[a.sim], "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.CloseIdleConnections)
+			acct := Account{Name: a.name, Classes: []admission.Class{admission.OTP, admission.Marketing}, Limiter: lim, Claims: lim.Claims(), Sender: c}
+			if a.name == "primary" && marketingFailsOver {
+				acct.FailoverClasses = []admission.Class{admission.Marketing}
+			}
+			accts = append(accts, acct)
+		}
+		return accts
+	}
+	return primary, backup, limiters
+}
+
+// An OTP rides past a primary that answers 503: once its failures have
+// made it degraded, every OTP goes out on the backup at once, its record
+// kept on the primary; marketing (not allowed to fail over) stays on the
+// primary, nacked meanwhile; the primary gets probes only, and takes OTP
+// again soon after it answers again.
+func TestAnOTPFailsOverPastADegradedHome(t *testing.T) {
+	h := newHarness(t, providertest.Config{}, nil)
+	primary, backup, limiters := twoAccounts(t, h, false, nil)
+	h.start(3, Config{OTPMaxWait: 500 * time.Millisecond, MarketingMaxWait: 200 * time.Millisecond})
+	h.flood("sale", 400) // keeps the primary busy: its failures come from marketing too
+
+	primary.FailFor(http.StatusServiceUnavailable, time.Minute)
+	h.waitUntil("the primary degraded", 20*time.Second, func() bool {
+		return limiters["primary"][0].Health() == admission.Degraded || limiters["primary"][1].Health() == admission.Degraded
+	})
+	before, degradedAt := primary.Stats().Failed, time.Now()
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, h.publish(admission.OTP, map[string]string{"id": fmt.Sprintf("login-%d", i), "to": "+819012345678", "body": "code"}))
+		time.Sleep(20 * time.Millisecond)
+	}
+	for id, ev := range h.waitEnded(ids, 20*time.Second) {
+		if ev.Outcome != nack.Sent || ev.Account != "backup" {
+			t.Fatalf("%s: %v on %q, want sent on backup while the primary is degraded", id, ev.Outcome, ev.Account)
+		}
+	}
+	rec, err := redistest.Client(t).Get(context.Background(), limiters["primary"][0].Claims().Key("login-0")).Result()
+	if err != nil || !strings.HasPrefix(rec, "sent") {
+		t.Fatalf("the primary's record of login-0: %q, %v; want it sent (the home keeps the record)", rec, err)
+	}
+	if n := backup.Stats().Accepted; n != len(ids) {
+		t.Fatalf("the backup accepted %d messages, want the %d OTPs: marketing failed over", n, len(ids))
+	}
+	// Probes only: one per 200 ms across the three instances, and the
+	// sends that were in flight when it degraded.
+	elapsed := time.Since(degradedAt)
+	if got, most := primary.Stats().Failed-before, int(elapsed/(200*time.Millisecond))+1+3*h.limits.Burst; got > most {
+		t.Fatalf("the degraded primary got %d requests in %v, want at most %d (probes)", got, elapsed, most)
+	}
+
+	// Failback: once it answers, probes succeed and OTP goes home.
+	primary.FailFor(0, 0)
+	healed := time.Now()
+	for i := 0; ; i++ {
+		id := h.publish(admission.OTP, map[string]string{"id": fmt.Sprintf("back-%d", i), "to": "+819012345678", "body": "code"})
+		ev := h.waitEnded([]string{id}, 10*time.Second)[id]
+		if ev.Account == "primary" {
+			break
+		}
+		if time.Since(healed) > 5*time.Second {
+			t.Fatalf("no OTP went back to the primary within 5 s of it answering again (last on %q)", ev.Account)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// With failover_classes: [marketing] on the primary, a campaign rides past
+// it as OTP does; without it (the test above) marketing waits.
+func TestMarketingFailsOverOnlyWhereItsAccountAllows(t *testing.T) {
+	h := newHarness(t, providertest.Config{}, nil)
+	primary, backup, _ := twoAccounts(t, h, true, nil)
+	primary.FailFor(http.StatusServiceUnavailable, time.Minute)
+	h.start(2, Config{MarketingMaxWait: 500 * time.Millisecond})
+	ids := h.flood("sale", 60)
+	for id, ev := range h.waitEnded(ids, 30*time.Second) {
+		if ev.Outcome != nack.Sent || ev.Account != "backup" {
+			t.Fatalf("%s: %v on %q, want sent on backup", id, ev.Outcome, ev.Account)
+		}
+	}
+	if n := backup.Stats().Accepted; n != len(ids) {
+		t.Fatalf("the backup accepted %d, want %d", n, len(ids))
+	}
+}
+
+// A primary that stops answering: three sends that time out make it
+// degraded, and the OTPs after them go out on the backup.
+func TestAnOTPFailsOverPastAHangingHome(t *testing.T) {
+	h := newHarness(t, providertest.Config{}, nil)
+	var hang atomic.Bool
+	hang.Store(true)
+	stuck := make(chan struct{}) // closed before the server's Close, which waits for its handlers
+	_, backup, limiters := twoAccounts(t, h, false, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if hang.Load() {
+				select {
+				case <-r.Context().Done():
+				case <-stuck:
+				}
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	t.Cleanup(func() { close(stuck) })
+	h.start(1, Config{OTPMaxWait: 500 * time.Millisecond, SendTimeout: 200 * time.Millisecond})
+	var ids []string
+	for i := range 10 {
+		ids = append(ids, h.publish(admission.OTP, map[string]string{"id": fmt.Sprintf("login-%d", i), "to": "+819012345678", "body": "code"}))
+	}
+	timedOut := 0
+	for id, ev := range h.waitEnded(ids, 20*time.Second) {
+		if ev.Outcome != nack.Sent || ev.Account != "backup" {
+			t.Fatalf("%s: %v on %q, want sent on backup", id, ev.Outcome, ev.Account)
+		}
+	}
+	for _, id := range ids {
+		for _, ev := range h.eventsOf(id) {
+			if ev.Outcome == nack.Transient {
+				timedOut++
+			}
+		}
+	}
+	if h := limiters["primary"][0].Health(); h != admission.Degraded || timedOut > 3 {
+		t.Fatalf("primary %v after %d sends timed out, want degraded after 3", h, timedOut)
+	}
+	if n := backup.Stats().Accepted; n != len(ids) {
+		t.Fatalf("the backup accepted %d, want %d", n, len(ids))
+	}
+}
+
+// 429s are the penalty's, never the health's: a storm of them leaves the
+// account healthy and every message is sent on it.
+func TestA429StormNeverDegradesTheAccount(t *testing.T) {
+	h := newHarness(t, providertest.Config{}, nil)
+	primary, backup, limiters := twoAccounts(t, h, false, nil)
+	primary.ThrottleNext(40, 20*time.Millisecond)
+	h.start(2, Config{OTPMaxWait: 500 * time.Millisecond})
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, h.publish(admission.OTP, map[string]string{"id": fmt.Sprintf("login-%d", i), "to": "+819012345678", "body": "code"}))
+	}
+	h.waitEnded(ids, 30*time.Second)
+	for _, ev := range h.events {
+		if ev.Decision.Reason == admission.ReasonDegraded {
+			t.Fatalf("a 429 storm degraded the account: %+v", ev)
+		}
+	}
+	if primary.Stats().Throttled < 10 || limiters["primary"][0].Health() != admission.Healthy {
+		t.Fatalf("primary throttled %d, health %v: want a storm of 429s and a healthy account", primary.Stats().Throttled, limiters["primary"][0].Health())
+	}
+	_ = backup
+}
