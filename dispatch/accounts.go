@@ -19,11 +19,15 @@ type Account struct {
 	// account of Deps.Accounts that serves it; an OTP overflows to the
 	// next one only when that account is under a penalty (docs/design.md,
 	// "Accounts").
-	Classes     []admission.Class
-	Limiter     Limiter
-	Claims      Claimer
-	Sender      Sender
-	Credentials Credentials // optional: a change ends the account's pause
+	Classes []admission.Class
+	// Destinations are the E.164 prefixes of the numbers it sends to; nil: every number.
+	Destinations []string
+	// FailoverClasses are the classes besides OTP that overflow from it while it is degraded.
+	FailoverClasses []admission.Class
+	Limiter         Limiter
+	Claims          Claimer
+	Sender          Sender
+	Credentials     Credentials // optional: a change ends the account's pause
 	// RateUnit and MaxSegments are what the account's rates count.
 	RateUnit    RateUnit
 	MaxSegments int
