@@ -184,6 +184,50 @@ func TestTheOperatingGuidesAccountsExampleLoads(t *testing.T) {
 	}
 }
 
+// TestTheOperatingGuidesDestinationsExampleLoads: the example of
+// docs/operating.md's "Failover and destinations" loads, and routes as the
+// guide says: +81 to jp then world, every other number to world.
+func TestTheOperatingGuidesDestinationsExampleLoads(t *testing.T) {
+	b, err := os.ReadFile("../docs/operating.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "## Failover and destinations\n")
+	if !ok {
+		t.Fatal("docs/operating.md has no section Failover and destinations")
+	}
+	_, block, ok := strings.Cut(after, "```yaml\n")
+	if !ok {
+		t.Fatal("the section has no yaml block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	block = strings.NewReplacer(
+		"/var/run/secrets/world/token", writeFile(t, "world-token", "world-token\n"),
+		"/var/run/secrets/jp/secret", writeFile(t, "jp-secret", "jp-secret\n"),
+	).Replace(block)
+	base, err := loadConfig(map[string]string{"ACCOUNTS_FILE": writeFile(t, "accounts.yaml", block)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := base.Routing()
+	if err != nil {
+		t.Fatalf("the guide's example: %v", err)
+	}
+	tab := r.Table()
+	for _, c := range []admission.Class{admission.OTP, admission.Marketing} {
+		if got := tab.Route(c, "+819012345678"); !reflect.DeepEqual(got, []int{1, 0}) {
+			t.Errorf("%v to +81: %v, want jp then world", c, got)
+		}
+		if got := tab.Route(c, "+14155550100"); !reflect.DeepEqual(got, []int{0}) {
+			t.Errorf("%v to +1: %v, want world", c, got)
+		}
+	}
+	r.Route = dispatch.RouteFirst
+	if got := r.Table().Route(admission.OTP, "+819012345678"); !reflect.DeepEqual(got, []int{0, 1}) {
+		t.Errorf("route first, otp to +81: %v, want world then jp", got)
+	}
+}
+
 // The accounts the error cases build on.
 const (
 	okOTP = `  - name: otp
