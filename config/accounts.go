@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,21 +19,44 @@ import (
 	"smsdispatcher/dispatch"
 )
 
-// Accounts returns the accounts s describes, in order: ACCOUNTS_FILE's, or
-// the one account of the single-account variables, serving both classes
-// with marketing capped at MARKETING_RPS, without a sender pool or an
-// adaptive limit. An error is an *Error.
-func (s Settings) Accounts() ([]Account, error) {
+// Routing is what the settings say of sending: the accounts, in order,
+// and how a class's accounts are ordered for a destination.
+type Routing struct {
+	Accounts []Account
+	// Route is ACCOUNTS_FILE's route; RouteFirst (the zero value) when the
+	// file leaves it out, or without the file.
+	Route dispatch.RouteMode
+}
+
+// Routing returns the accounts s describes and their route: ACCOUNTS_FILE's,
+// or the one account of the single-account variables, serving both
+// classes with marketing capped at MARKETING_RPS, every destination,
+// without a sender pool, an adaptive limit or a failover class. An error
+// is an *Error.
+func (s Settings) Routing() (Routing, error) {
 	if s.AccountsFile != "" {
 		return loadAccounts(s.Process, s.AccountsFile)
 	}
-	return []Account{s.Account}, nil
+	return Routing{Accounts: []Account{s.Account}}, nil
+}
+
+// Accounts returns the accounts of s.Routing, in order.
+func (s Settings) Accounts() ([]Account, error) {
+	r, err := s.Routing()
+	return r.Accounts, err
+}
+
+// Table is the routing table of r's accounts (dispatch.Table): which of
+// them, by index, send a class to a destination.
+func (r Routing) Table() *dispatch.Table {
+	return dispatch.NewTable(Served(r.Accounts), Destinations(r.Accounts), r.Route)
 }
 
 // bothClasses are the classes of the single account.
 func bothClasses() []admission.Class { return []admission.Class{admission.OTP, admission.Marketing} }
 
-// Served lists the classes of each account, for dispatch.Route.
+// Served lists the classes of each account, for dispatch.Route and
+// dispatch.NewTable.
 func Served(accounts []Account) [][]admission.Class {
 	out := make([][]admission.Class, len(accounts))
 	for i, a := range accounts {
@@ -41,23 +65,40 @@ func Served(accounts []Account) [][]admission.Class {
 	return out
 }
 
+// Destinations lists the destinations of each account (nil: every one),
+// for dispatch.NewTable.
+func Destinations(accounts []Account) [][]string {
+	out := make([][]string, len(accounts))
+	for i, a := range accounts {
+		out[i] = a.Destinations
+	}
+	return out
+}
+
 // loadAccounts reads the accounts of the YAML file at path under p, the
-// process's settings, and returns them in file order. An account's keys
-// replace the single-account variables (the rows with a key); every
-// setting of p applies to every account. Any error is an *Error for
-// ACCOUNTS_FILE whose one line names the file, the account and the key.
-func loadAccounts(p Process, path string) ([]Account, error) {
+// process's settings, and returns them in file order with the file's
+// route. An account's keys replace the single-account variables (the rows
+// with a key); every setting of p applies to every account. Any error is
+// an *Error for ACCOUNTS_FILE whose one line names the file, the account
+// and the key.
+func loadAccounts(p Process, path string) (Routing, error) {
 	l := &accountsLoader{path: path}
 	data, err := readSmall(path)
 	if err != nil {
-		return nil, SettingError("ACCOUNTS_FILE", OneLine(err.Error())) // os errors name the path
+		return Routing{}, SettingError("ACCOUNTS_FILE", OneLine(err.Error())) // os errors name the path
 	}
 	f, err := l.decode(data)
 	if err != nil {
-		return nil, err
+		return Routing{}, err
 	}
 	if len(f.Accounts) == 0 {
-		return nil, l.fail(l.lineOfKey("accounts"), "", "accounts", "required: at least one account")
+		return Routing{}, l.fail(l.lineOfKey("accounts"), "", "accounts", "required: at least one account")
+	}
+	var route dispatch.RouteMode
+	if f.Route != nil {
+		if route, err = dispatch.ParseRouteMode(strings.TrimSpace(*f.Route)); err != nil {
+			return Routing{}, l.fail(l.lineOfKey("route"), "", "route", "want first or longest_prefix, got %q", *f.Route)
+		}
 	}
 	accounts := make([]Account, 0, len(f.Accounts))
 	names := map[string]int{}
@@ -65,28 +106,30 @@ func loadAccounts(p Process, path string) ([]Account, error) {
 	for i, a := range f.Accounts {
 		name := strings.TrimSpace(a.Name)
 		if j, ok := names[name]; ok && name != "" {
-			return nil, l.fail(0, label(i, name), "name", "%q is also the name of the account at line %d: both would use the Redis keys {sms:%s}:*",
+			return Routing{}, l.fail(0, label(i, name), "name", "%q is also the name of the account at line %d: both would use the Redis keys {sms:%s}:*",
 				name, l.itemLine(j), name)
 		}
 		names[name] = i
 		s, err := l.account(p, i, a)
 		if err != nil {
-			return nil, err
+			return Routing{}, err
 		}
 		id, key := providerAccount(s)
 		if j, ok := owners[id]; ok {
-			return nil, l.fail(0, label(i, name), key, "the same %s account as %s (line %d): each entry has a limiter of its own, and together they could send twice the contract; make them one entry (its classes, a sender pool)",
+			return Routing{}, l.fail(0, label(i, name), key, "the same %s account as %s (line %d): each entry has a limiter of its own, and together they could send twice the contract; make them one entry (its classes, a sender pool)",
 				s.Provider, label(j, strings.TrimSpace(f.Accounts[j].Name)), l.itemLine(j))
 		}
 		owners[id] = i
 		accounts = append(accounts, s)
 	}
+	// A class needs an account, for some destination at least: a number
+	// that none serving the class serves has no route (dead-lettered).
 	for _, c := range []admission.Class{admission.OTP, admission.Marketing} {
 		if len(dispatch.Route(Served(accounts), c)) == 0 {
-			return nil, l.fail(0, "", "classes", "no account serves %s: list it in the classes of one", c)
+			return Routing{}, l.fail(0, "", "classes", "no account serves %s: list it in the classes of one", c)
 		}
 	}
-	return accounts, nil
+	return Routing{Accounts: accounts, Route: route}, nil
 }
 
 // providerAccount identifies the provider's account behind c, and names
@@ -168,8 +211,17 @@ func (l *accountsLoader) account(p Process, i int, a accountYAML) (Account, erro
 		}
 	}
 
+	destinations, err := l.destinations(i, a.Destinations)
+	if err != nil {
+		return Account{}, l.keyFail(who, err)
+	}
+	failover, err := failoverClasses(a.FailoverClasses, serves)
+	if err != nil {
+		return Account{}, l.keyFail(who, err)
+	}
+
 	s := a.account(p)
-	s.Classes = classes
+	s.Classes, s.Destinations, s.FailoverClasses = classes, destinations, failover
 	if err := s.check(p, keys); err != nil {
 		return Account{}, l.settingFail(who, err)
 	}
@@ -177,7 +229,6 @@ func (l *accountsLoader) account(p Process, i int, a accountYAML) (Account, erro
 		return Account{}, l.settingFail(who, err)
 	}
 
-	var err error
 	if s.Senders, err = senders(a.Senders, s.RateUnit); err != nil {
 		return Account{}, l.keyFail(who, err)
 	}
@@ -300,6 +351,73 @@ func (e *keyError) Error() string { return e.key + ": " + e.msg }
 
 func keyErrorf(key, format string, args ...any) error {
 	return &keyError{key, fmt.Sprintf(format, args...)}
+}
+
+// maxPrefixDigits is the most digits a destination's prefix has: a
+// country code (3 at most) and a few of the national number, enough to
+// tell a region or a mobile range.
+const maxPrefixDigits = 6
+
+// destinations checks list, the destinations of the i-th account: nil
+// when the key is left out (every destination), else E.164 prefixes,
+// each once.
+func (l *accountsLoader) destinations(i int, list []string) ([]string, error) {
+	if len(list) == 0 {
+		if l.given(i, "destinations") {
+			return nil, keyErrorf("destinations", "an empty list would send nothing: list prefixes such as \"+81\", or leave the key out for every destination")
+		}
+		return nil, nil
+	}
+	seen := map[string]int{}
+	out := make([]string, 0, len(list))
+	for j, d := range list {
+		key := fmt.Sprintf("destinations[%d]", j)
+		d = strings.TrimSpace(d)
+		if !validPrefix(d) {
+			return nil, keyErrorf(key, "want + and 1 to %d digits, such as \"+81\", got %q", maxPrefixDigits, d)
+		}
+		if k, ok := seen[d]; ok {
+			return nil, keyErrorf(key, "%q is also destinations[%d]", d, k)
+		}
+		seen[d] = j
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// validPrefix reports whether d is "+" and 1 to maxPrefixDigits digits.
+func validPrefix(d string) bool {
+	if len(d) < 2 || len(d) > 1+maxPrefixDigits || d[0] != '+' {
+		return false
+	}
+	for i := 1; i < len(d); i++ {
+		if d[i] < '0' || d[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// failoverClasses checks list, an account's failover_classes, against the
+// classes it serves: classes but OTP, each once.
+func failoverClasses(list []string, serves map[admission.Class]bool) ([]admission.Class, error) {
+	var out []admission.Class
+	for j, name := range list {
+		key := fmt.Sprintf("failover_classes[%d]", j)
+		c, err := admission.ParseClass(strings.TrimSpace(name))
+		switch {
+		case err != nil:
+			return nil, keyErrorf(key, "want marketing, got %q", name)
+		case c == admission.OTP:
+			return nil, keyErrorf(key, "otp always fails over: remove it")
+		case !serves[c]:
+			return nil, keyErrorf(key, "the account does not serve %s (see its classes)", c)
+		case slices.Contains(out, c):
+			return nil, keyErrorf(key, "%s is listed twice", c)
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // senders checks an account's sender pool; rates are in unit.

@@ -47,7 +47,7 @@ func TestLoadAccountsExample(t *testing.T) {
 	// max_segments, 6: 90 × 1.02 + 5 + 6 - 1 = 101.8 > 100. It needs 4.
 	path, otpToken, bulkToken := exampleFile(t, "max_segments: 4")
 
-	got, err := loadAccounts(base.Process, path)
+	got, err := accountsOf(base.Process, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestLoadAccountsExampleAsWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	path, _, _ := exampleFile(t, "")
-	setups, err := loadAccounts(base.Process, path)
+	setups, err := accountsOf(base.Process, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestLoadAccountsExampleAsWritten(t *testing.T) {
 		t.Fatalf("otp: rates in %ss, max_segments %d; want segments, 4", c.RateUnit, c.MaxSegments)
 	}
 	path, _, _ = exampleFile(t, "max_segments: 6")
-	_, err = loadAccounts(base.Process, path)
+	_, err = accountsOf(base.Process, path)
 	want := `invalid configuration: ACCOUNTS_FILE (--accounts-file): ` + path + `: account "otp": max_segments: target_rps (90) × (1s + PROVIDER_ARRIVAL_JITTER (20ms)) + burst (5) + max_segments (6) - 1 = 101.8 segments could reach the provider within one second, above contract_rps (100): lower target_rps, burst, max_segments or PROVIDER_ARRIVAL_JITTER`
 	if err == nil || err.Error() != want {
 		t.Fatalf("error\n %v\nwant\n %s", err, want)
@@ -184,6 +184,50 @@ func TestTheOperatingGuidesAccountsExampleLoads(t *testing.T) {
 	}
 }
 
+// TestTheOperatingGuidesDestinationsExampleLoads: the example of
+// docs/operating.md's "Failover and destinations" loads, and routes as the
+// guide says: +81 to jp then world, every other number to world.
+func TestTheOperatingGuidesDestinationsExampleLoads(t *testing.T) {
+	b, err := os.ReadFile("../docs/operating.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "## Failover and destinations\n")
+	if !ok {
+		t.Fatal("docs/operating.md has no section Failover and destinations")
+	}
+	_, block, ok := strings.Cut(after, "```yaml\n")
+	if !ok {
+		t.Fatal("the section has no yaml block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	block = strings.NewReplacer(
+		"/var/run/secrets/world/token", writeFile(t, "world-token", "world-token\n"),
+		"/var/run/secrets/jp/secret", writeFile(t, "jp-secret", "jp-secret\n"),
+	).Replace(block)
+	base, err := loadConfig(map[string]string{"ACCOUNTS_FILE": writeFile(t, "accounts.yaml", block)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := base.Routing()
+	if err != nil {
+		t.Fatalf("the guide's example: %v", err)
+	}
+	tab := r.Table()
+	for _, c := range []admission.Class{admission.OTP, admission.Marketing} {
+		if got := tab.Route(c, "+819012345678"); !reflect.DeepEqual(got, []int{1, 0}) {
+			t.Errorf("%v to +81: %v, want jp then world", c, got)
+		}
+		if got := tab.Route(c, "+14155550100"); !reflect.DeepEqual(got, []int{0}) {
+			t.Errorf("%v to +1: %v, want world", c, got)
+		}
+	}
+	r.Route = dispatch.RouteFirst
+	if got := r.Table().Route(admission.OTP, "+819012345678"); !reflect.DeepEqual(got, []int{0, 1}) {
+		t.Errorf("route first, otp to +81: %v, want world then jp", got)
+	}
+}
+
 // The accounts the error cases build on.
 const (
 	okOTP = `  - name: otp
@@ -211,7 +255,31 @@ func TestLoadAccountsErrors(t *testing.T) {
 		want    []string // in the error, in this order
 	}{
 		{"unknown key at top level", "accounts:\n" + okOTP + okBulk + "foo: 1\n",
-			[]string{": line 10: foo: unknown key (the file takes accounts)"}},
+			[]string{": line 10: foo: unknown key (the file takes accounts, route)"}},
+		{"unknown route", "accounts:\n" + okOTP + okBulk + "route: longest\n",
+			[]string{`: line 10: route: want first or longest_prefix, got "longest"`}},
+		{"destination without +", "accounts:\n" + okOTP + okBulk + "    destinations: [\"+1\", \"81\"]\n",
+			[]string{`: account "bulk": destinations[1]: want + and 1 to 6 digits, such as "+81", got "81"`}},
+		{"destination of 7 digits", "accounts:\n" + okOTP + okBulk + "    destinations: [\"+8190123\"]\n",
+			[]string{`: account "bulk": destinations[0]: want + and 1 to 6 digits`}},
+		{"destination not digits", "accounts:\n" + okOTP + okBulk + "    destinations: [\"+8-1\"]\n",
+			[]string{`: account "bulk": destinations[0]: want + and 1 to 6 digits`}},
+		{"destination given twice", "accounts:\n" + okOTP + okBulk + "    destinations: [\"+81\", \"+1\", \"+81\"]\n",
+			[]string{`: account "bulk": destinations[2]: "+81" is also destinations[0]`}},
+		{"destinations empty", "accounts:\n" + okOTP + okBulk + "    destinations: []\n",
+			[]string{`: account "bulk": destinations: an empty list would send nothing`}},
+		{"destinations without a value", "accounts:\n" + okOTP + okBulk + "    destinations:\n",
+			[]string{`: account "bulk": destinations: an empty list would send nothing`}},
+		{"destinations not a list", "accounts:\n" + okOTP + okBulk + "    destinations: \"+81\"\n",
+			[]string{`: line 10: account "bulk": destinations: want a list, got a single value`}},
+		{"failover of otp", "accounts:\n" + okOTP + "    failover_classes: [otp]\n" + okBulk,
+			[]string{`: account "otp": failover_classes[0]: otp always fails over: remove it`}},
+		{"failover of an unknown class", "accounts:\n" + okOTP + okBulk + "    failover_classes: [sms]\n",
+			[]string{`: account "bulk": failover_classes[0]: want marketing, got "sms"`}},
+		{"failover of a class not served", "accounts:\n" + okOTP + "    failover_classes: [marketing]\n" + okBulk,
+			[]string{`: account "otp": failover_classes[0]: the account does not serve marketing (see its classes)`}},
+		{"failover class listed twice", "accounts:\n" + okOTP + okBulk + "    failover_classes: [marketing, marketing]\n",
+			[]string{`: account "bulk": failover_classes[1]: marketing is listed twice`}},
 		{"unknown key in an account", "accounts:\n" + okOTP + okBulk + "    rps: 5\n",
 			[]string{`: line 10: account "bulk": rps: unknown key (an account takes name, provider, generic, twilio, vonage, contract_rps,`}},
 		{"unknown key in the twilio block", "accounts:\n" + okOTP + twilioHead + "    twilio: {account_sid: AC1, auth_token: x, from: \"+1\", sid: MG1}\n",
@@ -331,7 +399,7 @@ func TestLoadAccountsErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeFile(t, "accounts.yaml", tt.content)
-			setups, err := loadAccounts(base.Process, path)
+			setups, err := accountsOf(base.Process, path)
 			var ce *Error
 			if !errors.As(err, &ce) || ce.Env != "ACCOUNTS_FILE" {
 				t.Fatalf("loadAccounts = %d accounts, %v; want a configuration error for ACCOUNTS_FILE", len(setups), err)
@@ -369,7 +437,7 @@ func TestLoadAccountsUnreadable(t *testing.T) {
 		"a directory":     t.TempDir(),
 		"larger than 1MB": writeFile(t, "accounts.yaml", "accounts: []\n"+strings.Repeat("#", maxFileSize)),
 	} {
-		_, err := loadAccounts(base.Process, path)
+		_, err := accountsOf(base.Process, path)
 		var ce *Error
 		if !errors.As(err, &ce) || ce.Env != "ACCOUNTS_FILE" || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s: %v, want a configuration error for ACCOUNTS_FILE naming %s", name, err, path)
@@ -386,7 +454,7 @@ func TestLoadAccountsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := writeFile(t, "accounts.yaml", "accounts:\n"+okOTP+okBulk+"    target_rps: 50\n    adaptive: {min_rps: 2}\n")
-	got, err := loadAccounts(base.Process, path)
+	got, err := accountsOf(base.Process, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +475,7 @@ func TestLoadAccountsDefaults(t *testing.T) {
 	}
 
 	path = writeFile(t, "accounts.yaml", "accounts:\n"+okOTP+okBulk+"    adaptive: {enabled: true}\n")
-	if got, err = loadAccounts(base.Process, path); err != nil {
+	if got, err = accountsOf(base.Process, path); err != nil {
 		t.Fatal(err)
 	}
 	if a := got[1].Adaptive; a.MinRPS != 9 || !a.Enabled {
@@ -441,6 +509,48 @@ func TestSingleAccountDefaults(t *testing.T) {
 	}
 	if r := routes([]Account{s}); !reflect.DeepEqual(r, [2][]int{{0}, {0}}) {
 		t.Errorf("routes %v, want the account for both classes", r)
+	}
+}
+
+// TestLoadAccountsDestinations: destinations and failover classes are
+// read as given, left out they are nil (every destination, no failover
+// class), and route takes the table's mode. A class may have no account
+// for some destinations.
+func TestLoadAccountsDestinations(t *testing.T) {
+	base, err := loadConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := writeFile(t, "accounts.yaml", "route: longest_prefix\naccounts:\n"+
+		okOTP+"    destinations: [\"+81\", \" +1\"]\n"+
+		okBulk+"    destinations: [\"+1415\"]\n    failover_classes: [marketing]\n")
+	r, err := loadAccounts(base.Process, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otp, bulk := r.Accounts[0], r.Accounts[1]
+	if r.Route != dispatch.RouteLongestPrefix || !reflect.DeepEqual(otp.Destinations, []string{"+81", "+1"}) || otp.FailoverClasses != nil ||
+		!reflect.DeepEqual(bulk.Destinations, []string{"+1415"}) || !reflect.DeepEqual(bulk.FailoverClasses, []admission.Class{admission.Marketing}) {
+		t.Errorf("route %v, otp %v %v, bulk %v %v", r.Route, otp.Destinations, otp.FailoverClasses, bulk.Destinations, bulk.FailoverClasses)
+	}
+	tab := r.Table()
+	if got := tab.Route(admission.Marketing, "+819012345678"); len(got) != 0 {
+		t.Errorf("marketing to +81: %v, want no route", got)
+	}
+	if got := tab.Route(admission.Marketing, "+14155550100"); !reflect.DeepEqual(got, []int{1}) {
+		t.Errorf("marketing to +1415: %v, want bulk", got)
+	}
+
+	path = writeFile(t, "accounts.yaml", "accounts:\n"+okOTP+okBulk)
+	if r, err = loadAccounts(base.Process, path); err != nil {
+		t.Fatal(err)
+	}
+	if r.Route != dispatch.RouteFirst || r.Accounts[0].Destinations != nil || r.Accounts[1].FailoverClasses != nil {
+		t.Errorf("defaults: route %v, %+v", r.Route, r.Accounts)
+	}
+	single, err := base.Routing()
+	if err != nil || single.Route != dispatch.RouteFirst || single.Accounts[0].Destinations != nil || single.Accounts[0].FailoverClasses != nil {
+		t.Errorf("single account: %+v, %v; want every destination, no failover class, route first", single, err)
 	}
 }
 
@@ -532,7 +642,7 @@ func TestAccountKeysNameSettings(t *testing.T) {
 				account = "name: x, " + account
 			}
 			path := writeFile(t, "accounts.yaml", "accounts:\n  - {"+account+", classes: [otp, marketing]}\n")
-			_, err = loadAccounts(base.Process, path)
+			_, err = accountsOf(base.Process, path)
 			if !errors.As(err, &ce) || ce.Env != "ACCOUNTS_FILE" || !strings.Contains(err.Error(), ": "+tt.key+": ") || strings.Contains(err.Error(), tt.env) {
 				t.Errorf("from the file: %v, want a configuration error naming %s, not %s", err, tt.key, tt.env)
 			}
@@ -559,7 +669,7 @@ func TestLoadAccountsOneAPITwoAccounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := writeFile(t, "accounts.yaml", "accounts:\n"+okOTP+strings.Replace(okBulk, "b.example, token: t2", "a.example, token: t3", 1))
-	if _, err := loadAccounts(base.Process, path); err != nil {
+	if _, err := accountsOf(base.Process, path); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -584,4 +694,10 @@ func writeFile(t *testing.T, name, content string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// accountsOf is the accounts loadAccounts reads.
+func accountsOf(p Process, path string) ([]Account, error) {
+	r, err := loadAccounts(p, path)
+	return r.Accounts, err
 }

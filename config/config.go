@@ -66,9 +66,16 @@ type Account struct {
 	Burst               int
 	MaxInFlight         int
 	// Classes are the classes the account serves, in the order given.
-	Classes  []admission.Class
-	Senders  []admission.Sender
-	Adaptive admission.Adaptive
+	Classes []admission.Class
+	// Destinations are the E.164 prefixes ("+81") of the numbers the
+	// account sends to; nil: every number. Only ACCOUNTS_FILE sets them.
+	Destinations []string
+	// FailoverClasses are the classes besides OTP (which always does)
+	// that overflow from the account to the next serving them while it is
+	// degraded; nil: none. Only ACCOUNTS_FILE sets them.
+	FailoverClasses []admission.Class
+	Senders         []admission.Sender
+	Adaptive        admission.Adaptive
 	// secrets are the credential files read at start, by the variable
 	// naming each (SMS_PROVIDER_TOKEN_FILE, ...): the adapter reads them
 	// again when they change.

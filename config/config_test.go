@@ -63,7 +63,7 @@ func TestDefaultsFollowTheProviderAndTheRates(t *testing.T) {
 		return "  - name: " + name + "\n    provider: twilio\n    twilio: {account_sid: AC1, auth_token: x, from: \"+15550000001\"}\n    classes: [marketing]\n" + extra
 	}
 	path := writeFile(t, "accounts.yaml", "accounts:\n"+okOTP+twilio("tw", "")+strings.Replace(twilio("tw2", "    rate_unit: message\n"), "AC1", "AC2", 1))
-	setups, err := loadAccounts(base.Process, path)
+	setups, err := accountsOf(base.Process, path)
 	if err != nil {
 		t.Fatal(err)
 	}

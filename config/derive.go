@@ -20,9 +20,13 @@ func (a Account) Unit() dispatch.RateUnit {
 	return dispatch.PerMessage
 }
 
-// Home returns the index of class's home among accounts: the first that
-// dispatch.Route sends it to, which keeps its ids' send-once records.
-// Accounts returned by Settings.Accounts have a home for each class.
+// Home returns the index of the first account serving class, whatever
+// its destinations (dispatch.Route): the account whose rates size the
+// flow control of the class's lane. The home of a message, which keeps
+// its id's send-once record, is the first account of the routing table's
+// route for its class and destination (Routing.Table); the two are one
+// when no account lists destinations. Accounts returned by
+// Settings.Accounts have one for each class.
 func Home(accounts []Account, class admission.Class) int {
 	return dispatch.Route(Served(accounts), class)[0]
 }

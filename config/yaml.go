@@ -18,23 +18,29 @@ import (
 type (
 	accountsYAML struct {
 		Accounts []accountYAML `yaml:"accounts"`
+		Route    *string       `yaml:"route"`
 	}
 	accountYAML struct {
-		Name        string        `yaml:"name"`
-		Provider    string        `yaml:"provider"`
-		Generic     *genericYAML  `yaml:"generic"`
-		Twilio      *twilioYAML   `yaml:"twilio"`
-		Vonage      *vonageYAML   `yaml:"vonage"`
-		ContractRPS *float64      `yaml:"contract_rps"`
-		TargetRPS   *float64      `yaml:"target_rps"`
-		Burst       *int          `yaml:"burst"`
-		RateUnit    *string       `yaml:"rate_unit"`
-		MaxSegments *int          `yaml:"max_segments"`
-		MaxInFlight *int          `yaml:"max_inflight"`
-		Classes     []string      `yaml:"classes"`
-		ClassRPS    *classRPSYAML `yaml:"class_rps"`
-		Senders     []senderYAML  `yaml:"senders"`
-		Adaptive    *adaptiveYAML `yaml:"adaptive"`
+		Name        string       `yaml:"name"`
+		Provider    string       `yaml:"provider"`
+		Generic     *genericYAML `yaml:"generic"`
+		Twilio      *twilioYAML  `yaml:"twilio"`
+		Vonage      *vonageYAML  `yaml:"vonage"`
+		ContractRPS *float64     `yaml:"contract_rps"`
+		TargetRPS   *float64     `yaml:"target_rps"`
+		Burst       *int         `yaml:"burst"`
+		RateUnit    *string      `yaml:"rate_unit"`
+		MaxSegments *int         `yaml:"max_segments"`
+		MaxInFlight *int         `yaml:"max_inflight"`
+		Classes     []string     `yaml:"classes"`
+		// Destinations and FailoverClasses: nil when the key is left out
+		// (or given no value), which the loader tells from an empty list
+		// by the file's keys.
+		Destinations    []string      `yaml:"destinations"`
+		FailoverClasses []string      `yaml:"failover_classes"`
+		ClassRPS        *classRPSYAML `yaml:"class_rps"`
+		Senders         []senderYAML  `yaml:"senders"`
+		Adaptive        *adaptiveYAML `yaml:"adaptive"`
 	}
 	genericYAML struct {
 		URL       string `yaml:"url"`
@@ -159,6 +165,17 @@ func (l *accountsLoader) lineOfKey(key string) int {
 		}
 	}
 	return 0
+}
+
+// given reports whether the i-th account has the key at path, with a
+// value or without.
+func (l *accountsLoader) given(i int, path string) bool {
+	for _, k := range l.keys {
+		if k.account == i && k.path == path {
+			return true
+		}
+	}
+	return false
 }
 
 // itemLine is the line where the i-th account starts, 0 if unknown.

@@ -38,13 +38,16 @@ type ReplayOptions struct {
 	// Topics is the topic of each class, where its dead letters are
 	// republished.
 	Topics map[admission.Class]string
-	// Records returns the send-once records of a class's ids: those of
-	// the first account serving the class. Required.
-	Records func(ctx context.Context, class admission.Class) (Records, error)
+	// Records returns the send-once records of the ids of a class to a
+	// destination: those of the home of the class and the destination
+	// (the first account of its route). to is "" when the data is no
+	// valid message (replayed with Force). Required.
+	Records func(ctx context.Context, class admission.Class, to string) (Records, error)
 	// Decode is the dispatcher's reading of a message's data
 	// (dispatch.Decode): the id it is sent under (standInID when the data
-	// has none), or an error when the data is no valid message. Required.
-	Decode func(data []byte, standInID string) (id string, err error)
+	// has none) and its destination, or an error when the data is no
+	// valid message. Required.
+	Decode func(data []byte, standInID string) (id, to string, err error)
 	// MaxReplays skips a dead letter replayed this many times already; 0
 	// skips every one.
 	MaxReplays int
@@ -152,9 +155,9 @@ func (p *replayer) handle(ctx context.Context, dl *Letter) {
 
 	// The message as it will be republished, and the id it will be sent
 	// under: the dispatcher's reading of it.
-	data, sendID := dl.Data, ""
-	if id, err := p.opts.Decode(dl.Data, dl.standInID()); err == nil {
-		sendID = id
+	data, sendID, to := dl.Data, "", ""
+	if id, dest, err := p.opts.Decode(dl.Data, dl.standInID()); err == nil {
+		sendID, to = id, dest
 		if !dl.dataID {
 			// The stand-in id is the original's Pub/Sub message ID; the
 			// republished message has another, so the id is written into
@@ -178,7 +181,7 @@ func (p *replayer) handle(ctx context.Context, dl *Letter) {
 	note := "" // what became of the id's record
 	if sendID != "" {
 		var ok bool
-		if note, ok = p.checkRecord(ctx, dl, class, sendID); !ok {
+		if note, ok = p.checkRecord(ctx, dl, class, to, sendID); !ok {
 			return
 		}
 	}
@@ -221,11 +224,11 @@ func (p *replayer) handle(ctx context.Context, dl *Letter) {
 }
 
 // checkRecord reads, and unless this is a dry run clears, the send-once
-// record of id, and reports whether the replay goes on, with a note of
+// record of id, a message of class to to, and reports whether the replay goes on, with a note of
 // what became of the record; when it does not, the dead letter was
 // reported (and, found sent, acked).
-func (p *replayer) checkRecord(ctx context.Context, dl *Letter, class admission.Class, id string) (note string, ok bool) {
-	was, cleared, err := p.record(ctx, class, id)
+func (p *replayer) checkRecord(ctx context.Context, dl *Letter, class admission.Class, to, id string) (note string, ok bool) {
+	was, cleared, err := p.record(ctx, class, to, id)
 	if unknown := (*admission.UnknownRecordError)(nil); errors.As(err, &unknown) {
 		p.skip(dl, SkipUnknownRecord, fmt.Sprintf("its send-once record says %q: left listed", unknown.Record))
 		return "", false
@@ -272,11 +275,12 @@ func (p *replayer) checkRecord(ctx context.Context, dl *Letter, class admission.
 	return "", false
 }
 
-// record reads the send-once record of id on the class's records and,
-// unless this is a dry run, clears it when it says the provider refused
-// the id (admission.Claims.Forget). It returns what the record said.
-func (p *replayer) record(ctx context.Context, class admission.Class, id string) (was admission.Record, cleared bool, err error) {
-	recs, err := p.opts.Records(ctx, class)
+// record reads the send-once record of id on the records of class and
+// to and, unless this is a dry run, clears it when it says the provider
+// refused the id (admission.Claims.Forget). It returns what the record
+// said.
+func (p *replayer) record(ctx context.Context, class admission.Class, to, id string) (was admission.Record, cleared bool, err error) {
+	recs, err := p.opts.Records(ctx, class, to)
 	if err != nil {
 		return admission.Record{}, false, err
 	}
@@ -302,7 +306,7 @@ func (p *replayer) withID(data []byte, id string) []byte {
 	out = append(out, q...)
 	out = append(out, ',')
 	out = append(out, data[i+1:]...)
-	if got, err := p.opts.Decode(out, ""); err != nil || got != id {
+	if got, _, err := p.opts.Decode(out, ""); err != nil || got != id {
 		return data
 	}
 	return out

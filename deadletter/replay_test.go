@@ -57,9 +57,15 @@ func newLetters(t *testing.T) *letters {
 // returns its message ID.
 func (h *letters) add(id string) string {
 	h.t.Helper()
+	return h.addTo(id, "+819012345678")
+}
+
+// addTo is add of a message to the number to.
+func (h *letters) addTo(id, to string) string {
+	h.t.Helper()
 	pub := h.client.Publisher("dead")
 	defer pub.Stop()
-	data := fmt.Sprintf(`{"id":%q,"to":"+819012345678","body":"hi"}`, id)
+	data := fmt.Sprintf(`{"id":%q,"to":%q,"body":"hi"}`, id, to)
 	attrs := map[string]string{deadletter.AttrClass: "otp", deadletter.AttrRejectReason: "provider: status 400"}
 	mid, err := pub.Publish(context.Background(), &pubsub.Message{Data: []byte(data), Attributes: attrs}).Get(context.Background())
 	if err != nil {
@@ -89,10 +95,18 @@ func (h *letters) inspect() deadletter.Inspect {
 // replay runs Replay with records and returns its results.
 func (h *letters) replay(records deadletter.Records, afterRepublish func(int)) ([]deadletter.Result, deadletter.Summary) {
 	h.t.Helper()
+	return h.replayBy(func(admission.Class, string) deadletter.Records { return records }, afterRepublish)
+}
+
+// replayBy is replay with the records of each class and destination.
+func (h *letters) replayBy(records func(admission.Class, string) deadletter.Records, afterRepublish func(int)) ([]deadletter.Result, deadletter.Summary) {
+	h.t.Helper()
 	opts := deadletter.ReplayOptions{
-		Inspect:    h.inspect(),
-		Topics:     map[admission.Class]string{admission.OTP: "otp"},
-		Records:    func(context.Context, admission.Class) (deadletter.Records, error) { return records, nil },
+		Inspect: h.inspect(),
+		Topics:  map[admission.Class]string{admission.OTP: "otp"},
+		Records: func(_ context.Context, class admission.Class, to string) (deadletter.Records, error) {
+			return records(class, to), nil
+		},
 		Decode:     decode,
 		MaxReplays: 3, AfterRepublish: afterRepublish,
 	}
@@ -104,9 +118,9 @@ func (h *letters) replay(records deadletter.Records, afterRepublish func(int)) (
 	return got, sum
 }
 
-func decode(data []byte, standInID string) (string, error) {
+func decode(data []byte, standInID string) (id, to string, err error) {
 	m, err := dispatch.Decode(data, standInID)
-	return m.ID, err
+	return m.ID, m.To, err
 }
 
 // TestReplayDecidesByTheRecord: a sent id is acked and never republished;
@@ -152,6 +166,52 @@ func TestReplayDecidesByTheRecord(t *testing.T) {
 	}
 	if h.republished() != 1 || sum.Replayed != 1 || sum.Failed != 0 {
 		t.Errorf("republished %d, summary %+v; want the refused id alone", h.republished(), sum)
+	}
+}
+
+// TestReplayFindsTheRecordByDestination: with two accounts split by
+// destination, each id's record is read and cleared on the home of its
+// class and number, the routing table's first account, and never on the
+// other.
+func TestReplayFindsTheRecordByDestination(t *testing.T) {
+	h := newLetters(t)
+	ctx := context.Background()
+	world := admission.NewClaims(redistest.Client(t), redistest.UniqueAccount(t), 0, 0, 2*time.Second, nil)
+	jp := h.claims
+	table := dispatch.NewTable([][]admission.Class{{admission.OTP}, {admission.OTP}}, [][]string{{"+81"}, nil}, dispatch.RouteLongestPrefix)
+	homes := []*admission.Claims{jp, world}
+	h.addTo("jp-1", "+819012345678")
+	h.addTo("us-1", "+14155550100")
+	for _, r := range []struct {
+		claims *admission.Claims
+		id     string
+	}{{jp, "jp-1"}, {world, "us-1"}} {
+		if err := r.claims.Refuse(ctx, r.id, "provider: status 400"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The other account's record of each id says sent: read there, the
+	// replay would skip it.
+	if err := world.Finish(ctx, "jp-1", admission.RecordSent); err != nil {
+		t.Fatal(err)
+	}
+	if err := jp.Finish(ctx, "us-1", admission.RecordSent); err != nil {
+		t.Fatal(err)
+	}
+	got, sum := h.replayBy(func(class admission.Class, to string) deadletter.Records {
+		return homes[table.Route(class, to)[0]]
+	}, nil)
+	if sum.Replayed != 2 || h.republished() != 2 {
+		t.Fatalf("results %+v, summary %+v; want both replayed", got, sum)
+	}
+	for _, r := range []struct {
+		claims *admission.Claims
+		id     string
+		want   admission.ClaimState
+	}{{jp, "jp-1", admission.Unrecorded}, {world, "us-1", admission.Unrecorded}, {world, "jp-1", admission.Finished}, {jp, "us-1", admission.Finished}} {
+		if rec, err := r.claims.Recorded(ctx, r.id); err != nil || rec.State != r.want {
+			t.Errorf("%s's record: %v, %v; want state %v", r.id, rec, err, r.want)
+		}
 	}
 }
 

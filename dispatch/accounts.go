@@ -16,10 +16,10 @@ import (
 type Account struct {
 	// Name is the account's name, on spans and metrics (Event.Account).
 	Name string
-	// Classes are the classes it serves. A class is sent by the first
-	// account of Deps.Accounts that serves it; an OTP overflows to the
-	// next one only when that account is under a penalty or degraded
-	// (docs/design.md, "Accounts").
+	// Classes are the classes it serves. A class is sent to a number by the
+	// first account of its route (Table) that serves it; an OTP overflows
+	// to the next one only when that account is under a penalty or
+	// degraded (docs/design.md, "Accounts").
 	Classes []admission.Class
 	// Destinations are the E.164 prefixes the account sends to ("+81");
 	// none: every destination.
@@ -176,6 +176,3 @@ func (d *Dispatcher) classPaused(ctx context.Context, class admission.Class) boo
 	}
 	return true
 }
-
-// CountryCode is a placeholder until the routing table lands.
-func CountryCode(to string) string { return "" }

@@ -79,6 +79,9 @@ type Config struct {
 	// this process before it is dead-lettered (reject_reason
 	// invalid: handler_panic) rather than nacked again. Default 3.
 	MaxHandlerPanics int
+	// Route orders the accounts serving a class and a destination
+	// (NewTable). Default RouteFirst.
+	Route RouteMode
 	// Logger; if nil, slog.Default().
 	Logger *slog.Logger
 }

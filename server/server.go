@@ -52,6 +52,9 @@ type Options struct {
 	// OTP first) for /readyz, run by Serve; nil: none is watched.
 	Pulls         *pullwatch.Watch
 	Subscriptions []string
+	// Route orders the accounts serving a class and a destination
+	// (config.Routing's Route); the zero value is dispatch.RouteFirst.
+	Route dispatch.RouteMode
 	// StopBound is how long Serve waits, after SHUTDOWN_GRACE, for the
 	// pulls to stop, and again for the dead-letter publisher to flush,
 	// before it returns without them; zero means DefaultStopBound.
@@ -69,6 +72,7 @@ type Server struct {
 	d        *dispatch.Dispatcher
 	accounts []Account
 	limiters []*admission.Limiter // by account
+	table    *dispatch.Table      // the accounts' routing table, for the start-up log
 	dlq      *pubsub.Publisher
 }
 
@@ -103,11 +107,14 @@ func New(cfg config.Settings, accounts []Account, rdb Redis, ps *pubsub.Client, 
 		setups = append(setups, a.Setup)
 		daccts = append(daccts, dispatch.Account{
 			Name: a.Setup.Name, Classes: a.Setup.Classes,
+			Destinations: a.Setup.Destinations, FailoverClasses: a.Setup.FailoverClasses,
 			Limiter: lim, Claims: lim.Claims(), Sender: a.Sender, Credentials: a.Credentials,
 			RateUnit: a.Setup.Unit(), MaxSegments: a.Setup.MaxSegments,
 		})
 	}
-	// The lanes' flow control follows each class's home account.
+	s.table = dispatch.NewTable(config.Served(setups), config.Destinations(setups), opts.Route)
+	// The lanes' flow control follows the first account serving each
+	// class, whatever its destinations.
 	otpHome, mktHome := setups[config.Home(setups, admission.OTP)], setups[config.Home(setups, admission.Marketing)]
 	dlq := ps.Publisher(cfg.DeadLetterTopic)
 	deps := dispatch.Deps{
@@ -125,6 +132,7 @@ func New(cfg config.Settings, accounts []Account, rdb Redis, ps *pubsub.Client, 
 		MarketingOutstanding: cfg.Outstanding(admission.Marketing, mktHome),
 		ReadAhead:            readAhead(opts.Emulator),
 		AccountPause:         cfg.AccountPause,
+		Route:                opts.Route,
 		Logger:               s.logger,
 	}, deps)
 	if err != nil {
@@ -216,5 +224,23 @@ func (s *Server) logAccounts(ctx context.Context) {
 			}
 		}
 		s.logger.Info("account", attrs...)
+	}
+	s.logRoutes()
+}
+
+// logRoutes logs the routing table, a line per class and prefix ("*":
+// every other destination) with its accounts in order, none when no
+// account sends the class there.
+func (s *Server) logRoutes() {
+	for _, row := range s.table.Rows() {
+		prefix := row.Prefix
+		if prefix == "" {
+			prefix = "*"
+		}
+		names := make([]string, 0, len(row.Accounts))
+		for _, i := range row.Accounts {
+			names = append(names, s.accounts[i].Setup.Name)
+		}
+		s.logger.Info("route", "class", row.Class.String(), "prefix", prefix, "accounts", names, "mode", s.table.Mode().String())
 	}
 }

@@ -33,6 +33,40 @@ type Setup struct {
 type Report struct {
 	Time     time.Time `json:"time"`
 	Accounts []Account `json:"accounts"`
+	// Route is how the routes order a class's accounts for a destination:
+	// first or longest_prefix.
+	Route  string  `json:"route"`
+	Routes []Route `json:"routes"`
+}
+
+// Route is one row of the routing table in a Report (part of the `status
+// --json` contract): the accounts that send Class to a destination whose
+// longest configured prefix is Prefix.
+type Route struct {
+	Class string `json:"class"`
+	// Prefix is an E.164 prefix ("+81"), or "*" for every destination no
+	// configured prefix matches.
+	Prefix string `json:"prefix"`
+	// Accounts are the accounts' names in order: the home first, then
+	// those its overflow goes to. Empty: no route (such messages are
+	// dead-lettered).
+	Accounts []string `json:"accounts"`
+}
+
+// routesOf is the routing table of r, as a Report shows it.
+func routesOf(r config.Routing) []Route {
+	routes := []Route{}
+	for _, row := range r.Table().Rows() {
+		rt := Route{Class: row.Class.String(), Prefix: row.Prefix, Accounts: []string{}}
+		if rt.Prefix == "" {
+			rt.Prefix = "*"
+		}
+		for _, i := range row.Accounts {
+			rt.Accounts = append(rt.Accounts, r.Accounts[i].Name)
+		}
+		routes = append(routes, rt)
+	}
+	return routes
 }
 
 // Account is one account of a Report (part of the `status --json`
@@ -112,9 +146,10 @@ type Process struct {
 	Alive    bool    `json:"alive"`
 }
 
-// Read reads every account of setups at now.
-func Read(ctx context.Context, setups []Setup, now time.Time) (Report, error) {
-	r := Report{Time: now.UTC()}
+// Read reads every account of setups at now; the report's routes are
+// those of routing, every configured account's (setups may be fewer).
+func Read(ctx context.Context, setups []Setup, routing config.Routing, now time.Time) (Report, error) {
+	r := Report{Time: now.UTC(), Route: routing.Route.String(), Routes: routesOf(routing)}
 	// The whole seconds before the current one: a second still being
 	// counted would read low.
 	last := now.Truncate(time.Second).Add(-time.Second)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -11,6 +12,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/config"
+	"smsdispatcher/dispatch"
 )
 
 // TestAccountOfAState builds the report of a fixed state: the rate in
@@ -111,5 +113,66 @@ func testWatchWithoutATerminal(t *testing.T) {
 	var got Report
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil || got.Accounts[0].Name != "main" || strings.Count(out.String(), "\n") != 1 {
 		t.Errorf("watch --json printed %q (%v)", out.String(), err)
+	}
+}
+
+// TestReportRoutes: the report's routes are the routing table by account
+// name, "*" for every other destination, a row without accounts for a
+// destination of a class no account sends to; the text lists them and
+// says so, and the JSON has them under routes.
+func TestReportRoutes(t *testing.T) {
+	routing := config.Routing{Route: dispatch.RouteLongestPrefix, Accounts: []config.Account{
+		{Name: "jp", Classes: []admission.Class{admission.OTP}, Destinations: []string{"+81"}},
+		{Name: "world", Classes: []admission.Class{admission.OTP, admission.Marketing}, Destinations: []string{"+1", "+44"}},
+	}}
+	r, err := Read(context.Background(), nil, routing, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Route{
+		{"otp", "+1", []string{"world"}},
+		{"otp", "+44", []string{"world"}},
+		{"otp", "+81", []string{"jp"}},
+		{"otp", "*", []string{}},
+		{"marketing", "+1", []string{"world"}},
+		{"marketing", "+44", []string{"world"}},
+		{"marketing", "+81", []string{}},
+		{"marketing", "*", []string{}},
+	}
+	if r.Route != "longest_prefix" || !reflect.DeepEqual(r.Routes, want) {
+		t.Errorf("route %q, routes %v; want longest_prefix, %v", r.Route, r.Routes, want)
+	}
+
+	var text bytes.Buffer
+	r.WriteText(&text)
+	const wantText = `routes (longest_prefix): class, destination, accounts in order
+  otp        +1   world
+  otp        +44  world
+  otp        +81  jp
+  otp        *    none: dead-lettered (invalid: no_route)
+  marketing  +1   world
+  marketing  +44  world
+  marketing  +81  none: dead-lettered (invalid: no_route)
+  marketing  *    none: dead-lettered (invalid: no_route)
+`
+	if text.String() != wantText {
+		t.Errorf("text\n%s\nwant\n%s", text.String(), wantText)
+	}
+
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Route  string `json:"route"`
+		Routes []struct {
+			Class, Prefix string
+			Accounts      []string
+		} `json:"routes"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil || got.Route != "longest_prefix" || len(got.Routes) != 8 ||
+		got.Routes[2].Class != "otp" || got.Routes[2].Prefix != "+81" || !reflect.DeepEqual(got.Routes[2].Accounts, []string{"jp"}) ||
+		got.Routes[3].Accounts == nil || !strings.Contains(string(b), `"routes":[{"class":"otp","prefix":"+1","accounts":["world"]}`) {
+		t.Errorf("json %s (%v)", b, err)
 	}
 }

@@ -41,6 +41,28 @@ func (r Report) WriteText(w io.Writer) {
 		fmt.Fprintf(tw, "  processes\t%s\n", processesText(a.Processes))
 		tw.Flush()
 	}
+	r.writeRoutes(w)
+}
+
+// writeRoutes prints the routing table: a line per class and prefix, the
+// accounts in order.
+func (r Report) writeRoutes(w io.Writer) {
+	if len(r.Routes) == 0 {
+		return
+	}
+	if len(r.Accounts) > 0 {
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "routes (%s): class, destination, accounts in order\n", r.Route)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, rt := range r.Routes {
+		accounts := strings.Join(rt.Accounts, ", ")
+		if accounts == "" {
+			accounts = "none: dead-lettered (invalid: no_route)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", rt.Class, rt.Prefix, accounts)
+	}
+	tw.Flush()
 }
 
 func (o *Override) text() string {

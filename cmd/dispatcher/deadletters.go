@@ -200,22 +200,32 @@ func runDeadlettersReplay(ctx context.Context, args []string, stdout, stderr io.
 	}
 	opts := deadletter.ReplayOptions{Inspect: in, Filter: deadletter.Filter{Reason: *reason, Class: class, IDs: ids},
 		Topics: map[admission.Class]string{admission.OTP: cfg.OTPTopic, admission.Marketing: cfg.MarketingTopic},
-		Decode: func(data []byte, standInID string) (string, error) {
+		Decode: func(data []byte, standInID string) (string, string, error) {
 			m, err := dispatch.Decode(data, standInID)
-			return m.ID, err
+			return m.ID, m.To, err
 		},
 		MaxReplays: *maxReplays, Force: *force, DryRun: *dryRun, AfterRepublish: afterRepublish}
-	rdb, setups, err := operatorRedis(cfg, "replay reads and clears the send-once records in the limiter's Redis", operatorTimeout)
+	rdb, routing, err := operatorRedis(cfg, "replay reads and clears the send-once records in the limiter's Redis", operatorTimeout)
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
-	// A class's ids keep their records on its home account: the first
-	// serving it.
+	// An id keeps its record on the home of its class and destination:
+	// the first account of the routing table's route. Data that is no
+	// valid message (replayed with --force) has no destination: the first
+	// account serving the class.
+	setups, table := routing.Accounts, routing.Table()
 	lims := map[int]*admission.Limiter{}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	opts.Records = func(ctx context.Context, class admission.Class) (deadletter.Records, error) {
+	opts.Records = func(ctx context.Context, class admission.Class, to string) (deadletter.Records, error) {
 		home := config.Home(setups, class)
+		if to != "" {
+			route := table.Route(class, to)
+			if len(route) == 0 {
+				return nil, fmt.Errorf("no account sends %s to +%s…: give one of them the destination (ACCOUNTS_FILE)", class, dispatch.CountryCode(to))
+			}
+			home = route[0]
+		}
 		if lims[home] == nil {
 			lim, err := operatorLimiter(rdb, cfg, setups[home], operatorTimeout, logger)
 			if err != nil {

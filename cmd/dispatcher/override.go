@@ -50,7 +50,7 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	rdb, setups, err := operatorRedis(cfg, "the override lives in the limiter's Redis", operatorTimeout)
+	rdb, routing, err := operatorRedis(cfg, "the override lives in the limiter's Redis", operatorTimeout)
 	if err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if !overriding && *pin <= 0 && !*reset && !*show && !*clearPenalty {
 		return fmt.Errorf("override: give --set-target-rps and/or --set-marketing-rps, --clear, --clear-penalty, --pin-learned-rps, --reset-learned or --show")
 	}
-	setup, err := pickAccount(setups, *name)
+	setup, err := pickAccount(routing.Accounts, *name)
 	if err != nil {
 		return err
 	}

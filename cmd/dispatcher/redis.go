@@ -30,20 +30,20 @@ const operatorTimeout = 5 * time.Second
 
 // operatorRedis is the Redis client of an operator's command (override,
 // status, deadletters replay), whose calls wait up to timeout, and the
-// accounts cfg describes: REDIS_URL is required (why says what for), and
+// accounts cfg describes with their route: REDIS_URL is required (why says what for), and
 // go-redis's own log is silenced: the command says what went wrong in the
 // one line of the error it returns.
-func operatorRedis(cfg config.Settings, why string, timeout time.Duration) (redis.UniversalClient, []config.Account, error) {
+func operatorRedis(cfg config.Settings, why string, timeout time.Duration) (redis.UniversalClient, config.Routing, error) {
 	if cfg.RedisURL == "" {
-		return nil, nil, config.SettingError("REDIS_URL", "required (or REDIS_URL_FILE): "+why)
+		return nil, config.Routing{}, config.SettingError("REDIS_URL", "required (or REDIS_URL_FILE): "+why)
 	}
-	accounts, err := cfg.Accounts()
+	routing, err := cfg.Routing()
 	if err != nil {
-		return nil, nil, err
+		return nil, config.Routing{}, err
 	}
 	redisconn.Quiet()
 	rdb, err := newRedisOf(cfg, timeout)
-	return rdb, accounts, err
+	return rdb, routing, err
 }
 
 // operatorLimiter is account s's limiter for an operator's command, on its

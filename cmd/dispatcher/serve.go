@@ -32,10 +32,11 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	setups, err := accountSetups(cfg)
+	routing, err := accountSetups(cfg)
 	if err != nil {
 		return err
 	}
+	setups := routing.Accounts
 	if cfg.RedisURL == "" {
 		return config.SettingError("REDIS_URL", "required to serve (or REDIS_URL_FILE): it holds the limiter state all pods share")
 	}
@@ -90,7 +91,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	srv, err := server.New(cfg, accts, rdb, ps, server.Options{
 		Version: version, Emulator: environ("PUBSUB_EMULATOR_HOST") != "",
 		Telemetry: tel, Observer: tel.Metrics, Logger: logger,
-		Pulls: pulls, Subscriptions: pullNames, StopBound: stopBound,
+		Pulls: pulls, Subscriptions: pullNames, StopBound: stopBound, Route: routing.Route,
 	})
 	if err != nil {
 		return err
@@ -98,14 +99,14 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	return srv.Serve(ctx)
 }
 
-// accountSetups returns the accounts cfg describes, for sending:
-// ACCOUNTS_FILE's, or the one account of the single-account variables,
-// whose provider settings must then be complete.
-func accountSetups(cfg config.Settings) ([]config.Account, error) {
+// accountSetups returns the accounts cfg describes and their route, for
+// sending: ACCOUNTS_FILE's, or the one account of the single-account
+// variables, whose provider settings must then be complete.
+func accountSetups(cfg config.Settings) (config.Routing, error) {
 	if cfg.AccountsFile == "" {
 		if err := cfg.CheckProvider(); err != nil {
-			return nil, err
+			return config.Routing{}, err
 		}
 	}
-	return cfg.Accounts()
+	return cfg.Routing()
 }

@@ -29,10 +29,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	const timeout = 2 * time.Second
-	rdb, setups, err := operatorRedis(cfg, "status reads the limiter's Redis", timeout)
+	rdb, routing, err := operatorRedis(cfg, "status reads the limiter's Redis", timeout)
 	if err != nil {
 		return err
 	}
+	setups := routing.Accounts
 	defer rdb.Close()
 	if *name != "" {
 		s, err := pickAccount(setups, *name)
@@ -56,7 +57,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		accounts = append(accounts, status.Setup{Account: s, Limiter: lim})
 	}
-	read := func() (status.Report, error) { return status.Read(ctx, accounts, time.Now()) }
+	read := func() (status.Report, error) { return status.Read(ctx, accounts, routing, time.Now()) }
 	if !*watch {
 		r, err := read()
 		if err != nil {
