@@ -165,13 +165,14 @@ func (c finishCall) argv() []any {
 type heartbeatCall struct {
 	Processes string `lua:"KEYS[1] the processes' last beats"`
 	States    string `lua:"KEYS[2] the processes' states"`
+	Health    string `lua:"KEYS[3] the account's health"`
 
 	ID     string `lua:"ARGV[1] the process id"`
 	State  string `lua:"ARGV[2] its state"`
 	Millis int64  `lua:"ARGV[3] how long a silent process stays listed, in milliseconds"`
 }
 
-func (c heartbeatCall) keys() []string { return []string{c.Processes, c.States} }
+func (c heartbeatCall) keys() []string { return []string{c.Processes, c.States, c.Health} }
 func (c heartbeatCall) argv() []any    { return []any{c.ID, c.State, c.Millis} }
 
 // statusCall is one call of status.lua.
@@ -182,11 +183,12 @@ type statusCall struct {
 	Leases    string   `lua:"KEYS[4] in-flight leases"`
 	Processes string   `lua:"KEYS[5] the processes' last beats"`
 	States    string   `lua:"KEYS[6] the processes' states"`
-	Sent      []string `lua:"KEYS[7..] the sends counters to read"`
+	Health    string   `lua:"KEYS[7] the account's health"`
+	Sent      []string `lua:"KEYS[8..] the sends counters to read"`
 }
 
 func (c statusCall) keys() []string {
-	return append([]string{c.Override, c.Learned, c.Penalty, c.Leases, c.Processes, c.States}, c.Sent...)
+	return append([]string{c.Override, c.Learned, c.Penalty, c.Leases, c.Processes, c.States, c.Health}, c.Sent...)
 }
 func (c statusCall) argv() []any { return nil }
 

@@ -14,17 +14,37 @@ import (
 const HeartbeatKeep = 30 * time.Second
 
 // Heartbeat records that the process id is alive on the account and its
-// state ("<mode> <host> <version>"): one script call, through the circuit
-// (a Redis known down is not asked). Call it at most once a second.
+// state ("<mode> <host> <version>"), and reads the account's health into
+// Health: one script call, through the circuit (a Redis known down is not
+// asked). Call it at most once a second: a process that sends nothing on
+// the account, and so makes no other script call there, learns its health
+// within a beat.
 func (l *Limiter) Heartbeat(ctx context.Context, id, state string) error {
-	call := heartbeatCall{Processes: l.tag + ":processes", States: l.tag + ":process-states",
+	call := heartbeatCall{Processes: l.tag + ":processes", States: l.tag + ":process-states", Health: l.admit[OTP].Health,
 		ID: id, State: state, Millis: HeartbeatKeep.Milliseconds()}
 	return l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) error {
-		if err := heartbeatScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Err(); err != nil {
+		v, err := heartbeatScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Int64Slice()
+		if err != nil {
 			return fmt.Errorf("heartbeat: %w", err)
 		}
+		h, err := parseHeartbeat(v)
+		if err != nil {
+			return fmt.Errorf("heartbeat: %w", err)
+		}
+		// A reply of an admission or a settle that crossed this one may be
+		// overwritten by an older state; the next reply of any of them
+		// sets it right.
+		l.health.Store(int32(h))
 		return nil
 	})
+}
+
+// parseHeartbeat reads heartbeat.lua's {listed, health}.
+func parseHeartbeat(v []int64) (Health, error) {
+	if len(v) != 2 || v[1] < int64(Healthy) || v[1] > int64(Degraded) {
+		return 0, fmt.Errorf("%w: heartbeat.lua answered %v", ErrBadReply, v)
+	}
+	return Health(v[1]), nil
 }
 
 // Mode is the process's state for its heartbeat: "fallback" while it
@@ -78,16 +98,53 @@ type AccountStatus struct {
 	// (a rate below MinRPS, or not a state it can read); Learned is then
 	// zero. "" otherwise.
 	LearnedIgnored string
+	// Health is the account's health as gcra.lua reads it.
+	Health HealthStatus
+}
+
+// HealthStatus is an account's health as Redis holds it.
+type HealthStatus struct {
+	Health Health // Healthy with no key, or one of another shape (as gcra.lua reads it)
+	// Since is when the account became Degraded; zero unless it is.
+	Since time.Time
+	// Failures counts the run of failures in a row: so far while Failing,
+	// the run that made it so while Degraded (a failed probe starts
+	// ProbesOK again, not this).
+	Failures int
+	// ProbesOK counts, while Degraded, the probes that succeeded in a row.
+	ProbesOK int
+}
+
+// parseHealth reads the health key's value (gcra.lua's header gives its
+// format); any other shape, "" among them, is healthy, as gcra.lua reads
+// it.
+func parseHealth(v string) HealthStatus {
+	f := strings.Split(v, " ")
+	if len(f) != 7 || (f[0] != "h" && f[0] != "d") {
+		return HealthStatus{}
+	}
+	var n [7]int64
+	for i := 1; i < 7; i++ {
+		x, err := strconv.ParseUint(f[i], 10, 63)
+		if err != nil {
+			return HealthStatus{}
+		}
+		n[i] = int64(x)
+	}
+	if f[0] == "h" {
+		return HealthStatus{Health: Failing, Failures: int(n[1])}
+	}
+	return HealthStatus{Health: Degraded, Since: time.UnixMicro(n[6]), Failures: int(n[1]), ProbesOK: int(n[4])}
 }
 
 // Status reads the account's state in one script call that writes
-// nothing: its override, learned rate, penalty, leases, processes, and
-// the units sent in each of the seconds from-seconds+1 to from (the
-// process's clock, as Settle counts them).
+// nothing: its override, learned rate, penalty, leases, processes and
+// health, and the units sent in each of the seconds from-seconds+1 to from
+// (the process's clock, as Settle counts them).
 func (l *Limiter) Status(ctx context.Context, from time.Time, seconds int) (AccountStatus, error) {
 	a := l.admit[OTP]
 	call := statusCall{Override: a.Override, Learned: a.Learned, Penalty: a.Penalty, Leases: a.Leases,
-		Processes: l.tag + ":processes", States: l.tag + ":process-states"}
+		Processes: l.tag + ":processes", States: l.tag + ":process-states", Health: a.Health}
 	for c := range 2 {
 		for i := seconds - 1; i >= 0; i-- {
 			call.Sent = append(call.Sent, l.SentKey(Class(c), from.Add(-time.Duration(i)*time.Second)))
@@ -108,7 +165,7 @@ func parseStatus(v []any, seconds int) (AccountStatus, error) {
 	bad := func() (AccountStatus, error) {
 		return AccountStatus{}, fmt.Errorf("%w: status.lua answered %v", ErrBadReply, v)
 	}
-	if len(v) != 9 {
+	if len(v) != 10 {
 		return bad()
 	}
 	str := func(i int) string { s, _ := v[i].(string); return s }
@@ -117,7 +174,7 @@ func parseStatus(v []any, seconds int) (AccountStatus, error) {
 	if err != nil {
 		return bad()
 	}
-	st := AccountStatus{Now: time.UnixMicro(nowUS), InFlight: int(num(6))}
+	st := AccountStatus{Now: time.UnixMicro(nowUS), InFlight: int(num(6)), Health: parseHealth(str(9))}
 	if o := str(1); o != "" {
 		// As gcra.lua reads it: '<target> <marketing>', each rate on its
 		// own.

@@ -8,11 +8,13 @@
 -- KEYS[4] -> in-flight leases ({sms:<account>}:leases)
 -- KEYS[5] -> the processes' last beats ({sms:<account>}:processes)
 -- KEYS[6] -> the processes' states ({sms:<account>}:process-states)
--- KEYS[7..] -> the sends counters to read ({sms:<account>}:sent:<class>:<second>)
+-- KEYS[7] -> the account's health ({sms:<account>}:health; gcra.lua's
+--            header gives its format)
+-- KEYS[8..] -> the sends counters to read ({sms:<account>}:sent:<class>:<second>)
 --
 -- Returns {now_us, override, override_pttl_ms, learned, penalty,
 -- penalty_pttl_ms, leases_live, {id, last_beat_us, state, ...},
--- {counter values ...}}: a missing string is '', a missing count 0.
+-- {counter values ...}, health}: a missing string is '', a missing count 0.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -24,8 +26,8 @@ for i = 1, #beats, 2 do
   procs[#procs + 1] = redis.call('HGET', KEYS[6], beats[i]) or ''
 end
 local sent = {}
-if #KEYS > 6 then
-  local v = redis.call('MGET', unpack(KEYS, 7))
+if #KEYS > 7 then
+  local v = redis.call('MGET', unpack(KEYS, 8))
   for i = 1, #v do
     sent[i] = tonumber(v[i]) or 0
   end
@@ -37,4 +39,5 @@ return {
   redis.call('GET', KEYS[3]) or '', redis.call('PTTL', KEYS[3]),
   redis.call('ZCOUNT', KEYS[4], now, '+inf'),
   procs, sent,
+  redis.call('GET', KEYS[7]) or '',
 }

@@ -73,3 +73,97 @@ func TestStatusReadsWhatTheSendsAndProcessesLeft(t *testing.T) {
 		t.Fatalf("in flight %d after every send settled", st.InFlight)
 	}
 }
+
+// TestHeartbeatTellsAProcessTheHealth: a process that sends nothing on the
+// account learns the health another process's failures wrote from its
+// next heartbeat, and again once the key says otherwise; a value of
+// another shape reads as healthy, as gcra.lua reads it.
+func TestHeartbeatTellsAProcessTheHealth(t *testing.T) {
+	rdb := redistest.Client(t)
+	cfg := testConfig(t)
+	sender, idle := newLimiter(t, rdb, cfg), newLimiter(t, rdb, cfg)
+	ctx := context.Background()
+	beat := func() Health {
+		t.Helper()
+		if err := idle.Heartbeat(ctx, "idle", "ok idle dev"); err != nil {
+			t.Fatal(err)
+		}
+		return idle.Health()
+	}
+	if h := beat(); h != Healthy {
+		t.Fatalf("no health key: %v, want healthy", h)
+	}
+	for i := range DefaultHealthFailures {
+		d, err := sender.Admit(ctx, OTP, 1, time.Second, Claim{})
+		if err != nil || !d.Allowed {
+			t.Fatalf("send %d: %+v, %v", i, d, err)
+		}
+		if err := sender.Settle(ctx, d, "", ResultFailed); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if h := beat(); h != Failing {
+				t.Fatalf("after one failure: %v, want failing", h)
+			}
+		}
+	}
+	if sender.Health() != Degraded {
+		t.Fatalf("the sender after %d failures: %v, want degraded", DefaultHealthFailures, sender.Health())
+	}
+	if h := idle.Health(); h != Failing {
+		t.Fatalf("before its next beat: %v, want what its last beat said (failing)", h)
+	}
+	if h := beat(); h != Degraded {
+		t.Fatalf("after its next beat: %v, want degraded", h)
+	}
+	key := "{sms:" + cfg.Account + "}:health"
+	if err := rdb.Set(ctx, key, "d 5 0 1 x 2 3", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if h := beat(); h != Healthy {
+		t.Fatalf("a value of another shape: %v, want healthy", h)
+	}
+	if err := rdb.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if h := beat(); h != Healthy {
+		t.Fatalf("the key gone: %v, want healthy", h)
+	}
+}
+
+// TestStatusReadsTheHealth: Status reads the health key as gcra.lua does:
+// a degraded account with when it became so, the run that made it so and
+// its probes that succeeded; a run of failures counted on a healthy one;
+// healthy without the key or with a value of another shape.
+func TestStatusReadsTheHealth(t *testing.T) {
+	rdb := redistest.Client(t)
+	cfg := testConfig(t)
+	l := newLimiter(t, rdb, cfg)
+	ctx := context.Background()
+	key := "{sms:" + cfg.Account + "}:health"
+	since := time.UnixMicro(1_790_000_000_123_456)
+	for _, tt := range []struct {
+		value string // "" deletes the key
+		want  HealthStatus
+	}{
+		{"", HealthStatus{}},
+		{"h 2 1 1790000000000000 0 0 0", HealthStatus{Health: Failing, Failures: 2}},
+		{"d 5 0 1789999999000000 2 1790000001000000 1790000000123456", HealthStatus{Health: Degraded, Since: since, Failures: 5, ProbesOK: 2}},
+		{"d 5 0 1 2 3", HealthStatus{}},
+		{"x 5 0 1 2 3 4", HealthStatus{}},
+		{"d 5 0 1 -2 3 4", HealthStatus{}},
+	} {
+		if tt.value == "" {
+			rdb.Del(ctx, key)
+		} else if err := rdb.Set(ctx, key, tt.value, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		st, err := l.Status(ctx, time.Now(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Health != tt.want {
+			t.Errorf("%q: %+v, want %+v", tt.value, st.Health, tt.want)
+		}
+	}
+}

@@ -34,6 +34,12 @@ var alertMutants = []alertMutant{
 		"max by (sms_account) (sms_account_paused) > 0", "max(sms_account_paused) > 0"},
 	{"account failure: waits 5 minutes", "SMSProviderAccountFailure",
 		"(sms_account_paused) > 0\n", "(sms_account_paused) > 0\n          for: 5m\n"},
+	{"account degraded: not per account", "SMSAccountDegraded",
+		"max by (sms_account) (sms_account_health) > 0", "max(sms_account_health) > 0"},
+	{"account degraded: fires on a healthy account too", "SMSAccountDegraded",
+		"(sms_account_health) > 0\n          for: 1m", "(sms_account_health) >= 0\n          for: 1m"},
+	{"account degraded: for 5m", "SMSAccountDegraded",
+		"(sms_account_health) > 0\n          for: 1m", "(sms_account_health) > 0\n          for: 5m"},
 	{"fallback: no for:", "SMSFallbackActive",
 		"max(sms_fallback_active) > 0\n          for: 1m", "max(sms_fallback_active) > 0\n          for: 0s"},
 	{"fallback: never fires", "SMSFallbackActive",
@@ -83,6 +89,8 @@ var alertMutants = []alertMutant{
 		"min(sms_retry_budget_tokens) <= 5\n          for: 2m", "min(sms_retry_budget_tokens) <= 5\n          for: 0s"},
 	// Each for: half a minute shorter or longer: the tests pin the
 	// evaluation at which the alert first fires, and the one before it.
+	{"account degraded: for 30s", "SMSAccountDegraded",
+		"(sms_account_health) > 0\n          for: 1m", "(sms_account_health) > 0\n          for: 30s"},
 	{"OTP not sent: for 30s", "SMSOTPNotSent",
 		"sms_outcome=\"sent\"}[2m])) > 0\n          for: 1m", "sms_outcome=\"sent\"}[2m])) > 0\n          for: 30s"},
 	{"OTP latency: for 5m30s", "SMSOTPLatencyHigh",

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
+	"smsdispatcher/admission"
 	"smsdispatcher/internal/pullwatch"
 )
 
@@ -43,7 +46,11 @@ func (s *Server) handler(stopping <-chan struct{}, metrics http.Handler) http.Ha
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
-	mux.Handle("GET /readyz", readyz{rdb: s.rdb, lanes: s.d, pulls: s.opts.Pulls, subs: s.opts.Subscriptions, stopping: stopping})
+	var accounts []readyAccount
+	for n, a := range s.accounts {
+		accounts = append(accounts, readyAccount{name: a.Setup.Name, otp: slices.Contains(a.Setup.Classes, admission.OTP), lim: s.limiters[n]})
+	}
+	mux.Handle("GET /readyz", readyz{rdb: s.rdb, lanes: s.d, accounts: accounts, pulls: s.opts.Pulls, subs: s.opts.Subscriptions, stopping: stopping})
 	mux.Handle("GET /metrics", metrics)
 	return mux
 }
@@ -54,13 +61,51 @@ type lanes interface {
 	Ready() bool
 }
 
-// readyz answers /readyz: ready, or why not, with Redis's state.
+// accountState is what /readyz asks of an account's limiter
+// (*admission.Limiter).
+type accountState interface {
+	AccountPause() (why string, left time.Duration, paused bool)
+	Health() admission.Health
+}
+
+// readyAccount is one account as /readyz sees it.
+type readyAccount struct {
+	name string
+	otp  bool // it serves the first class
+	lim  accountState
+}
+
+// readyz answers /readyz: ready, or why not, with the accounts that are
+// degraded and Redis's state.
 type readyz struct {
 	rdb      Redis
 	lanes    lanes
+	accounts []readyAccount
 	pulls    *pullwatch.Watch // watches subs
 	subs     []string
 	stopping <-chan struct{} // closed at SIGTERM
+}
+
+// health returns the names of the degraded accounts and of the paused
+// ones, and whether some account serving the first class is neither: a
+// degraded account sends probes only, and OTP goes on to the next
+// account, so the pod is ready as long as one is left.
+func (z readyz) health() (degraded, paused []string, otpSends bool) {
+	otpAccounts := 0
+	for _, a := range z.accounts {
+		d := a.lim.Health() == admission.Degraded
+		_, _, p := a.lim.AccountPause()
+		if d {
+			degraded = append(degraded, a.name)
+		} else if p {
+			paused = append(paused, a.name)
+		}
+		if a.otp {
+			otpAccounts++
+			otpSends = otpSends || (!d && !p)
+		}
+	}
+	return degraded, paused, otpSends || otpAccounts == 0
 }
 
 func (z readyz) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -72,30 +117,45 @@ func (z readyz) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := z.rdb.Ping(ctx).Err(); err != nil {
 		redisState = "unreachable (limiter in fallback)"
 	}
+	// Every line ends with the degraded accounts (whatever else is
+	// wrong, their sends are failing) and Redis's state.
+	degraded, paused, otpSends := z.health()
+	tail := "redis " + redisState
+	if len(paused) > 0 && !otpSends {
+		tail = "paused: " + strings.Join(paused, ", ") + "; " + tail
+	}
+	if len(degraded) > 0 {
+		tail = "degraded: " + strings.Join(degraded, ", ") + "; " + tail
+	}
 	select {
 	case <-z.stopping:
 		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintf(w, "not ready: shutting down (pulls stopping, sends in flight finishing); redis %s\n", redisState)
+		fmt.Fprintf(w, "not ready: shutting down (pulls stopping, sends in flight finishing); %s\n", tail)
 		return
 	default:
 	}
 	if why, left, paused := z.lanes.AccountPause(); paused {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintf(w, "not ready: the provider refused the account (%s); sending paused for %v; redis %s\n",
-			why, left.Round(time.Second), redisState)
+		fmt.Fprintf(w, "not ready: the provider refused the account (%s); sending paused for %v; %s\n",
+			why, left.Round(time.Second), tail)
+		return
+	}
+	if !otpSends {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "not ready: every account serving otp is degraded or paused; %s\n", tail)
 		return
 	}
 	for _, name := range z.subs {
 		if d, silent := z.pulls.Silent(name, time.Now()); silent {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "not ready: no answer from Pub/Sub on %s for %v; redis %s\n", name, d.Round(time.Second), redisState)
+			fmt.Fprintf(w, "not ready: no answer from Pub/Sub on %s for %v; %s\n", name, d.Round(time.Second), tail)
 			return
 		}
 	}
 	if !z.lanes.Ready() {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintf(w, "not ready: subscriptions not receiving; redis %s\n", redisState)
+		fmt.Fprintf(w, "not ready: subscriptions not receiving; %s\n", tail)
 		return
 	}
-	fmt.Fprintf(w, "ready; redis %s\n", redisState)
+	fmt.Fprintf(w, "ready; %s\n", tail)
 }

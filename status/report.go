@@ -88,6 +88,7 @@ type Account struct {
 	Penalty    *Penalty         `json:"penalty"`
 	InFlight   int              `json:"in_flight"`
 	Processes  []Process        `json:"processes"`
+	Health     Health           `json:"health"`
 
 	// LearnedIgnored is the learned rate's state in Redis when the
 	// admission script ignores it (a rate below the minimum, or no state
@@ -133,6 +134,20 @@ type Penalty struct {
 	LeftSeconds float64 `json:"left_seconds"`
 	Reason      string  `json:"reason"` // "429", or "account" for an account-level pause
 	Detail      string  `json:"detail,omitempty"`
+}
+
+// Health is an Account's health as every process reads it from Redis
+// (part of the `status --json` contract).
+type Health struct {
+	State string `json:"state"` // "healthy", or "degraded": the account admits probes only and OTP goes on to the next account
+	// Since is when the account became degraded; null while healthy.
+	Since *time.Time `json:"since"`
+	// FailuresInARow counts the run of transient failures (5xx, timeouts,
+	// no connection): while healthy, the run so far (0 after a
+	// success); while degraded, the run that made it so.
+	FailuresInARow int `json:"failures_in_a_row"`
+	// ProbesOK counts, while degraded, the probes that succeeded in a row.
+	ProbesOK int `json:"probes_ok"`
 }
 
 // Process is a process that beat on an Account (part of the `status
@@ -222,5 +237,18 @@ func accountOf(s Setup, st admission.AccountStatus) Account {
 		a.Processes = append(a.Processes, pr)
 	}
 	slices.SortFunc(a.Processes, func(x, y Process) int { return strings.Compare(x.ID, y.ID) })
+	a.Health = healthOf(st.Health)
 	return a
+}
+
+// healthOf is the report of an account's health h: a run of failures
+// that has not made the account degraded is still healthy, as the
+// admission treats it.
+func healthOf(h admission.HealthStatus) Health {
+	r := Health{State: "healthy", FailuresInARow: h.Failures}
+	if h.Health == admission.Degraded {
+		since := h.Since.UTC()
+		r.State, r.Since, r.ProbesOK = "degraded", &since, h.ProbesOK
+	}
+	return r
 }

@@ -65,6 +65,50 @@ func TestAccountOfAState(t *testing.T) {
 	}
 }
 
+// TestTheHealthInTheReport: a degraded account reports when it became
+// so, the run that made it so and its probes, in JSON and in one text
+// line; a run of failures that has not degraded it is healthy, with its
+// line; a healthy account with none has no line, and since null.
+func TestTheHealthInTheReport(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := Setup{Account: config.Account{Name: "primary", Provider: "twilio", RateUnit: "message", Classes: []admission.Class{admission.OTP}}}
+	for _, tt := range []struct {
+		name     string
+		health   admission.HealthStatus
+		wantJSON string
+		wantLine string // "" for none
+	}{
+		{"degraded", admission.HealthStatus{Health: admission.Degraded, Since: t0.Add(-90 * time.Second).Local(), Failures: 5, ProbesOK: 1},
+			`{"state":"degraded","since":"2025-12-31T23:58:30Z","failures_in_a_row":5,"probes_ok":1}`,
+			"  health          degraded for 1m30s (since 23:58:30 UTC), after 5 failures in a row: probes only, 1 succeeded in a row\n"},
+		{"a run of failures", admission.HealthStatus{Health: admission.Failing, Failures: 2},
+			`{"state":"healthy","since":null,"failures_in_a_row":2,"probes_ok":0}`,
+			"  health          healthy, 2 failures in a row counted\n"},
+		{"healthy", admission.HealthStatus{},
+			`{"state":"healthy","since":null,"failures_in_a_row":0,"probes_ok":0}`, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			st := admission.AccountStatus{Now: t0, Health: tt.health, Sent: [2][]int{make([]int, seconds), make([]int, seconds)}}
+			r := Report{Time: t0, Accounts: []Account{accountOf(s, st)}}
+			b, err := json.Marshal(r.Accounts[0].Health)
+			if err != nil || string(b) != tt.wantJSON {
+				t.Errorf("json %s (%v), want %s", b, err, tt.wantJSON)
+			}
+			var out bytes.Buffer
+			r.WriteText(&out)
+			var got string
+			for _, l := range strings.SplitAfter(out.String(), "\n") {
+				if strings.HasPrefix(l, "  health") {
+					got += l
+				}
+			}
+			if got != tt.wantLine {
+				t.Errorf("text's health line %q, want %q in\n%s", got, tt.wantLine, out.String())
+			}
+		})
+	}
+}
+
 // TestAHeartbeatsStateReadsBack: the state Heartbeats writes is the one
 // Read parses, a host with spaces included.
 func TestAHeartbeatsStateReadsBack(t *testing.T) {
@@ -83,7 +127,7 @@ func TestWatchWithoutATerminal(t *testing.T) {
 func testWatchWithoutATerminal(t *testing.T) {
 	r := Report{Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Accounts: []Account{{Name: "main", InForceRPS: 90,
 		Sent: map[string]*Sent{"otp": {Last1s: 3}, "marketing": {}}, Penalty: &Penalty{Reason: "429", LeftSeconds: 1.5},
-		Processes: []Process{{Alive: true, Mode: "ok"}, {Mode: "silent"}}}}}
+		Processes: []Process{{Alive: true, Mode: "ok"}, {Mode: "silent"}}, Health: Health{State: "degraded"}}}}
 	var out bytes.Buffer
 	reads := 0
 	var stop context.CancelFunc
@@ -99,7 +143,7 @@ func testWatchWithoutATerminal(t *testing.T) {
 	if err := Watch(ctx, &out, false, false, read); err != nil {
 		t.Fatal(err)
 	}
-	const line = "2026-01-01T00:00:00Z account=main otp=3 marketing=0 in_force=90/s penalty=429:1.5s in_flight=0 processes=1 not_deciding_with_redis=1\n"
+	const line = "2026-01-01T00:00:00Z account=main otp=3 marketing=0 in_force=90/s penalty=429:1.5s in_flight=0 processes=1 not_deciding_with_redis=1 health=degraded\n"
 	if out.String() != line {
 		t.Errorf("watch printed %q, want %q", out.String(), line)
 	}

@@ -37,6 +37,9 @@ func (r Report) WriteText(w io.Writer) {
 				class, s.Last1s, s.Last10s, float64(s.Last10s)/10, s.Last60s, float64(s.Last60s)/60)
 		}
 		fmt.Fprintf(tw, "  penalty\t%s\n", a.Penalty.text())
+		if h, ok := a.Health.text(r.Time); ok {
+			fmt.Fprintf(tw, "  health\t%s\n", h)
+		}
 		fmt.Fprintf(tw, "  in flight\t%d\n", a.InFlight)
 		fmt.Fprintf(tw, "  processes\t%s\n", processesText(a.Processes))
 		tw.Flush()
@@ -102,6 +105,22 @@ func (p *Penalty) text() string {
 		return fmt.Sprintf("account paused, %v left (%s)", left, p.Detail)
 	}
 	return fmt.Sprintf("429, %v left", left)
+}
+
+// text is h for a person at now, and whether it is worth a line: a
+// degraded account, or a run of failures counted on a healthy one.
+func (h Health) text(now time.Time) (string, bool) {
+	switch {
+	case h.State == "degraded":
+		since := ""
+		if h.Since != nil {
+			since = fmt.Sprintf(" for %v (since %s)", max(now.Sub(*h.Since), 0).Round(time.Second), h.Since.Format(time.TimeOnly+" UTC"))
+		}
+		return fmt.Sprintf("degraded%s, after %d failures in a row: probes only, %d succeeded in a row", since, h.FailuresInARow, h.ProbesOK), true
+	case h.FailuresInARow > 0:
+		return fmt.Sprintf("healthy, %d failures in a row counted", h.FailuresInARow), true
+	}
+	return "", false
 }
 
 func processesText(ps []Process) string {
@@ -184,8 +203,8 @@ func (a Account) line(t time.Time) string {
 			fallback++
 		}
 	}
-	return fmt.Sprintf("%s account=%s otp=%d marketing=%d in_force=%g/s penalty=%s in_flight=%d processes=%d not_deciding_with_redis=%d",
-		t.Format(time.RFC3339), a.Name, a.Sent["otp"].Last1s, a.Sent["marketing"].Last1s, a.InForceRPS, pen, a.InFlight, alive, fallback)
+	return fmt.Sprintf("%s account=%s otp=%d marketing=%d in_force=%g/s penalty=%s in_flight=%d processes=%d not_deciding_with_redis=%d health=%s",
+		t.Format(time.RFC3339), a.Name, a.Sent["otp"].Last1s, a.Sent["marketing"].Last1s, a.InForceRPS, pen, a.InFlight, alive, fallback, a.Health.State)
 }
 
 // sparks are the eight heights of a sparkline.

@@ -34,6 +34,9 @@ const (
 	MetricRedisCalls        = "sms.redis.calls"              // sms_redis_calls_total
 	MetricPenaltyActive     = "sms.penalty.active"           // sms_penalty_active
 	MetricAccountPaused     = "sms.account.paused"           // sms_account_paused
+	MetricAccountHealth     = "sms.account.health"           // sms_account_health
+	MetricNoRoute           = "sms.no_route"                 // sms_no_route_total
+	AttrCountry             = attribute.Key("country")       // a destination's country code (its E.164 prefix), never the number
 	MetricSegments          = "sms.segments"                 // sms_segments_total
 	MetricFallbackActive    = "sms.fallback.active"          // sms_fallback_active
 	MetricBudgetTokens      = "sms.retry_budget.tokens"      // sms_retry_budget_tokens
@@ -67,6 +70,7 @@ type Metrics struct {
 	segments         metric.Int64Counter
 	pullErrors       metric.Int64Counter
 	handlerPanics    metric.Int64Counter
+	noRoute          metric.Int64Counter
 
 	state atomic.Pointer[func() State] // read by the gauges; nil reads as zero
 
@@ -82,7 +86,10 @@ type State struct {
 	PenaltyActive, FallbackActive bool
 	// AccountPaused is set while the provider's refusal of the account
 	// (credentials, suspension, credit) stops sending on it.
-	AccountPaused          bool
+	AccountPaused bool
+	// AccountDegraded is set while the account's sends are failing and
+	// it admits probes only (admission.Degraded).
+	AccountDegraded        bool
 	BudgetTokens           float64
 	OTPWaiting             int
 	ContractRPS, TargetRPS float64
@@ -97,6 +104,7 @@ type State struct {
 type AccountState struct {
 	Name                                  string
 	PenaltyActive, FallbackActive, Paused bool
+	Degraded                              bool // admission.Degraded: probes only
 	ContractRPS, TargetRPS, MarketingRPS  float64
 	LearnedRPS                            float64
 }
@@ -107,7 +115,7 @@ func (s State) accounts() []AccountState {
 	if len(s.Accounts) > 0 {
 		return s.Accounts
 	}
-	return []AccountState{{PenaltyActive: s.PenaltyActive, FallbackActive: s.FallbackActive, Paused: s.AccountPaused,
+	return []AccountState{{PenaltyActive: s.PenaltyActive, FallbackActive: s.FallbackActive, Paused: s.AccountPaused, Degraded: s.AccountDegraded,
 		ContractRPS: s.ContractRPS, TargetRPS: s.TargetRPS, MarketingRPS: s.MarketingRPS, LearnedRPS: s.LearnedRPS}}
 }
 
@@ -166,6 +174,8 @@ func NewMetrics() (*Metrics, error) {
 		"Pub/Sub pull streams that failed to open or ended in an error, by class and gRPC code: Pub/Sub unreachable (Unavailable), a missing subscription (NotFound), a denied role (PermissionDenied).")
 	m.handlerPanics = counter(MetricHandlerPanics, "{panic}",
 		"Deliveries whose handling panicked (recovered: the message was nacked, or dead-lettered with invalid: handler_panic), by class.")
+	m.noRoute = counter(MetricNoRoute, "{message}",
+		"Deliveries no account serves (dead-lettered with invalid: no_route), by class and destination country code.")
 	m.attempts, err = meter.Int64Histogram(MetricDeliveryAttempt, metric.WithUnit("{attempt}"),
 		metric.WithExplicitBucketBoundaries(1, 2, 3, 5, 10, 20, 50, 100),
 		metric.WithDescription("Pub/Sub delivery attempt of each delivery, by class (needs the dead-letter policy)."))
@@ -190,6 +200,9 @@ func NewMetrics() (*Metrics, error) {
 	})
 	gauge(MetricAccountPaused, "1 while the provider's refusal of the account (credentials, suspension, credit) stops sending on it.", func(s State) []obs {
 		return perAccount(s, func(a AccountState) []obs { return one(b2f(a.Paused)) })
+	})
+	gauge(MetricAccountHealth, "The account's health as this process last heard it from Redis (within a second): 0 healthy, 1 degraded (its sends are failing; it admits probes only and OTP fails over).", func(s State) []obs {
+		return perAccount(s, func(a AccountState) []obs { return one(b2f(a.Degraded)) })
 	})
 	gauge(MetricFallbackActive, "1 while this process decides locally because Redis is unreachable, by account.", func(s State) []obs {
 		return perAccount(s, func(a AccountState) []obs { return one(b2f(a.FallbackActive)) })
@@ -266,6 +279,9 @@ func (m *Metrics) Observe(ev dispatch.Event) {
 		AttrOutcome.String(ev.Outcome.String()), AttrAction.String(ev.Action.String())))
 	if ev.Panicked {
 		m.handlerPanics.Add(ctx, 1, metric.WithAttributes(class))
+	}
+	if ev.NoRoute != "" {
+		m.noRoute.Add(ctx, 1, metric.WithAttributes(class, AttrCountry.String(ev.NoRoute)))
 	}
 	if ev.DeliveryAttempt > 0 {
 		m.attempts.Record(ctx, int64(ev.DeliveryAttempt), metric.WithAttributes(class))

@@ -14,7 +14,7 @@ import (
 
 // TestMetricsNameTheAccount: deliveries are counted by the account that
 // sent them, and each account's gauges (the learned rate among them, the
-// target while nothing is learned) carry its name.
+// target while nothing is learned; its health) carry its name.
 func TestMetricsNameTheAccount(t *testing.T) {
 	m, err := NewMetrics()
 	if err != nil {
@@ -23,7 +23,7 @@ func TestMetricsNameTheAccount(t *testing.T) {
 	m.Observe(dispatch.Event{Class: admission.OTP, Outcome: nack.Sent, Action: nack.Ack, Account: "bulk", Segments: 1})
 	m.SetState(func() State {
 		return State{Accounts: []AccountState{
-			{Name: "otp", TargetRPS: 90, ContractRPS: 100, MarketingRPS: 90},
+			{Name: "otp", TargetRPS: 90, ContractRPS: 100, MarketingRPS: 90, Degraded: true},
 			{Name: "bulk", TargetRPS: 90, ContractRPS: 100, MarketingRPS: 70, LearnedRPS: 58.3, Paused: true},
 		}}
 	})
@@ -37,6 +37,8 @@ func TestMetricsNameTheAccount(t *testing.T) {
 		`sms_learned_rate{sms_account="otp"} 90`,
 		`sms_account_paused{sms_account="bulk"} 1`,
 		`sms_account_paused{sms_account="otp"} 0`,
+		`sms_account_health{sms_account="otp"} 1`,
+		`sms_account_health{sms_account="bulk"} 0`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("no %s in\n%s", want, body)
@@ -63,5 +65,38 @@ func TestAPanicIsCounted(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("no %s in\n%s", want, b)
 		}
+	}
+}
+
+// TestNoRouteIsCountedByCountry: a delivery no account serves counts once
+// in sms_no_route_total, by class and the destination's country code; one
+// with a route counts nothing there.
+func TestNoRouteIsCountedByCountry(t *testing.T) {
+	m, err := NewMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range []dispatch.Event{
+		{Class: admission.OTP, Outcome: nack.Invalid, Action: nack.DeadLetter, NoRoute: "999"},
+		{Class: admission.OTP, Outcome: nack.Invalid, Action: nack.DeadLetter, NoRoute: "999"},
+		{Class: admission.Marketing, Outcome: nack.Invalid, Action: nack.DeadLetter, NoRoute: "81"},
+		{Class: admission.Marketing, Outcome: nack.Invalid, Action: nack.DeadLetter},
+		{Class: admission.OTP, Outcome: nack.Sent, Action: nack.Ack, Account: "jp"},
+	} {
+		m.Observe(ev)
+	}
+	w := httptest.NewRecorder()
+	m.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	b, _ := io.ReadAll(w.Body)
+	for _, want := range []string{
+		`sms_no_route_total{country="999",sms_class="otp"} 2`,
+		`sms_no_route_total{country="81",sms_class="marketing"} 1`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("no %s in\n%s", want, b)
+		}
+	}
+	if n := strings.Count(string(b), "sms_no_route_total{"); n != 2 {
+		t.Errorf("%d series of sms_no_route_total, want 2:\n%s", n, b)
 	}
 }

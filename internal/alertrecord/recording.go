@@ -31,6 +31,7 @@ var recordFamilies = map[string][]string{
 	"sms_redis_calls_total":                nil,
 	"sms_penalty_active":                   nil,
 	"sms_account_paused":                   nil,
+	"sms_account_health":                   nil,
 	"sms_fallback_active":                  nil,
 	"sms_learned_rate":                     nil,
 	"sms_redis_evicting_policy":            nil,

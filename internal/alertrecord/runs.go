@@ -90,6 +90,11 @@ func alertRuns() []alertRun {
 			events: []runEvent{{60 * time.Second, "the provider answers 503 to everything", func(w *runWorld) {
 				w.sim.FailFor(http.StatusServiceUnavailable, time.Hour)
 			}}}},
+		{name: "account-degraded", length: 240 * time.Second,
+			about: "the provider answers 503 to every request from 60 s to 180 s: the account is degraded (probes only) until its probes succeed again",
+			events: []runEvent{{60 * time.Second, "the provider answers 503 to everything for 120 s", func(w *runWorld) {
+				w.sim.FailFor(http.StatusServiceUnavailable, 120*time.Second)
+			}}}},
 		{name: "provider-slow", length: 240 * time.Second,
 			about: "the provider takes 1.5 s to answer each request from 60 s to the end",
 			events: []runEvent{{60 * time.Second, "the provider answers after 1.5 s", func(w *runWorld) {
