@@ -32,14 +32,14 @@ type failoverRow struct {
 	StormLength time.Duration
 
 	OTPPublished int // in the whole run
-	// StormOTP are the OTPs published during the storm; P50 and P99 their
-	// publish→first acceptance by either account (censored: not accepted
-	// at all, then at least that long), InStorm how many were accepted
-	// before the storm's end, Share that of StormOTP.
-	StormOTP int
-	P50, P99 wait
-	InStorm  int
-	Share    float64
+	// StormOTP are the OTPs published during the storm; P50, P99 and Max
+	// their publish→first acceptance by either account (censored: not
+	// accepted at all, then at least that long), InStorm how many were
+	// accepted before the storm's end, Share that of StormOTP.
+	StormOTP      int
+	P50, P99, Max wait
+	InStorm       int
+	Share         float64
 
 	OTPOnBackup       int // OTP ids the backup accepted, in the whole run
 	MarketingOnBackup int // marketing ids the backup accepted: it does not serve marketing
@@ -123,7 +123,7 @@ func measureFailover(s failoverSpec, lg *failoverLog) *failoverRow {
 			r.InStorm++
 		}
 	}
-	r.P50, r.P99 = percentile(ws, 0.5), percentile(ws, 0.99)
+	r.P50, r.P99, r.Max = percentile(ws, 0.5), percentile(ws, 0.99), percentile(ws, 1)
 	if r.StormOTP > 0 {
 		r.Share = float64(r.InStorm) / float64(r.StormOTP)
 	}
@@ -205,14 +205,14 @@ func writeFailoverTable(w io.Writer, cfg *Config, rows []*failoverRow) error {
 		failoverInstances, failoverContractRPS, primaryName, failoverTarget, failoverMarketing, backupName, cfg.failoverOTPRate, failoverBacklog,
 		failoverWarmup, cfg.stormLength, primaryName, failoverAfter, cfg.sendTimeout)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "code\tstorm\tSEND_TIMEOUT\tstorm OTPs\tp50\tp99\tsent in storm\tOTPs on backup\tmarketing on backup\tprimary req/s before\tduring\tratio\tfailback\texpired\tdead-lettered\tlost\tat no end\tsent twice\tverdict\t")
+	fmt.Fprintln(tw, "code\tstorm\tSEND_TIMEOUT\tstorm OTPs\tp50\tp99\tmax\tsent in storm\tOTPs on backup\tmarketing on backup\tprimary req/s before\tduring\tratio\tfailback\texpired\tdead-lettered\tlost\tat no end\tsent twice\tverdict\t")
 	for _, r := range rows {
 		verdict := "-"
 		if r.Code == codeAfter {
 			verdict = okText(len(r.Failures) == 0)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\t%s\t%d (%.3f)\t%d\t%d\t%.1f\t%.1f\t%.2f\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
-			r.Code, r.Storm, r.SendTimeout, r.StormOTP, waitText(r.P50), waitText(r.P99), r.InStorm, r.Share, r.OTPOnBackup, r.MarketingOnBackup,
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\t%s\t%s\t%d (%.3f)\t%d\t%d\t%.1f\t%.1f\t%.2f\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
+			r.Code, r.Storm, r.SendTimeout, r.StormOTP, waitText(r.P50), waitText(r.P99), waitText(r.Max), r.InStorm, r.Share, r.OTPOnBackup, r.MarketingOnBackup,
 			r.PrimaryBefore, r.PrimaryStorm, r.Ratio, failbackText(r.Failback), r.Expired, r.DeadLettered, r.Lost, r.Pending, r.Duplicates, verdict)
 	}
 	if err := tw.Flush(); err != nil {
@@ -224,8 +224,8 @@ func writeFailoverTable(w io.Writer, cfg *Config, rows []*failoverRow) error {
 		}
 	}
 	_, err := fmt.Fprintf(w, `
-storm OTPs: OTPs published during the storm; p50, p99: their publish→first acceptance by either simulator (">": some were
-  never accepted, at least that long); sent in storm: of them, accepted before the storm's end (and that share).
+storm OTPs: OTPs published during the storm; p50, p99, max: their publish→first acceptance by either simulator (">": some
+  were never accepted, at least that long); sent in storm: of them, accepted before the storm's end (and that share).
 OTPs on backup: OTP ids the backup accepted in the whole run. marketing on backup: must be 0 (it serves OTP only).
 primary req/s: requests that reached the primary (any answer, or none), from %v into the warm-up to the storm, and during
   it; ratio: during over before. failback: the first OTP the primary accepted after the storm's end, from the end.
