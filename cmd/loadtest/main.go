@@ -12,9 +12,11 @@
 //	go run ./cmd/loadtest --scenario senders   # a pool of 10 senders on an account counting segments, 30 s
 //	go run ./cmd/loadtest --scenario adaptive  # the learned rate against a provider allowing 60/s, 5 min; fails below its criterion
 //	go run ./cmd/loadtest --scenario adaptive --duration 20s --adaptive-step 1.5s  # the same search, faster
+//	go run ./cmd/loadtest --scenario failover  # the real dispatcher, 3 processes, the OTP account failing 15 s: before/after × 503/hang, about 3 min
+//	go run ./cmd/loadtest --scenario failover --code after --storm hang --send-timeout 1s
 //
 // The table goes to stdout, progress to stderr; the exit status is 1 when a
-// run fails (an adaptive row missing its criterion, say), 2 for -h.
+// run fails (an adaptive or a failover after row missing its criterion, say), 2 for -h.
 package main
 
 import (

@@ -114,6 +114,16 @@ type Config struct {
 	scenarios      []scenario
 	adaptiveStep   time.Duration // --adaptive-step: Adaptive.Step of the adaptive scenario
 	providerJitter time.Duration // --provider-arrival-jitter: the limiter's ArrivalJitter in the senders scenario
+	// failover is set when --scenario names failover, whose rows run
+	// apart from scenarios (failover.go): each of failoverCodes with each
+	// of failoverStorms, a storm of stormLength, SEND_TIMEOUT sendTimeout,
+	// OTP at failoverOTPRate.
+	failover        bool
+	failoverCodes   []string
+	failoverStorms  []string
+	stormLength     time.Duration
+	sendTimeout     time.Duration
+	failoverOTPRate float64
 }
 
 // defaults of the flags; --quick changes the first three unless given.
@@ -146,7 +156,7 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 	fs := flag.NewFlagSet(program, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c := &Config{duration: defDuration, segments: 1, rateUnit: "segment"}
-	var senders, strategies, modesFlag, scenarios string
+	var senders, strategies, modesFlag, scenarios, codes, storms string
 	fs.StringVar(&c.redisURL, "redis-url", os.Getenv("REDIS_URL"),
 		"redis:// URL of a Redis to use [REDIS_URL]; if empty, start redis-server from PATH on a free loopback port")
 	fs.StringVar(&senders, "senders", defSenders, "comma list of K, the number of concurrent senders (pods)")
@@ -191,9 +201,15 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 			fmt.Sprintf("%s (one account counting segments at %d/s, a pool of %d senders at %d/s each, bodies of 1-%d segments (--segments); %v), ", scenSenders, poolAccountLimit, poolSenders, poolSenderLimit, poolMaxSegments, poolDuration)+
 			fmt.Sprintf("%s (a provider allowing %d/s where TARGET_RPS is %d, the learned rate on; %v, fails unless at most %d 429s, none in the last %v, and at least %.0f%% of %d/s sent over them)",
 				scenAdaptive, adaptiveLimit, adaptiveTarget, adaptiveDuration, adaptiveMax429s, adaptiveTail, adaptiveMinShare*100, adaptiveLimit)+
-			fmt.Sprintf("; K=%d and OTP %g/s unless given", scenarioK, scenarioOTPRate))
+			fmt.Sprintf(", %s (the real dispatcher, %d processes, an OTP and marketing account and an OTP backup; the first fails for --storm-length after %v; rows --code × --storm, about %v each; fails when an after row misses its criterion)",
+				scenFailover, failoverInstances, failoverWarmup, failoverWarmup+failoverStorm+failoverAfter+10*time.Second)+
+			fmt.Sprintf("; K=%d and OTP %g/s unless given (failover: OTP %g/s)", scenarioK, scenarioOTPRate, failoverOTPRate))
 		fs.DurationVar(&c.adaptiveStep, "adaptive-step", admission.DefaultAdaptiveStep, "with --scenario adaptive, the learned rate's Adaptive.Step: how long a rate holds under load before the search moves on")
 		fs.DurationVar(&c.providerJitter, "provider-arrival-jitter", poolJitter, "with --scenario senders, the limiter's ArrivalJitter (PROVIDER_ARRIVAL_JITTER): each sender's slots are spaced by (1s + this) / its rate")
+		fs.StringVar(&codes, "code", strings.Join(allCodes, ","), "with --scenario failover, the rows' code (comma list): before (the account health rule off, as the dispatcher was before it), after (its defaults)")
+		fs.StringVar(&storms, "storm", strings.Join(allStorms, ","), "with --scenario failover, how the primary fails (comma list): 503 (every request answered 503), hang (none answered: each send waits out --send-timeout)")
+		fs.DurationVar(&c.stormLength, "storm-length", failoverStorm, "with --scenario failover, how long the primary fails")
+		fs.DurationVar(&c.sendTimeout, "send-timeout", failoverSendTimeout, "with --scenario failover, the dispatchers' SEND_TIMEOUT")
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -226,7 +242,7 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 			c.marketing = c.target // each scenario's default: MARKETING_RPS = TARGET_RPS
 		}
 	} else {
-		for _, name := range []string{"adaptive-step", "provider-arrival-jitter"} {
+		for _, name := range append([]string{"adaptive-step", "provider-arrival-jitter"}, failoverFlags...) {
 			if set[name] {
 				return nil, fmt.Errorf("--%s needs --scenario", name)
 			}
@@ -245,6 +261,14 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 	}
 
 	var err error
+	if !soak {
+		if c.failoverCodes, err = parseNames(codes, allCodes); err != nil {
+			return nil, fmt.Errorf("--code: %w", err)
+		}
+		if c.failoverStorms, err = parseNames(storms, allStorms); err != nil {
+			return nil, fmt.Errorf("--storm: %w", err)
+		}
+	}
 	if c.senders, err = parseInts(senders); err != nil {
 		return nil, fmt.Errorf("--senders: %w", err)
 	}

@@ -49,7 +49,7 @@
 // shorter than 4 min) to the end, or if the provider answered any 429.
 // Closing a sender's stdin stops it.
 //
-// Scenarios (cmd/loadtest --scenario senders,adaptive): rows instead of the matrix, each
+// Scenarios (cmd/loadtest --scenario senders,adaptive,failover): rows instead of the matrix, each
 // with a provider set up for one feature of the limiter, gcra only, K (3)
 // senders as above, OTP at 2/s; --duration, --senders, --otp-rate,
 // --target-rps, --marketing-rps and --burst change a scenario's defaults.
@@ -87,6 +87,30 @@
 // here) proves rates the provider refuses: 1.5 s is about the shortest
 // that searches as the default does.
 //
+// failover: the real dispatcher, not the harness's senders. Three
+// dispatch.Dispatcher processes (as serve wires them, each with its own
+// Redis and Pub/Sub clients and limiters) on pstest (internal/localstack),
+// Redis and two simulators of 100/s: account primary (OTP and marketing,
+// TARGET_RPS 90, MARKETING_RPS 70) and account backup (OTP only). OTP is
+// published at 10/s for the whole run, after a marketing backlog of 1.3×
+// what MARKETING_RPS sends in it. After a 10 s warm-up the primary fails
+// for --storm-length (15 s): 503 to every request (--storm 503), or no
+// answer at all, each send waiting out SEND_TIMEOUT (--send-timeout, 2 s;
+// --storm hang); then it recovers and the run goes on 12 s. Rows: each of
+// --code before (the account health rule switched off, failures and
+// timeouts in a row never adding up: no failover on errors) and after
+// (admission.HealthRule's defaults) with each storm. Each row is measured
+// from the simulators' arrivals, a log of every request that reached the
+// primary, the OTPs' publish times and the messages' ends (the
+// dispatchers' Observer, Pub/Sub's acks): the storm's OTPs' publish→first
+// acceptance p50 and p99 and the share accepted before the storm's end,
+// marketing on the backup, requests to the primary per second during the
+// storm over before it, failback (the primary's first OTP after the storm,
+// from its end), and messages lost (acked, yet neither accepted,
+// dead-lettered nor expired). An after row that misses p99 ≤ 2 s, ≥ 95 %
+// during the storm, no marketing on the backup, ratio ≤ 1.2, failback ≤
+// 5 s or nothing lost fails the command.
+//
 // Files: run.go (Matrix, Soak), config.go (flags, modes, strategies, faults),
 // harness.go (one run), sender.go (workers and the strategies' send loops),
 // queue.go (the load), fault.go (fault schedule; Redis going down is
@@ -96,5 +120,7 @@
 // report.go (table and JSON), svg.go (the chart), soak.go (the soak's
 // harness), soaksender.go (a soak sender process), soakreport.go (the
 // soak's criterion, table and CSV), scenario.go (the scenarios' settings
-// and harness), scenarioreport.go (their figures, criterion and tables).
+// and harness), scenarioreport.go (their figures, criterion and tables),
+// failover.go (the failover scenario's processes, load and storm),
+// failoverreport.go (its rows, criterion and table).
 package loadharness

@@ -2,6 +2,7 @@ package loadharness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,7 +19,7 @@ import (
 // goes to stderr. A redis-server it starts is stopped before it returns.
 func Matrix(ctx context.Context, cfg *Config, stdout, stderr io.Writer) error {
 	return redisserver.With(ctx, cfg.redisURL, stderr, func(redisOpts *redis.Options) error {
-		if len(cfg.scenarios) > 0 {
+		if len(cfg.scenarios) > 0 || cfg.failover {
 			return runScenarioRows(ctx, cfg, redisOpts, stdout, stderr)
 		}
 		return runMatrixRows(ctx, cfg, redisOpts, stdout, stderr)
@@ -61,13 +62,32 @@ func Soak(ctx context.Context, cfg *Config, stdout, stderr io.Writer) error {
 }
 
 // runScenarioRows runs the rows of --scenario, writes their tables, and
-// fails (errScenarioFailed) when an adaptive row missed its criterion.
+// fails (errScenarioFailed) when an adaptive row or a failover after row
+// missed its criterion. The failover rows run last.
 func runScenarioRows(ctx context.Context, cfg *Config, redisOpts *redis.Options, stdout, stderr io.Writer) error {
-	rows, err := tabulate(ctx, cfg, redisOpts, stdout, stderr, runScenarios, writeScenarioTable)
-	if err != nil {
-		return err
+	var verdicts []error
+	if len(cfg.scenarios) > 0 {
+		rows, err := tabulate(ctx, cfg, redisOpts, stdout, stderr, runScenarios, writeScenarioTable)
+		if err != nil {
+			return err
+		}
+		verdicts = append(verdicts, scenarioVerdict(rows))
 	}
-	return scenarioVerdict(rows)
+	if cfg.failover {
+		redisURL := cfg.redisURL
+		if redisURL == "" {
+			redisURL = "redis://" + redisOpts.Addr // the redis-server With started
+		}
+		run := func(ctx context.Context, cfg *Config, _ *redis.Options, progress io.Writer) ([]*failoverRow, error) {
+			return runFailoverRows(ctx, cfg, redisURL, progress)
+		}
+		rows, err := tabulate(ctx, cfg, redisOpts, stdout, stderr, run, writeFailoverTable)
+		if err != nil {
+			return err
+		}
+		verdicts = append(verdicts, failoverVerdict(rows))
+	}
+	return errors.Join(verdicts...)
 }
 
 // tabulate runs the rows with run (progress to stderr), writes their table

@@ -23,7 +23,7 @@ const (
 	scenAdaptive = "adaptive" // the learned rate, against a provider allowing less than TARGET_RPS
 )
 
-var allScenarios = []string{scenSenders, scenAdaptive}
+var allScenarios = []string{scenSenders, scenAdaptive, scenFailover}
 
 // scenarioExcludes are the flags of the matrix that --scenario
 // does not take.
@@ -114,8 +114,22 @@ func resolveScenarios(c *Config, list string, set map[string]bool) ([]scenario, 
 	if set["provider-arrival-jitter"] && !slices.Contains(names, scenSenders) {
 		return nil, errors.New("--provider-arrival-jitter applies to --scenario senders")
 	}
+	c.failover = slices.Contains(names, scenFailover)
+	for _, name := range failoverFlags {
+		if set[name] && !c.failover {
+			return nil, fmt.Errorf("--%s applies to --scenario %s", name, scenFailover)
+		}
+	}
+	if c.failover {
+		if err := checkFailover(c, set); err != nil {
+			return nil, err
+		}
+	}
 	var out []scenario
 	for _, name := range names {
+		if name == scenFailover {
+			continue // its rows run apart (failover.go)
+		}
 		sc := scenario{name: name, duration: poolDuration, target: poolTarget, burst: poolBurst, otpRate: scenarioOTPRate, maxSegments: poolMaxSegments}
 		if set["segments"] {
 			if name != scenSenders {

@@ -1,0 +1,556 @@
+package loadharness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/config"
+	"smsdispatcher/dispatch"
+	"smsdispatcher/internal/localstack"
+	"smsdispatcher/internal/redisconn"
+	"smsdispatcher/internal/topology"
+	"smsdispatcher/nack"
+	"smsdispatcher/provider"
+	"smsdispatcher/provider/providertest"
+)
+
+// The failover scenario runs the real dispatcher (dispatch.New, as serve
+// wires it) end to end: failoverInstances processes, each with its own
+// Redis and Pub/Sub clients and its own limiters, on pstest (package
+// localstack), a real Redis and two provider simulators. Account primary
+// serves OTP and marketing (TARGET_RPS 90, MARKETING_RPS 70), account
+// backup serves OTP only. OTP is published at --otp-rate (10/s) for the
+// whole run, and a marketing backlog keeps the primary at its marketing
+// rate. After the warm-up the primary fails for the storm's length
+// (answering 503, or not answering at all until the send times out), then
+// recovers; the run goes on for failoverAfter. A row is one (code, storm)
+// pair: code "after" is the account health rule (admission.HealthRule's
+// defaults), "before" the same run with the rule switched off (failures
+// and timeouts in a row that never add up), which is how the dispatcher
+// behaved before an account had a health.
+const (
+	scenFailover = "failover"
+
+	failoverInstances = 3
+	failoverOTPRate   = 10.0
+	failoverWarmup    = 10 * time.Second
+	failoverStorm     = 15 * time.Second
+	failoverAfter     = 12 * time.Second
+	// failoverSendTimeout is the scenario's SEND_TIMEOUT (--send-timeout),
+	// which a hanging provider makes each send wait out.
+	failoverSendTimeout = 2 * time.Second
+	// failoverRampUp is the start of the warm-up left out of the rate
+	// before the storm: the pulls and the first slots are still starting.
+	failoverRampUp = 2 * time.Second
+	// failoverDrain bounds the wait, after the run, for every OTP to reach
+	// an end; failoverOTPLife is each OTP's deadline from its publishing.
+	failoverDrain   = 30 * time.Second
+	failoverOTPLife = time.Minute
+	// failoverBacklog is the marketing backlog as a multiple of what
+	// MARKETING_RPS sends over the whole run.
+	failoverBacklog = 1.3
+	failoverProject = "loadtest"
+)
+
+// The scenario's code rows and storms, in the order they run.
+const (
+	codeBefore = "before" // the health rule switched off
+	codeAfter  = "after"  // the health rule's defaults
+	storm503   = "503"    // every request to the primary answered 503
+	stormHang  = "hang"   // no request to the primary answered: each send times out
+)
+
+var (
+	allCodes  = []string{codeBefore, codeAfter}
+	allStorms = []string{storm503, stormHang}
+)
+
+// The accounts and their rates.
+const (
+	primaryName         = "primary"
+	backupName          = "backup"
+	failoverTarget      = 90
+	failoverMarketing   = 70
+	failoverContractRPS = 100
+)
+
+// failoverFlags are the flags only --scenario failover takes;
+// failoverExcludes those of the other scenarios it does not.
+var (
+	failoverFlags    = []string{"code", "storm", "storm-length", "send-timeout"}
+	failoverExcludes = []string{"duration", "senders", "target-rps", "marketing-rps", "burst", "segments"}
+)
+
+// checkFailover checks the failover scenario's settings of c (set: the
+// flags given) and sets its OTP rate.
+func checkFailover(c *Config, set map[string]bool) error {
+	for _, name := range failoverExcludes {
+		if set[name] {
+			return fmt.Errorf("--%s does not apply to --scenario %s (%d dispatchers, its accounts' rates, warm-up %v, --storm-length, %v after)",
+				name, scenFailover, failoverInstances, failoverWarmup, failoverAfter)
+		}
+	}
+	c.failoverOTPRate = failoverOTPRate
+	if set["otp-rate"] {
+		c.failoverOTPRate = c.otpRate
+	}
+	switch {
+	case c.failoverOTPRate <= 0 || c.failoverOTPRate > 100:
+		return fmt.Errorf("--otp-rate must be in (0, 100] with --scenario %s, got %v", scenFailover, c.failoverOTPRate)
+	case c.stormLength < time.Second || c.stormLength > 10*time.Minute:
+		return fmt.Errorf("--storm-length must be 1s to 10m, got %v", c.stormLength)
+	case c.sendTimeout < 100*time.Millisecond || c.sendTimeout > time.Minute:
+		return fmt.Errorf("--send-timeout must be 100ms to 1m, got %v", c.sendTimeout)
+	}
+	return nil
+}
+
+// failoverSpec is one failover row's settings.
+type failoverSpec struct {
+	code, kind           string // codeBefore or codeAfter; storm503 or stormHang
+	warmup, storm, after time.Duration
+	sendTimeout          time.Duration
+	otpRate              float64
+	instances            int
+}
+
+// total is the run's length: warm-up, storm and what follows it.
+func (s failoverSpec) total() time.Duration { return s.warmup + s.storm + s.after }
+
+// healthRule is the account health rule of s.code.
+func (s failoverSpec) healthRule() admission.HealthRule {
+	if s.code == codeBefore {
+		const never = 1 << 30
+		return admission.HealthRule{Failures: never, Timeouts: never}
+	}
+	return admission.HealthRule{}
+}
+
+// failoverSpecs returns the rows cfg asks for: each code with each storm.
+func failoverSpecs(cfg *Config) []failoverSpec {
+	var out []failoverSpec
+	for _, code := range cfg.failoverCodes {
+		for _, st := range cfg.failoverStorms {
+			out = append(out, failoverSpec{code: code, kind: st, warmup: failoverWarmup, storm: cfg.stormLength, after: failoverAfter,
+				sendTimeout: cfg.sendTimeout, otpRate: cfg.failoverOTPRate, instances: failoverInstances})
+		}
+	}
+	return out
+}
+
+// runFailoverRows runs every failover row of cfg on the Redis at redisURL,
+// one after the other, and returns them in that order.
+func runFailoverRows(ctx context.Context, cfg *Config, redisURL string, progress io.Writer) ([]*failoverRow, error) {
+	specs := failoverSpecs(cfg)
+	var rows []*failoverRow
+	for i, s := range specs {
+		fmt.Fprintf(progress, "loadtest: run %d/%d: scenario failover, code %s, storm %s (%v)\n", i+1, len(specs), s.code, s.kind, s.total())
+		r, err := runFailover(ctx, cfg, redisURL, s, progress)
+		if err != nil {
+			return nil, fmt.Errorf("run scenario failover %s/%s: %w", s.code, s.kind, err)
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// runFailover runs one row and measures it. Everything it starts is
+// stopped and waited for before it returns.
+func runFailover(ctx context.Context, cfg *Config, redisURL string, s failoverSpec, progress io.Writer) (*failoverRow, error) {
+	ns, logger := newRun(cfg)
+	simCfg := providertest.Config{Token: simToken, Limit: failoverContractRPS, Window: time.Second, RetryAfter: time.Second, SuspendAfter: -1}
+	fault := &stormFault{}
+	stack, err := localstack.Start(localstack.Options{
+		Project: failoverProject,
+		NackDelays: map[string]time.Duration{
+			failoverTopology.OTPSubscription:       topology.MinimumBackoff("otp"),
+			failoverTopology.MarketingSubscription: topology.MinimumBackoff("marketing"),
+		},
+		Sim:      simCfg,
+		Wrap:     fault.wrap,
+		RedisURL: redisURL,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer stack.Close()
+	backup := providertest.NewGeneric(simCfg)
+	backupSrv := httptest.NewServer(backup)
+	defer backupSrv.Close()
+
+	admin, err := topology.NewClient(ctx, failoverProject, stack.Pubsub.Addr)
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	t := failoverTopology
+	t.MaxWait, t.SendTimeout = dispatch.DefaultMarketingMaxWait, s.sendTimeout
+	if err := topology.Setup(ctx, admin, t, func(string, string, string) {}); err != nil {
+		return nil, fmt.Errorf("pubsub setup: %w", err)
+	}
+
+	lg := newFailoverLog()
+	// The marketing backlog goes in first: the primary sends marketing at
+	// its rate from the run's first slot.
+	if err := publishBacklog(ctx, admin, int(failoverBacklog*failoverMarketing*s.total().Seconds())); err != nil {
+		return nil, err
+	}
+
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	var running sync.WaitGroup
+	var closers []func()
+	defer func() {
+		stopRun()
+		running.Wait()
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}()
+	for i := range s.instances {
+		d, closeAll, err := newFailoverInstance(ctx, s, ns, redisURL, stack, backupSrv.URL, lg, logger.With("instance", i), cfg.redisTO)
+		closers = append(closers, closeAll...)
+		if err != nil {
+			return nil, err
+		}
+		running.Go(func() { d.Run(runCtx) })
+	}
+
+	start := time.Now()
+	lg.start = start
+	feedCtx, stopFeed := context.WithDeadline(ctx, start.Add(s.total()))
+	defer stopFeed()
+	otp := admin.Publisher(failoverTopology.OTPTopic)
+	otp.PublishSettings.DelayThreshold = time.Millisecond
+	var feeding sync.WaitGroup
+	var feedErr error
+	feeding.Go(func() { feedErr = feedOTP(feedCtx, otp, s.otpRate, lg) })
+	feeding.Go(func() {
+		timer := time.NewTimer(time.Until(start.Add(s.warmup)))
+		defer timer.Stop()
+		select {
+		case <-feedCtx.Done():
+			return
+		case <-timer.C:
+		}
+		lg.stormStart = time.Now()
+		lg.stormEnd = lg.stormStart.Add(s.storm)
+		switch s.kind {
+		case storm503:
+			stack.Sim.FailFor(http.StatusServiceUnavailable, s.storm)
+		case stormHang:
+			fault.hangUntil(lg.stormEnd)
+		}
+		fmt.Fprintf(progress, "loadtest: the primary fails (%s) for %v\n", s.kind, s.storm)
+	})
+	feeding.Wait()
+	otp.Stop()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("interrupted: %w", err)
+	}
+	if feedErr != nil {
+		return nil, feedErr
+	}
+	drained := lg.waitOTPEnds(ctx, failoverDrain)
+	lg.drained = time.Now()
+	fmt.Fprintf(progress, "loadtest: run over; every OTP at an end: %v\n", drained)
+	stopRun()
+	running.Wait()
+
+	lg.primaryRequests = fault.requests()
+	lg.primary, lg.backup = stack.Sim.Arrivals(), backup.Arrivals()
+	for _, m := range stack.Pubsub.Messages() {
+		if m.Acks == 0 || (m.Topic != topicName(failoverTopology.OTPTopic) && m.Topic != topicName(failoverTopology.MarketingTopic)) {
+			continue
+		}
+		var body struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(m.Data, &body) == nil {
+			lg.acked[body.ID] = true
+		}
+	}
+	return measureFailover(s, lg), nil
+}
+
+// failoverTopology names the scenario's topics and subscriptions, as the
+// dispatcher's defaults do. pstest republishes forever under a dead-letter
+// policy, and the dispatcher dead-letters explicitly anyway.
+var failoverTopology = topology.Topology{
+	OTPTopic: "sms-otp", MarketingTopic: "sms-marketing", DeadLetterTopic: "sms-dead-letter",
+	OTPSubscription: "sms-otp-dispatcher", MarketingSubscription: "sms-marketing-dispatcher",
+	DeadLetterInspect: "sms-dead-letter-inspect", DeadLetterRetention: 24 * time.Hour,
+	WithoutDeadLetterPolicy: true,
+}
+
+func topicName(id string) string { return "projects/" + failoverProject + "/topics/" + id }
+
+// newFailoverInstance builds one dispatcher process on clients of its own:
+// Redis, Pub/Sub, and a provider client per account; its limiters are
+// the ones serve builds (config.Process.Limiter) with the row's health
+// rule. The closers release what it opened, also on an error.
+func newFailoverInstance(ctx context.Context, s failoverSpec, ns, redisURL string, stack *localstack.Stack, backupURL string,
+	lg *failoverLog, logger *slog.Logger, redisTimeout time.Duration) (*dispatch.Dispatcher, []func(), error) {
+	var closers []func()
+	rdb, err := redisconn.New(redisconn.Settings{URL: redisURL, CallTimeout: redisTimeout})
+	if err != nil {
+		return nil, closers, err
+	}
+	closers = append(closers, func() { rdb.Close() })
+	stack.Adapt(rdb)
+	ps, err := topology.NewClient(ctx, failoverProject, stack.Pubsub.Addr)
+	if err != nil {
+		return nil, closers, err
+	}
+	closers = append(closers, func() { ps.Close() })
+
+	p := failoverProcess(s)
+	var accounts []dispatch.Account
+	for _, a := range failoverAccounts(ns, stack.SimURL, backupURL) {
+		lc := p.Limiter(a)
+		lc.Health, lc.RedisTimeout, lc.Logger = s.healthRule(), redisTimeout, logger
+		lim, err := admission.New(rdb, lc)
+		if err != nil {
+			return nil, closers, fmt.Errorf("account %s: %w", a.Name, err)
+		}
+		sender, err := provider.NewClient(a.ProviderURL, simToken, provider.WithTimeout(s.sendTimeout))
+		if err != nil {
+			return nil, closers, err
+		}
+		closers = append(closers, sender.CloseIdleConnections)
+		accounts = append(accounts, dispatch.Account{Name: a.Name, Classes: a.Classes, Limiter: lim, Claims: lim.Claims(),
+			Sender: sender, RateUnit: a.Unit(), MaxSegments: a.MaxSegments})
+	}
+	dlq := ps.Publisher(failoverTopology.DeadLetterTopic)
+	closers = append(closers, dlq.Stop)
+	primary := failoverAccounts(ns, "", "")[0]
+	d, err := dispatch.New(dispatch.Config{
+		OTPMaxWait: p.OTPMaxWait, MarketingMaxWait: p.MarketingMaxWait, SendTimeout: p.SendTimeout,
+		MaxDeliveryAttempts:  topology.MaxDeliveryAttempts,
+		OTPOutstanding:       p.Outstanding(admission.OTP, primary),
+		MarketingOutstanding: p.Outstanding(admission.Marketing, primary),
+		ReadAhead:            failoverReadAhead,
+		Logger:               logger,
+	}, dispatch.Deps{
+		OTP: ps.Subscriber(failoverTopology.OTPSubscription), Marketing: ps.Subscriber(failoverTopology.MarketingSubscription),
+		Accounts: accounts, DeadLetter: dispatch.DeadLetterTopic{Publisher: dlq}, Observer: lg,
+	})
+	return d, closers, err
+}
+
+// failoverReadAhead is what serve reads ahead from a Pub/Sub emulator
+// (pstest ignores the client's flow control; server.readAhead says why).
+const failoverReadAhead = 1000
+
+// failoverProcess is the process settings of the scenario: the
+// dispatcher's defaults, with s's SEND_TIMEOUT.
+func failoverProcess(s failoverSpec) config.Process {
+	return config.Process{
+		MaxSenders: admission.DefaultMaxSenders, ArrivalJitter: 20 * time.Millisecond,
+		OTPMaxWait: dispatch.DefaultOTPMaxWait, MarketingMaxWait: dispatch.DefaultMarketingMaxWait,
+		SendTimeout: s.sendTimeout, ShutdownGrace: dispatch.DefaultGrace,
+	}
+}
+
+// failoverAccounts are the scenario's two accounts, in routing order, with
+// names of the run ns (their Redis keys are the run's alone).
+func failoverAccounts(ns, primaryURL, backupURL string) []config.Account {
+	a := config.Account{Provider: "generic", RateUnit: "message", MaxSegments: 1, ContractRPS: failoverContractRPS,
+		TargetRPS: failoverTarget, MarketingRPS: failoverMarketing, Burst: admission.DefaultBurst}
+	primary, backup := a, a
+	primary.Name, primary.ProviderURL, primary.Classes = ns+"-"+primaryName, primaryURL, []admission.Class{admission.OTP, admission.Marketing}
+	backup.Name, backup.ProviderURL, backup.Classes = ns+"-"+backupName, backupURL, []admission.Class{admission.OTP}
+	return []config.Account{primary, backup}
+}
+
+// The ids of the messages the scenario publishes.
+const (
+	otpIDPrefix       = "otp-"
+	marketingIDPrefix = "mkt-"
+)
+
+// publishBacklog publishes n marketing messages and waits until Pub/Sub
+// has them all.
+func publishBacklog(ctx context.Context, admin *pubsub.Client, n int) error {
+	mkt := admin.Publisher(failoverTopology.MarketingTopic)
+	defer mkt.Stop()
+	rs := make([]*pubsub.PublishResult, n)
+	for i := range rs {
+		rs[i] = mkt.Publish(ctx, &pubsub.Message{Data: failoverMessage(marketingIDPrefix+strconv.Itoa(i), "Winter sale: 20% off", time.Time{})})
+	}
+	for _, r := range rs {
+		if _, err := r.Get(ctx); err != nil {
+			return fmt.Errorf("publish the marketing backlog: %w", err)
+		}
+	}
+	return nil
+}
+
+// feedOTP publishes OTPs at rate until ctx ends, logging each one's
+// publish time, and returns the first publish error.
+func feedOTP(ctx context.Context, otp *pubsub.Publisher, rate float64, lg *failoverLog) error {
+	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	defer tick.Stop()
+	var results []*pubsub.PublishResult
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			for _, r := range results {
+				if _, err := r.Get(context.WithoutCancel(ctx)); err != nil {
+					return fmt.Errorf("publish an OTP: %w", err)
+				}
+			}
+			return nil
+		case <-tick.C:
+		}
+		id := otpIDPrefix + strconv.Itoa(n)
+		now := time.Now()
+		lg.published(id, now)
+		results = append(results, otp.Publish(ctx, &pubsub.Message{Data: failoverMessage(id, "Your code is 482913", now.Add(failoverOTPLife))}))
+	}
+}
+
+// failoverMessage is a message's data; a zero deadline is none.
+func failoverMessage(id, body string, deadline time.Time) []byte {
+	m := map[string]string{"id": id, "to": "+819012345678", "body": body}
+	if !deadline.IsZero() {
+		m["deadline"] = deadline.UTC().Format(time.RFC3339)
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// stormFault stands in front of the primary's simulator: it logs every
+// request's arrival, and while hanging it answers none (the client gives
+// up at its timeout). Safe for concurrent use.
+type stormFault struct {
+	mu    sync.Mutex
+	until time.Time   // guarded by mu: no answer before it
+	log   []time.Time // guarded by mu: every request's arrival
+}
+
+// stormHangBound bounds a hung request, should its client never hang up.
+const stormHangBound = time.Minute
+
+func (f *stormFault) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now()
+		f.mu.Lock()
+		f.log = append(f.log, now)
+		hang := now.Before(f.until)
+		f.mu.Unlock()
+		if !hang {
+			next.ServeHTTP(w, r)
+			return
+		}
+		// net/http notices a client that hangs up only once the body is read.
+		io.Copy(io.Discard, r.Body)
+		t := time.NewTimer(stormHangBound)
+		defer t.Stop()
+		select {
+		case <-r.Context().Done():
+		case <-t.C:
+		}
+	})
+}
+
+// hangUntil makes every request that arrives before t go unanswered.
+func (f *stormFault) hangUntil(t time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.until = t
+}
+
+// requests returns the arrival of every request so far.
+func (f *stormFault) requests() []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]time.Time(nil), f.log...)
+}
+
+// failoverLog is what a failover run records besides the simulators: the
+// OTPs' publish times, the storm's span, and the ends the dispatchers
+// observed. It is the dispatchers' Observer, safe for concurrent use;
+// the fields below mu are written before the dispatchers start or after
+// they stopped.
+type failoverLog struct {
+	mu           sync.Mutex
+	otp          map[string]time.Time // guarded by mu: OTP id -> its publish time
+	ended        map[string]nack.Outcome
+	deadLettered map[string]bool // guarded by mu: ids dead-lettered
+	changed      chan struct{}
+
+	start, stormStart, stormEnd time.Time
+	drained                     time.Time // the end of the wait for every OTP's end
+	primaryRequests             []time.Time
+	primary, backup             []providertest.Arrival
+	acked                       map[string]bool // ids whose message Pub/Sub holds as acked
+}
+
+func newFailoverLog() *failoverLog {
+	return &failoverLog{otp: map[string]time.Time{}, ended: map[string]nack.Outcome{}, deadLettered: map[string]bool{},
+		acked: map[string]bool{}, changed: make(chan struct{}, 1)}
+}
+
+func (lg *failoverLog) published(id string, at time.Time) {
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	lg.otp[id] = at
+}
+
+// Observe logs the end of a message: acked (sent, expired, a duplicate)
+// or dead-lettered.
+func (lg *failoverLog) Observe(ev dispatch.Event) {
+	if ev.Action == nack.Nack || ev.ID == "" {
+		return
+	}
+	lg.mu.Lock()
+	if _, ok := lg.ended[ev.ID]; !ok || ev.Outcome != nack.Duplicate {
+		lg.ended[ev.ID] = ev.Outcome
+	}
+	if ev.Action == nack.DeadLetter {
+		lg.deadLettered[ev.ID] = true
+	}
+	lg.mu.Unlock()
+	select {
+	case lg.changed <- struct{}{}:
+	default:
+	}
+}
+
+// waitOTPEnds waits up to limit for every published OTP to reach an end
+// and reports whether they did.
+func (lg *failoverLog) waitOTPEnds(ctx context.Context, limit time.Duration) bool {
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	for {
+		lg.mu.Lock()
+		open := 0
+		for id := range lg.otp {
+			if _, ok := lg.ended[id]; !ok {
+				open++
+			}
+		}
+		lg.mu.Unlock()
+		if open == 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timer.C:
+			return false
+		case <-lg.changed:
+		}
+	}
+}
