@@ -138,12 +138,16 @@ func overflows(dec admission.Decision) bool {
 		dec.Reason == admission.ReasonDegraded)
 }
 
-// routeOf returns the accounts that send class to the number to, home
-// first, or an InvalidError no_route when none does.
+// routeOf returns the accounts that send class to the number to, by the
+// routing table, home first, or an InvalidError no_route when none does.
 func (d *Dispatcher) routeOf(class admission.Class, to string) ([]*account, error) {
-	r := d.route[class]
-	if len(r) == 0 {
-		return nil, &InvalidError{Reason: "no_route", Detail: "no account serves " + class.String() + " to this destination"}
+	idx := d.table.Route(class, to)
+	if len(idx) == 0 {
+		return nil, &InvalidError{Reason: "no_route", Detail: "no account sends " + class.String() + " to this destination"}
+	}
+	r := make([]*account, len(idx))
+	for i, a := range idx {
+		r[i] = d.accounts[a]
 	}
 	return r, nil
 }
@@ -175,4 +179,13 @@ func (d *Dispatcher) classPaused(ctx context.Context, class admission.Class) boo
 		}
 	}
 	return true
+}
+
+// newTable is the routing table of all.
+func newTable(all []*account, mode RouteMode) *Table {
+	served, destinations := make([][]admission.Class, len(all)), make([][]string, len(all))
+	for i, a := range all {
+		served[i], destinations[i] = a.Classes, a.Destinations
+	}
+	return NewTable(served, destinations, mode)
 }

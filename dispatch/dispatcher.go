@@ -206,7 +206,8 @@ type Dispatcher struct {
 	hard context.Context // sends in flight; ends Grace after Run's context
 
 	accounts []*account
-	route    [2][]*account // by class: the accounts serving it, home first
+	route    [2][]*account // by class: the accounts serving it to any number, in order
+	table    *Table        // by class and destination: the accounts sending it, home first
 }
 
 // flight is one id being handled in this process: other deliveries of the
@@ -248,6 +249,7 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 		deps:     deps,
 		accounts: accts,
 		route:    [2][]*account{route(accts, admission.OTP), route(accts, admission.Marketing)},
+		table:    newTable(accts, cfg.Route),
 		budget:   nack.NewBudget(nack.DefaultMaxTokens, nack.DefaultTokenRatio),
 		instance: hex.EncodeToString(b[:]),
 	}

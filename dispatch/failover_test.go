@@ -89,7 +89,7 @@ func TestAnOTPFailsOverPastADegradedHome(t *testing.T) {
 		ids = append(ids, h.publish(admission.OTP, map[string]string{"id": fmt.Sprintf("login-%d", i), "to": "+819012345678", "body": "code"}))
 		time.Sleep(20 * time.Millisecond)
 	}
-	for id, ev := range h.waitEnded(ids, 20*time.Second) {
+	for id, ev := range h.waitEnded(ids, 8*time.Second) {
 		if ev.Outcome != nack.Sent || ev.Account != "backup" {
 			t.Fatalf("%s: %v on %q, want sent on backup while the primary is degraded", id, ev.Outcome, ev.Account)
 		}

@@ -92,7 +92,7 @@ var mutants = []mutant{
 		{"admission/eval.go", `call.Lease = l.instance + "-" + strconv.FormatUint(l.leaseSeq.Add(1), 10)`, `call.Lease = l.instance + "-" + strconv.FormatUint(0*l.leaseSeq.Add(1), 10)`},
 	}, ""},
 	{"L3", "a finished send does not release its lease", []edit{
-		{"admission/finish.lua", "  redis.call('ZREM', KEYS[2], unpack(ARGV, 5))", "  -- mutant: leases kept"},
+		{"admission/finish.lua", "  redis.call('ZREM', KEYS[2], unpack(ARGV, 7))", "  -- mutant: leases kept"},
 	}, ""},
 	{"M21", "cluster clients keep go-redis's 60s slot-map reload", []edit{
 		{"admission/cluster.go", "	o.ClusterStateReloadInterval = ClusterStateReloadInterval\n", ""},
@@ -117,7 +117,7 @@ var mutants = []mutant{
 		{"dispatch/pipeline.go", "	case err != nil:\n		t.outcome, t.err = nack.ShuttingDown, err\n", "	case err != nil:\n		t.outcome, t.err = nack.Sent, err\n"},
 	}, "./dispatch/"},
 	{"D7", "a spent retry budget does not pause pulls", []edit{
-		{"dispatch/send.go", "if !d.budget.Allow() {", "if false && !d.budget.Allow() {"},
+		{"dispatch/send.go", "if !d.budget.Allow() && !failover {", "if false && !d.budget.Allow() && !failover {"},
 	}, "./dispatch/"},
 
 	// Reliability faults (R): each fix, undone.
@@ -187,7 +187,7 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "local function deny(wait, reason, detail)\n", "local function deny(wait, reason, detail)\n  if token ~= '' then\n    redis.call('SET', KEYS[9], 'claim:' .. token, 'PX', 60000)\n  end\n"},
 	}, ""},
 	{"F2", "a duplicate takes a slot", []edit{
-		{"admission/gcra.lua", "    return {0, 0, 6, 0, attempts, state, 0, learned, ignored}", "    redis.call('SET', KEYS[1], string.format('%d', math.max(tonumber(s[1]) or 0, now) + tonumber(ARGV[1])))\n    return {0, 0, 6, 0, attempts, state, 0, learned, ignored}"},
+		{"admission/gcra.lua", "    return {0, 0, 6, 0, attempts, state, 0, learned, ignored, health}", "    redis.call('SET', KEYS[1], string.format('%d', math.max(tonumber(s[1]) or 0, now) + tonumber(ARGV[1])))\n    return {0, 0, 6, 0, attempts, state, 0, learned, ignored, health}"},
 	}, ""},
 	{"F3", "a booked slot's TAT counts from the call, not from the slot", []edit{
 		{"admission/gcra.lua", "tat_g = math.max(tat_g, at) + cost * g_int", "tat_g = math.max(tat_g, now) + cost * g_int"},
@@ -208,19 +208,19 @@ var mutants = []mutant{
 		{"admission/finish.lua", "  elseif count then", "  elseif false then"},
 	}, ""},
 	{"A1", "an OTP overflows for its account's ordinary rate", []edit{
-		{"dispatch/accounts.go", "(dec.Reason == admission.ReasonPenalty || dec.Reason == admission.ReasonAccount)", "(dec.Reason == admission.ReasonPenalty || dec.Reason == admission.ReasonAccount || dec.Reason == admission.ReasonGlobal)"},
+		{"dispatch/accounts.go", "(dec.Reason == admission.ReasonPenalty || dec.Reason == admission.ReasonAccount ||", "(dec.Reason == admission.ReasonPenalty || dec.Reason == admission.ReasonGlobal || dec.Reason == admission.ReasonAccount ||"},
 	}, "./dispatch/"},
 	{"A2", "a sender's slot does not wait for a long message's whole cost", []edit{
-		{"admission/gcra.lua", "    local w = (tonumber(s[9 + i]) or 0) + (cost - 1) * iv - now", "    local w = (tonumber(s[9 + i]) or 0) - now"},
+		{"admission/gcra.lua", "    local w = (tonumber(s[10 + i]) or 0) + (cost - 1) * iv - now", "    local w = (tonumber(s[10 + i]) or 0) - now"},
 	}, ""},
 	{"A3", "a sender's TAT does not move", []edit{
-		{"admission/gcra.lua", "  put(KEYS[9 + pick], math.max(tonumber(s[9 + pick]) or 0, at) + cost * s_int)", "  put(KEYS[9 + pick], tonumber(s[9 + pick]) or 0)"},
+		{"admission/gcra.lua", "  put(KEYS[10 + pick], math.max(tonumber(s[10 + pick]) or 0, at) + cost * s_int)", "  put(KEYS[10 + pick], tonumber(s[10 + pick]) or 0)"},
 	}, ""},
 	{"A4", "the learned rate climbs above the target", []edit{
 		{"admission/gcra.lua", "  r = math.max(math.min(r, a_target), a_min)", "  r = math.max(r, a_min)"},
 	}, ""},
 	{"A6", "marketing overflows too", []edit{
-		{"dispatch/accounts.go", "	return class == admission.OTP && !dec.Allowed &&", "	return !dec.Allowed &&"},
+		{"dispatch/accounts.go", "return class == admission.OTP || slices.Contains(a.FailoverClasses, class)", "return true || slices.Contains(a.FailoverClasses, class)"},
 	}, "./dispatch/"},
 	{"A7", "the learned rate climbs without pressure", []edit{
 		{"admission/gcra.lua", "if searching and now >= lrn.next and lrn.pressed then", "if searching and now >= lrn.next then"},
@@ -280,6 +280,21 @@ var mutants = []mutant{
 	{"HD3", "a caller waiting through a 429 penalty does not ask again", []edit{
 		{"admission/acquire.go", "			wait = min(wait, penaltyRecheck) // it may be cleared meanwhile\n", ""},
 	}, ""},
+	{"FA1", "a degraded account still admits every send", []edit{
+		{"admission/gcra.lua", "  if now < due then\n", "  if false then\n"},
+	}, ""},
+	{"FA2", "a degraded home still takes OTP (no failover)", []edit{
+		{"dispatch/accounts.go", "dec.Reason == admission.ReasonAccount ||\n\t\tdec.Reason == admission.ReasonDegraded)", "dec.Reason == admission.ReasonAccount)"},
+	}, "./dispatch/"},
+	{"FA4", "a degraded account's probes are not spaced", []edit{
+		{"admission/gcra.lua", "if health == 2 then\n  -- This send is the probe", "if false then\n  -- This send is the probe"},
+	}, ""},
+	{"FA5", "a destination served by the wrong account", []edit{
+		{"dispatch/route.go", "if len(p) >= len(d) && p[:len(d)] == d {", "if true {"},
+	}, "./dispatch/"},
+	{"FA6", "longest_prefix ignored", []edit{
+		{"dispatch/route.go", "if t.mode == RouteLongestPrefix {", "if false {"},
+	}, "./dispatch/"},
 }
 
 // killers names the test known to kill each mutant. try runs it first, alone;
@@ -367,4 +382,9 @@ var killers = map[string]string{
 	"HD1": "TestARetryAfterAboveTheCapStopsTheAccountForTheCapOnly",
 	"HD2": "TestClearPenaltyEndsA429EverywhereWithinARecheck",
 	"HD3": "TestAWaiterThroughAPenaltySeesItCleared",
+	"FA1": "TestADegradedAccountAdmitsOneProbePerInterval",
+	"FA2": "TestAnOTPFailsOverPastADegradedHome",
+	"FA4": "TestADegradedAccountAdmitsOneProbePerInterval",
+	"FA5": "TestTableRoutes",
+	"FA6": "TestTableRoutes",
 }
