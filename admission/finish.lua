@@ -23,14 +23,17 @@
 -- ARGV[4] -> units the provider accepted, to count (0: none): what
 --            `dispatcher status` reads; the counter lives 70 s
 -- ARGV[5] -> what the send said of the account's health: 'ok' (the
---            provider answered: accepted or refused the message), 'fail'
---            (a transient failure: 5xx, no connection), 'timeout' (no
---            answer in time), or '' (nothing: a 429, an account refusal,
---            no send)
+--            provider answered: accepted or refused the message),
+--            'probe_ok' (the same, for a send admitted as a degraded
+--            account's probe: only those count toward its recovery),
+--            'fail' (a transient failure: 5xx, no connection), 'timeout'
+--            (no answer in time), or '' (nothing: a 429, an account
+--            refusal, no send)
 -- ARGV[6] -> the health rule: '<window_us> <fails> <timeouts> <probes>
 --            <probe_us> <keep_ms>'. A healthy account becomes degraded on
---            <fails> failures in a row, the first at most <window_us> ago,
---            or on <timeouts> timeouts in a row; any success ends the run.
+--            <fails> failures in a row within <window_us> of the run's
+--            first (an older run starts again), or on <timeouts> timeouts
+--            in a row; any success ends the run.
 --            A degraded one is healthy again after <probes> successes in
 --            a row (gcra.lua admits one probe per <probe_us>); a failure
 --            starts the count again. The state lives <keep_ms> past its
@@ -44,6 +47,18 @@
 -- no refusal, and the record was left alone; health is the account's
 -- after this send, as gcra.lua reports it (0 healthy, 1 a run of failures
 -- counted, 2 degraded; 0 when ARGV[5] is '').
+-- The health rule is read before anything is written: a script that
+-- errors keeps the writes it made.
+local result = ARGV[5] or ''
+local window, max_fails, max_timeouts, probes, probe_us, keep = string.match(ARGV[6] or '', '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
+if result ~= '' and not window then
+  return redis.error_reply('finish.lua: a health result without a rule')
+end
+if window then
+  window, max_fails, max_timeouts = tonumber(window), tonumber(max_fails), tonumber(max_timeouts)
+  -- SET PX refuses a lifetime <= 0 and one past the clock's range.
+  probes, probe_us, keep = tonumber(probes), tonumber(probe_us), math.min(math.max(tonumber(keep), 1), 2 ^ 40)
+end
 local n = 1
 if ARGV[1] == 'rejected' then
   local v = redis.call('GET', KEYS[1])
@@ -84,14 +99,9 @@ end
 
 -- The account's health. A success on a healthy account with no run
 -- counted is not reported (the admission said so): nothing to read.
-local result = ARGV[5] or ''
 if result == '' then
   return {n, 0}
 end
-local window, max_fails, max_timeouts, probes, probe_us, keep = string.match(ARGV[6], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
-window, max_fails, max_timeouts = tonumber(window), tonumber(max_fails), tonumber(max_timeouts)
--- SET PX refuses a lifetime <= 0 and one past the clock's range.
-probes, probe_us, keep = tonumber(probes), tonumber(probe_us), math.min(math.max(tonumber(keep), 1), 2 ^ 40)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local mode, fails, timeouts, start, ok, nxt, since = 'h', 0, 0, 0, 0, 0, 0
@@ -99,11 +109,18 @@ local v = redis.call('GET', KEYS[4])
 if v then
   local m, a, b, c, d, e, f = string.match(v, '^([hd]) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
   if m then
-    mode, fails, timeouts, start = m, tonumber(a), tonumber(b), tonumber(c)
-    ok, nxt, since = tonumber(d), tonumber(e), tonumber(f)
+    -- Counts and instants read back within [0, 2^53), as written.
+    local function num(x)
+      return math.min(tonumber(x), 2 ^ 53 - 1)
+    end
+    mode, fails, timeouts, start = m, num(a), num(b), num(c)
+    ok, nxt, since = num(d), num(e), num(f)
   end
 end
-if result == 'ok' then
+if result == 'ok' or result == 'probe_ok' then
+  if mode == 'd' and result == 'ok' then
+    return {n, 2} -- not a probe: admitted before the account degraded
+  end
   if mode == 'h' or ok + 1 >= probes then
     redis.call('DEL', KEYS[4]) -- healthy, nothing counted
     return {n, 0}
@@ -113,7 +130,7 @@ elseif mode == 'd' then
   ok = 0
 else
   if fails == 0 or now - start > window then
-    fails, timeouts, start = 0, 0, now
+    fails, start = 0, now -- a run of failures older than the window starts again
   end
   fails = fails + 1
   if result == 'timeout' then

@@ -56,11 +56,15 @@ const (
 	ResultTimedOut
 )
 
-// arg is r as finish.lua's ARGV[5]; a success on an account with no run
-// of failures counted (the admission's h) is not reported.
-func (r SendResult) arg(h Health) string {
+// arg is r as finish.lua's ARGV[5], for a send admitted when the account
+// was admitted (the decision's health) and known is the account's health
+// as this process knows it now: a success is reported only when a run of
+// failures may be counted, and as a probe's when it was one.
+func (r SendResult) arg(admitted, known Health) string {
 	switch {
-	case r == ResultOK && h != Healthy:
+	case r == ResultOK && admitted == Degraded:
+		return "probe_ok"
+	case r == ResultOK && (admitted != Healthy || known != Healthy):
 		return "ok"
 	case r == ResultFailed:
 		return "fail"

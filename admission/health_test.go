@@ -2,7 +2,9 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -247,8 +249,79 @@ func TestAFlappingProviderDegradesNoFasterThanTheProbesAllow(t *testing.T) {
 		t.Fatal("the account never recovered from a provider that answers half its sends")
 	}
 	// Probes successes at least ProbeEvery apart, the first ProbeEvery
-	// after the account degraded.
-	if least := time.Duration(cfg.Health.Probes-1) * cfg.Health.ProbeEvery; shortest < least {
+	// after the account degraded (less the clocks' few milliseconds apart).
+	if least := time.Duration(cfg.Health.Probes)*cfg.Health.ProbeEvery - 5*time.Millisecond; shortest < least {
 		t.Fatalf("degraded for %v only once, want at least %v", shortest, least)
+	}
+}
+
+// A success of a send admitted before the account degraded is no probe:
+// it does not count toward the recovery.
+func TestOnlyProbesEndADegradedState(t *testing.T) {
+	l := newLimiter(t, redistest.Client(t), healthConfig(t))
+	ctx := context.Background()
+	var early []Decision
+	for range 3 {
+		d, err := l.Admit(ctx, OTP, 1, time.Second, Claim{})
+		if err != nil || !d.Allowed {
+			t.Fatal(d, err)
+		}
+		early = append(early, d)
+	}
+	for range 5 {
+		sendOnce(t, l, ResultFailed, time.Second, false)
+	}
+	for _, d := range early {
+		if err := l.Settle(ctx, d, RecordSent, ResultOK); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h := l.Health(); h != Degraded {
+		t.Fatalf("3 sends admitted before the account degraded, then accepted: health = %v, want still degraded", h)
+	}
+}
+
+// Sends overlap: a run of failures counted while other sends are in
+// flight ends at the next success of any of them, not only of one
+// admitted after the run began. Three processes, 1 % of sends failing.
+func TestOneFailureInAHundredNeverDegradesWithSendsInFlight(t *testing.T) {
+	rdb := redistest.Client(t)
+	cfg := healthConfig(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for p := range 3 {
+		l := newLimiter(t, rdb, cfg)
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(28, uint64(p)))
+			var held []Decision // sends in flight, settled a few at a time
+			for i := range 400 {
+				d, err := l.Admit(ctx, OTP, 1, time.Second, Claim{})
+				if err != nil || !d.Allowed {
+					errs <- fmt.Errorf("send %d: %+v, %v: the account degraded", i, d, err)
+					return
+				}
+				held = append(held, d)
+				if len(held) < 8 {
+					continue
+				}
+				for _, d := range held {
+					result := ResultOK
+					if r.IntN(100) == 0 {
+						result = ResultFailed
+					}
+					if err := l.Settle(ctx, d, "", result); err != nil {
+						errs <- err
+						return
+					}
+				}
+				held = held[:0]
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }

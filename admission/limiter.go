@@ -251,6 +251,9 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets
 	if err != nil { // Redis failed, or failed less than RedisRetryAfter ago
 		if !l.inFallback {
 			l.inFallback = true
+			// No shared health without Redis: the fallback decides alone,
+			// and a degraded state seen before would hold for good.
+			l.health.Store(int32(Healthy))
 			l.fb.learnedRate(l.cfg, l.LearnedRPS())
 			l.fb.enterAt(now, rand.Float64())
 			l.cfg.Logger.Warn("admission: deciding locally until redis answers",

@@ -65,7 +65,7 @@ func (l *Limiter) Settle(ctx context.Context, d Decision, record string, result 
 	// share the leases' slot, and is left alone.
 	a := l.admit[OTP]
 	call := finishCall{Record: a.Leases, Leases: a.Leases, Health: a.Health, Millis: l.claims.recordTTL.Milliseconds(),
-		Result: result.arg(d.Health), Rule: l.healthRule, Ended: l.takeOrphans(lease)}
+		Result: result.arg(d.Health, l.Health()), Rule: l.healthRule, Ended: l.takeOrphans(lease)}
 	if d.Claimed {
 		call.Record, call.Value, call.Token = l.claims.Key(d.claim.ID), record, d.claim.Token
 	}

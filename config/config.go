@@ -71,8 +71,9 @@ type Account struct {
 	// account sends to; nil: every number. Only ACCOUNTS_FILE sets them.
 	Destinations []string
 	// FailoverClasses are the classes besides OTP (which always does)
-	// that overflow from the account to the next serving them while it is
-	// degraded; nil: none. Only ACCOUNTS_FILE sets them.
+	// that overflow from the account to the next serving them as OTP
+	// does: while it is degraded, under a 429 penalty or paused; nil:
+	// none. Only ACCOUNTS_FILE sets them.
 	FailoverClasses []admission.Class
 	Senders         []admission.Sender
 	Adaptive        admission.Adaptive

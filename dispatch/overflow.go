@@ -25,6 +25,11 @@ func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, r []*a
 	// send, as a claim taken with the slot does.
 	rec, cerr := home.Claims.Claim(ctx, m.ID, claim.Token, wait+claim.TTL)
 	switch {
+	case cerr != nil && class != admission.OTP:
+		// Only OTP goes without its record (Redis down): a duplicate OTP
+		// beats a lost one, not so a campaign's message.
+		t.err = fmt.Errorf("send-once record unavailable: %w", cerr)
+		return t
 	case cerr != nil:
 		// Without the record (Redis down) OTP is sent anyway. (A shutdown
 		// meanwhile ends the admission below, and the claim, if it was

@@ -276,8 +276,14 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, r 
 		// account, at once, rather than a nack and a redelivery. After a
 		// timeout the provider may have taken the message: a duplicate
 		// OTP beats a lost one (docs/contract.md, promise 5).
-		failed := admission.Decision{Source: admission.SourceRedis, Reason: admission.ReasonDegraded}
-		return d.overflow(ctx, class, r, m, segments, deliveryAttempt, claim, d.maxWait(class), failed)
+		wait := d.maxWait(class)
+		if !m.Deadline.IsZero() {
+			wait = min(wait, m.Deadline.Sub(d.now()))
+		}
+		if wait > 0 {
+			failed := admission.Decision{Source: admission.SourceRedis, Reason: admission.ReasonDegraded}
+			return d.overflow(ctx, class, r, m, segments, deliveryAttempt, claim, wait, failed)
+		}
 	}
 	return t
 }
