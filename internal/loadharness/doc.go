@@ -95,7 +95,7 @@
 // published at 10/s for the whole run, after a marketing backlog of 1.3×
 // what MARKETING_RPS sends in it. After a 10 s warm-up the primary fails
 // for --storm-length (15 s): 503 to every request (--storm 503), or no
-// answer at all, each send waiting out SEND_TIMEOUT (--send-timeout, 2 s;
+// answer at all, each send waiting out SEND_TIMEOUT (--send-timeout, 1.5 s;
 // --storm hang); then it recovers and the run goes on 12 s. Rows: each of
 // --code before (the account health rule switched off, failures and
 // timeouts in a row never adding up: no failover on errors) and after
