@@ -169,7 +169,7 @@ type Event struct {
 	ResendCount     int                // provider attempts of this message before this one, if it reached the provider
 	Segments        int                // the body's segments (provider.Segments); 0 if the data did not decode
 	ProviderID      string             // the provider's id of the message, when it accepted it
-	Account         string             // the account that admitted (and sent) it, or the class's home when none did
+	Account         string             // the account that admitted (and sent) it, else its route's home, else (no route) the class's first account
 	NoRoute         string             // when no account serves its destination (invalid: no_route): the number's country code, never the number
 	Sender          string             // the sender of the account's pool it went From, if any
 	Finished        time.Time

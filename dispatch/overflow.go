@@ -49,11 +49,14 @@ func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, r []*a
 	// (Finish writes the record whatever holds it; Release gives back only
 	// this token's claim).
 	claimed := cerr == nil || !errors.Is(cerr, admission.ErrRedisDown)
-	for i, a := range r[1:] {
-		if a.RateUnit == PerSegment && segments > a.MaxSegments {
-			continue // its start-up check did not allow for a body this long
+	var rest []*account // the accounts after the home that can take a body this long
+	for _, a := range r[1:] {
+		if a.RateUnit != PerSegment || segments <= a.MaxSegments { // else its start-up check did not allow for it
+			rest = append(rest, a)
 		}
-		next := admission.Claim{Failover: i+2 < len(r) && a.failsOver(class)}
+	}
+	for i, a := range rest {
+		next := admission.Claim{Failover: i+1 < len(rest) && a.failsOver(class)}
 		dec, err := d.admit(ctx, class, a, a.cost(segments), wait-time.Since(start), next)
 		if err != nil {
 			t.outcome, t.err = nack.ShuttingDown, err

@@ -82,6 +82,8 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 		ev.Account = t.account.Name
 	case len(r) > 0:
 		ev.Account = r[0].Name
+	default: // no route, or not decoded: the class's first account, as before routes
+		ev.Account = d.route[class][0].Name
 	}
 	ev.Action, ev.Err = d.act(ctx, class, r, m, ev)
 	p.acted = true
