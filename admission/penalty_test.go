@@ -110,7 +110,9 @@ func TestAWaiterThroughAPenaltySeesItCleared(t *testing.T) {
 	if ended, err := newLimiter(t, redistest.Client(t), cfg).ClearPenalty(ctx); err != nil || !ended {
 		t.Fatalf("ClearPenalty elsewhere: %v, %v", ended, err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	// A bound on a waiter that never asks again (it would wait 40 s), not
+	// a speed claim: one recheck comes within a second.
+	wctx, cancel := context.WithTimeout(ctx, 8*time.Second)
 	defer cancel()
 	d, err := a.Acquire(wctx, OTP, time.Minute)
 	if err != nil || !d.Allowed {
