@@ -141,13 +141,9 @@ func overflows(dec admission.Decision) bool {
 // routeOf returns the accounts that send class to the number to, by the
 // routing table, home first, or an InvalidError no_route when none does.
 func (d *Dispatcher) routeOf(class admission.Class, to string) ([]*account, error) {
-	idx := d.table.Route(class, to)
-	if len(idx) == 0 {
+	r := d.routes[class][d.table.prefix(to)]
+	if len(r) == 0 {
 		return nil, &InvalidError{Reason: "no_route", Detail: "no account sends " + class.String() + " to this destination"}
-	}
-	r := make([]*account, len(idx))
-	for i, a := range idx {
-		r[i] = d.accounts[a]
 	}
 	return r, nil
 }
@@ -181,11 +177,23 @@ func (d *Dispatcher) classPaused(ctx context.Context, class admission.Class) boo
 	return true
 }
 
-// newTable is the routing table of all.
-func newTable(all []*account, mode RouteMode) *Table {
+// newTable is the routing table of all, and its routes as accounts: by
+// class and by the key of a number's route (Table.prefix), built once so
+// that a message's route costs no allocation.
+func newTable(all []*account, mode RouteMode) (*Table, map[admission.Class]map[string][]*account) {
 	served, destinations := make([][]admission.Class, len(all)), make([][]string, len(all))
 	for i, a := range all {
 		served[i], destinations[i] = a.Classes, a.Destinations
 	}
-	return NewTable(served, destinations, mode)
+	t := NewTable(served, destinations, mode)
+	routes := map[admission.Class]map[string][]*account{}
+	for class, byPrefix := range t.routes {
+		routes[class] = map[string][]*account{}
+		for p, idx := range byPrefix {
+			for _, i := range idx {
+				routes[class][p] = append(routes[class][p], all[i])
+			}
+		}
+	}
+	return t, routes
 }

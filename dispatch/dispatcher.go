@@ -206,8 +206,9 @@ type Dispatcher struct {
 	hard context.Context // sends in flight; ends Grace after Run's context
 
 	accounts []*account
-	route    [2][]*account // by class: the accounts serving it to any number, in order
-	table    *Table        // by class and destination: the accounts sending it, home first
+	route    [2][]*account                             // by class: the accounts serving it to any number, in order
+	table    *Table                                    // by class and destination: the accounts sending it, home first
+	routes   map[admission.Class]map[string][]*account // table's routes as accounts, by class and Table.prefix
 }
 
 // flight is one id being handled in this process: other deliveries of the
@@ -249,10 +250,10 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 		deps:     deps,
 		accounts: accts,
 		route:    [2][]*account{route(accts, admission.OTP), route(accts, admission.Marketing)},
-		table:    newTable(accts, cfg.Route),
 		budget:   nack.NewBudget(nack.DefaultMaxTokens, nack.DefaultTokenRatio),
 		instance: hex.EncodeToString(b[:]),
 	}
+	d.table, d.routes = newTable(accts, cfg.Route)
 	d.lanes = [2]*lane{
 		newLane(d, admission.OTP, deps.OTP, d.cfg.OTPOutstanding),
 		newLane(d, admission.Marketing, deps.Marketing, d.cfg.MarketingOutstanding),

@@ -144,16 +144,18 @@ func (t *Table) build(served [][]admission.Class, destinations [][]string, class
 // when no account serves both (the message has no route). The slice is
 // the table's: the caller must not change it.
 func (t *Table) Route(class admission.Class, to string) []int {
-	byPrefix := t.routes[class]
-	if byPrefix == nil {
-		return nil
-	}
+	return t.routes[class][t.prefix(to)]
+}
+
+// prefix is the longest configured prefix to starts with, "" when none:
+// the key of to's route in every class's routesByPrefix.
+func (t *Table) prefix(to string) string {
 	for n := min(len(to), t.longest); n >= 2; n-- {
-		if r, ok := byPrefix[to[:n]]; ok {
-			return r
+		if _, ok := slices.BinarySearch(t.prefixes, to[:n]); ok {
+			return to[:n]
 		}
 	}
-	return byPrefix[""]
+	return ""
 }
 
 // Mode is the table's RouteMode.
