@@ -25,9 +25,12 @@ func TestASuspendedAccountGetsAbout429PerRetryAfter(t *testing.T) {
 			t.Fatalf("%s ended %v, want sent after the suspension", id, ev.Outcome)
 		}
 	}
-	// The first 429 finds sends already admitted and on their way (at most
-	// a burst); after that, every pod is stopped by the shared
-	// penalty, and the account resumes with one probe per Retry-After.
+	// The first 429 finds sends already admitted and on their way: a burst,
+	// and the slots that open at the target rate (one per 11 ms) while
+	// that 429 travels back and its penalty is shared, a few on a loaded
+	// machine; after that, every pod is stopped by the shared penalty
+	// (without it, 200 ms at the rate is 18 more), and the account resumes
+	// with one probe per Retry-After.
 	var first time.Time
 	onset, later := 0, 0
 	for _, a := range h.sim.Arrivals() {
@@ -44,8 +47,8 @@ func TestASuspendedAccountGetsAbout429PerRetryAfter(t *testing.T) {
 		}
 	}
 	t.Logf("429 answers in a 3 s suspension (Retry-After 1 s): %d at the onset, %d after", onset, later)
-	if onset > 5 {
-		t.Errorf("%d answers of 429 at the onset, want at most the sends already admitted (BURST = 5)", onset)
+	if onset > 5+3 {
+		t.Errorf("%d answers of 429 at the onset, want at most the sends already admitted (BURST = 5, and 3 slots of reaction)", onset)
 	}
 	if later > 3 {
 		t.Errorf("%d answers of 429 after the onset, want one probe per Retry-After span (≤ 3)", later)
