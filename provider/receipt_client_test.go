@@ -11,9 +11,13 @@ import (
 
 const testReceiptSecret = "rcpt-S3CRET-0123456789"
 
-func newReceiptClient(t *testing.T, secret *Secret) *Client {
+func newReceiptClient(t testing.TB, secret *Secret) *Client {
 	t.Helper()
-	return newTestClient(t, "https://sms.example.com", WithReceiptSecret(secret))
+	c, err := NewClient("https://sms.example.com", testToken, WithReceiptSecret(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func clientReceiptRequest(secret, body string) ReceiptRequest {

@@ -344,9 +344,13 @@ func TestVonageSignatureVectors(t *testing.T) {
 }
 
 // newReceiptTwilio returns a Twilio adapter whose auth token is token.
-func newReceiptTwilio(t *testing.T, token *Secret) *Twilio {
+func newReceiptTwilio(t testing.TB, token *Secret) *Twilio {
 	t.Helper()
-	return newTestTwilio(t, DefaultTwilioURL, func(c *TwilioConfig) { c.AuthToken = token })
+	tw, err := NewTwilio(TwilioConfig{AccountSID: testTwilioSID, AuthToken: token, From: testTwilioFrom})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tw
 }
 
 // twilioReceipt is a status callback of form, signed with token for rawURL.

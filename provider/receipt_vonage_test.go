@@ -15,7 +15,7 @@ const vonageTestSigSecret = "sigS3cret-0123456789"
 
 // newReceiptVonage returns a Vonage adapter verifying with secret (nil:
 // none) by method.
-func newReceiptVonage(t *testing.T, secret *Secret, method string) *Vonage {
+func newReceiptVonage(t testing.TB, secret *Secret, method string) *Vonage {
 	t.Helper()
 	v, err := NewVonage(VonageConfig{APIKey: vonageTestKey, APISecret: StaticSecret(vonageTestSecret), From: vonageTestFrom,
 		SignatureSecret: secret, SignatureMethod: method})
