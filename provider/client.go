@@ -68,6 +68,11 @@ type Receipt struct {
 	// ID is the provider's id of the message (Twilio's sid, Vonage's
 	// message-id, the generic API's id); empty when the answer had none.
 	ID string
+	// Parts is every part's id, in order, when the provider names the
+	// parts of a long message (Vonage: each part has its own message-id
+	// and its own delivery receipt); nil otherwise. ID is still the
+	// first part's that the provider accepted.
+	Parts []string
 }
 
 // Sender sends one Message per call, never retrying: Client, Twilio and
@@ -126,6 +131,9 @@ type conn struct {
 	now     func() time.Time
 	wrap    func(http.RoundTripper) http.RoundTripper // applied to the default client's transport
 	secret  *Secret                                   // WithTokenSecret
+
+	statusCallback string  // WithStatusCallback; "" asks for no receipts
+	receiptSecret  *Secret // WithReceiptSecret (the generic Client's)
 }
 
 func newConn(opts []Option) conn {
@@ -290,6 +298,9 @@ type wireMessage struct {
 	// its own goes out byte for byte as before and the provider uses the
 	// account's default sender.
 	From string `json:"from,omitempty"`
+	// StatusCallback is where the provider posts delivery receipts
+	// (WithStatusCallback); left out when empty, like From.
+	StatusCallback string `json:"status_callback,omitempty"`
 }
 
 // Send posts m to the provider once and reports the answer: a Receipt
@@ -299,8 +310,9 @@ type wireMessage struct {
 // context.DeadlineExceeded) when the timeout fired (the context's deadline
 // or the Client's cap, whichever came first). A Message with an empty ID,
 // or an ID that cannot go in a header, is not sent: Send returns an error
-// wrapping ErrInvalidMessage. The body holds to, body, client_ref (m.ID)
-// and, only when m.From is set, from.
+// wrapping ErrInvalidMessage. The body holds to, body, client_ref (m.ID),
+// only when m.From is set, from, and only with WithStatusCallback,
+// status_callback.
 //
 // Send reads at most 4 KiB of the answer and closes it, so connections are
 // reused.
@@ -317,7 +329,7 @@ func (c *Client) Send(ctx context.Context, m Message) (Receipt, error) {
 	var body bytes.Buffer
 	enc := json.NewEncoder(&body)
 	enc.SetEscapeHTML(false) // send "<" and "&" as they are; the provider may count bytes
-	if err := enc.Encode(wireMessage{To: m.To, Body: m.Body, ClientRef: m.ID, From: m.From}); err != nil {
+	if err := enc.Encode(wireMessage{To: m.To, Body: m.Body, ClientRef: m.ID, From: m.From, StatusCallback: c.statusCallback}); err != nil {
 		return Receipt{}, invalidMessage("encode: %v", err)
 	}
 

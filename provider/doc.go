@@ -9,7 +9,10 @@
 // (accepted, with the provider's message id), an *Error whose Kind says
 // what the answer meant (throttled, refused, account failure, temporary),
 // or a wrapped transport or context error; no error it returns or value it
-// logs holds a credential, a phone number or a message body. Each answer's
+// logs holds a credential, a phone number or a message body. A delivery
+// receipt (ReadReceipt) is verified against the provider's signature
+// before any of its fields is read, and what it reports is always one of
+// the 11 DeliveryStatus values with a bounded, printable id. Each answer's
 // meaning is also left in a Report for the HTTP client's instruments, so
 // that a throttle in a 200 body (Vonage) counts as a 429 there too.
 //
@@ -22,7 +25,10 @@
 // One file per concept: client.go (Client, Message, the shared
 // connection), error.go (Error and the Kind of an answer), twilio.go and
 // vonage.go (their adapters), secret.go (a credential read again from its
-// file), segments.go (Segments, UCS2Segments), context.go (the resend
+// file), receipt.go (DeliveryStatus, DeliveryReport, ReceiptReader) with
+// receipt_client.go, receipt_twilio.go and receipt_vonage.go (each
+// provider's receipt, verified and read), segments.go (Segments,
+// UCS2Segments), context.go (the resend
 // count and the Report), redact.go (what of an answer may go into
 // Error.Message) and retryafter.go (ParseRetryAfter).
 package provider

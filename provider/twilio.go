@@ -110,8 +110,9 @@ func twilioValidityPeriod(deadline, now time.Time) int {
 // when set, else the configured From, if any), MessagingServiceSid (when
 // configured, with or without m.From) and, when m.Deadline is set,
 // ValidityPeriod (the whole seconds left, 1 to 36000: a message already
-// past its deadline still gets 1, so drop those before Send). m.ID is not
-// sent: Twilio has no field for it.
+// past its deadline still gets 1, so drop those before Send) and, with
+// WithStatusCallback, StatusCallback (the URL status callbacks go to).
+// m.ID is not sent: Twilio has no field for it.
 //
 // It returns a Receipt with the Message's sid for a 2xx, and otherwise an
 // *Error (Provider "twilio", Code the answer's Twilio code) whose Kind is:
@@ -153,6 +154,9 @@ func (t *Twilio) Send(ctx context.Context, m Message) (Receipt, error) {
 	}
 	if !m.Deadline.IsZero() {
 		form.Set("ValidityPeriod", strconv.Itoa(twilioValidityPeriod(m.Deadline, t.now())))
+	}
+	if t.statusCallback != "" {
+		form.Set("StatusCallback", t.statusCallback)
 	}
 	body := form.Encode()
 	basic := base64.StdEncoding.EncodeToString([]byte(t.cfg.AccountSID + ":" + token))

@@ -34,6 +34,13 @@ type VonageConfig struct {
 	APISecret *Secret
 	From      string // sender id or number; a Message's own From replaces it
 	BaseURL   string // "" means DefaultVonageURL
+	// SignatureSecret is the account's signature secret, which Vonage
+	// signs its webhooks (delivery receipts) with; read at each
+	// ReadReceipt. Nil: no receipt verifies.
+	SignatureSecret *Secret
+	// SignatureMethod is how the webhooks are signed, as set in Vonage's
+	// dashboard: md5hash, md5, sha1, sha256 or sha512; "" means md5hash.
+	SignatureMethod string
 }
 
 // Vonage sends one message per Send call to Vonage's SMS API. It is safe
@@ -46,7 +53,9 @@ type Vonage struct {
 
 // NewVonage returns a Vonage adapter. APIKey, APISecret (non-nil, with a
 // non-empty value) and From are required; BaseURL, when given, follows
-// NewClient's rules. An error names the field and never shows the secret.
+// NewClient's rules; SignatureMethod, when given, is one of md5hash, md5,
+// sha1, sha256 and sha512 (an error wrapping ErrInvalidSignatureMethod).
+// An error names the field and never shows the secret.
 func NewVonage(cfg VonageConfig, opts ...Option) (*Vonage, error) {
 	switch {
 	case cfg.APIKey == "":
@@ -58,6 +67,11 @@ func NewVonage(cfg VonageConfig, opts ...Option) (*Vonage, error) {
 	case cfg.From == "":
 		return nil, errors.New("provider: vonage: From is empty")
 	}
+	method, err := vonageSignatureMethod(cfg.SignatureMethod)
+	if err != nil {
+		return nil, err
+	}
+	cfg.SignatureMethod = method
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = DefaultVonageURL
 	}
@@ -72,12 +86,13 @@ func NewVonage(cfg VonageConfig, opts ...Option) (*Vonage, error) {
 // the Secret at each call), from (m.From when set, else the configured
 // From), to (m.To without its '+'), text,
 // type=unicode when Segments says the body is not GSM-7 (the default type,
-// text, otherwise), client-ref (m.ID, cut to 100 bytes) and, when m has a
-// Deadline, ttl (the time left, within 20 s and 7 days).
+// text, otherwise), client-ref (m.ID, cut to 100 bytes), when m has a
+// Deadline, ttl (the time left, within 20 s and 7 days) and, with
+// WithStatusCallback, callback (the URL delivery receipts go to).
 //
 // Vonage answers 200 with a status per part of the message. Send returns a
-// Receipt with the first part's message-id when every part's status is
-// "0"; otherwise an *Error (Provider "vonage", Code the status) for the
+// Receipt with the first part's message-id, and every part's in Parts,
+// when every part's status is "0"; otherwise an *Error (Provider "vonage", Code the status) for the
 // first part that is not, of the kind vonageKinds gives. A known limit:
 // the parts accepted before it may have gone out, and a message sent again
 // after such an answer may be delivered in part twice.
@@ -111,6 +126,9 @@ func (v *Vonage) Send(ctx context.Context, m Message) (Receipt, error) {
 	if !m.Deadline.IsZero() {
 		ttl := min(max(m.Deadline.Sub(v.now()).Milliseconds(), wire.VonageTTLMin), wire.VonageTTLMax)
 		form.Set("ttl", strconv.FormatInt(ttl, 10))
+	}
+	if v.statusCallback != "" {
+		form.Set("callback", v.statusCallback)
 	}
 	body := form.Encode()
 
@@ -199,6 +217,20 @@ func (s *vonageString) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// vonageParts is every part's message-id, in order: a delivery receipt
+// names its part by it alone. A part refused with no id is left out; one
+// refused with an id stays, so a message some of whose parts never went
+// is not read as delivered when the others are.
+func vonageParts(a vonageAnswer) []string {
+	var ids []string
+	for _, p := range a.Messages {
+		if p.MessageID != "" {
+			ids = append(ids, p.MessageID)
+		}
+	}
+	return ids
+}
+
 // answer reads Vonage's answer; see Send.
 func (v *Vonage) answer(resp *http.Response, head []byte, m Message, secret string) (Receipt, error) {
 	e := &Error{Provider: "vonage", Status: resp.StatusCode}
@@ -225,7 +257,7 @@ func (v *Vonage) answer(resp *http.Response, head []byte, m Message, secret stri
 			// Parts are answered one by one: once one went out, the
 			// message is sent (sending it again would repeat that part),
 			// whatever became of the others.
-			return Receipt{ID: p.MessageID}, nil
+			return Receipt{ID: p.MessageID, Parts: vonageParts(a)}, nil
 		}
 	}
 	for _, p := range a.Messages {
