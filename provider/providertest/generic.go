@@ -48,6 +48,7 @@ func (genericDialect) read(w http.ResponseWriter, r *http.Request, token string)
 		Body      *string `json:"body"`
 		ClientRef string  `json:"client_ref"`
 		From      string  `json:"from"`
+		Callback  string  `json:"status_callback"`
 	}
 	if err == nil {
 		err = json.Unmarshal(body, &msg) // also refuses data after the object
@@ -61,6 +62,7 @@ func (genericDialect) read(w http.ResponseWriter, r *http.Request, token string)
 		return in
 	}
 	in.to = *msg.To
+	in.callback = msg.Callback
 	in.segments, _ = provider.Segments(*msg.Body)
 	return in
 }

@@ -44,6 +44,9 @@ type Simulator struct {
 	now     func() time.Time // read-only after newSimulator
 	dialect dialect          // read-only after newSimulator
 	token   atomic.Pointer[string]
+	// receipts posts the delivery receipts the sends ask for; it has its
+	// own lock.
+	receipts *receiptPoster
 
 	mu sync.Mutex
 	// Guarded by mu.
@@ -76,6 +79,14 @@ type dialect interface {
 	write(w http.ResponseWriter, a answer)
 	// messageID returns the provider's id for the n-th acceptance.
 	messageID(n int) string
+	// parts returns the provider's ids of an accepted message of n
+	// segments whose id is id: the id, or one per part (Vonage).
+	parts(id string, n int) []string
+	// receiptBody encodes and signs one delivery receipt.
+	receiptBody(r receiptRequest) ([]byte, http.Header)
+	// receiptFailure is the final status and error code of a message that
+	// is not delivered, when the configuration names none.
+	receiptFailure() (status, code string)
 }
 
 func newSimulator(cfg Config, d dialect, opts ...Option) *Simulator {
@@ -96,6 +107,8 @@ func newSimulator(cfg Config, d dialect, opts ...Option) *Simulator {
 	for _, o := range opts {
 		o(s)
 	}
+	s.receipts = newReceiptPoster(cfg.Receipts, cfg.MaxArrivals, d, &s.token)
+	s.receipts.now = s.now
 	return s
 }
 
@@ -190,6 +203,7 @@ type request struct {
 	to         string // the number, E.164 with '+'
 	from       string // the sender, as the request named it; "" for none
 	segments   int    // Segments of the body; 1 when it could not be read
+	callback   string // where the send asked for delivery receipts; "" none
 	echo       any    // what the dialect's write needs of the request (its answer echoes fields)
 }
 
@@ -221,7 +235,9 @@ type answer struct {
 // ServeHTTP checks, in this order: route (404, 405), token (401),
 // suspension (429), FailFor, ThrottleNext (429), content type and body
 // (415, 413, 400), a repeated Idempotency-Key, the account's rate (429) and
-// the sender's rate (429). A request that passes all is accepted (200).
+// the sender's rate (429). A request that passes all is accepted (200);
+// when it asked for delivery receipts, they are planned once the answer is
+// written (see ReceiptConfig).
 func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in := s.dialect.read(w, r, *s.token.Load())
 	in.segments = max(in.segments, 1)
@@ -239,6 +255,12 @@ func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	a.echo = in.echo
 	s.dialect.write(w, a)
+	if a.outcome == outAccepted && in.callback != "" {
+		s.receipts.enqueue(sentMessage{
+			callback: in.callback, parts: s.dialect.parts(a.messageID, in.segments),
+			ref: in.id, to: in.to, from: in.from, echo: in.echo,
+		})
+	}
 }
 
 // secretEqual compares a credential in constant time.
