@@ -90,9 +90,10 @@ type ReceiptConfig struct {
 	// Workers is how many goroutines post receipts. Zero or negative
 	// means 8.
 	Workers int
-	// Queue bounds the receipts waiting to be posted (latency, retries);
-	// past it a message's receipts are dropped and counted in
-	// ReceiptStats.Dropped. Zero or negative means 65536.
+	// Queue bounds the messages whose receipts are not all done (waiting
+	// for their latency or a retry, or being posted); past it a message's
+	// receipts are dropped and counted in ReceiptStats.Dropped. Zero or
+	// negative means 65536.
 	Queue int
 	// Retries is how many times a receipt answered with a non-2xx status
 	// (or not answered) is posted again, after RetryDelay doubled each
@@ -149,9 +150,10 @@ type ReceiptStats struct {
 	// Refused counts the non-2xx answers by status; a post that got no
 	// answer counts under 0.
 	Refused map[int]int
-	// Forged, Duplicated and Reordered count the receipts signed wrong on
-	// purpose, the final receipts posted a second time and the messages
-	// whose final receipt came before their intermediate ones.
+	// Forged counts the receipts done (posted or given up) that were
+	// signed wrong on purpose. Duplicated and Reordered count the messages
+	// planned with their final receipts twice, and with their final
+	// receipt before their intermediate ones.
 	Forged, Duplicated, Reordered int
 	// Messages counts the messages that asked for receipts; Pending, those
 	// whose receipts are not all done.
@@ -312,11 +314,17 @@ func (p *receiptPoster) rule(to string) (Delivery, string) {
 }
 
 // take reports whether the next event of a share-driven kind happens: the
-// shares are kept exactly, the events spread evenly (each kind owes
-// share per call and happens when it owes a whole one).
+// shares are kept exactly, the events spread evenly. Each call adds share
+// to the kind's balance, which starts at one half, and the event happens
+// when the balance reaches one: with share 0.9 the first message is
+// delivered, with 0.25 the second of every four.
 func (p *receiptPoster) take(kind string, share float64) bool {
 	share = min(max(share, 0), 1)
-	owed := p.owed[kind] + share
+	owed, ok := p.owed[kind]
+	if !ok {
+		owed = 0.5
+	}
+	owed += share
 	if owed >= 1-1e-9 {
 		p.owed[kind] = owed - 1
 		return true

@@ -520,8 +520,8 @@ func TestReceiptDuplicatesAndOutOfOrder(t *testing.T) {
 		seq[g.params["client_ref"]] += g.params["status"] + " "
 	}
 	want := map[string]string{ // a message's receipts come in the planned order
-		"m0": "sent delivered ", "m1": "sent delivered delivered ", "m2": "delivered sent ",
-		"m3": "sent delivered delivered ", "m4": "sent delivered ", "m5": "delivered sent delivered ",
+		"m0": "sent delivered delivered ", "m1": "delivered sent ", "m2": "sent delivered delivered ",
+		"m3": "sent delivered ", "m4": "delivered sent delivered ", "m5": "sent delivered ",
 	}
 	if fmt.Sprint(seq) != fmt.Sprint(want) {
 		t.Errorf("receipts per message %v, want %v", seq, want)
@@ -648,4 +648,19 @@ func TestReceiptCloseClosesItsConnections(t *testing.T) {
 func stacksHold(fn string) bool {
 	buf := make([]byte, 1<<20)
 	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
+}
+
+func TestReceiptSharesAreExact(t *testing.T) {
+	for _, share := range []float64{0, 0.1, 0.25, 0.5, 0.9, 1, -1, 2} {
+		p := newReceiptPoster(ReceiptConfig{}, 0, genericDialect{}, nil)
+		n := 0
+		for range 100 {
+			if p.take("k", share) {
+				n++
+			}
+		}
+		if want := int(100 * min(max(share, 0), 1)); n != want {
+			t.Errorf("share %v: %d of 100, want %d", share, n, want)
+		}
+	}
 }

@@ -38,7 +38,8 @@ func WithClock(now func() time.Time) Option {
 // API of docs/contract.md section 3 (NewGeneric), Twilio (NewTwilio) or
 // Vonage (NewVonage). The rate, the suspension and the faults are the same
 // for all; each speaks its provider's wire format. It is safe for concurrent use; each request is
-// decided under one mutex in O(1) amortized time.
+// decided under one mutex in O(1) amortized time. A Simulator that was
+// asked for delivery receipts runs goroutines to post them until Close.
 type Simulator struct {
 	cfg     Config           // defaults applied; read-only after newSimulator
 	now     func() time.Time // read-only after newSimulator
