@@ -50,11 +50,13 @@ func ExampleSimulator_receipts() {
 	}))
 	defer receiver.Close()
 
-	// Every message to +62 is undelivered; the others are delivered.
+	// Every message to +62 is undelivered; the others are delivered. The
+	// receipts are posted at once rather than after 100 to 300 ms.
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	sim := providertest.NewGeneric(providertest.Config{Receipts: providertest.ReceiptConfig{
-		Secret:    "receipt-secret",
-		Delivered: []providertest.Delivery{{Prefix: "+62", Share: 0, ErrorCode: "filtered"}},
+		Secret:     "receipt-secret",
+		MaxLatency: -1,
+		Delivered:  []providertest.Delivery{{Prefix: "+62", Share: 0, ErrorCode: "filtered"}},
 	}}, providertest.WithClock(func() time.Time { return now }))
 	defer sim.Close() // stops posting receipts
 	srv := httptest.NewServer(sim)

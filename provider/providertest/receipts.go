@@ -12,8 +12,9 @@ import (
 // asks for them by naming a URL: the generic API's JSON field
 // status_callback, Twilio's form field StatusCallback, Vonage's form field
 // callback; a send that names none gets none. The zero value posts, for
-// every message, one receipt saying it was delivered, at once, signed as
-// below, by 8 goroutines, retrying a non-2xx answer 3 times.
+// every message, one receipt saying it was delivered, 100 to 300 ms after
+// its acceptance, signed as below, by 8 goroutines, retrying a non-2xx
+// answer 3 times.
 //
 // Each receipt is posted in its provider's own shape and signed with the
 // provider's own algorithm, written in this package (never package
@@ -62,8 +63,11 @@ type ReceiptConfig struct {
 	FailCode string
 	// MinLatency and MaxLatency bound the time from a message's
 	// acceptance to its final receipt, drawn uniformly; intermediate
-	// receipts come at half of it. Zero: at once. Latency runs on real
-	// time, whatever clock is given with WithClock.
+	// receipts come at half of it. Both zero means 100ms to 300ms, time
+	// for the sender to record its send before the receipts come, as it
+	// has at a provider. A MaxLatency below MinLatency means MinLatency
+	// (a negative MinLatency, zero): MaxLatency -1 posts at once. Latency
+	// runs on real time, whatever clock is given with WithClock.
 	MinLatency, MaxLatency time.Duration
 	// Latency, if not nil, draws each message's latency instead of
 	// MinLatency and MaxLatency. It is called under the Simulator's
@@ -120,6 +124,9 @@ type Delivery struct {
 }
 
 func (c ReceiptConfig) withDefaults() ReceiptConfig {
+	if c.MinLatency == 0 && c.MaxLatency == 0 {
+		c.MinLatency, c.MaxLatency = 100*time.Millisecond, 300*time.Millisecond
+	}
 	if c.Workers <= 0 {
 		c.Workers = 8
 	}

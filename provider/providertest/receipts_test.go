@@ -30,6 +30,9 @@ import (
 // receiptPath is where the tests' receivers take receipts.
 const receiptPath = "/v1/receipts/acct"
 
+// atOnce is the ReceiptConfig.MaxLatency that posts receipts without delay.
+const atOnce = -1
+
 // gotReceipt is one post a receiver took.
 type gotReceipt struct {
 	at     time.Time
@@ -295,7 +298,7 @@ func TestGenericPostsSignedReceipts(t *testing.T) {
 		return http.StatusOK
 	})
 	clock := newFakeClock(t0)
-	s := closeSim(t, NewGeneric(Config{Token: testToken, Receipts: ReceiptConfig{Secret: secret}}, WithClock(clock.Now)))
+	s := closeSim(t, NewGeneric(Config{Token: testToken, Receipts: ReceiptConfig{MaxLatency: atOnce, Secret: secret}}, WithClock(clock.Now)))
 	id := sendGeneric(t, s, "login-1", "+819012345678", rc.url)
 	sendGeneric(t, s, "no-receipt", "+819012345678", "") // asks for none
 	waitReceipts(t, s)
@@ -338,7 +341,7 @@ func TestTwilioPostsSignedReceipts(t *testing.T) {
 		return http.StatusOK
 	})
 	clock := newFakeClock(t0)
-	s := closeSim(t, NewTwilio(Config{Token: testToken, Receipts: ReceiptConfig{
+	s := closeSim(t, NewTwilio(Config{Token: testToken, Receipts: ReceiptConfig{MaxLatency: atOnce,
 		Intermediate: []string{"sent"},
 		Delivered:    []Delivery{{Prefix: "+62", Share: 0}},
 	}}, testTwilioSID, WithClock(clock.Now)))
@@ -412,7 +415,7 @@ func TestVonagePostsAReceiptPerPart(t *testing.T) {
 				return http.StatusOK
 			})
 			clock := newFakeClock(t0)
-			s := closeSim(t, NewVonage(Config{Token: vonageTestSecret, Receipts: ReceiptConfig{
+			s := closeSim(t, NewVonage(Config{Token: vonageTestSecret, Receipts: ReceiptConfig{MaxLatency: atOnce,
 				Secret: secret, SignatureMethod: c.method, JSON: c.json,
 				Delivered: []Delivery{{Prefix: "+62", Share: 0}},
 			}}, vonageTestKey, WithClock(clock.Now)))
@@ -451,7 +454,7 @@ func TestVonagePostsAReceiptPerPart(t *testing.T) {
 
 func TestVonageUnsignedAndForgedReceipts(t *testing.T) {
 	rc := newReceiver(t, nil)
-	s := closeSim(t, NewVonage(Config{Token: vonageTestSecret}, vonageTestKey))
+	s := closeSim(t, NewVonage(Config{Token: vonageTestSecret, Receipts: ReceiptConfig{MaxLatency: atOnce}}, vonageTestKey))
 	sendVonage(t, s, "r1", "+819012345678", "hi", rc.url)
 	waitReceipts(t, s)
 	if p := rc.receipts()[0].params; p["sig"] != "" || p["timestamp"] != "" || p["nonce"] != "" || p["status"] != "delivered" {
@@ -472,7 +475,7 @@ func TestVonageUnsignedAndForgedReceipts(t *testing.T) {
 
 func TestReceiptDeliveredSharePerPrefix(t *testing.T) {
 	rc := newReceiver(t, nil)
-	s := closeSim(t, NewGeneric(Config{Token: testToken, Receipts: ReceiptConfig{
+	s := closeSim(t, NewGeneric(Config{Token: testToken, Receipts: ReceiptConfig{MaxLatency: atOnce,
 		Delivered: []Delivery{
 			{Prefix: "+62", Share: 0.25, ErrorCode: "filtered"},
 			{Prefix: "+6281", Share: 1}, // the longest prefix decides
@@ -508,7 +511,7 @@ func TestReceiptDeliveredSharePerPrefix(t *testing.T) {
 
 func TestReceiptDuplicatesAndOutOfOrder(t *testing.T) {
 	rc := newReceiver(t, nil)
-	s := closeSim(t, NewGeneric(Config{Token: testToken, Receipts: ReceiptConfig{
+	s := closeSim(t, NewGeneric(Config{Token: testToken, Receipts: ReceiptConfig{MaxLatency: atOnce,
 		Intermediate: []string{"sent"}, Duplicates: 0.5, OutOfOrder: 1.0 / 3,
 	}}))
 	for i := range 6 {
@@ -532,23 +535,33 @@ func TestReceiptDuplicatesAndOutOfOrder(t *testing.T) {
 }
 
 func TestReceiptLatency(t *testing.T) {
-	rc := newReceiver(t, nil)
 	const latency = 80 * time.Millisecond
-	s := closeSim(t, NewGeneric(Config{Token: testToken, Receipts: ReceiptConfig{
-		MinLatency: latency, MaxLatency: latency, Intermediate: []string{"sent"},
-	}}))
-	start := time.Now()
-	sendGeneric(t, s, "m", "+819012345678", rc.url)
-	waitReceipts(t, s)
-	got := rc.receipts()
-	if len(got) != 2 {
-		t.Fatalf("%d receipts, want 2", len(got))
-	}
-	if d := got[0].at.Sub(start); d < latency/2 {
-		t.Errorf("the intermediate receipt came after %v, want at least %v", d, latency/2)
-	}
-	if d := got[1].at.Sub(start); d < latency {
-		t.Errorf("the final receipt came after %v, want at least %v", d, latency)
+	for _, c := range []struct {
+		name       string
+		cfg        ReceiptConfig
+		mid, final time.Duration // the least time before each receipt
+	}{
+		{"fixed", ReceiptConfig{MinLatency: latency, MaxLatency: latency, Intermediate: []string{"sent"}}, latency / 2, latency},
+		// The default leaves the sender time to record its send.
+		{"default", ReceiptConfig{Intermediate: []string{"sent"}}, 50 * time.Millisecond, 100 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rc := newReceiver(t, nil)
+			s := closeSim(t, NewGeneric(Config{Token: testToken, Receipts: c.cfg}))
+			start := time.Now()
+			sendGeneric(t, s, "m", "+819012345678", rc.url)
+			waitReceipts(t, s)
+			got := rc.receipts()
+			if len(got) != 2 {
+				t.Fatalf("%d receipts, want 2", len(got))
+			}
+			if d := got[0].at.Sub(start); d < c.mid {
+				t.Errorf("the intermediate receipt came after %v, want at least %v", d, c.mid)
+			}
+			if d := got[1].at.Sub(start); d < c.final {
+				t.Errorf("the final receipt came after %v, want at least %v", d, c.final)
+			}
+		})
 	}
 }
 
@@ -565,7 +578,7 @@ func TestReceiptRetries(t *testing.T) {
 		answers = answers[1:]
 		return a
 	})
-	s := closeSim(t, NewGeneric(Config{Token: testToken, Receipts: ReceiptConfig{RetryDelay: time.Millisecond, Retries: 2}}))
+	s := closeSim(t, NewGeneric(Config{Token: testToken, Receipts: ReceiptConfig{MaxLatency: atOnce, RetryDelay: time.Millisecond, Retries: 2}}))
 	sendGeneric(t, s, "m1", "+819012345678", rc.url) // 500, 502, then 200
 	waitReceipts(t, s)
 	sendGeneric(t, s, "m2", "+819012345678", rc.url) // 503 three times: given up
@@ -594,7 +607,7 @@ func TestReceiptCloseStopsEverything(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	s := NewGeneric(Config{Token: testToken, Receipts: ReceiptConfig{Queue: 2, Workers: 200}}) // many goroutines to wait for
+	s := NewGeneric(Config{Token: testToken, Receipts: ReceiptConfig{MaxLatency: atOnce, Queue: 2, Workers: 200}}) // many goroutines to wait for
 	sendGeneric(t, s, "held", "+819012345678", rc.url)
 	<-held
 	s.UpdateReceipts(func(c *ReceiptConfig) { c.MinLatency, c.Intermediate = time.Hour, []string{"sent"} })
@@ -630,7 +643,7 @@ func TestReceiptCloseStopsEverything(t *testing.T) {
 
 func TestReceiptCloseClosesItsConnections(t *testing.T) {
 	rc := newReceiver(t, nil)
-	s := NewGeneric(Config{Token: testToken})
+	s := NewGeneric(Config{Token: testToken, Receipts: ReceiptConfig{MaxLatency: atOnce}})
 	sendGeneric(t, s, "m", "+819012345678", rc.url)
 	waitReceipts(t, s)
 	s.Close()

@@ -257,6 +257,10 @@ func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.echo = in.echo
 	s.dialect.write(w, a)
 	if a.outcome == outAccepted && in.callback != "" {
+		// The answer leaves before any receipt, as at a provider.
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
 		s.receipts.enqueue(sentMessage{
 			callback: in.callback, parts: s.dialect.parts(a.messageID, in.segments),
 			ref: in.id, to: in.to, from: in.from, echo: in.echo,
