@@ -62,7 +62,7 @@ func (genericDialect) read(w http.ResponseWriter, r *http.Request, token string)
 		return in
 	}
 	in.to = *msg.To
-	in.callback = msg.Callback
+	in.callback, in.ref = msg.Callback, msg.ClientRef
 	in.segments, _ = provider.Segments(*msg.Body)
 	return in
 }

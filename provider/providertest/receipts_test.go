@@ -177,6 +177,7 @@ func sendGeneric(t *testing.T, s *Simulator, ref, to, callback string) string {
 	r := httptest.NewRequest(http.MethodPost, "/v1/messages", strings.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Authorization", "Bearer "+testToken)
+	r.Header.Set("Idempotency-Key", "key-"+ref) // the receipt echoes client_ref, not this
 	w := serve(t, s, r)
 	var a struct{ ID string }
 	if err := json.Unmarshal(w.Body.Bytes(), &a); w.Code != http.StatusOK || err != nil || a.ID == "" {
@@ -479,7 +480,9 @@ func TestReceiptDeliveredSharePerPrefix(t *testing.T) {
 		Delivered: []Delivery{
 			{Prefix: "+62", Share: 0.25, ErrorCode: "filtered"},
 			{Prefix: "+6281", Share: 1}, // the longest prefix decides
+			{Prefix: "+44", Share: 0, Status: "expired"},
 		},
+		FailCode: "E1",
 	}}))
 	send := func(prefix string, n int) {
 		for i := range n {
@@ -489,6 +492,7 @@ func TestReceiptDeliveredSharePerPrefix(t *testing.T) {
 	send("+6221", 8)
 	send("+6281", 4)
 	send("+81", 4)
+	send("+44", 1)
 	waitReceipts(t, s)
 	s.SetDelivered("+81", 0, "E42") // from now on
 	send("+81", 2)
@@ -503,6 +507,7 @@ func TestReceiptDeliveredSharePerPrefix(t *testing.T) {
 		"+6221 delivered ": 2, "+6221 undelivered filtered": 6,
 		"+6281 delivered ": 4,
 		"+81 delivered ":   4, "+81 undelivered E42": 2,
+		"+44 expired E1": 1,
 	}
 	if fmt.Sprint(count) != fmt.Sprint(want) {
 		t.Errorf("receipts %v, want %v", count, want)

@@ -205,6 +205,7 @@ type request struct {
 	from       string // the sender, as the request named it; "" for none
 	segments   int    // Segments of the body; 1 when it could not be read
 	callback   string // where the send asked for delivery receipts; "" none
+	ref        string // the client reference its receipts echo (generic client_ref, Vonage client-ref)
 	echo       any    // what the dialect's write needs of the request (its answer echoes fields)
 }
 
@@ -263,7 +264,7 @@ func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.receipts.enqueue(sentMessage{
 			callback: in.callback, parts: s.dialect.parts(a.messageID, in.segments),
-			ref: in.id, to: in.to, from: in.from, echo: in.echo,
+			ref: in.ref, to: in.to, from: in.from, echo: in.echo,
 		})
 	}
 }

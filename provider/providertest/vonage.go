@@ -147,7 +147,7 @@ func (d vonageDialect) read(w http.ResponseWriter, r *http.Request, token string
 		in.echo = vonageEcho{badCallback: true}
 		return in
 	}
-	in.to, in.segments, in.callback = "+"+to, n, form.Get("callback")
+	in.to, in.segments, in.callback, in.ref = "+"+to, n, form.Get("callback"), in.id
 	e := vonageEcho{parts: n, to: to}
 	if _, ok := form["client-ref"]; ok {
 		e.ref = []string{in.id}
