@@ -12,8 +12,9 @@ import (
 	"smsdispatcher/provider/internal/wire"
 )
 
-// NewGeneric returns a Simulator with cfg's zero fields set to their
-// defaults.
+// NewGeneric returns a Simulator of the generic API with cfg's zero fields
+// set to their defaults. A send's status_callback, if present, is where
+// its delivery receipt is posted (see ReceiptConfig).
 func NewGeneric(cfg Config, opts ...Option) *Simulator {
 	return newSimulator(cfg, genericDialect{}, opts...)
 }

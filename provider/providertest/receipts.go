@@ -180,9 +180,9 @@ type PostedReceipt struct {
 }
 
 // SetDelivered makes share of the messages to prefix accepted from now on
-// delivered and the others fail with ReceiptConfig.FailStatus and
-// errorCode (empty: FailCode), replacing the rule for prefix, as a carrier
-// that starts filtering a route does.
+// delivered and the others fail with ReceiptConfig.FailStatus (or its
+// default) and errorCode (empty: FailCode, or its default), replacing the
+// rule for prefix, as a carrier that starts filtering a route does.
 func (s *Simulator) SetDelivered(prefix string, share float64, errorCode string) {
 	s.UpdateReceipts(func(c *ReceiptConfig) {
 		d := Delivery{Prefix: prefix, Share: share, ErrorCode: errorCode}
@@ -198,8 +198,8 @@ func (s *Simulator) SetDelivered(prefix string, share float64, errorCode string)
 
 // UpdateReceipts changes the receipt configuration with edit, for the
 // messages accepted from now on (Secret and the signing knobs also for
-// the receipts not yet posted). Workers and Queue keep their values once
-// a receipt has been posted.
+// the receipts not yet posted). Workers keeps its value once the first
+// message has asked for receipts.
 func (s *Simulator) UpdateReceipts(edit func(*ReceiptConfig)) {
 	p := s.receipts
 	p.mu.Lock()
@@ -249,9 +249,8 @@ type sentMessage struct {
 
 // receiptStep is one receipt of a message.
 type receiptStep struct {
-	part              string
+	part              string // the provider's id it names
 	status, errorCode string
-	final             bool
 	due               time.Time
 	forged            bool
 }
@@ -260,8 +259,8 @@ type receiptStep struct {
 // and times, from now (real time). p.mu must be held.
 func (p *receiptPoster) plan(m sentMessage, now time.Time) []receiptStep {
 	c := &p.cfg
-	rule, key := p.rule(m.to)
-	delivered := p.take("delivered "+key, rule.Share)
+	rule := p.rule(m.to)
+	delivered := p.take("delivered "+rule.Prefix, rule.Share)
 	defStatus, defCode := p.dialect.receiptFailure()
 	failStatus := firstNonEmpty(rule.Status, c.FailStatus, defStatus)
 	failCode := firstNonEmpty(rule.ErrorCode, c.FailCode, defCode)
@@ -277,7 +276,7 @@ func (p *receiptPoster) plan(m sentMessage, now time.Time) []receiptStep {
 	finalAt, midAt := now.Add(latency), now.Add(latency/2)
 	var steps []receiptStep
 	for i, part := range m.parts {
-		final := receiptStep{part: part, status: "delivered", final: true, due: finalAt}
+		final := receiptStep{part: part, status: "delivered", due: finalAt}
 		// A failed message of several parts fails in its last one: the
 		// others are delivered, as a carrier's receipts for parts are
 		// independent.
@@ -308,16 +307,15 @@ func (p *receiptPoster) plan(m sentMessage, now time.Time) []receiptStep {
 	return steps
 }
 
-// rule returns the Delivery that decides for the number to and the key
-// of its share's account.
-func (p *receiptPoster) rule(to string) (Delivery, string) {
+// rule returns the Delivery that decides for the number to.
+func (p *receiptPoster) rule(to string) Delivery {
 	best, found := Delivery{Share: 1}, false
 	for _, d := range p.cfg.Delivered {
 		if strings.HasPrefix(to, d.Prefix) && (!found || len(d.Prefix) > len(best.Prefix)) {
 			best, found = d, true
 		}
 	}
-	return best, best.Prefix
+	return best
 }
 
 // take reports whether the next event of a share-driven kind happens: the
