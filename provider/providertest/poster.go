@@ -52,6 +52,10 @@ type receiptJob struct {
 	attempt int // retries of step i so far
 	due     time.Time
 	seq     uint64 // orders jobs of the same due time
+	// The last receipt posted, for a replay; only the goroutine posting
+	// the job touches them.
+	lastBody   []byte
+	lastHeader http.Header
 }
 
 func newReceiptPoster(cfg ReceiptConfig, maxKept int, d dialect, token *atomic.Pointer[string]) *receiptPoster {
@@ -166,7 +170,14 @@ func (p *receiptPoster) post(j *receiptJob) {
 	p.mu.Lock()
 	st, cfg := j.steps[j.i], p.cfg
 	p.mu.Unlock()
-	body, h := p.dialect.receiptBody(receiptRequest{msg: j.msg, step: st, at: p.now(), token: *p.token.Load(), cfg: &cfg})
+	var body []byte
+	var h http.Header
+	if st.replay && j.lastBody != nil {
+		body, h = j.lastBody, j.lastHeader.Clone()
+	} else {
+		body, h = p.dialect.receiptBody(receiptRequest{msg: j.msg, step: st, at: p.now(), token: *p.token.Load(), cfg: &cfg})
+	}
+	j.lastBody, j.lastHeader = body, h.Clone()
 	ctx, cancel := context.WithTimeout(p.ctx, cfg.Timeout)
 	defer cancel()
 	answer := 0

@@ -78,8 +78,13 @@ type ReceiptConfig struct {
 	// "accepted", generic "sent". Nil: the final receipt only.
 	Intermediate []string
 	// Duplicates is the share of messages whose final receipts are
-	// posted twice, as providers document they may be.
+	// posted twice, as providers document they may be (signed anew:
+	// Vonage's second has its own timestamp and nonce).
 	Duplicates float64
+	// Replayed is the share of messages whose final receipts are posted
+	// twice byte for byte, body and headers, as an attacker who recorded
+	// one would replay it.
+	Replayed float64
 	// OutOfOrder is the share of messages whose final receipt is posted
 	// before their intermediate ones; it has no effect without
 	// Intermediate.
@@ -158,10 +163,11 @@ type ReceiptStats struct {
 	// answer counts under 0.
 	Refused map[int]int
 	// Forged counts the receipts done (posted or given up) that were
-	// signed wrong on purpose. Duplicated and Reordered count the messages
-	// planned with their final receipts twice, and with their final
-	// receipt before their intermediate ones.
-	Forged, Duplicated, Reordered int
+	// signed wrong on purpose. Duplicated, Replayed and Reordered count
+	// the messages planned with their final receipts twice (signed anew,
+	// or replayed), and with their final receipt before their
+	// intermediate ones.
+	Forged, Duplicated, Replayed, Reordered int
 	// Messages counts the messages that asked for receipts; Pending, those
 	// whose receipts are not all done.
 	Messages, Pending int
@@ -252,7 +258,9 @@ type receiptStep struct {
 	part              string // the provider's id it names
 	status, errorCode string
 	due               time.Time
+	final             bool
 	forged            bool
+	replay            bool // the previous receipt's bytes again
 }
 
 // plan decides a message's receipts: their statuses, order, duplicates
@@ -265,9 +273,13 @@ func (p *receiptPoster) plan(m sentMessage, now time.Time) []receiptStep {
 	failStatus := firstNonEmpty(rule.Status, c.FailStatus, defStatus)
 	failCode := firstNonEmpty(rule.ErrorCode, c.FailCode, defCode)
 	dup := p.take("duplicate", c.Duplicates)
+	replay := p.take("replay", c.Replayed)
 	reorder := len(c.Intermediate) > 0 && p.take("reorder", c.OutOfOrder)
 	if dup {
 		p.stats.Duplicated++
+	}
+	if replay {
+		p.stats.Replayed++
 	}
 	if reorder {
 		p.stats.Reordered++
@@ -276,7 +288,7 @@ func (p *receiptPoster) plan(m sentMessage, now time.Time) []receiptStep {
 	finalAt, midAt := now.Add(latency), now.Add(latency/2)
 	var steps []receiptStep
 	for i, part := range m.parts {
-		final := receiptStep{part: part, status: "delivered", due: finalAt}
+		final := receiptStep{part: part, status: "delivered", final: true, due: finalAt}
 		// A failed message of several parts fails in its last one: the
 		// others are delivered, as a carrier's receipts for parts are
 		// independent.
@@ -303,6 +315,18 @@ func (p *receiptPoster) plan(m sentMessage, now time.Time) []receiptStep {
 	}
 	for i := range steps {
 		steps[i].forged = p.take("forged", c.Forged)
+	}
+	if replay { // after each final receipt
+		var out []receiptStep
+		for _, st := range steps {
+			out = append(out, st)
+			if st.final {
+				again := st
+				again.replay = true
+				out = append(out, again)
+			}
+		}
+		steps = out
 	}
 	return steps
 }

@@ -467,6 +467,16 @@ func TestVonageUnsignedAndForgedReceipts(t *testing.T) {
 	if p := rc.receipts()[1].params; p["sig"] == "" || vonageSigValid("right", "", p) {
 		t.Errorf("a forged receipt verifies: %v", p)
 	}
+	// A replayed receipt is the same bytes, its nonce and sig included.
+	s.UpdateReceipts(func(c *ReceiptConfig) { c.Forged, c.Replayed = 0, 1 })
+	sendVonage(t, s, "r4", "+819012345678", "hi", rc.url)
+	waitReceipts(t, s)
+	if got := rc.receipts(); len(got) != 4 || string(got[2].body) != string(got[3].body) || !vonageSigValid("right", "", got[3].params) {
+		t.Errorf("a replayed receipt: %d receipts, the last two %s and %s", len(got), got[2].body, got[len(got)-1].body)
+	}
+	if st := s.ReceiptStats(); st.Replayed != 1 || st.Posted != 4 {
+		t.Errorf("stats %+v", st)
+	}
 	// A callback Vonage would refuse is refused: status 23.
 	w, ids := sendVonage(t, s, "r3", "+819012345678", "hi", "https://example.com/"+strings.Repeat("x", 81))
 	if !strings.Contains(w.Body.String(), `"status":"23"`) || ids != nil {
