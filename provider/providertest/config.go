@@ -71,6 +71,10 @@ type Config struct {
 	// SenderWindow is the length of a sender's window. Zero or negative
 	// means 1s.
 	SenderWindow time.Duration
+	// Receipts configures the delivery receipts posted to the sends that
+	// ask for them; see ReceiptConfig. UpdateReceipts and SetDelivered
+	// change it while the Simulator runs.
+	Receipts ReceiptConfig
 }
 
 func (c Config) withDefaults() Config {

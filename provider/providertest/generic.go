@@ -12,8 +12,9 @@ import (
 	"smsdispatcher/provider/internal/wire"
 )
 
-// NewGeneric returns a Simulator with cfg's zero fields set to their
-// defaults.
+// NewGeneric returns a Simulator of the generic API with cfg's zero fields
+// set to their defaults. A send's status_callback, if present, is where
+// its delivery receipt is posted (see ReceiptConfig).
 func NewGeneric(cfg Config, opts ...Option) *Simulator {
 	return newSimulator(cfg, genericDialect{}, opts...)
 }
@@ -48,6 +49,7 @@ func (genericDialect) read(w http.ResponseWriter, r *http.Request, token string)
 		Body      *string `json:"body"`
 		ClientRef string  `json:"client_ref"`
 		From      string  `json:"from"`
+		Callback  string  `json:"status_callback"`
 	}
 	if err == nil {
 		err = json.Unmarshal(body, &msg) // also refuses data after the object
@@ -61,6 +63,7 @@ func (genericDialect) read(w http.ResponseWriter, r *http.Request, token string)
 		return in
 	}
 	in.to = *msg.To
+	in.callback, in.ref = msg.Callback, msg.ClientRef
 	in.segments, _ = provider.Segments(*msg.Body)
 	return in
 }

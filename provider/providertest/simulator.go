@@ -38,12 +38,16 @@ func WithClock(now func() time.Time) Option {
 // API of docs/contract.md section 3 (NewGeneric), Twilio (NewTwilio) or
 // Vonage (NewVonage). The rate, the suspension and the faults are the same
 // for all; each speaks its provider's wire format. It is safe for concurrent use; each request is
-// decided under one mutex in O(1) amortized time.
+// decided under one mutex in O(1) amortized time. A Simulator that was
+// asked for delivery receipts runs goroutines to post them until Close.
 type Simulator struct {
 	cfg     Config           // defaults applied; read-only after newSimulator
 	now     func() time.Time // read-only after newSimulator
 	dialect dialect          // read-only after newSimulator
 	token   atomic.Pointer[string]
+	// receipts posts the delivery receipts the sends ask for; it has its
+	// own lock.
+	receipts *receiptPoster
 
 	mu sync.Mutex
 	// Guarded by mu.
@@ -76,6 +80,14 @@ type dialect interface {
 	write(w http.ResponseWriter, a answer)
 	// messageID returns the provider's id for the n-th acceptance.
 	messageID(n int) string
+	// parts returns the provider's ids of an accepted message of n
+	// segments whose id is id: the id, or one per part (Vonage).
+	parts(id string, n int) []string
+	// receiptBody encodes and signs one delivery receipt.
+	receiptBody(r receiptRequest) ([]byte, http.Header)
+	// receiptFailure is the final status and error code of a message that
+	// is not delivered, when the configuration names none.
+	receiptFailure() (status, code string)
 }
 
 func newSimulator(cfg Config, d dialect, opts ...Option) *Simulator {
@@ -96,6 +108,8 @@ func newSimulator(cfg Config, d dialect, opts ...Option) *Simulator {
 	for _, o := range opts {
 		o(s)
 	}
+	s.receipts = newReceiptPoster(cfg.Receipts, cfg.MaxArrivals, d, &s.token)
+	s.receipts.now = s.now
 	return s
 }
 
@@ -190,6 +204,8 @@ type request struct {
 	to         string // the number, E.164 with '+'
 	from       string // the sender, as the request named it; "" for none
 	segments   int    // Segments of the body; 1 when it could not be read
+	callback   string // where the send asked for delivery receipts; "" none
+	ref        string // the client reference its receipts echo (generic client_ref, Vonage client-ref)
 	echo       any    // what the dialect's write needs of the request (its answer echoes fields)
 }
 
@@ -221,7 +237,9 @@ type answer struct {
 // ServeHTTP checks, in this order: route (404, 405), token (401),
 // suspension (429), FailFor, ThrottleNext (429), content type and body
 // (415, 413, 400), a repeated Idempotency-Key, the account's rate (429) and
-// the sender's rate (429). A request that passes all is accepted (200).
+// the sender's rate (429). A request that passes all is accepted (200);
+// when it asked for delivery receipts, they are planned once the answer is
+// written (see ReceiptConfig).
 func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in := s.dialect.read(w, r, *s.token.Load())
 	in.segments = max(in.segments, 1)
@@ -239,6 +257,16 @@ func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	a.echo = in.echo
 	s.dialect.write(w, a)
+	if a.outcome == outAccepted && in.callback != "" {
+		// The answer leaves before any receipt, as at a provider.
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		s.receipts.enqueue(sentMessage{
+			callback: in.callback, parts: s.dialect.parts(a.messageID, in.segments),
+			ref: in.ref, to: in.to, from: in.from, echo: in.echo,
+		})
+	}
 }
 
 // secretEqual compares a credential in constant time.

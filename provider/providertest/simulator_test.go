@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -496,7 +497,7 @@ func TestSimConfigDefaults(t *testing.T) {
 	got := Config{}.withDefaults()
 	want := Config{Limit: 100, Window: time.Second, RetryAfter: time.Second, SuspendAfter: 300,
 		SuspendWindow: 10 * time.Minute, SuspendFor: time.Hour, MaxArrivals: 1 << 20, SenderWindow: time.Second}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults %+v, want %+v", got, want)
 	}
 	// A 429 for being over the rate carries the default Retry-After of 1s.

@@ -34,7 +34,9 @@ const twilioMaxBody = 1600
 //     From or MessagingServiceSid, or both, as Twilio documents (21603);
 //     Body non-empty (21602) and at most 1600 characters (21617);
 //     ValidityPeriod, if present, an integer from 1 to 36000 (21624). Each
-//     is a 400; a request body over 64 KiB is a 413.
+//     is a 400; a request body over 64 KiB is a 413. StatusCallback, if
+//     present, is where the message's delivery receipts are posted (see
+//     ReceiptConfig).
 //
 // An accepted message is a 201 with a Message resource: sid "SM" and 32 hex
 // digits, status "queued" and num_segments the Segments of Body, or, with a
@@ -119,6 +121,7 @@ func (d *twilioDialect) read(w http.ResponseWriter, r *http.Request, token strin
 		return in
 	}
 	in.to = e.To
+	in.callback = f.Get("StatusCallback")
 	in.segments, _ = provider.Segments(e.Body)
 	e.Segments = in.segments
 	in.echo = e

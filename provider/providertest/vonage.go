@@ -19,7 +19,9 @@ import (
 // empty accepts any), api_secret (cfg.Token, replaced by SetToken; empty
 // accepts any), from, to (7 to 15 digits, no '+'), text, type (text or
 // unicode; unicode is required for a body that is not GSM-7), client-ref
-// (at most 100 characters) and ttl (20000 to 604800000). The credentials
+// (at most 100 characters), ttl (20000 to 604800000) and callback (at most
+// 100 characters: where the parts' delivery receipts are posted, see
+// ReceiptConfig; a longer one is status 23). The credentials
 // may come as HTTP Basic instead, as the current reference documents.
 //
 // Every answer Vonage documents is a 200 with a status per part; the
@@ -40,7 +42,7 @@ type vonageStatus struct{ status, text string }
 // it decided. Source: https://developer.vonage.com/en/api-errors/sms.
 var vonageStatuses = struct {
 	throttled, suspended, internal, badCredentials vonageStatus
-	missing, invalid, refusedNumber                vonageStatus
+	missing, invalid, refusedNumber, badCallback   vonageStatus
 }{
 	// Over the rate, or ThrottleNext.
 	throttled: vonageStatus{"1", "Throttled"},
@@ -64,7 +66,13 @@ var vonageStatuses = struct {
 	// RefuseNumber: a demo account may send only to its whitelisted
 	// numbers, the per-number refusal a test account meets.
 	refusedNumber: vonageStatus{"29", "Non-Whitelisted Destination"},
+	// A callback over vonageCallbackMax characters.
+	badCallback: vonageStatus{"23", "Invalid Callback URL"},
 }
+
+// vonageCallbackMax is the longest callback Vonage takes: "Callback URL
+// is too long" (status 23) past 100 characters.
+const vonageCallbackMax = 100
 
 // The body faults vonageDialect.read finds, passed through the core as
 // answer.status (and kept as Arrival.Status, the generic reading).
@@ -76,9 +84,10 @@ const (
 // vonageEcho is what read learned that write needs (request.echo): the
 // parts, number and client-ref an acceptance echoes.
 type vonageEcho struct {
-	parts int
-	to    string
-	ref   []string // one element when the request had a client-ref
+	parts       int
+	to          string
+	ref         []string // one element when the request had a client-ref
+	badCallback bool     // refused for its callback
 }
 
 // vonageDialect is Vonage's SMS API.
@@ -133,7 +142,12 @@ func (d vonageDialect) read(w http.ResponseWriter, r *http.Request, token string
 		in.bodyFault = vonageFaultInvalid
 		return in
 	}
-	in.to, in.segments = "+"+to, n
+	if cb := form.Get("callback"); utf8.RuneCountInString(cb) > vonageCallbackMax {
+		in.bodyFault = vonageFaultInvalid
+		in.echo = vonageEcho{badCallback: true}
+		return in
+	}
+	in.to, in.segments, in.callback, in.ref = "+"+to, n, form.Get("callback"), in.id
 	e := vonageEcho{parts: n, to: to}
 	if _, ok := form["client-ref"]; ok {
 		e.ref = []string{in.id}
@@ -190,7 +204,7 @@ func (vonageDialect) write(w http.ResponseWriter, a answer) {
 		for i := range msgs {
 			msgs[i] = vonagePart{
 				To:               to,
-				MessageID:        fmt.Sprintf("%s%X", a.messageID, i+1),
+				MessageID:        vonagePartID(a.messageID, i),
 				Status:           "0",
 				RemainingBalance: "3.14159265",
 				MessagePrice:     "0.03330000",
@@ -221,6 +235,8 @@ func (vonageDialect) write(w http.ResponseWriter, a answer) {
 			st = vonageStatuses.refusedNumber
 		case a.status == vonageFaultMissing:
 			st = vonageStatuses.missing
+		case a.status == vonageFaultInvalid && e.badCallback:
+			st = vonageStatuses.badCallback
 		case a.status == vonageFaultInvalid:
 			st = vonageStatuses.invalid
 		default: // 404, 405, 413: no Vonage status for a request that never reached the API
