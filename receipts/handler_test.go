@@ -293,3 +293,29 @@ func TestPublishFailureLeavesTheEventOwedForTheSweep(t *testing.T) {
 		}
 	})
 }
+
+// TestLaterReceiptPublishesAnOwedEvent fails the publishes of a final
+// receipt's event; the next receipt of the message, a duplicate that
+// changes nothing, finds the event still owed and publishes it.
+func TestLaterReceiptPublishesAnOwedEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		r.ledger.add("m1", "pid-1", "otp", time.Now(), nil)
+		r.pubs.setFailing(true)
+		r.post("acct", "pid-1 rejected", true)
+		r.pubs.setFailing(false)
+		if code := r.post("acct", "pid-1 rejected", true); code != http.StatusOK {
+			t.Fatalf("duplicate: answer %d", code)
+		}
+		msgs, _ := r.pubs.get()
+		if len(msgs) != 1 || msgs[0].attrs["status"] != "rejected" {
+			t.Fatalf("published %+v, want the owed status event", msgs)
+		}
+		if _, marked, _ := r.ledger.state(); !slices.Equal(marked, []string{"m1"}) {
+			t.Errorf("marked published %q, want m1", marked)
+		}
+		if got := r.metrics.get(); !slices.Contains(got, "receipt acct otp rejected duplicate") {
+			t.Errorf("metrics %q: the duplicate is not counted as one", got)
+		}
+	})
+}
