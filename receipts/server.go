@@ -32,7 +32,10 @@ type Publisher interface {
 // Metrics counts what the receipts do.
 type Metrics interface {
 	// Receipt counts one receipt; outcome is ok, duplicate, unknown,
-	// forged, malformed, too_large or error.
+	// forged, malformed, too_large or error. class and status are the
+	// message's after the receipt (a message counts one final however
+	// many parts it has); for an unknown message or a Redis error, status
+	// is the receipt's and class ""; both are "" for a receipt not read.
 	Receipt(account, class, status, outcome string)
 	// Delivery observes a message's time from its acceptance to its final
 	// receipt.
@@ -50,7 +53,7 @@ type Account struct {
 
 // Config is a Server's configuration.
 type Config struct {
-	Addr      string // RECEIPTS_ADDR: the address Run listens on
+	Addr      string // RECEIPTS_ADDR: the address Run listens on (Handler needs none)
 	PublicURL string // RECEIPTS_PUBLIC_URL: the base URL providers are told; a trailing slash is dropped
 	Accounts  []Account
 	Status    Publisher    // the status topic
