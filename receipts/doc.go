@@ -1,0 +1,26 @@
+// Package receipts serves the providers' delivery receipts: one HTTP
+// listener of its own (RECEIPTS_ADDR, reached from the internet), a path
+// per account (POST /v1/receipts/<account>), each receipt verified by the
+// account's adapter, folded into its message's state in Redis by the
+// account's limiter, and each final state published to the status topic.
+//
+// Invariant: a receipt changes nothing until its account's adapter has
+// verified it, and every final state recorded in Redis is published at
+// least once. The fold records the state and marks its event owed in the
+// same Redis call; the event is marked published only after Pub/Sub has
+// answered, so a publish that fails leaves it owed, and the sweep (every
+// 10 s, events owed for more than 30 s) publishes it again. Events are
+// therefore at least once: a consumer may see one twice. A first-class
+// message's resend is published before its status event, so a resend may
+// also go out twice; the next account's send-once claim on the message's
+// id sends it once.
+//
+// Nothing of a request (number, body, token, signature) reaches a log or
+// a metric: a metric's account is one of the configured names, its class
+// and status come from the message's record.
+//
+// Files: server.go (the configuration, the HTTP server and Run),
+// handler.go (one receipt, from the request to the answer), events.go
+// (the status event, the resend and publishing them), sweep.go (the owed
+// events published again and the published ones cleared).
+package receipts

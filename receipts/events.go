@@ -1,0 +1,119 @@
+package receipts
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Attributes of a status event.
+const (
+	AttrID     = "id"
+	AttrClass  = "class"
+	AttrStatus = "status"
+)
+
+// Attributes of a resend: the account that failed to deliver (the resend
+// is routed without it) and why, "<status>[ <error code>]".
+const (
+	AttrResendAvoid  = "sms-resend-avoid"
+	AttrResendReason = "sms-resend-reason"
+)
+
+// TimeLayout is a status event's time: RFC 3339 with milliseconds, UTC.
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// StatusEvent is the data of a message on the status topic: a message's
+// final state. Its times are TimeLayout, "" when not known.
+type StatusEvent struct {
+	ID         string `json:"id"`
+	Status     string `json:"status"`
+	ErrorCode  string `json:"error_code"`
+	ProviderID string `json:"provider_id"`
+	Account    string `json:"account"`
+	Class      string `json:"class"`
+	SentAt     string `json:"sent_at"`
+	StatusAt   string `json:"status_at"`
+}
+
+// statusEvent returns f's status event on account: its data and
+// attributes.
+func statusEvent(account string, f Fold) ([]byte, map[string]string) {
+	data, _ := json.Marshal(StatusEvent{ // strings only: it cannot fail
+		ID: f.ID, Status: f.Status, ErrorCode: f.ErrorCode, ProviderID: f.ProviderID,
+		Account: account, Class: f.Class, SentAt: eventTime(f.SentAt), StatusAt: eventTime(f.StatusAt),
+	})
+	return data, map[string]string{AttrID: f.ID, AttrClass: f.Class, AttrStatus: f.Status}
+}
+
+func eventTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(TimeLayout)
+}
+
+// resendAttrs are the attributes of f's resend, which account failed to
+// deliver.
+func resendAttrs(account string, f Fold) map[string]string {
+	reason := f.Status
+	if f.ErrorCode != "" {
+		reason += " " + f.ErrorCode
+	}
+	return map[string]string{AttrResendAvoid: account, AttrResendReason: reason}
+}
+
+// publishOwed publishes what f owes: its resend first (what the message's
+// user waits for), then its status event; once both are out, the ledger
+// is told, and the next flush clears them in Redis. On an error nothing is
+// told: the event stays owed and the sweep publishes it (and the resend)
+// again.
+func (s *Server) publishOwed(ctx context.Context, a *account, f Fold) error {
+	if f.Resend != nil {
+		if err := publish(ctx, s.cfg.Resend, f.Resend, resendAttrs(a.Name, f)); err != nil {
+			return fmt.Errorf("publish resend: %w", err)
+		}
+		s.metrics.Resend(a.Name, f.Status)
+	}
+	data, attrs := statusEvent(a.Name, f)
+	if err := publish(ctx, s.cfg.Status, data, attrs); err != nil {
+		return fmt.Errorf("publish status event: %w", err)
+	}
+	a.Ledger.EventPublished(f.ID)
+	a.pending.Store(true)
+	return nil
+}
+
+// publish publishes to p, retrying with backoff until ctx ends, and
+// returns the last error.
+func publish(ctx context.Context, p Publisher, data []byte, attrs map[string]string) error {
+	b := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(100*time.Millisecond),
+		backoff.WithMaxInterval(time.Second),
+		backoff.WithMaxElapsedTime(0), // ctx bounds it
+	)
+	var last error
+	err := backoff.Retry(func() error {
+		last = p.Publish(ctx, data, attrs)
+		return last
+	}, backoff.WithContext(b, ctx))
+	if err != nil && last != nil {
+		return last
+	}
+	return err
+}
+
+// TopicPublisher publishes to a Pub/Sub topic.
+type TopicPublisher struct {
+	Publisher *pubsub.Publisher
+}
+
+// Publish publishes one message and waits for the server's answer.
+func (t TopicPublisher) Publish(ctx context.Context, data []byte, attrs map[string]string) error {
+	_, err := t.Publisher.Publish(ctx, &pubsub.Message{Data: data, Attributes: attrs}).Get(ctx)
+	return err
+}

@@ -1,0 +1,118 @@
+package receipts
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+)
+
+// Outcomes of a receipt, the outcome label of Metrics.Receipt.
+const (
+	OutcomeOK        = "ok"
+	OutcomeDuplicate = "duplicate"
+	OutcomeUnknown   = "unknown"
+	OutcomeForged    = "forged"
+	OutcomeMalformed = "malformed"
+	OutcomeTooLarge  = "too_large"
+	OutcomeError     = "error"
+)
+
+// Handler returns the receipts' endpoint, POST /v1/receipts/<account>:
+// 404 for an account not configured, 405 for another method.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/receipts/{account}", s.receive)
+	return mux
+}
+
+// receive handles one receipt. Its answers: 413 for a body over
+// MaxBodyBytes; 403 for one that does not verify and 400 for one that does
+// not parse, both changing nothing; 503 when Redis did not answer (the
+// provider posts it again); otherwise 200, the receipt folded in (or its
+// message unknown: a provider retries anything else for hours).
+func (s *Server) receive(w http.ResponseWriter, r *http.Request) {
+	a, ok := s.accounts[r.PathValue("account")]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+			s.metrics.Receipt(a.Name, "", "", OutcomeTooLarge)
+			http.Error(w, "receipt too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		s.metrics.Receipt(a.Name, "", "", OutcomeMalformed)
+		http.Error(w, "receipt unreadable", http.StatusBadRequest)
+		return
+	}
+	// The URL the provider was told, never the request's Host: a
+	// signature over an address a client chose proves nothing.
+	dr, err := a.Reader.ReadReceipt(ReceiptRequest{URL: a.url, Header: r.Header, Body: body})
+	switch {
+	case errors.Is(err, ErrForged):
+		s.metrics.Receipt(a.Name, "", "", OutcomeForged)
+		if held, ok := a.forged.allow(time.Now()); ok {
+			// The error and the request stay out: they may carry a
+			// number or a signature.
+			s.logger.Warn("receipts: a receipt did not verify: refused", "account", a.Name, "refused_unlogged", held)
+		}
+		http.Error(w, "receipt does not verify", http.StatusForbidden)
+		return
+	case err != nil:
+		s.metrics.Receipt(a.Name, "", "", OutcomeMalformed)
+		http.Error(w, "malformed receipt", http.StatusBadRequest)
+		return
+	}
+
+	f, err := a.Ledger.Receipt(r.Context(), reportOf(dr))
+	if err != nil {
+		s.metrics.Receipt(a.Name, "", string(dr.Status), OutcomeError)
+		if held, ok := a.ledgerErr.allow(time.Now()); ok {
+			s.logger.Warn("receipts: a receipt could not be folded: answered 503, the provider posts it again", "account", a.Name, "err", err, "unlogged", held)
+		}
+		http.Error(w, "try again", http.StatusServiceUnavailable)
+		return
+	}
+	if !f.Known {
+		s.metrics.Receipt(a.Name, "", string(dr.Status), OutcomeUnknown)
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	outcome := OutcomeOK
+	if !f.Changed {
+		outcome = OutcomeDuplicate
+	}
+	s.metrics.Receipt(a.Name, f.Class, f.Status, outcome)
+	if f.Changed && f.Final && !f.SentAt.IsZero() {
+		s.metrics.Delivery(a.Name, f.Class, max(0, f.StatusAt.Sub(f.SentAt)))
+	}
+	if f.Owed {
+		// Its own bound, whether or not the provider waits: the state is
+		// in Redis, and a publish that fails leaves the sweep to do it.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.publishBound)
+		err := s.publishOwed(ctx, a, f)
+		cancel()
+		if err != nil {
+			if held, ok := a.publishErr.allow(time.Now()); ok {
+				s.logger.Warn("receipts: a status event was not published: it stays owed for the sweep", "account", a.Name, "err", err, "unlogged", held)
+			}
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// reportOf is dr in the fold's terms.
+func reportOf(dr DeliveryReport) Report {
+	return Report{
+		ProviderID: dr.ProviderID,
+		Status:     string(dr.Status),
+		Final:      dr.Status.Final(),
+		Delivered:  dr.Status.Delivered(),
+		ErrorCode:  dr.ErrorCode,
+		At:         dr.At,
+	}
+}

@@ -1,0 +1,238 @@
+package receipts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Ledger is what a receipt needs of its account's state in Redis
+// (*admission.Limiter).
+type Ledger interface {
+	Receipt(ctx context.Context, r Report) (Fold, error)
+	EventPublished(id string)
+	FlushPublished(ctx context.Context) error
+	Owed(ctx context.Context, age time.Duration, n int) ([]Fold, error)
+}
+
+// Publisher publishes one message to a topic; Publish returns once the
+// server has answered.
+type Publisher interface {
+	Publish(ctx context.Context, data []byte, attrs map[string]string) error
+}
+
+// Metrics counts what the receipts do.
+type Metrics interface {
+	// Receipt counts one receipt; outcome is ok, duplicate, unknown,
+	// forged, malformed, too_large or error. class and status are the
+	// message's after the receipt (a message counts one final however
+	// many parts it has); for an unknown message or a Redis error, status
+	// is the receipt's and class ""; both are "" for a receipt not read.
+	Receipt(account, class, status, outcome string)
+	// Delivery observes a message's time from its acceptance to its final
+	// receipt.
+	Delivery(account, class string, d time.Duration)
+	// Resend counts a resend; reason is the final status that asked for it.
+	Resend(account, reason string)
+}
+
+// Account is one provider account whose receipts are served.
+type Account struct {
+	Name   string        // the account's name, the path's last segment
+	Reader ReceiptReader // the account's adapter: verifies and parses a receipt
+	Ledger Ledger        // the account's limiter
+}
+
+// Config is a Server's configuration.
+type Config struct {
+	Addr      string // RECEIPTS_ADDR: the address Run listens on (Handler needs none)
+	PublicURL string // RECEIPTS_PUBLIC_URL: the base URL providers are told; a trailing slash is dropped
+	Accounts  []Account
+	Status    Publisher    // the status topic
+	Resend    Publisher    // the first class's topic
+	Metrics   Metrics      // nil: none
+	Logger    *slog.Logger // nil: slog.Default()
+}
+
+// MaxBodyBytes is the largest receipt body read: a receipt is a few
+// hundred bytes.
+const MaxBodyBytes = 64 << 10
+
+// Limits of the HTTP server. Providers send one small POST per receipt
+// and answer at once; a client slower than these is stuck or hostile, and
+// its connection is closed rather than held.
+const (
+	httpReadHeaderTimeout = 5 * time.Second
+	httpReadTimeout       = 10 * time.Second // the whole request, headers and body
+	httpWriteTimeout      = 10 * time.Second // from the request's headers to the answer's end: a fold and the publishes
+	httpIdleTimeout       = 60 * time.Second // a keep-alive connection between requests
+	httpMaxHeaderBytes    = 16 << 10         // a receipt's headers take a few hundred bytes
+)
+
+// shutdownBound is how long Run waits for receipts being handled at its
+// end: a fold and the publishes' bound take less.
+const shutdownBound = 10 * time.Second
+
+// Server serves the receipts of its accounts. It is safe for concurrent
+// use.
+type Server struct {
+	cfg      Config
+	accounts map[string]*account // by name; read-only after New
+	order    []*account          // as configured
+	metrics  Metrics
+	logger   *slog.Logger
+
+	// publishBound bounds the publishes of one fold's events, retries
+	// included; a test shortens it.
+	publishBound time.Duration
+}
+
+// account is one configured account and what the server keeps of it.
+type account struct {
+	Account
+	url string // CallbackURL(PublicURL, Name): what the provider signed
+
+	// pending is set once an event is marked published and cleared by
+	// the flush that clears it in Redis.
+	pending atomic.Bool
+
+	forged, ledgerErr, publishErr quietLog
+}
+
+// New returns a Server of cfg's accounts, or an error naming what cfg
+// lacks.
+func New(cfg Config) (*Server, error) {
+	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	if u, err := url.Parse(cfg.PublicURL); err != nil || u.Scheme == "" || u.Host == "" {
+		return nil, fmt.Errorf("receipts: public URL %q is not an absolute URL", cfg.PublicURL)
+	}
+	if len(cfg.Accounts) == 0 {
+		return nil, errors.New("receipts: no account")
+	}
+	if cfg.Status == nil || cfg.Resend == nil {
+		return nil, errors.New("receipts: a status publisher and a resend publisher are required")
+	}
+	s := &Server{cfg: cfg, accounts: map[string]*account{}, metrics: cfg.Metrics, logger: cfg.Logger, publishBound: 3 * time.Second}
+	if s.metrics == nil {
+		s.metrics = noMetrics{}
+	}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	for _, a := range cfg.Accounts {
+		if a.Name == "" || a.Reader == nil || a.Ledger == nil {
+			return nil, fmt.Errorf("receipts: account %q needs a name, a reader and a ledger", a.Name)
+		}
+		if _, dup := s.accounts[a.Name]; dup {
+			return nil, fmt.Errorf("receipts: account %q twice", a.Name)
+		}
+		acc := &account{Account: a, url: CallbackURL(cfg.PublicURL, a.Name)}
+		s.accounts[a.Name] = acc
+		s.order = append(s.order, acc)
+	}
+	return s, nil
+}
+
+// CallbackURL is the URL account's provider is told to post receipts to,
+// and the one its signature covers.
+func CallbackURL(publicURL, account string) string {
+	return strings.TrimRight(publicURL, "/") + "/v1/receipts/" + url.PathEscape(account)
+}
+
+// Run listens on Addr, serves receipts and sweeps owed events until ctx
+// ends; then it lets the receipts being handled finish (for at most 10 s),
+// stops the sweep, clears the events published in Redis, and returns.
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("receipts: listen on RECEIPTS_ADDR: %w", err)
+	}
+	return s.serve(ctx, ln)
+}
+
+// serve is Run on ln.
+func (s *Server) serve(ctx context.Context, ln net.Listener) error {
+	srv := newHTTPServer(s.Handler())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	var names []string
+	for _, a := range s.order {
+		names = append(names, a.Name)
+	}
+	s.logger.Info("receipts serving", "addr", ln.Addr().String(), "accounts", names)
+
+	var wg sync.WaitGroup
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep()
+	wg.Go(func() { s.sweepLoop(sweepCtx) })
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-served:
+		err = fmt.Errorf("receipts: http server: %w", err)
+	}
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownBound)
+	defer cancel()
+	if serr := srv.Shutdown(stopCtx); serr != nil {
+		s.logger.Warn("receipts: http server shutdown", "err", serr)
+		srv.Close()
+	}
+	if err == nil {
+		if serr := <-served; !errors.Is(serr, http.ErrServerClosed) {
+			err = fmt.Errorf("receipts: http server: %w", serr)
+		}
+	}
+	stopSweep()
+	wg.Wait()
+	s.flush(stopCtx)
+	return err
+}
+
+// newHTTPServer returns the receipts' HTTP server, with the limits above.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		ReadTimeout:       httpReadTimeout,
+		WriteTimeout:      httpWriteTimeout,
+		IdleTimeout:       httpIdleTimeout,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
+	}
+}
+
+// quietLog lets one line a minute through, and counts the ones it held
+// back since the last. It is safe for concurrent use.
+type quietLog struct {
+	mu   sync.Mutex
+	last time.Time // guarded by mu
+	held int       // guarded by mu
+}
+
+// allow reports whether a line may be logged at now and, if so, how many
+// were held back before it.
+func (q *quietLog) allow(now time.Time) (held int, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.last.IsZero() && now.Sub(q.last) < time.Minute {
+		q.held++
+		return 0, false
+	}
+	held, q.held, q.last = q.held, 0, now
+	return held, true
+}
+
+// noMetrics is Metrics when none is given.
+type noMetrics struct{}
+
+func (noMetrics) Receipt(account, class, status, outcome string)  {}
+func (noMetrics) Delivery(account, class string, d time.Duration) {}
+func (noMetrics) Resend(account, reason string)                   {}
