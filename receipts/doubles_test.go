@@ -15,12 +15,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"smsdispatcher/provider"
 )
 
 // testPublicURL is the public URL the tests' servers are configured with.
 const testPublicURL = "https://receipts.example.com"
 
-// testReader is a ReceiptReader: a receipt is signed by X-Test-Signature,
+// testReader is a provider.ReceiptReader: a receipt is signed by X-Test-Signature,
 // hex SHA-256 of the secret, the URL and the body, and its body is
 // "<provider id> <status> [<error code>]". It verifies first, as the
 // adapters do.
@@ -31,25 +33,25 @@ type testReader struct {
 	urls []string // guarded by mu: the URL of each receipt read
 }
 
-var _ ReceiptReader = (*testReader)(nil)
+var _ provider.ReceiptReader = (*testReader)(nil)
 
 func testSign(secret, url string, body []byte) string {
 	sum := sha256.Sum256(append([]byte(secret+url), body...))
 	return hex.EncodeToString(sum[:])
 }
 
-func (r *testReader) ReadReceipt(req ReceiptRequest) (DeliveryReport, error) {
+func (r *testReader) ReadReceipt(req provider.ReceiptRequest) (provider.DeliveryReport, error) {
 	r.mu.Lock()
 	r.urls = append(r.urls, req.URL)
 	r.mu.Unlock()
 	if req.Header.Get("X-Test-Signature") != testSign(r.secret, req.URL, req.Body) {
-		return DeliveryReport{}, fmt.Errorf("%w: signature", ErrForged)
+		return provider.DeliveryReport{}, fmt.Errorf("%w: signature", provider.ErrForged)
 	}
 	f := strings.Fields(string(req.Body))
 	if len(f) < 2 || len(f) > 3 {
-		return DeliveryReport{}, fmt.Errorf("%w: %d fields", ErrMalformed, len(f))
+		return provider.DeliveryReport{}, fmt.Errorf("%w: %d fields", provider.ErrMalformed, len(f))
 	}
-	dr := DeliveryReport{ProviderID: f[0], Status: DeliveryStatus(f[1])}
+	dr := provider.DeliveryReport{ProviderID: f[0], Status: provider.DeliveryStatus(f[1])}
 	if len(f) == 3 {
 		dr.ErrorCode = f[2]
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"smsdispatcher/provider"
+
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
@@ -103,7 +105,7 @@ type readerAt struct {
 	at time.Time
 }
 
-func (r readerAt) ReadReceipt(req ReceiptRequest) (DeliveryReport, error) {
+func (r readerAt) ReadReceipt(req provider.ReceiptRequest) (provider.DeliveryReport, error) {
 	dr, err := r.r.ReadReceipt(req)
 	dr.At = r.at
 	return dr, err

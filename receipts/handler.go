@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"smsdispatcher/provider"
 )
 
 // Outcomes of a receipt, the outcome label of Metrics.Receipt.
@@ -51,9 +53,9 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request) {
 	}
 	// The URL the provider was told, never the request's Host: a
 	// signature over an address a client chose proves nothing.
-	dr, err := a.Reader.ReadReceipt(ReceiptRequest{URL: a.url, Header: r.Header, Body: body})
+	dr, err := a.Reader.ReadReceipt(provider.ReceiptRequest{URL: a.url, Header: r.Header, Body: body})
 	switch {
-	case errors.Is(err, ErrForged):
+	case errors.Is(err, provider.ErrForged):
 		s.metrics.Receipt(a.Name, "", "", OutcomeForged)
 		if held, ok := a.forged.allow(time.Now()); ok {
 			// The error and the request stay out: they may carry a
@@ -106,7 +108,7 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request) {
 }
 
 // reportOf is dr in the fold's terms.
-func reportOf(dr DeliveryReport) Report {
+func reportOf(dr provider.DeliveryReport) Report {
 	return Report{
 		ProviderID: dr.ProviderID,
 		Status:     string(dr.Status),

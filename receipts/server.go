@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"smsdispatcher/provider"
 )
 
 // Ledger is what a receipt needs of its account's state in Redis
@@ -46,9 +48,9 @@ type Metrics interface {
 
 // Account is one provider account whose receipts are served.
 type Account struct {
-	Name   string        // the account's name, the path's last segment
-	Reader ReceiptReader // the account's adapter: verifies and parses a receipt
-	Ledger Ledger        // the account's limiter
+	Name   string                 // the account's name, the path's last segment
+	Reader provider.ReceiptReader // the account's adapter: verifies and parses a receipt
+	Ledger Ledger                 // the account's limiter
 }
 
 // Config is a Server's configuration.
