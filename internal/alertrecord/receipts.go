@@ -20,6 +20,9 @@ type receiptPlan struct {
 	// failEvery makes every failEvery-th final receipt of each class say
 	// undelivered (Twilio's 30007, a carrier's filter); 0: all delivered.
 	failEvery int64
+	// failMarketing makes every final receipt of marketing say
+	// undelivered (Twilio's 30034: a sender not registered for it).
+	failMarketing bool
 }
 
 // The receipts' timeline: what Twilio sends for each message it took, an
@@ -53,9 +56,9 @@ type receiptDriver struct {
 	srv     *http.Server
 	addr    string
 
-	failEvery int64        // every failEvery-th final of each class is undelivered
-	failOTP   atomic.Int64 // every failOTP-th final OTP is undelivered, when > 0 (a filtered route)
-	forged    atomic.Bool  // every receipt fails verification (counted forged, nothing read)
+	plan    receiptPlan
+	failOTP atomic.Int64 // every failOTP-th final OTP is undelivered, when > 0 (a filtered route)
+	forged  atomic.Bool  // every receipt fails verification (counted forged, nothing read)
 
 	mu      sync.Mutex
 	queue   []dueReceipt     // by due time; guarded by mu
@@ -87,7 +90,7 @@ func startReceiptDriver(ctx context.Context, account string, plan receiptPlan) (
 	if err != nil {
 		return nil, err
 	}
-	d := &receiptDriver{account: account, m: m, addr: ln.Addr().String(), failEvery: plan.failEvery,
+	d := &receiptDriver{account: account, m: m, addr: ln.Addr().String(), plan: plan,
 		finals: map[string]int64{}, sendsOf: map[string]int64{},
 		srv: &http.Server{Handler: m.Handler(), ReadHeaderTimeout: time.Second}}
 	d.wg.Go(func() { d.srv.Serve(ln) })
@@ -186,9 +189,10 @@ func (d *receiptDriver) count(r dueReceipt) {
 		n := d.finals[r.class] + 1
 		d.finals[r.class] = n
 		status := "delivered"
-		if every := d.failOTP.Load(); r.class == "otp" && every > 0 && n%every == 0 {
-			status = "undelivered"
-		} else if d.failEvery > 0 && n%d.failEvery == 0 {
+		switch every := d.failOTP.Load(); {
+		case r.class == "otp" && every > 0 && n%every == 0,
+			r.class == "marketing" && d.plan.failMarketing,
+			d.plan.failEvery > 0 && n%d.plan.failEvery == 0:
 			status = "undelivered"
 		}
 		d.m.Receipt(d.account, r.class, status, "ok")

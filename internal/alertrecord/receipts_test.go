@@ -12,12 +12,13 @@ import (
 // TestReceiptDriverCountsWhatTheProviderAccepted: each send the provider
 // accepts (a 2xx; a 429 is not) is followed by a sent receipt and a final
 // one, of the class its id names, 1 in failEvery undelivered; a filtered
-// OTP route fails every failOTP-th OTP; while forged, every receipt counts
+// OTP route fails every failOTP-th OTP; an unregistered sender fails
+// every marketing message; while forged, every receipt counts
 // forged with nothing read. What the recording takes of it is the
 // receipts' families only, as pod "receipts".
 func TestReceiptDriverCountsWhatTheProviderAccepted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	d, err := startReceiptDriver(ctx, "acct", receiptPlan{failEvery: 2})
+	d, err := startReceiptDriver(ctx, "acct", receiptPlan{failEvery: 2, failMarketing: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,13 +58,13 @@ func TestReceiptDriverCountsWhatTheProviderAccepted(t *testing.T) {
 		got[k] = s.values[0]
 	}
 	want := map[string]float64{
-		`sms_receipts_total{outcome="ok",pod="receipts",sms_account="acct",sms_class="otp",status="sent"}`:            6,
-		`sms_receipts_total{outcome="ok",pod="receipts",sms_account="acct",sms_class="otp",status="delivered"}`:       3, // finals 1, 3, 5
-		`sms_receipts_total{outcome="ok",pod="receipts",sms_account="acct",sms_class="otp",status="undelivered"}`:     3, // 2 (1 in 2), 4 (1 in 2), 6 (1 in 3)
-		`sms_receipts_total{outcome="ok",pod="receipts",sms_account="acct",sms_class="marketing",status="sent"}`:      1,
-		`sms_receipts_total{outcome="ok",pod="receipts",sms_account="acct",sms_class="marketing",status="delivered"}`: 1,
-		`sms_receipts_total{outcome="forged",pod="receipts",sms_account="acct",sms_class="",status=""}`:               2,
-		`sms_receipts_enabled{pod="receipts",sms_account="acct"}`:                                                     1,
+		`sms_receipts_total{outcome="ok",pod="receipts",sms_account="acct",sms_class="otp",status="sent"}`:              6,
+		`sms_receipts_total{outcome="ok",pod="receipts",sms_account="acct",sms_class="otp",status="delivered"}`:         3, // finals 1, 3, 5
+		`sms_receipts_total{outcome="ok",pod="receipts",sms_account="acct",sms_class="otp",status="undelivered"}`:       3, // 2 (1 in 2), 4 (1 in 2), 6 (1 in 3)
+		`sms_receipts_total{outcome="ok",pod="receipts",sms_account="acct",sms_class="marketing",status="sent"}`:        1,
+		`sms_receipts_total{outcome="ok",pod="receipts",sms_account="acct",sms_class="marketing",status="undelivered"}`: 1, // every marketing final
+		`sms_receipts_total{outcome="forged",pod="receipts",sms_account="acct",sms_class="",status=""}`:                 2,
+		`sms_receipts_enabled{pod="receipts",sms_account="acct"}`:                                                       1,
 	}
 	for k, w := range want {
 		if got[k] != w {

@@ -218,6 +218,9 @@ func (rec *recording) write(w io.Writer) error {
 		if p.failEvery > 0 {
 			fmt.Fprintf(w, ", 1 in %d of each class undelivered", p.failEvery)
 		}
+		if p.failMarketing {
+			fmt.Fprint(w, ", every marketing message undelivered")
+		}
 		fmt.Fprintln(w)
 	}
 	for _, ev := range r.events {
