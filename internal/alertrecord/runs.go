@@ -59,8 +59,10 @@ const (
 
 func alertRuns() []alertRun {
 	return []alertRun{
-		{name: "healthy", length: 150 * time.Second, receipts: &receiptPlan{failEvery: 50},
-			about: "nothing wrong: a campaign at the marketing cap (75/s published, 70/s allowed) and OTP at 5/s; receipts on, 49 in 50 messages delivered"},
+		{name: "healthy", length: 150 * time.Second,
+			about: "nothing wrong: a campaign at the marketing cap (75/s published, 70/s allowed) and OTP at 5/s"},
+		{name: "receipts-healthy", length: 150 * time.Second, receipts: &receiptPlan{failEvery: 50},
+			about: "nothing wrong, receipts on: the healthy run's traffic, 49 in 50 messages delivered"},
 		{name: "receipts-delivered-low", length: 360 * time.Second, otpRate: 0.1, receipts: &receiptPlan{failEvery: 50, failMarketing: true},
 			about: "a quiet hour's OTP (one every 10 s) beside the campaign; from 60 s a carrier filters 1 in 3 OTP (undelivered, Twilio's 30007): the OTP delivered ratio falls under 0.9 at once, and the 10-minute window holds 20 final receipts from about 200 s; the campaign's sender is not registered for marketing (Twilio's 30034): every marketing message is undelivered from the start",
 			events: []runEvent{{60 * time.Second, "1 in 3 OTP receipts say undelivered (a filtered route)", func(w *runWorld) {
