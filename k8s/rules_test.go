@@ -53,6 +53,7 @@ var enumLabels = []string{
 	"sms_class", "sms_outcome", "sms_action",
 	"sms_admission_source", "sms_admission_decision", "sms_admission_reason",
 	"sms_provider_status_class", "sms_redis_op", "sms_limit",
+	"status", "outcome", "reason",
 }
 
 // targetLabels are added by Prometheus to every scraped series, so that
@@ -87,8 +88,23 @@ func scrape(t *testing.T) map[string]*family {
 		}
 	})
 	m.SetState(func() telemetry.State {
-		return telemetry.State{PenaltyActive: true, BudgetTokens: 7.5, OTPWaiting: 3, ContractRPS: 100, TargetRPS: 90, MarketingRPS: 70}
+		return telemetry.State{PenaltyActive: true, BudgetTokens: 7.5, OTPWaiting: 3, ContractRPS: 100, TargetRPS: 90, MarketingRPS: 70, Receipts: true}
 	})
+	// Every status a receipt can leave a message in (provider's 11), every
+	// outcome of its handling, and the resends' reasons (the failures).
+	finals := []string{"delivered", "undelivered", "failed", "expired", "rejected"}
+	for _, status := range append([]string{"queued", "accepted", "sending", "sent", "buffered", "unknown"}, finals...) {
+		for _, outcome := range []string{"ok", "duplicate", "unknown", "error"} {
+			m.Receipt("primary", "otp", status, outcome)
+		}
+	}
+	for _, outcome := range []string{"forged", "malformed", "too_large"} {
+		m.Receipt("primary", "", "", outcome)
+	}
+	m.Delivery("primary", "otp", 3*time.Second)
+	for _, reason := range finals[1:] {
+		m.Resend("primary", reason)
+	}
 
 	now := time.Now()
 	decisions := []admission.Decision{
@@ -418,6 +434,7 @@ func TestExprCheckRejectsUnknownNames(t *testing.T) {
 		`sum(rate(http_client_request_duration_seconds_count{sms_provider_status_class=~"5xx|error"}[5m]))`,
 		`sum(sms_class:sms_messages_sent:rate1m)`,
 		`max by (pod) (sms_fallback_active{namespace="sms"})`,
+		`sum(rate(sms_receipts_total{outcome="ok",status=~"delivered|undelivered|failed|expired|rejected"}[10m]))`,
 	} {
 		if _, err := ex.checkExpr(expr); err != nil {
 			t.Errorf("%s: %v", expr, err)
@@ -432,6 +449,8 @@ func TestExprCheckRejectsUnknownNames(t *testing.T) {
 		`{__name__=~"sms_.*"}`,
 		`sum(rate(sms_messages_total[5m])`,
 		`sms_class:sms_messages_sent:rate5m`,
+		`sum(rate(sms_receipts_total{status=~"delivered|undeliverd"}[5m]))`,
+		`sum(rate(sms_receipts_total{outcome="forgery"}[5m]))`,
 	} {
 		_, err := ex.checkExpr(expr)
 		if err == nil {
@@ -521,7 +540,8 @@ func TestPrometheusRule(t *testing.T) {
 	}
 	for _, want := range []string{"SMSProvider429", "SMSProviderAccountFailure", "SMSFallbackActive", "SMSOTPLatencyHigh",
 		"SMSOTPNotSent", "SMSDeadLettersRising", "SMSDeadLetterPublishFailing", "SMSLearnedRateBelowTarget",
-		"SMSSendRateNearContract", "SMSProvider5xx", "SMSRetryBudgetSpent", "SMSRedisEvictingPolicy"} {
+		"SMSSendRateNearContract", "SMSProvider5xx", "SMSRetryBudgetSpent", "SMSRedisEvictingPolicy",
+		"SMSOTPDeliveryRatioLow", "SMSReceiptsMissing"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("alert %s missing", want)
 		}

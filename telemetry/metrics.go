@@ -71,6 +71,7 @@ type Metrics struct {
 	pullErrors       metric.Int64Counter
 	handlerPanics    metric.Int64Counter
 	noRoute          metric.Int64Counter
+	receiptInstruments
 
 	state atomic.Pointer[func() State] // read by the gauges; nil reads as zero
 
@@ -89,7 +90,10 @@ type State struct {
 	AccountPaused bool
 	// AccountDegraded is set while the account's sends are failing and
 	// it admits probes only (admission.Degraded).
-	AccountDegraded        bool
+	AccountDegraded bool
+	// Receipts is set while the process asks the providers for delivery
+	// receipts (RECEIPTS_ADDR is set).
+	Receipts               bool
 	BudgetTokens           float64
 	OTPWaiting             int
 	ContractRPS, TargetRPS float64
@@ -105,6 +109,7 @@ type AccountState struct {
 	Name                                  string
 	PenaltyActive, FallbackActive, Paused bool
 	Degraded                              bool // admission.Degraded: probes only
+	Receipts                              bool // the account's sends ask for delivery receipts
 	ContractRPS, TargetRPS, MarketingRPS  float64
 	LearnedRPS                            float64
 }
@@ -115,7 +120,7 @@ func (s State) accounts() []AccountState {
 	if len(s.Accounts) > 0 {
 		return s.Accounts
 	}
-	return []AccountState{{PenaltyActive: s.PenaltyActive, FallbackActive: s.FallbackActive, Paused: s.AccountPaused, Degraded: s.AccountDegraded,
+	return []AccountState{{PenaltyActive: s.PenaltyActive, FallbackActive: s.FallbackActive, Paused: s.AccountPaused, Degraded: s.AccountDegraded, Receipts: s.Receipts,
 		ContractRPS: s.ContractRPS, TargetRPS: s.TargetRPS, MarketingRPS: s.MarketingRPS, LearnedRPS: s.LearnedRPS}}
 }
 
@@ -176,6 +181,8 @@ func NewMetrics() (*Metrics, error) {
 		"Deliveries whose handling panicked (recovered: the message was nacked, or dead-lettered with invalid: handler_panic), by class.")
 	m.noRoute = counter(MetricNoRoute, "{message}",
 		"Deliveries no account serves (dead-lettered with invalid: no_route), by class and destination country code.")
+	m.receiptInstruments, err = newReceiptInstruments(meter)
+	must(err)
 	m.attempts, err = meter.Int64Histogram(MetricDeliveryAttempt, metric.WithUnit("{attempt}"),
 		metric.WithExplicitBucketBoundaries(1, 2, 3, 5, 10, 20, 50, 100),
 		metric.WithDescription("Pub/Sub delivery attempt of each delivery, by class (needs the dead-letter policy)."))
@@ -203,6 +210,9 @@ func NewMetrics() (*Metrics, error) {
 	})
 	gauge(MetricAccountHealth, "The account's health as this process last heard it from Redis (within a second): 0 healthy, 1 degraded (its sends are failing; it admits probes only and OTP fails over).", func(s State) []obs {
 		return perAccount(s, func(a AccountState) []obs { return one(b2f(a.Degraded)) })
+	})
+	gauge(MetricReceiptsEnabled, "1 while the account's sends ask the provider for delivery receipts (RECEIPTS_ADDR is set): its sends should be followed by receipts.", func(s State) []obs {
+		return perAccount(s, func(a AccountState) []obs { return one(b2f(a.Receipts)) })
 	})
 	gauge(MetricFallbackActive, "1 while this process decides locally because Redis is unreachable, by account.", func(s State) []obs {
 		return perAccount(s, func(a AccountState) []obs { return one(b2f(a.FallbackActive)) })

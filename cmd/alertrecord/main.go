@@ -2,7 +2,7 @@
 // rules' unit tests replay (package internal/alertrecord says what a run
 // and a recording are): real dispatcher processes, built from this module
 // with `go build`, so it runs from the source tree with the Go toolchain.
-// All the runs take about 50 min.
+// All the runs take about 60 min.
 //
 //	go run ./cmd/alertrecord --record-alerts k8s/monitoring/testdata/recordings
 //	go run ./cmd/alertrecord --record-alerts DIR --record-runs provider-429,redis-down

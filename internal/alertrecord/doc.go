@@ -7,7 +7,10 @@
 // a real Redis (through a proxy that a fault can cut), feeds them a
 // marketing campaign above its cap and a stream of OTP, injects its fault,
 // and scrapes every process's /metrics once a second, as Prometheus would
-// with a 1 s interval. What it writes, one file per run (DIR/<run>.txt):
+// with a 1 s interval. A run with receipts also scrapes a receipt driver
+// (pod="receipts") that counts, for each send the simulator accepted, the
+// receipts the pods' receipts server would count (receiptDriver). What it
+// writes, one file per run (DIR/<run>.txt):
 //
 //	# header lines: the run, its fault and its timeline
 //	<series> <value at 0s> <value at 1s> ...

@@ -109,13 +109,23 @@ func (r alertRun) record(ctx context.Context, bin, tmp string, redisOpts *redis.
 	w.proxy = proxy
 	sim := r.sim
 	sim.Token = recordToken
+	var receiptTarget []target
+	if r.receipts != nil {
+		d, err := startReceiptDriver(ctx, r.name, *r.receipts)
+		if err != nil {
+			return nil, err
+		}
+		defer d.Close()
+		w.receipts = d
+		receiptTarget = []target{{addr: d.addr, pod: "receipts", families: receiptFamilies}}
+	}
 	stack, err := localstack.Start(localstack.Options{
 		Project:    recordProject,
 		NackDelays: nackDelays,
 		Reactors:   []pstest.ServerReactorOption{{FuncName: "Publish", Reactor: deadLetterGate{&w.dlOutage}}},
 		Sim:        sim,
 		Wrap: func(h http.Handler) http.Handler {
-			return http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
+			var delayed http.Handler = http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
 				if d := time.Duration(w.delay.Load()); d > 0 {
 					select {
 					case <-time.After(d):
@@ -125,6 +135,10 @@ func (r alertRun) record(ctx context.Context, bin, tmp string, redisOpts *redis.
 				}
 				h.ServeHTTP(rw, req)
 			})
+			if w.receipts != nil {
+				delayed = w.receipts.wrap(delayed)
+			}
+			return delayed
 		},
 		RedisURL: "redis://" + proxy.Addr(),
 	})
@@ -225,7 +239,7 @@ func (r alertRun) record(ctx context.Context, bin, tmp string, redisOpts *redis.
 	tick := time.NewTicker(recordEvery)
 	defer tick.Stop()
 	for i := 0; time.Duration(i)*recordEvery <= r.length; i++ {
-		if err := rec.scrape(ctx, i, addrs); err != nil {
+		if err := rec.scrape(ctx, i, append(podTargets(addrs), receiptTarget...)); err != nil {
 			cancel()
 			wg.Wait()
 			return nil, err
@@ -247,7 +261,7 @@ func (r alertRun) record(ctx context.Context, bin, tmp string, redisOpts *redis.
 const recordProject = "rec"
 
 // feed publishes the run's traffic from start until ctx ends: marketing at
-// recordMktRate, OTP at recordOTPRate, and the malformed messages.
+// the run's mktRate, OTP at its otpRate, and the malformed messages.
 func (r alertRun) feed(ctx context.Context, client *pubsub.Client, start time.Time) {
 	otp := client.Publisher("sms-otp")
 	mkt := client.Publisher("sms-marketing")
@@ -256,7 +270,7 @@ func (r alertRun) feed(ctx context.Context, client *pubsub.Client, start time.Ti
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var sentOTP, sentMkt, sentBad int
-	mktRate := cmp.Or(r.mktRate, recordMktRate)
+	mktRate, otpRate := cmp.Or(r.mktRate, recordMktRate), cmp.Or(r.otpRate, recordOTPRate)
 	for {
 		select {
 		case <-ctx.Done():
@@ -267,7 +281,7 @@ func (r alertRun) feed(ctx context.Context, client *pubsub.Client, start time.Ti
 		for ; float64(sentMkt) < el*mktRate; sentMkt++ {
 			mkt.Publish(ctx, &pubsub.Message{Data: message(fmt.Sprintf("%s-mkt-%d", r.name, sentMkt), "Our sale ends tonight")})
 		}
-		for ; float64(sentOTP) < el*recordOTPRate; sentOTP++ {
+		for ; float64(sentOTP) < el*otpRate; sentOTP++ {
 			otp.Publish(ctx, &pubsub.Message{Data: message(fmt.Sprintf("%s-otp-%d", r.name, sentOTP), "Your code is 482913")})
 		}
 		if r.badRate > 0 {

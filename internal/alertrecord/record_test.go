@@ -47,7 +47,7 @@ func TestRecordingScrapesWhatTheRulesRead(t *testing.T) {
 	rec := &recording{run: alertRun{name: "unit", about: "a test"}, pods: 2, series: map[string]*recSeries{}}
 	for i := range 3 {
 		scrape.Store(int64(i))
-		if err := rec.scrape(context.Background(), i, addrs); err != nil {
+		if err := rec.scrape(context.Background(), i, podTargets(addrs)); err != nil {
 			t.Fatal(err)
 		}
 	}

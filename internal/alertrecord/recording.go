@@ -38,6 +38,8 @@ var recordFamilies = map[string][]string{
 	"sms_retry_budget_tokens":              nil,
 	"sms_otp_waiting":                      nil,
 	"sms_configured_rate":                  nil,
+	"sms_receipts_total":                   nil,
+	"sms_receipts_enabled":                 nil,
 	"sms_otp_latency_seconds":              {"bucket"},
 	"http_client_request_duration_seconds": {"count"},
 }
@@ -55,23 +57,38 @@ type recSeries struct {
 	values []float64 // NaN: absent from that scrape
 }
 
-// scrape reads every pod's /metrics as the i-th scrape.
-func (rec *recording) scrape(ctx context.Context, i int, addrs []string) error {
-	rec.n = i + 1
+// target is one /metrics a recording scrapes: a pod's, or the receipt
+// driver's.
+type target struct {
+	addr, pod string
+	families  map[string][]string // what is recorded of it: recordFamilies, receiptFamilies
+}
+
+// podTargets are the dispatcher processes at addrs, pods "a", "b", ...
+func podTargets(addrs []string) []target {
+	var ts []target
 	for p, addr := range addrs {
-		fams, err := fetchMetrics(ctx, "http://"+addr+"/metrics")
+		ts = append(ts, target{addr: addr, pod: string(rune('a' + p)), families: recordFamilies})
+	}
+	return ts
+}
+
+// scrape reads every target's /metrics as the i-th scrape.
+func (rec *recording) scrape(ctx context.Context, i int, targets []target) error {
+	rec.n = i + 1
+	for _, t := range targets {
+		fams, err := fetchMetrics(ctx, "http://"+t.addr+"/metrics")
 		if err != nil {
-			return fmt.Errorf("scrape %d of pod %d: %w", i, p, err)
+			return fmt.Errorf("scrape %d of pod %s: %w", i, t.pod, err)
 		}
-		pod := string(rune('a' + p))
-		for name, parts := range recordFamilies {
+		for name, parts := range t.families {
 			f, ok := fams[name]
 			if !ok {
 				continue
 			}
 			for _, m := range f.GetMetric() {
 				for _, s := range samples(name, f.GetType(), parts, m) {
-					rec.set(seriesText(s.name, m.GetLabel(), pod, s.extra), i, s.value)
+					rec.set(seriesText(s.name, m.GetLabel(), t.pod, s.extra), i, s.value)
 				}
 			}
 		}
@@ -188,13 +205,23 @@ func (rec *recording) write(w io.Writer) error {
 	fmt.Fprintf(w, "# %s: %s\n", r.name, r.about)
 	fmt.Fprintf(w, "# recorded by `go run ./cmd/alertrecord --record-alerts DIR --record-runs %s`: %d dispatcher processes (pod a, b), /metrics scraped every %v, %d scrapes from 0s\n",
 		r.name, rec.pods, recordEvery, rec.n)
-	fmt.Fprintf(w, "# load: marketing published at %g/s (MARKETING_RPS %s), OTP at %g/s", cmp.Or(r.mktRate, recordMktRate), cmp.Or(r.env["MARKETING_RPS"], "70"), recordOTPRate)
+	fmt.Fprintf(w, "# load: marketing published at %g/s (MARKETING_RPS %s), OTP at %g/s", cmp.Or(r.mktRate, recordMktRate), cmp.Or(r.env["MARKETING_RPS"], "70"), cmp.Or(r.otpRate, recordOTPRate))
 	if r.badRate > 0 {
 		fmt.Fprintf(w, ", malformed messages at %g/s from %v", r.badRate, r.badFrom)
 	}
 	fmt.Fprintln(w)
 	if len(r.redisFlags) > 0 {
 		fmt.Fprintf(w, "# redis: a redis-server of the run's own, started with %s\n", strings.Join(r.redisFlags, " "))
+	}
+	if p := r.receipts; p != nil {
+		fmt.Fprintf(w, "# receipts: counted by the recorder as the pods' receipts server would (pod=\"receipts\"): for each send the provider accepted, a sent receipt after %v and the final one %v to %v after the acceptance", receiptSentAfter, receiptFinalAfter, receiptFinalAfter+2*time.Second)
+		if p.failEvery > 0 {
+			fmt.Fprintf(w, ", 1 in %d of each class undelivered", p.failEvery)
+		}
+		if p.failMarketing {
+			fmt.Fprint(w, ", every marketing message undelivered")
+		}
+		fmt.Fprintln(w)
 	}
 	for _, ev := range r.events {
 		fmt.Fprintf(w, "# at %v: %s\n", ev.at, ev.what)

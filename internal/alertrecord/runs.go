@@ -14,7 +14,8 @@ import (
 )
 
 // alertRun is one fault run: a steady load (marketing above its cap, OTP
-// at 5/s) on pods dispatcher processes for length, with events.
+// at 5/s unless otpRate says) on pods dispatcher processes for length,
+// with events.
 type alertRun struct {
 	name, about string
 	length      time.Duration
@@ -24,6 +25,8 @@ type alertRun struct {
 	accounts    string            // ACCOUNTS_FILE content (%q: the simulator's URL, the token file), if any
 	redisFlags  []string          // flags of a redis-server of the run's own; none: the Redis every run shares
 	mktRate     float64           // marketing published per second; 0: recordMktRate
+	otpRate     float64           // OTP published per second; 0: recordOTPRate
+	receipts    *receiptPlan      // delivery receipts counted for the accepted sends; nil: receipts off
 	badFrom     time.Duration     // malformed messages at badRate from here, if badRate > 0
 	badRate     float64
 	events      []runEvent
@@ -44,6 +47,7 @@ type runWorld struct {
 	redis     *redis.Client // the run's Redis, not through the proxy
 	dlOutage  atomic.Bool
 	tokenFile string
+	receipts  *receiptDriver // the run's receipts, if it has them
 }
 
 const (
@@ -57,6 +61,18 @@ func alertRuns() []alertRun {
 	return []alertRun{
 		{name: "healthy", length: 150 * time.Second,
 			about: "nothing wrong: a campaign at the marketing cap (75/s published, 70/s allowed) and OTP at 5/s"},
+		{name: "receipts-healthy", length: 150 * time.Second, receipts: &receiptPlan{failEvery: 50},
+			about: "nothing wrong, receipts on: the healthy run's traffic, 49 in 50 messages delivered"},
+		{name: "receipts-delivered-low", length: 360 * time.Second, otpRate: 0.1, receipts: &receiptPlan{failEvery: 50, failMarketing: true},
+			about: "a quiet hour's OTP (one every 10 s) beside the campaign; from 60 s a carrier filters 1 in 3 OTP (undelivered, Twilio's 30007): the OTP delivered ratio falls under 0.9 at once, and the 10-minute window holds 20 final receipts from about 200 s; the campaign's sender is not registered for marketing (Twilio's 30034): every marketing message is undelivered from the start",
+			events: []runEvent{{60 * time.Second, "1 in 3 OTP receipts say undelivered (a filtered route)", func(w *runWorld) {
+				w.receipts.failOTP.Store(3)
+			}}}},
+		{name: "receipts-missing", length: 240 * time.Second, receipts: &receiptPlan{failEvery: 50},
+			about: "receipts flow until 60 s; then every receipt fails verification (counted forged): the URL the providers sign no longer matches RECEIPTS_PUBLIC_URL, as behind a proxy that rewrites the path; the sends go on",
+			events: []runEvent{{60 * time.Second, "every receipt fails verification", func(w *runWorld) {
+				w.receipts.forged.Store(true)
+			}}}},
 		{name: "provider-429", length: 150 * time.Second,
 			about: "the provider answers 429 (Retry-After 1 s) to every request for 10 s, as when something else sends on the account",
 			events: []runEvent{{60 * time.Second, "the provider answers 429 to everything for 10 s", func(w *runWorld) {
