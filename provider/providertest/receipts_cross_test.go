@@ -229,6 +229,7 @@ type sent struct {
 // receipt.
 func crossSend(t *testing.T, sim *providertest.Simulator, a receiptAdapter, c crossCase, prefix string, tos ...string) []sent {
 	t.Helper()
+	planned := sim.ReceiptStats().Messages + len(tos)
 	var out []sent
 	for i, to := range tos {
 		// The ID has a space, an '=' and an '&': Vonage signs them replaced.
@@ -245,6 +246,16 @@ func crossSend(t *testing.T, sim *providertest.Simulator, a receiptAdapter, c cr
 			t.Fatalf("Send %s: Receipt %+v, want %d parts starting with ID", m.ID, r, c.parts)
 		}
 		out = append(out, sent{id: m.ID, to: to, pids: pids})
+	}
+	// The simulator plans a message's receipts just after its answer has
+	// left, so the last send may return before they are planned, and
+	// WaitReceipts waits only for planned ones.
+	deadline := time.Now().Add(time.Second)
+	for sim.ReceiptStats().Messages < planned {
+		if time.Now().After(deadline) {
+			t.Fatalf("receipts of %d messages planned, want %d", sim.ReceiptStats().Messages, planned)
+		}
+		time.Sleep(time.Millisecond)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
