@@ -17,7 +17,7 @@
 --            cleared it (forget.lua), claimed the id and sent it, and its
 --            record stands; or '' to give back the caller's claim, so that
 --            a retry need not wait for it to expire
--- ARGV[2] -> record lifetime in milliseconds (below 1 counts as 1): of the
+-- ARGV[2] -> record lifetime in milliseconds (clamped to [1, 2^40]): of the
 --            record, or of the count a given-back claim keeps
 -- ARGV[3] -> the caller's claim token ('' when it holds none)
 -- ARGV[4] -> units the provider accepted, to count (0: none): what
@@ -76,12 +76,12 @@ if window then
   -- SET PX refuses a lifetime <= 0 and one past the clock's range.
   probes, probe_us, keep = tonumber(probes), tonumber(probe_us), math.min(math.max(tonumber(keep), 1), 2 ^ 40)
 end
--- The story's keys: the record's lifetime, the resend's (SET PX and
--- PEXPIRE refuse a lifetime <= 0 and one past the clock's range).
+-- The record's lifetime (its story's too) and the resend's: SET PX and
+-- PEXPIRE refuse a lifetime <= 0 and one past the clock's range.
+local life = math.min(math.max(tonumber(ARGV[2]) or 1, 1), 2 ^ 40)
 local story = #KEYS > 6
-local life, resend_life
+local resend_life
 if story then
-  life = math.min(math.max(tonumber(ARGV[2]) or 1, 1), 2 ^ 40)
   resend_life = math.min(tonumber(ARGV[11]) or 0, 2 ^ 40)
   if (ARGV[7] or '') == '' then
     return redis.error_reply('finish.lua: a story without the message id')
@@ -95,13 +95,12 @@ if ARGV[1] == 'rejected' then
     state = v or ''
   end
   if string.sub(state, 1, 8) == 'refused:' then
-    redis.call('SET', KEYS[1], (count and count .. '#' or '') .. 'rejected', 'PX', math.max(tonumber(ARGV[2]), 1))
+    redis.call('SET', KEYS[1], (count and count .. '#' or '') .. 'rejected', 'PX', life)
   else
     n = 0
   end
 elseif ARGV[1] ~= '' then
-  -- SET PX refuses a lifetime <= 0.
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', math.max(tonumber(ARGV[2]), 1))
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', life)
 elseif ARGV[3] ~= '' then
   local v = redis.call('GET', KEYS[1])
   local count, state = string.match(v or '', '^(%d+)#(.*)$')
@@ -112,7 +111,7 @@ elseif ARGV[3] ~= '' then
     n = 0
   elseif count then
     -- The count of sends outlives the claim.
-    redis.call('SET', KEYS[1], count .. '#', 'PX', math.max(tonumber(ARGV[2]), 1))
+    redis.call('SET', KEYS[1], count .. '#', 'PX', life)
   else
     redis.call('DEL', KEYS[1])
   end
