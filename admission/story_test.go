@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/redisstats"
+	"smsdispatcher/internal/redistest"
 )
 
 // TestASentMessageKeepsItsStoryInOneFinishCall: SettleStory writes the
