@@ -97,7 +97,7 @@ func (l *Limiter) Receipt(ctx context.Context, r Report) (Fold, error) {
 	if r.ProviderID == "" {
 		return Fold{Account: l.cfg.Account}, nil
 	}
-	call := l.receiptCall()
+	call := l.sweepCall()
 	call.PID, call.Status, call.Code = l.pidKey(r.ProviderID), r.Status, r.ErrorCode[:min(len(r.ErrorCode), maxErrorCode)]
 	if !r.At.IsZero() {
 		call.At = max(r.At.UnixMilli(), 1)
@@ -145,7 +145,7 @@ func (l *Limiter) FlushPublished(ctx context.Context) error {
 		if pending == 0 {
 			return nil
 		}
-		if _, _, err := l.runReceipt(ctx, l.receiptCall()); err != nil {
+		if _, _, err := l.runReceipt(ctx, l.sweepCall()); err != nil {
 			return err
 		}
 	}
@@ -155,15 +155,15 @@ func (l *Limiter) FlushPublished(ctx context.Context) error {
 // age (a sweep publishes them again; Fold.Resend included while owed), and
 // clears the events published meanwhile. n is at most 1000.
 func (l *Limiter) Owed(ctx context.Context, age time.Duration, n int) ([]Fold, error) {
-	call := l.receiptCall()
+	call := l.sweepCall()
 	call.Age, call.Most = max(age.Milliseconds(), 0), min(max(n, 0), maxOwedPerSweep)
 	folds, _, err := l.runReceipt(ctx, call)
 	return folds, err
 }
 
-// receiptCall is receipt.lua's call of a sweep that returns nothing: it
+// sweepCall is receipt.lua's call of a sweep that returns nothing: it
 // only clears.
-func (l *Limiter) receiptCall() receiptCall {
+func (l *Limiter) sweepCall() receiptCall {
 	return receiptCall{Owed: l.tag + ":owed", Millis: l.claims.recordTTL.Milliseconds(), Buckets: deliveryBucketsArg}
 }
 

@@ -286,7 +286,7 @@ func TestAnUnknownReceiptWritesNothing(t *testing.T) {
 		}
 	}
 	keepStory(t, l, "k", Story{Class: "otp", ProviderIDs: []string{"pk"}})
-	call := l.receiptCall()
+	call := l.sweepCall()
 	call.PID, call.Status = l.pidKey("pk"), "read"
 	if err := receiptScript.Run(ctx, rdb, call.keys(), call.argv()...).Err(); err == nil {
 		t.Fatal("receipt.lua took the status \"read\"")
@@ -302,5 +302,35 @@ func TestAnUnknownReceiptWritesNothing(t *testing.T) {
 	}
 	if s, _, _ := l.Story(ctx, "k"); s.Status != "" || s.Parts["pk"] != "" {
 		t.Fatalf("k's story after a refused receipt: %+v, want no status", s)
+	}
+}
+
+// TestAPublishedEventOutlivesAFailedCall: the publications noted for a
+// call that fails (Redis down) are carried by the next one, so the events
+// they cover leave the owed set once Redis answers, rather than being
+// published again by the sweep.
+func TestAPublishedEventOutlivesAFailedCall(t *testing.T) {
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	clock := &fakeClock{t: t0}
+	cfg := testConfig(t)
+	cfg.RedisTimeout, cfg.RedisRetryAfter = 500*time.Millisecond, time.Second
+	l := newLimiter(t, redistest.ClientOf(t, proxy.Addr()), cfg, WithClock(clock))
+	ctx := context.Background()
+	keepStory(t, l, "p", Story{Class: "otp", ProviderIDs: []string{"pp"}})
+	if f := fold(t, l, report("pp", "delivered", "")); !f.Owed {
+		t.Fatalf("delivered: %+v, want owed", f)
+	}
+	l.EventPublished("p")
+	proxy.SetMode(redistest.Refuse)
+	if err := l.FlushPublished(ctx); err == nil {
+		t.Fatal("FlushPublished with Redis down: no error")
+	}
+	proxy.SetMode(redistest.Up)
+	clock.Add(cfg.RedisRetryAfter + time.Millisecond)
+	if err := l.FlushPublished(ctx); err != nil {
+		t.Fatalf("FlushPublished with Redis back: %v", err)
+	}
+	if got := owedIDs(t, l, 0); len(got) != 0 {
+		t.Fatalf("owed after the publication was carried: %+v, want none", got)
 	}
 }

@@ -198,7 +198,7 @@ func TestStoryAndReceiptLifetimesAreClamped(t *testing.T) {
 		if err := rdb.Set(ctx, l.pidKey(pid), "1:"+id, time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
-		rc := l.receiptCall()
+		rc := l.sweepCall()
 		rc.PID, rc.Status = l.pidKey(pid), "delivered"
 		argv = rc.argv()
 		argv[2], argv[3] = ms, ms // when it happened, the owed set's lifetime

@@ -312,6 +312,9 @@ var mutants = []mutant{
 	{"RC5", "a resend handed out is not kept until its event is published", []edit{
 		{"admission/receipt.lua", "      writes[#writes + 1], writes[#writes + 2] = 'resend', resend\n", ""},
 	}, ""},
+	{"RC6", "publications noted for a failed call are dropped", []edit{
+		{"admission/receipt.go", "	l.published = append(call.Published, l.published...)", "	l.published = append(l.published[:0:0], l.published...)"},
+	}, ""},
 }
 
 // killers names the test known to kill each mutant. try runs it first, alone;
@@ -409,4 +412,5 @@ var killers = map[string]string{
 	"RC3": "TestTheFoldEndsTheSameWhateverTheOrder",
 	"RC4": "TestAnOwedEventStaysOwedUntilItIsPublished",
 	"RC5": "TestAResendIsHandedOutOnceAndKeptUntilItsEventIsPublished",
+	"RC6": "TestAPublishedEventOutlivesAFailedCall",
 }
