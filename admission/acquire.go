@@ -145,7 +145,7 @@ func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time
 		within := maxWait - time.Since(start)
 		lookahead := min(within, l.lookahead(class, cost))
 		d, err := l.tryAcquire(ctx, class, cost, tickets, within, lookahead, claim)
-		d.Tries = tries
+		d.Tries, d.id = tries, claim.ID
 		if err != nil {
 			return d, err
 		}

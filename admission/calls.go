@@ -132,29 +132,43 @@ func (c claimCall) argv() []any    { return []any{c.Token, c.Millis} }
 
 // finishCall is one call of finish.lua.
 type finishCall struct {
-	Record  string `lua:"KEYS[1] id record key"`
-	Leases  string `lua:"KEYS[2] in-flight leases"`
-	Counter string `lua:"KEYS[3] the sends counter"`
-	Health  string `lua:"KEYS[4] the account's health"`
+	Record  string   `lua:"KEYS[1] id record key"`
+	Leases  string   `lua:"KEYS[2] in-flight leases"`
+	Counter string   `lua:"KEYS[3] the sends counter"`
+	Health  string   `lua:"KEYS[4] the account's health"`
+	Msg     string   `lua:"KEYS[5] the message's story"`
+	Resend  string   `lua:"KEYS[6] the message's resend payload"`
+	Parts   []string `lua:"KEYS[7..] the provider's ids of the message's parts, in order"`
 
-	Value  string   `lua:"ARGV[1] the record"`
-	Millis int64    `lua:"ARGV[2] record lifetime in milliseconds"`
-	Token  string   `lua:"ARGV[3] the caller's claim token"`
-	Units  int      `lua:"ARGV[4] units the provider accepted"`
-	Result string   `lua:"ARGV[5] what the send said of the account's health"`
-	Rule   string   `lua:"ARGV[6] the health rule"`
-	Ended  []string `lua:"ARGV[7..] lease members to end"`
+	Value        string   `lua:"ARGV[1] the record"`
+	Millis       int64    `lua:"ARGV[2] record lifetime in milliseconds"`
+	Token        string   `lua:"ARGV[3] the caller's claim token"`
+	Units        int      `lua:"ARGV[4] units the provider accepted"`
+	Result       string   `lua:"ARGV[5] what the send said of the account's health"`
+	Rule         string   `lua:"ARGV[6] the health rule"`
+	ID           string   `lua:"ARGV[7] the message's id"`
+	Class        string   `lua:"ARGV[8] its class's name"`
+	Sender       string   `lua:"ARGV[9] the sender it went from"`
+	ResendData   string   `lua:"ARGV[10] the resend payload"`
+	ResendMillis int64    `lua:"ARGV[11] the resend payload's lifetime in milliseconds"`
+	Ended        []string `lua:"ARGV[12..] lease members to end"`
 }
 
 func (c finishCall) keys() []string {
 	if c.Counter == "" {
 		c.Counter = c.Leases // not counted: any key of the account's slot
 	}
-	return []string{c.Record, c.Leases, c.Counter, c.Health}
+	if c.Msg == "" {
+		c.Msg = c.Leases
+	}
+	if c.Resend == "" {
+		c.Resend = c.Leases
+	}
+	return append([]string{c.Record, c.Leases, c.Counter, c.Health, c.Msg, c.Resend}, c.Parts...)
 }
 
 func (c finishCall) argv() []any {
-	a := []any{c.Value, c.Millis, c.Token, c.Units, c.Result, c.Rule}
+	a := []any{c.Value, c.Millis, c.Token, c.Units, c.Result, c.Rule, c.ID, c.Class, c.Sender, c.ResendData, c.ResendMillis}
 	for _, m := range c.Ended {
 		a = append(a, m)
 	}
@@ -212,6 +226,67 @@ type learnedCall struct {
 
 func (c learnedCall) keys() []string { return []string{c.Learned} }
 func (c learnedCall) argv() []any    { return []any{c.Op, c.Rate} }
+
+// receiptCall is one call of receipt.lua.
+type receiptCall struct {
+	PID  string `lua:"KEYS[1] the provider id's key"`
+	Owed string `lua:"KEYS[2] the owed set"`
+
+	Status    string   `lua:"ARGV[1] the receipt's status"`
+	Code      string   `lua:"ARGV[2] its error code"`
+	At        int64    `lua:"ARGV[3] when the status happened, ms since the epoch"`
+	Millis    int64    `lua:"ARGV[4] the owed set's lifetime in milliseconds"`
+	Buckets   string   `lua:"ARGV[5] the delivery latency buckets' upper bounds in milliseconds"`
+	Age       int64    `lua:"ARGV[6] a sweep's age"`
+	Most      int      `lua:"ARGV[7] the most events a sweep returns"`
+	Published []string `lua:"ARGV[8..] the events published"`
+}
+
+func (c receiptCall) keys() []string {
+	if c.PID == "" {
+		c.PID = c.Owed // a sweep
+	}
+	return []string{c.PID, c.Owed}
+}
+
+func (c receiptCall) argv() []any {
+	a := []any{c.Status, c.Code, c.At, c.Millis, c.Buckets, c.Age, c.Most}
+	for _, p := range c.Published {
+		a = append(a, p)
+	}
+	return a
+}
+
+// storyCall is one call of story.lua.
+type storyCall struct {
+	Record string `lua:"KEYS[1] id record key"`
+	Msg    string `lua:"KEYS[2] the message's story"`
+	Owed   string `lua:"KEYS[3] the owed set"`
+	Resend string `lua:"KEYS[4] the message's resend payload"`
+
+	ID string `lua:"ARGV[1] the message's id"`
+}
+
+func (c storyCall) keys() []string { return []string{c.Record, c.Msg, c.Owed, c.Resend} }
+func (c storyCall) argv() []any    { return []any{c.ID} }
+
+// deliveryCall is one call of delivery.lua.
+type deliveryCall struct {
+	Owed string `lua:"KEYS[1] the owed set"`
+
+	Minutes int64    `lua:"ARGV[1] whole minutes to read"`
+	Classes []string `lua:"ARGV[2..] the classes' names"`
+}
+
+func (c deliveryCall) keys() []string { return []string{c.Owed} }
+
+func (c deliveryCall) argv() []any {
+	a := []any{c.Minutes}
+	for _, class := range c.Classes {
+		a = append(a, class)
+	}
+	return a
+}
 
 // flag is a boolean as the scripts read one.
 func flag(b bool) string {

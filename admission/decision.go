@@ -118,7 +118,8 @@ type Decision struct {
 	// allowed send on a Degraded account is its probe.
 	Health Health
 
-	claim Claim // the claim taken, for Settle
-	class Class // the class and units Redis admitted, for Settle's count of sends
+	claim Claim  // the claim taken, for Settle
+	id    string // the message's id (Claim.ID given to Admit), for SettleStory
+	class Class  // the class and units Redis admitted, for Settle's count of sends
 	units int
 }

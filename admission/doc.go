@@ -10,6 +10,11 @@
 // in force are at most the configured ones, lowered by what the provider's
 // 429s taught (learned.go).
 //
+// A sent message's delivery receipts fold into one state per message, in
+// one script call each (receipt.lua): a final state is never replaced by
+// an intermediate one, nor by a later final other than delivered, and a
+// status event owed for it stays owed until its publication is noted.
+//
 // Each decision is one Lua script call (gcra.lua): the penalty key is checked
 // first, then GCRA on the global key and, for marketing, on the marketing key;
 // a denial advances no TAT. All keys of an account share the hash tag
@@ -30,7 +35,10 @@
 // penalty.go (a 429 for every process), override.go (an operator's
 // override), learned.go (the learned rate, as read, pinned and reset), lease.go (in-flight leases), fallback.go (deciding without
 // Redis), circuit.go (Redis's health), claim.go (send-once records),
-// memory.go (Redis's maxmemory-policy),
+// memory.go (Redis's maxmemory-policy), story.go (a sent message's
+// story, kept by SettleStory, and what `dispatcher message` and `status`
+// read of it), receipt.go (a delivery receipt folded into it, and its
+// owed status events),
 // calls.go (each script's KEYS and ARGV as a struct) and scripts.go (the
 // scripts and their operation names).
 package admission

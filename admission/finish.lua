@@ -17,7 +17,7 @@
 --            cleared it (forget.lua), claimed the id and sent it, and its
 --            record stands; or '' to give back the caller's claim, so that
 --            a retry need not wait for it to expire
--- ARGV[2] -> record lifetime in milliseconds (below 1 counts as 1): of the
+-- ARGV[2] -> record lifetime in milliseconds (clamped to [1, 2^40]): of the
 --            record, or of the count a given-back claim keeps
 -- ARGV[3] -> the caller's claim token ('' when it holds none)
 -- ARGV[4] -> units the provider accepted, to count (0: none): what
@@ -38,7 +38,24 @@
 --            a row (gcra.lua admits one probe per <probe_us>); a failure
 --            starts the count again. The state lives <keep_ms> past its
 --            last change
--- ARGV[7..] -> lease members to end (none, the send's, and any whose
+-- KEYS[5] -> the message's story ({sms:<account>}:msg:<id>, a hash:
+--            receipt.lua's header gives its fields), written when
+--            KEYS[7..] are given (any key of the account otherwise)
+-- KEYS[6] -> the message's resend payload ({sms:<account>}:resend:<id>),
+--            written when ARGV[10] is not '' (any key of the account
+--            otherwise)
+-- KEYS[7..] -> the provider's ids of the message's parts, in order
+--            ({sms:<account>}:pid:<provider id>): each is set to
+--            '<part>:<id>' and the story is written; none: no story
+-- The story's arguments, read only with KEYS[7..]:
+-- ARGV[7] -> the message's id
+-- ARGV[8] -> its class's name
+-- ARGV[9] -> the sender it went from ('' the adapter's)
+-- ARGV[10] -> the resend payload ('' none)
+-- ARGV[11] -> the resend payload's lifetime in milliseconds (below 1: not
+--            kept); the story and the parts' keys live as the record
+--            (ARGV[2])
+-- ARGV[12..] -> lease members to end (none, the send's, and any whose
 --            admission reply or release was lost)
 --
 -- Returns {written, health}: written is 1 when the record was written or
@@ -47,8 +64,8 @@
 -- no refusal, and the record was left alone; health is the account's
 -- after this send, as gcra.lua reports it (0 healthy, 1 a run of failures
 -- counted, 2 degraded; 0 when ARGV[5] is '').
--- The health rule is read before anything is written: a script that
--- errors keeps the writes it made.
+-- The health rule and the story's lifetimes are read before anything is
+-- written: a script that errors keeps the writes it made.
 local result = ARGV[5] or ''
 local window, max_fails, max_timeouts, probes, probe_us, keep = string.match(ARGV[6] or '', '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
 if result ~= '' and not window then
@@ -59,6 +76,17 @@ if window then
   -- SET PX refuses a lifetime <= 0 and one past the clock's range.
   probes, probe_us, keep = tonumber(probes), tonumber(probe_us), math.min(math.max(tonumber(keep), 1), 2 ^ 40)
 end
+-- The record's lifetime (its story's too) and the resend's: SET PX and
+-- PEXPIRE refuse a lifetime <= 0 and one past the clock's range.
+local life = math.min(math.max(tonumber(ARGV[2]) or 1, 1), 2 ^ 40)
+local story = #KEYS > 6
+local resend_life
+if story then
+  resend_life = math.min(tonumber(ARGV[11]) or 0, 2 ^ 40)
+  if (ARGV[7] or '') == '' then
+    return redis.error_reply('finish.lua: a story without the message id')
+  end
+end
 local n = 1
 if ARGV[1] == 'rejected' then
   local v = redis.call('GET', KEYS[1])
@@ -67,13 +95,12 @@ if ARGV[1] == 'rejected' then
     state = v or ''
   end
   if string.sub(state, 1, 8) == 'refused:' then
-    redis.call('SET', KEYS[1], (count and count .. '#' or '') .. 'rejected', 'PX', math.max(tonumber(ARGV[2]), 1))
+    redis.call('SET', KEYS[1], (count and count .. '#' or '') .. 'rejected', 'PX', life)
   else
     n = 0
   end
 elseif ARGV[1] ~= '' then
-  -- SET PX refuses a lifetime <= 0.
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', math.max(tonumber(ARGV[2]), 1))
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', life)
 elseif ARGV[3] ~= '' then
   local v = redis.call('GET', KEYS[1])
   local count, state = string.match(v or '', '^(%d+)#(.*)$')
@@ -84,7 +111,7 @@ elseif ARGV[3] ~= '' then
     n = 0
   elseif count then
     -- The count of sends outlives the claim.
-    redis.call('SET', KEYS[1], count .. '#', 'PX', math.max(tonumber(ARGV[2]), 1))
+    redis.call('SET', KEYS[1], count .. '#', 'PX', life)
   else
     redis.call('DEL', KEYS[1])
   end
@@ -93,8 +120,27 @@ local units = tonumber(ARGV[4]) or 0
 if units > 0 and redis.call('INCRBY', KEYS[3], units) == units then
   redis.call('PEXPIRE', KEYS[3], 70000)
 end
-if #ARGV > 6 then
-  redis.call('ZREM', KEYS[2], unpack(ARGV, 7))
+if #ARGV > 11 then
+  redis.call('ZREM', KEYS[2], unpack(ARGV, 12))
+end
+if story then
+  -- The newest send's story replaces an older one's: its parts start
+  -- with no status.
+  local t = redis.call('TIME')
+  local h = {'class', ARGV[8], 'sender', ARGV[9], 'n', #KEYS - 6,
+    'sent', string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))}
+  local pre = string.sub(KEYS[5], 1, #KEYS[5] - #ARGV[7] - 4) -- '{sms:<account>}:'
+  for i = 7, #KEYS do
+    h[#h + 1] = 'p' .. (i - 6)
+    h[#h + 1] = string.sub(KEYS[i], #pre + 5)
+    redis.call('SET', KEYS[i], (i - 6) .. ':' .. ARGV[7], 'PX', life)
+  end
+  redis.call('DEL', KEYS[5])
+  redis.call('HSET', KEYS[5], unpack(h))
+  redis.call('PEXPIRE', KEYS[5], life)
+  if ARGV[10] ~= '' and resend_life >= 1 then
+    redis.call('SET', KEYS[6], ARGV[10], 'PX', resend_life)
+  end
 end
 
 -- The account's health. A success on a healthy account with no run

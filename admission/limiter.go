@@ -70,6 +70,12 @@ type Limiter struct {
 	// Redis though no send uses them: the reply of the admission that took
 	// them, or their release, was lost. The next Settle frees them.
 	orphans []string
+	// published are the events EventPublished noted, pairs of an id and
+	// the owed version published, for the next receipt.lua call to clear;
+	// owedSeen are the owed versions of the events Receipt or Owed
+	// returned, by id, oldest first.
+	published []string
+	owedSeen  map[string][]int64
 
 	queued [2]atomic.Int32 // by class: callers of Acquire waiting for the turn
 
@@ -127,6 +133,7 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 		intervalGl:    gi,
 		spacing:       [2]time.Duration{gi, mi},
 		fb:            newFallback(cfg),
+		owedSeen:      map[string][]int64{},
 		recoveryFloor: (cfg.RedisRetryAfter * time.Duration(cfg.MaxSenders-1) / time.Duration(cfg.MaxSenders)).Microseconds(),
 	}
 	for c := range l.admit {

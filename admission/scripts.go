@@ -26,8 +26,10 @@ var scriptFS embed.FS
 // expired leases first, would go on admitting past maxmemory while
 // finish.lua, whose first write is the record, was refused. finish.lua and
 // release.lua (allow-oom) settle what Redis admitted before it filled: a
-// record per admitted send, leases ended, claims given back. status.lua
-// and pause.lua (no-writes) only read.
+// record per admitted send (and its story), leases ended, claims given
+// back. receipt.lua is refused whole: the receipt is answered with an
+// error and the provider retries it. status.lua, pause.lua, story.lua and
+// delivery.lua (no-writes) only read.
 var (
 	//go:embed gcra.lua
 	gcraLua    string
@@ -73,6 +75,18 @@ var (
 	forgetLua    string
 	forgetScript = redis.NewScript(forgetLua)
 
+	//go:embed receipt.lua
+	receiptLua    string
+	receiptScript = redis.NewScript(receiptLua)
+
+	//go:embed story.lua
+	storyLua    string
+	storyScript = redis.NewScript(storyLua)
+
+	//go:embed delivery.lua
+	deliveryLua    string
+	deliveryScript = redis.NewScript(deliveryLua)
+
 	//go:embed learned.lua
 	learnedLua    string
 	learnedScript = redis.NewScript(learnedLua)
@@ -88,11 +102,14 @@ const (
 	OpClaim    = "claim"    // claim.lua: an id's send claim
 	OpFinish   = "finish"   // finish.lua: an id's record (sent, refused, rejected, claim given back) and the lease's end
 	OpRelease  = "release"  // release.lua: an id's claim given back
+	OpReceipt  = "receipt"  // receipt.lua: a delivery receipt folded, or the owed events swept
 	// Not per message: a process's heartbeat (once a second per account),
 	// and the operator's commands.
 	OpHeartbeat = "heartbeat" // heartbeat.lua: a process alive, and its state
 	OpStatus    = "status"    // status.lua: `dispatcher status`'s read
 	OpForget    = "forget"    // forget.lua: a refusal's record cleared for a replay
+	OpStory     = "story"     // story.lua: `dispatcher message`'s read
+	OpDelivery  = "delivery"  // delivery.lua: the delivery counters `dispatcher status` reads
 )
 
 // scriptOps maps each script's SHA-1, in hex as EVALSHA takes it, to its
@@ -103,6 +120,7 @@ var scriptOps = func() map[string]string {
 		OpAdmit: gcraLua, OpPenalty: penaltyLua, OpResume: resumeLua, OpPause: pauseLua, OpOverride: overrideLua,
 		OpClaim: claimLua, OpFinish: finishLua, OpRelease: releaseLua,
 		OpHeartbeat: heartbeatLua, OpStatus: statusLua, OpForget: forgetLua,
+		OpReceipt: receiptLua, OpStory: storyLua, OpDelivery: deliveryLua,
 	} {
 		sum := sha1.Sum([]byte(src))
 		m[hex.EncodeToString(sum[:])] = op

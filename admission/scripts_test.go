@@ -43,6 +43,9 @@ func TestScriptOpNamesEveryCallByItsScript(t *testing.T) {
 		{OpHeartbeat, func() error { return lim.Heartbeat(ctx, "pod-1", "ok host v") }},
 		{OpStatus, func() error { _, err := lim.Status(ctx, time.Now(), 2); return err }},
 		{OpForget, func() error { _, _, err := claims.Forget(ctx, "login-1"); return err }},
+		{OpReceipt, func() error { _, err := lim.Receipt(ctx, report("SM1", "delivered", "")); return err }},
+		{OpStory, func() error { _, _, err := lim.Story(ctx, "login-1"); return err }},
+		{OpDelivery, func() error { _, err := lim.DeliveryStats(ctx, time.Minute); return err }},
 	}
 	var want []string
 	for _, s := range steps {
@@ -89,6 +92,7 @@ func TestScriptCallsFollowTheirHeaders(t *testing.T) {
 		{"gcra.lua", admitCall{}}, {"penalty.lua", penaltyCall{}}, {"resume.lua", resumeCall{}}, {"pause.lua", pauseCall{}}, {"override.lua", overrideCall{}},
 		{"claim.lua", claimCall{}}, {"finish.lua", finishCall{}}, {"learned.lua", learnedCall{}}, {"forget.lua", forgetCall{}},
 		{"heartbeat.lua", heartbeatCall{}}, {"status.lua", statusCall{}},
+		{"receipt.lua", receiptCall{}}, {"story.lua", storyCall{}}, {"delivery.lua", deliveryCall{}},
 	} {
 		t.Run(tt.script, func(t *testing.T) {
 			src, err := scriptFS.ReadFile(tt.script)

@@ -46,18 +46,36 @@ func RefusedRecord(reason string) string { return refusedPrefix + reason }
 // back once it answers again; a lease, with the next Settle, past that it
 // expires after LeaseTTL.
 func (l *Limiter) Settle(ctx context.Context, d Decision, record string, result SendResult) error {
+	return l.SettleStory(ctx, d, record, result, Story{})
+}
+
+// SettleStory is Settle that, when record is a sent record (RecordSent,
+// SentRecord's) and s.ProviderIDs is not empty, also keeps s in the same
+// finish.lua call: the message's story ({sms:<account>}:msg:<id>) and a key
+// per part ({sms:<account>}:pid:<provider id>), living as the record
+// (Config.RecordTTL), and s.Resend in {sms:<account>}:resend:<id> until
+// s.ResendUntil. It works with and without a claim (an overflow account's
+// admission has none: the story lives on the account that sent), and
+// needs the message's id from d (Claim.ID given to Admit): without it the
+// send is settled, the story is not kept, and the error says so.
+func (l *Limiter) SettleStory(ctx context.Context, d Decision, record string, result SendResult, s Story) error {
 	if record != "" && record != RecordSent && !strings.HasPrefix(record, sentPrefix) && !strings.HasPrefix(record, refusedPrefix) {
 		return errors.New("admission: Settle wants \"\", RecordSent, a SentRecord or a RefusedRecord")
 	}
 	sent := record == RecordSent || strings.HasPrefix(record, sentPrefix)
 	counted := sent && d.units > 0 // Redis admitted it: Redis counts it
+	var lost error
+	if sent && len(s.ProviderIDs) > 0 && d.id == "" {
+		s, lost = Story{}, errors.New("admission: a story without the message's id (Claim.ID at Admit) is not kept")
+	}
+	story := sent && len(s.ProviderIDs) > 0
 	lease := d.Lease
 	if lease == localLease {
 		l.mu.Lock()
 		l.localInFlight = max(0, l.localInFlight-1)
 		l.mu.Unlock()
-		if !d.Claimed && !counted {
-			return nil
+		if !d.Claimed && !counted && !story {
+			return lost
 		}
 		lease = ""
 	}
@@ -72,8 +90,11 @@ func (l *Limiter) Settle(ctx context.Context, d Decision, record string, result 
 	if counted {
 		call.Counter, call.Units = l.SentKey(d.class, l.clock.Now()), d.units
 	}
-	if !d.Claimed && !counted && len(call.Ended) == 0 && call.Result == "" {
-		return nil
+	if story {
+		l.withStory(&call, d.id, s)
+	}
+	if !d.Claimed && !counted && !story && len(call.Ended) == 0 && call.Result == "" {
+		return lost
 	}
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) error {
 		v, err := finishScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Int64Slice()
@@ -92,8 +113,9 @@ func (l *Limiter) Settle(ctx context.Context, d Decision, record string, result 
 		for _, m := range call.Ended {
 			l.orphan(m)
 		}
+		return err
 	}
-	return err
+	return lost
 }
 
 // SentKey is the key counting the units of class the provider accepted in

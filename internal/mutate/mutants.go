@@ -92,7 +92,7 @@ var mutants = []mutant{
 		{"admission/eval.go", `call.Lease = l.instance + "-" + strconv.FormatUint(l.leaseSeq.Add(1), 10)`, `call.Lease = l.instance + "-" + strconv.FormatUint(0*l.leaseSeq.Add(1), 10)`},
 	}, ""},
 	{"L3", "a finished send does not release its lease", []edit{
-		{"admission/finish.lua", "  redis.call('ZREM', KEYS[2], unpack(ARGV, 7))", "  -- mutant: leases kept"},
+		{"admission/finish.lua", "  redis.call('ZREM', KEYS[2], unpack(ARGV, 12))", "  -- mutant: leases kept"},
 	}, ""},
 	{"M21", "cluster clients keep go-redis's 60s slot-map reload", []edit{
 		{"admission/cluster.go", "	o.ClusterStateReloadInterval = ClusterStateReloadInterval\n", ""},
@@ -295,6 +295,26 @@ var mutants = []mutant{
 	{"FA6", "longest_prefix ignored", []edit{
 		{"dispatch/route.go", "if t.mode == RouteLongestPrefix {", "if false {"},
 	}, "./dispatch/"},
+	{"RC1", "a receipt's final state overwritten by an intermediate one", []edit{
+		{"admission/receipt.lua", "if cur and (cur == 'delivered' or (FINAL[cur] and status ~= 'delivered') or", "if cur and ((cur == 'delivered' and FINAL[status]) or (FINAL[cur] and FINAL[status] and status ~= 'delivered') or"},
+		{"admission/receipt.lua", "if (FINAL[old] and new ~= 'delivered') or", "if (FINAL[old] and FINAL[new] and new ~= 'delivered') or"},
+	}, ""},
+	{"RC2", "an owed status event never recorded as owed", []edit{
+		{"admission/receipt.lua", "  redis.call('ZADD', KEYS[2], now, id)\n", ""},
+	}, ""},
+	{"RC3", "a later failure receipt overwrites delivered", []edit{
+		{"admission/receipt.lua", "if cur and (cur == 'delivered' or (FINAL[cur] and status ~= 'delivered') or", "if cur and ((cur == 'delivered' and not FINAL[status]) or (FINAL[cur] and cur ~= 'delivered' and status ~= 'delivered') or"},
+		{"admission/receipt.lua", "if (FINAL[old] and new ~= 'delivered') or", "if (FINAL[old] and old ~= 'delivered' and new ~= 'delivered') or"},
+	}, ""},
+	{"RC4", "an older event's publication clears the event owed since", []edit{
+		{"admission/receipt.lua", "  if not ov or ov == v then", "  if true then"},
+	}, ""},
+	{"RC5", "a resend handed out is not kept until its event is published", []edit{
+		{"admission/receipt.lua", "      writes[#writes + 1], writes[#writes + 2] = 'resend', resend\n", ""},
+	}, ""},
+	{"RC6", "publications noted for a failed call are dropped", []edit{
+		{"admission/receipt.go", "	l.published = append(call.Published, l.published...)", "	l.published = append(l.published[:0:0], l.published...)"},
+	}, ""},
 }
 
 // killers names the test known to kill each mutant. try runs it first, alone;
@@ -387,4 +407,10 @@ var killers = map[string]string{
 	"FA4": "TestADegradedAccountAdmitsOneProbePerInterval",
 	"FA5": "TestTableRoutes",
 	"FA6": "TestTableRoutes",
+	"RC1": "TestTheFoldEndsTheSameWhateverTheOrder",
+	"RC2": "TestAnOwedEventStaysOwedUntilItIsPublished",
+	"RC3": "TestTheFoldEndsTheSameWhateverTheOrder",
+	"RC4": "TestAnOwedEventStaysOwedUntilItIsPublished",
+	"RC5": "TestAResendIsHandedOutOnceAndKeptUntilItsEventIsPublished",
+	"RC6": "TestAPublishedEventOutlivesAFailedCall",
 }

@@ -1,0 +1,274 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Report is one verified delivery receipt, in the fold's terms.
+type Report struct {
+	ProviderID string
+	Status     string // one of the 11 names of provider.DeliveryStatus
+	// Final and Delivered say what Status is; Receipt refuses a Report
+	// whose flags disagree with it.
+	Final, Delivered bool
+	ErrorCode        string
+	At               time.Time // zero: Redis's clock at the fold
+}
+
+// Fold is what a receipt did to its message (receipt.lua's reply), or, from
+// Owed, a message whose status event is owed.
+type Fold struct {
+	Known             bool // false: no record of the provider id (expired, another system): nothing written
+	ID, Class, Sender string
+	ProviderID        string // the message's first provider id
+	Status            string // the message's state after the fold
+	ErrorCode         string
+	SentAt, StatusAt  time.Time
+	Final             bool // Status is final
+	Changed           bool // this receipt changed the message's state
+	// Owed says a status event is owed for this state (it became final
+	// now, or a failure turned delivered): publish it, then EventPublished.
+	Owed bool
+	// Resend is non-nil once, with the Owed that made a first-class
+	// message's failure final while its resend payload lived, and again
+	// from Owed while that event is owed: publish it to the first class's
+	// topic. The payload stays with the story until EventPublished, so a
+	// failed publish never loses it.
+	Resend  []byte
+	Account string // the account the fold ran on
+
+	version int64 // the owed event's version, for EventPublished
+}
+
+// Delivery statuses as receipt.lua folds them, final or intermediate.
+var deliveryStatuses = map[string]bool{
+	"queued": false, "accepted": false, "sending": false, "sent": false, "buffered": false, "unknown": false,
+	"delivered": true, "undelivered": true, "failed": true, "expired": true, "rejected": true,
+}
+
+// ErrBadReport reports a Report whose status is not one of the 11 names,
+// or whose Final and Delivered disagree with it.
+var ErrBadReport = errors.New("admission: a receipt's status is not one the fold knows")
+
+// DeliveryBuckets are the upper bounds of the latency buckets the delivery
+// counters keep (from the provider's acceptance to a delivered receipt);
+// one more bucket counts the rest. DeliveryStats's quantiles are these
+// bounds.
+var DeliveryBuckets = []time.Duration{
+	250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 3 * time.Second,
+	5 * time.Second, 7500 * time.Millisecond, 10 * time.Second, 15 * time.Second, 20 * time.Second,
+	30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 30 * time.Minute,
+}
+
+// deliveryBucketsArg is DeliveryBuckets as receipt.lua's ARGV[5].
+var deliveryBucketsArg = func() string {
+	b := make([]string, len(DeliveryBuckets))
+	for i, d := range DeliveryBuckets {
+		b[i] = strconv.FormatInt(d.Milliseconds(), 10)
+	}
+	return strings.Join(b, " ")
+}()
+
+// Bounds of what the Limiter keeps for the receipts.
+const (
+	maxParts          = 64    // parts of a message kept in its story (receipt.lua's MAX_PARTS)
+	maxErrorCode      = 64    // characters of a receipt's error code kept
+	publishedPerCall  = 64    // published events cleared per receipt.lua call
+	maxOwedRemembered = 10000 // ids whose owed versions are remembered for EventPublished
+	maxVersionsPerID  = 4     // owed versions remembered per id
+	maxOwedPerSweep   = 1000  // events one Owed call returns at most
+)
+
+// Receipt folds r into its message's state in ONE Redis call (receipt.lua),
+// also carrying the ids whose events were published since the last call
+// (EventPublished) to clear them from the owed set. A provider id this
+// account never kept (expired, another system's) is Fold.Known false.
+func (l *Limiter) Receipt(ctx context.Context, r Report) (Fold, error) {
+	final, ok := deliveryStatuses[r.Status]
+	if !ok || r.Final != final || r.Delivered != (r.Status == "delivered") {
+		return Fold{}, fmt.Errorf("%w: %q final %t delivered %t", ErrBadReport, r.Status, r.Final, r.Delivered)
+	}
+	if r.ProviderID == "" {
+		return Fold{Account: l.cfg.Account}, nil
+	}
+	call := l.sweepCall()
+	call.PID, call.Status, call.Code = l.pidKey(r.ProviderID), r.Status, r.ErrorCode[:min(len(r.ErrorCode), maxErrorCode)]
+	if !r.At.IsZero() {
+		call.At = max(r.At.UnixMilli(), 1)
+	}
+	folds, changed, err := l.runReceipt(ctx, call)
+	if err != nil {
+		return Fold{}, err
+	}
+	if len(folds) == 0 {
+		return Fold{Account: l.cfg.Account}, nil
+	}
+	folds[0].Changed = changed
+	return folds[0], nil
+}
+
+// EventPublished notes that id's owed event (and resend) is out; the next
+// Receipt or FlushPublished clears it. It clears the oldest event this
+// Limiter returned for id (from Receipt or Owed) and not yet noted, and
+// only while that is still the event owed: one owed since (a failure
+// turned delivered) stays owed, and a sweep returns it again. Publishes
+// that end out of order cost a duplicate event, never a lost one; so does
+// an id this Limiter returned no event for.
+func (l *Limiter) EventPublished(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	vs := l.owedSeen[id]
+	if len(vs) == 0 {
+		return
+	}
+	if len(vs) == 1 {
+		delete(l.owedSeen, id)
+	} else {
+		l.owedSeen[id] = vs[1:]
+	}
+	l.published = append(l.published, id, strconv.FormatInt(vs[0], 10))
+}
+
+// FlushPublished clears from the owed set the events EventPublished noted,
+// in as few calls as it takes (64 a call).
+func (l *Limiter) FlushPublished(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		pending := len(l.published)
+		l.mu.Unlock()
+		if pending == 0 {
+			return nil
+		}
+		if _, _, err := l.runReceipt(ctx, l.sweepCall()); err != nil {
+			return err
+		}
+	}
+}
+
+// Owed returns up to n messages whose event has been owed for longer than
+// age (a sweep publishes them again; Fold.Resend included while owed), and
+// clears the events published meanwhile. n is at most 1000.
+func (l *Limiter) Owed(ctx context.Context, age time.Duration, n int) ([]Fold, error) {
+	call := l.sweepCall()
+	call.Age, call.Most = max(age.Milliseconds(), 0), min(max(n, 0), maxOwedPerSweep)
+	folds, _, err := l.runReceipt(ctx, call)
+	return folds, err
+}
+
+// sweepCall is receipt.lua's call of a sweep that returns nothing: it
+// only clears.
+func (l *Limiter) sweepCall() receiptCall {
+	return receiptCall{Owed: l.tag + ":owed", Millis: l.claims.recordTTL.Milliseconds(), Buckets: deliveryBucketsArg}
+}
+
+// runReceipt runs call with the published events pending (put back if the
+// call fails), and remembers the owed versions it returns.
+func (l *Limiter) runReceipt(ctx context.Context, call receiptCall) ([]Fold, bool, error) {
+	l.mu.Lock()
+	call.Published = slices.Clone(l.published[:min(len(l.published), 2*publishedPerCall)])
+	l.published = l.published[len(call.Published):]
+	l.mu.Unlock()
+	var v []any
+	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
+		v, err = receiptScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Slice()
+		if err != nil {
+			return fmt.Errorf("receipt eval: %w", err)
+		}
+		return nil
+	})
+	if err == nil {
+		var folds []Fold
+		var changed bool
+		if folds, changed, err = l.parseFolds(v); err == nil {
+			l.rememberOwed(folds)
+			return folds, changed, nil
+		}
+	}
+	l.mu.Lock()
+	l.published = append(call.Published, l.published...)
+	l.mu.Unlock()
+	return nil, false, err
+}
+
+// rememberOwed keeps the owed versions of folds for EventPublished, a few
+// per id, oldest first.
+func (l *Limiter) rememberOwed(folds []Fold) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, f := range folds {
+		vs, ok := l.owedSeen[f.ID]
+		switch {
+		case !f.Owed, len(vs) > 0 && vs[len(vs)-1] == f.version:
+		case ok && len(vs) < maxVersionsPerID:
+			l.owedSeen[f.ID] = append(vs, f.version)
+		case !ok && len(l.owedSeen) < maxOwedRemembered:
+			l.owedSeen[f.ID] = []int64{f.version}
+		}
+	}
+}
+
+// parseFolds reads receipt.lua's {changed, message...}.
+func (l *Limiter) parseFolds(v []any) ([]Fold, bool, error) {
+	if len(v) == 0 {
+		return nil, false, fmt.Errorf("%w: receipt.lua answered nothing", ErrBadReply)
+	}
+	changed, ok := v[0].(int64)
+	if !ok {
+		return nil, false, fmt.Errorf("%w: receipt.lua's changed is %T", ErrBadReply, v[0])
+	}
+	folds := make([]Fold, 0, len(v)-1)
+	for _, m := range v[1:] {
+		f, err := l.parseFold(m)
+		if err != nil {
+			return nil, false, err
+		}
+		folds = append(folds, f)
+	}
+	return folds, changed == 1, nil
+}
+
+// parseFold reads one message of receipt.lua's reply: {id, class, sender,
+// first provider id, status, error code, sent_ms, status_ms, owed,
+// version, resend}.
+func (l *Limiter) parseFold(m any) (Fold, error) {
+	t, ok := m.([]any)
+	if !ok || len(t) != 11 {
+		return Fold{}, fmt.Errorf("%w: receipt.lua's message is %v", ErrBadReply, m)
+	}
+	var s [7]string
+	for i, j := range []int{0, 1, 2, 3, 4, 5, 10} {
+		if s[i], ok = t[j].(string); !ok {
+			return Fold{}, fmt.Errorf("%w: receipt.lua's message field %d is %T", ErrBadReply, j, t[j])
+		}
+	}
+	var n [4]int64
+	for i := range n {
+		if n[i], ok = t[6+i].(int64); !ok {
+			return Fold{}, fmt.Errorf("%w: receipt.lua's message field %d is %T", ErrBadReply, 6+i, t[6+i])
+		}
+	}
+	final, known := deliveryStatuses[s[4]]
+	if !known && s[4] != "" {
+		return Fold{}, fmt.Errorf("%w: receipt.lua's status %q", ErrBadReply, s[4])
+	}
+	f := Fold{Known: true, ID: s[0], Class: s[1], Sender: s[2], ProviderID: s[3], Status: s[4], ErrorCode: s[5],
+		SentAt: msTime(n[0]), StatusAt: msTime(n[1]), Final: final, Owed: n[2] == 1, version: n[3], Account: l.cfg.Account}
+	if s[6] != "" {
+		f.Resend = []byte(s[6])
+	}
+	return f, nil
+}
+
+// msTime is a time in milliseconds since the epoch; 0 is the zero time.
+func msTime(ms int64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}

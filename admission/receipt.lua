@@ -1,0 +1,232 @@
+#!lua
+-- receipt.lua folds one delivery receipt into its message's state, in one
+-- call: the provider id's key names the message, the receipt is folded
+-- into its part, the parts into the message, and what changed is returned;
+-- a final state owes a status event (the owed set) and is counted in the
+-- account's delivery counters. With no receipt (ARGV[1] '') it is the
+-- sweep: it returns the messages whose event has been owed the longest.
+-- Either way it first clears the events published since the last call.
+--
+-- A message's story is the hash {sms:<account>}:msg:<id>. finish.lua
+-- writes class, sender, n (its parts), p<i> (part i's provider id) and
+-- sent (when the provider accepted it, ms on Redis's clock); this script
+-- writes s<i> and c<i> (part i's status and error code), status, code and
+-- at (the message's state, its error code, and when it became so, ms), ov
+-- (the owed event's version, one more each time an event is owed), resend
+-- (the resend payload, kept from when it is handed out until its event is
+-- published) and resent ('1' once handed out).
+--
+-- The fold, per part then per message: a final status beats an
+-- intermediate one; a later final never replaces an earlier one unless it
+-- is 'delivered'; an intermediate one goes only forward (the order of
+-- RANK below); a duplicate changes nothing. The message is delivered
+-- when all its parts are, failed (its first failed part's status) when a
+-- part failed, else at its parts' furthest intermediate status (a
+-- delivered part counts as the furthest, 'buffered', so that the state
+-- does not hang on whether a part's intermediates came before its final).
+--
+-- KEYS[1] -> the provider id's key ({sms:<account>}:pid:<provider id>,
+--            '<part>:<id>'; a sweep: the owed set again)
+-- KEYS[2] -> the owed set ({sms:<account>}:owed, id by when its event was
+--            owed, ms). The story, resend and counter keys are built from
+--            its prefix, so they share its slot
+-- ARGV[1] -> the receipt's status, one of the 11 names ('': a sweep)
+-- ARGV[2] -> its error code ('' none)
+-- ARGV[3] -> when the status happened, ms since the epoch (below 1:
+--            Redis's clock)
+-- ARGV[4] -> the owed set's lifetime in milliseconds (clamped to
+--            [1, 2^40])
+-- ARGV[5] -> the delivery latency buckets' upper bounds in milliseconds,
+--            ascending, space-separated; one more bucket counts the rest
+-- ARGV[6] -> a sweep's age: events owed longer ago than this, in ms
+-- ARGV[7] -> the most events a sweep returns (0: it only clears)
+-- ARGV[8..] -> the events published: pairs of an id and the owed version
+--            published; an event owed again since (another version) stays
+--
+-- The delivery counters {sms:<account>}:dlr:<class>:<unix minute> (a hash
+-- living 10 minutes: finals, delivered, b<i> the delivered ones by latency
+-- bucket, the latency from 'sent' to the receipt's arrival) count each
+-- message once when it becomes final, and once more as delivered when a
+-- failure turns delivered.
+--
+-- Returns {changed, message...}: changed is 1 when the receipt changed its
+-- message's state; each message is {id, class, sender, first provider id,
+-- status, error code, sent_ms, status_ms, owed, version, resend}: owed 1
+-- when an event is owed for this state, version its ov, resend the
+-- payload to publish ('' none). A receipt returns one message, or none
+-- when its provider id is unknown (nothing written but the clearing).
+-- Everything is read and checked before the first write: a script that
+-- errors keeps the writes it made.
+
+local FINAL = {delivered = true, undelivered = true, failed = true, expired = true, rejected = true}
+local RANK = {unknown = 1, queued = 2, accepted = 3, sending = 4, sent = 5, buffered = 6}
+local NAMES = {'unknown', 'queued', 'accepted', 'sending', 'sent', 'buffered'}
+local MAX_PARTS = 64
+
+local status, code = ARGV[1], ARGV[2] or ''
+if status ~= '' and not FINAL[status] and not RANK[status] then
+  return redis.error_reply('receipt.lua: unknown status')
+end
+local at, life, age, most = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6]), tonumber(ARGV[7])
+if not (at and life and age and most) or (#ARGV - 7) % 2 ~= 0 then
+  return redis.error_reply('receipt.lua: arguments not of the header\'s form')
+end
+-- PEXPIRE refuses a lifetime <= 0 and one past the clock's range.
+life = math.min(math.max(life, 1), 2 ^ 40)
+most = math.min(math.max(most, 0), 1000)
+local bounds = {}
+for b in string.gmatch(ARGV[5] or '', '%d+') do
+  bounds[#bounds + 1] = tonumber(b)
+end
+local pre = string.sub(KEYS[2], 1, -5) -- '{sms:<account>}:'
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- A number read back, within [0, 2^53).
+local function num(x)
+  return math.min(math.max(tonumber(x) or 0, 0), 2 ^ 53 - 1)
+end
+
+local function load(msg)
+  local f = redis.call('HGETALL', msg)
+  if #f == 0 then
+    return nil
+  end
+  local h = {}
+  for i = 1, #f, 2 do
+    h[f[i]] = f[i + 1]
+  end
+  return h
+end
+
+local function reply(id, h, owed, resend)
+  return {id, h.class or '', h.sender or '', h.p1 or '', h.status or '', h.code or '',
+    num(h.sent), num(h.at), owed and 1 or 0, num(h.ov), resend}
+end
+
+for i = 8, #ARGV - 1, 2 do
+  local id, v = ARGV[i], ARGV[i + 1]
+  local msg = pre .. 'msg:' .. id
+  local ov = redis.call('HGET', msg, 'ov')
+  if not ov or ov == v then
+    redis.call('ZREM', KEYS[2], id)
+    if ov then
+      redis.call('HDEL', msg, 'resend')
+    end
+  end
+end
+
+if status == '' then
+  local out = {0}
+  if most > 0 then
+    local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - age, 'LIMIT', 0, most)
+    for _, id in ipairs(ids) do
+      local h = load(pre .. 'msg:' .. id)
+      if h then
+        out[#out + 1] = reply(id, h, true, h.resend or '')
+      else
+        redis.call('ZREM', KEYS[2], id) -- its story expired: nothing to publish
+      end
+    end
+  end
+  return out
+end
+
+local part, id = string.match(redis.call('GET', KEYS[1]) or '', '^(%d+):(.+)$')
+if not part then
+  return {0}
+end
+local msg = pre .. 'msg:' .. id
+local h = load(msg)
+local n = math.min(math.max(num(h and h.n), 1), MAX_PARTS)
+part = tonumber(part)
+if not h or part < 1 or part > n then
+  return {0} -- the story expired, or the key is of another one
+end
+
+-- The part.
+local cur = h['s' .. part]
+if cur and (cur == 'delivered' or (FINAL[cur] and status ~= 'delivered') or
+    (not FINAL[cur] and not FINAL[status] and RANK[status] <= (RANK[cur] or 0))) then
+  return {0, reply(id, h, false, '')}
+end
+if not FINAL[status] or status == 'delivered' then
+  code = ''
+end
+h['s' .. part], h['c' .. part] = status, code
+local writes = {'s' .. part, status, 'c' .. part, code}
+
+-- The message.
+local old, old_code = h.status or '', h.code or ''
+local delivered, fail, fail_code, best = 0, nil, '', 0
+for i = 1, n do
+  local s = h['s' .. i]
+  if s == 'delivered' then
+    delivered, best = delivered + 1, RANK.buffered
+  elseif FINAL[s] then
+    if not fail then
+      fail, fail_code = s, h['c' .. i] or ''
+    end
+  elseif RANK[s] then
+    best = math.max(best, RANK[s])
+  end
+end
+local new, new_code = NAMES[best] or '', ''
+if delivered == n then
+  new = 'delivered'
+elseif fail then
+  new, new_code = fail, fail_code
+end
+if (FINAL[old] and new ~= 'delivered') or (not FINAL[old] and not FINAL[new] and (RANK[old] or 0) >= best) then
+  new, new_code = old, old_code -- a final stands; an intermediate goes only forward
+end
+
+local changed = new ~= old or new_code ~= old_code
+local owed = (FINAL[new] and not FINAL[old]) or (new == 'delivered' and FINAL[old] and old ~= 'delivered')
+local resend = ''
+if changed then
+  local when = now
+  if at >= 1 then
+    when = math.min(at, 2 ^ 53 - 1)
+  end
+  h.status, h.code, h.at = new, new_code, string.format('%d', when)
+  writes[#writes + 1], writes[#writes + 2] = 'status', new
+  writes[#writes + 1], writes[#writes + 2] = 'code', new_code
+  writes[#writes + 1], writes[#writes + 2] = 'at', h.at
+end
+if owed then
+  h.ov = string.format('%d', num(h.ov) + 1)
+  writes[#writes + 1], writes[#writes + 2] = 'ov', h.ov
+  redis.call('ZADD', KEYS[2], now, id)
+  redis.call('PEXPIRE', KEYS[2], life)
+  local dlr = pre .. 'dlr:' .. (h.class or '') .. ':' .. math.floor(now / 60000)
+  if not FINAL[old] then
+    redis.call('HINCRBY', dlr, 'finals', 1)
+  end
+  if new == 'delivered' then
+    local latency, b = math.max(now - num(h.sent), 0), #bounds + 1
+    for i = #bounds, 1, -1 do
+      if latency <= bounds[i] then
+        b = i
+      end
+    end
+    redis.call('HINCRBY', dlr, 'delivered', 1)
+    redis.call('HINCRBY', dlr, 'b' .. b, 1)
+    -- Delivered after all: a resend not yet published is moot.
+    redis.call('HDEL', msg, 'resend')
+  else
+    -- A failure made final: the resend payload, once, kept with the story
+    -- until its event is published (the sweep hands it out again).
+    local key = pre .. 'resend:' .. id
+    resend = redis.call('GET', key) or ''
+    if resend ~= '' then
+      redis.call('DEL', key)
+      writes[#writes + 1], writes[#writes + 2] = 'resend', resend
+      writes[#writes + 1], writes[#writes + 2] = 'resent', '1'
+    end
+  end
+  redis.call('PEXPIRE', dlr, 600000)
+end
+redis.call('HSET', msg, unpack(writes))
+return {changed and 1 or 0, reply(id, h, owed, resend)}

@@ -1,0 +1,336 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"smsdispatcher/internal/redistest"
+)
+
+// report is a receipt of pid saying status.
+func report(pid, status, code string) Report {
+	return Report{ProviderID: pid, Status: status, Final: deliveryStatuses[status], Delivered: status == "delivered", ErrorCode: code}
+}
+
+// keepStory settles a send of id on l, without a claim, keeping s: the
+// story as an overflow account keeps it.
+func keepStory(t *testing.T, l *Limiter, id string, s Story) {
+	t.Helper()
+	if err := l.SettleStory(context.Background(), Decision{id: id}, SentRecord(s.ProviderIDs[0]), ResultNone, s); err != nil {
+		t.Fatalf("SettleStory(%s): %v", id, err)
+	}
+}
+
+func fold(t *testing.T, l *Limiter, r Report) Fold {
+	t.Helper()
+	f, err := l.Receipt(context.Background(), r)
+	if err != nil {
+		t.Fatalf("Receipt(%+v): %v", r, err)
+	}
+	return f
+}
+
+func owedIDs(t *testing.T, l *Limiter, age time.Duration) map[string]Fold {
+	t.Helper()
+	folds, err := l.Owed(context.Background(), age, 100)
+	if err != nil {
+		t.Fatalf("Owed: %v", err)
+	}
+	m := map[string]Fold{}
+	for _, f := range folds {
+		m[f.ID] = f
+	}
+	return m
+}
+
+func isFailure(status string) bool { return deliveryStatuses[status] && status != "delivered" }
+
+// TestTheFoldEndsTheSameWhateverTheOrder: a message's receipts (1 part, 3
+// parts), shuffled and duplicated, always fold into the same final state
+// when each part has a final one;
+// on the way an intermediate never replaces a final, a later failure never
+// replaces delivered nor another failure, a delivered replaces a failure
+// once, and an event is owed exactly when the state becomes final or a
+// failure turns delivered.
+func TestTheFoldEndsTheSameWhateverTheOrder(t *testing.T) {
+	l := newLimiter(t, redistest.Client(t), testConfig(t))
+	rng := rand.New(rand.NewPCG(29, 1))
+	intermediates := []string{"queued", "accepted", "sending", "sent", "buffered", "unknown"}
+	failures := []string{"undelivered", "failed", "expired", "rejected"}
+	for trial := range 40 {
+		parts := []int{1, 3}[trial%2]
+		fail, code := failures[rng.IntN(len(failures))], fmt.Sprint(30000+rng.IntN(10))
+		var receipts []Report
+		var pids []string
+		delivered, failed, complete := 0, false, true
+		for p := range parts {
+			pid := fmt.Sprintf("SM%d-%d", trial, p)
+			pids = append(pids, pid)
+			for range rng.IntN(4) {
+				receipts = append(receipts, report(pid, intermediates[rng.IntN(len(intermediates))], ""))
+			}
+			switch rng.IntN(4) {
+			case 0:
+				receipts = append(receipts, report(pid, "delivered", ""))
+				delivered++
+			case 1:
+				receipts = append(receipts, report(pid, fail, code))
+				failed = true
+			case 2: // a failure, and a delivered after or before it
+				receipts = append(receipts, report(pid, fail, code), report(pid, "delivered", ""))
+				delivered++
+			default:
+				// No final: the message's end may hang on the order (a
+				// failure made it final, or this part's recovery came first).
+				complete = false
+			}
+		}
+		for range 1 + rng.IntN(3) {
+			if len(receipts) > 0 {
+				receipts = append(receipts, receipts[rng.IntN(len(receipts))])
+			}
+		}
+		want := ""
+		switch {
+		case delivered == parts:
+			want = "delivered"
+		case failed:
+			want = fail + " " + code
+		case complete:
+			t.Fatalf("trial %d: a complete story neither delivered nor failed", trial)
+		}
+		var ends []string
+		for order := range 4 {
+			id := fmt.Sprintf("m%d-%d", trial, order)
+			keepStory(t, l, id, Story{Class: "otp", ProviderIDs: pids})
+			rng.Shuffle(len(receipts), func(i, j int) { receipts[i], receipts[j] = receipts[j], receipts[i] })
+			prev := ""
+			for _, r := range receipts {
+				f := fold(t, l, r)
+				if !f.Known || f.ID != id {
+					t.Fatalf("trial %d: %+v folded into %+v, want message %s", trial, r, f, id)
+				}
+				switch {
+				case deliveryStatuses[prev] && !f.Final:
+					t.Fatalf("trial %d: %s after final %s: the intermediate %s replaced it", trial, r.Status, prev, f.Status)
+				case prev == "delivered" && f.Status != "delivered":
+					t.Fatalf("trial %d: %s after delivered replaced it", trial, f.Status)
+				case isFailure(prev) && isFailure(f.Status) && f.Status != prev:
+					t.Fatalf("trial %d: a later failure %s replaced %s", trial, f.Status, prev)
+				}
+				owed := (f.Final && !deliveryStatuses[prev]) || (isFailure(prev) && f.Status == "delivered")
+				if f.Owed != owed {
+					t.Fatalf("trial %d: %s -> %s: owed %t, want %t", trial, prev, f.Status, f.Owed, owed)
+				}
+				if f.Changed != (f.Status != prev) {
+					t.Fatalf("trial %d: %s -> %s: changed %t", trial, prev, f.Status, f.Changed)
+				}
+				prev = f.Status
+			}
+			s, ok, err := l.Story(context.Background(), id)
+			if err != nil || !ok {
+				t.Fatalf("Story(%s): %v %v", id, ok, err)
+			}
+			end := s.Status
+			if s.ErrorCode != "" {
+				end += " " + s.ErrorCode
+			}
+			ends = append(ends, end)
+			if complete && end != want {
+				t.Fatalf("trial %d (%d parts), order %d: ended %q, want %q", trial, parts, order, end, want)
+			}
+		}
+		if complete && len(slices.Compact(slices.Clone(ends))) != 1 {
+			t.Fatalf("trial %d (%d parts): the orders ended in %q", trial, parts, ends)
+		}
+	}
+}
+
+// TestAnOwedEventStaysOwedUntilItIsPublished: a final state owes its event
+// until EventPublished and the next call clear it; a failure turned
+// delivered before the failure's event is out owes a new event that the
+// failure's publication does not clear; the sweep returns only events owed
+// for longer than its age, and drops those whose story expired.
+func TestAnOwedEventStaysOwedUntilItIsPublished(t *testing.T) {
+	rdb := redistest.Client(t)
+	cfg := testConfig(t)
+	l := newLimiter(t, rdb, cfg)
+	ctx := context.Background()
+	keepStory(t, l, "a", Story{Class: "otp", ProviderIDs: []string{"pa"}})
+	keepStory(t, l, "b", Story{Class: "marketing", ProviderIDs: []string{"pb1", "pb2"}})
+
+	if f := fold(t, l, report("pa", "undelivered", "30003")); !f.Owed || !f.Final || f.Status != "undelivered" || f.ErrorCode != "30003" {
+		t.Fatalf("a final failure: %+v, want owed", f)
+	}
+	if f := fold(t, l, report("pb1", "delivered", "")); f.Owed || f.Final {
+		t.Fatalf("one part of two delivered: %+v, want neither final nor owed", f)
+	}
+	if got := owedIDs(t, l, time.Hour); len(got) != 0 {
+		t.Fatalf("owed for over an hour: %v, want none", got)
+	}
+	// The publish failed: nothing noted, the sweep returns it.
+	if got := owedIDs(t, l, 0); len(got) != 1 || got["a"].Status != "undelivered" || !got["a"].Owed {
+		t.Fatalf("the sweep: %+v, want a's failure", got)
+	}
+	// Delivered after all, before the failure's event is out.
+	if f := fold(t, l, report("pa", "delivered", "")); !f.Owed || f.Status != "delivered" || !f.Changed {
+		t.Fatalf("a failure turned delivered: %+v, want owed again", f)
+	}
+	l.EventPublished("a") // the failure's event
+	if err := l.FlushPublished(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := owedIDs(t, l, 0); got["a"].Status != "delivered" {
+		t.Fatalf("after the failure's event was published: %+v, want a's delivered still owed", got)
+	}
+	l.EventPublished("a") // the delivered's
+	l.EventPublished("a") // nothing more owed: nothing noted
+	l.EventPublished("never-returned")
+	if err := l.FlushPublished(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := owedIDs(t, l, 0); len(got) != 0 {
+		t.Fatalf("after both events were published: %+v, want none owed", got)
+	}
+
+	// An owed id whose story expired is dropped by the sweep.
+	owedKey := l.tag + ":owed"
+	if err := rdb.ZAdd(ctx, owedKey, redis.Z{Score: 1, Member: "gone"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := owedIDs(t, l, 0); len(got) != 0 {
+		t.Fatalf("an owed id without its story: %+v, want nothing returned", got)
+	}
+	if n := rdb.ZCard(ctx, owedKey).Val(); n != 0 {
+		t.Fatalf("the owed set holds %d after the sweep, want 0", n)
+	}
+	if ttl := rdb.PTTL(ctx, owedKey).Val(); ttl > cfg.withDefaults().RecordTTL {
+		t.Fatalf("the owed set lives %v, want at most the record's %v", ttl, cfg.withDefaults().RecordTTL)
+	}
+}
+
+// TestAResendIsHandedOutOnceAndKeptUntilItsEventIsPublished: the receipt
+// that makes a failure final hands the resend payload out once, and takes
+// it from its key; the sweep hands it out again while the event is owed
+// (a failed publish loses nothing); a delivered message, or one whose
+// resend ran out, hands out none.
+func TestAResendIsHandedOutOnceAndKeptUntilItsEventIsPublished(t *testing.T) {
+	rdb := redistest.Client(t)
+	l := newLimiter(t, rdb, testConfig(t))
+	ctx := context.Background()
+	payload := []byte(`{"id":"r","to":"+6281234567"}`)
+	soon := time.Now().Add(time.Minute)
+	keepStory(t, l, "r", Story{Class: "otp", ProviderIDs: []string{"pr"}, Resend: payload, ResendUntil: soon})
+	keepStory(t, l, "s", Story{Class: "otp", ProviderIDs: []string{"ps"}, Resend: payload, ResendUntil: soon})
+	keepStory(t, l, "u", Story{Class: "otp", ProviderIDs: []string{"pu"}, Resend: payload, ResendUntil: time.Now().Add(-time.Second)})
+
+	if f := fold(t, l, report("pr", "failed", "30007")); !f.Owed || string(f.Resend) != string(payload) {
+		t.Fatalf("the failure made final: %+v, want owed with the resend", f)
+	}
+	if n := rdb.Exists(ctx, l.tag+":resend:r").Val(); n != 0 {
+		t.Fatal("the resend key outlived its handing out")
+	}
+	if f := fold(t, l, report("pr", "undelivered", "30003")); f.Owed || f.Resend != nil || f.Status != "failed" {
+		t.Fatalf("a later failure: %+v, want failed, no event, no resend", f)
+	}
+	got := owedIDs(t, l, 0)
+	if string(got["r"].Resend) != string(payload) {
+		t.Fatalf("the sweep while r's event is owed: %+v, want its resend", got["r"])
+	}
+	l.EventPublished("r")
+	if err := l.FlushPublished(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := owedIDs(t, l, 0); len(got) != 0 {
+		t.Fatalf("after r's event was published: %+v, want none owed", got)
+	}
+	if s, _, _ := l.Story(ctx, "r"); !s.Resent || s.Owed {
+		t.Fatalf("r's story: %+v, want resent, not owed", s)
+	}
+
+	if f := fold(t, l, report("ps", "delivered", "")); f.Resend != nil {
+		t.Fatalf("delivered: %+v, want no resend", f)
+	}
+	if f := fold(t, l, report("ps", "failed", "")); f.Resend != nil || f.Status != "delivered" {
+		t.Fatalf("a failure after delivered: %+v, want delivered, no resend", f)
+	}
+	if f := fold(t, l, report("pu", "failed", "")); !f.Owed || f.Resend != nil {
+		t.Fatalf("a failure past the resend's time: %+v, want owed, no resend", f)
+	}
+}
+
+// TestAnUnknownReceiptWritesNothing: a provider id the account never kept
+// is not Known and leaves no key; a status the fold does not know, or
+// flags that disagree with it, are refused before Redis is asked, and
+// receipt.lua refuses an unknown status before it writes.
+func TestAnUnknownReceiptWritesNothing(t *testing.T) {
+	rdb := redistest.Client(t)
+	l := newLimiter(t, rdb, testConfig(t))
+	ctx := context.Background()
+	if f := fold(t, l, report("SMnever", "delivered", "")); f.Known || f.Account != l.cfg.Account {
+		t.Fatalf("an unknown provider id: %+v, want not known", f)
+	}
+	if f := fold(t, l, report("", "delivered", "")); f.Known {
+		t.Fatalf("no provider id: %+v, want not known", f)
+	}
+	for _, r := range []Report{{ProviderID: "x", Status: "read"}, {ProviderID: "x", Status: "delivered"}, {ProviderID: "x", Status: "sent", Final: true}} {
+		if _, err := l.Receipt(ctx, r); !errors.Is(err, ErrBadReport) {
+			t.Errorf("Receipt(%+v): %v, want ErrBadReport", r, err)
+		}
+	}
+	keepStory(t, l, "k", Story{Class: "otp", ProviderIDs: []string{"pk"}})
+	call := l.sweepCall()
+	call.PID, call.Status = l.pidKey("pk"), "read"
+	if err := receiptScript.Run(ctx, rdb, call.keys(), call.argv()...).Err(); err == nil {
+		t.Fatal("receipt.lua took the status \"read\"")
+	}
+	keys, err := rdb.Keys(ctx, l.tag+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(keys)
+	want := []string{l.msgKey("k"), l.pidKey("pk")}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("keys %v, want only k's story %v", keys, want)
+	}
+	if s, _, _ := l.Story(ctx, "k"); s.Status != "" || s.Parts["pk"] != "" {
+		t.Fatalf("k's story after a refused receipt: %+v, want no status", s)
+	}
+}
+
+// TestAPublishedEventOutlivesAFailedCall: the publications noted for a
+// call that fails (Redis down) are carried by the next one, so the events
+// they cover leave the owed set once Redis answers, rather than being
+// published again by the sweep.
+func TestAPublishedEventOutlivesAFailedCall(t *testing.T) {
+	proxy := redistest.NewProxy(t, redistest.Addr(t))
+	clock := &fakeClock{t: t0}
+	cfg := testConfig(t)
+	cfg.RedisTimeout, cfg.RedisRetryAfter = 500*time.Millisecond, time.Second
+	l := newLimiter(t, redistest.ClientOf(t, proxy.Addr()), cfg, WithClock(clock))
+	ctx := context.Background()
+	keepStory(t, l, "p", Story{Class: "otp", ProviderIDs: []string{"pp"}})
+	if f := fold(t, l, report("pp", "delivered", "")); !f.Owed {
+		t.Fatalf("delivered: %+v, want owed", f)
+	}
+	l.EventPublished("p")
+	proxy.SetMode(redistest.Refuse)
+	if err := l.FlushPublished(ctx); err == nil {
+		t.Fatal("FlushPublished with Redis down: no error")
+	}
+	proxy.SetMode(redistest.Up)
+	clock.Add(cfg.RedisRetryAfter + time.Millisecond)
+	if err := l.FlushPublished(ctx); err != nil {
+		t.Fatalf("FlushPublished with Redis back: %v", err)
+	}
+	if got := owedIDs(t, l, 0); len(got) != 0 {
+		t.Fatalf("owed after the publication was carried: %+v, want none", got)
+	}
+}

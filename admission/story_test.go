@@ -1,0 +1,273 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"smsdispatcher/internal/redisstats"
+	"smsdispatcher/internal/redistest"
+)
+
+// TestASentMessageKeepsItsStoryInOneFinishCall: SettleStory writes the
+// record, the story, a key per part and the resend payload in the one
+// finish.lua call, with the record's lifetime (the resend's until its
+// time); an overflow admission (an id, no claim) keeps the story without a
+// record; a Decision without the id settles and says the story is lost.
+func TestASentMessageKeepsItsStoryInOneFinishCall(t *testing.T) {
+	rdb := redistest.Client(t)
+	rec := &redistest.Recorder{}
+	rdb.AddHook(rec)
+	cfg := testConfig(t)
+	cfg.RecordTTL = time.Hour
+	l := newLimiter(t, rdb, cfg)
+	ctx := context.Background()
+
+	d, err := l.Admit(ctx, OTP, 1, time.Second, Claim{ID: "login-1", Token: "t1", Count: true})
+	if err != nil || !d.Allowed || !d.Claimed {
+		t.Fatalf("Admit: %+v, %v", d, err)
+	}
+	rec.Reset()
+	s := Story{Class: "otp", Sender: "Acme", ProviderIDs: []string{"p1", "", "p2", "p3"}, Resend: []byte("data"), ResendUntil: time.Now().Add(time.Minute)}
+	if err := l.SettleStory(ctx, d, SentRecord("p1"), ResultOK, s); err != nil {
+		t.Fatalf("SettleStory: %v", err)
+	}
+	var ops []string
+	for _, args := range rec.Commands() {
+		if op := ScriptOp(args); len(ops) == 0 || ops[len(ops)-1] != op {
+			ops = append(ops, op)
+		}
+	}
+	if len(ops) != 1 || ops[0] != OpFinish {
+		t.Fatalf("SettleStory's calls: %v, want one finish", ops)
+	}
+	for _, key := range []string{l.msgKey("login-1"), l.pidKey("p1"), l.pidKey("p2"), l.pidKey("p3")} {
+		if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 || ttl > time.Hour {
+			t.Errorf("%s lives %v, want the record's hour", key, ttl)
+		}
+	}
+	if ttl := rdb.PTTL(ctx, l.tag+":resend:login-1").Val(); ttl <= 0 || ttl > time.Minute {
+		t.Errorf("the resend payload lives %v, want at most a minute", ttl)
+	}
+	fold(t, l, report("p2", "delivered", ""))
+	got, ok, err := l.Story(ctx, "login-1")
+	if err != nil || !ok {
+		t.Fatalf("Story: %v %v", ok, err)
+	}
+	if got.Record != RecordSent || got.Attempts != 1 || got.Class != "otp" || got.Sender != "Acme" || got.Account != cfg.Account ||
+		strings.Join(got.ProviderIDs, " ") != "p1 p2 p3" || got.Status != "buffered" || got.Parts["p2"] != "delivered" || got.Parts["p1"] != "" ||
+		time.Since(got.SentAt).Abs() > time.Minute || got.Owed || got.Resent {
+		t.Fatalf("Story: %+v", got)
+	}
+
+	// An overflow account's admission: the id, no claim.
+	d, err = l.Admit(ctx, OTP, 1, time.Second, Claim{ID: "login-2"})
+	if err != nil || !d.Allowed || d.Claimed {
+		t.Fatalf("Admit without a token: %+v, %v", d, err)
+	}
+	if err := l.SettleStory(ctx, d, RecordSent, ResultOK, Story{Class: "otp", ProviderIDs: []string{"p4"}}); err != nil {
+		t.Fatalf("SettleStory without a claim: %v", err)
+	}
+	if got, ok, _ := l.Story(ctx, "login-2"); !ok || got.Record != "" || got.ProviderIDs[0] != "p4" {
+		t.Fatalf("Story without a claim: %+v %v, want the story without a record", got, ok)
+	}
+	if f := fold(t, l, report("p4", "delivered", "")); f.ID != "login-2" || !f.Owed {
+		t.Fatalf("a receipt of the overflow's send: %+v", f)
+	}
+
+	d = try(t, l, OTP)
+	if err := l.SettleStory(ctx, d, RecordSent, ResultOK, Story{Class: "otp", ProviderIDs: []string{"p5"}}); err == nil {
+		t.Fatal("SettleStory without the message's id kept no story and said nothing")
+	}
+	if n := rdb.Exists(ctx, l.pidKey("p5")).Val(); n != 0 {
+		t.Fatal("a story without the message's id wrote its part's key")
+	}
+	if _, ok, err := l.Story(ctx, "never-sent"); ok || err != nil {
+		t.Fatalf("Story of an id never sent: %v %v, want nothing", ok, err)
+	}
+}
+
+// TestReceiptsCostOneRedisCall measures, on a Redis of its own, what a
+// receipt and a story cost as Redis counts them (INFO commandstats): one
+// script call each, and the commands the script runs.
+func TestReceiptsCostOneRedisCall(t *testing.T) {
+	o := redistest.Options(redistest.Private(t))
+	o.Network = "unix"
+	rdb := redis.NewClient(o)
+	t.Cleanup(func() { rdb.Close() })
+	l := newLimiter(t, rdb, testConfig(t))
+	ctx := context.Background()
+	fold(t, l, report("warm", "sent", "")) // the script loaded
+	measure := func(what string, run func()) redisstats.CommandStats {
+		t.Helper()
+		if err := redisstats.Reset(ctx, rdb); err != nil {
+			t.Fatal(err)
+		}
+		run()
+		s, err := redisstats.Read(ctx, rdb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Scripts() != 1 {
+			t.Fatalf("%s: %d script calls (%v), want 1", what, s.Scripts(), s)
+		}
+		t.Logf("%s: 1 script call, %d commands executed", what, s.Executed())
+		return s
+	}
+	settle := func(id string, s Story) {
+		if err := l.SettleStory(ctx, Decision{id: id, Claimed: true, claim: Claim{ID: id, Token: "t"}}, RecordSent, ResultNone, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle("w", Story{Class: "otp", ProviderIDs: []string{"w"}})
+	bare := measure("a sent record", func() { settle("a", Story{}) })
+	one := measure("a sent record with a story of one part", func() { settle("b", Story{Class: "otp", ProviderIDs: []string{"pb"}}) })
+	t.Logf("the story adds %d commands", one.Executed()-bare.Executed())
+	measure("an intermediate receipt", func() { fold(t, l, report("pb", "sent", "")) })
+	measure("a final receipt", func() { fold(t, l, report("pb", "delivered", "")) })
+	measure("a duplicate receipt", func() { fold(t, l, report("pb", "delivered", "")) })
+	measure("an unknown receipt", func() { fold(t, l, report("nope", "delivered", "")) })
+}
+
+// TestReceiptsStayInTheAccountsClusterSlot runs the story, a receipt, the
+// sweep, the story's read and the counters' on the real Redis Cluster:
+// the keys receipt.lua builds from the provider id's value stay in the
+// account's slot, or the cluster refuses them.
+func TestReceiptsStayInTheAccountsClusterSlot(t *testing.T) {
+	rdb := redistest.ClusterClient(t)
+	l := newLimiter(t, rdb, testConfig(t))
+	ctx := context.Background()
+	d, err := l.Admit(ctx, OTP, 1, time.Second, Claim{ID: "c-1", Token: "t"})
+	if err != nil || !d.Allowed {
+		t.Fatalf("Admit: %+v %v", d, err)
+	}
+	resend := Story{Class: "otp", ProviderIDs: []string{"pc"}, Resend: []byte("x"), ResendUntil: time.Now().Add(time.Minute)}
+	if err := l.SettleStory(ctx, d, SentRecord("pc"), ResultOK, resend); err != nil {
+		t.Fatalf("SettleStory: %v", err)
+	}
+	f := fold(t, l, report("pc", "undelivered", "30003"))
+	if !f.Known || !f.Owed || string(f.Resend) != "x" {
+		t.Fatalf("a receipt on the cluster: %+v", f)
+	}
+	if got := owedIDs(t, l, 0); got["c-1"].Status != "undelivered" {
+		t.Fatalf("the sweep on the cluster: %+v", got)
+	}
+	l.EventPublished("c-1")
+	if err := l.FlushPublished(ctx); err != nil {
+		t.Fatalf("FlushPublished: %v", err)
+	}
+	if s, ok, err := l.Story(ctx, "c-1"); err != nil || !ok || s.Status != "undelivered" || s.Owed {
+		t.Fatalf("Story on the cluster: %+v %v %v", s, ok, err)
+	}
+	if st, err := l.DeliveryStats(ctx, time.Minute); err != nil || st["otp"].Finals != 1 {
+		t.Fatalf("DeliveryStats on the cluster: %+v %v", st, err)
+	}
+}
+
+// TestStoryAndReceiptLifetimesAreClamped: finish.lua's story and
+// receipt.lua's owed set take any lifetime without an error (below 1 ms
+// counts as 1, past 2^40 ms as 2^40), and receipt.lua reads back numbers
+// out of range, or not numbers, as clamped.
+func TestStoryAndReceiptLifetimesAreClamped(t *testing.T) {
+	rdb := redistest.Client(t)
+	l := newLimiter(t, rdb, testConfig(t))
+	ctx := context.Background()
+	for i, ms := range []string{"0", "-1", fmt.Sprint(int64(math.MinInt64)), fmt.Sprint(int64(math.MaxInt64)), "1e300"} {
+		id, pid := fmt.Sprint("id", i), fmt.Sprint("pid", i)
+		call := finishCall{Record: l.claims.Key(id), Leases: l.tag + ":leases", Health: l.tag + ":health", Value: RecordSent,
+			ID: id, Class: "otp", ResendData: "x"}
+		call.withStoryKeys(l, id, pid)
+		argv := call.argv()
+		argv[1], argv[10] = ms, ms // the record's lifetime, the resend's
+		if err := finishScript.Run(ctx, rdb, call.keys(), argv...).Err(); err != nil {
+			t.Fatalf("finish.lua with lifetimes %s ms: %v", ms, err)
+		}
+		if ttl := rdb.PTTL(ctx, l.msgKey(id)).Val(); ttl > time.Duration(1<<40)*time.Millisecond {
+			t.Fatalf("lifetime %s ms: the story lives %v, past 2^40 ms", ms, ttl)
+		}
+		// The story's keys may have run out: plant them for the receipt,
+		// with 64 parts (n clamped) of which this receipt delivers one.
+		if err := rdb.HSet(ctx, l.msgKey(id), "n", "1e300", "sent", "-7", "ov", "x", "class", "otp").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.Set(ctx, l.pidKey(pid), "1:"+id, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		rc := l.sweepCall()
+		rc.PID, rc.Status = l.pidKey(pid), "delivered"
+		argv = rc.argv()
+		argv[2], argv[3] = ms, ms // when it happened, the owed set's lifetime
+		v, err := receiptScript.Run(ctx, rdb, rc.keys(), argv...).Slice()
+		if err != nil {
+			t.Fatalf("receipt.lua with %s ms: %v", ms, err)
+		}
+		folds, _, err := l.parseFolds(v)
+		if err != nil || len(folds) != 1 || folds[0].Status != "buffered" || !folds[0].SentAt.IsZero() {
+			t.Fatalf("receipt.lua with %s ms and numbers out of range: %+v %v", ms, folds, err)
+		}
+		if ttl := rdb.PTTL(ctx, l.tag+":owed").Val(); ttl > time.Duration(1<<40)*time.Millisecond {
+			t.Fatalf("lifetime %s ms: the owed set lives %v, past 2^40 ms", ms, ttl)
+		}
+	}
+}
+
+// withStoryKeys sets c's story keys for message id of one part pid.
+func (c *finishCall) withStoryKeys(l *Limiter, id, pid string) {
+	c.Msg, c.Resend, c.Parts = l.msgKey(id), l.tag+":resend:"+id, []string{l.pidKey(pid)}
+}
+
+// TestDeliveryStatsCountTheFinalsOfTheLastMinutes: each message counts
+// once as final when it becomes so, once more as delivered when a failure
+// turns delivered, by class; duplicates count nothing.
+func TestDeliveryStatsCountTheFinalsOfTheLastMinutes(t *testing.T) {
+	rdb := redistest.Client(t)
+	l := newLimiter(t, rdb, testConfig(t))
+	ctx := context.Background()
+	for i, r := range []struct{ class, pid string }{{"otp", "o1"}, {"otp", "o2"}, {"otp", "o3"}, {"marketing", "m1"}} {
+		keepStory(t, l, fmt.Sprint("s", i), Story{Class: r.class, ProviderIDs: []string{r.pid}})
+	}
+	for _, r := range []Report{
+		report("o1", "delivered", ""), report("o1", "delivered", ""),
+		report("o2", "failed", "1"), report("o2", "delivered", ""),
+		report("o3", "sent", ""), report("o3", "undelivered", ""),
+		report("m1", "expired", ""),
+	} {
+		fold(t, l, r)
+	}
+	st, err := l.DeliveryStats(ctx, 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A minute may have turned between the receipts: five minutes read
+	// all of them.
+	if o := st["otp"]; o.Finals != 3 || o.Delivered != 2 || o.P50 != DeliveryBuckets[0] || o.P99 != DeliveryBuckets[0] {
+		t.Fatalf("otp: %+v, want 3 finals, 2 delivered within the first bucket", o)
+	}
+	if m := st["marketing"]; m.Finals != 1 || m.Delivered != 0 || m.P50 != 0 {
+		t.Fatalf("marketing: %+v, want 1 final, none delivered", m)
+	}
+	if len(st) != 2 {
+		t.Fatalf("stats of %d classes, want 2", len(st))
+	}
+}
+
+func TestQuantileIsTheUpperBoundOfItsBucket(t *testing.T) {
+	b := make([]int64, len(DeliveryBuckets)+1)
+	if q := quantile(b, 0.5); q != 0 {
+		t.Fatalf("no latencies: %v, want 0", q)
+	}
+	b[2], b[7], b[len(b)-1] = 98, 1, 1 // 98 within 1 s, 1 within 10 s, 1 past the last bound
+	for _, tt := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, time.Second}, {0.98, time.Second}, {0.99, 10 * time.Second}, {1, DeliveryBuckets[len(DeliveryBuckets)-1]}} {
+		if got := quantile(b, tt.q); got != tt.want {
+			t.Errorf("quantile %g: %v, want %v", tt.q, got, tt.want)
+		}
+	}
+}
