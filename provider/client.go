@@ -68,6 +68,10 @@ type Receipt struct {
 	// ID is the provider's id of the message (Twilio's sid, Vonage's
 	// message-id, the generic API's id); empty when the answer had none.
 	ID string
+	// Parts are every part's provider id when the provider names parts
+	// (Vonage: every messages[].message-id, in order); nil otherwise. ID
+	// stays the first.
+	Parts []string
 }
 
 // Sender sends one Message per call, never retrying: Client, Twilio and

@@ -237,7 +237,7 @@ func TestTwilioAnswers(t *testing.T) {
 			rc, err := tw.Send(context.Background(), twMsg)
 			checkNoSecrets(t, err, twMsg)
 			if tt.want == nil {
-				if err != nil || rc != tt.receipt {
+				if err != nil || rc.ID != tt.receipt.ID {
 					t.Fatalf("Send = %+v, %v; want %+v, nil", rc, err, tt.receipt)
 				}
 				return
