@@ -37,6 +37,9 @@ func (openLimiter) Admit(context.Context, admission.Class, int, time.Duration, a
 func (openLimiter) Settle(context.Context, admission.Decision, string, admission.SendResult) error {
 	return nil
 }
+func (openLimiter) SettleStory(context.Context, admission.Decision, string, admission.SendResult, admission.Story) error {
+	return nil
+}
 func (openLimiter) Health() admission.Health                             { return admission.Healthy }
 func (openLimiter) ReportThrottled(context.Context, time.Duration) error { return nil }
 func (openLimiter) ReportAccountFailure(context.Context, time.Duration, string) error {

@@ -21,6 +21,10 @@ type Limiter interface {
 	// of it ("" gives the claim back), the end of the send's lease, and
 	// what the send said of the account's health.
 	Settle(ctx context.Context, d admission.Decision, record string, result admission.SendResult) error
+	// SettleStory is Settle that also keeps, with a sent record, what the
+	// message's receipts need (Config.Receipts): on the account that sent
+	// it, with or without its claim.
+	SettleStory(ctx context.Context, d admission.Decision, record string, result admission.SendResult, s admission.Story) error
 	// Health is the account's health as this process last heard it.
 	Health() admission.Health
 	ReportThrottled(ctx context.Context, retryAfter time.Duration) error

@@ -82,6 +82,11 @@ type Config struct {
 	// Route orders the accounts serving a class and a destination
 	// (NewTable). Default RouteFirst.
 	Route RouteMode
+	// Receipts makes each sent message's record keep its story for its
+	// delivery receipts (admission.Story): the provider's ids and, for a
+	// first-class message that may be resent, its data. False: the record
+	// alone, as without receipts.
+	Receipts bool
 	// Logger; if nil, slog.Default().
 	Logger *slog.Logger
 }
@@ -172,6 +177,7 @@ type Event struct {
 	Account         string             // the account that admitted (and sent) it, else its route's home, else (no route) the class's first account
 	NoRoute         string             // when no account serves its destination (invalid: no_route): the number's country code, never the number
 	Sender          string             // the sender of the account's pool it went From, if any
+	ResendReason    string             // when it is a resend (AttrResendAvoid): why, its AttrResendReason (printable ASCII, at most 64 bytes)
 	Finished        time.Time
 	Err             error // why, for outcomes other than sent; never holds a phone number
 	// Panicked is set when the handling of this delivery panicked: it was

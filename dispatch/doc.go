@@ -15,8 +15,10 @@
 // claim across processes; priority gate (OTP before marketing); admission;
 // provider send; judge the answer (nack.Judge: 429 penalty, retry budget);
 // the action nack.ActionFor gives the outcome (ack, nack, dead-letter); and
-// the id's record (sent, refused, rejected). dispatcher.go holds the
-// Dispatcher and Run, lane.go each class's Receive loop. dispatch knows no
-// Lua, no HTTP status code and no OTel: those live in admission, provider
-// and nack, and behind Observer.
+// the id's record (sent, refused, rejected), which, with receipts on, keeps
+// the message's story for its delivery receipts; a resend after a failed
+// delivery is routed around the accounts that sent it (resend.go).
+// dispatcher.go holds the Dispatcher and Run, lane.go each class's Receive
+// loop. dispatch knows no Lua, no HTTP status code and no OTel: those live
+// in admission, provider and nack, and behind Observer.
 package dispatch

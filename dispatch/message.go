@@ -25,6 +25,15 @@ type Message struct {
 	To       string
 	Body     string
 	Deadline time.Time // zero: none
+	// ResendOnFailure lets a first-class message whose final receipt says
+	// it did not arrive be sent once more, through another account (JSON
+	// "resend_on_failure"; default true).
+	ResendOnFailure bool
+
+	// resend is the Pub/Sub data a failed delivery sends once more
+	// (admission.Story.Resend), set by handle when the message may be
+	// resent; never by Decode.
+	resend []byte
 }
 
 // An InvalidError says why a message breaks the contract. Its text never
@@ -40,6 +49,7 @@ func (e *InvalidError) Error() string { return e.Reason + ": " + e.Detail }
 // fills, nil when absent (or null).
 type wire struct {
 	ID, To, Body, Deadline *string
+	ResendOnFailure        *bool
 }
 
 // Decode parses and validates one message's data. pubsubID stands in for a
@@ -63,7 +73,7 @@ func Decode(data []byte, pubsubID string) (Message, error) {
 		return Message{}, err
 	}
 
-	m := Message{ID: pubsubID}
+	m := Message{ID: pubsubID, ResendOnFailure: w.ResendOnFailure == nil || *w.ResendOnFailure}
 	if w.ID != nil {
 		if !validID(*w.ID) {
 			return invalid("bad_id", "id must be 1-%d printable ASCII characters", MaxIDLen)
@@ -102,10 +112,11 @@ func Decode(data []byte, pubsubID string) (Message, error) {
 
 // readWire reads data, a JSON object, as a strict reader would: a field
 // is one of the contract's only when its name is exactly "id", "to",
-// "body" or "deadline" (after JSON unescaping; "To" is an unknown field),
-// and a name given twice, known or not, is invalid (duplicate_field): a
-// validator upstream that keeps the first of two values, or matches names
-// in another way, would have read another message than this one.
+// "body", "deadline" or "resend_on_failure" (after JSON unescaping; "To"
+// is an unknown field), and a name given twice, known or not, is invalid
+// (duplicate_field): a validator upstream that keeps the first of two
+// values, or matches names in another way, would have read another message
+// than this one.
 func readWire(data []byte) (wire, error) {
 	badJSON := &InvalidError{Reason: "bad_json", Detail: "data is not valid JSON"}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -120,7 +131,7 @@ func readWire(data []byte) (wire, error) {
 		if err != nil || !ok {
 			return wire{}, badJSON
 		}
-		var field **string
+		var field any // a pointer to one of w's fields, nil for an unknown name
 		switch key {
 		case "id":
 			field = &w.ID
@@ -130,6 +141,8 @@ func readWire(data []byte) (wire, error) {
 			field = &w.Body
 		case "deadline":
 			field = &w.Deadline
+		case "resend_on_failure":
+			field = &w.ResendOnFailure
 		}
 		if seen[key] {
 			detail := "a field appears more than once"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -18,10 +19,10 @@ func TestDecode(t *testing.T) {
 		reason string // "" when valid
 	}{
 		{"full", `{"id":"login-7f3a9c","to":"+819012345678","body":"Your code is 482913","deadline":"2026-11-29T12:00:05Z"}`,
-			Message{ID: "login-7f3a9c", To: "+819012345678", Body: "Your code is 482913", Deadline: time.Date(2026, 11, 29, 12, 0, 5, 0, time.UTC)}, ""},
-		{"no id uses the pubsub id", `{"to":"+819012345678","body":"hi"}`, Message{ID: "ps-1", To: "+819012345678", Body: "hi"}, ""},
-		{"unknown fields ignored", `{"to":"+12345678","body":"hi","x":[1,2]}`, Message{ID: "ps-1", To: "+12345678", Body: "hi"}, ""},
-		{"body of 1600 code points", `{"to":"+12345678","body":"` + strings.Repeat("é", 1600) + `"}`, Message{ID: "ps-1", To: "+12345678", Body: strings.Repeat("é", 1600)}, ""},
+			Message{ID: "login-7f3a9c", ResendOnFailure: true, To: "+819012345678", Body: "Your code is 482913", Deadline: time.Date(2026, 11, 29, 12, 0, 5, 0, time.UTC)}, ""},
+		{"no id uses the pubsub id", `{"to":"+819012345678","body":"hi"}`, Message{ID: "ps-1", ResendOnFailure: true, To: "+819012345678", Body: "hi"}, ""},
+		{"unknown fields ignored", `{"to":"+12345678","body":"hi","x":[1,2]}`, Message{ID: "ps-1", ResendOnFailure: true, To: "+12345678", Body: "hi"}, ""},
+		{"body of 1600 code points", `{"to":"+12345678","body":"` + strings.Repeat("é", 1600) + `"}`, Message{ID: "ps-1", ResendOnFailure: true, To: "+12345678", Body: strings.Repeat("é", 1600)}, ""},
 		{"not json", `hello`, Message{}, "bad_json"},
 		{"json array", `[1]`, Message{}, "bad_json"},
 		{"truncated json", `{"to":"+12345678"`, Message{}, "bad_json"},
@@ -41,9 +42,9 @@ func TestDecode(t *testing.T) {
 		{"too large", `{"to":"+12345678","body":"hi","pad":"` + strings.Repeat("a", MaxDataBytes) + `"}`, Message{}, "too_large"},
 		{"not utf-8", "{\"to\":\"+12345678\",\"body\":\"\xff\"}", Message{}, "bad_json"},
 		// Read as a strict validator upstream reads it.
-		{"a name in another case is an unknown field", `{"To":"+19012345678","to":"+12345678","body":"hi"}`, Message{ID: "ps-1", To: "+12345678", Body: "hi"}, ""},
+		{"a name in another case is an unknown field", `{"To":"+19012345678","to":"+12345678","body":"hi"}`, Message{ID: "ps-1", ResendOnFailure: true, To: "+12345678", Body: "hi"}, ""},
 		{"only a name in another case: no to", `{"TO":"+12345678","body":"hi"}`, Message{}, "bad_to"},
-		{"an escaped name is its unescaped self", `{"\u0074o":"+12345678","body":"hi"}`, Message{ID: "ps-1", To: "+12345678", Body: "hi"}, ""},
+		{"an escaped name is its unescaped self", `{"\u0074o":"+12345678","body":"hi"}`, Message{ID: "ps-1", ResendOnFailure: true, To: "+12345678", Body: "hi"}, ""},
 		{"to given twice", `{"to":"+12345678","body":"hi","to":"+19012345678"}`, Message{}, "duplicate_field"},
 		{"to given twice, once escaped", `{"to":"+12345678","body":"hi","\u0074o":"+19012345678"}`, Message{}, "duplicate_field"},
 		{"id given twice", `{"id":"a","id":"b","to":"+12345678","body":"hi"}`, Message{}, "duplicate_field"},
@@ -56,13 +57,18 @@ func TestDecode(t *testing.T) {
 		{"escape in the body", `{"to":"+12345678","body":"\u001b[2J"}`, Message{}, "bad_body"},
 		{"DEL in the body", `{"to":"+12345678","body":"a\u007f"}`, Message{}, "bad_body"},
 		{"C1 control in the body", `{"to":"+12345678","body":"a\u0085"}`, Message{}, "bad_body"},
-		{"newlines and tabs are text", `{"to":"+12345678","body":"a\nb\r\n\tc"}`, Message{ID: "ps-1", To: "+12345678", Body: "a\nb\r\n\tc"}, ""},
+		{"resend_on_failure false", `{"to":"+12345678","body":"hi","resend_on_failure":false}`, Message{ID: "ps-1", To: "+12345678", Body: "hi"}, ""},
+		{"resend_on_failure true", `{"to":"+12345678","body":"hi","resend_on_failure":true}`, Message{ID: "ps-1", ResendOnFailure: true, To: "+12345678", Body: "hi"}, ""},
+		{"resend_on_failure null is the default", `{"to":"+12345678","body":"hi","resend_on_failure":null}`, Message{ID: "ps-1", ResendOnFailure: true, To: "+12345678", Body: "hi"}, ""},
+		{"resend_on_failure not a bool", `{"to":"+12345678","body":"hi","resend_on_failure":"false"}`, Message{}, "bad_json"},
+		{"resend_on_failure given twice", `{"to":"+12345678","body":"hi","resend_on_failure":true,"resend_on_failure":false}`, Message{}, "duplicate_field"},
+		{"newlines and tabs are text", `{"to":"+12345678","body":"a\nb\r\n\tc"}`, Message{ID: "ps-1", ResendOnFailure: true, To: "+12345678", Body: "a\nb\r\n\tc"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := Decode([]byte(tt.data), "ps-1")
 			if tt.reason == "" {
-				if err != nil || got != tt.want {
+				if err != nil || !reflect.DeepEqual(got, tt.want) {
 					t.Fatalf("Decode = %+v, %v; want %+v", got, err, tt.want)
 				}
 				return
@@ -81,6 +87,7 @@ func TestDecode(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"id":"a","to":"+819012345678","body":"x","deadline":"2026-11-29T12:00:05Z"}`))
 	f.Add([]byte(`{"to":"+12345678","body":""}`))
+	f.Add([]byte(`{"to":"+12345678","body":"x","resend_on_failure":false}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := Decode(data, "ps")
 		if err != nil {
@@ -101,6 +108,9 @@ func FuzzDecode(f *testing.F) {
 		}
 		if std["to"] != m.To || std["body"] != m.Body || (std["id"] != nil && std["id"] != m.ID) {
 			t.Fatalf("Decode read %+v, a strict reader %v", m, std)
+		}
+		if rf, _ := std["resend_on_failure"].(bool); m.ResendOnFailure != (std["resend_on_failure"] == nil || rf) {
+			t.Fatalf("Decode read resend_on_failure %v, a strict reader %v", m.ResendOnFailure, std["resend_on_failure"])
 		}
 		if m.To[1] == '0' || m.Deadline.IsZero() && std["deadline"] != nil {
 			t.Fatalf("Decode accepted %+v", m)

@@ -56,7 +56,9 @@ func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, r []*a
 		}
 	}
 	for i, a := range rest {
-		next := admission.Claim{Failover: i+1 < len(rest) && a.failsOver(class)}
+		// No claim here (no Token); the ID names the message whose story
+		// this account keeps when it sends it (SettleStory).
+		next := admission.Claim{ID: m.ID, Failover: i+1 < len(rest) && a.failsOver(class)}
 		dec, err := d.admit(ctx, class, a, a.cost(segments), wait-time.Since(start), next)
 		if err != nil {
 			t.outcome, t.err = nack.ShuttingDown, err
@@ -73,7 +75,7 @@ func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, r []*a
 		t = d.sendAdmitted(ctx, class, a, m, d.resendCount(deliveryAttempt, dec), next.Failover, t)
 		// No claim on this account: the send's record (written at home
 		// below) only counts the send here, with the lease's end.
-		if err := a.Limiter.Settle(context.WithoutCancel(ctx), dec, t.record(), t.result); err != nil {
+		if err := d.settleOn(context.WithoutCancel(ctx), a, class, m, dec, t); err != nil {
 			d.cfg.Logger.Warn("could not end a send's lease; it runs out", "account", a.Name, "err", err)
 		}
 		break

@@ -64,11 +64,20 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 		}
 	}
 	if err == nil {
+		r, ev.ResendReason = d.resendRoute(class, m, &msg, r)
+	}
+	if err == nil && len(r) > 0 {
 		ev.Segments, err = d.segments(r[0], msg)
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		t = try{outcome: nack.Invalid, err: err}
-	} else {
+	case len(r) == 0:
+		// A resend whose every account sent it before: the original was
+		// sent, and is done.
+		t = try{outcome: nack.Duplicate, err: errResendNoAccount}
+		d.cfg.Logger.Debug("a resend has no account left on its route; acked unsent", "id", msg.ID, "class", class)
+	default:
 		p.id = msg.ID
 		p.flight, t.outcome, t.err = d.join(ctx, class, msg)
 		if p.flight != nil {
@@ -272,7 +281,7 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, r 
 		d.cfg.Logger.Warn("send-once record unavailable; sending without it", "class", class, "id", m.ID)
 	}
 	t = d.sendAdmitted(ctx, class, home, m, d.resendCount(deliveryAttempt, dec), claim.Failover, t)
-	d.settle(ctx, m.ID, dec, t)
+	d.settle(ctx, class, m, dec, t)
 	if claim.Failover && t.outcome == nack.Transient && dec.Claimed && home.Limiter.Health() == admission.Degraded {
 		// This failure made the home degraded (or found it so): the next
 		// account, at once, rather than a nack and a redelivery. After a

@@ -37,7 +37,8 @@ type (
 		// (ErrRedisDown: the fallback decides, and claims nothing).
 		rec      admission.Record
 		claimErr error
-		claims   *fakeClaims // if set, the claims taken and settled are noted in its log
+		claims   *fakeClaims       // if set, the claims taken and settled are noted in its log
+		stories  []admission.Story // guarded by mu: what each SettleStory was given
 	}
 	fakeClaims struct {
 		mu  sync.Mutex
@@ -46,6 +47,7 @@ type (
 	fakeSender struct {
 		err     error
 		receipt provider.Receipt
+		onSend  func() // if set, runs in Send: the time the send takes
 		mu      sync.Mutex
 		sends   int // guarded by mu
 	}
@@ -103,6 +105,13 @@ func (l *fakeLimiter) Settle(_ context.Context, d admission.Decision, record str
 		l.note("finish " + record)
 	}
 	return nil
+}
+
+func (l *fakeLimiter) SettleStory(ctx context.Context, d admission.Decision, record string, result admission.SendResult, s admission.Story) error {
+	l.mu.Lock()
+	l.stories = append(l.stories, s)
+	l.mu.Unlock()
+	return l.Settle(ctx, d, record, result)
 }
 
 func (l *fakeLimiter) note(s string) {
@@ -179,6 +188,9 @@ func (s *fakeSender) Send(context.Context, provider.Message) (provider.Receipt, 
 	s.mu.Lock()
 	s.sends++
 	s.mu.Unlock()
+	if s.onSend != nil {
+		s.onSend()
+	}
 	if s.err != nil {
 		return provider.Receipt{}, s.err
 	}

@@ -30,7 +30,7 @@ func (t try) record() string {
 // send's lease, in one call that outlives the delivery's context
 // (shutdown, Grace): it bounds itself, and with Redis known down it does
 // not wait.
-func (d *Dispatcher) settle(ctx context.Context, id string, dec admission.Decision, t try) {
+func (d *Dispatcher) settle(ctx context.Context, class admission.Class, m Message, dec admission.Decision, t try) {
 	what := "could not give back a send claim; the retry waits for it to expire"
 	switch t.outcome {
 	case nack.Sent:
@@ -38,8 +38,8 @@ func (d *Dispatcher) settle(ctx context.Context, id string, dec admission.Decisi
 	case nack.Rejected:
 		what = "could not record a refused id; if its dead letter fails, a redelivery sends it again"
 	}
-	if err := t.account.Limiter.Settle(context.WithoutCancel(ctx), dec, t.record(), t.result); err != nil {
-		d.cfg.Logger.Warn(what, "id", id, "err", err)
+	if err := d.settleOn(context.WithoutCancel(ctx), t.account, class, m, dec, t); err != nil {
+		d.cfg.Logger.Warn(what, "id", m.ID, "err", err)
 	}
 }
 
