@@ -65,7 +65,10 @@ func (l *Limiter) SettleStory(ctx context.Context, d Decision, record string, re
 	sent := record == RecordSent || strings.HasPrefix(record, sentPrefix)
 	counted := sent && d.units > 0 // Redis admitted it: Redis counts it
 	var lost error
-	if sent && len(s.ProviderIDs) > 0 && d.id == "" {
+	if s.ID == "" {
+		s.ID = d.id
+	}
+	if sent && len(s.ProviderIDs) > 0 && s.ID == "" {
 		s, lost = Story{}, errors.New("admission: a story without the message's id (Claim.ID at Admit) is not kept")
 	}
 	story := sent && len(s.ProviderIDs) > 0
@@ -91,7 +94,7 @@ func (l *Limiter) SettleStory(ctx context.Context, d Decision, record string, re
 		call.Counter, call.Units = l.SentKey(d.class, l.clock.Now()), d.units
 	}
 	if story {
-		l.withStory(&call, d.id, s)
+		l.withStory(&call, s.ID, s)
 	}
 	if !d.Claimed && !counted && !story && len(call.Ended) == 0 && call.Result == "" {
 		return lost

@@ -11,6 +11,10 @@ import (
 // Story is what a sent message's receipts need kept with its record. The
 // zero Story keeps nothing.
 type Story struct {
+	// ID is the message's id; "" the id of the claim given to Admit. A
+	// resend's claim is its own record (another id), its story the
+	// message's.
+	ID     string
 	Class  string // the class's name ("otp", "marketing")
 	Sender string // the sender it went from ("" the adapter's)
 	// ProviderIDs are the provider's ids: Receipt.Parts, or {Receipt.ID};

@@ -34,6 +34,23 @@ type Message struct {
 	// (admission.Story.Resend), set by handle when the message may be
 	// resent; never by Decode.
 	resend []byte
+	// resent says the message is a resend (AttrResendAvoid): its
+	// send-once record is its own (recordID), set by handle.
+	resent bool
+}
+
+// resentSuffix makes a resend's send-once record key apart from the
+// original's: the original's record, on the account that kept it, says
+// sent, and would make the resend a duplicate.
+const resentSuffix = "/resend"
+
+// recordID is the id m's send-once record is kept under: its id, or for
+// a resend its id with resentSuffix.
+func (m Message) recordID() string {
+	if m.resent {
+		return m.ID + resentSuffix
+	}
+	return m.ID
 }
 
 // An InvalidError says why a message breaks the contract. Its text never

@@ -23,7 +23,7 @@ func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, r []*a
 	start := time.Now()
 	// The claim outlives the wait for the other account's slot, then the
 	// send, as a claim taken with the slot does.
-	rec, cerr := home.Claims.Claim(ctx, m.ID, claim.Token, wait+claim.TTL)
+	rec, cerr := home.Claims.Claim(ctx, m.recordID(), claim.Token, wait+claim.TTL)
 	switch {
 	case cerr != nil && class != admission.OTP:
 		// Only OTP goes without its record (Redis down): a duplicate OTP
@@ -58,7 +58,7 @@ func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, r []*a
 	for i, a := range rest {
 		// No claim here (no Token); the ID names the message whose story
 		// this account keeps when it sends it (SettleStory).
-		next := admission.Claim{ID: m.ID, Failover: i+1 < len(rest) && a.failsOver(class)}
+		next := admission.Claim{ID: m.recordID(), Failover: i+1 < len(rest) && a.failsOver(class)}
 		dec, err := d.admit(ctx, class, a, a.cost(segments), wait-time.Since(start), next)
 		if err != nil {
 			t.outcome, t.err = nack.ShuttingDown, err
@@ -84,7 +84,7 @@ func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, r []*a
 		d.holdPaused()
 	}
 	if claimed {
-		d.settleApart(ctx, home, m.ID, claim.Token, t)
+		d.settleApart(ctx, home, m.recordID(), claim.Token, t)
 	}
 	return t
 }

@@ -229,7 +229,7 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, r 
 		maxWait = min(maxWait, m.Deadline.Sub(d.now()))
 	}
 	claim := admission.Claim{
-		ID:    m.ID,
+		ID:    m.recordID(),
 		Token: d.token(),
 		TTL:   d.cfg.SendTimeout + 5*time.Second,
 		// Without a dead-letter policy Pub/Sub counts no deliveries: the

@@ -50,6 +50,7 @@ func (d *Dispatcher) resendRoute(class admission.Class, m *pubsub.Message, msg *
 		}
 		return r, ""
 	}
+	msg.resent = true
 	return avoiding(r, avoid), resendReason(m.Attributes[AttrResendReason])
 }
 
@@ -94,7 +95,7 @@ func resendReason(s string) string {
 // it names parts), and m's data for a resend until m's deadline, or
 // resendWithin of now without one. A message past that keeps no payload.
 func (d *Dispatcher) story(class admission.Class, m Message, t try) admission.Story {
-	s := admission.Story{Class: class.String(), Sender: t.decision.Sender, ProviderIDs: t.receipt.Parts}
+	s := admission.Story{ID: m.ID, Class: class.String(), Sender: t.decision.Sender, ProviderIDs: t.receipt.Parts}
 	if len(s.ProviderIDs) == 0 && t.receipt.ID != "" {
 		s.ProviderIDs = []string{t.receipt.ID}
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"smsdispatcher/admission"
 	"smsdispatcher/provider"
 )
 
@@ -81,7 +82,7 @@ type testLedger struct {
 }
 
 type testMsg struct {
-	fold       Fold
+	fold       admission.Fold
 	resend     []byte // the resend payload, until a failure takes it
 	resendOwed []byte // the payload while its event is owed
 }
@@ -98,12 +99,12 @@ func (l *testLedger) add(id, providerID, class string, sentAt time.Time, resend 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.msgs[providerID] = &testMsg{
-		fold:   Fold{Known: true, ID: id, Class: class, ProviderID: providerID, Status: "sent", SentAt: sentAt, StatusAt: sentAt, Account: "acct"},
+		fold:   admission.Fold{Known: true, ID: id, Class: class, ProviderID: providerID, Status: "sent", SentAt: sentAt, StatusAt: sentAt, Account: "acct"},
 		resend: resend,
 	}
 }
 
-func (l *testLedger) Receipt(ctx context.Context, r Report) (Fold, error) {
+func (l *testLedger) Receipt(ctx context.Context, r admission.Report) (admission.Fold, error) {
 	l.mu.Lock()
 	block := l.block
 	l.receipts++
@@ -114,12 +115,12 @@ func (l *testLedger) Receipt(ctx context.Context, r Report) (Fold, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
-		return Fold{}, l.err
+		return admission.Fold{}, l.err
 	}
 	l.clearPublished() // carried by the same call, as admission's is
 	m, ok := l.msgs[r.ProviderID]
 	if !ok {
-		return Fold{}, nil
+		return admission.Fold{}, nil
 	}
 	f := m.fold
 	if (r.Final && (!f.Final || (r.Delivered && f.Status != "delivered"))) || (!r.Final && !f.Final && r.Status != f.Status) {
@@ -169,10 +170,10 @@ func (l *testLedger) clearPublished() {
 	l.published = nil
 }
 
-func (l *testLedger) Owed(ctx context.Context, age time.Duration, n int) ([]Fold, error) {
+func (l *testLedger) Owed(ctx context.Context, age time.Duration, n int) ([]admission.Fold, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var owed []Fold
+	var owed []admission.Fold
 	for _, m := range l.msgs {
 		if since, ok := l.owedSince[m.fold.ID]; ok && !time.Now().Before(since.Add(age)) && len(owed) < n {
 			f := m.fold
@@ -180,7 +181,7 @@ func (l *testLedger) Owed(ctx context.Context, age time.Duration, n int) ([]Fold
 			owed = append(owed, f)
 		}
 	}
-	slices.SortFunc(owed, func(a, b Fold) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(owed, func(a, b admission.Fold) int { return strings.Compare(a.ID, b.ID) })
 	return owed, nil
 }
 

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"smsdispatcher/admission"
+	"smsdispatcher/dispatch"
+
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/cenkalti/backoff/v4"
 )
@@ -15,13 +18,6 @@ const (
 	AttrID     = "id"
 	AttrClass  = "class"
 	AttrStatus = "status"
-)
-
-// Attributes of a resend: the account that failed to deliver (the resend
-// is routed without it) and why, "<status>[ <error code>]".
-const (
-	AttrResendAvoid  = "sms-resend-avoid"
-	AttrResendReason = "sms-resend-reason"
 )
 
 // TimeLayout is a status event's time: RFC 3339 with milliseconds, UTC.
@@ -42,7 +38,7 @@ type StatusEvent struct {
 
 // statusEvent returns f's status event on account: its data and
 // attributes.
-func statusEvent(account string, f Fold) ([]byte, map[string]string) {
+func statusEvent(account string, f admission.Fold) ([]byte, map[string]string) {
 	data, _ := json.Marshal(StatusEvent{ // strings only: it cannot fail
 		ID: f.ID, Status: f.Status, ErrorCode: f.ErrorCode, ProviderID: f.ProviderID,
 		Account: account, Class: f.Class, SentAt: eventTime(f.SentAt), StatusAt: eventTime(f.StatusAt),
@@ -59,12 +55,12 @@ func eventTime(t time.Time) string {
 
 // resendAttrs are the attributes of f's resend, which account failed to
 // deliver.
-func resendAttrs(account string, f Fold) map[string]string {
+func resendAttrs(account string, f admission.Fold) map[string]string {
 	reason := f.Status
 	if f.ErrorCode != "" {
 		reason += " " + f.ErrorCode
 	}
-	return map[string]string{AttrResendAvoid: account, AttrResendReason: reason}
+	return map[string]string{dispatch.AttrResendAvoid: account, dispatch.AttrResendReason: reason}
 }
 
 // publishOwed publishes what f owes: its resend first (what the message's
@@ -72,7 +68,7 @@ func resendAttrs(account string, f Fold) map[string]string {
 // is told, and the next flush clears them in Redis. On an error nothing is
 // told: the event stays owed and the sweep publishes it (and the resend)
 // again.
-func (s *Server) publishOwed(ctx context.Context, a *account, f Fold) error {
+func (s *Server) publishOwed(ctx context.Context, a *account, f admission.Fold) error {
 	if f.Resend != nil {
 		if err := publish(ctx, s.cfg.Resend, f.Resend, resendAttrs(a.Name, f)); err != nil {
 			return fmt.Errorf("publish resend: %w", err)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"smsdispatcher/admission"
 	"smsdispatcher/provider"
 )
 
@@ -108,8 +109,8 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request) {
 }
 
 // reportOf is dr in the fold's terms.
-func reportOf(dr provider.DeliveryReport) Report {
-	return Report{
+func reportOf(dr provider.DeliveryReport) admission.Report {
+	return admission.Report{
 		ProviderID: dr.ProviderID,
 		Status:     string(dr.Status),
 		Final:      dr.Status.Final(),

@@ -13,16 +13,19 @@ import (
 	"sync/atomic"
 	"time"
 
+	"smsdispatcher/admission"
 	"smsdispatcher/provider"
 )
+
+var _ Ledger = (*admission.Limiter)(nil)
 
 // Ledger is what a receipt needs of its account's state in Redis
 // (*admission.Limiter).
 type Ledger interface {
-	Receipt(ctx context.Context, r Report) (Fold, error)
+	Receipt(ctx context.Context, r admission.Report) (admission.Fold, error)
 	EventPublished(id string)
 	FlushPublished(ctx context.Context) error
-	Owed(ctx context.Context, age time.Duration, n int) ([]Fold, error)
+	Owed(ctx context.Context, age time.Duration, n int) ([]admission.Fold, error)
 }
 
 // Publisher publishes one message to a topic; Publish returns once the

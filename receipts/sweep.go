@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"smsdispatcher/admission"
 )
 
 // The sweep: every sweepEvery, the events owed for longer than owedAge
@@ -65,7 +67,7 @@ func (s *Server) sweep(ctx context.Context, a *account) {
 
 // publishAll publishes the events of owed at once, each within
 // publishBound, and reports whether one failed.
-func (s *Server) publishAll(ctx context.Context, a *account, owed []Fold) (failed bool) {
+func (s *Server) publishAll(ctx context.Context, a *account, owed []admission.Fold) (failed bool) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var first error // guarded by mu

@@ -6,7 +6,11 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"smsdispatcher/receipts"
 )
+
+var _ receipts.Metrics = (*Metrics)(nil)
 
 // Names of the delivery receipts' instruments (Prometheus forms beside
 // them) and their attributes.

@@ -48,6 +48,7 @@ const (
 	AttrProviderMessageID = attribute.Key("sms.provider.message_id") // Twilio's sid, Vonage's message-id
 	AttrProviderCode      = attribute.Key("sms.provider.error_code") // Twilio's code, Vonage's status
 	AttrSegments          = attribute.Key("sms.segments")
+	AttrSpanResendReason  = attribute.Key("sms.resend_reason") // a resend's: the original's final status and error code
 )
 
 // Tracing owns the tracer provider and the W3C propagator. The zero value
@@ -189,6 +190,9 @@ func (t *Tracing) Delivery(ctx context.Context, subscription string, m *pubsub.M
 		}
 		if ev.ProviderID != "" {
 			span.SetAttributes(AttrProviderMessageID.String(ev.ProviderID))
+		}
+		if ev.ResendReason != "" {
+			span.SetAttributes(AttrSpanResendReason.String(ev.ResendReason))
 		}
 		if ev.Err != nil && ev.Outcome.String() != "sent" {
 			span.SetStatus(codes.Error, ev.Outcome.String())
