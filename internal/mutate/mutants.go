@@ -315,6 +315,21 @@ var mutants = []mutant{
 	{"RC6", "publications noted for a failed call are dropped", []edit{
 		{"admission/receipt.go", "	l.published = append(call.Published, l.published...)", "	l.published = append(l.published[:0:0], l.published...)"},
 	}, ""},
+	{"RV1", "a Twilio receipt read without checking its signature", []edit{
+		{"provider/receipt_twilio.go", "	if ok != 1 {", "	if false {"},
+	}, "./provider/"},
+	{"RV2", "a Vonage receipt read without checking its signature", []edit{
+		{"provider/receipt_vonage.go", "	if !hexMACEqual(sign([]byte(secret), vonageJoined(params)), sig) {", "	if _ = sign; false {"},
+	}, "./provider/"},
+	{"RV3", "a generic receipt read without checking its signature", []edit{
+		{"provider/receipt_client.go", "	if !hexMACEqual(mac.Sum(nil), sig) {", "	if false {"},
+	}, "./provider/"},
+	{"RE1", "an owed status event marked published before it is out", []edit{
+		{"receipts/events.go", "	if f.Resend != nil {\n\t\tif err := publish(", "	a.Ledger.EventPublished(f.ID)\n\tif f.Resend != nil {\n\t\tif err := publish("},
+	}, "./receipts/"},
+	{"RD1", "a resend sent through the account that sent the original", []edit{
+		{"dispatch/resend.go", "	return avoiding(r, avoid), resendReason(", "	return avoiding(r, avoid[:0]), resendReason("},
+	}, "./dispatch/"},
 }
 
 // killers names the test known to kill each mutant. try runs it first, alone;
@@ -413,4 +428,9 @@ var killers = map[string]string{
 	"RC4": "TestAnOwedEventStaysOwedUntilItIsPublished",
 	"RC5": "TestAResendIsHandedOutOnceAndKeptUntilItsEventIsPublished",
 	"RC6": "TestAPublishedEventOutlivesAFailedCall",
+	"RV1": "TestTwilioReceiptForged",
+	"RV2": "TestVonageReceiptForged",
+	"RV3": "TestClientReceiptForged",
+	"RE1": "TestPublishFailureLeavesTheEventOwedForTheSweep",
+	"RD1": "TestAResendSkipsTheAccountThatSentTheOriginal",
 }
