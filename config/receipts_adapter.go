@@ -21,3 +21,13 @@ func (a Account) receiptOptions() []provider.Option {
 	}
 	return nil
 }
+
+// ReceiptOptions are the adapter options of account a under p: with
+// receipts on, the URL each send asks the provider to post its receipts
+// to.
+func (p Process) ReceiptOptions(a Account) []provider.Option {
+	if !p.ReceiptsOn() {
+		return nil
+	}
+	return []provider.Option{provider.WithStatusCallback(p.ReceiptsURL(a.Name))}
+}

@@ -13,3 +13,5 @@ func (a Account) vonageConfig(secret *provider.Secret) provider.VonageConfig {
 }
 
 func (a Account) receiptOptions() []provider.Option { return nil }
+
+func (p Process) ReceiptOptions(Account) []provider.Option { return nil }
