@@ -111,3 +111,13 @@ func (a Account) SignatureSecret() *provider.Secret { return a.secrets["VONAGE_S
 // ReceiptSecret is the generic API's receipt secret of a, read from
 // SMS_RECEIPT_SECRET_FILE; nil: none.
 func (a Account) ReceiptSecret() *provider.Secret { return a.secrets["SMS_RECEIPT_SECRET_FILE"] }
+
+// UseReceiptSecret makes s the secret a's receipts are verified with, for
+// an account whose provider is a simulator that signs with it (the demo):
+// the generic API's receipt secret and Vonage's signature secret.
+func (a *Account) UseReceiptSecret(s *provider.Secret) {
+	if a.secrets == nil {
+		a.secrets = map[string]*provider.Secret{}
+	}
+	a.secrets["SMS_RECEIPT_SECRET_FILE"], a.secrets["VONAGE_SIGNATURE_SECRET_FILE"] = s, s
+}

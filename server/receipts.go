@@ -38,3 +38,13 @@ func startReceipts(ctx context.Context, r Receipts, fail func(error)) (wait func
 	}()
 	return func() error { return <-done }
 }
+
+// RunReceipts runs the receipts' listener of s (none: it returns at once)
+// until ctx ends, for a process that runs its Server with Run, not Serve
+// (the demo, where one instance takes every instance's receipts).
+func (s *Server) RunReceipts(ctx context.Context) error {
+	if s.receipts == nil {
+		return nil
+	}
+	return s.receipts.Run(ctx)
+}
