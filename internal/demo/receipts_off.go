@@ -14,7 +14,9 @@ import (
 // The run before the limiter keeps receipts (receipts_on.go holds the one
 // that does): receipts off, nothing to wait for.
 
-func receiptsOn(cfg config.Settings, _ *providertest.Config) (config.Settings, error) { return cfg, nil }
+func receiptsOn(cfg config.Settings, _ *providertest.Config) (config.Settings, error) {
+	return cfg, nil
+}
 
 func (r *run) waitDelivery(context.Context, redis.UniversalClient, int) map[string]Delivery {
 	return nil
