@@ -171,6 +171,9 @@ func (l *accountsLoader) account(p Process, i int, a accountYAML) (Account, erro
 	if err := s.checkProvider(keys); err != nil {
 		return Account{}, l.settingFail(who, err)
 	}
+	if err := s.checkReceipts(p, keys); err != nil {
+		return Account{}, l.settingFail(who, err)
+	}
 
 	if s.Senders, err = senders(a.Senders, s.RateUnit); err != nil {
 		return Account{}, l.keyFail(who, err)
@@ -217,6 +220,7 @@ func (a accountYAML) account(p Process) Account {
 	c.Provider = trim(a.Provider)
 	if g := a.Generic; g != nil {
 		c.ProviderURL, c.ProviderToken, c.ProviderTokenFile = trim(g.URL), trim(g.Token), trim(g.TokenFile)
+		c.ReceiptSecretFile = trim(g.ReceiptSecretFile)
 	}
 	if t := a.Twilio; t != nil {
 		c.TwilioAccountSID, c.TwilioAuthToken, c.TwilioAuthTokenFile = trim(t.AccountSID), trim(t.AuthToken), trim(t.AuthTokenFile)
@@ -228,6 +232,10 @@ func (a accountYAML) account(p Process) Account {
 	if v := a.Vonage; v != nil {
 		c.VonageAPIKey, c.VonageAPISecret, c.VonageAPISecretFile = trim(v.APIKey), trim(v.APISecret), trim(v.APISecretFile)
 		c.VonageFrom = trim(v.From)
+		c.VonageSignatureSecretFile = trim(v.SignatureSecretFile)
+		if v.SignatureMethod != nil {
+			c.VonageSignatureMethod = trim(*v.SignatureMethod)
+		}
 		if u := trim(v.APIURL); u != "" {
 			c.VonageAPIURL = u
 		}

@@ -17,8 +17,8 @@ import (
 
 // exampleFile writes the example of the ACCOUNTS_FILE format
 // (testdata/accounts-example.yaml, where OTP_TOKEN and BULK_TOKEN stand for
-// the paths of the token files) with its token files, and returns its path
-// and the token files' paths.
+// the paths of the token files, BULK_RECEIPTS for the receipt secret's)
+// with its token files, and returns its path and the token files' paths.
 func exampleFile(t *testing.T, maxSegmentsLine string) (path, otpToken, bulkToken string) {
 	t.Helper()
 	example, err := os.ReadFile("testdata/accounts-example.yaml")
@@ -27,7 +27,11 @@ func exampleFile(t *testing.T, maxSegmentsLine string) (path, otpToken, bulkToke
 	}
 	otpToken = writeFile(t, "otp-token", "otp-auth-token\n")
 	bulkToken = writeFile(t, "bulk-token", "bulk-token\n")
-	content := strings.NewReplacer("OTP_TOKEN", otpToken, "BULK_TOKEN", bulkToken, "MAX_SEGMENTS_LINE", maxSegmentsLine).Replace(string(example))
+	receipts := filepath.Join(filepath.Dir(bulkToken), "bulk-receipts")
+	if err := os.WriteFile(receipts, []byte("bulk-receipts\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	content := strings.NewReplacer("OTP_TOKEN", otpToken, "BULK_TOKEN", bulkToken, "BULK_RECEIPTS", receipts, "MAX_SEGMENTS_LINE", maxSegmentsLine).Replace(string(example))
 	return writeFile(t, "accounts.yaml", content), otpToken, bulkToken
 }
 
@@ -66,13 +70,14 @@ func TestLoadAccountsExample(t *testing.T) {
 	bulk.ProviderURL, bulk.ProviderToken, bulk.ProviderTokenFile = "https://sms.example.com", "bulk-token", bulkToken
 	bulk.TwilioAccountSID, bulk.TwilioAuthTokenFile, bulk.TwilioServiceSID = "", "", ""
 	bulk.RateUnit, bulk.MaxSegments = "message", 6
+	bulk.ReceiptSecretFile = filepath.Join(filepath.Dir(bulkToken), "bulk-receipts")
 
 	otp.Classes = []admission.Class{admission.OTP}
 	bulk.Classes = []admission.Class{admission.Marketing, admission.OTP}
 	bulk.Senders = []admission.Sender{{From: "+15550000001", RPS: 1}, {From: "+15550000002", RPS: 1}}
 	bulk.Adaptive = admission.Adaptive{Enabled: true, MinRPS: 10, ProbeInterval: 10 * time.Minute, Step: 10 * time.Second}
 	want := []Account{otp, bulk}
-	secrets := []map[string]string{{"TWILIO_AUTH_TOKEN_FILE": "otp-auth-token"}, {"SMS_PROVIDER_TOKEN_FILE": "bulk-token"}}
+	secrets := []map[string]string{{"TWILIO_AUTH_TOKEN_FILE": "otp-auth-token"}, {"SMS_PROVIDER_TOKEN_FILE": "bulk-token", "SMS_RECEIPT_SECRET_FILE": "bulk-receipts"}}
 	if len(got) != len(want) {
 		t.Fatalf("%d accounts, want %d", len(got), len(want))
 	}
@@ -607,6 +612,9 @@ func TestAccountKeysNameSettings(t *testing.T) {
 		{"VONAGE_API_SECRET_FILE", "vonage.api_secret_file", "SMS_PROVIDER=vonage VONAGE_API_KEY=k VONAGE_FROM=A VONAGE_API_SECRET_FILE=" + missing, "provider: vonage, vonage: {api_key: k, from: A, api_secret_file: " + missing + "}"},
 		{"VONAGE_FROM", "vonage.from", vonage, "provider: vonage, vonage: {api_key: k, api_secret: s}"},
 		{"VONAGE_API_URL", "vonage.api_url", vonage + "VONAGE_FROM=A VONAGE_API_URL=rest.nexmo.com", "provider: vonage, vonage: {api_key: k, api_secret: s, from: A, api_url: rest.nexmo.com}"},
+		{"VONAGE_SIGNATURE_SECRET_FILE", "vonage.signature_secret_file", vonage + "VONAGE_FROM=A VONAGE_SIGNATURE_SECRET_FILE=" + missing, "provider: vonage, vonage: {api_key: k, api_secret: s, from: A, signature_secret_file: " + missing + "}"},
+		{"VONAGE_SIGNATURE_METHOD", "vonage.signature_method", vonage + "VONAGE_FROM=A VONAGE_SIGNATURE_METHOD=sha384", "provider: vonage, vonage: {api_key: k, api_secret: s, from: A, signature_method: sha384}"},
+		{"SMS_RECEIPT_SECRET_FILE", "generic.receipt_secret_file", "SMS_RECEIPT_SECRET_FILE=" + missing, "provider: generic, generic: {url: https://a.example, token: t, receipt_secret_file: " + missing + "}"},
 		{"RATE_UNIT", "rate_unit", "RATE_UNIT=byte", generic + ", rate_unit: byte"},
 		{"MAX_SEGMENTS", "max_segments", "MAX_SEGMENTS=0", generic + ", max_segments: 0"},
 		{"SMS_ACCOUNT", "name", "SMS_ACCOUNT=a{b", `name: "a{b", ` + generic},

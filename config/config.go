@@ -36,6 +36,12 @@ type Process struct {
 	ShutdownGrace         time.Duration
 	HTTPAddr              string
 	AccountsFile          string // YAML of several accounts, replacing the single-account settings
+	// ReceiptsAddr is the delivery receipts' listener; "": receipts off.
+	ReceiptsAddr string
+	// ReceiptsPublicURL is the base URL providers post receipts to, with
+	// no trailing slash; set exactly when ReceiptsAddr is.
+	ReceiptsPublicURL string
+	StatusTopic       string // the topic of the messages' final delivery states
 }
 
 // Account holds the settings of one provider account: its name (its keys
@@ -58,13 +64,20 @@ type Account struct {
 	VonageAPISecretFile string
 	VonageFrom          string
 	VonageAPIURL        string
-	RateUnit            string // message or segment
-	MaxSegments         int
-	ContractRPS         float64
-	TargetRPS           float64
-	MarketingRPS        float64
-	Burst               int
-	MaxInFlight         int
+	// VonageSignatureSecretFile holds the secret Vonage signs receipts
+	// with, by VonageSignatureMethod (md5hash, md5, sha1, sha256, sha512).
+	VonageSignatureSecretFile string
+	VonageSignatureMethod     string
+	// ReceiptSecretFile holds the generic API's receipt secret (the
+	// HMAC-SHA256 key of X-Signature).
+	ReceiptSecretFile string
+	RateUnit          string // message or segment
+	MaxSegments       int
+	ContractRPS       float64
+	TargetRPS         float64
+	MarketingRPS      float64
+	Burst             int
+	MaxInFlight       int
 	// Classes are the classes the account serves, in the order given.
 	Classes []admission.Class
 	// Destinations are the E.164 prefixes ("+81") of the numbers the

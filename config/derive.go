@@ -47,12 +47,17 @@ func (p Process) Outstanding(class admission.Class, home Account) int {
 	return max(10, int(math.Ceil(rps*maxWait.Seconds()/float64(senders))))
 }
 
+// StatusInspect is the subscription setup creates on STATUS_TOPIC, for
+// people and tests to read the status events.
+const StatusInspect = "sms-status-inspect"
+
 // Topology is what p names of Pub/Sub, for topology.Setup.
 func (p Process) Topology() topology.Topology {
 	return topology.Topology{
 		OTPTopic: p.OTPTopic, MarketingTopic: p.MarketingTopic, DeadLetterTopic: p.DeadLetterTopic,
 		OTPSubscription: p.OTPSubscription, MarketingSubscription: p.MarketingSubscription,
 		DeadLetterInspect: p.DeadLetterInspect, DeadLetterRetention: p.DeadLetterRetention,
+		StatusTopic: p.StatusTopic, StatusInspect: StatusInspect,
 		MaxWait: max(p.OTPMaxWait, p.MarketingMaxWait), SendTimeout: p.SendTimeout,
 	}
 }

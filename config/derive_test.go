@@ -51,3 +51,18 @@ func TestOutstanding(t *testing.T) {
 		}
 	}
 }
+
+// TestTopologyNamesTheStatusTopic: setup's topology holds STATUS_TOPIC
+// and its inspect subscription.
+func TestTopologyNamesTheStatusTopic(t *testing.T) {
+	c, err := loadConfig(map[string]string{"STATUS_TOPIC": "dlr"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if top := c.Topology(); top.StatusTopic != "dlr" || top.StatusInspect != "sms-status-inspect" {
+		t.Fatalf("topology's status topic %q and subscription %q, want dlr and sms-status-inspect", top.StatusTopic, top.StatusInspect)
+	}
+	if c, _ = loadConfig(nil); c.StatusTopic != "sms-status" {
+		t.Fatalf("STATUS_TOPIC's default %q, want sms-status", c.StatusTopic)
+	}
+}

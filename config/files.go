@@ -68,6 +68,8 @@ func (a *Account) readFiles() error {
 		{"SMS_PROVIDER_TOKEN_FILE", a.ProviderTokenFile},
 		{"TWILIO_AUTH_TOKEN_FILE", a.TwilioAuthTokenFile},
 		{"VONAGE_API_SECRET_FILE", a.VonageAPISecretFile},
+		{"VONAGE_SIGNATURE_SECRET_FILE", a.VonageSignatureSecretFile},
+		{"SMS_RECEIPT_SECRET_FILE", a.ReceiptSecretFile},
 	} {
 		if f.path == "" {
 			continue
@@ -106,4 +108,5 @@ func readSmall(path string) ([]byte, error) {
 // credentials given in their place (the demo's simulator).
 func (a *Account) ForgetFiles() {
 	a.ProviderTokenFile, a.TwilioAuthTokenFile, a.VonageAPISecretFile, a.secrets = "", "", "", nil
+	a.VonageSignatureSecretFile, a.ReceiptSecretFile = "", ""
 }

@@ -42,9 +42,7 @@ func (a Account) sender(timeout time.Duration, opts ...provider.Option) (provide
 		if err != nil {
 			return nil, nil, err
 		}
-		v, err := provider.NewVonage(provider.VonageConfig{
-			APIKey: a.VonageAPIKey, APISecret: secret, From: a.VonageFrom, BaseURL: a.VonageAPIURL,
-		}, opts...)
+		v, err := provider.NewVonage(a.vonageConfig(secret), opts...)
 		if err != nil {
 			return nil, nil, adapterError(err, a.VonageAPISecretFile)
 		}
@@ -54,7 +52,8 @@ func (a Account) sender(timeout time.Duration, opts ...provider.Option) (provide
 	if s := a.secrets["SMS_PROVIDER_TOKEN_FILE"]; s != nil {
 		secret = s
 	}
-	c, err := provider.NewClient(a.ProviderURL, "", append(opts, provider.WithTokenSecret(secret))...)
+	opts = append(opts, provider.WithTokenSecret(secret))
+	c, err := provider.NewClient(a.ProviderURL, "", append(opts, a.receiptOptions()...)...)
 	switch {
 	case errors.Is(err, provider.ErrInvalidToken) && a.ProviderTokenFile != "":
 		return nil, nil, badf("SMS_PROVIDER_TOKEN_FILE", "%s", err.Error())

@@ -137,6 +137,7 @@ var settings = []setting{
 	{"SMS_PROVIDER_URL", "provider-url", "generic.url", "", "base URL of the SMS provider", false, Credentials, "", str(func(s *Settings) *string { return &s.ProviderURL })},
 	{"SMS_PROVIDER_TOKEN", "provider-token", "generic.token", "", "bearer token of the SMS provider (secret)", true, Credentials, "", str(func(s *Settings) *string { return &s.ProviderToken })},
 	{"SMS_PROVIDER_TOKEN_FILE", "provider-token-file", "generic.token_file", "", "file holding the provider's bearer token, such as a mounted Secret; a trailing newline is trimmed (instead of SMS_PROVIDER_TOKEN)", false, Credentials, "", str(func(s *Settings) *string { return &s.ProviderTokenFile })},
+	{"SMS_RECEIPT_SECRET_FILE", "receipt-secret-file", "generic.receipt_secret_file", "", "file holding the key of the generic API's receipt signature (X-Signature), read again when it changes; required with RECEIPTS_ADDR", false, Credentials, "", str(func(s *Settings) *string { return &s.ReceiptSecretFile })},
 	{"SMS_PROVIDER", "provider", "provider", "generic", "the provider's API: generic, twilio or vonage", false, Accounts, "", str(func(s *Settings) *string { return &s.Provider })},
 	{"TWILIO_ACCOUNT_SID", "twilio-account-sid", "twilio.account_sid", "", "Twilio account SID (AC...)", false, Credentials, "TwilioConfig.AccountSID", str(func(s *Settings) *string { return &s.TwilioAccountSID })},
 	{"TWILIO_AUTH_TOKEN", "twilio-auth-token", "twilio.auth_token", "", "Twilio auth token (secret)", true, Credentials, "TwilioConfig.AuthToken", str(func(s *Settings) *string { return &s.TwilioAuthToken })},
@@ -148,6 +149,8 @@ var settings = []setting{
 	{"VONAGE_API_SECRET", "vonage-api-secret", "vonage.api_secret", "", "Vonage API secret (secret)", true, Credentials, "vonage: APISecret", str(func(s *Settings) *string { return &s.VonageAPISecret })},
 	{"VONAGE_API_SECRET_FILE", "vonage-api-secret-file", "vonage.api_secret_file", "", "file holding the Vonage API secret, read again when it changes (instead of VONAGE_API_SECRET)", false, Credentials, "", str(func(s *Settings) *string { return &s.VonageAPISecretFile })},
 	{"VONAGE_FROM", "vonage-from", "vonage.from", "", "Vonage sender id or number", false, Credentials, "vonage: From", str(func(s *Settings) *string { return &s.VonageFrom })},
+	{"VONAGE_SIGNATURE_SECRET_FILE", "vonage-signature-secret-file", "vonage.signature_secret_file", "", "file holding the secret Vonage signs delivery receipts with (the account's signature secret), read again when it changes; required with RECEIPTS_ADDR", false, Credentials, "", str(func(s *Settings) *string { return &s.VonageSignatureSecretFile })},
+	{"VONAGE_SIGNATURE_METHOD", "vonage-signature-method", "vonage.signature_method", "md5hash", "how Vonage signs delivery receipts, as set on the account: md5hash, md5, sha1, sha256 or sha512", false, Credentials, "SignatureMethod", str(func(s *Settings) *string { return &s.VonageSignatureMethod })},
 	{"VONAGE_API_URL", "vonage-api-url", "vonage.api_url", "https://rest.nexmo.com", "base URL of Vonage's SMS API", false, Credentials, "vonage BaseURL", str(func(s *Settings) *string { return &s.VonageAPIURL })},
 	{"RATE_UNIT", "rate-unit", "rate_unit", "", "what every rate counts: message, or segment (as Twilio counts); default segment with SMS_PROVIDER twilio or vonage, message otherwise", false, Accounts, "", str(func(s *Settings) *string { return &s.RateUnit })},
 	{"MAX_SEGMENTS", "max-segments", "max_segments", "", "with RATE_UNIT=segment, the most segments a body may have (longer ones are dead-lettered); default 6, or fewer when the rates leave less room under CONTRACT_RPS", false, Accounts, "MaxCost", optionalInteger(func(s *Settings) *int { return &s.MaxSegments })},
@@ -168,6 +171,9 @@ var settings = []setting{
 	{"SEND_TIMEOUT", "send-timeout", "", "10s", "bound of one provider call", false, Accounts | Waits, "", duration(func(s *Settings) *time.Duration { return &s.SendTimeout })},
 	{"SHUTDOWN_GRACE", "shutdown-grace", "", "10s", "how long sends in flight may finish after SIGTERM", false, Serving, "", duration(func(s *Settings) *time.Duration { return &s.ShutdownGrace })},
 	{"HTTP_ADDR", "http-addr", "", ":8080", "address of /metrics, /healthz and /readyz", false, Serving, "", str(func(s *Settings) *string { return &s.HTTPAddr })},
+	{"RECEIPTS_ADDR", "receipts-addr", "", "", "address of the delivery receipts' listener (POST /v1/receipts/<account>), apart from HTTP_ADDR; unset: receipts off", false, Serving, "", str(func(s *Settings) *string { return &s.ReceiptsAddr })},
+	{"RECEIPTS_PUBLIC_URL", "receipts-public-url", "", "", "base URL the providers post receipts to, https:// unless the host is loopback; required with RECEIPTS_ADDR", false, Serving, "", baseURL(func(s *Settings) *string { return &s.ReceiptsPublicURL })},
+	{"STATUS_TOPIC", "status-topic", "", "sms-status", "topic of each message's final delivery state (setup creates it with the subscription sms-status-inspect)", false, Topics, "", str(func(s *Settings) *string { return &s.StatusTopic })},
 }
 
 // lookup is the row of the variable env.

@@ -18,8 +18,17 @@ func (s Settings) validate() error {
 	if err := s.Process.check(); err != nil {
 		return asError(err)
 	}
+	if err := s.Process.checkReceipts(); err != nil {
+		return asError(err)
+	}
 	if err := s.Account.check(s.Process, variables); err != nil {
 		return asError(err)
+	}
+	if s.AccountsFile == "" {
+		// With ACCOUNTS_FILE, the loader checks each account's.
+		if err := s.Account.checkReceipts(s.Process, variables); err != nil {
+			return asError(err)
+		}
 	}
 	return asError(s.Process.checkRedis())
 }

@@ -46,6 +46,8 @@ type (
 		URL       string `yaml:"url"`
 		Token     string `yaml:"token"`
 		TokenFile string `yaml:"token_file"`
+		// ReceiptSecretFile: SMS_RECEIPT_SECRET_FILE.
+		ReceiptSecretFile string `yaml:"receipt_secret_file"`
 	}
 	twilioYAML struct {
 		AccountSID          string `yaml:"account_sid"`
@@ -61,6 +63,10 @@ type (
 		APISecretFile string `yaml:"api_secret_file"`
 		From          string `yaml:"from"`
 		APIURL        string `yaml:"api_url"`
+		// SignatureSecretFile and SignatureMethod:
+		// VONAGE_SIGNATURE_SECRET_FILE and VONAGE_SIGNATURE_METHOD.
+		SignatureSecretFile string  `yaml:"signature_secret_file"`
+		SignatureMethod     *string `yaml:"signature_method"`
 	}
 	classRPSYAML struct {
 		OTP       *float64 `yaml:"otp"`

@@ -3,15 +3,18 @@
 // dead-letter publisher, the heartbeats, the gauges' state and the HTTP
 // endpoints (/healthz, /readyz with its reasons, /metrics).
 //
-// Invariant: Serve stops in one order. /readyz fails at once; the
-// dispatcher stops pulling, nacks what waits and lets sends finish; the
-// dead-letter publisher flushes; the HTTP server stops; then the pull watch
-// stops. A Pub/Sub that does not answer can hold the pulls and the flush:
+// Invariant: Serve stops in one order. /readyz fails and the receipts'
+// listener (RECEIPTS_ADDR) stops taking receipts at once; the dispatcher
+// stops pulling, nacks what waits and lets sends finish; the receipts'
+// listener is waited for; the dead-letter and status publishers flush;
+// the HTTP server stops; then the pull watch stops. A receipts' listener
+// that fails stops the process the same way. A Pub/Sub that does not answer can hold the pulls and the flush:
 // each is waited for a bounded time (Options.StopBound), and Serve returns
 // whatever Pub/Sub does. The clients a Server is given are the caller's to
 // close, after Serve or Run and Close have returned.
 //
 // Files: server.go (the process's parts and Run), serve.go (Serve and its
-// shutdown order), http.go (the HTTP server and its endpoints),
+// shutdown order), receipts.go (the receipts' listener beside the
+// dispatcher), http.go (the HTTP server and its endpoints),
 // telemetry.go (the traces and metrics it is given).
 package server

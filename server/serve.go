@@ -17,11 +17,15 @@ import (
 const DefaultStopBound = 5 * time.Second
 
 // Serve is the serving process: it logs the accounts, serves /healthz,
-// /readyz and /metrics on HTTP_ADDR, runs the pull watch and Run until ctx
-// ends (SIGTERM), then stops in the order of the package's invariant and
-// closes the Server. It returns Run's error, an HTTP server's failure, or
-// a *config.Error for an HTTP_ADDR it cannot listen on.
+// /readyz and /metrics on HTTP_ADDR, runs the pull watch, the receipts'
+// listener (with RECEIPTS_ADDR) and Run until ctx ends (SIGTERM) or the
+// receipts' listener fails, then stops in the order of the package's
+// invariant and closes the Server. It returns Run's error, an HTTP
+// server's or the receipts' failure, or a *config.Error for an HTTP_ADDR
+// it cannot listen on.
 func (s *Server) Serve(ctx context.Context) error {
+	ctx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
 	s.logAccounts(ctx)
 	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
 	if err != nil {
@@ -54,7 +58,11 @@ func (s *Server) Serve(ctx context.Context) error {
 	if stopBound == 0 {
 		stopBound = DefaultStopBound
 	}
-	var runErr error
+	waitReceipts := startReceipts(ctx, s.receipts, func(err error) {
+		logger.Error("receipts stopped: the process stops", "err", err)
+		stopServing()
+	})
+	var runErr, receiptsErr error
 	ran := make(chan error, 1) // Run's error, once it returns
 	if !within(ctx, cfg.ShutdownGrace+stopBound, func() { ran <- s.Run(ctx) }) {
 		logger.Error("pulls did not stop within SHUTDOWN_GRACE and the stop bound: exiting without them; what they held comes back when its lease runs out",
@@ -62,6 +70,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	} else {
 		runErr = <-ran
 		logger.Info("dispatcher stopped pulling; sends in flight finished")
+	}
+	if !within(ctx, stopBound, func() { receiptsErr = waitReceipts() }) {
+		logger.Error("the receipts' listener did not stop within the stop bound: exiting without it", "stop_bound", stopBound)
 	}
 	if !within(ctx, stopBound, s.Close) {
 		logger.Error("the dead-letter publisher did not flush within the stop bound: exiting; what it held is nacked and comes back", "stop_bound", stopBound)
@@ -73,6 +84,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	if err := <-httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("http server: %w", err)
+	}
+	if runErr == nil {
+		runErr = receiptsErr
 	}
 	return runErr
 }

@@ -74,6 +74,10 @@ type Server struct {
 	limiters []*admission.Limiter // by account
 	table    *dispatch.Table      // the accounts' routing table, for the start-up log
 	dlq      *pubsub.Publisher
+	receipts Receipts // nil: receipts off
+	// stopReceipts flushes the receipts' publishers, once receipts' Run
+	// has returned.
+	stopReceipts func()
 }
 
 // New wires one dispatcher of cfg's process settings on the given clients,
@@ -124,7 +128,7 @@ func New(cfg config.Settings, accounts []Account, rdb Redis, ps *pubsub.Client, 
 	if opts.Telemetry != nil {
 		deps.Tracer = opts.Telemetry.Tracing
 	}
-	d, err := dispatch.New(dispatch.Config{
+	dcfg := dispatch.Config{
 		OTPMaxWait: cfg.OTPMaxWait, MarketingMaxWait: cfg.MarketingMaxWait,
 		SendTimeout: cfg.SendTimeout, Grace: cfg.ShutdownGrace,
 		MaxDeliveryAttempts:  topology.MaxDeliveryAttempts,
@@ -134,12 +138,18 @@ func New(cfg config.Settings, accounts []Account, rdb Redis, ps *pubsub.Client, 
 		AccountPause:         cfg.AccountPause,
 		Route:                opts.Route,
 		Logger:               s.logger,
-	}, deps)
+	}
+	receiptsDispatch(&dcfg, cfg.ReceiptsOn())
+	d, err := dispatch.New(dcfg, deps)
 	if err != nil {
 		dlq.Stop()
 		return nil, err
 	}
 	s.d, s.dlq = d, dlq
+	if s.receipts, s.stopReceipts, err = s.newReceipts(ps); err != nil {
+		dlq.Stop()
+		return nil, err
+	}
 	if opts.Telemetry != nil {
 		opts.Telemetry.Metrics.SetState(s.state)
 	}
@@ -179,9 +189,12 @@ func (s *Server) Run(ctx context.Context) error {
 	return err
 }
 
-// Close flushes the dead-letter publisher and stops it; call it once Run
-// has returned.
-func (s *Server) Close() { s.dlq.Stop() }
+// Close flushes the dead-letter publisher and the receipts' publishers and
+// stops them; call it once Run (and the receipts' Run) has returned.
+func (s *Server) Close() {
+	s.dlq.Stop()
+	s.stopReceipts()
+}
 
 // state is what the gauges show: the process's, and each account's.
 func (s *Server) state() telemetry.State {

@@ -90,6 +90,10 @@ type Account struct {
 	Processes  []Process        `json:"processes"`
 	Health     Health           `json:"health"`
 
+	// Delivery is the final receipts of each class the account serves
+	// over the last DeliveryWindow; absent where receipts are not read.
+	Delivery map[string]*Delivery `json:"delivery,omitempty"`
+
 	// LearnedIgnored is the learned rate's state in Redis when the
 	// admission script ignores it (a rate below the minimum, or no state
 	// it can read).
@@ -173,7 +177,11 @@ func Read(ctx context.Context, setups []Setup, routing config.Routing, now time.
 		if err != nil {
 			return Report{}, fmt.Errorf("account %s: %w", s.Name, err)
 		}
-		r.Accounts = append(r.Accounts, accountOf(s, st))
+		a := accountOf(s, st)
+		if err := readDelivery(ctx, s, &a); err != nil {
+			return Report{}, fmt.Errorf("account %s: %w", s.Name, err)
+		}
+		r.Accounts = append(r.Accounts, a)
 	}
 	return r, nil
 }

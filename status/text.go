@@ -36,6 +36,7 @@ func (r Report) WriteText(w io.Writer) {
 			fmt.Fprintf(tw, "  sent %s\t%d in the last 1 s, %d in 10 s (%.1f/s), %d in 60 s (%.1f/s)\n",
 				class, s.Last1s, s.Last10s, float64(s.Last10s)/10, s.Last60s, float64(s.Last60s)/60)
 		}
+		a.writeDelivery(tw)
 		fmt.Fprintf(tw, "  penalty\t%s\n", a.Penalty.text())
 		if h, ok := a.Health.text(r.Time); ok {
 			fmt.Fprintf(tw, "  health\t%s\n", h)

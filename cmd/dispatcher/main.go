@@ -36,6 +36,7 @@ var commands = []command{
 	{"setup", "create the topics, subscriptions and dead-letter topic if missing", runSetup},
 	{"override", "lower the account's rates for every pod at once (--set-target-rps,\n--set-marketing-rps, --ttl, --clear): an incident lever", runOverride},
 	{"status", "each account's state from Redis: rates, sends in the last\n1/10/60 s, penalty, leases, processes (--json, --watch)", runStatus},
+	{"message", "a message's story from Redis: its account, attempts, provider ids and\ndelivery receipt (--json)", runMessage},
 	{"deadletters", "list dead letters without consuming them, or replay them", runDeadletters},
 	{"demo", "run the whole pipeline on one machine: in-process Pub/Sub, Redis\nand provider simulator, several dispatchers, a campaign and OTPs", runDemo},
 }

@@ -76,7 +76,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	defer ps.Close()
 	var accts []server.Account
 	for _, s := range setups {
-		sender, secret, err := s.Sender(cfg.SendTimeout, tel.ProviderOptions()...)
+		sender, secret, err := s.Sender(cfg.SendTimeout, append(tel.ProviderOptions(), cfg.ReceiptOptions(s)...)...)
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -71,6 +72,41 @@ func TestSetupDeadLetterRetention(t *testing.T) {
 		var ce *config.Error
 		if !errors.As(err, &ce) || ce.Env != "DEAD_LETTER_RETENTION" {
 			t.Errorf("--dead-letter-retention %s: %v, want a configuration error naming DEAD_LETTER_RETENTION", bad, err)
+		}
+	}
+}
+
+// TestSetupCreatesTheStatusTopic: setup creates STATUS_TOPIC (sms-status
+// by default) and its subscription sms-status-inspect on it, once.
+func TestSetupCreatesTheStatusTopic(t *testing.T) {
+	t.Setenv("PUBSUB_PROJECT_ID", "proj")
+	ctx := context.Background()
+	for _, tt := range []struct{ topic, args string }{{"sms-status", ""}, {"sms-status-2", "--status-topic sms-status-2"}} {
+		ps := pstest.NewServer()
+		defer ps.Close()
+		t.Setenv("PUBSUB_EMULATOR_HOST", ps.Addr)
+		for _, want := range []string{"created", "exists"} {
+			var out bytes.Buffer
+			if err := run(ctx, append([]string{"setup"}, strings.Fields(tt.args)...), &out, io.Discard); err != nil {
+				t.Fatalf("setup %s: %v", tt.args, err)
+			}
+			for _, line := range []string{fmt.Sprintf("%-12s %-28s %s", "topic", tt.topic, want), fmt.Sprintf("%-12s %-28s %s", "subscription", "sms-status-inspect", want)} {
+				if !strings.Contains(out.String(), line) {
+					t.Fatalf("setup %s printed:\n%s\nwant a line %q", tt.args, out.String(), line)
+				}
+			}
+		}
+		c, err := topology.NewClient(ctx, "proj", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		s, err := c.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: "projects/proj/subscriptions/sms-status-inspect"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.GetTopic() != "projects/proj/topics/"+tt.topic {
+			t.Fatalf("sms-status-inspect is on %s, want %s", s.GetTopic(), tt.topic)
 		}
 	}
 }

@@ -41,7 +41,12 @@ type Options struct {
 // Run runs the pipeline of cfg on the local stack and returns its report.
 func Run(ctx context.Context, cfg config.Settings, o Options) (Report, error) {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	stack, err := startLocal(cfg, providertest.Config{Limit: int(cfg.ContractRPS), Window: time.Second, RetryAfter: time.Second})
+	sim := providertest.Config{Limit: int(cfg.ContractRPS), Window: time.Second, RetryAfter: time.Second}
+	cfg, err := receiptsOn(cfg, &sim)
+	if err != nil {
+		return Report{}, err
+	}
+	stack, err := startLocal(cfg, sim)
 	if err != nil {
 		return Report{}, err
 	}
@@ -97,12 +102,20 @@ func Run(ctx context.Context, cfg config.Settings, o Options) (Report, error) {
 	if o.Progress != nil {
 		io.WriteString(o.Progress, "\n")
 	}
+	var delivery map[string]Delivery
+	if err == nil {
+		r.stats.mu.Lock()
+		sent := r.stats.sent[0] + r.stats.sent[1]
+		r.stats.mu.Unlock()
+		delivery = r.waitDelivery(ctx, statsRdb, sent)
+	}
 	stopRun()
 	r.running.Wait()
 	if err != nil {
 		return Report{}, err
 	}
 	rep := r.report(published)
+	rep.Delivery = delivery
 	// Read once every instance has stopped: its last commands count too.
 	if statsErr == nil {
 		var cs redisstats.CommandStats
@@ -178,6 +191,15 @@ func (r *run) startInstances(ctx, runCtx context.Context, tel *server.Telemetry,
 		}
 		r.closers = append(r.closers, srv.Close)
 		r.running.Go(func() { srv.Run(runCtx) })
+		if i == 0 {
+			// One listener takes every instance's receipts, as a load
+			// balancer in front of the pods would spread them.
+			r.running.Go(func() {
+				if err := srv.RunReceipts(runCtx); err != nil && runCtx.Err() == nil {
+					logger.Error("receipts stopped", "err", err)
+				}
+			})
+		}
 	}
 	return nil
 }

@@ -38,6 +38,9 @@ type Report struct {
 	// Published is how many messages the demo published, Deliveries how
 	// many times pstest delivered them in all.
 	Published, Deliveries int
+	// Delivery is what the final receipts said, by class; nil: receipts
+	// off.
+	Delivery map[string]Delivery
 }
 
 // Print writes r as the demo's report, against the rates of cfg, the
@@ -86,6 +89,7 @@ func (r Report) Print(w io.Writer, cfg config.Settings) {
 	}
 	fmt.Fprintf(w, "  deliveries per published message %.3f (Pub/Sub, of %d published)\n",
 		float64(r.Deliveries)/float64(max(r.Published, 1)), r.Published)
+	printDelivery(w, r.Delivery)
 }
 
 // quantile returns the q-quantile of ds (nearest rank), 0 if empty.

@@ -9,6 +9,7 @@ import (
 	"smsdispatcher/internal/localstack"
 	"smsdispatcher/internal/redisconn"
 	"smsdispatcher/internal/topology"
+	"smsdispatcher/provider"
 	"smsdispatcher/provider/providertest"
 )
 
@@ -45,6 +46,9 @@ func (s localStack) providerConfig(cfg config.Settings) config.Settings {
 		cfg.TwilioFrom = localstack.From
 	}
 	cfg.VonageAPIKey, cfg.VonageAPISecret, cfg.VonageAPISecretFile, cfg.VonageFrom = localstack.VonageKey, localstack.Token, "", "SMSDEMO"
+	// The simulator signs receipts with the token (Twilio's auth token
+	// as Twilio does; the generic receipt and Vonage signature secrets).
+	cfg.UseReceiptSecret(provider.StaticSecret(localstack.Token))
 	return cfg
 }
 

@@ -22,6 +22,9 @@ type Topology struct {
 	// operators read; it keeps messages for DeadLetterRetention.
 	DeadLetterInspect   string
 	DeadLetterRetention time.Duration
+	// StatusTopic is the topic of the messages' final delivery states and
+	// StatusInspect its subscription that people and tests read; "": none.
+	StatusTopic, StatusInspect string
 	// MaxWait is the longer of the classes' max waits and SendTimeout a
 	// send's: the subscriptions' ack deadline is longer than both.
 	MaxWait, SendTimeout time.Duration
@@ -65,7 +68,8 @@ func ackDeadline(maxWait, sendTimeout time.Duration) int32 {
 const MaxDeliveryAttempts = 100
 
 // Setup creates what t names when it is missing: both topics, the
-// dead-letter topic and its inspect subscription, and both dispatcher
+// dead-letter topic and its inspect subscription, the status topic and its
+// inspect subscription, and both dispatcher
 // subscriptions with a dead-letter policy (unless
 // t.WithoutDeadLetterPolicy). An inspect subscription that exists gets
 // t.DeadLetterRetention if it keeps messages for another time: it holds
@@ -76,7 +80,11 @@ func Setup(ctx context.Context, c *pubsub.Client, t Topology, report func(kind, 
 	topic := func(id string) string { return fmt.Sprintf("projects/%s/topics/%s", c.Project(), id) }
 	sub := func(id string) string { return SubscriptionName(c.Project(), id) }
 
-	for _, id := range []string{t.OTPTopic, t.MarketingTopic, t.DeadLetterTopic} {
+	topics := []string{t.OTPTopic, t.MarketingTopic, t.DeadLetterTopic}
+	if t.StatusTopic != "" {
+		topics = append(topics, t.StatusTopic)
+	}
+	for _, id := range topics {
 		_, err := c.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic(id)})
 		if created, err := existsOK(err); err != nil {
 			return fmt.Errorf("create topic %s: %w", id, err)
@@ -96,6 +104,10 @@ func Setup(ctx context.Context, c *pubsub.Client, t Topology, report func(kind, 
 			MessageRetentionDuration: retention,
 			RetryPolicy:              retryPolicies["marketing"],
 			DeadLetterPolicy:         &pubsubpb.DeadLetterPolicy{DeadLetterTopic: topic(t.DeadLetterTopic), MaxDeliveryAttempts: MaxDeliveryAttempts}},
+	}
+	if t.StatusTopic != "" && t.StatusInspect != "" {
+		subs = append(subs, &pubsubpb.Subscription{Name: sub(t.StatusInspect), Topic: topic(t.StatusTopic), AckDeadlineSeconds: 60,
+			MessageRetentionDuration: retention})
 	}
 	for _, s := range subs {
 		if t.WithoutDeadLetterPolicy {

@@ -1,0 +1,71 @@
+//go:build receiptsmerge
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"smsdispatcher/config"
+	"smsdispatcher/status"
+)
+
+// runMessage is `dispatcher message <id>`: the id's story on every
+// account, as Redis holds it. It only reads.
+func runMessage(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("message", stderr)
+	load := config.Flags(fs, config.Redis|config.Accounts, environ)
+	asJSON := fs.Bool("json", false, `print one JSON object {"id", "accounts": [...]} (docs/operating.md, "Receipts")`)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	// The id may come before the flags: dispatcher message <id> --json.
+	id := fs.Arg(0)
+	if err := fs.Parse(fs.Args()[min(1, fs.NArg()):]); err != nil {
+		return err
+	}
+	if id == "" || fs.NArg() > 0 {
+		return errors.New("message: want one message id: dispatcher message <id> [--json]")
+	}
+	cfg, err := load()
+	if err != nil {
+		return err
+	}
+	const timeout = 2 * time.Second
+	rdb, routing, err := operatorRedis(cfg, "message reads the limiter's Redis", timeout)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var setups []status.Setup
+	for _, s := range routing.Accounts {
+		lim, err := operatorLimiter(rdb, cfg, s, timeout, quiet)
+		if err != nil {
+			return err
+		}
+		setups = append(setups, status.Setup{Account: s, Limiter: lim})
+	}
+	m, err := status.ReadMessage(ctx, setups, id)
+	if err != nil {
+		return fmt.Errorf("message: %v", err) // the URL is not printed: it may hold a password
+	}
+	if *asJSON {
+		if err := json.NewEncoder(stdout).Encode(m); err != nil {
+			return err
+		}
+	}
+	if !m.Found() {
+		// Exit status 1: a script can tell an unknown id.
+		return fmt.Errorf("no record of %s on any account", id)
+	}
+	if !*asJSON {
+		m.WriteText(stdout)
+	}
+	return nil
+}

@@ -1,0 +1,96 @@
+//go:build receiptsmerge
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"cloud.google.com/go/pubsub/v2/pstest"
+
+	"smsdispatcher/internal/redistest"
+	"smsdispatcher/provider/providertest"
+	"smsdispatcher/status"
+)
+
+// TestServeTakesReceipts: with RECEIPTS_ADDR, serve asks the provider for
+// receipts at RECEIPTS_PUBLIC_URL, takes the simulator's signed receipt on
+// its own listener, folds it (message says delivered), publishes the
+// final state on STATUS_TOPIC, refuses a forged receipt with 403, and
+// logs neither the secret nor the number.
+func TestServeTakesReceipts(t *testing.T) {
+	ps := pstest.NewServer()
+	defer ps.Close()
+	sim := providertest.NewGeneric(providertest.Config{Token: "s3cret", ReceiptSecret: "r3ceipt"})
+	simSrv := httptest.NewServer(sim)
+	defer simSrv.Close()
+	account := redistest.UniqueAccount(t)
+	receipts := freeAddr(t)
+	t.Setenv("PUBSUB_EMULATOR_HOST", ps.Addr)
+	t.Setenv("PUBSUB_PROJECT_ID", "proj")
+	t.Setenv("REDIS_URL", "redis://"+redistest.Addr(t))
+	t.Setenv("SMS_ACCOUNT", account)
+	t.Setenv("SMS_PROVIDER_URL", simSrv.URL)
+	t.Setenv("SMS_PROVIDER_TOKEN", "s3cret")
+	t.Setenv("SMS_RECEIPT_SECRET_FILE", writeFile(t, "receipt-secret", "r3ceipt\n"))
+	t.Setenv("HTTP_ADDR", freeAddr(t))
+	t.Setenv("RECEIPTS_ADDR", receipts)
+	t.Setenv("RECEIPTS_PUBLIC_URL", "http://"+receipts+"/")
+	ctx := context.Background()
+	if err := run(ctx, []string{"setup"}, io.Discard, io.Discard); err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	serveCtx, sigterm := context.WithCancel(ctx)
+	var logs bytes.Buffer
+	served := make(chan error, 1)
+	go func() { served <- run(serveCtx, []string{"serve"}, io.Discard, &logs) }()
+
+	id := "login-" + account
+	if err := run(ctx, []string{"publish", "--class", "otp", "--to", "+819012345678", "--body", "Your code is 482913", "--id", id}, io.Discard, io.Discard); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	waitFor(t, func() bool {
+		var out bytes.Buffer
+		if run(ctx, []string{"message", "--json", id}, &out, io.Discard) != nil {
+			return false
+		}
+		var m status.Message
+		return json.Unmarshal(out.Bytes(), &m) == nil && len(m.Accounts) == 1 && m.Accounts[0].Status == "delivered"
+	})
+	waitFor(t, func() bool {
+		for _, m := range ps.Messages() {
+			if m.Attributes["id"] == id && m.Attributes["status"] == "delivered" && m.Attributes["class"] == "otp" {
+				var ev map[string]string
+				return json.Unmarshal(m.Data, &ev) == nil && ev["account"] == account && ev["status"] == "delivered"
+			}
+		}
+		return false
+	})
+
+	forged := `{"id":"x","client_ref":"` + id + `","status":"failed","timestamp":"2026-12-02T12:00:00Z"}`
+	req, _ := http.NewRequest(http.MethodPost, "http://"+receipts+"/v1/receipts/"+account, strings.NewReader(forged))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Signature", "sha256=00")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("forged receipt answered %d, want 403", resp.StatusCode)
+	}
+
+	sigterm()
+	if err := <-served; err != nil {
+		t.Fatalf("serve after SIGTERM: %v, want nil (exit 0)", err)
+	}
+	if strings.Contains(logs.String(), "r3ceipt") || strings.Contains(logs.String(), "9012345678") {
+		t.Fatal("logs hold the receipt secret or a phone number")
+	}
+}

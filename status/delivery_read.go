@@ -1,0 +1,20 @@
+//go:build receiptsmerge
+
+package status
+
+import "context"
+
+// readDelivery reads into a the final receipts of each class s serves
+// over the last DeliveryWindow (admission's per-minute counters).
+func readDelivery(ctx context.Context, s Setup, a *Account) error {
+	stats, err := s.Limiter.DeliveryStats(ctx, DeliveryWindow)
+	if err != nil {
+		return err
+	}
+	a.Delivery = map[string]*Delivery{}
+	for _, class := range s.Classes {
+		st := stats[class.String()]
+		a.Delivery[class.String()] = deliveryOf(st.Finals, st.Delivered, st.P50, st.P99)
+	}
+	return nil
+}

@@ -1,0 +1,34 @@
+//go:build receiptsmerge
+
+package status
+
+import (
+	"context"
+	"fmt"
+)
+
+// ReadMessage reads the story of the message id on every account of
+// setups, in their order; a Message that is not Found when none holds any.
+func ReadMessage(ctx context.Context, setups []Setup, id string) (Message, error) {
+	m := Message{ID: id, Accounts: []MessageStory{}}
+	for _, s := range setups {
+		st, ok, err := s.Limiter.Story(ctx, id)
+		if err != nil {
+			return Message{}, fmt.Errorf("account %s: %w", s.Name, err)
+		}
+		if !ok {
+			continue
+		}
+		account := st.Account
+		if account == "" {
+			account = s.Name
+		}
+		m.Accounts = append(m.Accounts, MessageStory{
+			Account: account, Record: st.Record, Attempts: st.Attempts, Class: st.Class, Sender: st.Sender,
+			ProviderIDs: append([]string{}, st.ProviderIDs...), SentAt: stamp(st.SentAt),
+			Status: st.Status, ErrorCode: st.ErrorCode, StatusAt: stamp(st.StatusAt), Parts: st.Parts,
+			Owed: st.Owed, Resent: st.Resent,
+		})
+	}
+	return m, nil
+}
