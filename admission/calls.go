@@ -275,13 +275,14 @@ type deliveryCall struct {
 	Owed string `lua:"KEYS[1] the owed set"`
 
 	Minutes int64    `lua:"ARGV[1] whole minutes to read"`
-	Classes []string `lua:"ARGV[2..] the classes' names"`
+	Minute  int64    `lua:"ARGV[2] the current unix minute"`
+	Classes []string `lua:"ARGV[3..] the classes' names"`
 }
 
 func (c deliveryCall) keys() []string { return []string{c.Owed} }
 
 func (c deliveryCall) argv() []any {
-	a := []any{c.Minutes}
+	a := []any{c.Minutes, c.Minute}
 	for _, class := range c.Classes {
 		a = append(a, class)
 	}

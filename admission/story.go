@@ -173,7 +173,8 @@ type DeliveryStats struct {
 // window (whole minutes, the current one included, at most 10) of final
 // receipts on this account.
 func (l *Limiter) DeliveryStats(ctx context.Context, window time.Duration) (map[string]DeliveryStats, error) {
-	call := deliveryCall{Owed: l.tag + ":owed", Minutes: max(int64(window/time.Minute), 1), Classes: []string{OTP.String(), Marketing.String()}}
+	call := deliveryCall{Owed: l.tag + ":owed", Minutes: max(int64(window/time.Minute), 1),
+		Minute: l.clock.Now().Unix() / 60, Classes: []string{OTP.String(), Marketing.String()}}
 	var v []any
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
 		v, err = deliveryScript.RunRO(ctx, l.rdb, call.keys(), call.argv()...).Slice()

@@ -1,5 +1,3 @@
-//go:build receiptsmerge
-
 package config
 
 import (

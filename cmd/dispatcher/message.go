@@ -1,5 +1,3 @@
-//go:build receiptsmerge
-
 package main
 
 import (

@@ -1,5 +1,3 @@
-//go:build receiptsmerge
-
 package main
 
 import (
@@ -27,7 +25,8 @@ import (
 func TestServeTakesReceipts(t *testing.T) {
 	ps := pstest.NewServer()
 	defer ps.Close()
-	sim := providertest.NewGeneric(providertest.Config{Token: "s3cret", ReceiptSecret: "r3ceipt"})
+	sim := providertest.NewGeneric(providertest.Config{Token: "s3cret", Receipts: providertest.ReceiptConfig{Secret: "r3ceipt"}})
+	defer sim.Close()
 	simSrv := httptest.NewServer(sim)
 	defer simSrv.Close()
 	account := redistest.UniqueAccount(t)

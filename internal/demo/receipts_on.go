@@ -1,5 +1,3 @@
-//go:build receiptsmerge
-
 package demo
 
 import (
@@ -30,7 +28,7 @@ func receiptsOn(cfg config.Settings, sim *providertest.Config) (config.Settings,
 		ln.Close()
 		cfg.ReceiptsAddr, cfg.ReceiptsPublicURL = addr, "http://"+addr
 	}
-	sim.ReceiptSecret, sim.SignatureSecret = localstack.Token, localstack.Token
+	sim.Receipts.Secret = localstack.Token
 	return cfg, nil
 }
 

@@ -133,7 +133,7 @@ func (s *Stack) Adapt(rdb redis.UniversalClient) {
 }
 
 // Close stops the stack: the embedded Redis and its clock, the simulator's
-// server and the Pub/Sub server.
+// server and its receipts, and the Pub/Sub server.
 func (s *Stack) Close() {
 	if s.stopMR != nil {
 		s.stopMR()
@@ -145,5 +145,6 @@ func (s *Stack) Close() {
 	if s.simSrv != nil {
 		s.simSrv.Close()
 	}
+	s.Sim.Close() // its receipts still being posted
 	s.Pubsub.Close()
 }
