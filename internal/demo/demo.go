@@ -178,7 +178,7 @@ func (r *run) startInstances(ctx, runCtx context.Context, tel *server.Telemetry,
 			return err
 		}
 		r.closers = append(r.closers, func() { ps.Close() })
-		sender, secret, err := cfg.Account.Sender(cfg.SendTimeout, tel.ProviderOptions()...)
+		sender, secret, err := cfg.Account.Sender(cfg.SendTimeout, append(tel.ProviderOptions(), cfg.ReceiptOptions(cfg.Account)...)...)
 		if err != nil {
 			return err
 		}

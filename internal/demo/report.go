@@ -76,7 +76,7 @@ func (r Report) Print(w io.Writer, cfg config.Settings) {
 	fmt.Fprintf(w, "  OTP wait for a slot p50 / p99     %v / %v\n", r.OTPWaitP50.Round(10*time.Microsecond), r.OTPWaitP99.Round(10*time.Microsecond))
 	fmt.Fprintf(w, "  nacks per sent message           %.3f %v\n", per(int64(r.Nacked)), r.NackedBy)
 	fmt.Fprintf(w, "  admission calls per sent message %.2f (as the clients counted them)\n", per(r.ScriptCalls))
-	fmt.Fprintf(w, "  Redis commands per sent message  %.2f sent by the clients (admission + send-once claim and record; heartbeats)\n", per(r.RedisCmds))
+	fmt.Fprintf(w, "  Redis commands per sent message  %.2f sent by the clients (admission + send-once claim and record; heartbeats; a receipt's fold)\n", per(r.RedisCmds))
 	if r.RedisStatsErr != "" {
 		fmt.Fprintf(w, "  script calls per sent message    n/a: %s\n", r.RedisStatsErr)
 		fmt.Fprintf(w, "  Redis executed per sent message  n/a\n")
