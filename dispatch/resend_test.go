@@ -94,7 +94,7 @@ func TestTheStoryASentMessageKeeps(t *testing.T) {
 			if len(lim.stories) != 1 {
 				t.Fatalf("%d stories kept, want 1", len(lim.stories))
 			}
-			want := admission.Story{Class: tt.class.String(), Sender: allowed.Sender, ProviderIDs: tt.ids}
+			want := admission.Story{ID: "login-1", Class: tt.class.String(), Sender: allowed.Sender, ProviderIDs: tt.ids}
 			if tt.resend {
 				want.Resend, want.ResendUntil = data, t0.Add(tt.until)
 			}
