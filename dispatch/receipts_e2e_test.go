@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -98,6 +99,7 @@ type rig struct {
 	// statusDown makes the status Publisher fail, as a topic that is gone.
 	statusDown atomic.Bool
 	statusTry  atomic.Int64 // the status publishes tried
+	metrics    *resendCount
 
 	mu       sync.Mutex
 	events   []dispatch.Event // guarded by mu
@@ -117,7 +119,8 @@ type rigOptions struct {
 // simulators' posting first.
 func newRig(t *testing.T, accts []e2eAccount, o rigOptions) *rig {
 	t.Helper()
-	r := &rig{t: t, limiters: map[string]*admission.Limiter{}, sims: map[string]*providertest.Simulator{}, notify: make(chan struct{}, 1)}
+	r := &rig{t: t, limiters: map[string]*admission.Limiter{}, sims: map[string]*providertest.Simulator{}, notify: make(chan struct{}, 1),
+		metrics: &resendCount{by: map[string]int{}}}
 	ps := pstest.NewServer()
 	t.Cleanup(func() { ps.Close() })
 	admin := r.client(ps)
@@ -179,6 +182,7 @@ func newRig(t *testing.T, accts []e2eAccount, o rigOptions) *rig {
 			return status.Publish(ctx, data, attrs)
 		}),
 		Resend:     receipts.TopicPublisher{Publisher: r.pubs[admission.OTP]},
+		Metrics:    r.metrics,
 		SweepEvery: o.sweepEvery, OwedAge: o.owedAge,
 	})
 	if err != nil {
@@ -250,6 +254,29 @@ type publishFunc func(ctx context.Context, data []byte, attrs map[string]string)
 
 func (f publishFunc) Publish(ctx context.Context, data []byte, attrs map[string]string) error {
 	return f(ctx, data, attrs)
+}
+
+// resendCount is the receipts' Metrics, counting resends by account and
+// reason.
+type resendCount struct {
+	mu sync.Mutex
+	by map[string]int // "<account> <reason>" -> resends; guarded by mu
+}
+
+var _ receipts.Metrics = (*resendCount)(nil)
+
+func (m *resendCount) Receipt(account, class, status, outcome string)  {}
+func (m *resendCount) Delivery(account, class string, d time.Duration) {}
+func (m *resendCount) Resend(account, reason string) {
+	m.mu.Lock()
+	m.by[account+" "+reason]++
+	m.mu.Unlock()
+}
+
+func (m *resendCount) of(account, reason string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.by[account+" "+reason]
 }
 
 // Observe records the dispatcher's events.
@@ -516,5 +543,172 @@ func TestReceiptsEndToEnd(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// primaryAndBackup are two generic accounts serving both classes to +62
+// and +81, primary first.
+func primaryAndBackup() []e2eAccount {
+	both := []admission.Class{admission.OTP, admission.Marketing}
+	primary, backup := genericAccount("primary", both...), genericAccount("backup", both...)
+	primary.destinations, backup.destinations = []string{"+62", "+81"}, []string{"+62", "+81"}
+	return []e2eAccount{primary, backup}
+}
+
+// checkSends checks that id was sent on the accounts of want, in order,
+// the first not a resend and the others resent for reason.
+func checkSends(t *testing.T, r *rig, id, reason string, want ...string) []dispatch.Event {
+	t.Helper()
+	sent := r.sends(id)
+	var got []string
+	for _, ev := range sent {
+		got = append(got, ev.Account)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s sent on %v, want %v", id, got, want)
+	}
+	for i, ev := range sent {
+		if w := map[bool]string{true: "", false: reason}[i == 0]; ev.ResendReason != w {
+			t.Fatalf("%s's send %d on %s: resend reason %q, want %q", id, i, ev.Account, ev.ResendReason, w)
+		}
+	}
+	return sent
+}
+
+// checkStatuses checks id's status events, one per send of sent, in any
+// order: each from its send's account with its provider id, status and
+// code from want ("status code" per send, "status" without a code).
+func checkStatuses(t *testing.T, r *rig, id, class string, sent []dispatch.Event, want ...string) {
+	t.Helper()
+	evs := r.statusOf(id)
+	if len(evs) != len(want) {
+		t.Fatalf("%s: %d status events, want %d", id, len(evs), len(want))
+	}
+	for i, w := range want {
+		status, code, _ := strings.Cut(w, " ")
+		var match *statusMsg
+		for j := range evs {
+			if evs[j].ev.Account == sent[i].Account {
+				match = &evs[j]
+			}
+		}
+		if match == nil {
+			t.Fatalf("%s: no status event from %s", id, sent[i].Account)
+		}
+		checkEvent(t, *match, id, status, code, sent[i].ProviderID, sent[i].Account, class)
+	}
+}
+
+// The primary's carrier starts filtering OTP to +62 (undelivered 30007):
+// from then on every such OTP, with time left, is delivered through the
+// backup, once, its resend's reason on its trace, within 10 s of its
+// publication at p99; OTP to +81 stays on the primary; marketing and an
+// OTP with resend_on_failure false are not resent; and a resend that the
+// backup fails too is never resent again.
+func TestAFailedOTPIsDeliveredThroughTheBackup(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, primaryAndBackup(), rigOptions{dispatch: dispatch.Config{OTPMaxWait: 500 * time.Millisecond}})
+	primary, backup := r.sims["primary"], r.sims["backup"]
+	const to62, to81, to6299 = "+6281234567890", "+819012345678", "+6299123456789"
+	otp := func(id, to string, more map[string]any) time.Time {
+		m := map[string]any{"id": id, "to": to, "body": "Your code is 482913", "deadline": time.Now().Add(30 * time.Second).Format(time.RFC3339Nano)}
+		for k, v := range more {
+			m[k] = v
+		}
+		return r.publish(admission.OTP, m)
+	}
+
+	// Before: OTP to +62 is delivered on the primary.
+	otp("before", to62, nil)
+	r.waitFor("the first OTP's status event", 10*time.Second, func() bool { return len(r.statusOf("before")) == 1 })
+	checkStatuses(t, r, "before", "otp", checkSends(t, r, "before", "", "primary"), "delivered")
+
+	primary.SetDelivered("+62", 0, "30007")
+	backup.SetDelivered("+6299", 0, "30008")
+	published := map[string]time.Time{}
+	var ids62 []string
+	for i := range 20 {
+		id := fmt.Sprintf("otp62-%d", i)
+		ids62 = append(ids62, id)
+		published[id] = otp(id, to62, nil)
+	}
+	var ids81 []string
+	for i := range 5 {
+		id := fmt.Sprintf("otp81-%d", i)
+		ids81 = append(ids81, id)
+		otp(id, to81, nil)
+	}
+	var sales []string
+	for i := range 3 {
+		id := fmt.Sprintf("sale62-%d", i)
+		sales = append(sales, id)
+		r.publish(admission.Marketing, map[string]any{"id": id, "to": to62, "body": "sale"})
+	}
+	otp("opt-out", to62, map[string]any{"resend_on_failure": false})
+	otp("twice", to6299, nil)
+
+	delivered := func(id string) (time.Time, bool) {
+		for _, s := range r.statusOf(id) {
+			if s.ev.Status == "delivered" {
+				return s.at, true
+			}
+		}
+		return time.Time{}, false
+	}
+	r.waitFor("every status event", 15*time.Second, func() bool {
+		for _, id := range append(slices.Clone(ids62), ids81...) {
+			if _, ok := delivered(id); !ok {
+				return false
+			}
+		}
+		for _, id := range append(slices.Clone(sales), "opt-out") {
+			if len(r.statusOf(id)) == 0 {
+				return false
+			}
+		}
+		return len(r.statusOf("twice")) == 2
+	})
+	r.settle()
+
+	var took []time.Duration
+	for _, id := range ids62 {
+		sent := checkSends(t, r, id, "undelivered 30007", "primary", "backup")
+		checkStatuses(t, r, id, "otp", sent, "undelivered 30007", "delivered")
+		at, _ := delivered(id)
+		took = append(took, at.Sub(published[id]))
+	}
+	slices.Sort(took)
+	p99 := took[(len(took)*99+99)/100-1]
+	t.Logf("publish to delivered event through the backup: p50 %v, p99 %v (%d OTPs)", took[len(took)/2], p99, len(took))
+	if p99 > 10*time.Second {
+		t.Fatalf("p99 publish to delivered event %v, want at most 10s", p99)
+	}
+	for _, id := range ids81 {
+		checkStatuses(t, r, id, "otp", checkSends(t, r, id, "", "primary"), "delivered")
+	}
+	for _, id := range sales {
+		checkStatuses(t, r, id, "marketing", checkSends(t, r, id, "", "primary"), "undelivered 30007")
+	}
+	checkStatuses(t, r, "opt-out", "otp", checkSends(t, r, "opt-out", "", "primary"), "undelivered 30007")
+	checkStatuses(t, r, "twice", "otp", checkSends(t, r, "twice", "undelivered 30007", "primary", "backup"),
+		"undelivered 30007", "undelivered 30008")
+	if n, want := backup.Stats().Accepted, len(ids62)+1; n != want {
+		t.Fatalf("the backup accepted %d messages, want %d: the +62 OTPs and one resend that failed", n, want)
+	}
+	if n, want := r.metrics.of("primary", "undelivered"), len(ids62)+1; n != want || r.metrics.of("backup", "undelivered") != 0 {
+		t.Fatalf("resends counted: primary %d, backup %d; want %d, 0", n, r.metrics.of("backup", "undelivered"), want)
+	}
+
+	// The story on each account: the original's on the primary, resent;
+	// the resend's on the backup, its record its own.
+	ctx := context.Background()
+	if s, ok, err := r.limiters["primary"].Story(ctx, "otp62-0"); err != nil || !ok || s.Record != "sent" || s.Status != "undelivered" || s.ErrorCode != "30007" || !s.Resent {
+		t.Fatalf("otp62-0's story on the primary: %+v, %v, %v; want sent, undelivered 30007, resent", s, ok, err)
+	}
+	if s, ok, err := r.limiters["backup"].Story(ctx, "otp62-0"); err != nil || !ok || s.Status != "delivered" || s.Resent {
+		t.Fatalf("otp62-0's story on the backup: %+v, %v, %v; want delivered", s, ok, err)
+	}
+	if s, ok, err := r.limiters["backup"].Story(ctx, "otp62-0/resend"); err != nil || !ok || s.Record != "sent" {
+		t.Fatalf("the resend's record on the backup: %+v, %v, %v; want sent", s, ok, err)
 	}
 }
