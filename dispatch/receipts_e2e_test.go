@@ -712,3 +712,44 @@ func TestAFailedOTPIsDeliveredThroughTheBackup(t *testing.T) {
 		t.Fatalf("the resend's record on the backup: %+v, %v, %v; want sent", s, ok, err)
 	}
 }
+
+// An OTP that overflowed to the backup (its home, the primary, under a
+// penalty) and whose receipt says the backup failed to deliver it is
+// resent through the primary, where its record says sent: the resend
+// claims a record of its own and goes out.
+func TestAnOverflowedOTPThatFailsIsResentThroughItsHome(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, primaryAndBackup(), rigOptions{dispatch: dispatch.Config{OTPMaxWait: 500 * time.Millisecond}})
+	ctx := context.Background()
+	r.sims["backup"].SetDelivered("+62", 0, "30007")
+	// Time to lift the penalty between the overflow's send and its receipt.
+	r.sims["backup"].UpdateReceipts(func(c *providertest.ReceiptConfig) {
+		c.MinLatency, c.MaxLatency = 300*time.Millisecond, 400*time.Millisecond
+	})
+	if err := r.limiters["primary"].ReportThrottled(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	r.publish(admission.OTP, map[string]any{"id": "over", "to": "+6281234567890", "body": "Your code is 482913",
+		"deadline": time.Now().Add(30 * time.Second).Format(time.RFC3339Nano)})
+	r.waitFor("the overflow's send", 10*time.Second, func() bool { return len(r.sends("over")) == 1 })
+	if _, err := r.limiters["primary"].ClearPenalty(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor("the resend's delivered event", 10*time.Second, func() bool { return len(r.statusOf("over")) == 2 })
+	r.settle()
+
+	sent := checkSends(t, r, "over", "undelivered 30007", "backup", "primary")
+	checkStatuses(t, r, "over", "otp", sent, "undelivered 30007", "delivered")
+	if s, ok, err := r.limiters["primary"].Story(ctx, "over"); err != nil || !ok || s.Record != "sent" || s.Status != "delivered" {
+		t.Fatalf("the primary's story of the overflowed OTP: %+v, %v, %v; want its record sent (the overflow's), delivered", s, ok, err)
+	}
+	if s, ok, err := r.limiters["primary"].Story(ctx, "over/resend"); err != nil || !ok || s.Record != "sent" {
+		t.Fatalf("the resend's record on the primary: %+v, %v, %v; want sent", s, ok, err)
+	}
+	if s, ok, err := r.limiters["backup"].Story(ctx, "over"); err != nil || !ok || s.Status != "undelivered" || !s.Resent {
+		t.Fatalf("the backup's story of the overflowed OTP: %+v, %v, %v; want undelivered, resent", s, ok, err)
+	}
+	if n := r.sims["primary"].Stats().Accepted; n != 1 {
+		t.Fatalf("the primary accepted %d messages, want the resend", n)
+	}
+}
