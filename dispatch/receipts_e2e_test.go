@@ -176,6 +176,7 @@ func newRig(t *testing.T, accts []e2eAccount, o rigOptions) *rig {
 		Addr: "127.0.0.1:0", PublicURL: publicURL, Accounts: raccts,
 		Status: publishFunc(func(ctx context.Context, data []byte, attrs map[string]string) error {
 			r.statusTry.Add(1)
+			r.wake()
 			if r.statusDown.Load() {
 				return errors.New("status topic down")
 			}
@@ -752,4 +753,45 @@ func TestAnOverflowedOTPThatFailsIsResentThroughItsHome(t *testing.T) {
 	if n := r.sims["primary"].Stats().Accepted; n != 1 {
 		t.Fatalf("the primary accepted %d messages, want the resend", n)
 	}
+}
+
+// A delivered receipt whose status event cannot be published (the status
+// topic is down for longer than the receipt's own retries) keeps its
+// state in Redis and its event owed; once the topic is back, the sweep
+// publishes the event, once.
+func TestAnOwedStatusEventOutlivesTheTopicsOutage(t *testing.T) {
+	t.Parallel()
+	acct := genericAccount("acct", admission.OTP, admission.Marketing)
+	r := newRig(t, []e2eAccount{acct}, rigOptions{
+		dispatch:   dispatch.Config{OTPMaxWait: 500 * time.Millisecond},
+		sweepEvery: 100 * time.Millisecond, owedAge: time.Millisecond,
+	})
+	ctx := context.Background()
+	lim := r.limiters["acct"]
+	r.statusDown.Store(true)
+	r.publish(admission.OTP, map[string]any{"id": "login-1", "to": "+819012345678", "body": "Your code is 482913"})
+	r.waitFor("the send", 10*time.Second, func() bool { return len(r.sends("login-1")) == 1 })
+	r.waitFor("a status publish tried", 10*time.Second, func() bool { return r.statusTry.Load() > 0 })
+	// The receipt is answered once its publish has given up.
+	r.settle()
+	if s, ok, err := lim.Story(ctx, "login-1"); err != nil || !ok || s.Status != "delivered" || !s.Owed {
+		t.Fatalf("the story while the topic is down: %+v, %v, %v; want delivered, its event owed", s, ok, err)
+	}
+	if evs := r.statusOf("login-1"); len(evs) != 0 {
+		t.Fatalf("status events %+v while the topic is down", evs)
+	}
+
+	tried := r.statusTry.Load()
+	r.statusDown.Store(false)
+	r.waitFor("the owed event published", 10*time.Second, func() bool { return len(r.statusOf("login-1")) == 1 })
+	time.Sleep(300 * time.Millisecond) // three sweeps more, which must not publish it again
+	evs := r.statusOf("login-1")
+	if len(evs) != 1 {
+		t.Fatalf("%d status events once the topic is back, want 1", len(evs))
+	}
+	checkEvent(t, evs[0], "login-1", "delivered", "", r.sends("login-1")[0].ProviderID, "acct", "otp")
+	if s, _, err := lim.Story(ctx, "login-1"); err != nil || s.Owed || s.Status != "delivered" {
+		t.Fatalf("the story after the sweep: %+v, %v; want delivered, nothing owed", s, err)
+	}
+	t.Logf("status publishes tried during the outage: %d", tried)
 }
