@@ -65,6 +65,10 @@ type Config struct {
 	Resend    Publisher    // the first class's topic
 	Metrics   Metrics      // nil: none
 	Logger    *slog.Logger // nil: slog.Default()
+	// SweepEvery is how often Run publishes again the status events owed
+	// for longer than OwedAge. Zero or negative: 10s and 30s (a test
+	// shortens them).
+	SweepEvery, OwedAge time.Duration
 }
 
 // MaxBodyBytes is the largest receipt body read: a receipt is a few
@@ -131,6 +135,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.logger == nil {
 		s.logger = slog.Default()
+	}
+	if s.cfg.SweepEvery <= 0 {
+		s.cfg.SweepEvery = sweepEvery
+	}
+	if s.cfg.OwedAge <= 0 {
+		s.cfg.OwedAge = owedAge
 	}
 	for _, a := range cfg.Accounts {
 		if a.Name == "" || a.Reader == nil || a.Ledger == nil {

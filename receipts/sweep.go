@@ -11,8 +11,9 @@ import (
 // The sweep: every sweepEvery, the events owed for longer than owedAge
 // (their receipt's own publish failed, or its process ended before it
 // could) are published again, in batches of sweepBatch, at most
-// sweepBatches a sweep per account. The events marked published are
-// cleared in Redis every flushEvery when there are some.
+// sweepBatches a sweep per account; Config.SweepEvery and OwedAge replace
+// the first two. The events marked published are cleared in Redis every
+// flushEvery when there are some.
 const (
 	sweepEvery   = 10 * time.Second
 	owedAge      = 30 * time.Second
@@ -23,7 +24,7 @@ const (
 
 // sweepLoop sweeps and flushes until ctx ends.
 func (s *Server) sweepLoop(ctx context.Context) {
-	sweep := time.NewTicker(sweepEvery)
+	sweep := time.NewTicker(s.cfg.SweepEvery)
 	defer sweep.Stop()
 	flush := time.NewTicker(flushEvery)
 	defer flush.Stop()
@@ -46,7 +47,7 @@ func (s *Server) sweepLoop(ctx context.Context) {
 // likely down: the next sweep tries again).
 func (s *Server) sweep(ctx context.Context, a *account) {
 	for range sweepBatches {
-		owed, err := a.Ledger.Owed(ctx, owedAge, sweepBatch)
+		owed, err := a.Ledger.Owed(ctx, s.cfg.OwedAge, sweepBatch)
 		if err != nil {
 			if held, ok := a.ledgerErr.allow(time.Now()); ok {
 				s.logger.Warn("receipts: the owed status events could not be read", "account", a.Name, "err", err, "unlogged", held)
