@@ -330,6 +330,9 @@ var mutants = []mutant{
 	{"RD1", "a resend sent through the account that sent the original", []edit{
 		{"dispatch/resend.go", "	return avoiding(r, avoid), resendReason(", "	return avoiding(r, avoid[:0]), resendReason("},
 	}, "./dispatch/"},
+	{"RD2", "a resend claims the original's send-once record", []edit{
+		{"dispatch/message.go", "		return m.ID + resentSuffix\n", "		return m.ID\n"},
+	}, "./dispatch/"},
 }
 
 // killers names the test known to kill each mutant. try runs it first, alone;
@@ -433,4 +436,5 @@ var killers = map[string]string{
 	"RV3": "TestClientReceiptForged",
 	"RE1": "TestPublishFailureLeavesTheEventOwedForTheSweep",
 	"RD1": "TestAResendSkipsTheAccountThatSentTheOriginal",
+	"RD2": "TestAnOverflowedOTPThatFailsIsResentThroughItsHome",
 }
