@@ -207,7 +207,17 @@ func (l *Limiter) rememberOwed(folds []Fold) {
 		case !f.Owed, len(vs) > 0 && vs[len(vs)-1] == f.version:
 		case ok && len(vs) < maxVersionsPerID:
 			l.owedSeen[f.ID] = append(vs, f.version)
-		case !ok && len(l.owedSeen) < maxOwedRemembered:
+		case !ok:
+			if len(l.owedSeen) >= maxOwedRemembered {
+				// Full of ids that may never be published here (another
+				// process's sweep did, or their story expired): one goes,
+				// an arbitrary one. Its event, if still owed, is published
+				// again by a sweep, which returns it here again.
+				for k := range l.owedSeen {
+					delete(l.owedSeen, k)
+					break
+				}
+			}
 			l.owedSeen[f.ID] = []int64{f.version}
 		}
 	}

@@ -204,7 +204,7 @@ func (s *Server) state() telemetry.State {
 		_, _, paused := lim.AccountPause()
 		c := s.accounts[n].Setup
 		st.Accounts = append(st.Accounts, telemetry.AccountState{
-			Name: c.Name, PenaltyActive: penalty, FallbackActive: fallback, Paused: paused, Degraded: lim.Health() == admission.Degraded,
+			Name: c.Name, PenaltyActive: penalty, FallbackActive: fallback, Paused: paused, Degraded: lim.Health() == admission.Degraded, Receipts: s.cfg.ReceiptsOn(),
 			ContractRPS: c.ContractRPS, TargetRPS: c.TargetRPS, MarketingRPS: c.MarketingRPS, LearnedRPS: lim.LearnedRPS(),
 		})
 	}

@@ -38,7 +38,8 @@ func TestServeTakesReceipts(t *testing.T) {
 	t.Setenv("SMS_PROVIDER_URL", simSrv.URL)
 	t.Setenv("SMS_PROVIDER_TOKEN", "s3cret")
 	t.Setenv("SMS_RECEIPT_SECRET_FILE", writeFile(t, "receipt-secret", "r3ceipt\n"))
-	t.Setenv("HTTP_ADDR", freeAddr(t))
+	httpAddr := freeAddr(t)
+	t.Setenv("HTTP_ADDR", httpAddr)
 	t.Setenv("RECEIPTS_ADDR", receipts)
 	t.Setenv("RECEIPTS_PUBLIC_URL", "http://"+receipts+"/")
 	ctx := context.Background()
@@ -83,6 +84,18 @@ func TestServeTakesReceipts(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("forged receipt answered %d, want 403", resp.StatusCode)
+	}
+
+	// SMSReceiptsMissing fires only on an account that says it asks for
+	// receipts.
+	metrics, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(metrics.Body)
+	metrics.Body.Close()
+	if want := `sms_receipts_enabled{sms_account="` + account + `"} 1`; !strings.Contains(string(body), want) {
+		t.Fatalf("/metrics lacks %s", want)
 	}
 
 	sigterm()
