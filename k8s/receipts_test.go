@@ -238,7 +238,7 @@ func receiptsProblems(t *testing.T, b *bundle) []string {
 
 	// A pod being deleted leaves the Service's endpoints as SIGTERM comes;
 	// the Ingress controller learns it later and, without a pause, sends
-	// receipts to a closed listener (Twilio does not post them again).
+	// receipts to a closed listener (a provider may not post them again).
 	if lc := c.Lifecycle; lc == nil || lc.PreStop == nil || lc.PreStop.Sleep == nil || lc.PreStop.Sleep.Seconds < 1 {
 		bad("no preStop sleep: the Ingress controller would send receipts to a pod whose listener has closed")
 	}
