@@ -897,6 +897,9 @@ func checkPool(t *testing.T, b *bundle, vars map[string]bool) {
 		if rp := spec.RestartPolicy; rp != corev1.RestartPolicyOnFailure && rp != corev1.RestartPolicyNever {
 			t.Errorf("setup Job restartPolicy %q", rp)
 		}
+		if err := setupAccepts(effectiveEnv(t, b, &jc)); err != nil {
+			t.Errorf("dispatcher setup refuses the Job's configuration: %v", err)
+		}
 		sel := one[*networkingv1.NetworkPolicy](t, b, setupName)
 		if !matches(t, &sel.Spec.PodSelector, job.Spec.Template.Labels) || matches(t, &sel.Spec.PodSelector, podLabels) {
 			t.Error("the setup NetworkPolicy must select the Job's pods and not the dispatcher's")

@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"flag"
 	"fmt"
 	"net"
 	"net/url"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -351,9 +353,7 @@ func TestReceiptsChecksCatch(t *testing.T) {
 		want   string
 	}{
 		{"receipts on the metrics port", func() func() {
-			was := cm.Data["RECEIPTS_ADDR"]
-			cm.Data["RECEIPTS_ADDR"] = cm.Data["HTTP_ADDR"]
-			return func() { cm.Data["RECEIPTS_ADDR"] = was }
+			return setEnv(c, "RECEIPTS_ADDR", cm.Data["HTTP_ADDR"])
 		}, "is HTTP_ADDR's"},
 		{"the Service reaches the metrics port", func() func() {
 			was := svc.Spec.Ports[0].TargetPort
@@ -407,9 +407,7 @@ func TestReceiptsChecksCatch(t *testing.T) {
 			return func() { c.Env = was }
 		}, "SMS_RECEIPT_SECRET_FILE is not set"},
 		{"a callback URL Vonage refuses", func() func() {
-			was := cm.Data["RECEIPTS_PUBLIC_URL"]
-			cm.Data["RECEIPTS_PUBLIC_URL"] = "https://sms-receipts.example.com/" + strings.Repeat("x", 80)
-			return func() { cm.Data["RECEIPTS_PUBLIC_URL"] = was }
+			return setEnv(c, "RECEIPTS_PUBLIC_URL", envValue(c, "RECEIPTS_PUBLIC_URL")+"/"+strings.Repeat("x", 80))
 		}, "Vonage takes at most"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -421,4 +419,48 @@ func TestReceiptsChecksCatch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// setupAccepts loads e as `dispatcher setup` does, with the dispatcher's
+// own configuration loader: every command checks every setting it is
+// given (the receipts' among them), not only the ones it uses.
+func setupAccepts(e env) error {
+	fs := flag.NewFlagSet("setup", flag.ContinueOnError)
+	load := config.Flags(fs, config.Pubsub|config.Topics|config.Subscriptions|config.DeadLetters|config.Waits,
+		func(name string) string { return e.env[name] })
+	_, err := load()
+	return err
+}
+
+// TestSetupJobRefusesReceiptsWithoutTheirSecret shows the setup Job's check
+// in checkPool can fail: the receipts' settings in the ConfigMap the Job
+// reads would stop it.
+func TestSetupJobRefusesReceiptsWithoutTheirSecret(t *testing.T) {
+	b := render(t, receiptsDir)
+	dep := one[*appsv1.Deployment](t, b, poolName)
+	job := one[*batchv1.Job](t, b, setupName)
+	c := container(t, dep.Spec.Template.Spec, "dispatcher")
+	jc := &job.Spec.Template.Spec.Containers[0]
+	if err := setupAccepts(effectiveEnv(t, b, jc)); err != nil {
+		t.Fatalf("the Job as written: %v", err)
+	}
+	for _, name := range []string{"RECEIPTS_ADDR", "RECEIPTS_PUBLIC_URL"} {
+		setEnv(jc, name, envValue(c, name))
+	}
+	err := setupAccepts(effectiveEnv(t, b, jc))
+	if err == nil || !strings.Contains(err.Error(), "SMS_RECEIPT_SECRET_FILE") {
+		t.Errorf("setup with the receipts' settings and no secret: %v, want SMS_RECEIPT_SECRET_FILE refused", err)
+	}
+}
+
+// setEnv sets c's variable name to value, and returns what restores it.
+func setEnv(c *corev1.Container, name, value string) (restore func()) {
+	was := slices.Clone(c.Env)
+	i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name })
+	if i < 0 {
+		c.Env = append(c.Env, corev1.EnvVar{Name: name})
+		i = len(c.Env) - 1
+	}
+	c.Env[i].Value = value
+	return func() { c.Env = was }
 }
