@@ -1,14 +1,25 @@
 package k8s
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"flag"
 	"fmt"
+	"maps"
+	"math/big"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -430,6 +441,83 @@ func setupAccepts(e env) error {
 		func(name string) string { return e.env[name] })
 	_, err := load()
 	return err
+}
+
+// serveAccepts loads the pool container c's environment as `dispatcher
+// serve` does, with the dispatcher's own configuration loader, on stand-ins
+// for what the cluster provides: each file a variable names that a volume
+// mounts is a temporary file (a secret's placeholder; a CA certificate for
+// REDIS_CA_FILE), REDIS_URL the out-of-band example's.
+func serveAccepts(t *testing.T, b *bundle, pod corev1.PodSpec, c *corev1.Container) error {
+	t.Helper()
+	e := effectiveEnv(t, b, c)
+	vals := maps.Clone(e.env)
+	for name := range e.unknown {
+		switch name {
+		case "REDIS_URL":
+			vals[name] = "rediss://:AUTH-STRING@10.0.0.3:6378"
+		case "GOMEMLIMIT":
+		default:
+			t.Fatalf("%s comes from outside the manifests: give the check a stand-in", name)
+		}
+	}
+	dir := t.TempDir()
+	for name, v := range vals {
+		if !strings.HasSuffix(name, "_FILE") {
+			continue
+		}
+		mountedFile(t, pod, c, v) // fails the test unless a volume holds it
+		content := []byte("placeholder-secret\n")
+		if name == "REDIS_CA_FILE" {
+			content = selfSignedPEM(t)
+		}
+		f := filepath.Join(dir, name)
+		if err := os.WriteFile(f, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		vals[name] = f
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	_, err := config.Flags(fs, config.All, func(name string) string { return vals[name] })()
+	return err
+}
+
+// selfSignedPEM is a CA certificate in PEM, as REDIS_CA_FILE holds.
+func selfSignedPEM(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "memorystore-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// TestServeAcceptsThePool: the pool's configuration, in each rendering,
+// is one `dispatcher serve` starts with; and the check can fail.
+func TestServeAcceptsThePool(t *testing.T) {
+	for _, dir := range []string{exampleDir, receiptsDir} {
+		b := render(t, dir)
+		pod := one[*appsv1.Deployment](t, b, poolName).Spec.Template.Spec
+		c := container(t, pod, "dispatcher")
+		if err := serveAccepts(t, b, pod, c); err != nil {
+			t.Errorf("k8s/%s: dispatcher serve refuses the pool's configuration: %v", dir, err)
+		}
+		if dir != receiptsDir {
+			continue
+		}
+		restore := setEnv(c, "RECEIPTS_PUBLIC_URL", "http://sms-receipts.example.com")
+		if err := serveAccepts(t, b, pod, c); err == nil || !strings.Contains(err.Error(), "RECEIPTS_PUBLIC_URL") {
+			t.Errorf("k8s/%s with an http:// public URL: %v, want RECEIPTS_PUBLIC_URL refused", dir, err)
+		}
+		restore()
+	}
 }
 
 // TestSetupJobRefusesReceiptsWithoutTheirSecret shows the setup Job's check
