@@ -221,7 +221,7 @@ func receiptsProblems(t *testing.T, b *bundle) []string {
 				continue
 			}
 			for _, sp := range svc.Spec.Ports {
-				if sp.Name == be.Port.Name && be.Port.Name != "" || be.Port.Number != 0 && sp.Port == be.Port.Number {
+				if (be.Port.Name != "" && sp.Name == be.Port.Name) || (be.Port.Number != 0 && sp.Port == be.Port.Number) {
 					served = served || r.Host == host
 				}
 			}
@@ -310,12 +310,11 @@ func TestReceiptsOverlay(t *testing.T) {
 	})
 	t.Run("the Dockerfile exposes the receipts port", func(t *testing.T) {
 		c := container(t, one[*appsv1.Deployment](t, b, poolName).Spec.Template.Spec, "dispatcher")
+		stages := dockerfileStages(t)
 		var exposed []string
-		for _, s := range dockerfileStages(t)[len(dockerfileStages(t))-1:] {
-			for _, n := range s.instrs {
-				if strings.EqualFold(n.Value, "expose") {
-					exposed = append(exposed, nodeArgs(n)...)
-				}
+		for _, n := range stages[len(stages)-1].instrs {
+			if strings.EqualFold(n.Value, "expose") {
+				exposed = append(exposed, nodeArgs(n)...)
 			}
 		}
 		if p := strconv.Itoa(namedPort(c, "receipts")); !slices.Contains(exposed, p) {
