@@ -37,7 +37,9 @@ COPY --from=build /out/dispatcher /dispatcher
 # distroless's nonroot user, by number: Kubernetes can verify runAsNonRoot
 # only for a numeric user.
 USER 65532:65532
-# /metrics, /healthz, /readyz (HTTP_ADDR).
-EXPOSE 8080
+# /metrics, /healthz, /readyz (HTTP_ADDR), internal; delivery receipts
+# (RECEIPTS_ADDR=:8081, k8s/overlays/receipts), posted from the internet
+# through an Ingress. Both are plain HTTP: TLS ends in front of the pod.
+EXPOSE 8080 8081
 ENTRYPOINT ["/dispatcher"]
 CMD ["serve"]

@@ -48,6 +48,7 @@ import (
 const (
 	baseDir       = "base"
 	exampleDir    = "overlays/example"
+	receiptsDir   = "overlays/receipts"
 	monitoringDir = "monitoring"
 )
 
@@ -81,8 +82,9 @@ const otpBacklogMetric = "pubsub.googleapis.com|subscription|num_undelivered_mes
 // notInKustomization are manifests kept beside an overlay on purpose but
 // not applied with it, and why.
 var notInKustomization = map[string]string{
-	exampleDir + "/keda-scaledobject.yaml":   "an alternative to the HPA",
-	exampleDir + "/out-of-band.example.yaml": "the shapes of objects created out of band (credentials)",
+	exampleDir + "/keda-scaledobject.yaml":    "an alternative to the HPA",
+	exampleDir + "/out-of-band.example.yaml":  "the shapes of objects created out of band (credentials)",
+	receiptsDir + "/out-of-band.example.yaml": "the shapes of objects created out of band (credentials)",
 }
 
 // readOutsideSettings are variables the dispatcher process reads that are
@@ -176,6 +178,7 @@ var apiTypes = map[string]func() object{
 	"autoscaling/v2/HorizontalPodAutoscaler":  func() object { return new(autoscalingv2.HorizontalPodAutoscaler) },
 	"policy/v1/PodDisruptionBudget":           func() object { return new(policyv1.PodDisruptionBudget) },
 	"networking.k8s.io/v1/NetworkPolicy":      func() object { return new(networkingv1.NetworkPolicy) },
+	"networking.k8s.io/v1/Ingress":            func() object { return new(networkingv1.Ingress) },
 	"batch/v1/Job":                            func() object { return new(batchv1.Job) },
 	"monitoring.coreos.com/v1/PodMonitor":     func() object { return new(monitoringv1.PodMonitor) },
 	"monitoring.coreos.com/v1/PrometheusRule": func() object { return new(monitoringv1.PrometheusRule) },
@@ -418,7 +421,7 @@ func reads(vars map[string]bool, v string) bool {
 // as written (patches and examples included), into its API type.
 func TestEveryManifestDecodesStrictly(t *testing.T) {
 	kinds := map[string]int{}
-	for _, dir := range []string{baseDir, exampleDir, monitoringDir} {
+	for _, dir := range []string{baseDir, exampleDir, receiptsDir, monitoringDir} {
 		for _, f := range yamlFiles(t, dir) {
 			for _, obj := range decodeFile(t, f) {
 				kinds[fmt.Sprintf("%T", obj)]++
@@ -428,7 +431,7 @@ func TestEveryManifestDecodesStrictly(t *testing.T) {
 	// The checks cannot pass by finding nothing.
 	for _, want := range []string{"*v1.Deployment", "*v1.ConfigMap", "*v1.Secret", "*v1.ServiceAccount", "*v1.Namespace",
 		"*v2.HorizontalPodAutoscaler", "*v1.PodDisruptionBudget", "*v1.NetworkPolicy", "*v1.Job",
-		"*v1.PodMonitor", "*v1.PrometheusRule", "*k8s.scaledObject", "*k8s.kustomization"} {
+		"*v1.PodMonitor", "*v1.PrometheusRule", "*k8s.scaledObject", "*k8s.kustomization", "*v1.Service", "*v1.Ingress"} {
 		if kinds[want] == 0 {
 			t.Errorf("no %s among the manifests (found %v)", want, kinds)
 		}
@@ -453,7 +456,7 @@ func TestStrictDecodingRejectsUnknownFields(t *testing.T) {
 // that it does not list is never applied; one listed that is missing fails
 // the build. The files kept aside on purpose must stay aside.
 func TestKustomizationsListEveryManifest(t *testing.T) {
-	for _, dir := range []string{baseDir, exampleDir, monitoringDir} {
+	for _, dir := range []string{baseDir, exampleDir, receiptsDir, monitoringDir} {
 		var k *kustomization
 		for _, o := range decodeFile(t, dir+"/kustomization.yaml") {
 			k, _ = o.(*kustomization)
@@ -573,7 +576,18 @@ func TestExampleOverlay(t *testing.T) {
 // kind and name with key.
 func checkOutOfBand(t *testing.T, kind, name, key string) {
 	t.Helper()
-	for _, o := range decodeFile(t, exampleDir+"/out-of-band.example.yaml") {
+	checkOutOfBandIn(t, []string{exampleDir}, kind, name, key)
+}
+
+// checkOutOfBandIn checks that the out-of-band.example.yaml of one of dirs
+// shows an object of kind and name with key.
+func checkOutOfBandIn(t *testing.T, dirs []string, kind, name, key string) {
+	t.Helper()
+	var objs []object
+	for _, dir := range dirs {
+		objs = append(objs, decodeFile(t, dir+"/out-of-band.example.yaml")...)
+	}
+	for _, o := range objs {
 		switch v := o.(type) {
 		case *corev1.Secret:
 			if kind == "Secret" && v.Name == name {
@@ -592,7 +606,7 @@ func checkOutOfBand(t *testing.T, kind, name, key string) {
 			}
 		}
 	}
-	t.Errorf("the Deployment reads %s %s key %s, which out-of-band.example.yaml does not show", kind, name, key)
+	t.Errorf("the manifests read %s %s key %s, which no out-of-band.example.yaml of %v shows", kind, name, key, dirs)
 }
 
 // checkPool checks a rendered bundle: each object on its own and the
@@ -753,9 +767,18 @@ func checkPool(t *testing.T, b *bundle, vars map[string]bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A preStop pause comes before SIGTERM, within the same grace period.
+		var pause time.Duration
+		if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+			if c.Lifecycle.PreStop.Sleep == nil {
+				t.Error("preStop: want a sleep action (the image has no shell for exec)")
+			} else {
+				pause = time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second
+			}
+		}
 		tgp := pod.TerminationGracePeriodSeconds
-		if tgp == nil || time.Duration(*tgp)*time.Second <= grace+stopMargin {
-			t.Errorf("terminationGracePeriodSeconds %v: want more than SHUTDOWN_GRACE %v + %v", ptrValue(tgp), grace, stopMargin)
+		if tgp == nil || time.Duration(*tgp)*time.Second <= pause+grace+stopMargin {
+			t.Errorf("terminationGracePeriodSeconds %v: want more than the preStop pause %v + SHUTDOWN_GRACE %v + %v", ptrValue(tgp), pause, grace, stopMargin)
 		}
 	})
 
@@ -874,6 +897,9 @@ func checkPool(t *testing.T, b *bundle, vars map[string]bool) {
 		if rp := spec.RestartPolicy; rp != corev1.RestartPolicyOnFailure && rp != corev1.RestartPolicyNever {
 			t.Errorf("setup Job restartPolicy %q", rp)
 		}
+		if err := setupAccepts(effectiveEnv(t, b, &jc)); err != nil {
+			t.Errorf("dispatcher setup refuses the Job's configuration: %v", err)
+		}
 		sel := one[*networkingv1.NetworkPolicy](t, b, setupName)
 		if !matches(t, &sel.Spec.PodSelector, job.Spec.Template.Labels) || matches(t, &sel.Spec.PodSelector, podLabels) {
 			t.Error("the setup NetworkPolicy must select the Job's pods and not the dispatcher's")
@@ -883,14 +909,15 @@ func checkPool(t *testing.T, b *bundle, vars map[string]bool) {
 		}
 	})
 
+	t.Run("ingress: Prometheus to the metrics port, the Ingress controller to the receipts port", func(t *testing.T) {
+		for _, p := range ingressProblems(b, c, podLabels, httpPort(t, cfg.value(t, "HTTP_ADDR")), receiptsPort(t, cfg)) {
+			t.Error(p)
+		}
+	})
+
 	t.Run("egress goes only to Redis, HTTPS, DNS and the metadata server", func(t *testing.T) {
 		checkEgress(t, netpol)
 		checkEgress(t, one[*networkingv1.NetworkPolicy](t, b, setupName))
-		for _, np := range all[*networkingv1.NetworkPolicy](b) {
-			if slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) && np.Name != poolName && matches(t, &np.Spec.PodSelector, podLabels) && len(np.Spec.Ingress) > 0 {
-				t.Errorf("NetworkPolicy %s admits more ingress to the dispatcher", np.Name)
-			}
-		}
 		if ep := cfg.env["OTEL_EXPORTER_OTLP_ENDPOINT"]; ep != "" {
 			u, err := url.Parse(ep)
 			if err != nil {
