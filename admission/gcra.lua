@@ -380,7 +380,7 @@ if route_due then
   if ARGV[22] == '1' then
     due = due + tonumber(ARGV[23])
   end
-  if now < due then
+  if due > now then
     if #out > 0 then
       redis.call('MSET', unpack(out))
     end
