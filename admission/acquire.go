@@ -174,7 +174,7 @@ func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time
 			}
 			return d, nil
 		}
-		if d.Reason == ReasonRecord || (d.Reason == ReasonDegraded && claim.Failover) {
+		if d.Reason == ReasonRecord || ((d.Reason == ReasonDegraded || d.Reason == ReasonRouteSkipped) && claim.Failover) {
 			return d, nil
 		}
 		wait := max(d.RetryAfter, minWait)

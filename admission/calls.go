@@ -18,7 +18,8 @@ type admitCall struct {
 	Learned      string   `lua:"KEYS[8] learned rate"`
 	Record       string   `lua:"KEYS[9] the id's record"`
 	Health       string   `lua:"KEYS[10] the account's health"`
-	Senders      []string `lua:"KEYS[11..] the sender pool's TAT keys ({sms:<account>}:tat:sender:<from>),"`
+	Skip         string   `lua:"KEYS[11] the skip of the account's route to the caller's destination"`
+	Senders      []string `lua:"KEYS[12..] the sender pool's TAT keys ({sms:<account>}:tat:sender:<from>),"`
 
 	GlobalInterval    int64  `lua:"ARGV[1] global emission interval in microseconds"`
 	GlobalTau         int64  `lua:"ARGV[2] global tolerance tau in microseconds"`
@@ -42,16 +43,17 @@ type admitCall struct {
 	SenderIntervals   string `lua:"ARGV[20] the sender pool's emission intervals in microseconds"`
 	ProbeEvery        int64  `lua:"ARGV[21] the probe interval of a degraded account, in microseconds"`
 	Failover          bool   `lua:"ARGV[22] '1' when the caller can send elsewhere (failover)"`
+	RouteProbeEvery   int64  `lua:"ARGV[23] the probe interval of a skipped route, in microseconds"`
 }
 
 func (c admitCall) keys() []string {
-	return append([]string{c.GlobalTAT, c.MarketingTAT, c.Penalty, c.Wake, c.Override, c.Leases, c.Probe, c.Learned, c.Record, c.Health}, c.Senders...)
+	return append([]string{c.GlobalTAT, c.MarketingTAT, c.Penalty, c.Wake, c.Override, c.Leases, c.Probe, c.Learned, c.Record, c.Health, c.Skip}, c.Senders...)
 }
 
 func (c admitCall) argv() []any {
 	return []any{c.GlobalInterval, c.GlobalTau, c.MarketingInterval, c.MarketingTau, flag(c.Marketing),
 		c.RecoveryFloor, c.Reserve, c.Tickets, c.Spacing, c.Within, c.MaxInFlight, c.Lease, c.LeaseTTL, max(c.Cost, 1),
-		max(c.Lookahead, 0), c.Token, c.ClaimMillis, flag(c.Count), c.Adaptive, c.SenderIntervals, c.ProbeEvery, flag(c.Failover)}
+		max(c.Lookahead, 0), c.Token, c.ClaimMillis, flag(c.Count), c.Adaptive, c.SenderIntervals, c.ProbeEvery, flag(c.Failover), c.RouteProbeEvery}
 }
 
 // penaltyCall is one call of penalty.lua.
@@ -151,7 +153,8 @@ type finishCall struct {
 	Sender       string   `lua:"ARGV[9] the sender it went from"`
 	ResendData   string   `lua:"ARGV[10] the resend payload"`
 	ResendMillis int64    `lua:"ARGV[11] the resend payload's lifetime in milliseconds"`
-	Ended        []string `lua:"ARGV[12..] lease members to end"`
+	Prefix       string   `lua:"ARGV[12] the destination's prefix"`
+	Ended        []string `lua:"ARGV[13..] lease members to end"`
 }
 
 func (c finishCall) keys() []string {
@@ -168,7 +171,7 @@ func (c finishCall) keys() []string {
 }
 
 func (c finishCall) argv() []any {
-	a := []any{c.Value, c.Millis, c.Token, c.Units, c.Result, c.Rule, c.ID, c.Class, c.Sender, c.ResendData, c.ResendMillis}
+	a := []any{c.Value, c.Millis, c.Token, c.Units, c.Result, c.Rule, c.ID, c.Class, c.Sender, c.ResendData, c.ResendMillis, c.Prefix}
 	for _, m := range c.Ended {
 		a = append(a, m)
 	}
@@ -239,7 +242,8 @@ type receiptCall struct {
 	Buckets   string   `lua:"ARGV[5] the delivery latency buckets' upper bounds in milliseconds"`
 	Age       int64    `lua:"ARGV[6] a sweep's age"`
 	Most      int      `lua:"ARGV[7] the most events a sweep returns"`
-	Published []string `lua:"ARGV[8..] the events published"`
+	Route     string   `lua:"ARGV[8] the route rule"`
+	Published []string `lua:"ARGV[9..] the events published"`
 }
 
 func (c receiptCall) keys() []string {
@@ -250,7 +254,7 @@ func (c receiptCall) keys() []string {
 }
 
 func (c receiptCall) argv() []any {
-	a := []any{c.Status, c.Code, c.At, c.Millis, c.Buckets, c.Age, c.Most}
+	a := []any{c.Status, c.Code, c.At, c.Millis, c.Buckets, c.Age, c.Most, c.Route}
 	for _, p := range c.Published {
 		a = append(a, p)
 	}

@@ -84,6 +84,11 @@ type Config struct {
 	// Health is the rule that says when the account's sends are failing
 	// and it admits probes only (docs/design.md, "An account's health").
 	Health HealthRule
+	// Route is the rule that says when the account's route to a
+	// destination prefix is skipped for the first class and probed until
+	// a probe is delivered (route.go). The skip lives Health.Keep past its
+	// last change.
+	Route RouteRule
 	// Logger receives at most one line per RedisRetryAfter about Redis
 	// failures, and one per 429 whose Retry-After MaxRetryAfter cut. If
 	// nil, slog.Default() is used.
@@ -139,6 +144,7 @@ func (c Config) withDefaults() Config {
 		c.Adaptive.Step = cmp.Or(c.Adaptive.Step, DefaultAdaptiveStep)
 	}
 	c.Health = c.Health.withDefaults()
+	c.Route = c.Route.withDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -208,6 +214,9 @@ func (c Config) Validate() error {
 		case a.Step < 100*time.Millisecond:
 			return bad("Adaptive.Step", "must be at least 100ms, got %v", a.Step)
 		}
+	}
+	if err := c.Route.validate(); err != nil {
+		return err
 	}
 	for _, r := range c.Account {
 		if r == '{' || r == '}' || r < 0x21 || r > 0x7e {

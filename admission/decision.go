@@ -70,6 +70,10 @@ const (
 	ReasonNoRecord  Reason = "no_record" // marketing waits for Redis to keep its send-once record (fallback)
 	ReasonSender    Reason = "sender"    // no sender of the pool has a slot yet
 	ReasonDegraded  Reason = "degraded"  // the account's sends are failing: it admits probes only (Health)
+	// ReasonRouteSkipped: the first class's messages to the destination's
+	// prefix stopped arriving through the account (RouteRule): it admits
+	// probes only to that prefix.
+	ReasonRouteSkipped Reason = "route_skipped"
 
 	// Reasons of SourceNone: the caller did not ask.
 	ReasonTurn   Reason = "turn"    // its max wait ran out queued behind a caller of its class

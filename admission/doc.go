@@ -38,7 +38,8 @@
 // memory.go (Redis's maxmemory-policy), story.go (a sent message's
 // story, kept by SettleStory, and what `dispatcher message` and `status`
 // read of it), receipt.go (a delivery receipt folded into it, and its
-// owed status events),
+// owed status events), route.go (a first-class route to a destination
+// prefix skipped while its messages do not arrive),
 // calls.go (each script's KEYS and ARGV as a struct) and scripts.go (the
 // scripts and their operation names).
 package admission

@@ -35,6 +35,9 @@ func (l *Limiter) eval(ctx context.Context, class Class, cost int, recovering bo
 		call.Record, call.Token, call.ClaimMillis, call.Count = l.claims.Key(claim.ID), claim.Token, ttl.Milliseconds(), claim.Count
 	}
 	call.Failover = claim.Failover
+	if class == OTP && claim.Prefix != "" {
+		call.Skip = l.skipKey(claim.Prefix) // the first class's route alone is ever skipped
+	}
 	lease := call.Lease
 	var v []any
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
@@ -131,6 +134,8 @@ func parseDecision(v []any) (Decision, error) {
 		d.Reason = ReasonSender
 	case n[0] == 0 && n[2] == 8:
 		d.Reason = ReasonDegraded
+	case n[0] == 0 && n[2] == 9:
+		d.Reason = ReasonRouteSkipped
 	case n[0] == 0 && n[2] == 5 && detail != "":
 		d.Source, d.Reason, d.Why = SourcePenalty, ReasonAccount, detail
 	case n[0] == 0 && n[2] == 6:

@@ -55,7 +55,9 @@
 -- ARGV[11] -> the resend payload's lifetime in milliseconds (below 1: not
 --            kept); the story and the parts' keys live as the record
 --            (ARGV[2])
--- ARGV[12..] -> lease members to end (none, the send's, and any whose
+-- ARGV[12] -> the destination's prefix ("+62") of a first-class message,
+--            which receipt.lua counts its finals by ('' none)
+-- ARGV[13..] -> lease members to end (none, the send's, and any whose
 --            admission reply or release was lost)
 --
 -- Returns {written, health}: written is 1 when the record was written or
@@ -120,8 +122,8 @@ local units = tonumber(ARGV[4]) or 0
 if units > 0 and redis.call('INCRBY', KEYS[3], units) == units then
   redis.call('PEXPIRE', KEYS[3], 70000)
 end
-if #ARGV > 11 then
-  redis.call('ZREM', KEYS[2], unpack(ARGV, 12))
+if #ARGV > 12 then
+  redis.call('ZREM', KEYS[2], unpack(ARGV, 13))
 end
 if story then
   -- The newest send's story replaces an older one's: its parts start
@@ -129,6 +131,9 @@ if story then
   local t = redis.call('TIME')
   local h = {'class', ARGV[8], 'sender', ARGV[9], 'n', #KEYS - 6,
     'sent', string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))}
+  if (ARGV[12] or '') ~= '' then
+    h[#h + 1], h[#h + 2] = 'prefix', ARGV[12]
+  end
   local pre = string.sub(KEYS[5], 1, #KEYS[5] - #ARGV[7] - 4) -- '{sms:<account>}:'
   for i = 7, #KEYS do
     h[#h + 1] = 'p' .. (i - 6)

@@ -39,7 +39,14 @@
 --            a run of failures counted) or 'd' (degraded). While degraded
 --            the account admits probes only: one send per ARGV[21]
 --            across every process
--- KEYS[11..] -> the sender pool's TAT keys ({sms:<account>}:tat:sender:<from>),
+-- KEYS[11] -> the skip of the account's route to the caller's destination
+--            prefix ({sms:<account>}:skip:<prefix>, '<next_probe_us>'),
+--            set by receipt.lua when the first class's messages to that
+--            prefix stop arriving; read for the first class only. A call
+--            with no prefix names {sms:<account>}:skip:, never set. While
+--            it lives the route admits probes only: one first-class send
+--            per ARGV[23] across every process
+-- KEYS[12..] -> the sender pool's TAT keys ({sms:<account>}:tat:sender:<from>),
 --            one per interval of ARGV[20]
 -- ARGV[1] -> global emission interval in microseconds (1e6 / TARGET_RPS, rounded up)
 -- ARGV[2] -> global tolerance tau in microseconds ((BURST - 1) * interval)
@@ -85,7 +92,7 @@
 --            one small step every probe_us once settled; never above
 --            target_rps
 -- ARGV[20] -> the sender pool's emission intervals in microseconds, one
---            per KEYS[10..], space-separated ('' for no pool). Each send
+--            per KEYS[12..], space-separated ('' for no pool). Each send
 --            also takes a slot of the sender whose slot opens first: a
 --            send of cost c goes when sender TAT + (c - 1) * interval <= at
 --            and moves that TAT to max(TAT, at) + c * interval, so that
@@ -96,7 +103,9 @@
 --            degraded account denies it at once, and leaves each probe to
 --            callers that cannot until it has been due for a probe
 --            interval (so that a home whose every caller fails over is
---            still probed, at half the rate)
+--            still probed, at half the rate); a skipped route does the
+--            same with its probes
+-- ARGV[23] -> the probe interval of a skipped route, in microseconds
 --
 -- Returns {allowed, wait_us, reason, next_us, attempts, detail, sender,
 -- learned, ignored, health}:
@@ -128,7 +137,8 @@
 --
 -- Reason 7 is a denial by the sender pool: no sender opens within the
 -- lookahead; wait_us is then when the first one opens. Reason 8 is a
--- degraded account's denial: wait_us is until its next probe.
+-- degraded account's denial: wait_us is until its next probe. Reason 9 is
+-- a skipped route's denial (KEYS[11]): wait_us is until its next probe.
 --
 -- An id's record is '<state>' or, once its sends are counted,
 -- '<attempts>#<state>'; the state '' (a claim given back, its count kept)
@@ -217,7 +227,7 @@ if floor > 0 then
     tat_m = now + floor
     put(KEYS[2], tat_m)
   end
-  for i = 11, #KEYS do
+  for i = 12, #KEYS do
     if (tonumber(s[i]) or 0) < now + floor then
       s[i] = now + floor
       put(KEYS[i], s[i])
@@ -362,6 +372,22 @@ if health == 2 then
   end
 end
 
+-- A skipped route: the first class to the caller's prefix gets one probe
+-- per interval, as a degraded account; other classes go as they would.
+local route_due = not marketing and num(s[11])
+if route_due then
+  local due = route_due
+  if ARGV[22] == '1' then
+    due = due + tonumber(ARGV[23])
+  end
+  if due > now then
+    if #out > 0 then
+      redis.call('MSET', unpack(out))
+    end
+    return {0, due - now, 9, 0, attempts, '', 0, learned, ignored, health}
+  end
+end
+
 
 -- The search moves up once its step is due, and only if the account was
 -- pressed since the last step (a caller could not go at once: below): a
@@ -428,7 +454,7 @@ if ARGV[20] ~= '' then
   for v in string.gmatch(ARGV[20], '%d+') do
     i = i + 1
     local iv = tonumber(v)
-    local w = (tonumber(s[10 + i]) or 0) + (cost - 1) * iv - now
+    local w = (tonumber(s[11 + i]) or 0) + (cost - 1) * iv - now
     if pick == 0 or w < s_wait then
       pick, s_wait, s_int = i, w, iv
     end
@@ -482,7 +508,7 @@ if marketing then
   put(KEYS[2], tat_m)
 end
 if pick > 0 then
-  put(KEYS[10 + pick], math.max(tonumber(s[10 + pick]) or 0, at) + cost * s_int)
+  put(KEYS[11 + pick], math.max(tonumber(s[11 + pick]) or 0, at) + cost * s_int)
 end
 local nxt = 0
 if tickets == '2' then
@@ -497,6 +523,10 @@ if health == 2 then
   -- This send is the probe: the next one is due an interval after it.
   redis.call('SET', KEYS[10], string.format('d %s %s %s %s %d %s', hv[2], hv[3], hv[4], hv[5],
     math.min(at + tonumber(ARGV[21]), max_us), hv[7]), 'KEEPTTL')
+end
+if route_due then
+  -- This send is the route's probe: the next one is due an interval after.
+  redis.call('SET', KEYS[11], string.format('%d', math.min(at + tonumber(ARGV[23]), max_us)), 'KEEPTTL')
 end
 
 if token ~= '' then

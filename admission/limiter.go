@@ -83,6 +83,7 @@ type Limiter struct {
 	ignored    atomic.Int64 // what gcra.lua last said it ignored in Redis (reportIgnored)
 	health     atomic.Int32 // the account's Health as the last script reply said it
 	healthRule string       // cfg.Health as finish.lua's argument
+	routeRule  string       // cfg.Route as receipt.lua's argument
 	tag        string       // {sms:<account>}
 }
 
@@ -100,7 +101,8 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 		GlobalTAT: tag + ":tat:global", MarketingTAT: tag + ":tat:marketing", Penalty: tag + ":penalty",
 		Override: tag + ":rate-override", Leases: tag + ":leases", Probe: tag + ":probe",
 		Learned: tag + ":learned", Record: tag + ":id", Health: tag + ":health",
-		ProbeEvery:     cfg.Health.ProbeEvery.Microseconds(),
+		Skip:       tag + ":skip:", // no prefix: never a route's skip
+		ProbeEvery: cfg.Health.ProbeEvery.Microseconds(), RouteProbeEvery: cfg.Route.ProbeEvery.Microseconds(),
 		GlobalInterval: gi.Microseconds(), GlobalTau: (burst * gi).Microseconds(),
 		// The marketing level tolerates one send more even at BURST 1: a
 		// marketing send pushed back by an OTP's slot catches up, instead
@@ -124,6 +126,7 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 	l := &Limiter{
 		tag:           tag,
 		healthRule:    cfg.Health.arg(),
+		routeRule:     cfg.Route.arg(cfg.Health.Keep),
 		rdb:           rdb,
 		cfg:           cfg,
 		clock:         systemClock{},

@@ -78,6 +78,7 @@ var deliveryBucketsArg = func() string {
 // Bounds of what the Limiter keeps for the receipts.
 const (
 	maxParts          = 64    // parts of a message kept in its story (receipt.lua's MAX_PARTS)
+	maxPrefix         = 8     // characters of a destination's prefix kept ("+" and a country code)
 	maxErrorCode      = 64    // characters of a receipt's error code kept
 	publishedPerCall  = 64    // published events cleared per receipt.lua call
 	maxOwedRemembered = 10000 // ids whose owed versions are remembered for EventPublished
@@ -164,7 +165,7 @@ func (l *Limiter) Owed(ctx context.Context, age time.Duration, n int) ([]Fold, e
 // sweepCall is receipt.lua's call of a sweep that returns nothing: it
 // only clears.
 func (l *Limiter) sweepCall() receiptCall {
-	return receiptCall{Owed: l.tag + ":owed", Millis: l.claims.recordTTL.Milliseconds(), Buckets: deliveryBucketsArg}
+	return receiptCall{Owed: l.tag + ":owed", Millis: l.claims.recordTTL.Milliseconds(), Buckets: deliveryBucketsArg, Route: l.routeRule}
 }
 
 // runReceipt runs call with the published events pending (put back if the

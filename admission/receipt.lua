@@ -40,7 +40,19 @@
 --            ascending, space-separated; one more bucket counts the rest
 -- ARGV[6] -> a sweep's age: events owed longer ago than this, in ms
 -- ARGV[7] -> the most events a sweep returns (0: it only clears)
--- ARGV[8..] -> the events published: pairs of an id and the owed version
+-- ARGV[8] -> the route rule: '<ratio> <min_finals> <window_s> <probe_us>
+--            <keep_ms>' ('' off). A message whose story has a prefix
+--            (finish.lua keeps it for the first class) counts, when it
+--            first becomes final, in its account's route to that prefix
+--            (below); with at least <min_finals> finals in the last
+--            <window_s> and fewer than <ratio> of them delivered, the
+--            route is skipped: {sms:<account>}:skip:<prefix> is set to
+--            its next probe, <probe_us> from now on Redis's clock
+--            (gcra.lua reads it), living <keep_ms>, and each failure
+--            while it lives keeps it <keep_ms> more. A delivered message
+--            sent since the skip was set (a probe) deletes it and the
+--            route's counts
+-- ARGV[9..] -> the events published: pairs of an id and the owed version
 --            published; an event owed again since (another version) stays
 --
 -- The delivery counters {sms:<account>}:dlr:<class>:<unix minute> (a hash
@@ -48,6 +60,12 @@
 -- bucket, the latency from 'sent' to the receipt's arrival) count each
 -- message once when it becomes final, and once more as delivered when a
 -- failure turns delivered.
+--
+-- A route's counts {sms:<account>}:route:<prefix> (a hash): f<b> and d<b>
+-- the finals and the delivered of bucket b (Redis's clock in ms over
+-- <window_s> * 1000 / 6), the last six buckets counted and older ones
+-- dropped as new ones start, and skip '<since_ms> <until_ms>' while the
+-- route is skipped. The hash lives the window, and as long as the skip.
 --
 -- Returns {changed, message...}: changed is 1 when the receipt changed its
 -- message's state; each message is {id, class, sender, first provider id,
@@ -68,8 +86,18 @@ if status ~= '' and not FINAL[status] and not RANK[status] then
   return redis.error_reply('receipt.lua: unknown status')
 end
 local at, life, age, most = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6]), tonumber(ARGV[7])
-if not (at and life and age and most) or (#ARGV - 7) % 2 ~= 0 then
+if not (at and life and age and most) or #ARGV < 8 or (#ARGV - 8) % 2 ~= 0 then
   return redis.error_reply('receipt.lua: arguments not of the header\'s form')
+end
+local rule
+if ARGV[8] ~= '' then
+  local ratio, least, window, probe, keep = string.match(ARGV[8], '^(%S+) (%d+) (%d+) (%d+) (%d+)$')
+  ratio = tonumber(ratio)
+  if not ratio then
+    return redis.error_reply('receipt.lua: a route rule not of the header\'s form')
+  end
+  rule = {ratio = ratio, least = tonumber(least), bucket = math.max(math.floor(tonumber(window) * 1000 / 6), 1),
+    probe = math.min(tonumber(probe), 2 ^ 52), keep = math.min(math.max(tonumber(keep), 1), 2 ^ 40)}
 end
 -- PEXPIRE refuses a lifetime <= 0 and one past the clock's range.
 life = math.min(math.max(life, 1), 2 ^ 40)
@@ -105,7 +133,7 @@ local function reply(id, h, owed, resend)
     num(h.sent), num(h.at), owed and 1 or 0, num(h.ov), resend}
 end
 
-for i = 8, #ARGV - 1, 2 do
+for i = 9, #ARGV - 1, 2 do
   local id, v = ARGV[i], ARGV[i + 1]
   local msg = pre .. 'msg:' .. id
   local ov = redis.call('HGET', msg, 'ov')
@@ -131,6 +159,73 @@ if status == '' then
     end
   end
   return out
+end
+
+-- route counts a final of message h to its prefix, sent ms (first: its
+-- first final), and skips the account's route to the prefix, or clears
+-- the skip when h is a probe that was delivered.
+local function route(h, delivered, first)
+  local key, skip = pre .. 'route:' .. h.prefix, pre .. 'skip:' .. h.prefix
+  local f = redis.call('HGETALL', key)
+  local c = {}
+  for i = 1, #f, 2 do
+    c[f[i]] = f[i + 1]
+  end
+  local since, till = string.match(c.skip or '', '^(%d+) (%d+)$')
+  since, till = num(since), num(till)
+  local skipped = till > now
+  if delivered and skipped and num(h.sent) >= since then
+    redis.call('DEL', skip, key) -- the probe arrived: the route is back, counted afresh
+    return
+  end
+  if not first then
+    return
+  end
+  local b = math.floor(now / rule.bucket)
+  local finals, got, old = 1, 0, {}
+  if delivered then
+    got = 1
+  end
+  for k, v in pairs(c) do
+    local kind, i = string.match(k, '^([fd])(%d+)$')
+    if kind and tonumber(i) <= b - 6 then
+      old[#old + 1] = k
+    elseif kind == 'f' then
+      finals = finals + num(v)
+    elseif kind == 'd' then
+      got = got + num(v)
+    end
+  end
+  local w = {'f' .. b, string.format('%d', num(c['f' .. b]) + 1)}
+  if delivered then
+    w[3], w[4] = 'd' .. b, string.format('%d', num(c['d' .. b]) + 1)
+  end
+  local mark = false
+  if skipped and not delivered then
+    -- A failure while skipped (a probe's): the skip lives on.
+    skipped = redis.call('PEXPIRE', skip, rule.keep) == 1
+    since, mark = skipped and since or now, skipped
+  end
+  if not skipped and finals >= rule.least and got < rule.ratio * finals then
+    redis.call('SET', skip, string.format('%d', math.min(now * 1000 + rule.probe, 2 ^ 53 - 1)), 'PX', rule.keep)
+    since, skipped, mark = now, true, true
+  end
+  if mark then
+    till = now + rule.keep
+    w[#w + 1], w[#w + 2] = 'skip', string.format('%d %d', since, till)
+  end
+  redis.call('HSET', key, unpack(w))
+  if #old > 0 then
+    redis.call('HDEL', key, unpack(old))
+  end
+  if not c['f' .. b] or mark then
+    -- A new bucket, or a new skip: the hash outlives both.
+    local ttl = 6 * rule.bucket
+    if skipped then
+      ttl = math.max(ttl, till - now)
+    end
+    redis.call('PEXPIRE', key, ttl)
+  end
 end
 
 local part, id = string.match(redis.call('GET', KEYS[1]) or '', '^(%d+):(.+)$')
@@ -227,6 +322,9 @@ if owed then
     end
   end
   redis.call('PEXPIRE', dlr, 600000)
+  if rule and (h.prefix or '') ~= '' then
+    route(h, new == 'delivered', not FINAL[old])
+  end
 end
 redis.call('HSET', msg, unpack(writes))
 return {changed and 1 or 0, reply(id, h, owed, resend)}

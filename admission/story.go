@@ -21,6 +21,10 @@ type Story struct {
 	// empty: nothing kept. Empty ids are dropped, and at most 64 parts
 	// kept.
 	ProviderIDs []string
+	// Prefix is the destination's country code ("+62"): a first-class
+	// message's finals count toward its account's route to that prefix
+	// (RouteRule). Other classes' is not kept.
+	Prefix      string
 	Resend      []byte    // the message's Pub/Sub data, for a first-class message that may be sent once more
 	ResendUntil time.Time // when that resend stops being worth it (zero: no resend)
 }
@@ -28,6 +32,9 @@ type Story struct {
 // withStory adds s, the story of message id, to c.
 func (l *Limiter) withStory(c *finishCall, id string, s Story) {
 	c.Msg, c.Resend, c.ID, c.Class, c.Sender = l.msgKey(id), l.tag+":resend:"+id, id, s.Class, s.Sender
+	if s.Class == OTP.String() && !l.cfg.Route.Off() {
+		c.Prefix = s.Prefix[:min(len(s.Prefix), maxPrefix)]
+	}
 	for _, p := range s.ProviderIDs {
 		if p != "" && len(c.Parts) < maxParts {
 			c.Parts = append(c.Parts, l.pidKey(p))

@@ -131,9 +131,14 @@ func (a *account) failsOver(class admission.Class) bool {
 
 // overflows reports whether a denial sends a class that fails over on to
 // the next account: only when the account is under a penalty (a 429's or
-// an account-level pause) or degraded, never for its ordinary rate, so
-// that an OTP storm does not spill into another account's share.
+// an account-level pause), degraded, or skips the route to the message's
+// destination prefix (its first-class messages there stopped arriving),
+// never for its ordinary rate, so that an OTP storm does not spill into
+// another account's share.
 func overflows(dec admission.Decision) bool {
+	if dec.Reason == admission.ReasonRouteSkipped {
+		return !dec.Allowed // the account skips this message's prefix, not the account
+	}
 	return !dec.Allowed && (dec.Reason == admission.ReasonPenalty || dec.Reason == admission.ReasonAccount ||
 		dec.Reason == admission.ReasonDegraded)
 }

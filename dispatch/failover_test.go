@@ -210,3 +210,66 @@ func TestA429StormNeverDegradesTheAccount(t *testing.T) {
 	}
 	_ = backup
 }
+
+// plantSkip skips the route of the account whose limiter is lim to
+// prefix, its next probe in probeIn, as receipt.lua does when the first
+// class's messages there stop arriving.
+func plantSkip(t *testing.T, lim interface{ Keys() []string }, prefix string, probeIn time.Duration) string {
+	t.Helper()
+	rdb := redistest.Client(t)
+	ctx := context.Background()
+	key := strings.TrimSuffix(lim.Keys()[0], ":tat:global") + ":skip:" + prefix
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Set(ctx, key, fmt.Sprint(now.Add(probeIn).UnixMicro()), time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// An OTP to a prefix whose route the primary skips (its OTPs there stopped
+// arriving) goes out on the backup at once; OTP to another prefix, and
+// marketing to that one, stay on the primary.
+func TestAnOTPToASkippedRouteFailsOverAndOthersStayHome(t *testing.T) {
+	h := newHarness(t, providertest.Config{}, nil)
+	_, _, limiters := twoAccounts(t, h, false, nil)
+	h.start(1, Config{OTPMaxWait: 500 * time.Millisecond})
+	plantSkip(t, limiters["primary"][0], "+62", time.Minute)
+	want := map[string]string{}
+	for i := range 4 {
+		want[h.publish(admission.OTP, map[string]string{"id": fmt.Sprint("id-", i), "to": "+6281234567890", "body": "code"})] = "backup"
+		want[h.publish(admission.OTP, map[string]string{"id": fmt.Sprint("jp-", i), "to": "+819012345678", "body": "code"})] = "primary"
+	}
+	want[h.publish(admission.Marketing, map[string]string{"id": "sale-id", "to": "+6281234567890", "body": "sale"})] = "primary"
+	var ids []string
+	for id := range want {
+		ids = append(ids, id)
+	}
+	for id, ev := range h.waitEnded(ids, 10*time.Second) {
+		if ev.Outcome != nack.Sent || ev.Account != want[id] {
+			t.Fatalf("%s: %v on %q, want sent on %s", id, ev.Outcome, ev.Account, want[id])
+		}
+	}
+}
+
+// With no account to fail over to, an OTP to a skipped route waits for
+// the route's probe, and is that probe: the next is due an interval on.
+func TestAnOTPWithNowhereElseWaitsForTheSkippedRoutesProbe(t *testing.T) {
+	h := newHarness(t, providertest.Config{}, nil)
+	h.start(1, Config{OTPMaxWait: 2 * time.Second})
+	lim, err := admission.New(redistest.Client(t), h.limits) // the account's keys, as the instance's limiter has them
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := plantSkip(t, lim, "+62", 300*time.Millisecond)
+	planted := redistest.Client(t).Get(context.Background(), key).Val()
+	id := h.publish(admission.OTP, map[string]string{"id": "id-1", "to": "+6281234567890", "body": "code"})
+	if ev := h.waitEnded([]string{id}, 10*time.Second)[id]; ev.Outcome != nack.Sent {
+		t.Fatalf("%s: %v (%v), want sent as the route's probe", id, ev.Outcome, ev.Err)
+	}
+	if next := redistest.Client(t).Get(context.Background(), key).Val(); next <= planted || len(next) != len(planted) {
+		t.Fatalf("the skip's next probe %q after the send, want past %q: the send was not the probe", next, planted)
+	}
+}

@@ -11,7 +11,8 @@ import (
 )
 
 // overflow sends a message that its home account, r[0], could not take
-// (denied: under a penalty, paused or degraded) on the next account of r
+// (denied: under a penalty, paused, degraded or skipping the route to the
+// message's destination prefix) on the next account of r
 // that admits it within wait. The id's record stays with the home account:
 // it is claimed there apart (one more call, on the overflow path only) and
 // settled there after the send; the other account's admission takes a
@@ -58,7 +59,7 @@ func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, r []*a
 	for i, a := range rest {
 		// No claim here (no Token); the ID names the message whose story
 		// this account keeps when it sends it (SettleStory).
-		next := admission.Claim{ID: m.recordID(), Failover: i+1 < len(rest) && a.failsOver(class)}
+		next := admission.Claim{ID: m.recordID(), Failover: i+1 < len(rest) && a.failsOver(class), Prefix: claim.Prefix}
 		dec, err := d.admit(ctx, class, a, a.cost(segments), wait-time.Since(start), next)
 		if err != nil {
 			t.outcome, t.err = nack.ShuttingDown, err

@@ -236,6 +236,7 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, r 
 		// record counts the sends, for the trace's resend count.
 		Count:    deliveryAttempt == 0,
 		Failover: len(r) > 1 && r[0].failsOver(class),
+		Prefix:   destinationPrefix(m.To),
 	}
 	home := r[0]
 	start := time.Now()

@@ -22,7 +22,8 @@ import (
 // What a sent message's record keeps for its receipts (admission.Story):
 // a first-class message's data for one resend, until its deadline or 5
 // minutes after its acceptance, unless it opted out, is a resend itself,
-// or receipts are off; every part's provider id.
+// or receipts are off; every part's provider id; the destination's prefix
+// (its route's receipts are counted by it).
 func TestTheStoryASentMessageKeeps(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	allowed := admission.Decision{Allowed: true, Source: admission.SourceRedis, Sender: "+18885550100"}
@@ -94,7 +95,7 @@ func TestTheStoryASentMessageKeeps(t *testing.T) {
 			if len(lim.stories) != 1 {
 				t.Fatalf("%d stories kept, want 1", len(lim.stories))
 			}
-			want := admission.Story{ID: "login-1", Class: tt.class.String(), Sender: allowed.Sender, ProviderIDs: tt.ids}
+			want := admission.Story{ID: "login-1", Class: tt.class.String(), Sender: allowed.Sender, ProviderIDs: tt.ids, Prefix: "+81"}
 			if tt.resend {
 				want.Resend, want.ResendUntil = data, t0.Add(tt.until)
 			}

@@ -193,6 +193,15 @@ var twoDigitCodes = map[string]bool{
 	"90": true, "91": true, "92": true, "93": true, "94": true, "95": true, "98": true,
 }
 
+// destinationPrefix is the prefix a route is skipped by (admission's
+// RouteRule): "+" and to's country code ("+62"), "" when to has none.
+func destinationPrefix(to string) string {
+	if cc := CountryCode(to); cc != "" {
+		return "+" + cc
+	}
+	return ""
+}
+
 // CountryCode returns the country code of to, an E.164 number
 // ("+819012345678" gives "81", "+14155550100" gives "1"), and "" when to is
 // not "+" and digits or is shorter than its code. It is what a metric may

@@ -92,7 +92,7 @@ var mutants = []mutant{
 		{"admission/eval.go", `call.Lease = l.instance + "-" + strconv.FormatUint(l.leaseSeq.Add(1), 10)`, `call.Lease = l.instance + "-" + strconv.FormatUint(0*l.leaseSeq.Add(1), 10)`},
 	}, ""},
 	{"L3", "a finished send does not release its lease", []edit{
-		{"admission/finish.lua", "  redis.call('ZREM', KEYS[2], unpack(ARGV, 12))", "  -- mutant: leases kept"},
+		{"admission/finish.lua", "  redis.call('ZREM', KEYS[2], unpack(ARGV, 13))", "  -- mutant: leases kept"},
 	}, ""},
 	{"M21", "cluster clients keep go-redis's 60s slot-map reload", []edit{
 		{"admission/cluster.go", "	o.ClusterStateReloadInterval = ClusterStateReloadInterval\n", ""},
@@ -211,10 +211,10 @@ var mutants = []mutant{
 		{"dispatch/accounts.go", "(dec.Reason == admission.ReasonPenalty || dec.Reason == admission.ReasonAccount ||", "(dec.Reason == admission.ReasonPenalty || dec.Reason == admission.ReasonGlobal || dec.Reason == admission.ReasonAccount ||"},
 	}, "./dispatch/"},
 	{"A2", "a sender's slot does not wait for a long message's whole cost", []edit{
-		{"admission/gcra.lua", "    local w = (tonumber(s[10 + i]) or 0) + (cost - 1) * iv - now", "    local w = (tonumber(s[10 + i]) or 0) - now"},
+		{"admission/gcra.lua", "    local w = (tonumber(s[11 + i]) or 0) + (cost - 1) * iv - now", "    local w = (tonumber(s[11 + i]) or 0) - now"},
 	}, ""},
 	{"A3", "a sender's TAT does not move", []edit{
-		{"admission/gcra.lua", "  put(KEYS[10 + pick], math.max(tonumber(s[10 + pick]) or 0, at) + cost * s_int)", "  put(KEYS[10 + pick], tonumber(s[10 + pick]) or 0)"},
+		{"admission/gcra.lua", "  put(KEYS[11 + pick], math.max(tonumber(s[11 + pick]) or 0, at) + cost * s_int)", "  put(KEYS[11 + pick], tonumber(s[11 + pick]) or 0)"},
 	}, ""},
 	{"A4", "the learned rate climbs above the target", []edit{
 		{"admission/gcra.lua", "  r = math.max(math.min(r, a_target), a_min)", "  r = math.max(r, a_min)"},
@@ -333,6 +333,19 @@ var mutants = []mutant{
 	{"RD2", "a resend claims the original's send-once record", []edit{
 		{"dispatch/message.go", "		return m.ID + resentSuffix\n", "		return m.ID\n"},
 	}, "./dispatch/"},
+	{"RS1", "a route whose OTPs stop arriving is never skipped", []edit{
+		{"admission/receipt.lua", "  if not skipped and finals >= rule.least and got < rule.ratio * finals then", "  if false then"},
+	}, ""},
+	{"RS2", "a route's skip ignores the prefix: every prefix is skipped", []edit{
+		{"admission/receipt.lua", "local key, skip = pre .. 'route:' .. h.prefix, pre .. 'skip:' .. h.prefix", "local key, skip = pre .. 'route:' .. h.prefix, pre .. 'skip:'"},
+		{"admission/eval.go", "		call.Skip = l.skipKey(claim.Prefix) // the first class's route alone is ever skipped", "		call.Skip = l.skipKey(\"\")"},
+	}, ""},
+	{"RS3", "an OTP to a skipped route waits at home (no failover)", []edit{
+		{"dispatch/accounts.go", "	if dec.Reason == admission.ReasonRouteSkipped {", "	if false {"},
+	}, "./dispatch/"},
+	{"RS4", "a skipped route's probes are not spaced", []edit{
+		{"admission/gcra.lua", "if route_due then\n  -- This send is the route's probe", "if false then\n  -- This send is the route's probe"},
+	}, ""},
 }
 
 // killers names the test known to kill each mutant. try runs it first, alone;
@@ -437,4 +450,8 @@ var killers = map[string]string{
 	"RE1": "TestPublishFailureLeavesTheEventOwedForTheSweep",
 	"RD1": "TestAResendSkipsTheAccountThatSentTheOriginal",
 	"RD2": "TestAnOverflowedOTPThatFailsIsResentThroughItsHome",
+	"RS1": "TestARouteIsSkippedUnderTheRatioWithEnoughFinals",
+	"RS2": "TestASkippedRouteDeniesTheFirstClassToItsPrefixOnly",
+	"RS3": "TestAnOTPToASkippedRouteFailsOverAndOthersStayHome",
+	"RS4": "TestASkippedRouteAdmitsOneProbePerIntervalAcrossProcesses",
 }
