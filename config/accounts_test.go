@@ -622,6 +622,7 @@ func TestAccountKeysNameSettings(t *testing.T) {
 		{"TARGET_RPS", "target_rps", "TARGET_RPS=120", generic + ", target_rps: 120"},
 		{"MARKETING_RPS", "class_rps.marketing", "MARKETING_RPS=95", generic + ", class_rps: {marketing: 95}"},
 		{"BURST", "burst", "BURST=0", generic + ", burst: 0"},
+		{"MIN_DELIVERED_RATIO", "min_delivered_ratio", "MIN_DELIVERED_RATIO=1.5", generic + ", min_delivered_ratio: 1.5"},
 		{"PROVIDER_MAX_INFLIGHT", "max_inflight", "PROVIDER_MAX_INFLIGHT=-1", generic + ", max_inflight: -1"},
 	}
 	base, err := loadConfig(nil)

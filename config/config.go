@@ -78,6 +78,10 @@ type Account struct {
 	MarketingRPS      float64
 	Burst             int
 	MaxInFlight       int
+	// MinDeliveredRatio is the share of the account's OTP to one country
+	// code that must be delivered (receipts): under it the route is
+	// skipped (admission.RouteRule); 0 turns the rule off.
+	MinDeliveredRatio float64
 	// Classes are the classes the account serves, in the order given.
 	Classes []admission.Class
 	// Destinations are the E.164 prefixes ("+81") of the numbers the

@@ -66,3 +66,25 @@ func TestTopologyNamesTheStatusTopic(t *testing.T) {
 		t.Fatalf("STATUS_TOPIC's default %q, want sms-status", c.StatusTopic)
 	}
 }
+
+// TestMinDeliveredRatioReachesTheLimiter: MIN_DELIVERED_RATIO is the
+// route skip's rule of the account's limiter, 0 turning it off (a
+// negative ratio to admission, whose zero is its default).
+func TestMinDeliveredRatioReachesTheLimiter(t *testing.T) {
+	for _, tt := range []struct {
+		value string
+		want  float64
+	}{{"", 0.5}, {"0.8", 0.8}, {"0", -1}} {
+		env := map[string]string{}
+		if tt.value != "" {
+			env["MIN_DELIVERED_RATIO"] = tt.value
+		}
+		c, err := loadConfig(env)
+		if err != nil {
+			t.Fatalf("MIN_DELIVERED_RATIO=%q: %v", tt.value, err)
+		}
+		if got := c.Limiter(c.Account).Route.MinDeliveredRatio; got != tt.want {
+			t.Errorf("MIN_DELIVERED_RATIO=%q: the limiter's ratio is %v, want %v", tt.value, got, tt.want)
+		}
+	}
+}

@@ -86,6 +86,8 @@ func (a Account) check(p Process, n names) error {
 		}
 	}
 	switch {
+	case !(a.MinDeliveredRatio >= 0 && a.MinDeliveredRatio <= 1):
+		return badf("MIN_DELIVERED_RATIO", "must be from 0 (off) to 1, got %v", a.MinDeliveredRatio)
 	case !(a.ContractRPS > 0):
 		return badf("CONTRACT_RPS", "must be above 0, got %v", a.ContractRPS)
 	case a.ContractRPS > maxRPS:
@@ -227,8 +229,18 @@ func (p Process) Limiter(a Account) admission.Config {
 		Burst: a.Burst, MaxSenders: p.MaxSenders, RedisTimeout: p.RedisTimeout,
 		MaxInFlight: a.MaxInFlight, LeaseTTL: p.SendTimeout + 10*time.Second,
 		MaxCost: a.MaxCost(), Senders: a.Senders, ArrivalJitter: p.ArrivalJitter, Adaptive: a.Adaptive,
-		MaxRetryAfter: p.MaxRetryAfter,
+		MaxRetryAfter: p.MaxRetryAfter, Route: routeRule(a.MinDeliveredRatio),
 	}
+}
+
+// routeRule is the route skip's rule of an account whose OTP must be
+// delivered at ratio at least: 0 is off, which admission says with a
+// negative ratio (its zero is the default).
+func routeRule(ratio float64) admission.RouteRule {
+	if ratio == 0 {
+		ratio = -1
+	}
+	return admission.RouteRule{MinDeliveredRatio: ratio}
 }
 
 // LimiterError is err, an error of admission.Config.Validate or
