@@ -41,8 +41,9 @@ func (l *Limiter) withStory(c *finishCall, id string, s Story) {
 		}
 	}
 	if len(s.Resend) > 0 && !s.ResendUntil.IsZero() {
-		// finish.lua keeps no payload whose lifetime is below 1 ms.
-		c.ResendData, c.ResendMillis = string(s.Resend), s.ResendUntil.Sub(l.clock.Now()).Milliseconds()
+		// finish.lua keeps no payload whose lifetime is below 1 ms, nor
+		// one past the story's (a far deadline would leave it alone).
+		c.ResendData, c.ResendMillis = string(s.Resend), min(s.ResendUntil.Sub(l.clock.Now()), l.claims.recordTTL).Milliseconds()
 	}
 }
 

@@ -71,7 +71,7 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	f, err := a.Ledger.Receipt(r.Context(), reportOf(dr))
+	f, err := s.fold(r.Context(), a, reportOf(dr))
 	if err != nil {
 		s.metrics.Receipt(a.Name, "", string(dr.Status), OutcomeError)
 		if held, ok := a.ledgerErr.allow(time.Now()); ok {
@@ -106,6 +106,34 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// earlyWaits are the waits before a receipt of a provider id the account
+// does not know is folded again: a provider may post a receipt before the
+// send's own call after the send (finish.lua, which maps the id) has
+// returned, and a receipt answered 2xx is never posted again. A receipt
+// truly unknown (an expired record, another system's) costs these calls
+// and 1.5 s more.
+var earlyWaits = []time.Duration{100 * time.Millisecond, 400 * time.Millisecond, time.Second}
+
+// fold folds rep on a's ledger, again after each of earlyWaits while its
+// provider id is unknown there.
+func (s *Server) fold(ctx context.Context, a *account, rep admission.Report) (admission.Fold, error) {
+	f, err := a.Ledger.Receipt(ctx, rep)
+	for _, wait := range earlyWaits {
+		if err != nil || f.Known {
+			break
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return f, nil
+		case <-t.C:
+		}
+		f, err = a.Ledger.Receipt(ctx, rep)
+	}
+	return f, err
 }
 
 // reportOf is dr in the fold's terms.

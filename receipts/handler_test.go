@@ -33,7 +33,7 @@ func TestReceiptAnswers(t *testing.T) {
 		{"delivered", "POST", "", "pid-1 delivered", true, nil, 200, "receipt acct otp delivered ok", 1, 1},
 		{"intermediate", "POST", "", "pid-1 buffered", true, nil, 200, "receipt acct otp buffered ok", 1, 1},
 		{"duplicate", "POST", "", "pid-1 sent", true, nil, 200, "receipt acct otp sent duplicate", 1, 1},
-		{"unknown id", "POST", "", "pid-9 delivered", true, nil, 200, "receipt acct  delivered unknown", 1, 1},
+		{"unknown id", "POST", "", "pid-9 delivered", true, nil, 200, "receipt acct  delivered unknown", 1, 1 + len(earlyWaits)},
 		{"body of the largest size", "POST", "", padded, true, nil, 200, "receipt acct otp delivered ok", 1, 1},
 		{"body too large", "POST", "", padded + " ", true, nil, 413, "receipt acct   too_large", 0, 0},
 		{"forged", "POST", "", "pid-1 delivered", false, nil, 403, "receipt acct   forged", 1, 0},
@@ -316,6 +316,29 @@ func TestLaterReceiptPublishesAnOwedEvent(t *testing.T) {
 		}
 		if got := r.metrics.get(); !slices.Contains(got, "receipt acct otp rejected duplicate") {
 			t.Errorf("metrics %q: the duplicate is not counted as one", got)
+		}
+	})
+}
+
+// TestAReceiptBeforeItsSendsRecordIsFoldedOnceItIsThere: a provider may
+// post a receipt before the call after the send has mapped its id (and a
+// receipt answered 2xx is never posted again): the fold is tried again
+// for a moment, and the final state is not lost.
+func TestAReceiptBeforeItsSendsRecordIsFoldedOnceItIsThere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		go func() {
+			time.Sleep(300 * time.Millisecond) // the send's record, written late
+			r.ledger.add("m1", "pid-1", "otp", time.Now(), nil)
+		}()
+		if code := r.post("acct", "pid-1 delivered", true); code != http.StatusOK {
+			t.Fatalf("answer %d", code)
+		}
+		if msgs, _ := r.pubs.get(); len(msgs) != 1 || msgs[0].attrs["status"] != "delivered" {
+			t.Fatalf("published %+v, want the delivered event", msgs)
+		}
+		if got := r.metrics.get(); len(got) == 0 || got[0] != "receipt acct otp delivered ok" {
+			t.Errorf("metrics %q, want the receipt counted ok", got)
 		}
 	})
 }

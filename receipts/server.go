@@ -208,7 +208,11 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	}
 	stopSweep()
 	wg.Wait()
-	s.flush(stopCtx)
+	// Its own bound: the shutdown may have used all of stopCtx's, and an
+	// event not cleared is published again by the next process's sweep.
+	flushCtx, cancelFlush := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancelFlush()
+	s.flush(flushCtx)
 	return err
 }
 

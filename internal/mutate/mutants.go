@@ -346,6 +346,12 @@ var mutants = []mutant{
 	{"RS4", "a skipped route's probes are not spaced", []edit{
 		{"admission/gcra.lua", "if route_due then\n  -- This send is the route's probe", "if false then\n  -- This send is the route's probe"},
 	}, ""},
+	{"RC7", "a full memory of owed events leaves a new one owed forever", []edit{
+		{"admission/receipt.go", "		case !ok:\n", "		case !ok && len(l.owedSeen) < maxOwedRemembered:\n"},
+	}, ""},
+	{"RE2", "a receipt posted before its send's record is lost", []edit{
+		{"receipts/handler.go", "	for _, wait := range earlyWaits {\n", "	for _, wait := range earlyWaits[:0] {\n"},
+	}, "./receipts/"},
 }
 
 // killers names the test known to kill each mutant. try runs it first, alone;
@@ -450,6 +456,8 @@ var killers = map[string]string{
 	"RE1": "TestPublishFailureLeavesTheEventOwedForTheSweep",
 	"RD1": "TestAResendSkipsTheAccountThatSentTheOriginal",
 	"RD2": "TestAnOverflowedOTPThatFailsIsResentThroughItsHome",
+	"RC7": "TestAFullMemoryOfOwedEventsStillClearsNewOnes",
+	"RE2": "TestAReceiptBeforeItsSendsRecordIsFoldedOnceItIsThere",
 	"RS1": "TestARouteIsSkippedUnderTheRatioWithEnoughFinals",
 	"RS2": "TestASkippedRouteDeniesTheFirstClassToItsPrefixOnly",
 	"RS3": "TestAnOTPToASkippedRouteFailsOverAndOthersStayHome",
