@@ -77,6 +77,11 @@ type MessageStory struct {
 	Resent      bool              // its resend payload was handed out
 }
 
+// ResendID is the id a resend of message id keeps its send-once record
+// under: apart from the original's, which, on the account that kept it,
+// says sent and would make the resend a duplicate. Its story is id's.
+func ResendID(id string) string { return id + "/resend" }
+
 // Story returns id's whole story on this account; false when the account
 // has nothing of it (no record, no story).
 func (l *Limiter) Story(ctx context.Context, id string) (MessageStory, bool, error) {

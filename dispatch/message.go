@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"smsdispatcher/admission"
 )
 
 // Limits of docs/contract.md section 2.
@@ -39,16 +41,11 @@ type Message struct {
 	resent bool
 }
 
-// resentSuffix makes a resend's send-once record key apart from the
-// original's: the original's record, on the account that kept it, says
-// sent, and would make the resend a duplicate.
-const resentSuffix = "/resend"
-
 // recordID is the id m's send-once record is kept under: its id, or for
-// a resend its id with resentSuffix.
+// a resend admission.ResendID's.
 func (m Message) recordID() string {
 	if m.resent {
-		return m.ID + resentSuffix
+		return admission.ResendID(m.ID)
 	}
 	return m.ID
 }

@@ -41,6 +41,9 @@ type MessageStory struct {
 	// Resent: the message's failure was sent once more through the next
 	// account.
 	Resent bool `json:"resent"`
+	// Resend: the account sent the message as a resend (its record is
+	// the resend's own).
+	Resend bool `json:"resend"`
 }
 
 // stamp is t as a MessageStory says it: "" for the zero time.
@@ -66,7 +69,11 @@ func (m Message) WriteText(w io.Writer) {
 		if record == "" {
 			record = "no send-once record"
 		}
-		fmt.Fprintf(w, "account %s: %s, %d attempt%s\n", s.Account, record, s.Attempts, plural(s.Attempts))
+		as := ""
+		if s.Resend {
+			as = " (as a resend)"
+		}
+		fmt.Fprintf(w, "account %s: %s, %d attempt%s%s\n", s.Account, record, s.Attempts, plural(s.Attempts), as)
 		if s.Class != "" {
 			sender := s.Sender
 			if sender == "" {

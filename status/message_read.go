@@ -3,6 +3,8 @@ package status
 import (
 	"context"
 	"fmt"
+
+	"smsdispatcher/admission"
 )
 
 // ReadMessage reads the story of the message id on every account of
@@ -17,6 +19,17 @@ func ReadMessage(ctx context.Context, setups []Setup, id string) (Message, error
 		if !ok {
 			continue
 		}
+		resend := false
+		if st.Record == "" {
+			// A resend's record is its own: the story is the message's.
+			rs, found, err := s.Limiter.Story(ctx, admission.ResendID(id))
+			if err != nil {
+				return Message{}, fmt.Errorf("account %s: %w", s.Name, err)
+			}
+			if found && rs.Record != "" {
+				st.Record, st.Attempts, resend = rs.Record, rs.Attempts, true
+			}
+		}
 		account := st.Account
 		if account == "" {
 			account = s.Name
@@ -25,7 +38,7 @@ func ReadMessage(ctx context.Context, setups []Setup, id string) (Message, error
 			Account: account, Record: st.Record, Attempts: st.Attempts, Class: st.Class, Sender: st.Sender,
 			ProviderIDs: append([]string{}, st.ProviderIDs...), SentAt: stamp(st.SentAt),
 			Status: st.Status, ErrorCode: st.ErrorCode, StatusAt: stamp(st.StatusAt), Parts: st.Parts,
-			Owed: st.Owed, Resent: st.Resent,
+			Owed: st.Owed, Resent: st.Resent, Resend: resend,
 		})
 	}
 	return m, nil

@@ -2,11 +2,16 @@ package status
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"text/tabwriter"
 	"time"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/config"
+	"smsdispatcher/internal/redistest"
 )
 
 // TestMessageText: a message's story says each account's record,
@@ -51,7 +56,7 @@ func TestMessageJSON(t *testing.T) {
 	}
 	b, err = json.Marshal(MessageStory{Account: "a", Record: "sent", Attempts: 1, Class: "otp", ProviderIDs: []string{"p"},
 		SentAt: stamp(time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600))), Status: "delivered"})
-	want := `{"account":"a","record":"sent","attempts":1,"class":"otp","provider_ids":["p"],"sent_at":"2026-01-02T02:04:05.000Z","status":"delivered","owed":false,"resent":false}`
+	want := `{"account":"a","record":"sent","attempts":1,"class":"otp","provider_ids":["p"],"sent_at":"2026-01-02T02:04:05.000Z","status":"delivered","owed":false,"resent":false,"resend":false}`
 	if err != nil || string(b) != want {
 		t.Fatalf("story JSON %s (%v), want %s", b, err, want)
 	}
@@ -91,5 +96,32 @@ func TestDeliveryPart(t *testing.T) {
 	tw.Flush()
 	if out.Len() != 0 {
 		t.Errorf("no delivery read printed %q", out.String())
+	}
+}
+
+// TestReadMessageFindsAResendsOwnRecord: the account that sent a resend
+// keeps the message's story under its id and its send-once record under
+// the resend's (admission.ResendID): `dispatcher message` shows both, the
+// record marked as the resend's.
+func TestReadMessageFindsAResendsOwnRecord(t *testing.T) {
+	ctx := context.Background()
+	account := redistest.UniqueAccount(t)
+	lim, err := admission.New(redistest.Client(t), admission.Config{Account: account, TargetRPS: 90, MarketingRPS: 70, Burst: 5, MaxSenders: 3, RedisTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lim.SettleStory(ctx, admission.Decision{}, admission.SentRecord("p1"), admission.ResultNone,
+		admission.Story{ID: "m1", Class: "otp", ProviderIDs: []string{"p1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lim.Claims().Finish(ctx, admission.ResendID("m1"), admission.SentRecord("p1")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ReadMessage(ctx, []Setup{{Account: config.Account{Name: account}, Limiter: lim}}, "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Accounts) != 1 || m.Accounts[0].Record != "sent" || !m.Accounts[0].Resend || m.Accounts[0].Class != "otp" {
+		t.Fatalf("ReadMessage: %+v, want the story with the resend's sent record", m.Accounts)
 	}
 }
