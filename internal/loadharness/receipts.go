@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -17,15 +16,11 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"smsdispatcher/admission"
-	"smsdispatcher/config"
-	"smsdispatcher/dispatch"
 	"smsdispatcher/internal/localstack"
 	"smsdispatcher/internal/redisconn"
 	"smsdispatcher/internal/redisstats"
 	"smsdispatcher/internal/topology"
-	"smsdispatcher/provider"
 	"smsdispatcher/provider/providertest"
-	"smsdispatcher/receipts"
 )
 
 // The receipts scenario: receiptsInstances dispatcher processes, each
@@ -59,11 +54,16 @@ const (
 	// phase is not what the scenario measures.
 	receiptsContract = 1000
 	receiptsTarget   = 900
-	// receiptsSendRate is the send rate the send phase is planned for:
-	// the receipts are due from receiptsSendSlack after the backlog would
-	// be sent at it.
-	receiptsSendRate  = 300.0
+	// receiptsSendRate is the send rate the send phase is planned for, a
+	// loaded 2-core machine's: the receipts are due from receiptsSendSlack
+	// after the backlog would be sent at it. A send phase that takes
+	// longer has its last receipts come while it ends (the run says so).
+	receiptsSendRate  = 100.0
 	receiptsSendSlack = time.Second
+	// receiptsMinLatency is the least time from a message's acceptance to
+	// its first receipt: the sender records its send (the provider id) in
+	// the finish call after the answer, as at a real provider.
+	receiptsMinLatency = 500 * time.Millisecond
 	// receiptsSendBound bounds the send phase past its plan, and
 	// receiptsDrain the wait for the last receipts past the run.
 	receiptsSendBound = 2 * time.Minute
@@ -136,6 +136,7 @@ type receiptsSpec struct {
 	duration   time.Duration // of the receipts phase
 	instances  int
 	retryDelay time.Duration // the simulators' first retry of a refused receipt
+	sendRate   float64       // the send phase's planned rate
 }
 
 // messages is how many messages the send phase sends.
@@ -145,7 +146,7 @@ func (s receiptsSpec) messages() int {
 
 // runReceiptsRow runs the receipts row of cfg on the Redis at redisURL.
 func runReceiptsRow(ctx context.Context, cfg *Config, redisURL string, progress io.Writer) (*receiptsRow, error) {
-	s := receiptsSpec{rate: cfg.receiptRate, duration: cfg.receiptsDuration, instances: receiptsInstances, retryDelay: receiptsRetryDelay}
+	s := receiptsSpec{rate: cfg.receiptRate, duration: cfg.receiptsDuration, instances: receiptsInstances, retryDelay: receiptsRetryDelay, sendRate: receiptsSendRate}
 	fmt.Fprintf(progress, "loadtest: scenario receipts: %d messages, then their receipts at %g/s for %v\n", s.messages(), s.rate, s.duration)
 	r, err := runReceipts(ctx, cfg, redisURL, s, progress)
 	if err != nil {
@@ -184,7 +185,7 @@ func runReceipts(ctx context.Context, cfg *Config, redisURL string, s receiptsSp
 	ns, logger := newRun(cfg)
 	n := s.messages()
 	begin := time.Now()
-	receiptsFrom := begin.Add(time.Duration(float64(n)/receiptsSendRate*float64(time.Second)) + receiptsSendSlack)
+	receiptsFrom := begin.Add(time.Duration(float64(n)/s.sendRate*float64(time.Second)) + receiptsSendSlack)
 	simCfg := providertest.Config{Token: simToken, Limit: receiptsContract, Window: time.Second, SuspendAfter: -1,
 		Receipts: receiptsMix(receiptsFrom, s.duration, s.retryDelay)}
 
@@ -330,7 +331,7 @@ func runReceipts(ctx context.Context, cfg *Config, redisURL string, s receiptsSp
 // intermediate ones halfway from its acceptance (ReceiptConfig), never
 // before from; a refused receipt is posted again after retryDelay, then
 // twice that, and so on: a message accepted at a has its final one no earlier than
-// from + (from - a).
+// from + (from - a), nor receiptsMinLatency after a.
 func receiptsMix(from time.Time, d, retryDelay time.Duration) providertest.ReceiptConfig {
 	return providertest.ReceiptConfig{
 		Delivered:  []providertest.Delivery{{Share: receiptsDelivered}},
@@ -343,7 +344,8 @@ func receiptsMix(from time.Time, d, retryDelay time.Duration) providertest.Recei
 				lo = hi
 			}
 			final := lo.Add(rand.N(hi.Sub(lo) + 1))
-			return max(final.Sub(now), 0)
+			// Intermediate receipts come halfway.
+			return max(final.Sub(now), 2*receiptsMinLatency)
 		},
 	}
 }
@@ -356,119 +358,6 @@ func withIntermediate(cfg providertest.Config, statuses ...string) providertest.
 		cfg.Receipts.Secret = receiptsSecret
 	}
 	return cfg
-}
-
-// receiptsInstance is one dispatcher process of the scenario.
-type receiptsInstance struct {
-	dispatcher *dispatch.Dispatcher
-	receipts   *receipts.Server
-	limiters   []*admission.Limiter // in receiptsAccounts' order
-}
-
-// newReceiptsInstance builds one process on clients of its own: Redis,
-// Pub/Sub, and per account a limiter and an adapter (which asks for
-// receipts at publicURL and reads them), shared by its dispatcher and its
-// receipts server listening on addr. The closers release what it opened,
-// also on an error.
-func newReceiptsInstance(ctx context.Context, ns, redisURL string, stack *localstack.Stack, simURLs []string, publicURL, addr string,
-	run *receiptsRun, logger *slog.Logger, redisTimeout time.Duration) (*receiptsInstance, []func(), error) {
-	var closers []func()
-	rdb, err := redisconn.New(redisconn.Settings{URL: redisURL, CallTimeout: redisTimeout})
-	if err != nil {
-		return nil, closers, err
-	}
-	closers = append(closers, func() { rdb.Close() })
-	stack.Adapt(rdb)
-	ps, err := topology.NewClient(ctx, failoverProject, stack.Pubsub.Addr)
-	if err != nil {
-		return nil, closers, err
-	}
-	closers = append(closers, func() { ps.Close() })
-
-	p := config.Process{
-		MaxSenders: admission.DefaultMaxSenders, OTPMaxWait: dispatch.DefaultOTPMaxWait, MarketingMaxWait: dispatch.DefaultMarketingMaxWait,
-		SendTimeout: dispatch.DefaultSendTimeout, ShutdownGrace: dispatch.DefaultGrace,
-	}
-	inst := &receiptsInstance{}
-	var accounts []dispatch.Account
-	var served []receipts.Account
-	var home config.Account
-	for i, ra := range receiptsAccounts {
-		a := config.Account{Name: ns + "-" + ra.name, Provider: ra.provider, RateUnit: "message", MaxSegments: 1,
-			ContractRPS: receiptsContract, TargetRPS: receiptsTarget, MarketingRPS: receiptsTarget, Burst: admission.DefaultBurst}
-		if i == 0 {
-			home = a
-		}
-		lc := p.Limiter(a)
-		lc.RedisTimeout, lc.Logger = redisTimeout, logger
-		lim, err := admission.New(rdb, lc)
-		if err != nil {
-			return nil, closers, fmt.Errorf("account %s: %w", a.Name, err)
-		}
-		adapter, err := receiptsAdapter(ra.provider, simURLs[i], receipts.CallbackURL(publicURL, a.Name))
-		if err != nil {
-			return nil, closers, fmt.Errorf("account %s: %w", a.Name, err)
-		}
-		closers = append(closers, adapter.CloseIdleConnections)
-		inst.limiters = append(inst.limiters, lim)
-		// The dispatcher needs an account for each class; no OTP is
-		// published.
-		classes := []admission.Class{admission.Marketing}
-		if i == 0 {
-			classes = append(classes, admission.OTP)
-		}
-		accounts = append(accounts, dispatch.Account{Name: a.Name, Classes: classes, Destinations: []string{ra.prefix},
-			Limiter: lim, Claims: lim.Claims(), Sender: adapter, RateUnit: a.Unit(), MaxSegments: a.MaxSegments})
-		served = append(served, receipts.Account{Name: a.Name, Reader: adapter, Ledger: lim})
-	}
-	status := ps.Publisher(receiptsStatus)
-	status.PublishSettings.DelayThreshold = time.Millisecond
-	closers = append(closers, status.Stop)
-	if inst.receipts, err = receipts.New(receipts.Config{
-		Addr: addr, PublicURL: publicURL, Accounts: served,
-		Status: receipts.TopicPublisher{Publisher: status}, Resend: run.resends,
-		Metrics: run.metrics, Logger: logger,
-	}); err != nil {
-		return nil, closers, err
-	}
-	dlq := ps.Publisher(failoverTopology.DeadLetterTopic)
-	closers = append(closers, dlq.Stop)
-	inst.dispatcher, err = dispatch.New(dispatch.Config{
-		OTPMaxWait: p.OTPMaxWait, MarketingMaxWait: p.MarketingMaxWait, SendTimeout: p.SendTimeout,
-		MaxDeliveryAttempts:  topology.MaxDeliveryAttempts,
-		OTPOutstanding:       p.Outstanding(admission.OTP, home),
-		MarketingOutstanding: p.Outstanding(admission.Marketing, home),
-		ReadAhead:            failoverReadAhead,
-		Receipts:             true,
-		Logger:               logger,
-	}, dispatch.Deps{
-		OTP: ps.Subscriber(failoverTopology.OTPSubscription), Marketing: ps.Subscriber(failoverTopology.MarketingSubscription),
-		Accounts: accounts, DeadLetter: dispatch.DeadLetterTopic{Publisher: dlq}, Observer: run.log,
-	})
-	return inst, closers, err
-}
-
-// receiptAdapter is an adapter that sends and reads its receipts.
-type receiptAdapter interface {
-	dispatch.Sender
-	provider.ReceiptReader
-	CloseIdleConnections()
-}
-
-// receiptsAdapter returns the adapter of kind for the simulator at base,
-// asking for receipts at callback.
-func receiptsAdapter(kind, base, callback string) (receiptAdapter, error) {
-	opts := []provider.Option{provider.WithTimeout(dispatch.DefaultSendTimeout), provider.WithStatusCallback(callback)}
-	secret := provider.StaticSecret(receiptsSecret)
-	switch kind {
-	case "twilio":
-		return provider.NewTwilio(provider.TwilioConfig{AccountSID: receiptsTwilioSID, AuthToken: provider.StaticSecret(simToken),
-			From: receiptsTwilioFrom, BaseURL: base}, opts...)
-	case "vonage":
-		return provider.NewVonage(provider.VonageConfig{APIKey: receiptsVonageKey, APISecret: provider.StaticSecret(simToken),
-			From: receiptsVonageFrom, BaseURL: base, SignatureSecret: secret, SignatureMethod: receiptsVonageSig}, opts...)
-	}
-	return provider.NewClient(base, simToken, append(opts, provider.WithReceiptSecret(secret))...)
 }
 
 // publishReceiptsBacklog publishes n marketing messages, one to each

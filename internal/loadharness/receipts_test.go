@@ -15,7 +15,7 @@ import (
 
 // TestScenarioReceipts: the receipts scenario at 300 receipts a second for
 // 2 s, on a Redis of its own (the scenario resets its statistics), the
-// forged receipts' retries 100 ms apart. Every
+// forged receipts' retries 100 ms apart, the sends planned at 300/s. Every
 // final state a genuine receipt gave is in Redis and on the status topic,
 // no forged receipt is taken though some are posted, duplicates are
 // answered as such, and a verified receipt costs at most 1.05 Redis calls,
@@ -25,7 +25,7 @@ func TestScenarioReceipts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := receiptsSpec{rate: cfg.receiptRate, duration: cfg.receiptsDuration, instances: receiptsInstances, retryDelay: 100 * time.Millisecond}
+	s := receiptsSpec{rate: cfg.receiptRate, duration: cfg.receiptsDuration, instances: receiptsInstances, retryDelay: 100 * time.Millisecond, sendRate: 300}
 	r, err := runReceipts(context.Background(), cfg, "unix://"+redistest.Private(t), s, tlog{t})
 	if err != nil {
 		t.Fatalf("runReceipts: %v", err)
