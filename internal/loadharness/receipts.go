@@ -68,6 +68,8 @@ const (
 	// receiptsDrain the wait for the last receipts past the run.
 	receiptsSendBound = 2 * time.Minute
 	receiptsDrain     = 30 * time.Second
+	// receiptsReadTimeout bounds the harness's own Redis calls.
+	receiptsReadTimeout = 10 * time.Second
 )
 
 // The receipts' mix, as ReceiptConfig's shares.
@@ -266,9 +268,6 @@ func runReceipts(ctx context.Context, cfg *Config, redisURL string, s receiptsSp
 		if err != nil {
 			return nil, err
 		}
-		if i == 0 {
-			run.limiters = inst.limiters
-		}
 		serving.Go(func() {
 			if err := inst.receipts.Run(serveCtx); err != nil {
 				serveMu.Lock()
@@ -293,11 +292,21 @@ func runReceipts(ctx context.Context, cfg *Config, redisURL string, s receiptsSp
 	}
 	fmt.Fprintf(progress, "loadtest: %d messages sent in %v; receipts from %v\n", n, run.sendPhase.Round(time.Millisecond), receiptsFrom.Sub(begin).Round(time.Millisecond))
 
-	stats, err := redisconn.New(redisconn.Settings{URL: redisURL})
+	// The harness's own client, for the statistics and the stories, with
+	// room for a loaded machine's Redis.
+	stats, err := redisconn.New(redisconn.Settings{URL: redisURL, CallTimeout: receiptsReadTimeout})
 	if err != nil {
 		return nil, err
 	}
 	defer stats.Close()
+	p, configs := receiptsSettings(ns)
+	for _, a := range configs {
+		lim, err := receiptsLimiter(stats, p, a, receiptsReadTimeout, logger)
+		if err != nil {
+			return nil, err
+		}
+		run.limiters = append(run.limiters, lim)
+	}
 	if err := redisstats.Reset(ctx, stats); err != nil {
 		return nil, err
 	}

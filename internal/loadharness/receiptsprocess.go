@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"smsdispatcher/admission"
 	"smsdispatcher/config"
 	"smsdispatcher/dispatch"
@@ -23,7 +25,6 @@ import (
 type receiptsInstance struct {
 	dispatcher *dispatch.Dispatcher
 	receipts   *receipts.Server
-	limiters   []*admission.Limiter // in receiptsAccounts' order
 }
 
 // newReceiptsInstance builds one process on clients of its own: Redis,
@@ -46,32 +47,22 @@ func newReceiptsInstance(ctx context.Context, ns, redisURL string, stack *locals
 	}
 	closers = append(closers, func() { ps.Close() })
 
-	p := config.Process{
-		MaxSenders: admission.DefaultMaxSenders, OTPMaxWait: dispatch.DefaultOTPMaxWait, MarketingMaxWait: dispatch.DefaultMarketingMaxWait,
-		SendTimeout: dispatch.DefaultSendTimeout, ShutdownGrace: dispatch.DefaultGrace,
-	}
+	p, configs := receiptsSettings(ns)
+	home := configs[0]
 	inst := &receiptsInstance{}
 	var accounts []dispatch.Account
 	var served []receipts.Account
-	var home config.Account
 	for i, ra := range receiptsAccounts {
-		a := config.Account{Name: ns + "-" + ra.name, Provider: ra.provider, RateUnit: "message", MaxSegments: 1,
-			ContractRPS: receiptsContract, TargetRPS: receiptsTarget, MarketingRPS: receiptsTarget, Burst: admission.DefaultBurst}
-		if i == 0 {
-			home = a
-		}
-		lc := p.Limiter(a)
-		lc.RedisTimeout, lc.Logger = redisTimeout, logger
-		lim, err := admission.New(rdb, lc)
+		a := configs[i]
+		lim, err := receiptsLimiter(rdb, p, a, redisTimeout, logger)
 		if err != nil {
-			return nil, closers, fmt.Errorf("account %s: %w", a.Name, err)
+			return nil, closers, err
 		}
 		adapter, err := receiptsAdapter(ra.provider, simURLs[i], receipts.CallbackURL(publicURL, a.Name))
 		if err != nil {
 			return nil, closers, fmt.Errorf("account %s: %w", a.Name, err)
 		}
 		closers = append(closers, adapter.CloseIdleConnections)
-		inst.limiters = append(inst.limiters, lim)
 		// The dispatcher needs an account for each class; no OTP is
 		// published.
 		classes := []admission.Class{admission.Marketing}
@@ -107,6 +98,34 @@ func newReceiptsInstance(ctx context.Context, ns, redisURL string, stack *locals
 		Accounts: accounts, DeadLetter: dispatch.DeadLetterTopic{Publisher: dlq}, Observer: run.log,
 	})
 	return inst, closers, err
+}
+
+// receiptsSettings are the scenario's process settings, the dispatcher's
+// defaults, and its accounts' (in receiptsAccounts' order), whose names
+// are of the run ns.
+func receiptsSettings(ns string) (config.Process, []config.Account) {
+	p := config.Process{
+		MaxSenders: admission.DefaultMaxSenders, OTPMaxWait: dispatch.DefaultOTPMaxWait, MarketingMaxWait: dispatch.DefaultMarketingMaxWait,
+		SendTimeout: dispatch.DefaultSendTimeout, ShutdownGrace: dispatch.DefaultGrace,
+	}
+	var out []config.Account
+	for _, ra := range receiptsAccounts {
+		out = append(out, config.Account{Name: ns + "-" + ra.name, Provider: ra.provider, RateUnit: "message", MaxSegments: 1,
+			ContractRPS: receiptsContract, TargetRPS: receiptsTarget, MarketingRPS: receiptsTarget, Burst: admission.DefaultBurst})
+	}
+	return p, out
+}
+
+// receiptsLimiter is account a's limiter on rdb, as serve builds it, its
+// Redis calls bounded by timeout.
+func receiptsLimiter(rdb redis.UniversalClient, p config.Process, a config.Account, timeout time.Duration, logger *slog.Logger) (*admission.Limiter, error) {
+	lc := p.Limiter(a)
+	lc.RedisTimeout, lc.Logger = timeout, logger
+	lim, err := admission.New(rdb, lc)
+	if err != nil {
+		return nil, fmt.Errorf("account %s: %w", a.Name, err)
+	}
+	return lim, nil
 }
 
 // receiptAdapter is an adapter that sends and reads its receipts.
