@@ -336,12 +336,13 @@ func runReceipts(ctx context.Context, cfg *Config, redisURL string, s receiptsSp
 	return measureReceipts(ctx, run)
 }
 
-// receiptsMix is the simulators' receipts: due from from, each message's
-// final receipt at a time drawn uniformly in [from, from+d], its
-// intermediate ones halfway from its acceptance (ReceiptConfig), never
-// before from; a refused receipt is posted again after retryDelay, then
-// twice that, and so on: a message accepted at a has its final one no earlier than
-// from + (from - a), nor receiptsMinLatency after a.
+// receiptsMix is the simulators' receipts, due from from: each message's
+// final receipt at a time drawn uniformly in [from + (from - a), from + d]
+// for a message accepted at a (at least d/4 wide), so that its
+// intermediate ones, halfway from its acceptance (ReceiptConfig), come
+// after from too; its first receipt no sooner than receiptsMinLatency
+// after a. A refused receipt is posted again after retryDelay, then twice
+// that, and so on.
 func receiptsMix(from time.Time, d, retryDelay time.Duration) providertest.ReceiptConfig {
 	return providertest.ReceiptConfig{
 		Delivered:  []providertest.Delivery{{Share: receiptsDelivered}},

@@ -30,6 +30,7 @@ type receiptsRow struct {
 	// from the first to the last.
 	Posted, InPhase int
 	Rate            float64
+	Busiest         int // the most receipts of the phase in one second (from the first)
 	// P50, P99 and Max are the handling times of every receipt: from the
 	// request to the answer's header, as the balancer saw them.
 	P50, P99, Max time.Duration
@@ -108,6 +109,15 @@ func measureReceipts(ctx context.Context, run *receiptsRun) (*receiptsRow, error
 	}
 	if span := last.Sub(first).Seconds(); span > 0 {
 		r.Rate = float64(r.InPhase) / span
+	}
+	perSecond := map[int64]int{}
+	for _, h := range run.lb.receipts() {
+		if h.inPhase {
+			perSecond[int64(h.at.Sub(first)/time.Second)]++
+		}
+	}
+	for _, n := range perSecond {
+		r.Busiest = max(r.Busiest, n)
 	}
 	r.Scripts, r.Commands = run.stats.Scripts(), run.stats.Executed()
 	if r.Verified > 0 {
@@ -240,10 +250,10 @@ func writeReceiptsTable(w io.Writer, cfg *Config, rows []*receiptsRow) error {
 		receiptsInstances, receiptsVonageSig, cfg.receiptRate, cfg.receiptsDuration, receiptsDelivered*100,
 		receiptsDuplicates*100, receiptsReplayed*100, receiptsOutOfOrder*100, receiptsForged*100, receiptsRetries)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "messages\tsend phase\treceipts\tin phase\treceipts/s\tp50\tp99\tmax\tverified\tcalls/receipt\tcommands/receipt\tfinals\tlost\tno genuine final\tevents\tforged\tforged accepted\tgenuine refused\towed left\tverdict\t")
+	fmt.Fprintln(tw, "messages\tsend phase\treceipts\tin phase\treceipts/s\tbusiest 1 s\tp50\tp99\tmax\tverified\tcalls/receipt\tcommands/receipt\tfinals\tlost\tno genuine final\tevents\tforged\tforged accepted\tgenuine refused\towed left\tverdict\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%d\t%v\t%d\t%d\t%.0f\t%s\t%s\t%s\t%d\t%.3f\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
-			r.Messages, r.SendPhase.Round(100*time.Millisecond), r.Posted, r.InPhase, r.Rate, durMs(r.P50), durMs(r.P99), durMs(r.Max),
+		fmt.Fprintf(tw, "%d\t%v\t%d\t%d\t%.0f\t%d\t%s\t%s\t%s\t%d\t%.3f\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
+			r.Messages, r.SendPhase.Round(100*time.Millisecond), r.Posted, r.InPhase, r.Rate, r.Busiest, durMs(r.P50), durMs(r.P99), durMs(r.Max),
 			r.Verified, r.CallsPerReceipt, r.CommandsPer, r.Finals, r.Lost, r.NoFinal, r.Events, r.ForgedPosted, r.ForgedAccepted,
 			r.GenuineRefused, r.OwedLeft, okText(len(r.Failures) == 0))
 	}
@@ -258,7 +268,8 @@ func writeReceiptsTable(w io.Writer, cfg *Config, rows []*receiptsRow) error {
 	}
 	_, err := fmt.Fprintf(w, `
 receipts: posts the balancer forwarded (every attempt); in phase: those after Redis's statistics were reset (the
-  dispatchers stopped), receipts/s their rate from the first to the last; p50, p99, max: request → answer header.
+  dispatchers stopped), receipts/s their rate from the first to the last, busiest 1 s the most in one second;
+  p50, p99, max: request → answer header.
 verified: receipts of the phase that reached Redis (not 400/403); calls/receipt: Redis's script calls (EVALSHA, the
   owed events' flushes and sweeps included) per verified receipt; commands/receipt: every command Redis ran, those
   of the scripts included. finals: messages a genuine final receipt was taken for; lost: of them, a state in Redis
