@@ -41,8 +41,10 @@ import (
 //     twice (signed anew, or replayed byte for byte), some before their
 //     intermediate ones, and a share forged (signed with a wrong key).
 //
-// The receipts are held until the send phase ends so that Redis's own
-// count of the commands it ran (INFO commandstats) is the receipts' alone.
+// The receipts are held until the send phase's planned end (the backlog
+// at receiptsSendRate) so that Redis's own count of the commands it ran
+// (INFO commandstats) is the receipts' alone; those that come before the
+// dispatchers have stopped are left out of the phase's figures.
 const (
 	scenReceipts = "receipts"
 
@@ -178,8 +180,7 @@ type receiptsRun struct {
 
 // pubsubMessage is one message the status topic holds.
 type pubsubMessage struct {
-	data  []byte
-	attrs map[string]string
+	data []byte
 }
 
 // runReceipts runs one row and measures it. Everything it starts is
@@ -330,7 +331,7 @@ func runReceipts(ctx context.Context, cfg *Config, redisURL string, s receiptsSp
 	}
 	for _, m := range stack.Pubsub.Messages() {
 		if m.Topic == topicName(receiptsStatus) {
-			run.pubsub = append(run.pubsub, &pubsubMessage{data: m.Data, attrs: m.Attributes})
+			run.pubsub = append(run.pubsub, &pubsubMessage{data: m.Data})
 		}
 	}
 	return measureReceipts(ctx, run)
