@@ -119,8 +119,9 @@
 // simulators: generic (+1), Twilio (+44) and Vonage (+81, sig HMAC-SHA256),
 // marketing only. A backlog sized for --receipt-rate (500/s) over
 // --duration (60 s) is sent first; the simulators hold every receipt until
-// the sends' planned end (the backlog at 200/s), so that once the dispatchers stop and Redis's statistics are reset
-// (CONFIG RESETSTAT) Redis counts the receipts' commands alone. Each
+// the sends' planned end (the backlog at 200/s), so that once the
+// dispatchers stop and Redis's statistics are reset (CONFIG RESETSTAT)
+// Redis counts the receipts' commands alone. Each
 // message gets two intermediate receipts and a final one (90 % delivered),
 // 10 % a duplicated final, 5 % a replayed one (byte for byte), 20 % the
 // final first, and 2 % of receipts are forged (a wrong key), each refused
