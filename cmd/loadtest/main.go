@@ -14,9 +14,11 @@
 //	go run ./cmd/loadtest --scenario adaptive --duration 20s --adaptive-step 1.5s  # the same search, faster
 //	go run ./cmd/loadtest --scenario failover  # the real dispatcher, 3 processes, the OTP account failing 15 s: before/after × 503/hang, about 3 min
 //	go run ./cmd/loadtest --scenario failover --code after --storm hang --send-timeout 1s
+//	go run ./cmd/loadtest --scenario receipts  # 3 dispatchers with their receipts servers, 500 receipts/s for 60 s after the sends
+//	go run ./cmd/loadtest --scenario receipts --duration 10s --receipt-rate 200
 //
 // The table goes to stdout, progress to stderr; the exit status is 1 when a
-// run fails (an adaptive or a failover after row missing its criterion, say), 2 for -h.
+// run fails (an adaptive, a failover after or the receipts row missing its criterion, say), 2 for -h.
 package main
 
 import (

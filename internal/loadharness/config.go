@@ -124,6 +124,11 @@ type Config struct {
 	stormLength     time.Duration
 	sendTimeout     time.Duration
 	failoverOTPRate float64
+	// receipts is set when --scenario names receipts, whose row runs apart
+	// (receipts.go): receiptRate receipts a second for receiptsDuration.
+	receipts         bool
+	receiptRate      float64
+	receiptsDuration time.Duration
 }
 
 // defaults of the flags; --quick changes the first three unless given.
@@ -180,7 +185,7 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 			"sample them and Redis every %v, and fail if any series grows more than %.0f%% from minute 2 (halfway if shorter than 4m) to the end, or on any 429", soakSenders, soakMode, soakInterval, soakMaxGrowth*100))
 		fs.StringVar(&c.soakCSV, "soak-csv", "", "write every sample to this CSV file")
 	} else {
-		fs.DurationVar(&c.duration, "duration", defDuration, fmt.Sprintf("length of each run (with --scenario: %v for senders, %v for adaptive)", poolDuration, adaptiveDuration))
+		fs.DurationVar(&c.duration, "duration", defDuration, fmt.Sprintf("length of each run (with --scenario: %v for senders, %v for adaptive, %v of receipts for receipts)", poolDuration, adaptiveDuration, receiptsDuration))
 		fs.StringVar(&strategies, "strategies", strings.Join(allStrategies, ","), "comma list of strategies: "+strings.Join(allStrategies, ", "))
 		fs.DurationVar(&c.jitter, "arrival-jitter", 0, "hold each request a uniform random time in [0, D] in front of the simulated provider, so that it sees arrivals spread as PROVIDER_ARRIVAL_JITTER D allows for (0: none)")
 		fs.Func("fault", "inject a fault, KIND@START+LENGTH, may repeat: redis-down@2s+1.5s, 429@2s+0.5s, 5xx@2s+1s", func(s string) error {
@@ -203,6 +208,8 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 				scenAdaptive, adaptiveLimit, adaptiveTarget, adaptiveDuration, adaptiveMax429s, adaptiveTail, adaptiveMinShare*100, adaptiveLimit)+
 			fmt.Sprintf(", %s (the real dispatcher, %d processes, an OTP and marketing account and an OTP backup; the first fails for --storm-length after %v; rows --code × --storm, about %v each; fails when an after row misses its criterion)",
 				scenFailover, failoverInstances, failoverWarmup, failoverWarmup+failoverStorm+failoverAfter+10*time.Second)+
+			fmt.Sprintf(", %s (%d dispatchers, each with its receipts server, three accounts (generic, Twilio, Vonage): a marketing backlog sent, then its receipts posted at --receipt-rate for --duration (%v), duplicated, replayed, out of order and some forged; fails when a final state is lost, a forged receipt accepted or a receipt costs more than %.2f Redis calls)",
+				scenReceipts, receiptsInstances, receiptsDuration, receiptsMaxCalls)+
 			fmt.Sprintf("; K=%d and OTP %g/s unless given (failover: OTP %g/s)", scenarioK, scenarioOTPRate, failoverOTPRate))
 		fs.DurationVar(&c.adaptiveStep, "adaptive-step", admission.DefaultAdaptiveStep, "with --scenario adaptive, the learned rate's Adaptive.Step: how long a rate holds under load before the search moves on")
 		fs.DurationVar(&c.providerJitter, "provider-arrival-jitter", poolJitter, "with --scenario senders, the limiter's ArrivalJitter (PROVIDER_ARRIVAL_JITTER): each sender's slots are spaced by (1s + this) / its rate")
@@ -210,6 +217,7 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 		fs.StringVar(&storms, "storm", strings.Join(allStorms, ","), "with --scenario failover, how the primary fails (comma list): 503 (every request answered 503), hang (none answered: each send waits out --send-timeout)")
 		fs.DurationVar(&c.stormLength, "storm-length", failoverStorm, "with --scenario failover, how long the primary fails")
 		fs.DurationVar(&c.sendTimeout, "send-timeout", failoverSendTimeout, "with --scenario failover, the dispatchers' SEND_TIMEOUT")
+		fs.Float64Var(&c.receiptRate, "receipt-rate", receiptsRate, "with --scenario receipts, the receipts the simulators post per second")
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -242,7 +250,7 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 			c.marketing = c.target // each scenario's default: MARKETING_RPS = TARGET_RPS
 		}
 	} else {
-		for _, name := range append([]string{"adaptive-step", "provider-arrival-jitter"}, failoverFlags...) {
+		for _, name := range append(append([]string{"adaptive-step", "provider-arrival-jitter"}, failoverFlags...), receiptsFlags...) {
 			if set[name] {
 				return nil, fmt.Errorf("--%s needs --scenario", name)
 			}

@@ -49,7 +49,7 @@
 // shorter than 4 min) to the end, or if the provider answered any 429.
 // Closing a sender's stdin stops it.
 //
-// Scenarios (cmd/loadtest --scenario senders,adaptive,failover): rows instead of the matrix, each
+// Scenarios (cmd/loadtest --scenario senders,adaptive,failover,receipts): rows instead of the matrix, each
 // with a provider set up for one feature of the limiter, gcra only, K (3)
 // senders as above, OTP at 2/s; --duration, --senders, --otp-rate,
 // --target-rps, --marketing-rps and --burst change a scenario's defaults.
@@ -111,6 +111,28 @@
 // during the storm, no marketing on the backup, ratio ≤ 1.2, failback ≤
 // 5 s or nothing lost fails the command.
 //
+// receipts: the delivery receipts of messages the real dispatcher sent.
+// Three processes, each a dispatch.Dispatcher (Config.Receipts) and a
+// receipts.Server (Run, on a listener of its own) sharing its limiters and
+// adapters, behind one public URL (a balancer that hands the requests to
+// the three in turn and times each one), on pstest, Redis and three
+// simulators: generic (+1), Twilio (+44) and Vonage (+81, sig HMAC-SHA256),
+// marketing only. A backlog sized for --receipt-rate (500/s) over
+// --duration (60 s) is sent first; the simulators hold every receipt until
+// the sends' planned end (the backlog at 200/s), so that once the
+// dispatchers stop and Redis's statistics are reset (CONFIG RESETSTAT)
+// Redis counts the receipts' commands alone. Each
+// message gets two intermediate receipts and a final one (90 % delivered),
+// 10 % a duplicated final, 5 % a replayed one (byte for byte), 20 % the
+// final first, and 2 % of receipts are forged (a wrong key), each refused
+// one posted again up to 3 times. The row: p50/p99 handling time (request
+// to answer), Redis script calls and commands per verified receipt (INFO
+// commandstats), final states lost (a genuine final receipt was taken, yet
+// the message's state in Redis is not that final, or no status event says
+// it and none is owed), forged receipts accepted. Lost, forged accepted,
+// a genuine receipt refused for good or more than 1.05 calls a receipt
+// fail the command.
+//
 // Files: run.go (Matrix, Soak), config.go (flags, modes, strategies, faults),
 // harness.go (one run), sender.go (workers and the strategies' send loops),
 // queue.go (the load), fault.go (fault schedule; Redis going down is
@@ -122,5 +144,9 @@
 // soak's criterion, table and CSV), scenario.go (the scenarios' settings
 // and harness), scenarioreport.go (their figures, criterion and tables),
 // failover.go (the failover scenario's processes, load and storm),
-// failoverreport.go (its rows, criterion and table).
+// failoverreport.go (its rows, criterion and table), receipts.go (the
+// receipts scenario and its phases), receiptsprocess.go (its processes),
+// receiptstraffic.go (its
+// backlog, balancer and logs), receiptsreport.go (its row, criterion and
+// table).
 package loadharness

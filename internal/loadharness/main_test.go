@@ -12,6 +12,8 @@ func TestMain(m *testing.M) {
 		os.Exit(SoakSender(spec))
 	}
 	// The Pub/Sub client's dependency starts a goroutine of its own at init
-	// (the failover scenario's).
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
+	// (the failover scenario's); a Receive's shutdown stops its keep-alive
+	// asynchronously (the receipts scenario's dispatchers).
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+		goleak.IgnoreTopFunction("cloud.google.com/go/pubsub/v2.(*messageIterator).streamKeepAliveHandler"))
 }

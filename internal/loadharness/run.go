@@ -19,7 +19,7 @@ import (
 // goes to stderr. A redis-server it starts is stopped before it returns.
 func Matrix(ctx context.Context, cfg *Config, stdout, stderr io.Writer) error {
 	return redisserver.With(ctx, cfg.redisURL, stderr, func(redisOpts *redis.Options) error {
-		if len(cfg.scenarios) > 0 || cfg.failover {
+		if len(cfg.scenarios) > 0 || cfg.failover || cfg.receipts {
 			return runScenarioRows(ctx, cfg, redisOpts, stdout, stderr)
 		}
 		return runMatrixRows(ctx, cfg, redisOpts, stdout, stderr)
@@ -62,8 +62,9 @@ func Soak(ctx context.Context, cfg *Config, stdout, stderr io.Writer) error {
 }
 
 // runScenarioRows runs the rows of --scenario, writes their tables, and
-// fails (errScenarioFailed) when an adaptive row or a failover after row
-// missed its criterion. The failover rows run last.
+// fails (errScenarioFailed) when an adaptive row, a failover after row or
+// the receipts row missed its criterion. The failover rows run after the
+// others, the receipts row last.
 func runScenarioRows(ctx context.Context, cfg *Config, redisOpts *redis.Options, stdout, stderr io.Writer) error {
 	var verdicts []error
 	if len(cfg.scenarios) > 0 {
@@ -87,7 +88,30 @@ func runScenarioRows(ctx context.Context, cfg *Config, redisOpts *redis.Options,
 		}
 		verdicts = append(verdicts, failoverVerdict(rows))
 	}
+	if cfg.receipts {
+		run := func(ctx context.Context, cfg *Config, _ *redis.Options, progress io.Writer) ([]*receiptsRow, error) {
+			r, err := runReceiptsRow(ctx, cfg, redisURLOf(cfg, redisOpts), progress)
+			if err != nil {
+				return nil, err
+			}
+			return []*receiptsRow{r}, nil
+		}
+		rows, err := tabulate(ctx, cfg, redisOpts, stdout, stderr, run, writeReceiptsTable)
+		if err != nil {
+			return err
+		}
+		verdicts = append(verdicts, receiptsVerdict(rows[0]))
+	}
 	return errors.Join(verdicts...)
+}
+
+// redisURLOf is the URL of the Redis the run uses: --redis-url, or the
+// redis-server redisserver.With started.
+func redisURLOf(cfg *Config, redisOpts *redis.Options) string {
+	if cfg.redisURL != "" {
+		return cfg.redisURL
+	}
+	return "redis://" + redisOpts.Addr
 }
 
 // tabulate runs the rows with run (progress to stderr), writes their table

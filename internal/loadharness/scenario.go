@@ -23,7 +23,7 @@ const (
 	scenAdaptive = "adaptive" // the learned rate, against a provider allowing less than TARGET_RPS
 )
 
-var allScenarios = []string{scenSenders, scenAdaptive, scenFailover}
+var allScenarios = []string{scenSenders, scenAdaptive, scenFailover, scenReceipts}
 
 // scenarioExcludes are the flags of the matrix that --scenario
 // does not take.
@@ -125,10 +125,21 @@ func resolveScenarios(c *Config, list string, set map[string]bool) ([]scenario, 
 			return nil, err
 		}
 	}
+	c.receipts = slices.Contains(names, scenReceipts)
+	for _, name := range receiptsFlags {
+		if set[name] && !c.receipts {
+			return nil, fmt.Errorf("--%s applies to --scenario %s", name, scenReceipts)
+		}
+	}
+	if c.receipts {
+		if err := checkReceipts(c, set); err != nil {
+			return nil, err
+		}
+	}
 	var out []scenario
 	for _, name := range names {
-		if name == scenFailover {
-			continue // its rows run apart (failover.go)
+		if name == scenFailover || name == scenReceipts {
+			continue // their rows run apart (failover.go, receipts.go)
 		}
 		sc := scenario{name: name, duration: poolDuration, target: poolTarget, burst: poolBurst, otpRate: scenarioOTPRate, maxSegments: poolMaxSegments}
 		if set["segments"] {
