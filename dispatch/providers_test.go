@@ -168,8 +168,12 @@ func TestProvidersThrottleStopsEveryInstance(t *testing.T) {
 			if i < 0 {
 				t.Fatal("the forced throttle never happened")
 			}
+			// Sends admitted before the throttle was shared still arrive
+			// after it: within 200 ms even with -race beside the other
+			// packages' tests on 2 cores. Without the shared stop, the
+			// instances send on at 90/s through the whole span.
 			for _, a := range arr[i+1:] {
-				if d := a.At.Sub(arr[i].At); d > 50*time.Millisecond && d < span {
+				if d := a.At.Sub(arr[i].At); d > 200*time.Millisecond && d < span {
 					t.Fatalf("a request reached the provider %v after the throttle, within its %v", d, span)
 				}
 			}
