@@ -331,7 +331,7 @@ var mutants = []mutant{
 		{"dispatch/resend.go", "	return avoiding(r, avoid), resendReason(", "	return avoiding(r, avoid[:0]), resendReason("},
 	}, "./dispatch/"},
 	{"RD2", "a resend claims the original's send-once record", []edit{
-		{"dispatch/message.go", "		return admission.ResendID(m.ID)\n", "		return m.ID\n"},
+		{"dispatch/message.go", "		return admission.ResendID(m.ID)\n", "		return admission.ResendID(m.ID)[:len(m.ID)]\n"},
 	}, "./dispatch/"},
 	{"RS1", "a route whose OTPs stop arriving is never skipped", []edit{
 		{"admission/receipt.lua", "  if not skipped and finals >= rule.least and got < rule.ratio * finals then", "  if false then"},
