@@ -9,10 +9,11 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"smsdispatcher/internal/pipenet"
 )
 
 func TestCallbackURL(t *testing.T) {
@@ -105,13 +106,13 @@ func TestRunFinishesReceiptsInFlight(t *testing.T) {
 		r := newRig(t)
 		r.ledger.add("m1", "pid-1", "otp", time.Now(), nil)
 		r.ledger.block = make(chan struct{})
-		ln := newPipeListener()
+		ln := pipenet.New()
 		ctx, cancel := context.WithCancel(context.Background())
 		ran := make(chan error, 1)
 		go func() { ran <- r.srv.serve(ctx, ln) }()
 
 		body := "pid-1 delivered"
-		c := ln.dial()
+		c := ln.Dial()
 		defer c.Close()
 		fmt.Fprintf(c, "POST /v1/receipts/acct HTTP/1.1\r\nHost: x\r\nX-Test-Signature: %s\r\nContent-Length: %d\r\n\r\n%s",
 			testSign(r.reader.secret, CallbackURL(testPublicURL, "acct"), []byte(body)), len(body), body)
@@ -199,43 +200,6 @@ func TestSweepStopsAtAFailure(t *testing.T) {
 	})
 }
 
-// pipeListener hands the server the server ends of net.Pipe connections,
-// so that the HTTP server runs inside a synctest bubble, on its fake clock.
-type pipeListener struct {
-	conns chan net.Conn
-	once  sync.Once
-	done  chan struct{}
-}
-
-func newPipeListener() *pipeListener {
-	return &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *pipeListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *pipeListener) Close() error { l.once.Do(func() { close(l.done) }); return nil }
-
-func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
-
-// dial returns the client end of a new connection to the server.
-func (l *pipeListener) dial() net.Conn {
-	client, server := net.Pipe()
-	l.conns <- server
-	return client
-}
-
-type pipeAddr struct{}
-
-func (pipeAddr) Network() string { return "pipe" }
-func (pipeAddr) String() string  { return "pipe" }
-
 // TestHTTPServerClosesIdleAndStuckConnections holds connections the way
 // a stuck or hostile client would and sees each closed by the server at
 // its limit, on synctest's clock; and refuses headers over the limit.
@@ -254,7 +218,7 @@ func TestHTTPServerClosesIdleAndStuckConnections(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := newHTTPServer(newRig(t).srv.Handler())
-				ln := newPipeListener()
+				ln := pipenet.New()
 				served := make(chan error, 1)
 				go func() { served <- srv.Serve(ln) }()
 				defer func() {
@@ -263,7 +227,7 @@ func TestHTTPServerClosesIdleAndStuckConnections(t *testing.T) {
 						t.Errorf("Serve: %v", err)
 					}
 				}()
-				c := ln.dial()
+				c := ln.Dial()
 				defer c.Close()
 				start := time.Now()
 				if _, err := io.WriteString(c, tt.send); err != nil {
@@ -292,10 +256,10 @@ func TestHTTPServerClosesIdleAndStuckConnections(t *testing.T) {
 	t.Run("headers over the limit", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			srv := newHTTPServer(newRig(t).srv.Handler())
-			ln := newPipeListener()
+			ln := pipenet.New()
 			served := make(chan error, 1)
 			go func() { served <- srv.Serve(ln) }()
-			c := ln.dial()
+			c := ln.Dial()
 			defer func() {
 				c.Close()
 				srv.Close()

@@ -4,51 +4,14 @@ import (
 	"bufio"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"smsdispatcher/internal/pipenet"
 )
-
-// pipeListener hands the server the server ends of net.Pipe connections,
-// so that the HTTP server runs inside a synctest bubble, on its fake clock.
-type pipeListener struct {
-	conns chan net.Conn
-	once  sync.Once
-	done  chan struct{}
-}
-
-func newPipeListener() *pipeListener {
-	return &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *pipeListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *pipeListener) Close() error { l.once.Do(func() { close(l.done) }); return nil }
-
-func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
-
-// dial returns the client end of a new connection to the server.
-func (l *pipeListener) dial() net.Conn {
-	client, server := net.Pipe()
-	l.conns <- server
-	return client
-}
-
-type pipeAddr struct{}
-
-func (pipeAddr) Network() string { return "pipe" }
-func (pipeAddr) String() string  { return "pipe" }
 
 // TestHTTPServerClosesIdleAndStuckConnections holds connections to the
 // server of /healthz, /readyz and /metrics the way a stuck or hostile
@@ -78,7 +41,7 @@ func TestHTTPServerClosesIdleAndStuckConnections(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				srv := newHTTPServer(srvHandler)
-				ln := newPipeListener()
+				ln := pipenet.New()
 				served := make(chan error, 1)
 				go func() { served <- srv.Serve(ln) }()
 				defer func() {
@@ -88,7 +51,7 @@ func TestHTTPServerClosesIdleAndStuckConnections(t *testing.T) {
 					}
 				}()
 
-				c := ln.dial()
+				c := ln.Dial()
 				defer c.Close()
 				start := time.Now()
 				if _, err := io.WriteString(c, tt.send); err != nil {
@@ -127,9 +90,9 @@ func TestHTTPServerClosesIdleAndStuckConnections(t *testing.T) {
 func TestHTTPServerRefusesHugeHeaders(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newHTTPServer(http.NewServeMux())
-		ln := newPipeListener()
+		ln := pipenet.New()
 		go srv.Serve(ln)
-		c := ln.dial()
+		c := ln.Dial()
 		defer func() {
 			c.Close()
 			srv.Close()
