@@ -11,6 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2"
+	"github.com/redis/go-redis/v9"
+
 	"smsdispatcher/admission"
 	"smsdispatcher/config"
 	"smsdispatcher/dispatch"
@@ -299,18 +302,10 @@ func topicName(id string) string { return "projects/" + failoverProject + "/topi
 // rule. The closers release what it opened, also on an error.
 func newFailoverInstance(ctx context.Context, s failoverSpec, ns, redisURL string, stack *localstack.Stack, backupURL string,
 	lg *failoverLog, logger *slog.Logger, redisTimeout time.Duration) (*dispatch.Dispatcher, []func(), error) {
-	var closers []func()
-	rdb, err := redisconn.New(redisconn.Settings{URL: redisURL, CallTimeout: redisTimeout})
+	rdb, ps, closers, err := instanceClients(ctx, redisURL, stack, redisTimeout)
 	if err != nil {
 		return nil, closers, err
 	}
-	closers = append(closers, func() { rdb.Close() })
-	stack.Adapt(rdb)
-	ps, err := topology.NewClient(ctx, failoverProject, stack.Pubsub.Addr)
-	if err != nil {
-		return nil, closers, err
-	}
-	closers = append(closers, func() { ps.Close() })
 
 	p := failoverProcess(s)
 	var accounts []dispatch.Account
@@ -369,4 +364,23 @@ func failoverAccounts(ns, primaryURL, backupURL string) []config.Account {
 	primary.Name, primary.ProviderURL, primary.Classes = ns+"-"+primaryName, primaryURL, []admission.Class{admission.OTP, admission.Marketing}
 	backup.Name, backup.ProviderURL, backup.Classes = ns+"-"+backupName, backupURL, []admission.Class{admission.OTP}
 	return []config.Account{primary, backup}
+}
+
+// instanceClients opens one process's own clients: Redis (adapted to the
+// stack) and Pub/Sub on the stack's server. The closers release what it
+// opened, also on an error.
+func instanceClients(ctx context.Context, redisURL string, stack *localstack.Stack, redisTimeout time.Duration) (redis.UniversalClient, *pubsub.Client, []func(), error) {
+	var closers []func()
+	rdb, err := redisconn.New(redisconn.Settings{URL: redisURL, CallTimeout: redisTimeout})
+	if err != nil {
+		return nil, nil, closers, err
+	}
+	closers = append(closers, func() { rdb.Close() })
+	stack.Adapt(rdb)
+	ps, err := topology.NewClient(ctx, failoverProject, stack.Pubsub.Addr)
+	if err != nil {
+		return nil, nil, closers, err
+	}
+	closers = append(closers, func() { ps.Close() })
+	return rdb, ps, closers, nil
 }

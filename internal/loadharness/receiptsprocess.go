@@ -15,7 +15,6 @@ import (
 	"smsdispatcher/config"
 	"smsdispatcher/dispatch"
 	"smsdispatcher/internal/localstack"
-	"smsdispatcher/internal/redisconn"
 	"smsdispatcher/internal/topology"
 	"smsdispatcher/provider"
 	"smsdispatcher/receipts"
@@ -34,18 +33,10 @@ type receiptsInstance struct {
 // also on an error.
 func newReceiptsInstance(ctx context.Context, ns, redisURL string, stack *localstack.Stack, simURLs []string, publicURL, addr string,
 	run *receiptsRun, logger *slog.Logger, redisTimeout time.Duration) (*receiptsInstance, []func(), error) {
-	var closers []func()
-	rdb, err := redisconn.New(redisconn.Settings{URL: redisURL, CallTimeout: redisTimeout})
+	rdb, ps, closers, err := instanceClients(ctx, redisURL, stack, redisTimeout)
 	if err != nil {
 		return nil, closers, err
 	}
-	closers = append(closers, func() { rdb.Close() })
-	stack.Adapt(rdb)
-	ps, err := topology.NewClient(ctx, failoverProject, stack.Pubsub.Addr)
-	if err != nil {
-		return nil, closers, err
-	}
-	closers = append(closers, func() { ps.Close() })
 
 	p, configs := receiptsSettings(ns)
 	home := configs[0]
