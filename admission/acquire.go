@@ -48,15 +48,13 @@ func (l *Limiter) AcquireN(ctx context.Context, class Class, cost int, maxWait t
 // already on the wire.
 const lookaheadSlots = 1
 
-// lookahead is how far ahead a caller of class books a slot of cost units.
-// An OTP books past any slot marketing may have booked (the longest
-// marketing message's lookahead, and an interval for the slot itself) and
-// one more: marketing's bookings never make an OTP ask twice.
-func (l *Limiter) lookahead(class Class, cost int) time.Duration {
-	if class == Marketing {
-		return time.Duration(lookaheadSlots*cost) * l.spacing[Marketing]
-	}
-	return time.Duration(lookaheadSlots*l.cfg.MaxCost)*l.spacing[Marketing] + time.Duration(lookaheadSlots*cost)*l.spacing[OTP]
+// lookahead is how far ahead a caller of class c books a slot of cost
+// units. A class books past any slot a later class may have booked (the
+// longest message's lookahead of the slowest class after it, and an
+// interval for the slot itself) and one more: a later class's bookings
+// never make an earlier one ask twice.
+func (l *Limiter) lookahead(c *classState, cost int) time.Duration {
+	return time.Duration(lookaheadSlots*l.cfg.MaxCost)*c.later + time.Duration(lookaheadSlots*cost)*c.spacing
 }
 
 // early is how long before its wake ticket a waiter of class asks: half an
@@ -64,7 +62,7 @@ func (l *Limiter) lookahead(class Class, cost int) time.Duration {
 // sends when it opens. A waiter that asked on its ticket would find the
 // slot opened a little before (the timer's and the round trip's lateness),
 // and at BURST 1 the account would lose that much of every interval.
-func (l *Limiter) early(class Class) time.Duration { return l.spacing[class] / 2 }
+func (l *Limiter) early(c *classState) time.Duration { return c.spacing / 2 }
 
 // Admit is AcquireN taking, when claim.Token is set, the id's send-once
 // claim in the same Redis call as the slot. It returns when the slot is
@@ -76,8 +74,12 @@ func (l *Limiter) early(class Class) time.Duration { return l.spacing[class] / 2
 // out: a short outage holds marketing, rather than hand it back to come
 // again. If ctx ends while the caller waits for a
 // booked slot, the slot is lost, the claim given back, and the error is
-// ctx's.
+// ctx's. A class the account does not have is an error.
 func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time.Duration, claim Claim) (Decision, error) {
+	c, err := l.classOf(class)
+	if err != nil {
+		return Decision{}, err
+	}
 	cost = max(cost, 1)
 	if maxWait <= 0 {
 		return notAsked(ReasonNoTime), nil
@@ -86,22 +88,22 @@ func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time
 	expire := time.NewTimer(maxWait)
 	defer expire.Stop()
 
-	l.queued[class].Add(1)
+	c.queued.Add(1)
 	select {
-	case l.turns[class] <- 1:
-		l.queued[class].Add(-1)
+	case c.turn <- 1:
+		c.queued.Add(-1)
 	case <-ctx.Done():
-		l.queued[class].Add(-1)
+		c.queued.Add(-1)
 		return notAsked(ReasonTurn), ctx.Err()
 	case <-expire.C:
-		l.queued[class].Add(-1)
+		c.queued.Add(-1)
 		return notAsked(ReasonTurn), nil
 	}
 
 	// The turn is given back once the slot is decided, before the wait
 	// for a booked slot.
 	var once sync.Once
-	endTurn := func() { once.Do(func() { <-l.turns[class] }) }
+	endTurn := func() { once.Do(func() { <-c.turn }) }
 	defer endTurn()
 
 	var timer *time.Timer
@@ -126,7 +128,7 @@ func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time
 
 	// The ticket the previous admission of this class brought back.
 	l.mu.Lock()
-	ask := l.nextAsk[class]
+	ask := c.nextAsk
 	l.mu.Unlock()
 	if wait := time.Until(ask); wait > 0 {
 		if time.Since(start)+wait > maxWait {
@@ -139,12 +141,12 @@ func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time
 
 	for tries := 1; ; tries++ {
 		tickets := ticketOnDenial
-		if l.queued[class].Load() > 0 {
+		if c.queued.Load() > 0 {
 			tickets = ticketAlways
 		}
 		within := maxWait - time.Since(start)
-		lookahead := min(within, l.lookahead(class, cost))
-		d, err := l.tryAcquire(ctx, class, cost, tickets, within, lookahead, claim)
+		lookahead := min(within, l.lookahead(c, cost))
+		d, err := l.try(ctx, c, cost, tickets, within, lookahead, claim)
 		d.Tries, d.id = tries, claim.ID
 		if err != nil {
 			return d, err
@@ -152,7 +154,7 @@ func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time
 		if d.Allowed {
 			if tickets == ticketAlways && d.Source == SourceRedis {
 				l.mu.Lock()
-				l.nextAsk[class] = time.Now().Add(d.Next - l.early(class))
+				c.nextAsk = time.Now().Add(d.Next - l.early(c))
 				l.mu.Unlock()
 			}
 			endTurn()
@@ -181,8 +183,8 @@ func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time
 		if time.Since(start)+wait > maxWait {
 			return d, nil
 		}
-		if d.Reason == ReasonGlobal || d.Reason == ReasonMarketing {
-			wait = max(wait-l.early(class), minWait)
+		if d.Reason == ReasonGlobal || d.Reason == ReasonCeiling || d.Reason == ReasonReserve {
+			wait = max(wait-l.early(c), minWait)
 		}
 		if d.Reason == ReasonPenalty {
 			wait = min(wait, penaltyRecheck) // it may be cleared meanwhile

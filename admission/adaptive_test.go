@@ -220,7 +220,7 @@ func TestA429IgnoresRatesBelowTheMinimumInRedis(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := adaptiveConfig(t)
 			l := newLimiter(t, rdb, cfg)
-			a := l.admit[OTP]
+			a := l.base
 			t.Cleanup(func() { rdb.Del(ctx, a.Override, a.Learned, a.GlobalTAT) })
 			for k, v := range map[string]string{a.Override: tt.override, a.Learned: tt.learned, a.GlobalTAT: tt.tat} {
 				if v != "" {

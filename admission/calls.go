@@ -8,52 +8,56 @@ package admission
 
 // admitCall is one call of gcra.lua.
 type admitCall struct {
-	GlobalTAT    string   `lua:"KEYS[1] global TAT key"`
-	MarketingTAT string   `lua:"KEYS[2] marketing TAT key"`
-	Penalty      string   `lua:"KEYS[3] penalty key"`
-	Wake         string   `lua:"KEYS[4] wake-ticket key of the caller's class"`
-	Override     string   `lua:"KEYS[5] rate override"`
-	Leases       string   `lua:"KEYS[6] in-flight leases"`
-	Probe        string   `lua:"KEYS[7] probe key"`
-	Learned      string   `lua:"KEYS[8] learned rate"`
-	Record       string   `lua:"KEYS[9] the id's record"`
-	Health       string   `lua:"KEYS[10] the account's health"`
-	Skip         string   `lua:"KEYS[11] the skip of the account's route to the caller's destination"`
-	Senders      []string `lua:"KEYS[12..] the sender pool's TAT keys ({sms:<account>}:tat:sender:<from>),"`
+	GlobalTAT  string   `lua:"KEYS[1] global TAT key"`
+	CeilingTAT string   `lua:"KEYS[2] the caller's class's ceiling TAT key"`
+	Penalty    string   `lua:"KEYS[3] penalty key"`
+	Wake       string   `lua:"KEYS[4] wake-ticket key of the caller's class"`
+	Override   string   `lua:"KEYS[5] rate override"`
+	Leases     string   `lua:"KEYS[6] in-flight leases"`
+	Probe      string   `lua:"KEYS[7] probe key"`
+	Learned    string   `lua:"KEYS[8] learned rate"`
+	Record     string   `lua:"KEYS[9] the id's record"`
+	Health     string   `lua:"KEYS[10] the account's health"`
+	Skip       string   `lua:"KEYS[11] the skip of the account's route to the caller's destination"`
+	Reserves   []string `lua:"KEYS[12..] the TAT keys of the earlier classes' reserves the caller's"`
+	Senders    []string // after Reserves, in the same header line
 
-	GlobalInterval    int64  `lua:"ARGV[1] global emission interval in microseconds"`
-	GlobalTau         int64  `lua:"ARGV[2] global tolerance tau in microseconds"`
-	MarketingInterval int64  `lua:"ARGV[3] marketing emission interval in microseconds"`
-	MarketingTau      int64  `lua:"ARGV[4] marketing tolerance tau in microseconds"`
-	Marketing         bool   `lua:"ARGV[5] '1' when the caller is marketing"`
-	RecoveryFloor     int64  `lua:"ARGV[6] recovery floor in microseconds"`
-	Reserve           int64  `lua:"ARGV[7] OTP reserve in microseconds"`
-	Tickets           string `lua:"ARGV[8] wake tickets"`
-	Spacing           int64  `lua:"ARGV[9] ticket spacing in microseconds"`
-	Within            int64  `lua:"ARGV[10] the longest the caller will wait, in microseconds"`
-	MaxInFlight       int    `lua:"ARGV[11] the most sends in flight on the account"`
-	Lease             string `lua:"ARGV[12] the lease member of this send"`
-	LeaseTTL          int64  `lua:"ARGV[13] lease lifetime in microseconds"`
-	Cost              int    `lua:"ARGV[14] cost"`
-	Lookahead         int64  `lua:"ARGV[15] lookahead in microseconds"`
-	Token             string `lua:"ARGV[16] claim token"`
-	ClaimMillis       int64  `lua:"ARGV[17] claim lifetime in milliseconds"`
-	Count             bool   `lua:"ARGV[18] '1' to count this send"`
-	Adaptive          string `lua:"ARGV[19] the learned rate's search"`
-	SenderIntervals   string `lua:"ARGV[20] the sender pool's emission intervals in microseconds"`
-	ProbeEvery        int64  `lua:"ARGV[21] the probe interval of a degraded account, in microseconds"`
-	Failover          bool   `lua:"ARGV[22] '1' when the caller can send elsewhere (failover)"`
-	RouteProbeEvery   int64  `lua:"ARGV[23] the probe interval of a skipped route, in microseconds"`
+	GlobalInterval  int64  `lua:"ARGV[1] global emission interval in microseconds"`
+	GlobalTau       int64  `lua:"ARGV[2] global tolerance tau in microseconds"`
+	CeilingInterval int64  `lua:"ARGV[3] the caller's class's ceiling emission interval in microseconds"`
+	CeilingTau      int64  `lua:"ARGV[4] the ceiling's tolerance tau in microseconds"`
+	OverrideCeiling bool   `lua:"ARGV[5] '1' when the override's second rate lowers the caller's"`
+	RecoveryFloor   int64  `lua:"ARGV[6] recovery floor in microseconds"`
+	Reserve         int64  `lua:"ARGV[7] the caller's class's reserve of the global level in"`
+	Tickets         string `lua:"ARGV[8] wake tickets"`
+	Spacing         int64  `lua:"ARGV[9] ticket spacing in microseconds"`
+	Within          int64  `lua:"ARGV[10] the longest the caller will wait, in microseconds"`
+	MaxInFlight     int    `lua:"ARGV[11] the most sends in flight on the account"`
+	Lease           string `lua:"ARGV[12] the lease member of this send"`
+	LeaseTTL        int64  `lua:"ARGV[13] lease lifetime in microseconds"`
+	Cost            int    `lua:"ARGV[14] cost"`
+	Lookahead       int64  `lua:"ARGV[15] lookahead in microseconds"`
+	Token           string `lua:"ARGV[16] claim token"`
+	ClaimMillis     int64  `lua:"ARGV[17] claim lifetime in milliseconds"`
+	Count           bool   `lua:"ARGV[18] '1' to count this send"`
+	Adaptive        string `lua:"ARGV[19] the learned rate's search"`
+	SenderIntervals string `lua:"ARGV[20] the sender pool's emission intervals in microseconds"`
+	ProbeEvery      int64  `lua:"ARGV[21] the probe interval of a degraded account, in microseconds"`
+	Failover        bool   `lua:"ARGV[22] '1' when the caller can send elsewhere (failover)"`
+	RouteProbeEvery int64  `lua:"ARGV[23] the probe interval of a skipped route, in microseconds"`
+	ReserveLevels   string `lua:"ARGV[24] the reserves the caller's class is held to, one"`
 }
 
 func (c admitCall) keys() []string {
-	return append([]string{c.GlobalTAT, c.MarketingTAT, c.Penalty, c.Wake, c.Override, c.Leases, c.Probe, c.Learned, c.Record, c.Health, c.Skip}, c.Senders...)
+	k := append([]string{c.GlobalTAT, c.CeilingTAT, c.Penalty, c.Wake, c.Override, c.Leases, c.Probe, c.Learned, c.Record, c.Health, c.Skip}, c.Reserves...)
+	return append(k, c.Senders...)
 }
 
 func (c admitCall) argv() []any {
-	return []any{c.GlobalInterval, c.GlobalTau, c.MarketingInterval, c.MarketingTau, flag(c.Marketing),
+	return []any{c.GlobalInterval, c.GlobalTau, c.CeilingInterval, c.CeilingTau, flag(c.OverrideCeiling),
 		c.RecoveryFloor, c.Reserve, c.Tickets, c.Spacing, c.Within, c.MaxInFlight, c.Lease, c.LeaseTTL, max(c.Cost, 1),
-		max(c.Lookahead, 0), c.Token, c.ClaimMillis, flag(c.Count), c.Adaptive, c.SenderIntervals, c.ProbeEvery, flag(c.Failover), c.RouteProbeEvery}
+		max(c.Lookahead, 0), c.Token, c.ClaimMillis, flag(c.Count), c.Adaptive, c.SenderIntervals, c.ProbeEvery, flag(c.Failover), c.RouteProbeEvery,
+		c.ReserveLevels}
 }
 
 // penaltyCall is one call of penalty.lua.

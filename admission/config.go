@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -33,8 +34,13 @@ type Config struct {
 	// TargetRPS is what all processes together may send, every class.
 	// Default 90.
 	TargetRPS float64
-	// MarketingRPS is what marketing may use of TargetRPS. Default 70.
+	// MarketingRPS is what marketing may use of TargetRPS, with the
+	// default classes. Default 70.
 	MarketingRPS float64
+	// Classes are the account's classes in priority order, each with its
+	// ceiling and reserve (docs/design.md, "Classes"). Default: OTP, then
+	// Marketing at MarketingRPS.
+	Classes []ClassLimit
 	// Burst is how many messages may go at once after a quiet spell. Default 5.
 	Burst int
 	// MaxSenders is the most processes that can ever send on the account at
@@ -95,6 +101,17 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// A ClassLimit is one class of the account's, in Config.Classes.
+type ClassLimit struct {
+	Name Class
+	// RPS is the class's ceiling on the account. 0: TargetRPS.
+	RPS float64
+	// Reserve is the rate that the classes after this one may never take
+	// together on the account: they share at most TargetRPS - Reserve.
+	// 0: none.
+	Reserve float64
+}
+
 // A Sender is one number (or sender id) of an account's sender pool.
 type Sender struct {
 	// From is what the provider is told to send from.
@@ -130,6 +147,14 @@ func (c Config) withDefaults() Config {
 	c.Account = cmp.Or(c.Account, DefaultAccount)
 	c.TargetRPS = cmp.Or(c.TargetRPS, DefaultTargetRPS)
 	c.MarketingRPS = cmp.Or(c.MarketingRPS, DefaultMarketingRPS)
+	if len(c.Classes) == 0 {
+		c.Classes = []ClassLimit{{Name: OTP}, {Name: Marketing, RPS: c.MarketingRPS}}
+	} else {
+		c.Classes = slices.Clone(c.Classes)
+	}
+	for i := range c.Classes {
+		c.Classes[i].RPS = cmp.Or(c.Classes[i].RPS, c.TargetRPS)
+	}
 	c.Burst = cmp.Or(c.Burst, DefaultBurst)
 	c.MaxSenders = cmp.Or(c.MaxSenders, DefaultMaxSenders)
 	c.RedisTimeout = cmp.Or(c.RedisTimeout, DefaultRedisTimeout)
@@ -215,12 +240,46 @@ func (c Config) Validate() error {
 			return bad("Adaptive.Step", "must be at least 100ms, got %v", a.Step)
 		}
 	}
+	if err := c.validateClasses(); err != nil {
+		return err
+	}
 	if err := c.Route.validate(); err != nil {
 		return err
 	}
 	for _, r := range c.Account {
 		if r == '{' || r == '}' || r < 0x21 || r > 0x7e {
 			return bad("Account", "must be printable ASCII without braces, got %q", c.Account)
+		}
+	}
+	return nil
+}
+
+// validateClasses reports the first class of c (after defaults) whose
+// ceiling or reserve cannot work, as a *ConfigError of Field "Classes".
+func (c Config) validateClasses() error {
+	bad := func(format string, args ...any) error {
+		return &ConfigError{Field: "Classes", Reason: fmt.Sprintf(format, args...)}
+	}
+	seen := map[Class]bool{}
+	for i, k := range c.Classes {
+		if _, err := ParseClass(string(k.Name)); err != nil {
+			return bad("%q: must be 1 to 32 of [a-z0-9_-]", k.Name)
+		}
+		switch {
+		case seen[k.Name]:
+			return bad("%q is listed twice", k.Name)
+		case !(k.RPS >= MinRPS) || k.RPS > c.TargetRPS:
+			return bad("%q: RPS must be at least %v and at most TargetRPS (%v), got %v", k.Name, MinRPS, c.TargetRPS, k.RPS)
+		case !(k.Reserve >= 0) || k.Reserve >= c.TargetRPS:
+			return bad("%q: Reserve must be at least 0 and below TargetRPS (%v), got %v", k.Name, c.TargetRPS, k.Reserve)
+		case k.Reserve > 0 && i == len(c.Classes)-1:
+			return bad("%q: Reserve is for the classes after it, and it is the last", k.Name)
+		}
+		seen[k.Name] = true
+		for _, e := range c.Classes[:i] {
+			if room := c.TargetRPS - e.Reserve; k.RPS > room+1e-9 {
+				return bad("%q: RPS %v cannot hold with %q's Reserve %v (the classes after it share %v)", k.Name, k.RPS, e.Name, e.Reserve, room)
+			}
 		}
 	}
 	return nil

@@ -2,39 +2,34 @@ package admission
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
-// Class is the priority class of a message. The zero value is OTP.
-type Class int
+// Class names a priority class of messages: 1 to 32 of [a-z0-9_-]. The
+// account's classes, in priority order, are Config.Classes; without them
+// they are OTP then Marketing.
+type Class string
 
 const (
-	// OTP is served first and limited only by the account's target rate.
-	OTP Class = iota
-	// Marketing is limited by the target rate and by its own cap.
-	Marketing
+	// OTP is the first class of the default two: served first, limited
+	// only by the account's target rate. A class of this name keeps the
+	// rules that are OTP's (a resend on a failed receipt, the route skip).
+	OTP Class = "otp"
+	// Marketing is the second of the default two: limited by the target
+	// rate and by its own ceiling (MarketingRPS).
+	Marketing Class = "marketing"
 )
 
-// String returns "otp" or "marketing".
-func (c Class) String() string {
-	switch c {
-	case OTP:
-		return "otp"
-	case Marketing:
-		return "marketing"
-	}
-	return fmt.Sprintf("Class(%d)", int(c))
-}
+// String returns the class's name.
+func (c Class) String() string { return string(c) }
 
-// ParseClass returns the Class named "otp" or "marketing".
+// ParseClass returns the Class named s, if s is a valid name.
 func ParseClass(s string) (Class, error) {
-	switch s {
-	case "otp":
-		return OTP, nil
-	case "marketing":
-		return Marketing, nil
+	if n := len(s); n < 1 || n > 32 || strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789_-") != "" {
+		return "", fmt.Errorf("admission: class name %q must be 1 to 32 of [a-z0-9_-]", s)
 	}
-	return 0, fmt.Errorf("admission: unknown class %q (want otp or marketing)", s)
+	return Class(s), nil
 }
 
 // Source says who took a decision.
@@ -59,17 +54,18 @@ const (
 type Reason string
 
 const (
-	ReasonNone      Reason = ""          // allowed
-	ReasonPenalty   Reason = "penalty"   // a 429 penalty is live
-	ReasonGlobal    Reason = "global"    // TargetRPS would be exceeded
-	ReasonMarketing Reason = "marketing" // MarketingRPS would be exceeded
-	ReasonInFlight  Reason = "in_flight" // MaxInFlight sends are in flight
-	ReasonAccount   Reason = "account"   // an account-level pause is live (ReportAccountFailure)
-	ReasonLong      Reason = "long"      // a send of several units waits for Redis (fallback)
-	ReasonRecord    Reason = "record"    // the id's record says not to send (Decision.Record)
-	ReasonNoRecord  Reason = "no_record" // marketing waits for Redis to keep its send-once record (fallback)
-	ReasonSender    Reason = "sender"    // no sender of the pool has a slot yet
-	ReasonDegraded  Reason = "degraded"  // the account's sends are failing: it admits probes only (Health)
+	ReasonNone     Reason = ""          // allowed
+	ReasonPenalty  Reason = "penalty"   // a 429 penalty is live
+	ReasonGlobal   Reason = "global"    // TargetRPS would be exceeded
+	ReasonCeiling  Reason = "ceiling"   // the class's ceiling would be exceeded (MarketingRPS, ClassLimit.RPS)
+	ReasonReserve  Reason = "reserve"   // an earlier class's reserve would be taken (ClassLimit.Reserve)
+	ReasonInFlight Reason = "in_flight" // MaxInFlight sends are in flight
+	ReasonAccount  Reason = "account"   // an account-level pause is live (ReportAccountFailure)
+	ReasonLong     Reason = "long"      // a send of several units waits for Redis (fallback)
+	ReasonRecord   Reason = "record"    // the id's record says not to send (Decision.Record)
+	ReasonNoRecord Reason = "no_record" // a class but OTP waits for Redis to keep its send-once record (fallback)
+	ReasonSender   Reason = "sender"    // no sender of the pool has a slot yet
+	ReasonDegraded Reason = "degraded"  // the account's sends are failing: it admits probes only (Health)
 	// ReasonRouteSkipped: the first class's messages to the destination's
 	// prefix stopped arriving through the account (RouteRule): it admits
 	// probes only to that prefix.

@@ -18,8 +18,8 @@ var ErrBadReply = errors.New("admission: unexpected script reply")
 // of the target between them, so the script first reserves that much time
 // on both keys. A slot opening within lookahead is booked: the Decision is
 // allowed with RetryAfter the wait until it opens.
-func (l *Limiter) eval(ctx context.Context, class Class, cost int, recovering bool, tickets string, within, lookahead time.Duration, claim Claim) (Decision, error) {
-	call := l.admit[class]
+func (l *Limiter) eval(ctx context.Context, c *classState, cost int, recovering bool, tickets string, within, lookahead time.Duration, claim Claim) (Decision, error) {
+	call := c.admit
 	call.Tickets, call.Within, call.Cost, call.Lookahead = tickets, within.Microseconds(), cost, lookahead.Microseconds()
 	if recovering {
 		call.RecoveryFloor = l.recoveryFloor
@@ -35,7 +35,7 @@ func (l *Limiter) eval(ctx context.Context, class Class, cost int, recovering bo
 		call.Record, call.Token, call.ClaimMillis, call.Count = l.claims.Key(claim.ID), claim.Token, ttl.Milliseconds(), claim.Count
 	}
 	call.Failover = claim.Failover
-	if class == OTP && claim.Prefix != "" {
+	if c.name == OTP && claim.Prefix != "" {
 		call.Skip = l.skipKey(claim.Prefix) // the first class's route alone is ever skipped
 	}
 	lease := call.Lease
@@ -73,7 +73,7 @@ func (l *Limiter) eval(ctx context.Context, class Class, cost int, recovering bo
 		d.Sender, err = l.sender(v[6].(int64))
 	}
 	if err == nil && d.Allowed {
-		d.Lease, d.class, d.units = lease, class, cost
+		d.Lease, d.class, d.units = lease, c.name, cost
 		if claim.Token != "" {
 			d.Claimed, d.claim = true, claim
 		}
@@ -127,7 +127,9 @@ func parseDecision(v []any) (Decision, error) {
 	case n[0] == 0 && n[2] == 2:
 		d.Reason = ReasonGlobal
 	case n[0] == 0 && n[2] == 3:
-		d.Reason = ReasonMarketing
+		d.Reason = ReasonCeiling
+	case n[0] == 0 && n[2] == 10:
+		d.Reason = ReasonReserve
 	case n[0] == 0 && n[2] == 4:
 		d.Reason = ReasonInFlight
 	case n[0] == 0 && n[2] == 7:

@@ -22,21 +22,24 @@ func (c *cell) check(now time.Time) (time.Time, time.Duration) {
 }
 
 // fallback is a process's share of the account while Redis is unreachable:
-// TargetRPS/MaxSenders overall and MarketingRPS/MaxSenders for marketing,
-// one message at a time (tau 0), so that every process falling back at once
-// still stays at TargetRPS. Not safe for concurrent use.
+// TargetRPS/MaxSenders overall and each class's levels (its ceiling, the
+// reserves it is held to) at their rate/MaxSenders, one message at a time
+// (tau 0), so that every process falling back at once still stays at
+// every level's rate. Not safe for concurrent use.
 type fallback struct {
-	global    cell
-	marketing cell
-	senders   []cell // the pool's senders, each at its RPS/MaxSenders
-	from      []string
+	global  cell
+	levels  []cell    // the classes' levels, in the order of classLevels
+	rates   []float64 // their configured rates
+	senders []cell    // the pool's senders, each at its RPS/MaxSenders
+	from    []string
 }
 
 func newFallback(cfg Config) fallback {
 	n := float64(cfg.MaxSenders)
-	f := fallback{
-		global:    cell{interval: interval(cfg.TargetRPS / n)},
-		marketing: cell{interval: interval(cfg.MarketingRPS / n)},
+	f := fallback{global: cell{interval: interval(cfg.TargetRPS / n)}, rates: levelRates(cfg)}
+	f.levels = make([]cell, len(f.rates))
+	for i, r := range f.rates {
+		f.levels[i].interval = interval(r / n)
 	}
 	for _, s := range cfg.Senders {
 		f.senders = append(f.senders, cell{interval: senderInterval(s.RPS/n, cfg.ArrivalJitter)})
@@ -46,22 +49,27 @@ func newFallback(cfg Config) fallback {
 }
 
 // learnedRate sets the process's share from the account's learned rate
-// (0: none, the configured rates), marketing's in proportion, as gcra.lua
+// (0: none, the configured rates), the levels' in proportion, as gcra.lua
 // applies it: what the provider's 429s taught holds while Redis is down.
 func (f *fallback) learnedRate(cfg Config, learned float64) {
-	procs := float64(cfg.MaxSenders)
-	g, m := cfg.TargetRPS, cfg.MarketingRPS
-	if learned > 0 && learned < g {
-		g, m = learned, m*learned/g
+	procs, scale := float64(cfg.MaxSenders), 1.0
+	if learned > 0 && learned < cfg.TargetRPS {
+		scale = learned / cfg.TargetRPS
 	}
-	f.global.interval, f.marketing.interval = interval(g/procs), interval(m/procs)
+	f.global.interval = interval(cfg.TargetRPS * scale / procs)
+	for i, r := range f.rates {
+		f.levels[i].interval = interval(r * scale / procs)
+	}
 }
 
 // enterAt starts a fallback episode at now. u in [0, 1) places each cell's
 // first slot at a random point of its interval, so that processes that lose
 // Redis at the same instant do not all send at that instant.
 func (f *fallback) enterAt(now time.Time, u float64) {
-	cells := []*cell{&f.global, &f.marketing}
+	cells := []*cell{&f.global}
+	for i := range f.levels {
+		cells = append(cells, &f.levels[i])
+	}
 	for i := range f.senders {
 		cells = append(cells, &f.senders[i])
 	}
@@ -73,14 +81,20 @@ func (f *fallback) enterAt(now time.Time, u float64) {
 	}
 }
 
-// decideAt decides one admission of class at now. Marketing must pass both
-// cells and updates both only when both pass, like the script.
-func (f *fallback) decideAt(now time.Time, class Class) Decision {
+// decideAt decides one admission at now of a class held to levels (its
+// ceiling first, if it has one, then its reserves; ceiling says whether it
+// has one). It must pass every cell, and updates them only when all pass,
+// like the script.
+func (f *fallback) decideAt(now time.Time, levels []int, ceiling bool) Decision {
 	gNew, gWait := f.global.check(now)
-	var mNew time.Time
-	mWait := time.Duration(-1)
-	if class == Marketing {
-		mNew, mWait = f.marketing.check(now)
+	lNew := make([]time.Time, len(levels))
+	lWait, worst := time.Duration(-1), -1
+	for i, j := range levels {
+		var w time.Duration
+		lNew[i], w = f.levels[j].check(now)
+		if w > lWait {
+			lWait, worst = w, i
+		}
 	}
 	pick, sWait := -1, time.Duration(-1)
 	var sNew time.Time
@@ -90,18 +104,20 @@ func (f *fallback) decideAt(now time.Time, class Class) Decision {
 			pick, sWait, sNew = i, w, t
 		}
 	}
-	if gWait > 0 || mWait > 0 || sWait > 0 {
+	if gWait > 0 || lWait > 0 || sWait > 0 {
 		switch {
-		case sWait > gWait && sWait > mWait:
+		case sWait > gWait && sWait > lWait:
 			return Decision{RetryAfter: sWait, Source: SourceFallback, Reason: ReasonSender}
-		case mWait > gWait:
-			return Decision{RetryAfter: mWait, Source: SourceFallback, Reason: ReasonMarketing}
+		case lWait > gWait && worst == 0 && ceiling:
+			return Decision{RetryAfter: lWait, Source: SourceFallback, Reason: ReasonCeiling}
+		case lWait > gWait:
+			return Decision{RetryAfter: lWait, Source: SourceFallback, Reason: ReasonReserve}
 		}
 		return Decision{RetryAfter: gWait, Source: SourceFallback, Reason: ReasonGlobal}
 	}
 	f.global.tat = gNew
-	if class == Marketing {
-		f.marketing.tat = mNew
+	for i, j := range levels {
+		f.levels[j].tat = lNew[i]
 	}
 	d := Decision{Allowed: true, Source: SourceFallback}
 	if pick >= 0 {

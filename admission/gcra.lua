@@ -5,7 +5,8 @@
 -- TATs later, and finish.lua records what became of the send.
 --
 -- KEYS[1] -> global TAT key ({sms:<account>}:tat:global), microseconds
--- KEYS[2] -> marketing TAT key ({sms:<account>}:tat:marketing), microseconds
+-- KEYS[2] -> the caller's class's ceiling TAT key ({sms:<account>}:tat:<class>),
+--            microseconds; read only when ARGV[3] is not 0
 -- KEYS[3] -> penalty key ({sms:<account>}:penalty), set by penalty.lua on a 429
 -- KEYS[4] -> wake-ticket key of the caller's class ({sms:<account>}:wake:<class>)
 -- KEYS[5] -> rate override ({sms:<account>}:rate-override, '<target_rps>
@@ -46,24 +47,35 @@
 --            with no prefix names {sms:<account>}:skip:, never set. While
 --            it lives the route admits probes only: one first-class send
 --            per ARGV[23] across every process
--- KEYS[12..] -> the sender pool's TAT keys ({sms:<account>}:tat:sender:<from>),
---            one per interval of ARGV[20]
+-- KEYS[12..] -> the TAT keys of the earlier classes' reserves the caller's
+--            class is held to ({sms:<account>}:tat:after:<class>: what the
+--            classes after <class> take together), one per triple of
+--            ARGV[24]; then the sender pool's TAT keys
+--            ({sms:<account>}:tat:sender:<from>), one per interval of
+--            ARGV[20]
 -- ARGV[1] -> global emission interval in microseconds (1e6 / TARGET_RPS, rounded up)
 -- ARGV[2] -> global tolerance tau in microseconds ((BURST - 1) * interval)
--- ARGV[3] -> marketing emission interval in microseconds
--- ARGV[4] -> marketing tolerance tau in microseconds
--- ARGV[5] -> '1' when the caller is marketing (check both keys), '0' for OTP
+-- ARGV[3] -> the caller's class's ceiling emission interval in microseconds
+--            (0: the class has no ceiling below the account's rate)
+-- ARGV[4] -> the ceiling's tolerance tau in microseconds
+-- ARGV[5] -> '1' when the override's second rate lowers the caller's
+--            ceiling (the last class's), '0' otherwise
 -- ARGV[6] -> recovery floor in microseconds, 0 normally: the caller has just
 --            come back from its Redis-down fallback, and other processes may
 --            still be sending from theirs for up to this long, so both TATs
 --            are first raised to at least now + floor (never lowered)
--- ARGV[7] -> OTP reserve in microseconds: the part of the global tolerance
---            marketing may not use, so that an OTP finds a slot at once
---            even right after a marketing burst
+--            (and so are the ceiling's, the reserves' and the senders')
+-- ARGV[7] -> the caller's class's reserve of the global level in
+--            microseconds: the part of the global tolerance it may not
+--            use (0 for the first class, one interval more for each class
+--            after it, at most BURST - 1), so that an earlier class finds
+--            a slot at once even right after a later class's burst
 -- ARGV[8] -> wake tickets: '0' none (the caller will not wait), '1' on a
 --            denial, '2' on a denial and, when allowed, one for the
 --            caller's next message of the class
--- ARGV[9] -> ticket spacing in microseconds (the class's interval)
+-- ARGV[9] -> ticket spacing in microseconds (the class's interval: the
+--            longest of its levels'), lengthened as an override or the
+--            learned rate lengthens them
 -- ARGV[10] -> the longest the caller will wait, in microseconds: a ticket
 --            further away is not taken (it would be wasted)
 -- ARGV[11] -> the most sends in flight on the account (0: no limit)
@@ -106,6 +118,15 @@
 --            still probed, at half the rate); a skipped route does the
 --            same with its probes
 -- ARGV[23] -> the probe interval of a skipped route, in microseconds
+-- ARGV[24] -> the reserves the caller's class is held to, one
+--            '<interval> <tau> <reserve>' triple per reserve key of
+--            KEYS[12..] (space-separated, '' for none), in microseconds:
+--            the rate the classes after an earlier class may take
+--            together, and the part of its tolerance the caller may not
+--            use (none for the first class after that class, one interval
+--            more for each class after it), so that of two classes held
+--            to the same reserve the earlier is never kept waiting by the
+--            later
 --
 -- Returns {allowed, wait_us, reason, next_us, attempts, detail, sender,
 -- learned, ignored, health}:
@@ -113,7 +134,8 @@
 --   wait_us  -> allowed: microseconds until the booked slot opens (0: now);
 --               denied: until the caller should ask again (its wake
 --               ticket, or the time until a slot may open)
---   reason   -> 0 allowed, 1 penalty live, 2 global rate, 3 marketing cap,
+--   reason   -> 0 allowed, 1 penalty live, 2 global rate, 3 the class's
+--               ceiling,
 --               4 in-flight limit, 5 account-level pause live (a penalty
 --               whose value starts with 'account'), 6 the id's record says
 --               not to send (another attempt holds its claim, or it has a
@@ -139,6 +161,7 @@
 -- lookahead; wait_us is then when the first one opens. Reason 8 is a
 -- degraded account's denial: wait_us is until its next probe. Reason 9 is
 -- a skipped route's denial (KEYS[11]): wait_us is until its next probe.
+-- Reason 10 is a denial by an earlier class's reserve (KEYS[12..]).
 --
 -- An id's record is '<state>' or, once its sends are counted,
 -- '<attempts>#<state>'; the state '' (a claim given back, its count kept)
@@ -164,7 +187,7 @@
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local tickets, marketing = ARGV[8], ARGV[5] == '1'
+local tickets, capped = ARGV[8], ARGV[3] ~= '0'
 local token = ARGV[16]
 local min_rps, max_us = 0.01, 2 ^ 53 - 1
 local ignored = 0
@@ -215,6 +238,15 @@ local function put(key, v)
   out[#out + 1] = string.format('%d', v)
 end
 
+-- The reserves the caller's class is held to: KEYS[12..11 + #res].
+local res = {}
+for iv, tau, r in string.gmatch(ARGV[24], '(%d+) (%d+) (%d+)') do
+  local k = 12 + #res
+  res[#res + 1] = {int = tonumber(iv), tau = tonumber(tau), reserve = tonumber(r), key = k,
+    tat = math.max(tonumber(s[k]) or 0, now)}
+end
+local senders = 12 + #res -- the first sender's key
+
 local tat_g, tat_m = math.max(tonumber(s[1]) or 0, now), math.max(tonumber(s[2]) or 0, now)
 local floor = tonumber(ARGV[6])
 if floor > 0 then
@@ -223,11 +255,17 @@ if floor > 0 then
     tat_g = now + floor
     put(KEYS[1], tat_g)
   end
-  if tat_m < now + floor then
+  if capped and tat_m < now + floor then
     tat_m = now + floor
     put(KEYS[2], tat_m)
   end
-  for i = 12, #KEYS do
+  for _, v in ipairs(res) do
+    if v.tat < now + floor then
+      v.tat = now + floor
+      put(KEYS[v.key], v.tat)
+    end
+  end
+  for i = senders, #KEYS do
     if (tonumber(s[i]) or 0) < now + floor then
       s[i] = now + floor
       put(KEYS[i], s[i])
@@ -292,33 +330,34 @@ if s[5] then
   if o_g and o_g > 0 and math.ceil(1000000 / o_g) > g_int then
     local f = math.ceil(1000000 / o_g) / g_int
     g_int, g_tau0, reserve = math.ceil(g_int * f), math.ceil(g_tau0 * f), math.ceil(reserve * f)
-    if not marketing then
-      spacing = g_int
-    end
   end
-  if o_m and o_m > 0 and math.ceil(1000000 / o_m) > m_int then
+  if ARGV[5] == '1' and o_m and o_m > 0 and math.ceil(1000000 / o_m) > m_int then
     local f = math.ceil(1000000 / o_m) / m_int
     m_int, m_tau = math.ceil(m_int * f), math.ceil(m_tau * f)
-    if marketing then
-      spacing = m_int
-    end
   end
 end
 
 -- The learned rate lowers the account's rate as the override does, and
--- marketing's cap in proportion, so that OTP keeps its share.
+-- the ceilings and reserves in proportion, so that every class keeps its
+-- share.
 if lrn then
   local iv = math.ceil(1000000 / lrn.rate)
   if iv > g_int then
     local f = iv / g_int
     g_int, g_tau0, reserve = iv, math.ceil(g_tau0 * f), math.ceil(reserve * f)
     m_int, m_tau = math.ceil(m_int * f), math.ceil(m_tau * f)
-    if marketing then
-      spacing = m_int
-    else
-      spacing = g_int
+    for _, v in ipairs(res) do
+      v.int, v.tau, v.reserve = math.ceil(v.int * f), math.ceil(v.tau * f), math.ceil(v.reserve * f)
     end
   end
+end
+-- Tickets are spaced by the class's longest interval in force.
+spacing = math.max(spacing, g_int)
+if capped then
+  spacing = math.max(spacing, m_int)
+end
+for _, v in ipairs(res) do
+  spacing = math.max(spacing, v.int)
 end
 
 -- ticket returns when the caller should ask, in microseconds from now: the
@@ -374,7 +413,7 @@ end
 
 -- A skipped route: the first class to the caller's prefix gets one probe
 -- per interval, as a degraded account; other classes go as they would.
-local route_due = not marketing and num(s[11])
+local route_due = num(s[11])
 if route_due then
   local due = route_due
   if ARGV[22] == '1' then
@@ -438,13 +477,13 @@ end
 -- The slot: the first instant at which every level the caller passes has
 -- room, at the earliest now. Idle time banks no credit beyond the
 -- tolerance (a TAT in the past counts as now).
-local g_tau = g_tau0
-if marketing then
-  g_tau = g_tau - reserve
-end
-local g_wait, m_wait = tat_g - now - g_tau, -1
-if marketing then
+local g_tau = g_tau0 - reserve
+local g_wait, m_wait, r_wait = tat_g - now - g_tau, -1, -1
+if capped then
   m_wait = tat_m - now - m_tau
+end
+for _, v in ipairs(res) do
+  r_wait = math.max(r_wait, v.tat - now - (v.tau - v.reserve))
 end
 -- The sender whose slot opens first, when the account has a pool.
 local cost = math.max(tonumber(ARGV[14]), 1)
@@ -454,27 +493,30 @@ if ARGV[20] ~= '' then
   for v in string.gmatch(ARGV[20], '%d+') do
     i = i + 1
     local iv = tonumber(v)
-    local w = (tonumber(s[11 + i]) or 0) + (cost - 1) * iv - now
+    local w = (tonumber(s[senders - 1 + i]) or 0) + (cost - 1) * iv - now
     if pick == 0 or w < s_wait then
       pick, s_wait, s_int = i, w, iv
     end
   end
 end
-local wait, lookahead = math.max(g_wait, m_wait, s_wait, 0), tonumber(ARGV[15])
+local wait, lookahead = math.max(g_wait, m_wait, r_wait, s_wait, 0), tonumber(ARGV[15])
 if s[7] then
   lookahead = 0
 end
 if wait > lookahead then
-  if s_wait > g_wait and s_wait > m_wait then
+  if s_wait > math.max(g_wait, m_wait, r_wait) then
     return deny(s_wait, 7)
   end
   press()
-  if m_wait > g_wait then
+  if m_wait > g_wait and m_wait >= r_wait then
     return deny(m_wait, 3)
+  end
+  if r_wait > g_wait then
+    return deny(r_wait, 10)
   end
   return deny(g_wait, 2)
 end
-if math.max(g_wait, m_wait) > 0 then
+if math.max(g_wait, m_wait, r_wait) > 0 then
   press() -- booked ahead: it could not go at once
 end
 local at = now + wait
@@ -503,19 +545,23 @@ end
 -- Each level's TAT moves past the slot by the send's cost.
 tat_g = math.max(tat_g, at) + cost * g_int
 put(KEYS[1], tat_g)
-if marketing then
+local open = tat_g - g_tau
+if capped then
   tat_m = math.max(tat_m, at) + cost * m_int
   put(KEYS[2], tat_m)
+  open = math.max(open, tat_m - m_tau)
+end
+for _, v in ipairs(res) do
+  v.tat = math.max(v.tat, at) + cost * v.int
+  put(KEYS[v.key], v.tat)
+  open = math.max(open, v.tat - (v.tau - v.reserve))
 end
 if pick > 0 then
-  put(KEYS[11 + pick], math.max(tonumber(s[11 + pick]) or 0, at) + cost * s_int)
+  local k = senders - 1 + pick
+  put(KEYS[k], math.max(tonumber(s[k]) or 0, at) + cost * s_int)
 end
 local nxt = 0
 if tickets == '2' then
-  local open = tat_g - g_tau
-  if marketing and tat_m - m_tau > open then
-    open = tat_m - m_tau
-  end
   nxt = ticket(open)
 end
 redis.call('MSET', unpack(out))

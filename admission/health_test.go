@@ -55,7 +55,7 @@ func TestFailuresInARowMakeAnAccountDegraded(t *testing.T) {
 	if h := l.Health(); h != Healthy {
 		t.Fatalf("after a success health = %v, want healthy", h)
 	}
-	if n := rdb.Exists(context.Background(), l.admit[OTP].Health).Val(); n != 0 {
+	if n := rdb.Exists(context.Background(), l.base.Health).Val(); n != 0 {
 		t.Fatal("a healthy account with no run left its health key")
 	}
 	for range 4 {

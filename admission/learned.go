@@ -92,7 +92,7 @@ func (l *Limiter) ResetLearned(ctx context.Context) (Learned, error) {
 func (l *Limiter) learnedOp(ctx context.Context, op string, rps float64) (Learned, error) {
 	ctx, cancel := context.WithTimeout(ctx, max(l.cfg.RedisTimeout, time.Second))
 	defer cancel()
-	call := learnedCall{Learned: l.admit[OTP].Learned, Op: op, Rate: strconv.FormatFloat(rps, 'f', 3, 64)}
+	call := learnedCall{Learned: l.base.Learned, Op: op, Rate: strconv.FormatFloat(rps, 'f', 3, 64)}
 	v, err := learnedScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Slice()
 	if err != nil {
 		return Learned{}, fmt.Errorf("learned rate %s: %w", op, err)

@@ -92,7 +92,7 @@ func TestLeaseMembersAreUniqueInTheSameMicrosecond(t *testing.T) {
 		wg.Go(func() { try(t, l, Marketing) })
 	}
 	wg.Wait()
-	if n := rdb.ZCard(context.Background(), l.admit[OTP].Leases).Val(); n != 20 {
+	if n := rdb.ZCard(context.Background(), l.base.Leases).Val(); n != 20 {
 		t.Fatalf("%d leases held after 20 admissions, want 20 distinct members", n)
 	}
 }

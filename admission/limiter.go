@@ -43,10 +43,10 @@ type Limiter struct {
 	circuit *Circuit // Redis left alone for RedisRetryAfter after an error
 	claims  *Claims  // the ids' records, under the account's hash tag
 
-	admit      [2]admitCall // gcra.lua's call by Class, as New builds it
-	turns      [2]chan int  // one waiter per class talks to Redis; see Acquire
+	base       admitCall             // gcra.lua's call without a class: the account's keys
+	classes    map[Class]*classState // by name
+	order      []Class               // the classes in priority order
 	intervalGl time.Duration
-	spacing    [2]time.Duration // by class: the interval of its own level
 	// recoveryFloor is admitCall.RecoveryFloor after a fallback, in
 	// microseconds.
 	recoveryFloor int64
@@ -65,7 +65,6 @@ type Limiter struct {
 	pauseChecked   time.Time // when Redis last confirmed it, or this process reported it
 	pauseShared    bool      // Redis holds it: Redis saying there is none ends it here
 	fb             fallback
-	nextAsk        [2]time.Time // by class: the wake ticket the last admission brought back
 	// orphans are lease members that may hold a slot of MaxInFlight in
 	// Redis though no send uses them: the reply of the admission that took
 	// them, or their release, was lost. The next Settle frees them.
@@ -76,8 +75,6 @@ type Limiter struct {
 	// returned, by id, oldest first.
 	published []string
 	owedSeen  map[string][]int64
-
-	queued [2]atomic.Int32 // by class: callers of Acquire waiting for the turn
 
 	learned    atomic.Int64 // the learned rate in thousandths (0: none), as Redis last said
 	ignored    atomic.Int64 // what gcra.lua last said it ignored in Redis (reportIgnored)
@@ -95,23 +92,15 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 	}
 	cfg = cfg.withDefaults()
 	tag := "{sms:" + cfg.Account + "}"
-	gi, mi := interval(cfg.TargetRPS), interval(cfg.MarketingRPS)
+	gi := interval(cfg.TargetRPS)
 	burst := time.Duration(cfg.Burst - 1)
 	call := admitCall{
-		GlobalTAT: tag + ":tat:global", MarketingTAT: tag + ":tat:marketing", Penalty: tag + ":penalty",
+		GlobalTAT: tag + ":tat:global", Penalty: tag + ":penalty",
 		Override: tag + ":rate-override", Leases: tag + ":leases", Probe: tag + ":probe",
 		Learned: tag + ":learned", Record: tag + ":id", Health: tag + ":health",
 		Skip:       tag + ":skip:", // no prefix: never a route's skip
 		ProbeEvery: cfg.Health.ProbeEvery.Microseconds(), RouteProbeEvery: cfg.Route.ProbeEvery.Microseconds(),
 		GlobalInterval: gi.Microseconds(), GlobalTau: (burst * gi).Microseconds(),
-		// The marketing level tolerates one send more even at BURST 1: a
-		// marketing send pushed back by an OTP's slot catches up, instead
-		// of every marketing send after it wasting the gap between the two
-		// levels' intervals (at 97/92, 4 % of the account). The global
-		// level alone keeps the contract.
-		MarketingInterval: mi.Microseconds(), MarketingTau: (max(burst, 1) * mi).Microseconds(),
-		// One slot of the burst is OTP's alone (none when BURST is 1).
-		Reserve: (min(burst, 1) * gi).Microseconds(),
 		Tickets: ticketNone, MaxInFlight: cfg.MaxInFlight, LeaseTTL: cfg.LeaseTTL.Microseconds(),
 	}
 	var ivs []string
@@ -130,21 +119,14 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 		rdb:           rdb,
 		cfg:           cfg,
 		clock:         systemClock{},
-		admit:         [2]admitCall{call, call},
+		base:          call,
 		instance:      strconv.FormatUint(rand.Uint64(), 36),
-		turns:         [2]chan int{make(chan int, 1), make(chan int, 1)},
 		intervalGl:    gi,
-		spacing:       [2]time.Duration{gi, mi},
 		fb:            newFallback(cfg),
 		owedSeen:      map[string][]int64{},
 		recoveryFloor: (cfg.RedisRetryAfter * time.Duration(cfg.MaxSenders-1) / time.Duration(cfg.MaxSenders)).Microseconds(),
 	}
-	for c := range l.admit {
-		l.admit[c].Wake = tag + ":wake:" + Class(c).String()
-		l.admit[c].Spacing = gi.Microseconds()
-	}
-	l.admit[Marketing].Marketing = true
-	l.admit[Marketing].Spacing = mi.Microseconds()
+	l.classes, l.order = newClasses(cfg, tag, call)
 	for _, o := range opts {
 		o(l)
 	}
@@ -163,11 +145,17 @@ func (l *Limiter) Circuit() *Circuit { return l.circuit }
 // slots (Admit), sharing its Circuit.
 func (l *Limiter) Claims() *Claims { return l.claims }
 
-// Keys returns the Redis keys of the account: global TAT, marketing TAT and
-// penalty.
+// Keys returns the Redis keys of the account: global TAT, the last
+// class's ceiling TAT (marketing's with the default classes), penalty,
+// then the other classes' ceiling TATs in priority order (a class without
+// a ceiling names a key never written).
 func (l *Limiter) Keys() []string {
-	c := l.admit[OTP]
-	return []string{c.GlobalTAT, c.MarketingTAT, c.Penalty}
+	last := l.classes[l.order[len(l.order)-1]]
+	k := []string{l.base.GlobalTAT, last.admit.CeilingTAT, l.base.Penalty}
+	for _, c := range l.order[:len(l.order)-1] {
+		k = append(k, l.classes[c].admit.CeilingTAT)
+	}
+	return k
 }
 
 // TryAcquire decides at once whether a message of class may be sent now,
@@ -190,6 +178,15 @@ const (
 // than within, booking a slot that opens within lookahead, and claim's
 // send-once claim with it when claim.Token is set.
 func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets string, within, lookahead time.Duration, claim Claim) (Decision, error) {
+	c, err := l.classOf(class)
+	if err != nil {
+		return Decision{}, err
+	}
+	return l.try(ctx, c, cost, tickets, within, lookahead, claim)
+}
+
+// try is tryAcquire for the class c.
+func (l *Limiter) try(ctx context.Context, c *classState, cost int, tickets string, within, lookahead time.Duration, claim Claim) (Decision, error) {
 	now := l.clock.Now()
 	l.mu.Lock()
 	// A 429 penalty is asked about again every penaltyRecheck: another
@@ -241,7 +238,7 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets
 		l.mu.Unlock()
 	}
 	asked := l.clock.Now()
-	d, err := l.eval(ctx, class, cost, recovering, tickets, within, lookahead, claim)
+	d, err := l.eval(ctx, c, cost, recovering, tickets, within, lookahead, claim)
 	if callerGaveUp(err) {
 		return Decision{}, err
 	}
@@ -269,12 +266,13 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets
 			l.cfg.Logger.Warn("admission: deciding locally until redis answers",
 				"rate_per_process", l.cfg.TargetRPS/float64(l.cfg.MaxSenders), "err", err)
 		}
-		if claim.Token != "" && class == Marketing {
-			// Without its send-once record a marketing message waits for
-			// Redis (a duplicate OTP beats a lost one; not so a campaign's).
+		if claim.Token != "" && c.name != OTP {
+			// Without its send-once record a message of any class but OTP
+			// waits for Redis (a duplicate OTP beats a lost one; not so a
+			// campaign's).
 			return Decision{RetryAfter: l.cfg.RedisRetryAfter, Source: SourceFallback, Reason: ReasonNoRecord}, nil
 		}
-		return l.fallbackAt(now, class, cost), nil
+		return l.fallbackAt(now, c, cost), nil
 	}
 	l.inFallback = false
 	switch {

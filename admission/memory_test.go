@@ -106,7 +106,7 @@ func TestAFullRedisAdmitsNothingAndSettlesWhatItAdmitted(t *testing.T) {
 	if v := get(t, rdb, l.Claims().Key("before")); v != "sent:SM1" {
 		t.Errorf("record of the send admitted before Redis filled = %q, want sent:SM1", v)
 	}
-	if _, err := rdb.ZScore(ctx, l.admit[OTP].Leases, before.Lease).Result(); !errors.Is(err, redis.Nil) {
+	if _, err := rdb.ZScore(ctx, l.base.Leases, before.Lease).Result(); !errors.Is(err, redis.Nil) {
 		t.Errorf("lease of the settled send: %v, want ended", err)
 	}
 

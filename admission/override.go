@@ -26,7 +26,7 @@ func CheckOverrideRate(rps float64) error {
 
 // Override lowers the account's rates for every process until ttl has
 // passed (ttl 0: until cleared): targetRPS and marketingRPS, where not 0,
-// replace TargetRPS and MarketingRPS in the script when they are lower; a
+// replace TargetRPS and the last class's ceiling (MarketingRPS with the default classes) in the script when they are lower; a
 // value above the configured one is ignored there, so an override can never
 // raise a rate. Both zero clears it. A rate that CheckOverrideRate refuses,
 // or a negative ttl, is an error wrapping ErrBadOverride, and nothing is
@@ -66,13 +66,18 @@ func (l *Limiter) Override(ctx context.Context, targetRPS, marketingRPS float64,
 			ms++
 		}
 	}
-	a := l.admit[OTP]
+	// The second rate is the last class's ceiling (marketing's with the
+	// default classes); a last class without one has nothing to lower.
+	a, first, last := l.base, l.classes[l.order[0]].admit, l.classes[l.order[len(l.order)-1]].admit
+	if last.CeilingInterval == 0 {
+		last.CeilingInterval, last.CeilingTau = a.GlobalInterval, a.GlobalTau
+	}
 	call := overrideCall{
-		Override: a.Override, GlobalTAT: a.GlobalTAT, MarketingTAT: a.MarketingTAT,
-		WakeOTP: a.Wake, WakeMarketing: l.admit[Marketing].Wake,
+		Override: a.Override, GlobalTAT: a.GlobalTAT, MarketingTAT: last.CeilingTAT,
+		WakeOTP: first.Wake, WakeMarketing: last.Wake,
 		TargetRPS: f(targetRPS), MarketingRPS: f(marketingRPS), Millis: ms,
-		GlobalInterval: a.GlobalInterval, MarketingInterval: a.MarketingInterval,
-		GlobalTau: a.GlobalTau, MarketingTau: a.MarketingTau,
+		GlobalInterval: a.GlobalInterval, MarketingInterval: last.CeilingInterval,
+		GlobalTau: a.GlobalTau, MarketingTau: last.CeilingTau,
 	}
 	err := overrideScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Err()
 	if err != nil {

@@ -42,7 +42,7 @@ func TestOverrideRefusesRatesBelowTheMinimumAndANegativeTTL(t *testing.T) {
 			if err := l.Override(ctx, tt.target, tt.marketing, tt.ttl); !errors.Is(err, ErrBadOverride) {
 				t.Fatalf("Override(%v, %v, %v) = %v, want ErrBadOverride", tt.target, tt.marketing, tt.ttl, err)
 			}
-			if v := get(t, rdb, l.admit[OTP].Override); v != "<absent>" {
+			if v := get(t, rdb, l.base.Override); v != "<absent>" {
 				t.Fatalf("the override key holds %q after a refused override", v)
 			}
 		})
@@ -53,7 +53,7 @@ func TestOverrideRefusesRatesBelowTheMinimumAndANegativeTTL(t *testing.T) {
 		t.Fatalf("Override(MinRPS, MinRPS, longest ttl): %v", err)
 	}
 	// PTTL raw: its milliseconds overflow a time.Duration.
-	if ms, err := rdb.Do(ctx, "PTTL", l.admit[OTP].Override).Int64(); err != nil || ms <= 0 {
+	if ms, err := rdb.Do(ctx, "PTTL", l.base.Override).Int64(); err != nil || ms <= 0 {
 		t.Fatalf("the longest ttl left the override with PTTL %v ms (%v), want a lifetime", ms, err)
 	}
 }
@@ -148,7 +148,7 @@ func TestRatesBelowTheMinimumInRedisChangeNoAdmission(t *testing.T) {
 			// of it first.
 			ahead := fmt.Sprint(redisNow(t, rdb) + 30_000_000)
 			for j, l := range ls {
-				a := l.admit[OTP]
+				a := l.base
 				if err := rdb.MSet(ctx, a.GlobalTAT, ahead, a.MarketingTAT, ahead).Err(); err != nil {
 					t.Fatal(err)
 				}
@@ -190,7 +190,7 @@ func TestAnIgnoredRateInRedisIsLoggedOncePerChange(t *testing.T) {
 	cfg := slowConfig(t)
 	cfg.Logger = logger
 	l := newLimiter(t, rdb, cfg)
-	a := l.admit[OTP]
+	a := l.base
 	t.Cleanup(func() { rdb.Del(ctx, a.Override, a.Learned) })
 	set := func(key, v string) {
 		t.Helper()
@@ -234,7 +234,7 @@ func TestStatusReportsTheRatesInRedisItIgnores(t *testing.T) {
 	rdb := redistest.Client(t)
 	ctx := context.Background()
 	l := newLimiter(t, rdb, testConfig(t))
-	a := l.admit[OTP]
+	a := l.base
 	t.Cleanup(func() { rdb.Del(ctx, a.Override, a.Learned) })
 	for _, tt := range []struct {
 		override, learned string
@@ -281,7 +281,7 @@ func TestOverrideScriptIgnoresARateBelowTheMinimum(t *testing.T) {
 		c := rec.take(t, func() error { return l.Override(ctx, 0.5, 0.5, time.Minute) })
 		c.args[0], c.args[1] = rate, rate
 		deleteKeysAtEnd(t, rdb, c)
-		a := l.admit[OTP]
+		a := l.base
 		ahead := fmt.Sprint(redisNow(t, rdb) + 4_000_000) // a burst at 1/s: 4 s booked
 		if err := rdb.MSet(ctx, a.GlobalTAT, ahead, a.MarketingTAT, ahead).Err(); err != nil {
 			t.Fatal(err)

@@ -90,7 +90,7 @@ func (l *Limiter) recordPenalty(ctx context.Context, d time.Duration, why string
 	ms := (d + time.Millisecond - 1) / time.Millisecond
 	var v []any
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
-		a := l.admit[OTP]
+		a := l.base
 		call := penaltyCall{Penalty: a.Penalty, GlobalTAT: a.GlobalTAT, Probe: a.Probe, Learned: a.Learned, Override: a.Override,
 			Millis: int64(ms), GlobalTau: a.GlobalTau, Why: why, Adaptive: a.Adaptive}
 		v, err = penaltyScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Slice()
@@ -153,7 +153,7 @@ func (l *Limiter) ClearPenalty(ctx context.Context) (ended bool, err error) {
 func (l *Limiter) resume(ctx context.Context, what string) (bool, error) {
 	var n int64
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
-		a := l.admit[OTP]
+		a := l.base
 		call := resumeCall{Penalty: a.Penalty, GlobalTAT: a.GlobalTAT, Probe: a.Probe,
 			Debt: a.GlobalTau + int64(l.cfg.MaxCost)*l.intervalGl.Microseconds(), What: what}
 		if n, err = resumeScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Int64(); err != nil {
@@ -199,7 +199,7 @@ func (l *Limiter) CheckPause(ctx context.Context) (why string, left time.Duratio
 	asked := l.clock.Now()
 	var v []any
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
-		call := pauseCall{Penalty: l.admit[OTP].Penalty}
+		call := pauseCall{Penalty: l.base.Penalty}
 		v, err = pauseScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Slice()
 		if err != nil {
 			return fmt.Errorf("pause eval: %w", err)

@@ -323,7 +323,7 @@ func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, s propSetti
 			c := rec.take(t, func() error { return l.Override(ctx, s.overrideTarget, s.overrideM, time.Minute) })
 			scripts.send(ctx, p, c, plan[0].at)
 		}
-		a := l.admit[OTP]
+		a := l.base
 		if s.handOverride != "" {
 			p.Set(ctx, a.Override, s.handOverride, time.Minute)
 		}

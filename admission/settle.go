@@ -90,7 +90,7 @@ func (l *Limiter) SettleStory(ctx context.Context, d Decision, record string, re
 	}
 	// Without a claim finish.lua writes no record: its record key must
 	// share the leases' slot, and is left alone.
-	a := l.admit[OTP]
+	a := l.base
 	call := finishCall{Record: a.Leases, Leases: a.Leases, Health: a.Health, Millis: l.claims.recordTTL.Milliseconds(),
 		Result: result.arg(d.Health, l.Health()), Rule: l.healthRule, Ended: l.takeOrphans(lease)}
 	if d.Claimed {

@@ -20,7 +20,7 @@ const HeartbeatKeep = 30 * time.Second
 // the account, and so makes no other script call there, learns its health
 // within a beat.
 func (l *Limiter) Heartbeat(ctx context.Context, id, state string) error {
-	call := heartbeatCall{Processes: l.tag + ":processes", States: l.tag + ":process-states", Health: l.admit[OTP].Health,
+	call := heartbeatCall{Processes: l.tag + ":processes", States: l.tag + ":process-states", Health: l.base.Health,
 		ID: id, State: state, Millis: HeartbeatKeep.Milliseconds()}
 	return l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) error {
 		v, err := heartbeatScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Int64Slice()
@@ -91,8 +91,10 @@ type AccountStatus struct {
 	InFlight    int           // live in-flight leases
 	Processes   []Process
 	// Sent is, by class, the units the provider accepted in each of the
-	// seconds asked for, oldest first.
-	Sent [2][]int
+	// seconds asked for, oldest first; Classes are the classes in
+	// priority order.
+	Sent    map[Class][]int
+	Classes []Class
 
 	// LearnedIgnored is the learned rate's state when gcra.lua ignores it
 	// (a rate below MinRPS, or not a state it can read); Learned is then
@@ -142,12 +144,12 @@ func parseHealth(v string) HealthStatus {
 // health, and the units sent in each of the seconds from-seconds+1 to from
 // (the process's clock, as Settle counts them).
 func (l *Limiter) Status(ctx context.Context, from time.Time, seconds int) (AccountStatus, error) {
-	a := l.admit[OTP]
+	a := l.base
 	call := statusCall{Override: a.Override, Learned: a.Learned, Penalty: a.Penalty, Leases: a.Leases,
 		Processes: l.tag + ":processes", States: l.tag + ":process-states", Health: a.Health}
-	for c := range 2 {
+	for _, c := range l.order {
 		for i := seconds - 1; i >= 0; i-- {
-			call.Sent = append(call.Sent, l.SentKey(Class(c), from.Add(-time.Duration(i)*time.Second)))
+			call.Sent = append(call.Sent, l.SentKey(c, from.Add(-time.Duration(i)*time.Second)))
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, max(l.cfg.RedisTimeout, time.Second))
@@ -158,10 +160,10 @@ func (l *Limiter) Status(ctx context.Context, from time.Time, seconds int) (Acco
 	if err != nil {
 		return AccountStatus{}, fmt.Errorf("status: %w", err)
 	}
-	return parseStatus(v, seconds)
+	return parseStatus(v, seconds, l.Classes())
 }
 
-func parseStatus(v []any, seconds int) (AccountStatus, error) {
+func parseStatus(v []any, seconds int, classes []Class) (AccountStatus, error) {
 	bad := func() (AccountStatus, error) {
 		return AccountStatus{}, fmt.Errorf("%w: status.lua answered %v", ErrBadReply, v)
 	}
@@ -217,12 +219,14 @@ func parseStatus(v []any, seconds int) (AccountStatus, error) {
 		st.Processes = append(st.Processes, Process{ID: id, State: state, LastBeat: time.UnixMicro(int64(us))})
 	}
 	sent, _ := v[8].([]any)
-	if len(sent) != 2*seconds {
+	if len(sent) != len(classes)*seconds {
 		return bad()
 	}
+	st.Sent, st.Classes = make(map[Class][]int, len(classes)), classes
 	for i, x := range sent {
 		n, _ := x.(int64)
-		st.Sent[i/seconds] = append(st.Sent[i/seconds], int(n))
+		c := classes[i/seconds]
+		st.Sent[c] = append(st.Sent[c], int(n))
 	}
 	return st, nil
 }

@@ -187,7 +187,7 @@ type DeliveryStats struct {
 // receipts on this account.
 func (l *Limiter) DeliveryStats(ctx context.Context, window time.Duration) (map[string]DeliveryStats, error) {
 	call := deliveryCall{Owed: l.tag + ":owed", Minutes: max(int64(window/time.Minute), 1),
-		Minute: l.clock.Now().Unix() / 60, Classes: []string{OTP.String(), Marketing.String()}}
+		Minute: l.clock.Now().Unix() / 60, Classes: l.classStrings()}
 	var v []any
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
 		v, err = deliveryScript.RunRO(ctx, l.rdb, call.keys(), call.argv()...).Slice()

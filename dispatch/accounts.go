@@ -24,7 +24,7 @@ type Account struct {
 	// Destinations are the E.164 prefixes the account sends to ("+81");
 	// none: every destination.
 	Destinations []string
-	// FailoverClasses are the classes besides OTP that go on to the next
+	// FailoverClasses are the classes besides the first that go on to the next
 	// account when this one is under a penalty or degraded.
 	FailoverClasses []admission.Class
 	Limiter         Limiter
@@ -60,15 +60,20 @@ func (a *account) credentialVersion() uint64 {
 }
 
 // accounts returns the accounts of deps: Deps.Accounts, or the one account
-// of Deps.Limiter, Claims, Sender and Credentials serving both classes.
-func accounts(cfg Config, deps Deps) ([]*account, error) {
+// of Deps.Limiter, Claims, Sender and Credentials serving every lane's
+// class.
+func accounts(cfg Config, deps Deps, lanes []Lane) ([]*account, error) {
 	list := deps.Accounts
 	if len(list) == 0 {
 		if deps.Limiter == nil || deps.Claims == nil || deps.Sender == nil {
 			return nil, errors.New("dispatch: Deps needs Accounts, or Limiter, Claims and Sender")
 		}
+		var classes []admission.Class
+		for _, l := range lanes {
+			classes = append(classes, l.Class)
+		}
 		list = []Account{{
-			Classes: []admission.Class{admission.OTP, admission.Marketing},
+			Classes: classes,
 			Limiter: deps.Limiter, Claims: deps.Claims, Sender: deps.Sender, Credentials: deps.Credentials,
 			RateUnit: cfg.RateUnit, MaxSegments: cfg.MaxSegments,
 		}}
@@ -83,9 +88,9 @@ func accounts(cfg Config, deps Deps) ([]*account, error) {
 		}
 		out = append(out, &account{Account: a})
 	}
-	for _, class := range []admission.Class{admission.OTP, admission.Marketing} {
-		if len(route(out, class)) == 0 {
-			return nil, fmt.Errorf("dispatch: no account serves %s", class)
+	for _, l := range lanes {
+		if len(route(out, l.Class)) == 0 {
+			return nil, fmt.Errorf("dispatch: no account serves %s", l.Class)
 		}
 	}
 	return out, nil
@@ -123,10 +128,11 @@ func route(all []*account, class admission.Class) []*account {
 }
 
 // failsOver reports whether class may go on from a to the next account of
-// its route: the first class (OTP) always, another only when a lists it in
-// FailoverClasses (a second provider's price, paid on purpose).
-func (a *account) failsOver(class admission.Class) bool {
-	return class == admission.OTP || slices.Contains(a.FailoverClasses, class)
+// its route: the first class (OTP by default) always, another only when a
+// lists it in FailoverClasses (a second provider's price, paid on
+// purpose).
+func (d *Dispatcher) failsOver(a *account, class admission.Class) bool {
+	return class == d.lanes[0].class || slices.Contains(a.FailoverClasses, class)
 }
 
 // overflows reports whether a denial sends a class that fails over on to

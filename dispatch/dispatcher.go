@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,7 +32,9 @@ const (
 // Config is a Dispatcher's configuration. A zero field means its default.
 type Config struct {
 	// OTPMaxWait and MarketingMaxWait bound how long a message waits for a
-	// send slot before it is nacked. Defaults 1s and 8s.
+	// send slot before it is nacked, with the default lanes (Deps.OTP and
+	// Deps.Marketing); Lane.MaxWait does with Deps.Lanes. Defaults 1s and
+	// 8s.
 	OTPMaxWait, MarketingMaxWait time.Duration
 	// SendTimeout bounds one provider call; a message's deadline bounds it
 	// further. Default 10s.
@@ -44,7 +48,8 @@ type Config struct {
 	// dead-letter policy, which would otherwise forward it silently.
 	MaxDeliveryAttempts int
 	// OTPOutstanding and MarketingOutstanding cap the messages a lane holds
-	// (Pub/Sub flow control). Zero means the client's default.
+	// (Pub/Sub flow control), with the default lanes; Lane.Outstanding does
+	// with Deps.Lanes. Zero means the client's default.
 	OTPOutstanding, MarketingOutstanding int
 	// ReadAhead, when above a lane's outstanding cap, is how many messages
 	// the client reads of each class while the cap still bounds the
@@ -137,9 +142,15 @@ func (c Config) withDefaults() Config {
 }
 
 // Deps are what a Dispatcher works with. All are required but Observer,
-// Tracer, Clock and Credentials; the account is either Accounts or
-// Limiter, Claims, Sender and Credentials.
+// Tracer, Clock and Credentials; the classes are either Lanes or OTP and
+// Marketing; the account is either Accounts or Limiter, Claims, Sender and
+// Credentials.
 type Deps struct {
+	// Lanes are the classes' subscriptions in priority order: a message
+	// never waits for one of a later lane (docs/design.md, "Classes").
+	// Empty: OTP then Marketing, with Config's max waits and outstanding
+	// caps.
+	Lanes          []Lane
 	OTP, Marketing *pubsub.Subscriber
 	// Accounts are the provider accounts, in routing order. Empty: one
 	// account of Limiter, Claims, Sender and Credentials serves both
@@ -157,6 +168,53 @@ type Deps struct {
 	// Credentials, if set, is read again every Config.CredentialCheck; a
 	// change ends an account-level pause (Limiter.ResumeAccount).
 	Credentials Credentials
+}
+
+// A Lane is one class's subscription and settings.
+type Lane struct {
+	Class      admission.Class
+	Subscriber *pubsub.Subscriber
+	// MaxWait bounds how long a message waits for a send slot before it
+	// is nacked. Default DefaultOTPMaxWait for the first lane,
+	// DefaultMarketingMaxWait for the others.
+	MaxWait time.Duration
+	// Outstanding caps the messages the lane holds (Pub/Sub flow
+	// control). Zero means the client's default.
+	Outstanding int
+}
+
+// lanes returns deps' lanes with their defaults: deps.Lanes, or the
+// default two.
+func (deps Deps) lanes(cfg Config) ([]Lane, error) {
+	ls := deps.Lanes
+	if len(ls) == 0 {
+		if deps.OTP == nil || deps.Marketing == nil {
+			return nil, errors.New("dispatch: Deps needs Lanes, or OTP and Marketing")
+		}
+		ls = []Lane{
+			{Class: admission.OTP, Subscriber: deps.OTP, MaxWait: cfg.OTPMaxWait, Outstanding: cfg.OTPOutstanding},
+			{Class: admission.Marketing, Subscriber: deps.Marketing, MaxWait: cfg.MarketingMaxWait, Outstanding: cfg.MarketingOutstanding},
+		}
+	}
+	ls = slices.Clone(ls)
+	seen := map[admission.Class]bool{}
+	for i := range ls {
+		l := &ls[i]
+		switch {
+		case l.Subscriber == nil:
+			return nil, fmt.Errorf("dispatch: lane %q has no Subscriber", l.Class)
+		case seen[l.Class]:
+			return nil, fmt.Errorf("dispatch: lane %q is listed twice", l.Class)
+		}
+		seen[l.Class] = true
+		if l.MaxWait <= 0 {
+			l.MaxWait = DefaultMarketingMaxWait
+			if i == 0 {
+				l.MaxWait = DefaultOTPMaxWait
+			}
+		}
+	}
+	return ls, nil
 }
 
 // Event is what happened to one delivery of one message.
@@ -206,13 +264,14 @@ type Dispatcher struct {
 	inflight sync.Map // id -> *flight: duplicates inside the process collapse
 	panics   panicCounts
 
-	lanes [2]*lane // by class; built by New
+	lanes  []*lane                    // in priority order; built by New
+	laneOf map[admission.Class]*lane // by class
 
 	// Set once by Run before any lane starts.
 	hard context.Context // sends in flight; ends Grace after Run's context
 
 	accounts []*account
-	route    [2][]*account                             // by class: the accounts serving it to any number, in order
+	route    map[admission.Class][]*account            // by class: the accounts serving it to any number, in order
 	table    *Table                                    // by class and destination: the accounts sending it, home first
 	routes   map[admission.Class]map[string][]*account // table's routes as accounts, by class and Table.prefix
 }
@@ -235,11 +294,15 @@ const (
 
 // New returns a Dispatcher.
 func New(cfg Config, deps Deps) (*Dispatcher, error) {
-	if deps.OTP == nil || deps.Marketing == nil || deps.DeadLetter == nil {
-		return nil, errors.New("dispatch: Deps needs OTP, Marketing and DeadLetter")
+	if deps.DeadLetter == nil {
+		return nil, errors.New("dispatch: Deps needs DeadLetter")
 	}
 	cfg = cfg.withDefaults()
-	accts, err := accounts(cfg, deps)
+	lanes, err := deps.lanes(cfg)
+	if err != nil {
+		return nil, err
+	}
+	accts, err := accounts(cfg, deps, lanes)
 	if err != nil {
 		return nil, err
 	}
@@ -255,19 +318,30 @@ func New(cfg Config, deps Deps) (*Dispatcher, error) {
 		cfg:      cfg,
 		deps:     deps,
 		accounts: accts,
-		route:    [2][]*account{route(accts, admission.OTP), route(accts, admission.Marketing)},
+		route:    map[admission.Class][]*account{},
+		laneOf:   map[admission.Class]*lane{},
 		budget:   nack.NewBudget(nack.DefaultMaxTokens, nack.DefaultTokenRatio),
 		instance: hex.EncodeToString(b[:]),
 	}
-	d.table, d.routes = newTable(accts, cfg.Route)
-	d.lanes = [2]*lane{
-		newLane(d, admission.OTP, deps.OTP, d.cfg.OTPOutstanding),
-		newLane(d, admission.Marketing, deps.Marketing, d.cfg.MarketingOutstanding),
+	for i, ln := range lanes {
+		l := newLane(d, ln, i)
+		d.lanes, d.laneOf[ln.Class] = append(d.lanes, l), l
+		d.route[ln.Class] = route(accts, ln.Class)
 	}
+	d.table, d.routes = newTable(accts, cfg.Route)
 	return d, nil
 }
 
-// Ready reports whether both lanes are receiving and no class has every
+// Classes returns the lanes' classes in priority order.
+func (d *Dispatcher) Classes() []admission.Class {
+	c := make([]admission.Class, len(d.lanes))
+	for i, l := range d.lanes {
+		c[i] = l.class
+	}
+	return c
+}
+
+// Ready reports whether every lane is receiving and no class has every
 // account serving it paused for an account-level failure.
 func (d *Dispatcher) Ready() bool {
 	for _, l := range d.lanes {
@@ -283,8 +357,8 @@ func (d *Dispatcher) Ready() bool {
 // stops a class (every account serving it paused): why, with the
 // account's name when there are several, and how long it has left.
 func (d *Dispatcher) AccountPause() (why string, left time.Duration, ok bool) {
-	for _, class := range []admission.Class{admission.OTP, admission.Marketing} {
-		if why, left, ok := d.classPause(class); ok {
+	for _, l := range d.lanes {
+		if why, left, ok := d.classPause(l.class); ok {
 			return why, left, true
 		}
 	}
@@ -303,8 +377,9 @@ func (d *Dispatcher) Accounts() []string {
 // BudgetTokens returns the retry budget's tokens, for metrics.
 func (d *Dispatcher) BudgetTokens() float64 { return d.budget.Tokens() }
 
-// OTPWaiting returns how many OTP messages wait for a send slot, for metrics.
-func (d *Dispatcher) OTPWaiting() int { return d.gate.Waiting() }
+// OTPWaiting returns how many messages of the first class wait for a send
+// slot, for metrics.
+func (d *Dispatcher) OTPWaiting() int { return d.gate.Waiting(0) }
 
 // now is the time on the Dispatcher's clock.
 func (d *Dispatcher) now() time.Time { return d.deps.Clock.Now() }

@@ -18,6 +18,8 @@ import (
 type lane struct {
 	d         *Dispatcher
 	class     admission.Class
+	pos       int           // its place in the priority order: 0 first
+	maxWait   time.Duration // Lane.MaxWait
 	sub       *pubsub.Subscriber
 	receiving atomic.Bool
 	// slots, when the client reads ahead, caps the messages in the
@@ -50,7 +52,8 @@ const (
 // stream has the stream's lease only (10s, below), runs out and is
 // delivered again, however soon this process would have sent it. A
 // message's max wait starts only once it holds a slot.
-func newLane(d *Dispatcher, class admission.Class, sub *pubsub.Subscriber, outstanding int) *lane {
+func newLane(d *Dispatcher, ln Lane, pos int) *lane {
+	sub, outstanding := ln.Subscriber, ln.Outstanding
 	var slots chan struct{}
 	if outstanding > 0 {
 		sub.ReceiveSettings.MaxOutstandingMessages = outstanding
@@ -77,7 +80,7 @@ func newLane(d *Dispatcher, class admission.Class, sub *pubsub.Subscriber, outst
 	// (the least Pub/Sub allows) bounds that at 10s instead of 60s.
 	sub.ReceiveSettings.MaxDurationPerAckExtension = 10 * time.Second
 	return &lane{
-		d: d, class: class, sub: sub, slots: slots,
+		d: d, class: ln.Class, pos: pos, maxWait: ln.MaxWait, sub: sub, slots: slots,
 		backoff: nack.NewFullJitter(d.cfg.BackoffInitial, d.cfg.BackoffMax),
 		errWait: nack.NewFullJitter(receiveRetryInitial, receiveRetryMax),
 	}

@@ -59,7 +59,7 @@ func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, r []*a
 	for i, a := range rest {
 		// No claim here (no Token); the ID names the message whose story
 		// this account keeps when it sends it (SettleStory).
-		next := admission.Claim{ID: m.recordID(), Failover: i+1 < len(rest) && a.failsOver(class), Prefix: claim.Prefix}
+		next := admission.Claim{ID: m.recordID(), Failover: i+1 < len(rest) && d.failsOver(a, class), Prefix: claim.Prefix}
 		dec, err := d.admit(ctx, class, a, a.cost(segments), wait-time.Since(start), next)
 		if err != nil {
 			t.outcome, t.err = nack.ShuttingDown, err

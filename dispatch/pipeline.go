@@ -235,7 +235,7 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, r 
 		// Without a dead-letter policy Pub/Sub counts no deliveries: the
 		// record counts the sends, for the trace's resend count.
 		Count:    deliveryAttempt == 0,
-		Failover: len(r) > 1 && r[0].failsOver(class),
+		Failover: len(r) > 1 && d.failsOver(r[0], class),
 		Prefix:   destinationPrefix(m.To),
 	}
 	home := r[0]
@@ -316,22 +316,19 @@ type refusedEarlier string
 func (r refusedEarlier) Error() string   { return string(r) }
 func (r refusedEarlier) Permanent() bool { return true }
 
-// errGateHeld is admit's answer to marketing that found OTP holding the
-// priority gate for its whole wait.
-var errGateHeld = errors.New("OTP held the priority gate")
+// errGateHeld is admit's answer to a message that found an earlier class
+// holding the priority gate for its whole wait.
+var errGateHeld = errors.New("an earlier class held the priority gate")
 
 // admit passes the priority gate of class and waits up to maxWait for a
 // slot and claim. The error is errGateHeld, or the delivery's context
 // ending.
 func (d *Dispatcher) admit(ctx context.Context, class admission.Class, a *account, cost int, maxWait time.Duration, claim admission.Claim) (admission.Decision, error) {
 	start := time.Now() // the wait itself runs on real timers
-	release := func() {}
-	if class == admission.OTP {
-		// A waiting OTP holds marketing back until its slot is decided.
-		release = d.gate.EnterOTP()
-	} else if d.gate.Waiting() > 0 {
+	pos := d.laneOf[class].pos
+	if d.gate.Ahead(pos) > 0 {
 		gctx, cancel := context.WithTimeout(ctx, maxWait)
-		err := d.gate.WaitMarketing(gctx)
+		err := d.gate.Wait(gctx, pos)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
@@ -340,8 +337,9 @@ func (d *Dispatcher) admit(ctx context.Context, class admission.Class, a *accoun
 			return admission.Decision{}, errGateHeld
 		}
 	}
-	// Deferred: a panic in Admit must not leave marketing held for good.
-	defer release()
+	// A waiting message holds the later classes back until its slot is
+	// decided. Deferred: a panic in Admit must not hold them for good.
+	defer d.gate.Enter(pos)()
 	actx, aend := d.deps.Tracer.Admission(ctx, class)
 	dec, err := a.Limiter.Admit(actx, class, cost, maxWait-time.Since(start), claim)
 	aend(dec, time.Since(start))
@@ -364,8 +362,5 @@ func (d *Dispatcher) expired(m Message) bool {
 }
 
 func (d *Dispatcher) maxWait(class admission.Class) time.Duration {
-	if class == admission.OTP {
-		return d.cfg.OTPMaxWait
-	}
-	return d.cfg.MarketingMaxWait
+	return d.laneOf[class].maxWait
 }

@@ -71,7 +71,7 @@ func (d *Dispatcher) judge(ctx context.Context, class admission.Class, a *accoun
 	case nack.Sent:
 		result = admission.ResultOK
 		d.budget.OnSuccess()
-		d.lanes[class].succeeded()
+		d.laneOf[class].succeeded()
 	case nack.Rejected:
 		result = admission.ResultOK // the provider answered
 	case nack.Throttled:
@@ -89,7 +89,7 @@ func (d *Dispatcher) judge(ctx context.Context, class admission.Class, a *accoun
 		}
 		d.budget.OnFailure()
 		if !d.budget.Allow() && !failover {
-			d.lanes[class].pause()
+			d.laneOf[class].pause()
 		}
 	}
 	return v.Outcome, result, err
@@ -98,8 +98,8 @@ func (d *Dispatcher) judge(ctx context.Context, class admission.Class, a *accoun
 // holdPaused stops the pulls of each class whose every account is paused,
 // until a pause is over.
 func (d *Dispatcher) holdPaused() {
-	for class, l := range d.lanes {
-		if _, _, ok := d.classPause(admission.Class(class)); ok {
+	for _, l := range d.lanes {
+		if _, _, ok := d.classPause(l.class); ok {
 			l.hold()
 		}
 	}

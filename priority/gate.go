@@ -6,30 +6,32 @@ import (
 	"sync/atomic"
 )
 
-// Gate holds marketing messages back while any OTP message is waiting.
+// Gate holds the messages of each class back while a message of an earlier
+// class is waiting. Classes are numbered by their place in the priority
+// order: 0 is served first.
 //
 // A Gate is safe for concurrent use. The zero value is an open gate, ready
 // to use. A Gate must not be copied after first use.
 type Gate struct {
 	mu      sync.Mutex
-	waiting int           // guarded by mu: OTP messages entered, not yet released
-	free    chan struct{} // guarded by mu: nil while waiting == 0; closed when waiting drops to 0
+	waiting []int         // guarded by mu: by class, messages entered, not yet released
+	changed chan struct{} // guarded by mu: closed (and dropped) when a class's last waiting message is released
 
-	// woken, if set, runs in WaitMarketing between its wake on a closed
-	// free and its next look: a test holds marketing there to choose
-	// whether an OTP enters before it looks. Set before first use.
+	// woken, if set, runs in Wait between its wake on a closed changed and
+	// its next look: a test holds a message there to choose whether an
+	// earlier one enters before it looks. Set before first use.
 	woken func()
 }
 
-// EnterOTP registers an OTP message as waiting and returns at once. Call
-// release exactly once when the message's admission step is over (sent,
-// denied or given up); calling it again is a no-op.
-func (g *Gate) EnterOTP() (release func()) {
+// Enter registers a message of class pos as waiting and returns at once.
+// Call release exactly once when the message's admission step is over
+// (sent, denied or given up); calling it again is a no-op.
+func (g *Gate) Enter(pos int) (release func()) {
 	g.mu.Lock()
-	if g.waiting == 0 {
-		g.free = make(chan struct{})
+	for len(g.waiting) <= pos {
+		g.waiting = append(g.waiting, 0)
 	}
-	g.waiting++
+	g.waiting[pos]++
 	g.mu.Unlock()
 
 	var released atomic.Bool
@@ -38,36 +40,58 @@ func (g *Gate) EnterOTP() (release func()) {
 			return
 		}
 		g.mu.Lock()
-		g.waiting--
-		if g.waiting == 0 {
-			close(g.free)
-			g.free = nil
+		g.waiting[pos]--
+		if g.waiting[pos] == 0 && g.changed != nil {
+			close(g.changed)
+			g.changed = nil
 		}
 		g.mu.Unlock()
 	}
 }
 
-// WaitMarketing blocks until no OTP message is waiting, and returns nil; or
-// until ctx ends, and returns ctx.Err(). When no OTP message is waiting it
-// returns nil at once, even if ctx has ended.
+// ahead is how many messages of the classes before pos wait. g.mu must be
+// held.
+func (g *Gate) ahead(pos int) int {
+	n := 0
+	for _, w := range g.waiting[:min(pos, len(g.waiting))] {
+		n += w
+	}
+	return n
+}
+
+// Ahead returns how many messages of the classes before pos are waiting.
+func (g *Gate) Ahead(pos int) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.ahead(pos)
+}
+
+// Wait blocks until no message of a class before pos is waiting, and
+// returns nil; or until ctx ends, and returns ctx.Err(). When none is
+// waiting it returns nil at once, even if ctx has ended. The first class
+// (pos 0) never waits.
 //
-// All marketing messages blocked here wake together when the last OTP is
-// released; each then goes on to admission, which paces them. A woken
-// message looks at the gate again before it passes: if an OTP entered in
-// between, it waits for that one too. Which comes first, the look or the
-// entry, is the scheduler's choice; either way no marketing message passes
-// while it sees an OTP waiting.
-func (g *Gate) WaitMarketing(ctx context.Context) error {
+// The messages blocked here wake together when a class's last waiting
+// message is released; each then looks at the gate again before it
+// passes: if an earlier message entered in between, it waits for that one
+// too. Which comes first, the look or the entry, is the scheduler's
+// choice; either way no message passes while it sees an earlier class's
+// message waiting.
+func (g *Gate) Wait(ctx context.Context, pos int) error {
 	for {
 		g.mu.Lock()
-		free := g.free
-		g.mu.Unlock()
-		if free == nil {
+		if g.ahead(pos) == 0 {
+			g.mu.Unlock()
 			return nil
 		}
+		if g.changed == nil {
+			g.changed = make(chan struct{})
+		}
+		changed := g.changed
+		g.mu.Unlock()
 		select {
-		case <-free:
-			// Another OTP may have entered since; look again.
+		case <-changed:
+			// Another message may have entered since; look again.
 			if g.woken != nil {
 				g.woken()
 			}
@@ -77,9 +101,12 @@ func (g *Gate) WaitMarketing(ctx context.Context) error {
 	}
 }
 
-// Waiting returns how many OTP messages are waiting, for metrics.
-func (g *Gate) Waiting() int {
+// Waiting returns how many messages of class pos are waiting, for metrics.
+func (g *Gate) Waiting(pos int) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.waiting
+	if pos >= len(g.waiting) {
+		return 0
+	}
+	return g.waiting[pos]
 }

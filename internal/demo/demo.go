@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"smsdispatcher/admission"
 	"smsdispatcher/config"
 	"smsdispatcher/internal/redisstats"
 	"smsdispatcher/internal/topology"
@@ -105,7 +106,7 @@ func Run(ctx context.Context, cfg config.Settings, o Options) (Report, error) {
 	var delivery map[string]Delivery
 	if err == nil {
 		r.stats.mu.Lock()
-		sent := r.stats.sent[0] + r.stats.sent[1]
+		sent := total(r.stats.sent)
 		r.stats.mu.Unlock()
 		delivery = r.waitDelivery(ctx, statsRdb, sent)
 	}
@@ -211,9 +212,9 @@ func (r *run) showProgress() {
 	}
 	s := r.stats
 	s.mu.Lock()
-	sent := s.sent[0] + s.sent[1]
+	sent := total(s.sent)
 	line := fmt.Sprintf("\r%5.0fs  sent %6d (otp %4d, marketing %6d)  %5.1f/s  OTP p99 %-8v  429s %d   ",
-		time.Since(r.start).Seconds(), sent, s.sent[0], s.sent[1], float64(sent-r.lastSent),
+		time.Since(r.start).Seconds(), sent, s.sent[admission.OTP], s.sent[admission.Marketing], float64(sent-r.lastSent),
 		p99(s.otpLatency).Round(100*time.Microsecond), r.stack.Sim.Stats().Throttled)
 	r.lastSent = sent
 	s.mu.Unlock()
@@ -227,9 +228,9 @@ func (r *run) report(published []string) Report {
 	rep := Report{Instances: r.o.Instances, Elapsed: time.Since(r.start), EmbeddedRedis: r.stack.Embedded()}
 	s := r.stats
 	s.mu.Lock()
-	rep.Sent, rep.Expired, rep.DeadLettered, rep.Nacked = s.sent, s.expired, s.dead, s.nacked
-	rep.NackedBy = maps.Clone(s.nackedBy)
-	for c := range 2 {
+	rep.Sent, rep.Expired, rep.DeadLettered, rep.Nacked = maps.Clone(s.sent), s.expired, s.dead, s.nacked
+	rep.NackedBy, rep.Rate = maps.Clone(s.nackedBy), map[admission.Class]float64{}
+	for c := range s.sent {
 		if busy := s.last[c].Sub(s.first[c]).Seconds(); busy > 0 {
 			rep.Rate[c] = float64(rep.Sent[c]-1) / busy
 		}

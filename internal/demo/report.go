@@ -14,17 +14,17 @@ import (
 type Report struct {
 	Instances              int
 	Elapsed                time.Duration
-	Sent                   [2]int // by admission.Class
+	Sent                   map[admission.Class]int
 	Expired, DeadLettered  int
 	Nacked                 int
 	NackedBy               map[string]int
 	Throttled              int // 429 answers of the simulator
 	Provider               string
 	RateUnit               string
-	CampaignSegments       int        // segments of each campaign body; OTP bodies are one
-	MaxIn1s                int        // most provider acceptances in any 1 s window
-	MaxSegmentsIn1s        int        // most accepted segments in any 1 s window
-	Rate                   [2]float64 // sends per second of each class while it was sending
+	CampaignSegments       int                         // segments of each campaign body; OTP bodies are one
+	MaxIn1s                int                         // most provider acceptances in any 1 s window
+	MaxSegmentsIn1s        int                         // most accepted segments in any 1 s window
+	Rate                   map[admission.Class]float64 // sends per second of each class while it was sending
 	OTPLatencyP50, P99     time.Duration
 	OTPWaitP50, OTPWaitP99 time.Duration
 	ScriptCalls, RedisCmds int64 // counted by the instances' clients
@@ -46,7 +46,7 @@ type Report struct {
 // Print writes r as the demo's report, against the rates of cfg, the
 // settings it ran with.
 func (r Report) Print(w io.Writer, cfg config.Settings) {
-	sent := r.Sent[0] + r.Sent[1]
+	sent := total(r.Sent)
 	per := func(n int64) float64 { return float64(n) / float64(max(sent, 1)) }
 	redis := "real Redis (REDIS_URL)"
 	if r.EmbeddedRedis {

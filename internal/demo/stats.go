@@ -18,21 +18,21 @@ import (
 // stats collects events of every instance. Safe for concurrent use.
 type stats struct {
 	mu         sync.Mutex
-	sent       [2]int
+	sent       map[admission.Class]int
 	done       map[string]bool // message ids that reached an end
 	expired    int
 	dead       int
 	nacked     int
 	nackedBy   map[string]int // outcome -> nacks
 	otpLatency []time.Duration
-	otpWait    []time.Duration // received → slot
-	first      [2]time.Time    // first and last send of each class
-	last       [2]time.Time
+	otpWait    []time.Duration               // received → slot
+	first      map[admission.Class]time.Time // first and last send of each class
+	last       map[admission.Class]time.Time
 	changed    chan struct{} // signalled after each end
 }
 
 func newStats() *stats {
-	return &stats{done: map[string]bool{}, nackedBy: map[string]int{}, changed: make(chan struct{}, 1)}
+	return &stats{done: map[string]bool{}, nackedBy: map[string]int{}, sent: map[admission.Class]int{}, first: map[admission.Class]time.Time{}, last: map[admission.Class]time.Time{}, changed: make(chan struct{}, 1)}
 }
 
 // Observe counts ev (dispatch.Observer).
@@ -108,4 +108,13 @@ func (c *counter) count(args []any) {
 	if (name == "evalsha" || name == "eval") && len(args) > 3 && strings.HasSuffix(fmt.Sprint(args[3]), ":tat:global") {
 		c.scripts.Add(1)
 	}
+}
+
+// total is the sum of n's counts.
+func total(n map[admission.Class]int) int {
+	t := 0
+	for _, v := range n {
+		t += v
+	}
+	return t
 }
