@@ -42,6 +42,31 @@ type Process struct {
 	// no trailing slash; set exactly when ReceiptsAddr is.
 	ReceiptsPublicURL string
 	StatusTopic       string // the topic of the messages' final delivery states
+	// Lanes are ACCOUNTS_FILE's classes in priority order; empty: otp and
+	// marketing of the variables (ClassList).
+	Lanes []Class
+}
+
+// A Class is one class of the process's, in priority order: its name, the
+// topic producers publish it to, the subscription the dispatcher pulls it
+// from and how long a message of it may wait for a send slot.
+type Class struct {
+	Name         admission.Class
+	Topic        string
+	Subscription string
+	MaxWait      time.Duration
+}
+
+// ClassList returns p's classes in priority order: Lanes, or otp
+// (OTP_TOPIC, OTP_SUBSCRIPTION, OTP_MAX_WAIT) then marketing (MARKETING_*).
+func (p Process) ClassList() []Class {
+	if len(p.Lanes) > 0 {
+		return p.Lanes
+	}
+	return []Class{
+		{Name: admission.OTP, Topic: p.OTPTopic, Subscription: p.OTPSubscription, MaxWait: p.OTPMaxWait},
+		{Name: admission.Marketing, Topic: p.MarketingTopic, Subscription: p.MarketingSubscription, MaxWait: p.MarketingMaxWait},
+	}
 }
 
 // Account holds the settings of one provider account: its name (its keys
@@ -82,8 +107,14 @@ type Account struct {
 	// code that must be delivered (receipts): under it the route is
 	// skipped (admission.RouteRule); 0 turns the rule off.
 	MinDeliveredRatio float64
-	// Classes are the classes the account serves, in the order given.
+	// Classes are the classes the account serves, in priority order.
 	Classes []admission.Class
+	// ClassRPS is, by class, its ceiling on the account (class_rps); a
+	// class not in it has TargetRPS, marketing MarketingRPS.
+	ClassRPS map[admission.Class]float64
+	// ReserveRPS is, by class, the rate the classes after it may never
+	// take together on the account (reserve_rps); none by default.
+	ReserveRPS map[admission.Class]float64
 	// Destinations are the E.164 prefixes ("+81") of the numbers the
 	// account sends to; nil: every number. Only ACCOUNTS_FILE sets them.
 	Destinations []string

@@ -229,8 +229,23 @@ func (p Process) Limiter(a Account) admission.Config {
 		Burst: a.Burst, MaxSenders: p.MaxSenders, RedisTimeout: p.RedisTimeout,
 		MaxInFlight: a.MaxInFlight, LeaseTTL: p.SendTimeout + 10*time.Second,
 		MaxCost: a.MaxCost(), Senders: a.Senders, ArrivalJitter: p.ArrivalJitter, Adaptive: a.Adaptive,
-		MaxRetryAfter: p.MaxRetryAfter, Route: routeRule(a.MinDeliveredRatio),
+		MaxRetryAfter: p.MaxRetryAfter, Route: routeRule(a.MinDeliveredRatio), Classes: a.limits(),
 	}
+}
+
+// limits are the admission classes of a: the classes it serves, in
+// priority order, with their ceilings and reserves; nil (the default two)
+// when it names none.
+func (a Account) limits() []admission.ClassLimit {
+	var out []admission.ClassLimit
+	for _, c := range a.Classes {
+		l := admission.ClassLimit{Name: c, RPS: a.ClassRPS[c], Reserve: a.ReserveRPS[c]}
+		if _, set := a.ClassRPS[c]; !set && c == admission.Marketing {
+			l.RPS = a.MarketingRPS
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // routeRule is the route skip's rule of an account whose OTP must be
