@@ -194,12 +194,12 @@ func TestTheFallbackSharesTheLearnedRate(t *testing.T) {
 	cfg := Config{TargetRPS: 90, MarketingRPS: 45, MaxSenders: 10}.withDefaults()
 	f := newFallback(cfg)
 	f.learnedRate(cfg, 60)
-	if f.global.interval != interval(6) || f.marketing.interval != interval(3) {
-		t.Fatalf("intervals %v and %v, want those of 6/s and 3/s", f.global.interval, f.marketing.interval)
+	if f.global.interval != interval(6) || f.levels[0].interval != interval(3) {
+		t.Fatalf("intervals %v and %v, want those of 6/s and 3/s", f.global.interval, f.levels[0].interval)
 	}
 	f.learnedRate(cfg, 0)
-	if f.global.interval != interval(9) || f.marketing.interval != interval(4.5) {
-		t.Fatalf("intervals %v and %v, want the configured shares", f.global.interval, f.marketing.interval)
+	if f.global.interval != interval(9) || f.levels[0].interval != interval(4.5) {
+		t.Fatalf("intervals %v and %v, want the configured shares", f.global.interval, f.levels[0].interval)
 	}
 }
 

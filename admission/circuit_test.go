@@ -128,7 +128,7 @@ func TestALeaseWhoseReplyWasLostIsReleased(t *testing.T) {
 	cfg.MaxInFlight, cfg.LeaseTTL = 1, time.Minute
 	cfg.MaxSenders = 1 // no recovery floor: the point is the lease, not the rate
 	lim := newLimiter(t, redistest.ClientOf(t, proxy.Addr()), cfg, WithClock(clock))
-	leases := lim.admit[OTP].Leases
+	leases := lim.call(OTP).Leases
 	ctx := context.Background()
 	// Once on a fast Redis, so that the script is cached there and the
 	// late call is one EVALSHA.
@@ -176,9 +176,9 @@ func TestACallerThatNeverAskedSaysSo(t *testing.T) {
 	lim := newLimiter(t, rdb, testConfig(t))
 	ctx := context.Background()
 
-	lim.turns[OTP] <- 1 // another caller of the class holds the turn
+	lim.classes[OTP].turn <- 1 // another caller of the class holds the turn
 	d, err := lim.Acquire(ctx, OTP, 20*time.Millisecond)
-	<-lim.turns[OTP]
+	<-lim.classes[OTP].turn
 	if err != nil || d.Allowed || d.Source != SourceNone || d.Reason != ReasonTurn {
 		t.Fatalf("queued behind the turn past its max wait: %+v, %v; want {Source: none, Reason: turn}", d, err)
 	}

@@ -50,9 +50,9 @@
 -- KEYS[12..] -> the TAT keys of the earlier classes' reserves the caller's
 --            class is held to ({sms:<account>}:tat:after:<class>: what the
 --            classes after <class> take together), one per triple of
---            ARGV[24]; then the sender pool's TAT keys
---            ({sms:<account>}:tat:sender:<from>), one per interval of
---            ARGV[20]
+--            ARGV[24]; R of them
+-- KEYS[12+R..] -> the sender pool's TAT keys ({sms:<account>}:tat:sender:<from>),
+--            one per interval of ARGV[20]
 -- ARGV[1] -> global emission interval in microseconds (1e6 / TARGET_RPS, rounded up)
 -- ARGV[2] -> global tolerance tau in microseconds ((BURST - 1) * interval)
 -- ARGV[3] -> the caller's class's ceiling emission interval in microseconds
@@ -104,7 +104,7 @@
 --            one small step every probe_us once settled; never above
 --            target_rps
 -- ARGV[20] -> the sender pool's emission intervals in microseconds, one
---            per KEYS[12..], space-separated ('' for no pool). Each send
+--            per KEYS[12+R..], space-separated ('' for no pool). Each send
 --            also takes a slot of the sender whose slot opens first: a
 --            send of cost c goes when sender TAT + (c - 1) * interval <= at
 --            and moves that TAT to max(TAT, at) + c * interval, so that
@@ -127,6 +127,12 @@
 --            more for each class after it), so that of two classes held
 --            to the same reserve the earlier is never kept waiting by the
 --            later
+-- ARGV[25] -> the longest the caller may book ahead on the global level,
+--            in microseconds (at most ARGV[15]): a class after the first
+--            books no further ahead there than one unit per interval of
+--            the last class, so that a class with a long lookahead (a
+--            middle one, slow) cannot push the global TAT past where an
+--            earlier class would wait for it
 --
 -- Returns {allowed, wait_us, reason, next_us, attempts, detail, sender,
 -- learned, ignored, health}:
@@ -500,10 +506,11 @@ if ARGV[20] ~= '' then
   end
 end
 local wait, lookahead = math.max(g_wait, m_wait, r_wait, s_wait, 0), tonumber(ARGV[15])
+local g_ahead = math.min(tonumber(ARGV[25]), lookahead)
 if s[7] then
-  lookahead = 0
+  lookahead, g_ahead = 0, 0
 end
-if wait > lookahead then
+if wait > lookahead or g_wait > g_ahead then
   if s_wait > math.max(g_wait, m_wait, r_wait) then
     return deny(s_wait, 7)
   end

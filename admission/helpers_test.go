@@ -124,3 +124,17 @@ func get(t *testing.T, rdb *redis.Client, key string) string {
 	}
 	return v
 }
+
+// call is gcra.lua's call of class c as New built it.
+func (l *Limiter) call(c Class) admitCall { return l.classes[c].admit }
+
+// decideClass is decideAt for a class of the default two.
+func (f *fallback) decideClass(now time.Time, c Class) Decision {
+	if c == Marketing {
+		return f.decideAt(now, []int{0}, true)
+	}
+	return f.decideAt(now, nil, false)
+}
+
+// bothClasses are the default classes, in priority order.
+var bothClasses = [2]Class{OTP, Marketing}

@@ -34,7 +34,7 @@ func TestNeverMoreThanTheLimitInFlightAcrossProcesses(t *testing.T) {
 		wg.Go(func() {
 			l := limiters[i%4]
 			for ctx.Err() == nil {
-				d, err := l.Acquire(ctx, Class(i%2), 500*time.Millisecond)
+				d, err := l.Acquire(ctx, bothClasses[i%2], 500*time.Millisecond)
 				if err != nil || !d.Allowed {
 					continue
 				}
@@ -108,7 +108,7 @@ func TestALaterLeaseNeverShortensTheLeasesKeysLife(t *testing.T) {
 	cfg.LeaseTTL = time.Second
 	short := newLimiter(t, redistest.Client(t), cfg)
 	rdb := redistest.Client(t)
-	key := long.admit[OTP].Leases
+	key := long.call(OTP).Leases
 	t.Cleanup(func() { rdb.Del(context.Background(), key) })
 	for _, l := range []*Limiter{long, short} {
 		if d := try(t, l, OTP); !d.Allowed {

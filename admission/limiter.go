@@ -47,6 +47,9 @@ type Limiter struct {
 	classes    map[Class]*classState // by name
 	order      []Class               // the classes in priority order
 	intervalGl time.Duration
+	// lastSpacing is the last class's interval: a class after the first
+	// books at most that far ahead on the global level per unit (eval).
+	lastSpacing time.Duration
 	// recoveryFloor is admitCall.RecoveryFloor after a fallback, in
 	// microseconds.
 	recoveryFloor int64
@@ -127,6 +130,7 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 		recoveryFloor: (cfg.RedisRetryAfter * time.Duration(cfg.MaxSenders-1) / time.Duration(cfg.MaxSenders)).Microseconds(),
 	}
 	l.classes, l.order = newClasses(cfg, tag, call)
+	l.lastSpacing = l.classes[l.order[len(l.order)-1]].spacing
 	for _, o := range opts {
 		o(l)
 	}

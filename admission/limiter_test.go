@@ -106,7 +106,7 @@ func TestAnAccountLeavesAFixedSetOfKeys(t *testing.T) {
 	l := newLimiter(t, rdb, cfg)
 	ctx := context.Background()
 	for i := range 20 {
-		class := Class(i % 2)
+		class := bothClasses[i%2]
 		d, err := l.Admit(ctx, class, 1, time.Second, Claim{ID: fmt.Sprint("m", i), Token: "t"})
 		if err != nil || !d.Allowed {
 			t.Fatalf("send %d: %+v, %v", i, d, err)
@@ -191,7 +191,7 @@ func TestMarketingIsCappedWhileOTPGetsThrough(t *testing.T) {
 	rdb := redistest.Client(t)
 	l := newLimiter(t, rdb, testConfig(t))
 	plantTAT(t, rdb, l.Keys()[1], 10*time.Second, time.Minute) // marketing spent its cap
-	if d := try(t, l, Marketing); d.Allowed || d.Reason != ReasonMarketing {
+	if d := try(t, l, Marketing); d.Allowed || d.Reason != ReasonCeiling {
 		t.Fatalf("marketing over its cap: got %+v, want denied by the marketing cap", d)
 	}
 	if d := try(t, l, OTP); !d.Allowed {
@@ -205,7 +205,7 @@ func TestDeniedMarketingChangesNoKey(t *testing.T) {
 		full   int // index in Keys() of the key planted full
 		reason Reason
 	}{
-		{"marketing cap full", 1, ReasonMarketing},
+		{"marketing cap full", 1, ReasonCeiling},
 		{"global rate full", 0, ReasonGlobal},
 	}
 	for _, tt := range tests {
@@ -273,7 +273,7 @@ func TestRedisDownFallsBackToSlowLocalRate(t *testing.T) {
 			// Ask every 10ms of process time for 10s, both classes.
 			allowed := map[Class]int{}
 			for i := range 1000 {
-				class := Class(i % 2)
+				class := bothClasses[i%2]
 				d := try(t, l, class)
 				if d.Source != SourceFallback {
 					t.Fatalf("call %d with Redis down: %+v, want a fallback decision", i, d)
@@ -415,7 +415,7 @@ func TestManyProcessesStayUnderTarget(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 200 {
 		wg.Go(func() {
-			l, class := limiters[i%4], Class(i%2)
+			l, class := limiters[i%4], bothClasses[i%2]
 			for ctx.Err() == nil {
 				d, err := l.Acquire(ctx, class, 200*time.Millisecond)
 				if err == nil && d.Allowed {

@@ -100,11 +100,11 @@ func TestRatesBelowTheMinimumInRedisChangeNoAdmission(t *testing.T) {
 				cfg.Adaptive = Adaptive{Enabled: true}
 				recs[i] = &recorder{}
 				ls[i] = newLimiter(t, recs[i], cfg)
-				a := ls[i].admit[OTP]
-				deleteKeysAtEnd(t, rdb, scriptCall{keys: []string{a.GlobalTAT, a.MarketingTAT, a.Override, a.Learned,
-					a.Wake, ls[i].admit[Marketing].Wake, a.Leases}})
+				a := ls[i].call(Marketing)
+				deleteKeysAtEnd(t, rdb, scriptCall{keys: []string{a.GlobalTAT, a.CeilingTAT, a.Override, a.Learned,
+					a.Wake, ls[i].call(Marketing).Wake, a.Leases}})
 			}
-			b := ls[1].admit[OTP]
+			b := ls[1].call(Marketing)
 			if tt.override != "" {
 				if err := rdb.Set(ctx, b.Override, tt.override, time.Minute).Err(); err != nil {
 					t.Fatal(err)
@@ -120,7 +120,7 @@ func TestRatesBelowTheMinimumInRedisChangeNoAdmission(t *testing.T) {
 				class, tickets, lookahead := OTP, ticketNone, time.Duration(0)
 				if i >= 50 {
 					at += 200_000
-					class = Class(i % 2)
+					class = bothClasses[i%2]
 					tickets, lookahead = ticketAlways, time.Second
 				}
 				var replies [2][]any
@@ -148,8 +148,8 @@ func TestRatesBelowTheMinimumInRedisChangeNoAdmission(t *testing.T) {
 			// of it first.
 			ahead := fmt.Sprint(redisNow(t, rdb) + 30_000_000)
 			for j, l := range ls {
-				a := l.base
-				if err := rdb.MSet(ctx, a.GlobalTAT, ahead, a.MarketingTAT, ahead).Err(); err != nil {
+				a := l.call(Marketing)
+				if err := rdb.MSet(ctx, a.GlobalTAT, ahead, a.CeilingTAT, ahead).Err(); err != nil {
 					t.Fatal(err)
 				}
 				c := recs[j].take(t, func() error { return l.Override(ctx, 0, 0, 0) })
@@ -159,9 +159,9 @@ func TestRatesBelowTheMinimumInRedisChangeNoAdmission(t *testing.T) {
 			}
 			for _, k := range []func(admitCall) string{
 				func(a admitCall) string { return a.GlobalTAT },
-				func(a admitCall) string { return a.MarketingTAT },
+				func(a admitCall) string { return a.CeilingTAT },
 			} {
-				if a, b := get(t, rdb, k(ls[0].admit[OTP])), get(t, rdb, k(b)); a != b || strings.HasPrefix(b, "-") {
+				if a, b := get(t, rdb, k(ls[0].call(Marketing))), get(t, rdb, k(b)); a != b || strings.HasPrefix(b, "-") {
 					t.Errorf("after the clear: TAT %s with the key, %s without", b, a)
 				}
 			}
@@ -281,16 +281,16 @@ func TestOverrideScriptIgnoresARateBelowTheMinimum(t *testing.T) {
 		c := rec.take(t, func() error { return l.Override(ctx, 0.5, 0.5, time.Minute) })
 		c.args[0], c.args[1] = rate, rate
 		deleteKeysAtEnd(t, rdb, c)
-		a := l.base
+		a := l.call(Marketing)
 		ahead := fmt.Sprint(redisNow(t, rdb) + 4_000_000) // a burst at 1/s: 4 s booked
-		if err := rdb.MSet(ctx, a.GlobalTAT, ahead, a.MarketingTAT, ahead).Err(); err != nil {
+		if err := rdb.MSet(ctx, a.GlobalTAT, ahead, a.CeilingTAT, ahead).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if err := scripts.send(ctx, rdb, c, 0).Err(); err != nil {
 			t.Errorf("override.lua with the rate %s: %v", rate, err)
 			continue
 		}
-		for _, k := range []string{a.GlobalTAT, a.MarketingTAT} {
+		for _, k := range []string{a.GlobalTAT, a.CeilingTAT} {
 			if got := get(t, rdb, k); got != ahead {
 				t.Errorf("override.lua with the rate %s: %s = %s, want %s as it was", rate, k, got, ahead)
 			}

@@ -65,7 +65,7 @@ func TestClearPenaltyEndsA429EverywhereWithinARecheck(t *testing.T) {
 	}
 	// The probe after it goes alone for a second, not for the five minutes
 	// the penalty had left.
-	if ttl := rdb.PTTL(ctx, a.admit[OTP].Probe).Val(); ttl > time.Second {
+	if ttl := rdb.PTTL(ctx, a.call(OTP).Probe).Val(); ttl > time.Second {
 		t.Fatalf("probe key lives %v after ClearPenalty, want at most 1s", ttl)
 	}
 	// The other process decides on its own until its recheck; its first

@@ -58,7 +58,7 @@ func TestASenderOfThePoolNeverExceedsItsRate(t *testing.T) {
 		cmds := make([]*redis.Cmd, len(plan))
 		scripts.pipeline(t, rdb, func(p redis.Pipeliner) {
 			for i, c := range plan {
-				g, _ := gcraCall(t, l, rec, Class(rng.IntN(2)), false, ticketOnDenial, time.Hour, 0, Claim{})
+				g, _ := gcraCall(t, l, rec, bothClasses[rng.IntN(2)], false, ticketOnDenial, time.Hour, 0, Claim{})
 				g.args[13] = strconv.Itoa(c.cost)               // ARGV[14]
 				g.args[14] = strconv.FormatInt(c.lookahead, 10) // ARGV[15]
 				cmds[i] = scripts.send(ctx, p, g, c.at)
@@ -147,7 +147,7 @@ func TestTheFallbackSharesEachSenderAmongTheProcesses(t *testing.T) {
 	now := t0
 	var got []string
 	for i := range 3 {
-		d := f.decideAt(now.Add(time.Duration(i)*5*time.Millisecond), OTP)
+		d := f.decideClass(now.Add(time.Duration(i)*5*time.Millisecond), OTP)
 		if !d.Allowed {
 			got = append(got, "denied:"+string(d.Reason))
 			continue
@@ -158,7 +158,7 @@ func TestTheFallbackSharesEachSenderAmongTheProcesses(t *testing.T) {
 	if fmt.Sprint(got) != "[a b denied:sender]" {
 		t.Fatalf("fallback 5ms apart: %v, want [a b denied:sender]", got)
 	}
-	if d := f.decideAt(now.Add(time.Second+10*time.Millisecond), OTP); !d.Allowed || d.Sender != "b" {
+	if d := f.decideClass(now.Add(time.Second+10*time.Millisecond), OTP); !d.Allowed || d.Sender != "b" {
 		t.Fatalf("a second later: %+v, want b (a opens after 2 s)", d)
 	}
 }

@@ -103,7 +103,7 @@ func gcraCall(t testing.TB, l *Limiter, rec *recorder, class Class, recovering b
 	t.Helper()
 	var lease string
 	c := rec.take(t, func() error {
-		d, err := l.eval(context.Background(), class, 1, recovering, tickets, within, lookahead, claim)
+		d, err := l.eval(context.Background(), l.classes[class], 1, recovering, tickets, within, lookahead, claim)
 		lease = d.Lease
 		return err
 	})

@@ -323,7 +323,7 @@ func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, s propSetti
 			c := rec.take(t, func() error { return l.Override(ctx, s.overrideTarget, s.overrideM, time.Minute) })
 			scripts.send(ctx, p, c, plan[0].at)
 		}
-		a := l.base
+		a := l.call(Marketing)
 		if s.handOverride != "" {
 			p.Set(ctx, a.Override, s.handOverride, time.Minute)
 		}
@@ -345,8 +345,8 @@ func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, s propSetti
 			g.args[14] = strconv.FormatInt(c.lookahead.Microseconds(), 10) // ARGV[15]
 			cmds[i] = scripts.send(ctx, p, g, c.at)
 		}
-		gInt, mInt = float64(a.GlobalInterval), float64(a.MarketingInterval)
-		written = p.MGet(ctx, a.GlobalTAT, a.MarketingTAT, a.Wake, l.admit[Marketing].Wake, a.Learned)
+		gInt, mInt = float64(a.GlobalInterval), float64(a.CeilingInterval)
+		written = p.MGet(ctx, a.GlobalTAT, a.CeilingTAT, l.call(OTP).Wake, a.Wake, a.Learned)
 		p.Del(ctx, a.Override, a.Learned)
 	})
 	target, marketingO, learned, ignored := s.inRedis()

@@ -22,7 +22,7 @@ func TestParseReply(t *testing.T) {
 		{"allowed, a slot booked ahead", reply(1, 2500, 0, 9000, 2, ""), Decision{Allowed: true, RetryAfter: 2500 * time.Microsecond, Next: 9 * time.Millisecond, Attempts: 2, Source: SourceRedis}, false},
 		{"penalty", reply(0, 5000, 1, 0, 0, ""), Decision{RetryAfter: 5 * time.Millisecond, Source: SourcePenalty, Reason: ReasonPenalty}, false},
 		{"global", reply(0, 11112, 2, 0, 0, ""), Decision{RetryAfter: 11112 * time.Microsecond, Source: SourceRedis, Reason: ReasonGlobal}, false},
-		{"marketing", reply(0, 7, 3, 0, 0, ""), Decision{RetryAfter: 7 * time.Microsecond, Source: SourceRedis, Reason: ReasonMarketing}, false},
+		{"marketing", reply(0, 7, 3, 0, 0, ""), Decision{RetryAfter: 7 * time.Microsecond, Source: SourceRedis, Reason: ReasonCeiling}, false},
 		{"account", reply(0, 7, 5, 0, 0, "account:401"), Decision{RetryAfter: 7 * time.Microsecond, Source: SourcePenalty, Reason: ReasonAccount, Why: "account:401"}, false},
 		{"held", reply(0, 0, 6, 0, 1, "held"), Decision{Source: SourceRedis, Reason: ReasonRecord, Record: Record{State: Held}, Attempts: 1}, false},
 		{"sent", reply(0, 0, 6, 0, 0, "sent:SM1"), Decision{Source: SourceRedis, Reason: ReasonRecord, Record: Record{State: Finished, ProviderID: "SM1"}}, false},
@@ -35,7 +35,7 @@ func TestParseReply(t *testing.T) {
 		{"string element", []any{"1", int64(0), int64(0), int64(0), int64(0), "", int64(0), int64(0), int64(0), int64(0)}, Decision{}, true},
 		{"nil element", []any{int64(1), nil, int64(0), int64(0), int64(0), "", int64(0), int64(0), int64(0), int64(0)}, Decision{}, true},
 		{"string sender", []any{int64(1), int64(0), int64(0), int64(0), int64(0), "", "2", int64(0), int64(0), int64(0)}, Decision{}, true},
-		{"unknown reason", reply(0, 10, 10, 0, 0, ""), Decision{}, true},
+		{"unknown reason", reply(0, 10, 11, 0, 0, ""), Decision{}, true},
 		{"route skipped", reply(0, 900, 9, 0, 0, ""), Decision{RetryAfter: 900 * time.Microsecond, Source: SourceRedis, Reason: ReasonRouteSkipped}, false},
 		{"sender", reply(0, 10, 7, 0, 0, ""), Decision{RetryAfter: 10 * time.Microsecond, Source: SourceRedis, Reason: ReasonSender}, false},
 		{"degraded", reply(0, 900, 8, 0, 0, ""), Decision{RetryAfter: 900 * time.Microsecond, Source: SourceRedis, Reason: ReasonDegraded}, false},
@@ -92,37 +92,37 @@ func TestFallbackStartsJitteredAndSpacesOneAtATime(t *testing.T) {
 	f := newFallback(Config{TargetRPS: 90, MarketingRPS: 70, MaxSenders: 23}.withDefaults())
 	iv := f.global.interval // 23/90 s
 	f.enterAt(t0, 0.5)
-	if d := f.decideAt(t0, OTP); d.Allowed || d.RetryAfter != iv/2 {
+	if d := f.decideClass(t0, OTP); d.Allowed || d.RetryAfter != iv/2 {
 		t.Fatalf("at the start of fallback: %+v, want a wait of half an interval (%v)", d, iv/2)
 	}
 	t1 := t0.Add(iv / 2)
-	if d := f.decideAt(t1, OTP); !d.Allowed {
+	if d := f.decideClass(t1, OTP); !d.Allowed {
 		t.Fatalf("at the jittered start: %+v, want allowed", d)
 	}
-	if d := f.decideAt(t1, OTP); d.Allowed || d.RetryAfter != iv {
+	if d := f.decideClass(t1, OTP); d.Allowed || d.RetryAfter != iv {
 		t.Fatalf("right after: %+v, want a wait of one interval (%v)", d, iv)
 	}
 	t2 := t1.Add(time.Hour) // idle time banks nothing: one at a time
-	if !f.decideAt(t2, OTP).Allowed || f.decideAt(t2, OTP).Allowed {
+	if !f.decideClass(t2, OTP).Allowed || f.decideClass(t2, OTP).Allowed {
 		t.Fatalf("after an idle hour, want exactly one allowed")
 	}
 }
 
 func TestFallbackMarketingTakesBothOrNeither(t *testing.T) {
 	f := newFallback(Config{TargetRPS: 90, MarketingRPS: 70, MaxSenders: 23}.withDefaults())
-	if !f.decideAt(t0, Marketing).Allowed {
+	if !f.decideClass(t0, Marketing).Allowed {
 		t.Fatal("first marketing: want allowed")
 	}
-	gTAT, mTAT := f.global.tat, f.marketing.tat
+	gTAT, mTAT := f.global.tat, f.levels[0].tat
 	t1 := t0.Add(f.global.interval) // global has room, marketing does not
-	d := f.decideAt(t1, Marketing)
-	if d.Allowed || d.Reason != ReasonMarketing {
+	d := f.decideClass(t1, Marketing)
+	if d.Allowed || d.Reason != ReasonCeiling {
 		t.Fatalf("marketing over its fallback cap: %+v, want denied by marketing", d)
 	}
-	if f.global.tat != gTAT || f.marketing.tat != mTAT {
+	if f.global.tat != gTAT || f.levels[0].tat != mTAT {
 		t.Fatal("a denied marketing decision moved a TAT")
 	}
-	if !f.decideAt(t1, OTP).Allowed {
+	if !f.decideClass(t1, OTP).Allowed {
 		t.Fatal("OTP while marketing is capped: want allowed")
 	}
 }
