@@ -52,17 +52,27 @@ const lookaheadSlots = 1
 // units. A class books past any slot a later class may have booked (the
 // longest message's lookahead of the slowest class after it, and an
 // interval for the slot itself) and one more: a later class's bookings
-// never make an earlier one ask twice.
+// never make an earlier one ask twice. A class after the first books no
+// further ahead than the last class (marketing's one interval by
+// default): a slot booked ahead moves the shared levels' TATs to it, and
+// a slow middle class booking a whole interval of its own ahead would
+// hold the global and reserve levels there, away from the earlier
+// classes and, idle in between, from the later ones.
 func (l *Limiter) lookahead(c *classState, cost int) time.Duration {
-	return time.Duration(lookaheadSlots*l.cfg.MaxCost)*c.later + time.Duration(lookaheadSlots*cost)*c.spacing
+	la := time.Duration(lookaheadSlots*l.cfg.MaxCost)*c.later + time.Duration(lookaheadSlots*cost)*c.spacing
+	if c.pos > 0 {
+		la = min(la, time.Duration(lookaheadSlots*cost)*l.lastSpacing)
+	}
+	return la
 }
 
-// early is how long before its wake ticket a waiter of class asks: half an
-// interval, well within the lookahead, so that it books its slot ahead and
+// early is how long before its wake ticket a waiter of class c asks: half
+// an interval (or of its lookahead, if shorter), well within the lookahead,
+// so that it books its slot ahead and
 // sends when it opens. A waiter that asked on its ticket would find the
 // slot opened a little before (the timer's and the round trip's lateness),
 // and at BURST 1 the account would lose that much of every interval.
-func (l *Limiter) early(c *classState) time.Duration { return c.spacing / 2 }
+func (l *Limiter) early(c *classState) time.Duration { return min(c.spacing, l.lookahead(c, 1)) / 2 }
 
 // Admit is AcquireN taking, when claim.Token is set, the id's send-once
 // claim in the same Redis call as the slot. It returns when the slot is

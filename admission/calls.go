@@ -46,7 +46,6 @@ type admitCall struct {
 	Failover        bool   `lua:"ARGV[22] '1' when the caller can send elsewhere (failover)"`
 	RouteProbeEvery int64  `lua:"ARGV[23] the probe interval of a skipped route, in microseconds"`
 	ReserveLevels   string `lua:"ARGV[24] the reserves the caller's class is held to, one"`
-	GlobalAhead     int64  `lua:"ARGV[25] the longest the caller may book ahead on the global level,"`
 }
 
 func (c admitCall) keys() []string {
@@ -58,7 +57,7 @@ func (c admitCall) argv() []any {
 	return []any{c.GlobalInterval, c.GlobalTau, c.CeilingInterval, c.CeilingTau, flag(c.OverrideCeiling),
 		c.RecoveryFloor, c.Reserve, c.Tickets, c.Spacing, c.Within, c.MaxInFlight, c.Lease, c.LeaseTTL, max(c.Cost, 1),
 		max(c.Lookahead, 0), c.Token, c.ClaimMillis, flag(c.Count), c.Adaptive, c.SenderIntervals, c.ProbeEvery, flag(c.Failover), c.RouteProbeEvery,
-		c.ReserveLevels, max(c.GlobalAhead, 0)}
+		c.ReserveLevels}
 }
 
 // penaltyCall is one call of penalty.lua.

@@ -104,7 +104,8 @@ type Config struct {
 // A ClassLimit is one class of the account's, in Config.Classes.
 type ClassLimit struct {
 	Name Class
-	// RPS is the class's ceiling on the account. 0: TargetRPS.
+	// RPS is the class's ceiling on the account. 0: what the reserves of
+	// the classes before it leave it (TargetRPS without one).
 	RPS float64
 	// Reserve is the rate that the classes after this one may never take
 	// together on the account: they share at most TargetRPS - Reserve.
@@ -152,8 +153,14 @@ func (c Config) withDefaults() Config {
 	} else {
 		c.Classes = slices.Clone(c.Classes)
 	}
-	for i := range c.Classes {
-		c.Classes[i].RPS = cmp.Or(c.Classes[i].RPS, c.TargetRPS)
+	// A class without a ceiling of its own has what the reserves before
+	// it leave it.
+	room := c.TargetRPS
+	for i, k := range c.Classes {
+		c.Classes[i].RPS = cmp.Or(k.RPS, room)
+		if k.Reserve > 0 {
+			room = min(room, c.TargetRPS-k.Reserve)
+		}
 	}
 	c.Burst = cmp.Or(c.Burst, DefaultBurst)
 	c.MaxSenders = cmp.Or(c.MaxSenders, DefaultMaxSenders)
@@ -189,6 +196,7 @@ func (e *ConfigError) Error() string {
 // Validate reports the first field of c (after defaults) that cannot work,
 // as a *ConfigError.
 func (c Config) Validate() error {
+	defaultClasses := len(c.Classes) == 0
 	c = c.withDefaults()
 	bad := func(field, format string, args ...any) error {
 		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
@@ -196,7 +204,7 @@ func (c Config) Validate() error {
 	switch {
 	case !(c.TargetRPS >= MinRPS) || math.IsInf(c.TargetRPS, 0):
 		return bad("TargetRPS", "must be a finite number of at least %v, got %v", MinRPS, c.TargetRPS)
-	case !(c.MarketingRPS >= MinRPS) || c.MarketingRPS > c.TargetRPS:
+	case defaultClasses && (!(c.MarketingRPS >= MinRPS) || c.MarketingRPS > c.TargetRPS):
 		return bad("MarketingRPS", "must be at least %v and at most TargetRPS (%v), got %v", MinRPS, c.TargetRPS, c.MarketingRPS)
 	case c.Burst < 1:
 		return bad("Burst", "must be at least 1, got %d", c.Burst)
@@ -266,6 +274,8 @@ func (c Config) validateClasses() error {
 			return bad("%q: must be 1 to 32 of [a-z0-9_-]", k.Name)
 		}
 		switch {
+		case k.Name == "global":
+			return bad("%q names the account's own level ({sms:<account>}:tat:global)", k.Name)
 		case seen[k.Name]:
 			return bad("%q is listed twice", k.Name)
 		case !(k.RPS >= MinRPS) || k.RPS > c.TargetRPS:

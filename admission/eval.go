@@ -21,10 +21,6 @@ var ErrBadReply = errors.New("admission: unexpected script reply")
 func (l *Limiter) eval(ctx context.Context, c *classState, cost int, recovering bool, tickets string, within, lookahead time.Duration, claim Claim) (Decision, error) {
 	call := c.admit
 	call.Tickets, call.Within, call.Cost, call.Lookahead = tickets, within.Microseconds(), cost, lookahead.Microseconds()
-	call.GlobalAhead = call.Lookahead
-	if c.pos > 0 {
-		call.GlobalAhead = min(call.Lookahead, int64(cost)*l.lastSpacing.Microseconds())
-	}
 	if recovering {
 		call.RecoveryFloor = l.recoveryFloor
 	}

@@ -127,13 +127,6 @@
 --            more for each class after it), so that of two classes held
 --            to the same reserve the earlier is never kept waiting by the
 --            later
--- ARGV[25] -> the longest the caller may book ahead on the global level,
---            in microseconds (at most ARGV[15]): a class after the first
---            books no further ahead there than one unit per interval of
---            the last class, so that a class with a long lookahead (a
---            middle one, slow) cannot push the global TAT past where an
---            earlier class would wait for it
---
 -- Returns {allowed, wait_us, reason, next_us, attempts, detail, sender,
 -- learned, ignored, health}:
 --   allowed  -> 1 when a slot was taken (and the claim, if asked), 0 when denied
@@ -506,11 +499,10 @@ if ARGV[20] ~= '' then
   end
 end
 local wait, lookahead = math.max(g_wait, m_wait, r_wait, s_wait, 0), tonumber(ARGV[15])
-local g_ahead = math.min(tonumber(ARGV[25]), lookahead)
 if s[7] then
-  lookahead, g_ahead = 0, 0
+  lookahead = 0
 end
-if wait > lookahead or g_wait > g_ahead then
+if wait > lookahead then
   if s_wait > math.max(g_wait, m_wait, r_wait) then
     return deny(s_wait, 7)
   end

@@ -48,7 +48,7 @@ type Limiter struct {
 	order      []Class               // the classes in priority order
 	intervalGl time.Duration
 	// lastSpacing is the last class's interval: a class after the first
-	// books at most that far ahead on the global level per unit (eval).
+	// books at most that far ahead per unit (lookahead).
 	lastSpacing time.Duration
 	// recoveryFloor is admitCall.RecoveryFloor after a fallback, in
 	// microseconds.
