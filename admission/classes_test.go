@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -253,7 +254,7 @@ func TestThreeClassesKeepEveryLevel(t *testing.T) {
 var runs int
 
 // classRun drives the classes of cfg from three Limiters (three processes)
-// on a real Redis, on an injected clock: every millisecond for seconds,
+// on a real Redis, on an injected clock: every 2 ms for seconds,
 // each class of saturate asks for a slot (with the lookahead its Limiter
 // uses), and every class of every asks once each every. It returns, by
 // class, each allowed call's wait and the instants of the slots.
@@ -284,7 +285,7 @@ func classRun(t *testing.T, cfg Config, seconds int, saturate []Class, every map
 		asks = append(asks, ask{at, class, g})
 	}
 	next := map[Class]int64{}
-	for ms := int64(0); ms < int64(seconds)*1000; ms++ {
+	for ms := int64(0); ms < int64(seconds)*1000; ms += 2 {
 		at := start + ms*1000
 		for _, c := range cfg.withDefaults().Classes {
 			if e, ok := every[c.Name]; ok && at >= start+next[c.Name] {
@@ -347,13 +348,13 @@ func rateOf(slots []int64, seconds int) float64 {
 func TestAnEarlierClassNeverWaitsForALaterOne(t *testing.T) {
 	cfg := threeClasses(t)
 	bound := newLimiter(t, &recorder{}, cfg).lastSpacing
-	waits, _ := classRun(t, cfg, 3, []Class{"transactional", Marketing}, map[Class]time.Duration{OTP: 53 * time.Millisecond})
+	waits, _ := classRun(t, cfg, 2, []Class{"transactional", Marketing}, map[Class]time.Duration{OTP: 53 * time.Millisecond})
 	for _, w := range waits[OTP] {
 		if w < 0 || w > bound {
 			t.Fatalf("an OTP behind transactional and marketing: waits %v (-1: denied); want each within %v", waits[OTP], bound)
 		}
 	}
-	waits, _ = classRun(t, cfg, 3, []Class{Marketing}, map[Class]time.Duration{"transactional": 41 * time.Millisecond})
+	waits, _ = classRun(t, cfg, 2, []Class{Marketing}, map[Class]time.Duration{"transactional": 41 * time.Millisecond})
 	for _, w := range waits["transactional"] {
 		if w < 0 || w > bound {
 			t.Fatalf("transactional behind marketing: waits %v (-1: denied); want each within %v", waits["transactional"], bound)
@@ -366,18 +367,73 @@ func TestAnEarlierClassNeverWaitsForALaterOne(t *testing.T) {
 // to its ceiling; with transactional idle too, marketing takes its ceiling.
 func TestAClassesUnusedRoomGoesToTheClassesAfterIt(t *testing.T) {
 	cfg := threeClasses(t)
-	_, slots := classRun(t, cfg, 4, []Class{"transactional", Marketing}, nil)
-	tr, mk := rateOf(slots["transactional"], 4), rateOf(slots[Marketing], 4)
+	_, slots := classRun(t, cfg, 3, []Class{"transactional", Marketing}, nil)
+	tr, mk := rateOf(slots["transactional"], 3), rateOf(slots[Marketing], 3)
 	if tr < 29 || tr+mk < 0.97*70 || tr+mk > 70.5 {
 		t.Errorf("OTP idle: transactional %.1f/s, marketing %.1f/s; want transactional at its 30 and the two at 70 together", tr, mk)
 	}
-	_, slots = classRun(t, cfg, 4, []Class{Marketing}, nil)
-	if mk := rateOf(slots[Marketing], 4); mk < 0.97*70 || mk > 70.5 {
+	_, slots = classRun(t, cfg, 3, []Class{Marketing}, nil)
+	if mk := rateOf(slots[Marketing], 3); mk < 0.97*70 || mk > 70.5 {
 		t.Errorf("OTP and transactional idle: marketing %.1f/s, want its ceiling 70", mk)
 	}
-	_, slots = classRun(t, cfg, 4, []Class{OTP, "transactional", Marketing}, nil)
-	all := rateOf(slots[OTP], 4) + rateOf(slots["transactional"], 4) + rateOf(slots[Marketing], 4)
-	if later := rateOf(slots["transactional"], 4) + rateOf(slots[Marketing], 4); all < 0.97*90 || all > 90.5 || later > 70.5 {
+	_, slots = classRun(t, cfg, 3, []Class{OTP, "transactional", Marketing}, nil)
+	all := rateOf(slots[OTP], 3) + rateOf(slots["transactional"], 3) + rateOf(slots[Marketing], 3)
+	if later := rateOf(slots["transactional"], 3) + rateOf(slots[Marketing], 3); all < 0.97*90 || all > 90.5 || later > 70.5 {
 		t.Errorf("every class saturated: %.1f/s in all, %.1f/s after OTP; want 90 and at most 70", all, later)
+	}
+}
+
+// TestThreeSaturatedClassesCostAboutOneCallPerAdmission: with the classes
+// after OTP waiting in three processes and OTP coming at 20/s, an
+// admission still costs one script call and a part: the part is the
+// denials of a class whose slot on a shared level an earlier class took
+// after its wake ticket was handed out (1.25 with the default two classes,
+// about 1.55 with three, whose two later classes share one reserve).
+func TestThreeSaturatedClassesCostAboutOneCallPerAdmission(t *testing.T) {
+	cfg := threeClasses(t)
+	var recs []*redistest.Recorder
+	var pods []*Limiter
+	for range 3 {
+		rdb := redistest.Client(t)
+		rec := &redistest.Recorder{}
+		rdb.AddHook(rec)
+		recs = append(recs, rec)
+		pods = append(pods, newLimiter(t, rdb, cfg))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	var mu sync.Mutex
+	admitted := map[Class]int{}
+	var wg sync.WaitGroup
+	for i := range 3 * 3 * 4 {
+		wg.Go(func() {
+			l, class := pods[i%3], cfg.Classes[(i/3)%3].Name
+			for ctx.Err() == nil {
+				if d, err := l.Acquire(ctx, class, 8*time.Second); err == nil && d.Allowed {
+					mu.Lock()
+					admitted[class]++
+					mu.Unlock()
+				}
+				if class == OTP {
+					select { // 4 callers in each of 3 processes: 20/s
+					case <-ctx.Done():
+					case <-time.After(600 * time.Millisecond):
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	calls, n := 0, 0
+	for _, r := range recs {
+		calls += r.Len()
+	}
+	for _, c := range admitted {
+		n += c
+	}
+	ratio := float64(calls) / float64(n)
+	t.Logf("%d script calls for %d admissions %v: %.2f per admission", calls, n, admitted, ratio)
+	if n < 100 || ratio > 1.7 {
+		t.Fatalf("%d calls for %d admissions %v (%.2f each), want ≤ 1.7 each", calls, n, admitted, ratio)
 	}
 }

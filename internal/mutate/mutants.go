@@ -32,10 +32,10 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "if pen > 0 then", "if false then"},
 	}, ""},
 	{"M4", "Redis error fails open", []edit{
-		{"admission/limiter.go", "		return l.fallbackAt(now, class, cost), nil\n	}\n	l.inFallback = false", "		return Decision{Allowed: true, Source: SourceFallback}, nil\n	}\n	l.inFallback = false"},
+		{"admission/limiter.go", "		return l.fallbackAt(now, c, cost), nil\n	}\n	l.inFallback = false", "		return Decision{Allowed: true, Source: SourceFallback}, nil\n	}\n	l.inFallback = false"},
 	}, ""},
 	{"M5", "marketing checks only the global key", []edit{
-		{"admission/gcra.lua", "local tickets, marketing = ARGV[8], ARGV[5] == '1'", "local tickets, marketing = ARGV[8], false"},
+		{"admission/gcra.lua", "local tickets, capped = ARGV[8], ARGV[3] ~= '0'", "local tickets, capped = ARGV[8], false"},
 	}, ""},
 	{"M6", "marketing updates global even when denied", []edit{
 		{"admission/gcra.lua", "if wait > lookahead then", "if g_wait <= 0 then\n  redis.call('SET', KEYS[1], string.format('%d', tat_g + g_int))\nend\nif wait > lookahead then"},
@@ -48,7 +48,7 @@ var mutants = []mutant{
 	}, ""},
 	{"M9", "fallback at full TARGET_RPS per process", []edit{
 		{"admission/fallback.go", "n := float64(cfg.MaxSenders)", "n := 1.0"},
-		{"admission/fallback.go", "procs := float64(cfg.MaxSenders)", "procs := 1.0"},
+		{"admission/fallback.go", "procs, scale := float64(cfg.MaxSenders), 1.0", "procs, scale := 1.0, 1.0"},
 	}, ""},
 	{"M10", "Acquire polls on a fixed tick", []edit{
 		{"admission/acquire.go", "wait := max(d.RetryAfter, minWait)", "wait := time.Millisecond + 0*max(d.RetryAfter, minWait)"},
@@ -71,10 +71,10 @@ var mutants = []mutant{
 		{"admission/limiter.go", "	recovering := l.inFallback\n", "	recovering := l.inFallback && false\n"},
 	}, ""},
 	{"M16", "marketing may take OTP's reserved slot", []edit{
-		{"admission/gcra.lua", "  g_tau = g_tau - reserve\n", ""},
+		{"admission/gcra.lua", "local g_tau = g_tau0 - reserve\n", "local g_tau = g_tau0\n"},
 	}, ""},
 	{"M17", "no wake tickets: every waiter wakes when the slot opens", []edit{
-		{"admission/gcra.lua", "local tickets, marketing = ARGV[8], ARGV[5] == '1'", "local tickets, marketing = '0', ARGV[5] == '1'"},
+		{"admission/gcra.lua", "local tickets, capped = ARGV[8], ARGV[3] ~= '0'", "local tickets, capped = '0', ARGV[3] ~= '0'"},
 	}, ""},
 	{"M18", "the operator's override is ignored", []edit{
 		{"admission/gcra.lua", "  local o_g, o_m = tonumber(a), tonumber(b)", "  local o_g, o_m = nil, nil"},
@@ -196,7 +196,7 @@ var mutants = []mutant{
 		{"admission/acquire.go", "			if d.RetryAfter > 0 {\n", "			if d.RetryAfter > 0 && false {\n"},
 	}, ""},
 	{"F5", "slots are booked without bound", []edit{
-		{"admission/acquire.go", "		lookahead := min(within, l.lookahead(class, cost))", "		lookahead := within"},
+		{"admission/acquire.go", "		lookahead := min(within, l.lookahead(c, cost))", "		lookahead := within"},
 	}, ""},
 	{"F6", "the probe after a penalty does not go alone", []edit{
 		{"admission/gcra.lua", "if s[7] then\n  lookahead = 0\nend", "if false then\n  lookahead = 0\nend"},
@@ -211,19 +211,32 @@ var mutants = []mutant{
 		{"dispatch/accounts.go", "(dec.Reason == admission.ReasonPenalty || dec.Reason == admission.ReasonAccount ||", "(dec.Reason == admission.ReasonPenalty || dec.Reason == admission.ReasonGlobal || dec.Reason == admission.ReasonAccount ||"},
 	}, "./dispatch/"},
 	{"A2", "a sender's slot does not wait for a long message's whole cost", []edit{
-		{"admission/gcra.lua", "    local w = (tonumber(s[11 + i]) or 0) + (cost - 1) * iv - now", "    local w = (tonumber(s[11 + i]) or 0) - now"},
+		{"admission/gcra.lua", "    local w = (tonumber(s[senders - 1 + i]) or 0) + (cost - 1) * iv - now", "    local w = (tonumber(s[senders - 1 + i]) or 0) - now"},
 	}, ""},
 	{"A3", "a sender's TAT does not move", []edit{
-		{"admission/gcra.lua", "  put(KEYS[11 + pick], math.max(tonumber(s[11 + pick]) or 0, at) + cost * s_int)", "  put(KEYS[11 + pick], tonumber(s[11 + pick]) or 0)"},
+		{"admission/gcra.lua", "  put(KEYS[k], math.max(tonumber(s[k]) or 0, at) + cost * s_int)", "  put(KEYS[k], tonumber(s[k]) or 0)"},
 	}, ""},
 	{"A4", "the learned rate climbs above the target", []edit{
 		{"admission/gcra.lua", "  r = math.max(math.min(r, a_target), a_min)", "  r = math.max(r, a_min)"},
 	}, ""},
 	{"A6", "marketing overflows too", []edit{
-		{"dispatch/accounts.go", "return class == admission.OTP || slices.Contains(a.FailoverClasses, class)", "return true || slices.Contains(a.FailoverClasses, class)"},
+		{"dispatch/accounts.go", "return class == d.lanes[0].class || slices.Contains(a.FailoverClasses, class)", "return true || slices.Contains(a.FailoverClasses, class)"},
 	}, "./dispatch/"},
 	{"A7", "the learned rate climbs without pressure", []edit{
 		{"admission/gcra.lua", "if searching and now >= lrn.next and lrn.pressed then", "if searching and now >= lrn.next then"},
+	}, ""},
+	{"K1", "a later class books past an earlier one (no rank reserves)", []edit{
+		{"admission/classes.go", "		a.Reserve = (min(burst, time.Duration(i)) * gi).Microseconds()", "		a.Reserve = 0"},
+		{"admission/classes.go", "			rank := time.Duration(i - lv.members[0])", "			rank := time.Duration(0 * (i - lv.members[0]))"},
+	}, ""},
+	{"K2", "a middle class books a whole interval of its own ahead", []edit{
+		{"admission/acquire.go", "		la = min(la, time.Duration(lookaheadSlots*cost)*l.lastSpacing)", "		la = max(la, time.Duration(lookaheadSlots*cost)*l.lastSpacing)"},
+	}, ""},
+	{"K3", "a class's ceiling is not applied", []edit{
+		{"admission/gcra.lua", "if capped then\n  m_wait = tat_m - now - m_tau\nend", "if false then\n  m_wait = tat_m - now - m_tau\nend"},
+	}, ""},
+	{"K4", "an earlier class's reserve is not applied", []edit{
+		{"admission/gcra.lua", "  r_wait = math.max(r_wait, v.tat - now - (v.tau - v.reserve))", "  r_wait = math.max(r_wait, -1)"},
 	}, ""},
 	{"A5", "a 429 does not lower the learned rate", []edit{
 		{"admission/penalty.lua", "if ARGV[3] == 'throttled' and ARGV[4] ~= '' then", "if false then"},
@@ -422,6 +435,10 @@ var killers = map[string]string{
 	"A5":  "TestA429LowersTheLearnedRateOncePerIncident",
 	"A6":  "TestAnOTPOverflowsOnlyWhenItsAccountIsUnderAPenalty",
 	"A7":  "TestTheSearchWaitsForThePenaltyAndForPressure",
+	"K1":  "TestAnEarlierClassNeverWaitsForALaterOne",
+	"K2":  "TestAClassesUnusedRoomGoesToTheClassesAfterIt",
+	"K3":  "TestThreeClassesKeepEveryLevel",
+	"K4":  "TestThreeClassesKeepEveryLevel",
 	"O1":  "TestForgetClearsOnlyARefusal",
 	"O2":  "TestReplayDecidesByTheRecord",
 	"O3":  "TestReplayDecidesByTheRecord",
