@@ -56,6 +56,7 @@ type Table struct {
 	longest  int                                // length of the longest prefix, "+" included
 	prefixes []string                           // every account's prefixes, sorted, each once
 	routes   map[admission.Class]routesByPrefix // every class some account serves
+	classes  []admission.Class                  // the keys of routes, as the accounts list them (priority order)
 }
 
 // routesByPrefix is one class's routes by the longest configured prefix a
@@ -90,6 +91,7 @@ func NewTable(served [][]admission.Class, destinations [][]string, mode RouteMod
 		for _, c := range classes {
 			if t.routes[c] == nil {
 				t.routes[c] = routesByPrefix{}
+				t.classes = append(t.classes, c)
 			}
 		}
 	}
@@ -162,17 +164,13 @@ func (t *Table) prefix(to string) string {
 func (t *Table) Mode() RouteMode { return t.mode }
 
 // Rows returns the table for the start-up log and the status report: for
-// each class some account serves (OTP first) and each configured prefix,
-// then "" (every other destination), the accounts in order; a row without
-// accounts is a destination of that class with no route.
+// each class some account serves (in the order the accounts first list
+// them: each lists its classes in priority order) and each configured prefix, then "" (every
+// other destination), the accounts in order; a row without accounts is a
+// destination of that class with no route.
 func (t *Table) Rows() []TableRow {
-	var classes []admission.Class
-	for c := range t.routes {
-		classes = append(classes, c)
-	}
-	slices.Sort(classes)
 	var rows []TableRow
-	for _, c := range classes {
+	for _, c := range t.classes {
 		for _, p := range append(slices.Clone(t.prefixes), "") {
 			rows = append(rows, TableRow{Class: c, Prefix: p, Accounts: slices.Clone(t.routes[c][p])})
 		}

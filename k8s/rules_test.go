@@ -73,6 +73,10 @@ type exported struct {
 	recorded map[string]bool
 }
 
+// transactional is the class configured between OTP and marketing in the
+// scrape.
+const transactional = admission.Class("transactional")
+
 // scrape builds the metrics, records at least one event of each kind and
 // every value of the enumerated labels, and returns the families that
 // /metrics shows.
@@ -88,7 +92,10 @@ func scrape(t *testing.T) map[string]*family {
 		}
 	})
 	m.SetState(func() telemetry.State {
-		return telemetry.State{PenaltyActive: true, BudgetTokens: 7.5, OTPWaiting: 3, ContractRPS: 100, TargetRPS: 90, MarketingRPS: 70, Receipts: true}
+		// Three classes, the first with a reserve: every sms_limit.
+		return telemetry.State{PenaltyActive: true, BudgetTokens: 7.5, OTPWaiting: 3, ContractRPS: 100, TargetRPS: 90, MarketingRPS: 70, Receipts: true,
+			Waiting: map[admission.Class]int{admission.OTP: 3, transactional: 1, admission.Marketing: 40},
+			Classes: []admission.ClassLimit{{Name: admission.OTP, Reserve: 20}, {Name: transactional, RPS: 30}, {Name: admission.Marketing, RPS: 70}}}
 	})
 	// Every status a receipt can leave a message in (provider's 11), every
 	// outcome of its handling, and the resends' reasons (the failures).
@@ -110,11 +117,12 @@ func scrape(t *testing.T) map[string]*family {
 	decisions := []admission.Decision{
 		{Allowed: true, Source: admission.SourceRedis},
 		{Source: admission.SourceRedis, Reason: admission.ReasonGlobal},
-		{Source: admission.SourceRedis, Reason: admission.ReasonMarketing},
+		{Source: admission.SourceRedis, Reason: admission.ReasonCeiling},
+		{Source: admission.SourceRedis, Reason: admission.ReasonReserve},
 		{Allowed: true, Source: admission.SourceFallback},
 		{Source: admission.SourcePenalty, Reason: admission.ReasonPenalty},
 	}
-	for _, class := range []admission.Class{admission.OTP, admission.Marketing} {
+	for _, class := range []admission.Class{admission.OTP, transactional, admission.Marketing} {
 		for o := nack.Sent; !strings.HasPrefix(o.String(), "Outcome("); o++ {
 			for _, d := range decisions {
 				m.Observe(dispatch.Event{

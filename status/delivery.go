@@ -49,7 +49,7 @@ func (a Account) writeDelivery(tw *tabwriter.Writer) {
 	if a.Delivery == nil {
 		return
 	}
-	for _, class := range []string{"otp", "marketing"} {
+	for _, class := range a.Classes {
 		if d, ok := a.Delivery[class]; ok {
 			fmt.Fprintf(tw, "  delivery %s (last %s)\t%s\n", class, shortMinutes(DeliveryWindow), d.text())
 		}

@@ -2,7 +2,7 @@ package status
 
 import "context"
 
-// readDelivery reads into a the final receipts of each class s serves
+// readDelivery reads into a the final receipts of each class a serves
 // over the last DeliveryWindow (admission's per-minute counters).
 func readDelivery(ctx context.Context, s Setup, a *Account) error {
 	stats, err := s.Limiter.DeliveryStats(ctx, DeliveryWindow)
@@ -10,9 +10,9 @@ func readDelivery(ctx context.Context, s Setup, a *Account) error {
 		return err
 	}
 	a.Delivery = map[string]*Delivery{}
-	for _, class := range s.Classes {
-		st := stats[class.String()]
-		a.Delivery[class.String()] = deliveryOf(st.Finals, st.Delivered, st.P50, st.P99)
+	for _, class := range a.Classes {
+		st := stats[class]
+		a.Delivery[class] = deliveryOf(st.Finals, st.Delivered, st.P50, st.P99)
 	}
 	return nil
 }

@@ -66,7 +66,7 @@ func TestMessageJSON(t *testing.T) {
 // delivered ratio and the delivery p50/p99 per class; no finals is no
 // ratio (null in JSON), not 0 %.
 func TestDeliveryPart(t *testing.T) {
-	a := Account{Delivery: map[string]*Delivery{
+	a := Account{Classes: []string{"otp", "marketing"}, Delivery: map[string]*Delivery{
 		"otp":       deliveryOf(40, 38, 1200*time.Millisecond, 4500*time.Millisecond),
 		"marketing": deliveryOf(0, 0, 0, 0),
 	}}

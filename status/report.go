@@ -1,6 +1,7 @@
 package status
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -72,13 +73,17 @@ func routesOf(r config.Routing) []Route {
 // Account is one account of a Report (part of the `status --json`
 // contract).
 type Account struct {
-	Name         string   `json:"name"`
-	Provider     string   `json:"provider"`
+	Name     string `json:"name"`
+	Provider string `json:"provider"`
+	// Classes are the classes the account serves, in priority order.
 	Classes      []string `json:"classes"`
 	RateUnit     string   `json:"rate_unit"`
 	ContractRPS  float64  `json:"contract_rps"`
 	TargetRPS    float64  `json:"target_rps"`
 	MarketingRPS float64  `json:"marketing_rps"`
+	// ClassRates are each class's ceiling and reserve on the account, in
+	// priority order.
+	ClassRates []ClassRate `json:"class_rates"`
 	// InForceRPS is the target in force: the lowest of the configured
 	// target, the override's and the learned rate.
 	InForceRPS float64          `json:"in_force_rps"`
@@ -100,12 +105,25 @@ type Account struct {
 	LearnedIgnored string `json:"learned_ignored,omitempty"`
 }
 
+// ClassRate is one class's limits on an Account (part of the `status
+// --json` contract), as configured (class_rps, reserve_rps).
+type ClassRate struct {
+	Class string `json:"class"`
+	// CeilingRPS is the most the class may send on the account.
+	CeilingRPS float64 `json:"ceiling_rps"`
+	// ReserveRPS is the rate the classes after it may never take
+	// together on the account; 0: none.
+	ReserveRPS float64 `json:"reserve_rps"`
+}
+
 // Override is an operator's override in force on an Account (part of the
 // `status --json` contract).
 type Override struct {
-	TargetRPS    float64  `json:"target_rps"`    // 0: not overridden
-	MarketingRPS float64  `json:"marketing_rps"` // 0: not overridden
-	LeftSeconds  *float64 `json:"left_seconds"`  // null: until cleared
+	TargetRPS float64 `json:"target_rps"` // 0: not overridden
+	// MarketingRPS lowers the last class's ceiling (marketing's with the
+	// default classes); 0: not overridden.
+	MarketingRPS float64  `json:"marketing_rps"`
+	LeftSeconds  *float64 `json:"left_seconds"` // null: until cleared
 	// Ignored is the override's value in Redis when the admission script
 	// ignores some of it (a rate that is not a number of at least the
 	// minimum counts as 0 above).
@@ -190,9 +208,15 @@ func Read(ctx context.Context, setups []Setup, routing config.Routing, now time.
 func accountOf(s Setup, st admission.AccountStatus) Account {
 	a := Account{Name: s.Name, Provider: s.Provider, RateUnit: s.RateUnit,
 		ContractRPS: s.ContractRPS, TargetRPS: s.TargetRPS, MarketingRPS: s.MarketingRPS, InForceRPS: s.TargetRPS,
-		InFlight: st.InFlight, Sent: map[string]*Sent{}, Processes: []Process{}}
-	for _, class := range s.Classes {
+		InFlight: st.InFlight, Sent: map[string]*Sent{}, ClassRates: []ClassRate{}, Processes: []Process{}}
+	classes := st.Classes // the limiter's, in priority order
+	if len(classes) == 0 {
+		classes = s.Classes
+	}
+	limits := limitsOf(s.Account)
+	for _, class := range classes {
 		a.Classes = append(a.Classes, class.String())
+		a.ClassRates = append(a.ClassRates, ClassRate{Class: class.String(), CeilingRPS: limits[class].RPS, ReserveRPS: limits[class].Reserve})
 	}
 	if o := st.Override; o != nil {
 		a.Override = &Override{TargetRPS: o.TargetRPS, MarketingRPS: o.MarketingRPS, Ignored: o.Ignored}
@@ -211,7 +235,7 @@ func accountOf(s Setup, st admission.AccountStatus) Account {
 			a.InForceRPS = min(a.InForceRPS, l.RPS)
 		}
 	}
-	for _, class := range []admission.Class{admission.OTP, admission.Marketing} {
+	for _, class := range classes {
 		per := st.Sent[class]
 		sr := &Sent{PerSecond: per}
 		for i, n := range per {
@@ -247,6 +271,22 @@ func accountOf(s Setup, st admission.AccountStatus) Account {
 	slices.SortFunc(a.Processes, func(x, y Process) int { return strings.Compare(x.ID, y.ID) })
 	a.Health = healthOf(st.Health)
 	return a
+}
+
+// limitsOf returns the ceiling and reserve of each class of a as its
+// limiter is given them (config.Process.Limiter), a ceiling of 0 read as
+// the target: admission.Config's default classes when a names none.
+func limitsOf(a config.Account) map[admission.Class]admission.ClassLimit {
+	list := config.Process{}.Limiter(a).Classes
+	if len(list) == 0 {
+		list = []admission.ClassLimit{{Name: admission.OTP}, {Name: admission.Marketing, RPS: a.MarketingRPS}}
+	}
+	out := make(map[admission.Class]admission.ClassLimit, len(list))
+	for _, l := range list {
+		l.RPS = cmp.Or(l.RPS, a.TargetRPS)
+		out[l.Name] = l
+	}
+	return out
 }
 
 // healthOf is the report of an account's health h: a run of failures

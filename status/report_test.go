@@ -33,7 +33,8 @@ func TestAccountOfAState(t *testing.T) {
 			{ID: "a", State: "ok host-a v1", LastBeat: t0.Add(-time.Second)},
 			{ID: "c", State: "garbled", LastBeat: t0},
 		},
-		Sent: [2][]int{admission.OTP: sent, admission.Marketing: make([]int, seconds)},
+		Sent:    map[admission.Class][]int{admission.OTP: sent, admission.Marketing: make([]int, seconds)},
+		Classes: []admission.Class{admission.OTP, admission.Marketing},
 	}
 	s := Setup{Account: config.Account{Name: "main", Provider: "generic", RateUnit: "message", Classes: []admission.Class{admission.OTP},
 		ContractRPS: 100, TargetRPS: 90, MarketingRPS: 70, Adaptive: admission.Adaptive{Enabled: true}}}
@@ -88,7 +89,8 @@ func TestTheHealthInTheReport(t *testing.T) {
 			`{"state":"healthy","since":null,"failures_in_a_row":0,"probes_ok":0}`, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			st := admission.AccountStatus{Now: t0, Health: tt.health, Sent: [2][]int{make([]int, seconds), make([]int, seconds)}}
+			st := admission.AccountStatus{Now: t0, Health: tt.health, Sent: map[admission.Class][]int{admission.OTP: make([]int, seconds), admission.Marketing: make([]int, seconds)},
+				Classes: []admission.Class{admission.OTP, admission.Marketing}}
 			r := Report{Time: t0, Accounts: []Account{accountOf(s, st)}}
 			b, err := json.Marshal(r.Accounts[0].Health)
 			if err != nil || string(b) != tt.wantJSON {
@@ -125,7 +127,7 @@ func TestWatchWithoutATerminal(t *testing.T) {
 }
 
 func testWatchWithoutATerminal(t *testing.T) {
-	r := Report{Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Accounts: []Account{{Name: "main", InForceRPS: 90,
+	r := Report{Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Accounts: []Account{{Name: "main", InForceRPS: 90, Classes: []string{"otp", "marketing"},
 		Sent: map[string]*Sent{"otp": {Last1s: 3}, "marketing": {}}, Penalty: &Penalty{Reason: "429", LeftSeconds: 1.5},
 		Processes: []Process{{Alive: true, Mode: "ok"}, {Mode: "silent"}}, Health: Health{State: "degraded"}}}}
 	var out bytes.Buffer

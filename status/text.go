@@ -18,21 +18,17 @@ func (r Report) WriteText(w io.Writer) {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "account %s: %s, serves %s, rates in %ss\n", a.Name, a.Provider, strings.Join(a.Classes, " and "), a.RateUnit)
+		fmt.Fprintf(w, "account %s: %s, serves %s, rates in %ss\n", a.Name, a.Provider, listText(a.Classes), a.RateUnit)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		rates := fmt.Sprintf("contract %g/s, target %g/s, marketing %g/s", a.ContractRPS, a.TargetRPS, a.MarketingRPS)
-		if a.InForceRPS < a.TargetRPS {
-			rates += fmt.Sprintf("; in force %g/s", a.InForceRPS)
-		}
-		fmt.Fprintf(tw, "  rates\t%s\n", rates)
-		fmt.Fprintf(tw, "  override\t%s\n", a.Override.text())
+		fmt.Fprintf(tw, "  rates\t%s\n", a.ratesText())
+		fmt.Fprintf(tw, "  override\t%s\n", a.Override.text(a.lastClass()))
 		learned := a.Learned.text()
 		if a.LearnedIgnored != "" {
 			learned = fmt.Sprintf("ignored: %q is no learned rate of at least %v/s", a.LearnedIgnored, admission.MinRPS)
 		}
 		fmt.Fprintf(tw, "  learned\t%s\n", learned)
-		for _, class := range []string{"otp", "marketing"} {
-			s := a.Sent[class]
+		for _, class := range a.Classes {
+			s := a.sent(class)
 			fmt.Fprintf(tw, "  sent %s\t%d in the last 1 s, %d in 10 s (%.1f/s), %d in 60 s (%.1f/s)\n",
 				class, s.Last1s, s.Last10s, float64(s.Last10s)/10, s.Last60s, float64(s.Last60s)/60)
 		}
@@ -46,6 +42,14 @@ func (r Report) WriteText(w io.Writer) {
 		tw.Flush()
 	}
 	r.writeRoutes(w)
+}
+
+// listText says names as a list: "a", "a and b", "a, b and c".
+func listText(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // writeRoutes prints the routing table: a line per class and prefix, the
@@ -69,7 +73,49 @@ func (r Report) writeRoutes(w io.Writer) {
 	tw.Flush()
 }
 
-func (o *Override) text() string {
+// ratesText says a's rates: the contract, the target, each class's
+// ceiling (the first class's only when it is below the target) and
+// reserve, and the rate in force when it is below the target.
+func (a Account) ratesText() string {
+	rates := fmt.Sprintf("contract %g/s, target %g/s", a.ContractRPS, a.TargetRPS)
+	var reserves []string
+	for i, c := range a.ClassRates {
+		if i > 0 || c.CeilingRPS < a.TargetRPS {
+			rates += fmt.Sprintf(", %s %g/s", c.Class, c.CeilingRPS)
+		}
+		if c.ReserveRPS > 0 {
+			reserves = append(reserves, fmt.Sprintf("%s %g/s", c.Class, c.ReserveRPS))
+		}
+	}
+	if len(reserves) > 0 {
+		rates += "; reserved from the classes after it: " + strings.Join(reserves, ", ")
+	}
+	if a.InForceRPS < a.TargetRPS {
+		rates += fmt.Sprintf("; in force %g/s", a.InForceRPS)
+	}
+	return rates
+}
+
+// lastClass is the name of a's last class, whose ceiling an override's
+// second rate lowers.
+func (a Account) lastClass() string {
+	if len(a.Classes) == 0 {
+		return admission.Marketing.String()
+	}
+	return a.Classes[len(a.Classes)-1]
+}
+
+// sent is a's sends of class; none when the report has none of it.
+func (a Account) sent(class string) *Sent {
+	if s := a.Sent[class]; s != nil {
+		return s
+	}
+	return &Sent{}
+}
+
+// text says o for a person; last is the class whose ceiling its second
+// rate lowers.
+func (o *Override) text(last string) string {
 	if o == nil {
 		return "none"
 	}
@@ -78,7 +124,7 @@ func (o *Override) text() string {
 		parts = append(parts, fmt.Sprintf("target %g/s", o.TargetRPS))
 	}
 	if o.MarketingRPS > 0 {
-		parts = append(parts, fmt.Sprintf("marketing %g/s", o.MarketingRPS))
+		parts = append(parts, fmt.Sprintf("%s %g/s", last, o.MarketingRPS))
 	}
 	if o.Ignored != "" {
 		parts = append(parts, fmt.Sprintf("ignored: %q holds a rate that is not 0 nor a number of at least %v/s", o.Ignored, admission.MinRPS))
@@ -204,8 +250,12 @@ func (a Account) line(t time.Time) string {
 			fallback++
 		}
 	}
-	return fmt.Sprintf("%s account=%s otp=%d marketing=%d in_force=%g/s penalty=%s in_flight=%d processes=%d not_deciding_with_redis=%d health=%s",
-		t.Format(time.RFC3339), a.Name, a.Sent["otp"].Last1s, a.Sent["marketing"].Last1s, a.InForceRPS, pen, a.InFlight, alive, fallback, a.Health.State)
+	var sent strings.Builder
+	for _, class := range a.Classes {
+		fmt.Fprintf(&sent, " %s=%d", class, a.sent(class).Last1s)
+	}
+	return fmt.Sprintf("%s account=%s%s in_force=%g/s penalty=%s in_flight=%d processes=%d not_deciding_with_redis=%d health=%s",
+		t.Format(time.RFC3339), a.Name, sent.String(), a.InForceRPS, pen, a.InFlight, alive, fallback, a.Health.State)
 }
 
 // sparks are the eight heights of a sparkline.
@@ -216,9 +266,13 @@ var sparks = []rune("▁▂▃▄▅▆▇█")
 // above it '!'.
 func (a Account) writeSparklines(b *strings.Builder) {
 	fmt.Fprintf(b, "%s, last 60 s per second (full height: the contract, %g/s; ! above it)\n", a.Name, a.ContractRPS)
-	for _, class := range []string{"otp", "marketing"} {
-		fmt.Fprintf(b, "  %-9s ", class)
-		for _, n := range a.Sent[class].PerSecond {
+	width := len("contract")
+	for _, class := range a.Classes {
+		width = max(width, len(class))
+	}
+	for _, class := range a.Classes {
+		fmt.Fprintf(b, "  %-*s ", width, class)
+		for _, n := range a.sent(class).PerSecond {
 			switch f := float64(n) / a.ContractRPS; {
 			case n == 0:
 				b.WriteRune(' ')
@@ -228,7 +282,7 @@ func (a Account) writeSparklines(b *strings.Builder) {
 				b.WriteRune(sparks[min(len(sparks)-1, int(f*float64(len(sparks))))])
 			}
 		}
-		fmt.Fprintf(b, " %d/s\n", a.Sent[class].Last1s)
+		fmt.Fprintf(b, " %d/s\n", a.sent(class).Last1s)
 	}
-	fmt.Fprintf(b, "  %-9s %s %g/s\n", "contract", strings.Repeat("─", seconds), a.ContractRPS)
+	fmt.Fprintf(b, "  %-*s %s %g/s\n", width, "contract", strings.Repeat("─", seconds), a.ContractRPS)
 }

@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -41,6 +42,7 @@ const (
 	MetricFallbackActive    = "sms.fallback.active"          // sms_fallback_active
 	MetricBudgetTokens      = "sms.retry_budget.tokens"      // sms_retry_budget_tokens
 	MetricOTPWaiting        = "sms.otp.waiting"              // sms_otp_waiting
+	MetricWaiting           = "sms.waiting"                  // sms_waiting
 	MetricConfiguredRate    = "sms.configured.rate"          // sms_configured_rate
 	MetricDeliveryAttempt   = "sms.delivery.attempts"        // sms_delivery_attempts
 	MetricLearnedRate       = "sms.learned.rate"             // sms_learned_rate
@@ -52,6 +54,12 @@ const (
 	AttrRedisOp             = attribute.Key("sms.redis.op")
 	AttrLimit               = attribute.Key("sms.limit")
 	attrOutcomeResultAllows = "allowed"
+)
+
+// Values of AttrLimit besides "contract", "target" and "marketing".
+const (
+	LimitCeiling = "ceiling" // a class's ceiling on the account (sms_class says which)
+	LimitReserve = "reserve" // the rate the classes after a class may never take together (sms_class says which)
 )
 
 // Metrics owns the meter provider and the Prometheus registry behind
@@ -93,11 +101,19 @@ type State struct {
 	AccountDegraded bool
 	// Receipts is set while the process asks the providers for delivery
 	// receipts (RECEIPTS_ADDR is set).
-	Receipts               bool
-	BudgetTokens           float64
-	OTPWaiting             int
+	Receipts     bool
+	BudgetTokens float64
+	// OTPWaiting is how many messages of the first class wait for a send
+	// slot (dispatch.Dispatcher.OTPWaiting).
+	OTPWaiting int
+	// Waiting is, by class, how many messages wait for a send slot; nil:
+	// no sms_waiting series.
+	Waiting                map[admission.Class]int
 	ContractRPS, TargetRPS float64
 	MarketingRPS           float64
+	// Classes are the account's classes with their ceilings and reserves
+	// when Accounts is empty (as AccountState.Classes).
+	Classes []admission.ClassLimit
 	// LearnedRPS is the learned rate in force, 0 when none (the target
 	// holds).
 	LearnedRPS float64
@@ -112,6 +128,48 @@ type AccountState struct {
 	Receipts                              bool // the account's sends ask for delivery receipts
 	ContractRPS, TargetRPS, MarketingRPS  float64
 	LearnedRPS                            float64
+	// Classes are the account's classes in priority order with their
+	// ceilings (an RPS of 0 is TargetRPS) and reserves, as the limiter is
+	// given them (admission.Config.Classes); nil: the default classes,
+	// otp at TargetRPS and marketing at MarketingRPS.
+	Classes []admission.ClassLimit
+}
+
+// limits returns a's classes with their ceilings, the defaults filled in.
+func (a AccountState) limits() []admission.ClassLimit {
+	list := a.Classes
+	if len(list) == 0 {
+		list = []admission.ClassLimit{{Name: admission.OTP}, {Name: admission.Marketing, RPS: a.MarketingRPS}}
+	}
+	out := make([]admission.ClassLimit, len(list))
+	for i, l := range list {
+		l.RPS = cmp.Or(l.RPS, a.TargetRPS)
+		out[i] = l
+	}
+	return out
+}
+
+// configuredRates are a's configured rates, as sms_configured_rate shows
+// them: the contract, the target, each class's ceiling and reserve
+// (labelled sms_class), and the marketing class's ceiling on its own
+// (sms_limit "marketing", the series of the two default classes).
+func (a AccountState) configuredRates() []obs {
+	out := []obs{
+		{a.ContractRPS, []attribute.KeyValue{AttrLimit.String("contract")}},
+		{a.TargetRPS, []attribute.KeyValue{AttrLimit.String("target")}},
+	}
+	marketing := a.MarketingRPS
+	for _, l := range a.limits() {
+		class := AttrClass.String(l.Name.String())
+		out = append(out, obs{l.RPS, []attribute.KeyValue{AttrLimit.String(LimitCeiling), class}})
+		if l.Reserve > 0 {
+			out = append(out, obs{l.Reserve, []attribute.KeyValue{AttrLimit.String(LimitReserve), class}})
+		}
+		if l.Name == admission.Marketing {
+			marketing = l.RPS
+		}
+	}
+	return append(out, obs{marketing, []attribute.KeyValue{AttrLimit.String("marketing")}})
 }
 
 // accounts returns s's accounts, State's own fields as one unnamed
@@ -121,7 +179,7 @@ func (s State) accounts() []AccountState {
 		return s.Accounts
 	}
 	return []AccountState{{PenaltyActive: s.PenaltyActive, FallbackActive: s.FallbackActive, Paused: s.AccountPaused, Degraded: s.AccountDegraded, Receipts: s.Receipts,
-		ContractRPS: s.ContractRPS, TargetRPS: s.TargetRPS, MarketingRPS: s.MarketingRPS, LearnedRPS: s.LearnedRPS}}
+		ContractRPS: s.ContractRPS, TargetRPS: s.TargetRPS, MarketingRPS: s.MarketingRPS, LearnedRPS: s.LearnedRPS, Classes: s.Classes}}
 }
 
 // perAccount observes read(a) for each account, labelled with its name
@@ -226,15 +284,16 @@ func NewMetrics() (*Metrics, error) {
 		})
 	})
 	gauge(MetricBudgetTokens, "Retry budget tokens (10 full; retries allowed above 5).", func(s State) []obs { return one(s.BudgetTokens) })
-	gauge(MetricOTPWaiting, "OTP messages of this process waiting for a send slot.", func(s State) []obs { return one(float64(s.OTPWaiting)) })
-	gauge(MetricConfiguredRate, "Configured rates in messages per second: the contract line and the targets.", func(s State) []obs {
-		return perAccount(s, func(a AccountState) []obs {
-			return []obs{
-				{a.ContractRPS, []attribute.KeyValue{AttrLimit.String("contract")}},
-				{a.TargetRPS, []attribute.KeyValue{AttrLimit.String("target")}},
-				{a.MarketingRPS, []attribute.KeyValue{AttrLimit.String("marketing")}},
-			}
-		})
+	gauge(MetricOTPWaiting, "Messages of the first class (OTP) of this process waiting for a send slot.", func(s State) []obs { return one(float64(s.OTPWaiting)) })
+	gauge(MetricWaiting, "Messages of this process waiting for a send slot, by class.", func(s State) []obs {
+		var out []obs
+		for class, n := range s.Waiting {
+			out = append(out, obs{float64(n), []attribute.KeyValue{AttrClass.String(class.String())}})
+		}
+		return out
+	})
+	gauge(MetricConfiguredRate, "Configured rates per second, by limit: the contract line, the target, each class's ceiling and reserve (sms_class), and marketing's ceiling.", func(s State) []obs {
+		return perAccount(s, AccountState.configuredRates)
 	})
 	_, err = meter.Float64ObservableGauge(MetricRedisEvicting,
 		metric.WithDescription("1 while Redis's maxmemory-policy (read every minute) lets it evict keys: any policy but noeviction."),

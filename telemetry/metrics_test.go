@@ -100,3 +100,58 @@ func TestNoRouteIsCountedByCountry(t *testing.T) {
 		t.Errorf("%d series of sms_no_route_total, want 2:\n%s", n, b)
 	}
 }
+
+// TestClassesInTheMetrics: each class's ceiling and reserve are a series
+// of sms_configured_rate labelled with its name, today's series of the
+// default classes (marketing's ceiling as sms_limit "marketing") kept;
+// the messages waiting are counted by class; a denial says which limit
+// (ceiling, reserve) denied it.
+func TestClassesInTheMetrics(t *testing.T) {
+	m, err := NewMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const transactional = admission.Class("transactional")
+	m.SetState(func() State {
+		return State{OTPWaiting: 2, Waiting: map[admission.Class]int{admission.OTP: 2, transactional: 5, admission.Marketing: 40},
+			Accounts: []AccountState{
+				{Name: "main", ContractRPS: 100, TargetRPS: 90, MarketingRPS: 70, Classes: []admission.ClassLimit{
+					{Name: admission.OTP, Reserve: 20}, {Name: transactional, RPS: 30}, {Name: admission.Marketing, RPS: 60}}},
+				{Name: "old", ContractRPS: 100, TargetRPS: 90, MarketingRPS: 70},
+			}}
+	})
+	for _, reason := range []admission.Reason{admission.ReasonCeiling, admission.ReasonReserve} {
+		m.Observe(dispatch.Event{Class: transactional, Outcome: nack.Expired, Action: nack.Nack, Account: "main",
+			Decision: admission.Decision{Source: admission.SourceRedis, Reason: reason}})
+	}
+	w := httptest.NewRecorder()
+	m.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	b, _ := io.ReadAll(w.Body)
+	body := string(b)
+	for _, want := range []string{
+		`sms_configured_rate{sms_account="main",sms_class="otp",sms_limit="ceiling"} 90`,
+		`sms_configured_rate{sms_account="main",sms_class="otp",sms_limit="reserve"} 20`,
+		`sms_configured_rate{sms_account="main",sms_class="transactional",sms_limit="ceiling"} 30`,
+		`sms_configured_rate{sms_account="main",sms_class="marketing",sms_limit="ceiling"} 60`,
+		`sms_configured_rate{sms_account="main",sms_limit="marketing"} 60`,
+		`sms_configured_rate{sms_account="old",sms_limit="contract"} 100`,
+		`sms_configured_rate{sms_account="old",sms_limit="target"} 90`,
+		`sms_configured_rate{sms_account="old",sms_limit="marketing"} 70`,
+		`sms_configured_rate{sms_account="old",sms_class="otp",sms_limit="ceiling"} 90`,
+		`sms_configured_rate{sms_account="old",sms_class="marketing",sms_limit="ceiling"} 70`,
+		`sms_otp_waiting 2`,
+		`sms_waiting{sms_class="transactional"} 5`,
+		`sms_waiting{sms_class="marketing"} 40`,
+		`sms_admission_decisions_total{sms_account="main",sms_admission_decision="denied",sms_admission_reason="ceiling",sms_admission_source="redis",sms_class="transactional"} 1`,
+		`sms_admission_decisions_total{sms_account="main",sms_admission_decision="denied",sms_admission_reason="reserve",sms_admission_source="redis",sms_class="transactional"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no %s in\n%s", want, body)
+		}
+	}
+	for _, unwanted := range []string{`sms_class="transactional",sms_limit="reserve"`, `sms_account="old",sms_class="otp",sms_limit="reserve"`} {
+		if strings.Contains(body, unwanted) {
+			t.Errorf("a reserve of 0 has a series: %s in\n%s", unwanted, body)
+		}
+	}
+}
