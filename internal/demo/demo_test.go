@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"smsdispatcher/admission"
 	"smsdispatcher/config"
 	"smsdispatcher/provider"
 )
@@ -40,7 +41,7 @@ func TestQuantile(t *testing.T) {
 // report says why on both of their lines.
 func TestReportSaysWhyRedisHasNoFigures(t *testing.T) {
 	var out bytes.Buffer
-	r := Report{Instances: 2, Sent: [2]int{1, 3}, Provider: "generic", RateUnit: "message", RedisStatsErr: "miniredis keeps no INFO commandstats", EmbeddedRedis: true}
+	r := Report{Instances: 2, Sent: map[admission.Class]int{admission.OTP: 1, admission.Marketing: 3}, Provider: "generic", RateUnit: "message", RedisStatsErr: "miniredis keeps no INFO commandstats", EmbeddedRedis: true}
 	r.Print(&out, config.Settings{})
 	for _, want := range []string{"2 instances, in-process Pub/Sub, embedded Redis (miniredis)", "sent                             4 (otp 1, marketing 3)",
 		"script calls per sent message    n/a: miniredis keeps no INFO commandstats", "Redis executed per sent message  n/a"} {
