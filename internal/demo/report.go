@@ -110,7 +110,15 @@ func (r Report) Print(w io.Writer, cfg config.Settings) {
 	}
 	fmt.Fprintf(w, "  deliveries per published message %.3f (Pub/Sub, of %d published)\n",
 		float64(r.Deliveries)/float64(max(r.Published, 1)), r.Published)
-	printDelivery(w, r.Delivery)
+	printDelivery(w, r.classList(), r.Delivery)
+}
+
+// classList is r.Classes, or the default two when it names none.
+func (r Report) classList() []admission.Class {
+	if len(r.Classes) == 0 {
+		return []admission.Class{admission.OTP, admission.Marketing}
+	}
+	return r.Classes
 }
 
 // quantile returns the q-quantile of ds (nearest rank), 0 if empty.
