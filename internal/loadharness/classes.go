@@ -21,6 +21,7 @@ import (
 	"smsdispatcher/internal/redisconn"
 	"smsdispatcher/internal/redisstats"
 	"smsdispatcher/internal/topology"
+	"smsdispatcher/nack"
 	"smsdispatcher/provider"
 	"smsdispatcher/provider/providertest"
 )
@@ -162,7 +163,7 @@ func runClasses(ctx context.Context, cfg *Config, redisURL string, s classesSpec
 		return nil, err
 	}
 
-	lg := &classesLog{published: map[string]time.Time{}}
+	lg := newClassesLog()
 	lg.backlogAt = time.Now()
 	if err := publishBacklog(ctx, admin, s.backlog); err != nil {
 		return nil, err
@@ -189,7 +190,7 @@ func runClasses(ctx context.Context, cfg *Config, redisURL string, s classesSpec
 		}
 	}()
 	for i := range s.instances {
-		d, closeAll, err := newClassesInstance(ctx, p, account, stack, logger.With("instance", i), cfg.redisTO)
+		d, closeAll, err := newClassesInstance(ctx, p, account, stack, lg, logger.With("instance", i), cfg.redisTO)
 		closers = append(closers, closeAll...)
 		if err != nil {
 			return nil, err
@@ -319,7 +320,7 @@ func setupClasses(ctx context.Context, admin *pubsub.Client, p config.Process, l
 // Redis, Pub/Sub and the provider's; its limiter is the one serve builds
 // (config.Process.Limiter), its lanes p's classes. The closers release
 // what it opened, also on an error.
-func newClassesInstance(ctx context.Context, p config.Process, a config.Account, stack *localstack.Stack,
+func newClassesInstance(ctx context.Context, p config.Process, a config.Account, stack *localstack.Stack, lg *classesLog,
 	logger *slog.Logger, redisTimeout time.Duration) (*dispatch.Dispatcher, []func(), error) {
 	rdb, ps, closers, err := instanceClients(ctx, stack.RedisURL, stack, redisTimeout)
 	if err != nil {
@@ -350,7 +351,7 @@ func newClassesInstance(ctx context.Context, p config.Process, a config.Account,
 		Lanes: lanes,
 		Accounts: []dispatch.Account{{Name: a.Name, Classes: a.Classes, Limiter: lim, Claims: lim.Claims(),
 			Sender: sender, RateUnit: a.Unit(), MaxSegments: a.MaxSegments}},
-		DeadLetter: dispatch.DeadLetterTopic{Publisher: dlq},
+		DeadLetter: dispatch.DeadLetterTopic{Publisher: dlq}, Observer: lg,
 	})
 	return d, closers, err
 }
@@ -362,10 +363,30 @@ func newClassesInstance(ctx context.Context, p config.Process, a config.Account,
 type classesLog struct {
 	mu        sync.Mutex
 	published map[string]time.Time // guarded by mu: id -> its publish time
+	nacks     map[string]int       // guarded by mu: "class outcome/reason" -> nacks
 
 	backlogAt  time.Time // the backlog's publishing began
 	start, end time.Time // the feeds'
 	drained    time.Time // the end of the wait for the streams' sends
+}
+
+func newClassesLog() *classesLog {
+	return &classesLog{published: map[string]time.Time{}, nacks: map[string]int{}}
+}
+
+// Observe counts the nacks by class, outcome and the admission's reason
+// (the dispatchers' Observer).
+func (lg *classesLog) Observe(ev dispatch.Event) {
+	if ev.Action != nack.Nack {
+		return
+	}
+	key := fmt.Sprintf("%s %s", ev.Class, ev.Outcome)
+	if ev.Decision.Reason != "" {
+		key += "/" + string(ev.Decision.Reason)
+	}
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	lg.nacks[key]++
 }
 
 func (lg *classesLog) add(id string, at time.Time) {

@@ -55,7 +55,8 @@ func TestScenarioClasses(t *testing.T) {
 // after trxWait, the marketing backlog at mktRate from the start.
 func syntheticClasses(otpWait, trxWait time.Duration, mktRate int) (classesSpec, *classesLog, []providertest.Arrival) {
 	s := classesSpec{code: codeAfter, duration: 10 * time.Second, rampUp: time.Second, backlog: 1000, otpRate: 5, trxRate: 10}
-	lg := &classesLog{published: map[string]time.Time{}, backlogAt: t0.Add(-time.Second), start: t0, end: t10, drained: t10.Add(time.Second)}
+	lg := newClassesLog()
+	lg.backlogAt, lg.start, lg.end, lg.drained = t0.Add(-time.Second), t0, t10, t10.Add(time.Second)
 	var arrivals []providertest.Arrival
 	stream := func(prefix string, rate int, wait time.Duration) {
 		for i := range 10 * rate {

@@ -3,7 +3,9 @@ package loadharness
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -51,7 +53,10 @@ type classesRow struct {
 	HasStats                        bool
 	// MarketingWant is the marketing rate the ceilings and reserves leave.
 	MarketingWant float64
-	Failures      []string
+	// Nacks are the dispatchers' nacks by class, outcome and the
+	// admission's reason.
+	Nacks    map[string]int
+	Failures []string
 }
 
 // classFigures is one class's part of a row.
@@ -73,7 +78,7 @@ type classFigures struct {
 // measureClasses turns a classes run into its row: lg, the simulator's
 // arrivals, its 429 answers, and Redis's commands over the run (nil: none).
 func measureClasses(s classesSpec, lg *classesLog, arrivals []providertest.Arrival, throttled int, cs redisstats.CommandStats) *classesRow {
-	r := &classesRow{Spec: s, Code: s.code, Throttled: throttled, MarketingWant: classesTarget - classesOTPReserve - s.trxRate}
+	r := &classesRow{Spec: s, Code: s.code, Throttled: throttled, MarketingWant: classesTarget - classesOTPReserve - s.trxRate, Nacks: lg.nacks}
 	from := lg.start.Add(s.rampUp)
 	r.Span = lg.end.Sub(from)
 	first := map[string]time.Time{}
@@ -229,6 +234,9 @@ func writeClassesTable(w io.Writer, _ *Config, rows []*classesRow) error {
 		return err
 	}
 	for _, r := range rows {
+		fmt.Fprintf(w, "%s nacks: %s\n", r.Code, nacksText(r.Nacks))
+	}
+	for _, r := range rows {
 		if len(r.Failures) > 0 {
 			fmt.Fprintf(w, "%s misses: %s\n", r.Code, strings.Join(r.Failures, "; "))
 		}
@@ -246,6 +254,18 @@ verdict (after row): no 429, transactional p99 ≤ %v, OTP p99 ≤ %v, marketing
 `, s.rampUp, s.drain, classesMaxTrxP99, classesMaxOTPP99, classesMktTolerance*100,
 		classesTarget, classesOTPReserve, s.trxRate, rows[0].MarketingWant)
 	return err
+}
+
+// nacksText renders nacks in their keys' order; "none" if empty.
+func nacksText(nacks map[string]int) string {
+	if len(nacks) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(nacks)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, nacks[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // classesVerdict returns an error wrapping errScenarioFailed when the
