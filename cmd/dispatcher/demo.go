@@ -30,6 +30,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&o.Traces, "traces", false, "print every span to stdout (OTEL_TRACES_EXPORTER=console); with --fail-5xx, re-sends show http.request.resend_count")
 	fs.DurationVar(&o.Fail5xx, "fail-5xx", 0, "make the provider answer 503 for this long at the start, so that messages are re-sent")
 	fs.IntVar(&o.CampaignSegments, "campaign-segments", 1, "segments of each campaign body (GSM-7); with --rate-unit segment the limiter counts them")
+	fs.IntVar(&o.Classes, "classes", 2, fmt.Sprintf("classes: 2 (otp, marketing) or 3 (otp, transactional at %g/s, marketing; a report line per class)", demo.DefaultTransactionalRate))
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -37,8 +38,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if o.Instances < 1 || o.Campaign < 0 || o.OTPRate < 0 || o.CampaignSegments < 1 || o.CampaignSegments > 10 {
-		return fmt.Errorf("demo: --instances must be ≥ 1, --campaign and --otp-rate ≥ 0, --campaign-segments 1-10")
+	if o.Instances < 1 || o.Campaign < 0 || o.OTPRate < 0 || o.CampaignSegments < 1 || o.CampaignSegments > 10 || (o.Classes != 2 && o.Classes != 3) {
+		return fmt.Errorf("demo: --instances must be ≥ 1, --campaign and --otp-rate ≥ 0, --campaign-segments 1-10, --classes 2 or 3")
 	}
 	o.Progress = progressWriter(progress, stdout)
 	r, err := demo.Run(ctx, cfg, o)

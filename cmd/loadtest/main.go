@@ -16,9 +16,11 @@
 //	go run ./cmd/loadtest --scenario failover --code after --storm hang --send-timeout 1s
 //	go run ./cmd/loadtest --scenario receipts  # 3 dispatchers with their receipts servers, 500 receipts/s for 60 s after the sends
 //	go run ./cmd/loadtest --scenario receipts --duration 10s --receipt-rate 200
+//	go run ./cmd/loadtest --scenario classes   # 3 dispatchers, otp, transactional and marketing lanes on one account: before/after, about 2.5 min
+//	go run ./cmd/loadtest --scenario classes --code after --duration 20s
 //
 // The table goes to stdout, progress to stderr; the exit status is 1 when a
-// run fails (an adaptive, a failover after or the receipts row missing its criterion, say), 2 for -h.
+// run fails (an adaptive, a failover after, the receipts or the classes after row missing its criterion, say), 2 for -h.
 package main
 
 import (

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"smsdispatcher/admission"
 )
 
 // Delivery is what the final receipts of one class said during a run.
@@ -14,19 +16,25 @@ type Delivery struct {
 	P50, P99 time.Duration
 }
 
-// printDelivery writes the delivery lines of the report: per class, the
-// delivered ratio and the receipts' p50/p99; none when receipts were off.
-func printDelivery(w io.Writer, delivery map[string]Delivery) {
-	for _, class := range []string{"otp", "marketing"} {
+// printDelivery writes the delivery lines of the report: per class of
+// classes (in their order), the delivered ratio and the receipts'
+// p50/p99; none when receipts were off.
+func printDelivery(w io.Writer, classes []admission.Class, delivery map[string]Delivery) {
+	width := len("marketing")
+	for _, c := range classes {
+		width = max(width, len(c))
+	}
+	for _, c := range classes {
+		class := c.String()
 		d, ok := delivery[class]
 		if !ok {
 			continue
 		}
 		if d.Finals == 0 {
-			fmt.Fprintf(w, "  %-9s delivered / final receipts none\n", class)
+			fmt.Fprintf(w, "  %-*s delivered / final receipts none\n", width, class)
 			continue
 		}
-		fmt.Fprintf(w, "  %-9s delivered / final receipts %d / %d = %.3f, acceptance→receipt p50 / p99 %v / %v\n",
-			class, d.Delivered, d.Finals, float64(d.Delivered)/float64(d.Finals), d.P50.Round(time.Millisecond), d.P99.Round(time.Millisecond))
+		fmt.Fprintf(w, "  %-*s delivered / final receipts %d / %d = %.3f, acceptance→receipt p50 / p99 %v / %v\n",
+			width, class, d.Delivered, d.Finals, float64(d.Delivered)/float64(d.Finals), d.P50.Round(time.Millisecond), d.P99.Round(time.Millisecond))
 	}
 }

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"testing"
 	"time"
+
+	"smsdispatcher/admission"
 )
 
 // TestPrintDelivery: the report says per class the delivered ratio of the
 // final receipts and their p50/p99; nothing when receipts were off.
 func TestPrintDelivery(t *testing.T) {
 	var out bytes.Buffer
-	printDelivery(&out, map[string]Delivery{
+	two := []admission.Class{admission.OTP, admission.Marketing}
+	printDelivery(&out, two, map[string]Delivery{
 		"otp":       {Finals: 40, Delivered: 38, P50: 1200 * time.Millisecond, P99: 4500 * time.Millisecond},
 		"marketing": {},
 	})
@@ -20,7 +23,7 @@ func TestPrintDelivery(t *testing.T) {
 		t.Fatalf("printed\n%q\nwant\n%q", out.String(), want)
 	}
 	out.Reset()
-	printDelivery(&out, nil)
+	printDelivery(&out, two, nil)
 	if out.Len() != 0 {
 		t.Fatalf("receipts off printed %q", out.String())
 	}

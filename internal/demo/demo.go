@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -37,11 +38,23 @@ type Options struct {
 	Getenv func(string) string
 	// Version is the build's, told in the instances' heartbeats.
 	Version string
+	// Classes is the number of classes the instances run: 2 (or 0), the
+	// dispatcher's default otp and marketing; 3 adds transactional between
+	// them (threeClasses), published at TransactionalRate.
+	Classes int
+	// TransactionalRate is the transactional messages published per second
+	// while the campaign runs, with 3 classes; 0 means
+	// DefaultTransactionalRate.
+	TransactionalRate float64
 }
 
 // Run runs the pipeline of cfg on the local stack and returns its report.
 func Run(ctx context.Context, cfg config.Settings, o Options) (Report, error) {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if o.Classes == 3 {
+		cfg = threeClasses(cfg)
+		o.TransactionalRate = cmp.Or(o.TransactionalRate, DefaultTransactionalRate)
+	}
 	sim := providertest.Config{Limit: int(cfg.ContractRPS), Window: time.Second, RetryAfter: time.Second}
 	cfg, err := receiptsOn(cfg, &sim)
 	if err != nil {
@@ -62,6 +75,9 @@ func Run(ctx context.Context, cfg config.Settings, o Options) (Report, error) {
 	t := cfg.Topology()
 	t.WithoutDeadLetterPolicy = true // pstest
 	if err := topology.Setup(ctx, admin, t, func(string, string, string) {}); err != nil {
+		return Report{}, err
+	}
+	if err := setupLanes(ctx, admin, cfg); err != nil {
 		return Report{}, err
 	}
 
@@ -215,7 +231,7 @@ func (r *run) showProgress() {
 	sent := total(s.sent)
 	line := fmt.Sprintf("\r%5.0fs  sent %6d (otp %4d, marketing %6d)  %5.1f/s  OTP p99 %-8v  429s %d   ",
 		time.Since(r.start).Seconds(), sent, s.sent[admission.OTP], s.sent[admission.Marketing], float64(sent-r.lastSent),
-		p99(s.otpLatency).Round(100*time.Microsecond), r.stack.Sim.Stats().Throttled)
+		p99(s.latency[admission.OTP]).Round(100*time.Microsecond), r.stack.Sim.Stats().Throttled)
 	r.lastSent = sent
 	s.mu.Unlock()
 	io.WriteString(r.o.Progress, line)
@@ -235,7 +251,12 @@ func (r *run) report(published []string) Report {
 			rep.Rate[c] = float64(rep.Sent[c]-1) / busy
 		}
 	}
-	rep.OTPLatencyP50, rep.P99 = quantile(s.otpLatency, 0.50), quantile(s.otpLatency, 0.99)
+	rep.OTPLatencyP50, rep.P99 = quantile(s.latency[admission.OTP], 0.50), quantile(s.latency[admission.OTP], 0.99)
+	rep.Latency = map[admission.Class]Latency{}
+	for _, c := range r.cfg.ClassList() {
+		rep.Classes = append(rep.Classes, c.Name)
+		rep.Latency[c.Name] = Latency{P50: quantile(s.latency[c.Name], 0.50), P99: quantile(s.latency[c.Name], 0.99)}
+	}
 	rep.OTPWaitP50, rep.OTPWaitP99 = quantile(s.otpWait, 0.50), quantile(s.otpWait, 0.99)
 	s.mu.Unlock()
 	st := r.stack.Sim.Stats()

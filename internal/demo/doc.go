@@ -2,7 +2,8 @@
 // Several server.Server instances (each with its own Redis client and
 // limiters, as pods) run on internal/localstack's in-process Pub/Sub,
 // Redis (miniredis, or REDIS_URL's) and provider simulator, while a
-// campaign and a stream of OTPs are published; Run returns a Report of
+// campaign and a stream of OTPs (with three classes, transactional
+// messages too) are published; Run returns a Report of
 // what the provider accepted, the waits, and the cost in Redis commands
 // and Pub/Sub deliveries.
 //
@@ -14,5 +15,6 @@
 // Files: demo.go (Options and Run), produce.go (the campaign and the
 // OTPs), stats.go (what the instances' events and Redis clients count),
 // report.go (the Report and its text), stack.go (the settings pointed at
-// the local stack).
+// the local stack), classes.go (the three classes of --classes 3:
+// otp, transactional, marketing).
 package demo

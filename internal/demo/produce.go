@@ -15,8 +15,9 @@ import (
 	"smsdispatcher/config"
 )
 
-// produce publishes the campaign at once and OTPs at o.OTPRate while it
-// runs, shows progress, and returns once every published message reached
+// produce publishes the campaign at once, and OTPs at o.OTPRate and
+// (with three classes) transactional messages at o.TransactionalRate
+// while it runs, shows progress, and returns once every published message reached
 // an end (or ctx or the timeout ends the run), with the server's ids of
 // the messages it published.
 func produce(ctx context.Context, ps *pubsub.Client, cfg config.Settings, o Options, stats *stats, progress func()) ([]string, error) {
@@ -40,15 +41,23 @@ func produce(ctx context.Context, ps *pubsub.Client, cfg config.Settings, o Opti
 		publish(mkt, map[string]string{"id": fmt.Sprintf("campaign-%s-%d", run, i), "to": phone(), "body": campaignBody(o.CampaignSegments)})
 	}
 
-	var tick <-chan time.Time
+	var tick, trxTick <-chan time.Time
 	if o.OTPRate > 0 {
 		t := time.NewTicker(time.Duration(float64(time.Second) / o.OTPRate))
 		defer t.Stop()
 		tick = t.C
 	}
+	var trx *pubsub.Publisher
+	if o.Classes == 3 && o.TransactionalRate > 0 {
+		trx = ps.Publisher(transactionalTopic)
+		defer trx.Stop()
+		t := time.NewTicker(time.Duration(float64(time.Second) / o.TransactionalRate))
+		defer t.Stop()
+		trxTick = t.C
+	}
 	show := time.NewTicker(time.Second)
 	defer show.Stop()
-	otpN := 0
+	otpN, trxN := 0, 0
 	campaignDone := func() bool {
 		stats.mu.Lock()
 		defer stats.mu.Unlock()
@@ -63,7 +72,7 @@ func produce(ctx context.Context, ps *pubsub.Client, cfg config.Settings, o Opti
 			ids = append(ids, id)
 		}
 		if campaignDone() {
-			tick = nil // the OTP stream ends with the campaign
+			tick, trxTick = nil, nil // the streams end with the campaign
 			if stats.allDone(ids) {
 				return ids, nil
 			}
@@ -77,6 +86,12 @@ func produce(ctx context.Context, ps *pubsub.Client, cfg config.Settings, o Opti
 				"id": fmt.Sprintf("otp-%s-%d", run, otpN), "to": phone(),
 				"body":     fmt.Sprintf("Your code is %06d", rand.IntN(1e6)),
 				"deadline": time.Now().Add(time.Minute).UTC().Format(time.RFC3339),
+			})
+		case <-trxTick:
+			trxN++
+			publish(trx, map[string]string{
+				"id": fmt.Sprintf("transactional-%s-%d", run, trxN), "to": phone(),
+				"body": "Your cart is waiting: 2 items",
 			})
 		case <-show.C:
 			progress()

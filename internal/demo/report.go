@@ -27,6 +27,11 @@ type Report struct {
 	Rate                   map[admission.Class]float64 // sends per second of each class while it was sending
 	OTPLatencyP50, P99     time.Duration
 	OTPWaitP50, OTPWaitP99 time.Duration
+	// Classes are the run's classes in priority order, Latency each
+	// one's publish→provider; with more than the default two, the report
+	// has a line per class.
+	Classes                []admission.Class
+	Latency                map[admission.Class]Latency
 	ScriptCalls, RedisCmds int64 // counted by the instances' clients
 	EmbeddedRedis          bool
 	// Redis's own figures (INFO commandstats since CONFIG RESETSTAT before
@@ -42,6 +47,9 @@ type Report struct {
 	// off.
 	Delivery map[string]Delivery
 }
+
+// Latency is a class's publish→provider quantiles.
+type Latency struct{ P50, P99 time.Duration }
 
 // Print writes r as the demo's report, against the rates of cfg, the
 // settings it ran with.
@@ -68,8 +76,21 @@ func (r Report) Print(w io.Writer, cfg config.Settings) {
 		units = float64(max(r.CampaignSegments, 1))
 	}
 	mkt := r.Rate[admission.Marketing] * units
+	others := 0.0 // the classes before marketing, one unit a message
+	for c, rate := range r.Rate {
+		if c != admission.Marketing {
+			others += rate
+		}
+	}
 	fmt.Fprintf(w, "  marketing rate while busy        %.1f %ss/s = %.2f of MARKETING_RPS %g (its cap)\n", mkt, r.RateUnit, mkt/cfg.MarketingRPS, cfg.MarketingRPS)
-	fmt.Fprintf(w, "  total rate while busy            %.1f %ss/s of TARGET_RPS %g (OTP came at %.1f/s)\n", mkt+r.Rate[admission.OTP], r.RateUnit, cfg.TargetRPS, r.Rate[admission.OTP])
+	fmt.Fprintf(w, "  total rate while busy            %.1f %ss/s of TARGET_RPS %g (OTP came at %.1f/s)\n", mkt+others, r.RateUnit, cfg.TargetRPS, r.Rate[admission.OTP])
+	if len(r.Classes) > 2 {
+		for _, c := range r.Classes {
+			l := r.Latency[c]
+			fmt.Fprintf(w, "  class %-26s sent %d, %.1f/s while busy, publish→provider p50 / p99 %v / %v\n",
+				c, r.Sent[c], r.Rate[c], l.P50.Round(100*time.Microsecond), l.P99.Round(100*time.Microsecond))
+		}
+	}
 	fmt.Fprintf(w, "  most accepted in any 1 s         %d messages, %d segments (contract %g, TARGET_RPS+BURST %g)\n", r.MaxIn1s, r.MaxSegmentsIn1s, cfg.ContractRPS, cfg.TargetRPS+float64(cfg.Burst))
 	fmt.Fprintf(w, "  429 answers                      %d\n", r.Throttled)
 	fmt.Fprintf(w, "  OTP publish→provider p50 / p99   %v / %v\n", r.OTPLatencyP50.Round(100*time.Microsecond), r.P99.Round(100*time.Microsecond))
@@ -89,7 +110,15 @@ func (r Report) Print(w io.Writer, cfg config.Settings) {
 	}
 	fmt.Fprintf(w, "  deliveries per published message %.3f (Pub/Sub, of %d published)\n",
 		float64(r.Deliveries)/float64(max(r.Published, 1)), r.Published)
-	printDelivery(w, r.Delivery)
+	printDelivery(w, r.classList(), r.Delivery)
+}
+
+// classList is r.Classes, or the default two when it names none.
+func (r Report) classList() []admission.Class {
+	if len(r.Classes) == 0 {
+		return []admission.Class{admission.OTP, admission.Marketing}
+	}
+	return r.Classes
 }
 
 // quantile returns the q-quantile of ds (nearest rank), 0 if empty.

@@ -18,19 +18,20 @@ import (
 type localStack struct{ *localstack.Stack }
 
 // startLocal starts the stack with the simulator of cfg.Provider, whose
-// subscriptions hold a nacked message for their retry policy's minimum
-// backoff; Close stops it.
+// subscriptions (each class's) hold a nacked message for their retry
+// policy's minimum backoff; Close stops it.
 func startLocal(cfg config.Settings, sim providertest.Config) (localStack, error) {
 	sim.CountSegments = cfg.RateUnit == "segment"
+	delays := map[string]time.Duration{}
+	for i, c := range cfg.ClassList() {
+		delays[c.Subscription] = topology.MinimumBackoff(retryClass(i))
+	}
 	s, err := localstack.Start(localstack.Options{
-		Project: cfg.ProjectID,
-		NackDelays: map[string]time.Duration{
-			cfg.OTPSubscription:       topology.MinimumBackoff("otp"),
-			cfg.MarketingSubscription: topology.MinimumBackoff("marketing"),
-		},
-		Provider: cfg.Provider,
-		Sim:      sim,
-		RedisURL: cfg.RedisURL,
+		Project:    cfg.ProjectID,
+		NackDelays: delays,
+		Provider:   cfg.Provider,
+		Sim:        sim,
+		RedisURL:   cfg.RedisURL,
 	})
 	return localStack{s}, err
 }

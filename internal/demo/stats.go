@@ -17,22 +17,23 @@ import (
 
 // stats collects events of every instance. Safe for concurrent use.
 type stats struct {
-	mu         sync.Mutex
-	sent       map[admission.Class]int
-	done       map[string]bool // message ids that reached an end
-	expired    int
-	dead       int
-	nacked     int
-	nackedBy   map[string]int // outcome -> nacks
-	otpLatency []time.Duration
-	otpWait    []time.Duration               // received → slot
-	first      map[admission.Class]time.Time // first and last send of each class
-	last       map[admission.Class]time.Time
-	changed    chan struct{} // signalled after each end
+	mu       sync.Mutex
+	sent     map[admission.Class]int
+	done     map[string]bool // message ids that reached an end
+	expired  int
+	dead     int
+	nacked   int
+	nackedBy map[string]int                      // outcome -> nacks
+	latency  map[admission.Class][]time.Duration // publish → provider's acceptance
+	otpWait  []time.Duration                     // received → slot
+	first    map[admission.Class]time.Time       // first and last send of each class
+	last     map[admission.Class]time.Time
+	changed  chan struct{} // signalled after each end
 }
 
 func newStats() *stats {
-	return &stats{done: map[string]bool{}, nackedBy: map[string]int{}, sent: map[admission.Class]int{}, first: map[admission.Class]time.Time{}, last: map[admission.Class]time.Time{}, changed: make(chan struct{}, 1)}
+	return &stats{done: map[string]bool{}, nackedBy: map[string]int{}, sent: map[admission.Class]int{}, latency: map[admission.Class][]time.Duration{},
+		first: map[admission.Class]time.Time{}, last: map[admission.Class]time.Time{}, changed: make(chan struct{}, 1)}
 }
 
 // Observe counts ev (dispatch.Observer).
@@ -54,8 +55,8 @@ func (s *stats) Observe(ev dispatch.Event) {
 			s.first[ev.Class] = ev.Finished
 		}
 		s.last[ev.Class] = ev.Finished
+		s.latency[ev.Class] = append(s.latency[ev.Class], ev.Finished.Sub(ev.PublishTime))
 		if ev.Class == admission.OTP {
-			s.otpLatency = append(s.otpLatency, ev.Finished.Sub(ev.PublishTime))
 			s.otpWait = append(s.otpWait, ev.Admitted.Sub(ev.Received))
 		}
 	case nack.Expired:

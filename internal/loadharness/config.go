@@ -114,12 +114,13 @@ type Config struct {
 	scenarios      []scenario
 	adaptiveStep   time.Duration // --adaptive-step: Adaptive.Step of the adaptive scenario
 	providerJitter time.Duration // --provider-arrival-jitter: the limiter's ArrivalJitter in the senders scenario
+	// codes are the code rows of failover and classes (--code).
+	codes []string
 	// failover is set when --scenario names failover, whose rows run
-	// apart from scenarios (failover.go): each of failoverCodes with each
-	// of failoverStorms, a storm of stormLength, SEND_TIMEOUT sendTimeout,
+	// apart from scenarios (failover.go): each of codes with each of
+	// failoverStorms, a storm of stormLength, SEND_TIMEOUT sendTimeout,
 	// OTP at failoverOTPRate.
 	failover        bool
-	failoverCodes   []string
 	failoverStorms  []string
 	stormLength     time.Duration
 	sendTimeout     time.Duration
@@ -129,6 +130,12 @@ type Config struct {
 	receipts         bool
 	receiptRate      float64
 	receiptsDuration time.Duration
+	// classes is set when --scenario names classes, whose rows (one per
+	// code) run apart (classes.go): classesDuration long, OTP at
+	// classesOTPRate.
+	classes         bool
+	classesDuration time.Duration
+	classesOTPRate  float64
 }
 
 // defaults of the flags; --quick changes the first three unless given.
@@ -185,7 +192,7 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 			"sample them and Redis every %v, and fail if any series grows more than %.0f%% from minute 2 (halfway if shorter than 4m) to the end, or on any 429", soakSenders, soakMode, soakInterval, soakMaxGrowth*100))
 		fs.StringVar(&c.soakCSV, "soak-csv", "", "write every sample to this CSV file")
 	} else {
-		fs.DurationVar(&c.duration, "duration", defDuration, fmt.Sprintf("length of each run (with --scenario: %v for senders, %v for adaptive, %v of receipts for receipts)", poolDuration, adaptiveDuration, receiptsDuration))
+		fs.DurationVar(&c.duration, "duration", defDuration, fmt.Sprintf("length of each run (with --scenario: %v for senders, %v for adaptive, %v of receipts for receipts, %v of traffic for classes)", poolDuration, adaptiveDuration, receiptsDuration, classesDuration))
 		fs.StringVar(&strategies, "strategies", strings.Join(allStrategies, ","), "comma list of strategies: "+strings.Join(allStrategies, ", "))
 		fs.DurationVar(&c.jitter, "arrival-jitter", 0, "hold each request a uniform random time in [0, D] in front of the simulated provider, so that it sees arrivals spread as PROVIDER_ARRIVAL_JITTER D allows for (0: none)")
 		fs.Func("fault", "inject a fault, KIND@START+LENGTH, may repeat: redis-down@2s+1.5s, 429@2s+0.5s, 5xx@2s+1s", func(s string) error {
@@ -210,10 +217,12 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 				scenFailover, failoverInstances, failoverWarmup, failoverWarmup+failoverStorm+failoverAfter+10*time.Second)+
 			fmt.Sprintf(", %s (%d dispatchers, each with its receipts server, three accounts (generic, Twilio, Vonage): a marketing backlog sent, then its receipts posted at --receipt-rate for --duration (%v), duplicated, replayed, out of order and some forged; fails when a final state is lost, a forged receipt accepted or a receipt costs more than %.2f Redis calls)",
 				scenReceipts, receiptsInstances, receiptsDuration, receiptsMaxCalls)+
-			fmt.Sprintf("; K=%d and OTP %g/s unless given (failover: OTP %g/s)", scenarioK, scenarioOTPRate, failoverOTPRate))
+			fmt.Sprintf(", %s (the real dispatcher, %d processes, one account at TARGET_RPS %d: a marketing backlog of %d, transactional %g/s and OTP %g/s for --duration (%v); rows --code: before (today's two classes, transactional published to marketing), after (three classes); fails when the after row has a 429, transactional p99 above %v, OTP p99 above %v or marketing off its rate by more than %.0f%%)",
+				scenClasses, classesInstances, classesTarget, classesBacklog, classesTrxRate, classesOTPRate, classesDuration, classesMaxTrxP99, classesMaxOTPP99, classesMktTolerance*100)+
+			fmt.Sprintf("; K=%d and OTP %g/s unless given (failover: OTP %g/s, classes: %g/s)", scenarioK, scenarioOTPRate, failoverOTPRate, classesOTPRate))
 		fs.DurationVar(&c.adaptiveStep, "adaptive-step", admission.DefaultAdaptiveStep, "with --scenario adaptive, the learned rate's Adaptive.Step: how long a rate holds under load before the search moves on")
 		fs.DurationVar(&c.providerJitter, "provider-arrival-jitter", poolJitter, "with --scenario senders, the limiter's ArrivalJitter (PROVIDER_ARRIVAL_JITTER): each sender's slots are spaced by (1s + this) / its rate")
-		fs.StringVar(&codes, "code", strings.Join(allCodes, ","), "with --scenario failover, the rows' code (comma list): before (the account health rule off, as the dispatcher was before it), after (its defaults)")
+		fs.StringVar(&codes, "code", strings.Join(allCodes, ","), "with --scenario failover or classes, the rows' code (comma list): before (failover: the account health rule off, as the dispatcher was before it; classes: today's two classes), after (failover: its defaults; classes: three classes)")
 		fs.StringVar(&storms, "storm", strings.Join(allStorms, ","), "with --scenario failover, how the primary fails (comma list): 503 (every request answered 503), hang (none answered: each send waits out --send-timeout)")
 		fs.DurationVar(&c.stormLength, "storm-length", failoverStorm, "with --scenario failover, how long the primary fails")
 		fs.DurationVar(&c.sendTimeout, "send-timeout", failoverSendTimeout, "with --scenario failover, the dispatchers' SEND_TIMEOUT")
@@ -270,7 +279,7 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 
 	var err error
 	if !soak {
-		if c.failoverCodes, err = parseNames(codes, allCodes); err != nil {
+		if c.codes, err = parseNames(codes, allCodes); err != nil {
 			return nil, fmt.Errorf("--code: %w", err)
 		}
 		if c.failoverStorms, err = parseNames(storms, allStorms); err != nil {

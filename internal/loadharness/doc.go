@@ -49,7 +49,7 @@
 // shorter than 4 min) to the end, or if the provider answered any 429.
 // Closing a sender's stdin stops it.
 //
-// Scenarios (cmd/loadtest --scenario senders,adaptive,failover,receipts): rows instead of the matrix, each
+// Scenarios (cmd/loadtest --scenario senders,adaptive,failover,receipts,classes): rows instead of the matrix, each
 // with a provider set up for one feature of the limiter, gcra only, K (3)
 // senders as above, OTP at 2/s; --duration, --senders, --otp-rate,
 // --target-rps, --marketing-rps and --burst change a scenario's defaults.
@@ -133,6 +133,21 @@
 // a genuine receipt refused for good or more than 1.05 calls a receipt
 // fail the command.
 //
+// classes: the classes (lanes) of the real dispatcher on one account.
+// Three processes (dispatch.New with Deps.Lanes), pstest, Redis and the
+// strict simulator (100 in any sliding second); the account at TARGET_RPS
+// 90, BURST 5. A marketing backlog of 20,000 is published first, then
+// transactional messages at 10/s and OTPs at --otp-rate (5/s) for
+// --duration (60 s). The after row configures otp, transactional
+// (class_rps 30) and marketing (class_rps 70) with reserve_rps otp 20; the
+// before row is today's two classes, the transactional messages published
+// to the marketing topic behind the backlog. Per class: rate, p50/p99
+// publish→acceptance, most in any second, unsent at the end; per row: 429
+// answers, Redis script calls and commands per send (INFO commandstats).
+// An after row with a 429, transactional p99 above 500 ms, OTP p99 above
+// 50 ms or marketing more than 3 % off 60/s (90 − 20 − 10) fails the
+// command.
+//
 // Files: run.go (Matrix, Soak), config.go (flags, modes, strategies, faults),
 // harness.go (one run), sender.go (workers and the strategies' send loops),
 // queue.go (the load), fault.go (fault schedule; Redis going down is
@@ -148,5 +163,6 @@
 // receipts scenario and its phases), receiptsprocess.go (its processes),
 // receiptstraffic.go (its
 // backlog, balancer and logs), receiptsreport.go (its row, criterion and
-// table).
+// table), classes.go (the classes scenario: its processes and traffic),
+// classesreport.go (its rows, criterion and table).
 package loadharness

@@ -141,7 +141,7 @@ func (s failoverSpec) healthRule() admission.HealthRule {
 // failoverSpecs returns the rows cfg asks for: each code with each storm.
 func failoverSpecs(cfg *Config) []failoverSpec {
 	var out []failoverSpec
-	for _, code := range cfg.failoverCodes {
+	for _, code := range cfg.codes {
 		for _, st := range cfg.failoverStorms {
 			out = append(out, failoverSpec{code: code, kind: st, warmup: failoverWarmup, storm: cfg.stormLength, after: failoverAfter,
 				sendTimeout: cfg.sendTimeout, otpRate: cfg.failoverOTPRate, instances: failoverInstances})

@@ -19,7 +19,7 @@ import (
 // goes to stderr. A redis-server it starts is stopped before it returns.
 func Matrix(ctx context.Context, cfg *Config, stdout, stderr io.Writer) error {
 	return redisserver.With(ctx, cfg.redisURL, stderr, func(redisOpts *redis.Options) error {
-		if len(cfg.scenarios) > 0 || cfg.failover || cfg.receipts {
+		if len(cfg.scenarios) > 0 || cfg.failover || cfg.receipts || cfg.classes {
 			return runScenarioRows(ctx, cfg, redisOpts, stdout, stderr)
 		}
 		return runMatrixRows(ctx, cfg, redisOpts, stdout, stderr)
@@ -62,9 +62,10 @@ func Soak(ctx context.Context, cfg *Config, stdout, stderr io.Writer) error {
 }
 
 // runScenarioRows runs the rows of --scenario, writes their tables, and
-// fails (errScenarioFailed) when an adaptive row, a failover after row or
-// the receipts row missed its criterion. The failover rows run after the
-// others, the receipts row last.
+// fails (errScenarioFailed) when an adaptive row, a failover after row,
+// the receipts row or the classes after row missed its criterion. The
+// failover rows run after the others, then the receipts row, the classes
+// rows last.
 func runScenarioRows(ctx context.Context, cfg *Config, redisOpts *redis.Options, stdout, stderr io.Writer) error {
 	var verdicts []error
 	if len(cfg.scenarios) > 0 {
@@ -101,6 +102,16 @@ func runScenarioRows(ctx context.Context, cfg *Config, redisOpts *redis.Options,
 			return err
 		}
 		verdicts = append(verdicts, receiptsVerdict(rows[0]))
+	}
+	if cfg.classes {
+		run := func(ctx context.Context, cfg *Config, _ *redis.Options, progress io.Writer) ([]*classesRow, error) {
+			return runClassesRows(ctx, cfg, redisURLOf(cfg, redisOpts), progress)
+		}
+		rows, err := tabulate(ctx, cfg, redisOpts, stdout, stderr, run, writeClassesTable)
+		if err != nil {
+			return err
+		}
+		verdicts = append(verdicts, classesVerdict(rows))
 	}
 	return errors.Join(verdicts...)
 }

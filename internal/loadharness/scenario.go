@@ -23,7 +23,7 @@ const (
 	scenAdaptive = "adaptive" // the learned rate, against a provider allowing less than TARGET_RPS
 )
 
-var allScenarios = []string{scenSenders, scenAdaptive, scenFailover, scenReceipts}
+var allScenarios = []string{scenSenders, scenAdaptive, scenFailover, scenReceipts, scenClasses}
 
 // scenarioExcludes are the flags of the matrix that --scenario
 // does not take.
@@ -115,8 +115,9 @@ func resolveScenarios(c *Config, list string, set map[string]bool) ([]scenario, 
 		return nil, errors.New("--provider-arrival-jitter applies to --scenario senders")
 	}
 	c.failover = slices.Contains(names, scenFailover)
+	c.classes = slices.Contains(names, scenClasses)
 	for _, name := range failoverFlags {
-		if set[name] && !c.failover {
+		if set[name] && !c.failover && !(name == "code" && c.classes) {
 			return nil, fmt.Errorf("--%s applies to --scenario %s", name, scenFailover)
 		}
 	}
@@ -136,10 +137,15 @@ func resolveScenarios(c *Config, list string, set map[string]bool) ([]scenario, 
 			return nil, err
 		}
 	}
+	if c.classes {
+		if err := checkClasses(c, set); err != nil {
+			return nil, err
+		}
+	}
 	var out []scenario
 	for _, name := range names {
-		if name == scenFailover || name == scenReceipts {
-			continue // their rows run apart (failover.go, receipts.go)
+		if name == scenFailover || name == scenReceipts || name == scenClasses {
+			continue // their rows run apart (failover.go, receipts.go, classes.go)
 		}
 		sc := scenario{name: name, duration: poolDuration, target: poolTarget, burst: poolBurst, otpRate: scenarioOTPRate, maxSegments: poolMaxSegments}
 		if set["segments"] {
