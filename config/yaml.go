@@ -43,8 +43,8 @@ type (
 		// Destinations and FailoverClasses: nil when the key is left out
 		// (or given no value), which the loader tells from an empty list
 		// by the file's keys.
-		Destinations    []string      `yaml:"destinations"`
-		FailoverClasses []string      `yaml:"failover_classes"`
+		Destinations    []string `yaml:"destinations"`
+		FailoverClasses []string `yaml:"failover_classes"`
 		// ClassRPS and ReserveRPS: by class name.
 		ClassRPS   map[string]float64 `yaml:"class_rps"`
 		ReserveRPS map[string]float64 `yaml:"reserve_rps"`
