@@ -56,7 +56,11 @@ func (l *accountsLoader) classes(p Process, list []classYAML) ([]Class, error) {
 	for i, c := range list {
 		key := fmt.Sprintf("classes[%d]", i)
 		fail := func(field, format string, args ...any) ([]Class, error) {
-			return nil, l.fail(l.line(-1, key+"."+field), "", key+"."+field, format, args...)
+			line := l.line(-1, key+"."+field)
+			if line == 0 {
+				line = l.itemLineOf(key)
+			}
+			return nil, l.fail(line, "", key+"."+field, format, args...)
 		}
 		raw := strings.TrimSpace(c.Name)
 		name, err := admission.ParseClass(raw)
@@ -125,6 +129,17 @@ func (l *accountsLoader) line(account int, path string) int {
 				return k.key.Line
 			}
 			return k.value.Line
+		}
+	}
+	return 0
+}
+
+// itemLineOf is the line of the first key under path, outside the
+// accounts, 0 when there is none.
+func (l *accountsLoader) itemLineOf(path string) int {
+	for _, k := range l.keys {
+		if k.account < 0 && k.key != nil && strings.HasPrefix(k.path, path+".") {
+			return k.key.Line
 		}
 	}
 	return 0
