@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -77,7 +78,11 @@ func TestThreeClassesLoad(t *testing.T) {
 		}
 	}
 	top := cfg.Topology()
-	wantLanes := []topology.Lane{{"sms-otp", "sms-otp-dispatcher"}, {"sms-transactional", "sms-transactional-dispatcher"}, {"sms-marketing", "sms-marketing-dispatcher"}}
+	wantLanes := []topology.Lane{
+		{Topic: "sms-otp", Subscription: "sms-otp-dispatcher"},
+		{Topic: "sms-transactional", Subscription: "sms-transactional-dispatcher"},
+		{Topic: "sms-marketing", Subscription: "sms-marketing-dispatcher"},
+	}
 	if !reflect.DeepEqual(top.Lanes, wantLanes) || top.MaxWait != 8*time.Second {
 		t.Errorf("topology lanes %v, max wait %v; want %v, 8s", top.Lanes, top.MaxWait, wantLanes)
 	}
@@ -190,5 +195,38 @@ func TestClassesKeyOfAdmissionsError(t *testing.T) {
 		if got := classesKey(reason); got != want {
 			t.Errorf("classesKey(%q) = %q, want %q", reason, got, want)
 		}
+	}
+}
+
+// TestTheOperatingGuidesClassesExampleLoads: the cart reminders' file of
+// docs/operating.md ("Classes") loads into the three lanes it describes.
+func TestTheOperatingGuidesClassesExampleLoads(t *testing.T) {
+	b, err := os.ReadFile("../docs/operating.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "## Classes\n")
+	if !ok {
+		t.Fatal("docs/operating.md has no Classes section")
+	}
+	_, block, ok := strings.Cut(after, "```yaml\n")
+	if !ok {
+		t.Fatal("the Classes section has no yaml block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	block = strings.ReplaceAll(block, "/var/run/secrets/main/token", writeFile(t, "token", "main-token\n"))
+	cfg, err := loadConfig(map[string]string{"ACCOUNTS_FILE": writeFile(t, "accounts.yaml", block)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := cfg.Routing()
+	if err != nil {
+		t.Fatalf("the guide's example: %v", err)
+	}
+	if got := classNames(r.Classes); !reflect.DeepEqual(got, []admission.Class{"otp", "transactional", "marketing"}) {
+		t.Fatalf("classes %v", got)
+	}
+	if a := r.Accounts[0]; a.ReserveRPS["otp"] != 20 || a.ClassRPS["transactional"] != 30 {
+		t.Fatalf("account %+v", a)
 	}
 }
