@@ -5,6 +5,7 @@ package config
 // them.
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -87,7 +88,7 @@ func (l *accountsLoader) classes(p Process, list []classYAML) ([]Class, error) {
 		case admission.Marketing:
 			topic, sub, wait = p.MarketingTopic, p.MarketingSubscription, p.MarketingMaxWait
 		}
-		k.Topic, k.Subscription = cmpOr(k.Topic, topic), cmpOr(k.Subscription, sub)
+		k.Topic, k.Subscription = cmp.Or(k.Topic, topic), cmp.Or(k.Subscription, sub)
 		k.MaxWait = wait
 		if v := strings.TrimSpace(c.MaxWait); v != "" {
 			d, err := time.ParseDuration(v)
@@ -111,13 +112,6 @@ func (l *accountsLoader) classes(p Process, list []classYAML) ([]Class, error) {
 		out = append(out, k)
 	}
 	return out, nil
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // line is the line of the key at path of account (-1: outside any), 0
