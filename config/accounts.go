@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,11 @@ func loadAccounts(p Process, path string) (Routing, error) {
 			return Routing{}, l.fail(l.lineOfKey("route"), "", "route", "want first or longest_prefix, got %q", *f.Route)
 		}
 	}
+	lanes, err := l.classes(p, f.Classes)
+	if err != nil {
+		return Routing{}, err
+	}
+	all := classNames(Process{Lanes: lanes}.ClassList())
 	accounts := make([]Account, 0, len(f.Accounts))
 	names := map[string]int{}
 	owners := map[string]int{} // by providerAccount: the entry that holds it
@@ -53,7 +59,7 @@ func loadAccounts(p Process, path string) (Routing, error) {
 				name, l.itemLine(j), name)
 		}
 		names[name] = i
-		s, err := l.account(p, i, a)
+		s, err := l.account(p, all, i, a)
 		if err != nil {
 			return Routing{}, err
 		}
@@ -67,12 +73,12 @@ func loadAccounts(p Process, path string) (Routing, error) {
 	}
 	// A class needs an account, for some destination at least: a number
 	// that none serving the class serves has no route (dead-lettered).
-	for _, c := range []admission.Class{admission.OTP, admission.Marketing} {
+	for _, c := range all {
 		if len(dispatch.Route(Served(accounts), c)) == 0 {
 			return Routing{}, l.fail(0, "", "classes", "no account serves %s: list it in the classes of one", c)
 		}
 	}
-	return Routing{Accounts: accounts, Route: route}, nil
+	return Routing{Accounts: accounts, Route: route, Classes: lanes}, nil
 }
 
 // providerAccount identifies the provider's account behind c, and names
@@ -95,8 +101,9 @@ func providerAccount(c Account) (id, key string) {
 	return "generic " + u + " " + c.ProviderToken, "generic.url"
 }
 
-// account checks the account a, the i-th of the file, and returns it.
-func (l *accountsLoader) account(p Process, i int, a accountYAML) (Account, error) {
+// account checks the account a, the i-th of the file, and returns it; all
+// are the configured classes, in priority order.
+func (l *accountsLoader) account(p Process, all []admission.Class, i int, a accountYAML) (Account, error) {
 	who := label(i, strings.TrimSpace(a.Name))
 	fail := func(key, format string, args ...any) (Account, error) {
 		return Account{}, l.fail(0, who, key, format, args...)
@@ -107,28 +114,16 @@ func (l *accountsLoader) account(p Process, i int, a accountYAML) (Account, erro
 	case strings.TrimSpace(a.Provider) == "":
 		return fail("provider", "required: generic, twilio or vonage, with the block of that name")
 	case len(a.Classes) == 0:
-		return fail("classes", "required: the classes the account serves, otp, marketing or both")
+		return fail("classes", "required: the classes the account serves, some of %s", strings.Join(strs(all), ", "))
 	}
 
-	var classes []admission.Class
-	serves := map[admission.Class]bool{}
-	for j, name := range a.Classes {
-		c, err := admission.ParseClass(strings.TrimSpace(name))
-		if err != nil {
-			return fail(fmt.Sprintf("classes[%d]", j), "want otp or marketing, got %q", name)
-		}
-		if serves[c] {
-			return fail(fmt.Sprintf("classes[%d]", j), "%s is listed twice", c)
-		}
-		serves[c] = true
-		classes = append(classes, c)
+	classes, serves, err := servedClasses(a.Classes, all)
+	if err != nil {
+		return Account{}, l.keyFail(who, err)
 	}
-	if r := a.ClassRPS; r != nil {
-		switch {
-		case r.OTP != nil:
-			return fail("class_rps.otp", "OTP is capped only by target_rps: remove the key")
-		case r.Marketing != nil && !serves[admission.Marketing]:
-			return fail("class_rps.marketing", "the account does not serve marketing (see its classes)")
+	for _, name := range sortedKeys(a.ClassRPS) {
+		if !slices.Contains(all, admission.Class(name)) {
+			return Account{}, l.fail(l.line(i, "class_rps."+name), who, "class_rps."+name, "unknown key (class_rps takes %s)", strings.Join(strs(all), ", "))
 		}
 	}
 
@@ -158,7 +153,7 @@ func (l *accountsLoader) account(p Process, i int, a accountYAML) (Account, erro
 	if err != nil {
 		return Account{}, l.keyFail(who, err)
 	}
-	failover, err := failoverClasses(a.FailoverClasses, serves)
+	failover, err := failoverClasses(a.FailoverClasses, serves, all)
 	if err != nil {
 		return Account{}, l.keyFail(who, err)
 	}
@@ -174,6 +169,9 @@ func (l *accountsLoader) account(p Process, i int, a accountYAML) (Account, erro
 	if err := s.checkReceipts(p, keys); err != nil {
 		return Account{}, l.settingFail(who, err)
 	}
+	if s.ClassRPS, s.ReserveRPS, err = classRates(a.ClassRPS, a.ReserveRPS, classes, all, s.TargetRPS, s.MarketingRPS); err != nil {
+		return Account{}, l.keyFail(who, err)
+	}
 
 	if s.Senders, err = senders(a.Senders, s.RateUnit); err != nil {
 		return Account{}, l.keyFail(who, err)
@@ -185,6 +183,9 @@ func (l *accountsLoader) account(p Process, i int, a accountYAML) (Account, erro
 		var ce *admission.ConfigError
 		if !errors.As(err, &ce) {
 			return fail("", "%v", err)
+		}
+		if ce.Field == "Classes" {
+			return fail(classesKey(ce.Reason), "%s", ce.Reason)
 		}
 		return fail(keyOfField(ce.Field), "%s", ce.Reason)
 	}
@@ -252,8 +253,8 @@ func (a accountYAML) account(p Process) Account {
 	// Marketing's cap: class_rps.marketing, else MARKETING_RPS's default
 	// within target_rps (an account that does not serve marketing keeps it
 	// too, unused).
-	if a.ClassRPS != nil && a.ClassRPS.Marketing != nil {
-		c.MarketingRPS = *a.ClassRPS.Marketing
+	if v, ok := a.ClassRPS[admission.Marketing.String()]; ok {
+		c.MarketingRPS = v
 	} else if c.TargetRPS < c.MarketingRPS {
 		c.MarketingRPS = c.TargetRPS
 	}

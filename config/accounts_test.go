@@ -73,7 +73,8 @@ func TestLoadAccountsExample(t *testing.T) {
 	bulk.ReceiptSecretFile = filepath.Join(filepath.Dir(bulkToken), "bulk-receipts")
 
 	otp.Classes = []admission.Class{admission.OTP}
-	bulk.Classes = []admission.Class{admission.Marketing, admission.OTP}
+	bulk.Classes = []admission.Class{admission.OTP, admission.Marketing} // priority order, whatever the file's
+	bulk.ClassRPS = map[admission.Class]float64{admission.Marketing: 70}
 	bulk.Senders = []admission.Sender{{From: "+15550000001", RPS: 1}, {From: "+15550000002", RPS: 1}}
 	bulk.Adaptive = admission.Adaptive{Enabled: true, MinRPS: 10, ProbeInterval: 10 * time.Minute, Step: 10 * time.Second}
 	want := []Account{otp, bulk}
@@ -98,7 +99,7 @@ func TestLoadAccountsExample(t *testing.T) {
 	if l := base.Limiter(got[1]); l.LeaseTTL != 13*time.Second || l.MaxSenders != 4 {
 		t.Errorf("global settings not carried: lease TTL %v, MaxSenders %d", l.LeaseTTL, l.MaxSenders)
 	}
-	if r := routes(got); !reflect.DeepEqual(r, [2][]int{admission.OTP: {0, 1}, admission.Marketing: {1}}) {
+	if r := routes(got); !reflect.DeepEqual(r, map[admission.Class][]int{admission.OTP: {0, 1}, admission.Marketing: {1}}) {
 		t.Errorf("routes %v", r)
 	}
 	for i, s := range got {
@@ -179,7 +180,7 @@ func TestTheOperatingGuidesAccountsExampleLoads(t *testing.T) {
 	if len(setups) != 2 || setups[0].Name != "otp" || setups[1].Name != "bulk" {
 		t.Fatalf("accounts %+v, want otp then bulk", setups)
 	}
-	r := [2][]int{dispatch.Route(Served(setups), admission.OTP), dispatch.Route(Served(setups), admission.Marketing)}
+	r := routes(setups)
 	if len(r[admission.OTP]) != 2 || r[admission.OTP][0] != 0 || len(r[admission.Marketing]) != 1 || r[admission.Marketing][0] != 1 {
 		t.Fatalf("routes %v: want OTP on otp then bulk, marketing on bulk", r)
 	}
@@ -263,7 +264,7 @@ func TestLoadAccountsErrors(t *testing.T) {
 		want    []string // in the error, in this order
 	}{
 		{"unknown key at top level", "accounts:\n" + okOTP + okBulk + "foo: 1\n",
-			[]string{": line 10: foo: unknown key (the file takes accounts, route)"}},
+			[]string{": line 10: foo: unknown key (the file takes accounts, route, classes)"}},
 		{"unknown route", "accounts:\n" + okOTP + okBulk + "route: longest\n",
 			[]string{`: line 10: route: want first or longest_prefix, got "longest"`}},
 		{"destination without +", "accounts:\n" + okOTP + okBulk + "    destinations: [\"+1\", \"81\"]\n",
@@ -515,7 +516,7 @@ func TestSingleAccountDefaults(t *testing.T) {
 	if s.Senders != nil || s.Adaptive != (admission.Adaptive{}) {
 		t.Errorf("senders %v, adaptive %+v; want none, off", s.Senders, s.Adaptive)
 	}
-	if r := routes([]Account{s}); !reflect.DeepEqual(r, [2][]int{{0}, {0}}) {
+	if r := routes([]Account{s}); !reflect.DeepEqual(r, map[admission.Class][]int{admission.OTP: {0}, admission.Marketing: {0}}) {
 		t.Errorf("routes %v, want the account for both classes", r)
 	}
 }
@@ -572,11 +573,11 @@ func TestRoutesFileOrder(t *testing.T) {
 		c(admission.Marketing, admission.OTP),
 		c(admission.OTP, admission.Marketing),
 	}
-	want := [2][]int{admission.OTP: {1, 2, 3}, admission.Marketing: {0, 2, 3}}
+	want := map[admission.Class][]int{admission.OTP: {1, 2, 3}, admission.Marketing: {0, 2, 3}}
 	if r := routes(setups); !reflect.DeepEqual(r, want) {
 		t.Errorf("routes %v, want %v", r, want)
 	}
-	if r := routes(nil); r[0] != nil || r[1] != nil {
+	if r := routes(nil); r[admission.OTP] != nil || r[admission.Marketing] != nil {
 		t.Errorf("routes of none %v", r)
 	}
 }
@@ -668,9 +669,9 @@ func TestAccountKeysNameSettings(t *testing.T) {
 }
 
 // routes is dispatch.Route for each class (indexed by admission.Class).
-func routes(accounts []Account) [2][]int {
+func routes(accounts []Account) map[admission.Class][]int {
 	served := Served(accounts)
-	return [2][]int{admission.OTP: dispatch.Route(served, admission.OTP), admission.Marketing: dispatch.Route(served, admission.Marketing)}
+	return map[admission.Class][]int{admission.OTP: dispatch.Route(served, admission.OTP), admission.Marketing: dispatch.Route(served, admission.Marketing)}
 }
 
 // TestLoadAccountsOneAPITwoAccounts: two entries at one generic URL with

@@ -2,6 +2,7 @@ package config
 
 import (
 	"math"
+	"slices"
 
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
@@ -33,31 +34,51 @@ func Home(accounts []Account, class admission.Class) int {
 
 // Outstanding sizes the flow control of class's lane, whose home is the
 // account home: no more messages in hand than home could send within the
-// class's max wait (marketing's shared among MAX_SENDERS processes), and
-// never fewer than 10. The rate is in messages: with rates in segments,
-// the rate over the longest message's segments, so that a backlog of long
-// messages is not pulled faster than it can go (it would be nacked, or its
-// leases run out while it waits).
+// class's max wait, and never fewer than 10. The first class has the
+// whole target rate in one process; any other class its ceiling on home,
+// shared among MAX_SENDERS processes. The rate is in messages: with rates
+// in segments, the rate over the longest message's segments, so that a
+// backlog of long messages is not pulled faster than it can go (it would
+// be nacked, or its leases run out while it waits).
 func (p Process) Outstanding(class admission.Class, home Account) int {
-	rps, maxWait, senders := home.TargetRPS, p.OTPMaxWait, 1
-	if class == admission.Marketing {
-		rps, maxWait, senders = home.MarketingRPS, p.MarketingMaxWait, p.MaxSenders
+	classes := p.ClassList()
+	rps, maxWait, senders := home.TargetRPS, classes[0].MaxWait, 1
+	if i := slices.IndexFunc(classes, func(c Class) bool { return c.Name == class }); i > 0 {
+		rps, maxWait, senders = home.ceiling(class), classes[i].MaxWait, p.MaxSenders
 	}
 	rps /= float64(home.MaxCost())
 	return max(10, int(math.Ceil(rps*maxWait.Seconds()/float64(senders))))
+}
+
+// ceiling is class's ceiling on a: its class_rps, else MarketingRPS for
+// marketing, else TargetRPS.
+func (a Account) ceiling(class admission.Class) float64 {
+	if v, ok := a.ClassRPS[class]; ok {
+		return v
+	}
+	if class == admission.Marketing {
+		return a.MarketingRPS
+	}
+	return a.TargetRPS
 }
 
 // StatusInspect is the subscription setup creates on STATUS_TOPIC, for
 // people and tests to read the status events.
 const StatusInspect = "sms-status-inspect"
 
-// Topology is what p names of Pub/Sub, for topology.Setup.
+// Topology is what p names of Pub/Sub, for topology.Setup: every class's
+// topic and subscription, in priority order.
 func (p Process) Topology() topology.Topology {
-	return topology.Topology{
+	t := topology.Topology{
 		OTPTopic: p.OTPTopic, MarketingTopic: p.MarketingTopic, DeadLetterTopic: p.DeadLetterTopic,
 		OTPSubscription: p.OTPSubscription, MarketingSubscription: p.MarketingSubscription,
 		DeadLetterInspect: p.DeadLetterInspect, DeadLetterRetention: p.DeadLetterRetention,
 		StatusTopic: p.StatusTopic, StatusInspect: StatusInspect,
-		MaxWait: max(p.OTPMaxWait, p.MarketingMaxWait), SendTimeout: p.SendTimeout,
+		SendTimeout: p.SendTimeout,
 	}
+	for _, c := range p.ClassList() {
+		t.Lanes = append(t.Lanes, topology.Lane{Topic: c.Topic, Subscription: c.Subscription})
+		t.MaxWait = max(t.MaxWait, c.MaxWait)
+	}
+	return t
 }

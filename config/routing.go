@@ -19,6 +19,9 @@ type Routing struct {
 	// Route is ACCOUNTS_FILE's route; RouteFirst (the zero value) when the
 	// file leaves it out, or without the file.
 	Route dispatch.RouteMode
+	// Classes are ACCOUNTS_FILE's classes in priority order (Process.Lanes);
+	// nil when the file lists none, or without the file.
+	Classes []Class
 }
 
 // Routing returns the accounts s describes and their route: ACCOUNTS_FILE's,
@@ -114,17 +117,18 @@ func validPrefix(d string) bool {
 }
 
 // failoverClasses checks list, an account's failover_classes, against the
-// classes it serves: classes but OTP, each once.
-func failoverClasses(list []string, serves map[admission.Class]bool) ([]admission.Class, error) {
+// classes it serves: configured classes (all, in priority order) but the
+// first, each once.
+func failoverClasses(list []string, serves map[admission.Class]bool, all []admission.Class) ([]admission.Class, error) {
 	var out []admission.Class
 	for j, name := range list {
 		key := fmt.Sprintf("failover_classes[%d]", j)
-		c, err := admission.ParseClass(strings.TrimSpace(name))
+		c := admission.Class(strings.TrimSpace(name))
 		switch {
-		case err != nil:
-			return nil, keyErrorf(key, "want marketing, got %q", name)
-		case c == admission.OTP:
-			return nil, keyErrorf(key, "otp always fails over: remove it")
+		case c == all[0]:
+			return nil, keyErrorf(key, "%s always fails over: remove it", c)
+		case !slices.Contains(all, c):
+			return nil, keyErrorf(key, "want %s, got %q", orWords(all[1:]), name)
 		case !serves[c]:
 			return nil, keyErrorf(key, "the account does not serve %s (see its classes)", c)
 		case slices.Contains(out, c):

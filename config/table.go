@@ -257,7 +257,19 @@ func Flags(fs *flag.FlagSet, groups Group, getenv func(string) string) func() (S
 		if err := c.validate(); err != nil {
 			return c, err
 		}
-		return c, c.readFiles()
+		if err := c.readFiles(); err != nil {
+			return c, err
+		}
+		// The classes name the topics and subscriptions: a command that
+		// reads those reads ACCOUNTS_FILE's classes too.
+		if c.AccountsFile != "" && groups&(Topics|Subscriptions) != 0 {
+			lanes, err := LoadClasses(c.Process, c.AccountsFile)
+			if err != nil {
+				return c, err
+			}
+			c.Lanes = lanes
+		}
+		return c, nil
 	}
 }
 

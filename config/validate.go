@@ -239,11 +239,7 @@ func (p Process) Limiter(a Account) admission.Config {
 func (a Account) limits() []admission.ClassLimit {
 	var out []admission.ClassLimit
 	for _, c := range a.Classes {
-		l := admission.ClassLimit{Name: c, RPS: a.ClassRPS[c], Reserve: a.ReserveRPS[c]}
-		if _, set := a.ClassRPS[c]; !set && c == admission.Marketing {
-			l.RPS = a.MarketingRPS
-		}
-		out = append(out, l)
+		out = append(out, admission.ClassLimit{Name: c, RPS: a.ceiling(c), Reserve: a.ReserveRPS[c]})
 	}
 	return out
 }

@@ -19,6 +19,13 @@ type (
 	accountsYAML struct {
 		Accounts []accountYAML `yaml:"accounts"`
 		Route    *string       `yaml:"route"`
+		Classes  []classYAML   `yaml:"classes"`
+	}
+	classYAML struct {
+		Name         string `yaml:"name"`
+		Topic        string `yaml:"topic"`
+		Subscription string `yaml:"subscription"`
+		MaxWait      string `yaml:"max_wait"`
 	}
 	accountYAML struct {
 		Name        string       `yaml:"name"`
@@ -36,11 +43,13 @@ type (
 		// Destinations and FailoverClasses: nil when the key is left out
 		// (or given no value), which the loader tells from an empty list
 		// by the file's keys.
-		Destinations    []string      `yaml:"destinations"`
-		FailoverClasses []string      `yaml:"failover_classes"`
-		ClassRPS        *classRPSYAML `yaml:"class_rps"`
-		Senders         []senderYAML  `yaml:"senders"`
-		Adaptive        *adaptiveYAML `yaml:"adaptive"`
+		Destinations    []string `yaml:"destinations"`
+		FailoverClasses []string `yaml:"failover_classes"`
+		// ClassRPS and ReserveRPS: by class name.
+		ClassRPS   map[string]float64 `yaml:"class_rps"`
+		ReserveRPS map[string]float64 `yaml:"reserve_rps"`
+		Senders    []senderYAML       `yaml:"senders"`
+		Adaptive   *adaptiveYAML      `yaml:"adaptive"`
 	}
 	genericYAML struct {
 		URL       string `yaml:"url"`
@@ -67,10 +76,6 @@ type (
 		// VONAGE_SIGNATURE_SECRET_FILE and VONAGE_SIGNATURE_METHOD.
 		SignatureSecretFile string  `yaml:"signature_secret_file"`
 		SignatureMethod     *string `yaml:"signature_method"`
-	}
-	classRPSYAML struct {
-		OTP       *float64 `yaml:"otp"`
-		Marketing *float64 `yaml:"marketing"`
 	}
 	senderYAML struct {
 		From string   `yaml:"from"`
@@ -227,7 +232,7 @@ var (
 // yamlTypes are the file's types by the name the decoder gives them.
 var yamlTypes = func() map[string]reflect.Type {
 	m := map[string]reflect.Type{}
-	for _, v := range []any{accountsYAML{}, accountYAML{}, genericYAML{}, twilioYAML{}, vonageYAML{}, classRPSYAML{}, senderYAML{}, adaptiveYAML{}} {
+	for _, v := range []any{accountsYAML{}, accountYAML{}, classYAML{}, genericYAML{}, twilioYAML{}, vonageYAML{}, senderYAML{}, adaptiveYAML{}} {
 		t := reflect.TypeOf(v)
 		m[t.String()] = t
 	}

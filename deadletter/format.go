@@ -2,7 +2,6 @@ package deadletter
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/json"
 	"maps"
 	"slices"
@@ -109,13 +108,20 @@ type Letter struct {
 	hasBody bool
 }
 
+// A Source is one of the dispatcher's subscriptions, an ID or a full
+// path, and the class it pulls.
+type Source struct {
+	Subscription string
+	Class        admission.Class
+}
+
 // Parse reads what a dead letter says. Its data is read leniently, by the
 // field names dispatch.Decode reads, so that the id and the number of a
 // malformed message still show. sources gives the class of each of the
-// dispatcher's subscriptions (an ID, or a full path): a letter that a
-// subscription's dead-letter policy forwarded takes the class of the one
-// it came from.
-func Parse(m *pubsubpb.PubsubMessage, sources map[string]admission.Class) *Letter {
+// dispatcher's subscriptions (an ID, or a full path), in priority order: a
+// letter that a subscription's dead-letter policy forwarded takes the
+// class of the one it came from.
+func Parse(m *pubsubpb.PubsubMessage, sources []Source) *Letter {
 	l := &Letter{MessageID: m.GetMessageId(), Data: m.GetData(), Attributes: m.GetAttributes()}
 	if t := m.GetPublishTime(); t != nil {
 		l.Published = t.AsTime().UTC()
@@ -129,12 +135,11 @@ func Parse(m *pubsubpb.PubsubMessage, sources map[string]admission.Class) *Lette
 		// Forwarded by a subscription's dead-letter policy, with the
 		// producer's attributes as they were: a class or a reason among
 		// them is the producer's word. The subscription says the class.
-		// In class order, OTP first: the class of a name two
-		// subscriptions match is the same on every run.
-		subs := slices.SortedFunc(maps.Keys(sources), func(a, b string) int { return cmp.Compare(sources[a], sources[b]) })
-		for _, sub := range subs {
-			if sub != "" && (src == sub || strings.HasSuffix(src, "/"+sub)) {
-				l.Class = sources[sub].String()
+		// In priority order: the class of a name two subscriptions
+		// match is the same on every run, the earlier one's.
+		for _, s := range sources {
+			if sub := s.Subscription; sub != "" && (src == sub || strings.HasSuffix(src, "/"+sub)) {
+				l.Class = s.Class.String()
 				break
 			}
 		}

@@ -40,7 +40,7 @@ func TestDeadlettersMaskNumber(t *testing.T) {
 // them is not believed; a letter the dispatcher made (it sets those over
 // the producer's) is read by its attributes.
 func TestADeadLetterSaysItsClassByWhoMadeIt(t *testing.T) {
-	sources := map[string]admission.Class{"sms-otp-dispatcher": admission.OTP, "sms-marketing-dispatcher": admission.Marketing}
+	sources := []Source{{"sms-otp-dispatcher", admission.OTP}, {"sms-marketing-dispatcher", admission.Marketing}}
 	producers := map[string]string{AttrClass: "otp", AttrRejectReason: "forged", AttrOriginalMessageID: "forged-id", "original_data_bytes": "70000", "keep": "1"}
 	with := func(more ...string) map[string]string {
 		a := maps.Clone(producers)
@@ -89,9 +89,9 @@ func TestParseReadsWhatNewWrote(t *testing.T) {
 
 // TestAForwardedLetterOfTwoMatchingSourcesIsOTP: when both subscriptions'
 // names match the source (one given by ID, one by full path), the class
-// is OTP's on every run, not the map's order's.
+// is the earlier one's in priority order, OTP's.
 func TestAForwardedLetterOfTwoMatchingSourcesIsOTP(t *testing.T) {
-	sources := map[string]admission.Class{"projects/p/subscriptions/sms": admission.Marketing, "sms": admission.OTP}
+	sources := []Source{{"sms", admission.OTP}, {"projects/p/subscriptions/sms", admission.Marketing}}
 	m := &pubsubpb.PubsubMessage{Attributes: map[string]string{sourceSubscriptionAttr: "projects/p/subscriptions/sms"}}
 	for range 50 {
 		if got := Parse(m, sources).Class; got != "otp" {

@@ -151,7 +151,11 @@ func (p *replayer) handle(ctx context.Context, dl *Letter) {
 		return
 	}
 	class, _ := admission.ParseClass(dl.Class)
-	topic := p.opts.Topics[class]
+	topic, ok := p.opts.Topics[class]
+	if !ok {
+		p.skip(dl, SkipUnknownClass, fmt.Sprintf("class %s is not configured (ACCOUNTS_FILE's classes): its topic is unknown", class))
+		return
+	}
 
 	// The message as it will be republished, and the id it will be sent
 	// under: the dispatcher's reading of it.

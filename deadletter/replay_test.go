@@ -260,3 +260,48 @@ func TestListConsumesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayGoesToItsClassesTopic: a dead letter goes back to the topic
+// of the class its class attribute names, any configured class; one of a
+// class that is not configured is left listed, with why.
+func TestReplayGoesToItsClassesTopic(t *testing.T) {
+	h := newLetters(t)
+	ctx := context.Background()
+	if _, err := h.client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: "projects/" + project + "/topics/tx"}); err != nil {
+		t.Fatal(err)
+	}
+	pub := h.client.Publisher("dead")
+	for id, class := range map[string]string{"cart-1": "transactional", "old-1": "cart"} {
+		attrs := map[string]string{deadletter.AttrClass: class, deadletter.AttrRejectReason: "provider: status 400"}
+		data := fmt.Sprintf(`{"id":%q,"to":"+819012345678","body":"hi"}`, id)
+		if _, err := pub.Publish(ctx, &pubsub.Message{Data: []byte(data), Attributes: attrs}).Get(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub.Stop()
+	opts := deadletter.ReplayOptions{
+		Inspect: h.inspect(),
+		Topics:  map[admission.Class]string{admission.OTP: "otp", "transactional": "tx"},
+		Records: func(context.Context, admission.Class, string) (deadletter.Records, error) { return h.claims, nil },
+		Decode:  decode, MaxReplays: 3,
+	}
+	got := map[string]deadletter.Result{}
+	if _, err := deadletter.Replay(ctx, h.client, opts, func(r deadletter.Result) { got[r.ID] = r }); err != nil {
+		t.Fatal(err)
+	}
+	if r := got["cart-1"]; r.Action != deadletter.Replayed || r.Class != "transactional" {
+		t.Errorf("transactional dead letter: %v, want replayed", r)
+	}
+	if r := got["old-1"]; r.Action != deadletter.Skipped || r.Reason != deadletter.SkipUnknownClass {
+		t.Errorf("dead letter of a class not configured: %v, want skipped as %s", r, deadletter.SkipUnknownClass)
+	}
+	var topics []string
+	for _, m := range h.ps.Messages() {
+		if m.Topic != "projects/"+project+"/topics/dead" {
+			topics = append(topics, m.Topic)
+		}
+	}
+	if len(topics) != 1 || topics[0] != "projects/"+project+"/topics/tx" {
+		t.Errorf("republished to %v, want the transactional topic once", topics)
+	}
+}

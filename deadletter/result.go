@@ -35,6 +35,7 @@ const (
 	SkipTruncated     Reason = "truncated"      // data cut to 64 KiB: the original is gone
 	SkipMaxReplays    Reason = "max_replays"    // replayed MaxReplays times already
 	SkipNoClass       Reason = "no_class"       // no class attribute: no topic to go to
+	SkipUnknownClass  Reason = "unknown_class"  // a class none of ReplayOptions.Topics: no topic to go to
 	SkipSent          Reason = "sent"           // its id was sent: acked, never sent twice
 	SkipHeld          Reason = "held"           // its id is being sent right now
 	SkipUnknownRecord Reason = "unknown_record" // its id's record says something Replay does not know

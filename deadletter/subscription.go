@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"smsdispatcher/admission"
 	"smsdispatcher/internal/topology"
 )
 
@@ -42,9 +41,9 @@ type Inspect struct {
 	// Subscription is the inspect subscription: an ID in the client's
 	// project, or projects/<project>/subscriptions/<id>.
 	Subscription string
-	// Sources gives the class of each of the dispatcher's subscriptions
-	// (Parse).
-	Sources map[string]admission.Class
+	// Sources gives the class of each of the dispatcher's subscriptions,
+	// in priority order (Parse).
+	Sources []Source
 	// Wait ends the reading once no new dead letter arrived for this long;
 	// it must be positive.
 	Wait time.Duration
@@ -59,7 +58,7 @@ type Inspect struct {
 type reader struct {
 	api     *vkit.SubscriptionAdminClient
 	sub     string // projects/<project>/subscriptions/<id>
-	sources map[string]admission.Class
+	sources []Source
 	wait    time.Duration
 	limit   int // 0: none
 	batch   int32

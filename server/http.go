@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -46,11 +47,12 @@ func (s *Server) handler(stopping <-chan struct{}, metrics http.Handler) http.Ha
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
+	first := s.cfg.ClassList()[0].Name
 	var accounts []readyAccount
 	for n, a := range s.accounts {
-		accounts = append(accounts, readyAccount{name: a.Setup.Name, otp: slices.Contains(a.Setup.Classes, admission.OTP), lim: s.limiters[n]})
+		accounts = append(accounts, readyAccount{name: a.Setup.Name, otp: slices.Contains(a.Setup.Classes, first), lim: s.limiters[n]})
 	}
-	mux.Handle("GET /readyz", readyz{rdb: s.rdb, lanes: s.d, accounts: accounts, pulls: s.opts.Pulls, subs: s.opts.Subscriptions, stopping: stopping})
+	mux.Handle("GET /readyz", readyz{rdb: s.rdb, lanes: s.d, first: first, accounts: accounts, pulls: s.opts.Pulls, subs: s.opts.Subscriptions, stopping: stopping})
 	mux.Handle("GET /metrics", metrics)
 	return mux
 }
@@ -80,6 +82,7 @@ type readyAccount struct {
 type readyz struct {
 	rdb      Redis
 	lanes    lanes
+	first    admission.Class // the first class; "": otp
 	accounts []readyAccount
 	pulls    *pullwatch.Watch // watches subs
 	subs     []string
@@ -142,7 +145,7 @@ func (z readyz) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !otpSends {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintf(w, "not ready: every account serving otp is degraded or paused; %s\n", tail)
+		fmt.Fprintf(w, "not ready: every account serving %s is degraded or paused; %s\n", cmp.Or(z.first, admission.OTP), tail)
 		return
 	}
 	for _, name := range z.subs {

@@ -5,6 +5,8 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 
+	"smsdispatcher/admission"
+	"smsdispatcher/config"
 	"smsdispatcher/dispatch"
 	"smsdispatcher/provider"
 	"smsdispatcher/receipts"
@@ -13,7 +15,7 @@ import (
 // newReceipts is the receipts' server of s when RECEIPTS_ADDR is set (nil
 // otherwise): each account's adapter verifies and reads its receipts, its
 // limiter folds them, the states go out on STATUS_TOPIC and the resends
-// on the first class's topic. stop flushes both publishers once the
+// on otp's topic (resendTopic). stop flushes both publishers once the
 // server's Run has returned.
 func (s *Server) newReceipts(ps *pubsub.Client) (r Receipts, stop func(), err error) {
 	if !s.cfg.ReceiptsOn() {
@@ -27,7 +29,7 @@ func (s *Server) newReceipts(ps *pubsub.Client) (r Receipts, stop func(), err er
 		}
 		accounts = append(accounts, receipts.Account{Name: a.Setup.Name, Reader: reader, Ledger: s.limiters[i]})
 	}
-	status, resend := ps.Publisher(s.cfg.StatusTopic), ps.Publisher(s.cfg.OTPTopic)
+	status, resend := ps.Publisher(s.cfg.StatusTopic), ps.Publisher(resendTopic(s.cfg.ClassList()))
 	stop = func() { status.Stop(); resend.Stop() }
 	var metrics receipts.Metrics
 	if s.opts.Telemetry != nil {
@@ -48,3 +50,14 @@ func (s *Server) newReceipts(ps *pubsub.Client) (r Receipts, stop func(), err er
 // receiptsDispatch has the dispatcher keep each sent message's story for
 // its receipts when on.
 func receiptsDispatch(c *dispatch.Config, on bool) { c.Receipts = on }
+
+// resendTopic is where a resend goes: otp's topic (only otp is resent on
+// a failed receipt), the first class's when none is named otp.
+func resendTopic(classes []config.Class) string {
+	for _, c := range classes {
+		if c.Name == admission.OTP {
+			return c.Topic
+		}
+	}
+	return classes[0].Topic
+}

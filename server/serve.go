@@ -41,7 +41,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	go func() { httpDone <- srv.Serve(ln) }()
 	cfg, logger := s.cfg, s.logger
 	logger.Info("dispatcher serving", "http_addr", ln.Addr().String(), "project", cfg.ProjectID,
-		"otp_subscription", cfg.OTPSubscription, "marketing_subscription", cfg.MarketingSubscription,
+		"subscriptions", subscriptionsOf(cfg.ClassList()),
 		"accounts", s.d.Accounts(), "max_senders", cfg.MaxSenders)
 
 	if s.opts.Pulls != nil {
@@ -113,4 +113,14 @@ func within(ctx context.Context, bound time.Duration, f func()) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// subscriptionsOf says classes' subscriptions in priority order, for the
+// start-up log: "otp=sms-otp-dispatcher".
+func subscriptionsOf(classes []config.Class) []string {
+	out := make([]string, len(classes))
+	for i, c := range classes {
+		out[i] = c.Name.String() + "=" + c.Subscription
+	}
+	return out
 }

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -81,7 +83,8 @@ type Server struct {
 }
 
 // New wires one dispatcher of cfg's process settings on the given clients,
-// sending on accounts (at least one, with a home for each class). A
+// a lane for each class of cfg.ClassList, sending on accounts (at least
+// one, with a home for each class). A
 // limiter's setting that cannot work is a *config.Error naming its
 // variable when the accounts come from the single-account variables.
 func New(cfg config.Settings, accounts []Account, rdb Redis, ps *pubsub.Client, opts Options) (*Server, error) {
@@ -119,25 +122,26 @@ func New(cfg config.Settings, accounts []Account, rdb Redis, ps *pubsub.Client, 
 	s.table = dispatch.NewTable(config.Served(setups), config.Destinations(setups), opts.Route)
 	// The lanes' flow control follows the first account serving each
 	// class, whatever its destinations.
-	otpHome, mktHome := setups[config.Home(setups, admission.OTP)], setups[config.Home(setups, admission.Marketing)]
+	var lanes []dispatch.Lane
+	for _, c := range cfg.ClassList() {
+		lanes = append(lanes, dispatch.Lane{Class: c.Name, Subscriber: ps.Subscriber(c.Subscription), MaxWait: c.MaxWait,
+			Outstanding: cfg.Outstanding(c.Name, setups[config.Home(setups, c.Name)])})
+	}
 	dlq := ps.Publisher(cfg.DeadLetterTopic)
 	deps := dispatch.Deps{
-		OTP: ps.Subscriber(cfg.OTPSubscription), Marketing: ps.Subscriber(cfg.MarketingSubscription), Accounts: daccts,
+		Lanes: lanes, Accounts: daccts,
 		DeadLetter: dispatch.DeadLetterTopic{Publisher: dlq}, Observer: opts.Observer,
 	}
 	if opts.Telemetry != nil {
 		deps.Tracer = opts.Telemetry.Tracing
 	}
 	dcfg := dispatch.Config{
-		OTPMaxWait: cfg.OTPMaxWait, MarketingMaxWait: cfg.MarketingMaxWait,
 		SendTimeout: cfg.SendTimeout, Grace: cfg.ShutdownGrace,
-		MaxDeliveryAttempts:  topology.MaxDeliveryAttempts,
-		OTPOutstanding:       cfg.Outstanding(admission.OTP, otpHome),
-		MarketingOutstanding: cfg.Outstanding(admission.Marketing, mktHome),
-		ReadAhead:            readAhead(opts.Emulator),
-		AccountPause:         cfg.AccountPause,
-		Route:                opts.Route,
-		Logger:               s.logger,
+		MaxDeliveryAttempts: topology.MaxDeliveryAttempts,
+		ReadAhead:           readAhead(opts.Emulator),
+		AccountPause:        cfg.AccountPause,
+		Route:               opts.Route,
+		Logger:              s.logger,
 	}
 	receiptsDispatch(&dcfg, cfg.ReceiptsOn())
 	d, err := dispatch.New(dcfg, deps)
@@ -219,6 +223,7 @@ func (s *Server) logAccounts(ctx context.Context) {
 		c := a.Setup
 		attrs := []any{"account", c.Name, "provider", c.Provider, "classes", c.Classes,
 			"contract_rps", c.ContractRPS, "target_rps", c.TargetRPS, "marketing_rps", c.MarketingRPS,
+			"class_rps", c.ClassRPS, "reserve_rps", c.ReserveRPS,
 			"burst", c.Burst, "rate_unit", c.RateUnit, "senders", len(c.Senders), "adaptive", c.Adaptive.Enabled}
 		if c.RateUnit == "segment" {
 			attrs = append(attrs, "max_segments", c.MaxSegments)
@@ -241,11 +246,16 @@ func (s *Server) logAccounts(ctx context.Context) {
 	s.logRoutes()
 }
 
-// logRoutes logs the routing table, a line per class and prefix ("*":
-// every other destination) with its accounts in order, none when no
-// account sends the class there.
+// logRoutes logs the routing table, a line per class (in priority order)
+// and prefix ("*": every other destination) with its accounts in order,
+// none when no account sends the class there.
 func (s *Server) logRoutes() {
-	for _, row := range s.table.Rows() {
+	rows := s.table.Rows()
+	order := classNamesOf(s.cfg.ClassList())
+	slices.SortStableFunc(rows, func(a, b dispatch.TableRow) int {
+		return cmp.Compare(priority(order, a.Class), priority(order, b.Class))
+	})
+	for _, row := range rows {
 		prefix := row.Prefix
 		if prefix == "" {
 			prefix = "*"
@@ -256,4 +266,21 @@ func (s *Server) logRoutes() {
 		}
 		s.logger.Info("route", "class", row.Class.String(), "prefix", prefix, "accounts", names, "mode", s.table.Mode().String())
 	}
+}
+
+// classNamesOf lists classes' names, in priority order.
+func classNamesOf(classes []config.Class) []admission.Class {
+	out := make([]admission.Class, len(classes))
+	for i, c := range classes {
+		out[i] = c.Name
+	}
+	return out
+}
+
+// priority is class's position in order; a class not in it comes last.
+func priority(order []admission.Class, class admission.Class) int {
+	if i := slices.Index(order, class); i >= 0 {
+		return i
+	}
+	return len(order)
 }

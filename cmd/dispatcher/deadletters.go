@@ -60,12 +60,14 @@ func runDeadletters(ctx context.Context, args []string, stdout, stderr io.Writer
 // readFlags declares the flags both commands read by; the function it
 // returns checks them and says what to read, and the class to select.
 func readFlags(fs *flag.FlagSet, limit int) func(cfg config.Settings) (deadletter.Inspect, string, error) {
-	class := fs.String("class", "", "only this class: otp or marketing")
+	class := fs.String("class", "", "only this class: otp, marketing, or another of ACCOUNTS_FILE's classes")
 	wait := fs.Duration("wait", 2*time.Second, "stop reading once no new dead letter arrived for this long")
 	fs.IntVar(&limit, "limit", limit, "read at most this many dead letters (0: all)")
 	return func(cfg config.Settings) (deadletter.Inspect, string, error) {
-		in := deadletter.Inspect{Subscription: cfg.DeadLetterInspect, Wait: *wait, Limit: limit,
-			Sources: map[string]admission.Class{cfg.OTPSubscription: admission.OTP, cfg.MarketingSubscription: admission.Marketing}}
+		in := deadletter.Inspect{Subscription: cfg.DeadLetterInspect, Wait: *wait, Limit: limit}
+		for _, c := range cfg.ClassList() {
+			in.Sources = append(in.Sources, deadletter.Source{Subscription: c.Subscription, Class: c.Name})
+		}
 		switch {
 		case limit < 0:
 			return in, "", errors.New("--limit: must not be negative")
@@ -74,11 +76,11 @@ func readFlags(fs *flag.FlagSet, limit int) func(cfg config.Settings) (deadlette
 		case *class == "":
 			return in, "", nil
 		}
-		c, err := admission.ParseClass(*class)
+		c, err := classOf(cfg, *class)
 		if err != nil {
-			return in, "", fmt.Errorf("--class: want otp or marketing, got %q", *class)
+			return in, "", err
 		}
-		return in, c.String(), nil
+		return in, c.Name.String(), nil
 	}
 }
 
@@ -199,7 +201,7 @@ func runDeadlettersReplay(ctx context.Context, args []string, stdout, stderr io.
 		return err
 	}
 	opts := deadletter.ReplayOptions{Inspect: in, Filter: deadletter.Filter{Reason: *reason, Class: class, IDs: ids},
-		Topics: map[admission.Class]string{admission.OTP: cfg.OTPTopic, admission.Marketing: cfg.MarketingTopic},
+		Topics: topicsOf(cfg.ClassList()),
 		Decode: func(data []byte, standInID string) (string, string, error) {
 			m, err := dispatch.Decode(data, standInID)
 			return m.ID, m.To, err
@@ -255,4 +257,13 @@ func runDeadlettersReplay(ctx context.Context, args []string, stdout, stderr io.
 		return fmt.Errorf("deadletters replay: %d failed; they are left listed: run replay again", sum.Failed)
 	}
 	return nil
+}
+
+// topicsOf is the topic of each of classes, by name.
+func topicsOf(classes []config.Class) map[admission.Class]string {
+	out := make(map[admission.Class]string, len(classes))
+	for _, c := range classes {
+		out[c.Name] = c.Topic
+	}
+	return out
 }

@@ -664,3 +664,26 @@ func TestDeadlettersReplayNeedsRedisAndOneSelection(t *testing.T) {
 		t.Errorf("--id a,b --id c: %v", ids)
 	}
 }
+
+// TestDeadlettersReplayOfAConfiguredClass: with ACCOUNTS_FILE's classes,
+// `deadletters replay --class transactional` sends the class's dead
+// letters back to its topic, and no other class's.
+func TestDeadlettersReplayOfAConfiguredClass(t *testing.T) {
+	h := newDLHarness(t)
+	t.Setenv("SMS_ACCOUNT", "")
+	t.Setenv("ACCOUNTS_FILE", writeFile(t, "accounts.yaml", "classes: [{name: otp}, {name: transactional}, {name: marketing}]\n"+
+		"accounts:\n  - {name: "+h.account+", provider: generic, generic: {url: https://a.example, token: t}, classes: [otp, transactional, marketing]}\n"))
+	if _, _, err := h.cmd("setup"); err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	h.refused("cart-1")
+	h.deadLetter(msgJSON("cart-1", "+819012345678", "your cart"), dlAttrs("transactional", providerReason, "4001"))
+	h.deadLetter(msgJSON("sale-1", "+819012345678", "sale"), dlAttrs("marketing", providerReason, "4002"))
+	out, errs, err := h.cmd("deadletters", "replay", "--all", "--class", "transactional", "--wait", dlWait)
+	if err != nil || !strings.Contains(out, "replayed 1,") {
+		t.Fatalf("replay --class transactional: %v\n%s%s", err, out, errs)
+	}
+	if pub := h.published("sms-transactional"); len(pub) != 1 || !strings.Contains(string(pub[0].Data), "cart-1") || len(h.published("sms-marketing")) != 0 {
+		t.Fatalf("republished %d to sms-transactional, %d to sms-marketing; want cart-1 to sms-transactional alone", len(pub), len(h.published("sms-marketing")))
+	}
+}

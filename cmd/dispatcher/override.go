@@ -22,7 +22,7 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	load := config.Flags(fs, config.Redis|config.Accounts, environ)
 	name := fs.String("on", "", "the account to act on, by name (needed when ACCOUNTS_FILE lists several)")
 	target := fs.Float64("set-target-rps", 0, fmt.Sprintf("lower TARGET_RPS to this for every pod (at least %v)", admission.MinRPS))
-	marketing := fs.Float64("set-marketing-rps", 0, fmt.Sprintf("lower MARKETING_RPS to this for every pod (at least %v)", admission.MinRPS))
+	marketing := fs.Float64("set-marketing-rps", 0, fmt.Sprintf("lower the last class's ceiling (MARKETING_RPS with the default classes) to this for every pod (at least %v)", admission.MinRPS))
 	ttl := fs.Duration("ttl", time.Hour, "the override ends by itself after this (0: until cleared)")
 	clear := fs.Bool("clear", false, "remove the override")
 	pin := fs.Float64("pin-learned-rps", 0, "hold the account's learned rate at this (at most its target) until --reset-learned")

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 
-	"smsdispatcher/admission"
 	"smsdispatcher/config"
 	"smsdispatcher/dispatch"
 	"smsdispatcher/internal/topology"
@@ -22,7 +22,7 @@ import (
 func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("publish", stderr)
 	load := config.Flags(fs, config.Pubsub|config.Topics, environ)
-	class := fs.String("class", "", "otp or marketing (required)")
+	class := fs.String("class", "", "the message's class: otp, marketing, or another of ACCOUNTS_FILE's classes (required)")
 	to := fs.String("to", "", "E.164 phone number")
 	body := fs.String("body", "", "message text")
 	id := fs.String("id", "", "idempotency key (default: the Pub/Sub message ID)")
@@ -35,14 +35,11 @@ func runPublish(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	c, err := admission.ParseClass(*class)
+	k, err := classOf(cfg, *class)
 	if err != nil {
-		return fmt.Errorf("--class: want otp or marketing")
+		return err
 	}
-	topic := cfg.OTPTopic
-	if c == admission.Marketing {
-		topic = cfg.MarketingTopic
-	}
+	topic := k.Topic
 
 	var lines [][]byte
 	if *file != "" {
@@ -122,6 +119,21 @@ func readLines(name string) ([][]byte, error) {
 		}
 	}
 	return lines, sc.Err()
+}
+
+// classOf is the class of cfg named by --class.
+func classOf(cfg config.Settings, name string) (config.Class, error) {
+	classes := cfg.ClassList()
+	for _, c := range classes {
+		if c.Name.String() == name {
+			return c, nil
+		}
+	}
+	names := make([]string, len(classes))
+	for i, c := range classes {
+		names[i] = c.Name.String()
+	}
+	return config.Class{}, fmt.Errorf("--class: want one of the classes %s, got %q", strings.Join(names, ", "), name)
 }
 
 // runSetup is `dispatcher setup`.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -16,13 +17,20 @@ import (
 // process; a variable for the tests.
 var subscriptionCheckTimeout = 10 * time.Second
 
-// checkSubscriptions is topology.CheckSubscriptions of cfg's two
+// checkSubscriptions is topology.CheckSubscriptions of cfg's classes'
 // subscriptions, its error in one line: a configuration error naming the
-// subscription's variable when the subscription cannot be pulled as set.
+// subscription's variable (ACCOUNTS_FILE for a class of its classes) when
+// the subscription cannot be pulled as set.
 func checkSubscriptions(ctx context.Context, c *pubsub.Client, cfg config.Settings, timeout time.Duration) error {
-	err := topology.CheckSubscriptions(ctx, c, []string{cfg.OTPSubscription, cfg.MarketingSubscription}, timeout)
+	var subs []string
+	for _, k := range cfg.ClassList() {
+		subs = append(subs, k.Subscription)
+	}
+	err := topology.CheckSubscriptions(ctx, c, subs, timeout)
 	var se *topology.SubscriptionError
 	switch {
+	case errors.As(err, &se) && len(cfg.Lanes) > 0:
+		return config.SettingError("ACCOUNTS_FILE", config.OneLine(fmt.Sprintf("classes[%d].subscription: %s", se.Index, se.Error())))
 	case errors.As(err, &se):
 		return config.SettingError([]string{"OTP_SUBSCRIPTION", "MARKETING_SUBSCRIPTION"}[se.Index], config.OneLine(se.Error()))
 	case err != nil:

@@ -37,6 +37,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	setups := routing.Accounts
+	cfg.Lanes = routing.Classes
 	if cfg.RedisURL == "" {
 		return config.SettingError("REDIS_URL", "required to serve (or REDIS_URL_FILE): it holds the limiter state all pods share")
 	}
@@ -66,8 +67,14 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		redisconn.PolicyWatch{Client: rdb, Logger: logger, Evicting: tel.Metrics.SetRedisEvicting}.Run(policyCtx)
 	}()
 	defer func() { stopPolicy(); <-policyDone }() // before Redis closes
-	pullNames := []string{topology.SubscriptionName(cfg.ProjectID, cfg.OTPSubscription), topology.SubscriptionName(cfg.ProjectID, cfg.MarketingSubscription)}
-	pulls := pullwatch.New(time.Now(), map[string]admission.Class{pullNames[0]: admission.OTP, pullNames[1]: admission.Marketing},
+	var pullNames []string
+	pullClasses := map[string]admission.Class{}
+	for _, c := range cfg.ClassList() {
+		name := topology.SubscriptionName(cfg.ProjectID, c.Subscription)
+		pullNames = append(pullNames, name)
+		pullClasses[name] = c.Name
+	}
+	pulls := pullwatch.New(time.Now(), pullClasses,
 		func(class admission.Class, code codes.Code) { tel.Metrics.PullError(class, code.String()) })
 	ps, err := topology.NewClient(ctx, cfg.ProjectID, "", option.WithGRPCDialOption(pulls.DialOption()))
 	if err != nil {

@@ -110,3 +110,45 @@ func TestSetupCreatesTheStatusTopic(t *testing.T) {
 		}
 	}
 }
+
+// TestSetupAndPublishOfConfiguredClasses: with ACCOUNTS_FILE's three
+// classes, setup creates each class's topic and subscription, publish
+// --class sends to the class's topic, and a class not configured is
+// refused with the classes there are.
+func TestSetupAndPublishOfConfiguredClasses(t *testing.T) {
+	ps := pstest.NewServer()
+	defer ps.Close()
+	t.Setenv("PUBSUB_EMULATOR_HOST", ps.Addr)
+	t.Setenv("PUBSUB_PROJECT_ID", "proj")
+	t.Setenv("ACCOUNTS_FILE", writeFile(t, "accounts.yaml", "classes:\n  - {name: otp}\n  - {name: transactional, max_wait: 4s}\n  - {name: marketing}\n"+
+		"accounts:\n  - {name: main, provider: generic, generic: {url: https://a.example, token: t}, classes: [otp, transactional, marketing]}\n"))
+	ctx := context.Background()
+	var out bytes.Buffer
+	if err := run(ctx, []string{"setup"}, &out, io.Discard); err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	for _, line := range []string{
+		fmt.Sprintf("%-12s %-28s %s", "topic", "sms-transactional", "created"),
+		fmt.Sprintf("%-12s %-28s %s", "subscription", "sms-transactional-dispatcher", "created"),
+		fmt.Sprintf("%-12s %-28s %s", "subscription", "sms-otp-dispatcher", "created"),
+		fmt.Sprintf("%-12s %-28s %s", "subscription", "sms-marketing-dispatcher", "created"),
+	} {
+		if !strings.Contains(out.String(), line) {
+			t.Fatalf("setup printed:\n%s\nwant a line %q", out.String(), line)
+		}
+	}
+	if err := run(ctx, []string{"publish", "--class", "transactional", "--to", "+819012345678", "--body", "your cart"}, io.Discard, io.Discard); err != nil {
+		t.Fatalf("publish --class transactional: %v", err)
+	}
+	var topics []string
+	for _, m := range ps.Messages() {
+		topics = append(topics, m.Topic)
+	}
+	if len(topics) != 1 || topics[0] != "projects/proj/topics/sms-transactional" {
+		t.Fatalf("published to %v, want sms-transactional", topics)
+	}
+	err := run(ctx, []string{"publish", "--class", "cart", "--to", "+819012345678", "--body", "x"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "want one of the classes otp, transactional, marketing") {
+		t.Fatalf("publish --class cart: %v, want the configured classes", err)
+	}
+}

@@ -16,6 +16,10 @@ import (
 // Topology is what Setup creates: the topics and subscriptions (ids in
 // the client's project) and what their settings derive from.
 type Topology struct {
+	// Lanes are the classes' topics and subscriptions in priority order;
+	// empty: OTPTopic and OTPSubscription, then MarketingTopic and
+	// MarketingSubscription.
+	Lanes                                     []Lane
 	OTPTopic, MarketingTopic, DeadLetterTopic string
 	OTPSubscription, MarketingSubscription    string
 	// DeadLetterInspect is the subscription on DeadLetterTopic that
@@ -34,17 +38,51 @@ type Topology struct {
 	WithoutDeadLetterPolicy bool
 }
 
-// Redelivery backoff of nacked messages, per class (the subscription's
-// RetryPolicy: the one place a nack is delayed).
-var retryPolicies = map[string]*pubsubpb.RetryPolicy{
-	"otp":       {MinimumBackoff: durationpb.New(time.Second), MaximumBackoff: durationpb.New(10 * time.Second)},
-	"marketing": {MinimumBackoff: durationpb.New(5 * time.Second), MaximumBackoff: durationpb.New(60 * time.Second)},
+// A Lane is one class's topic, which producers publish it to, and the
+// dispatcher's subscription on it.
+type Lane struct {
+	Topic, Subscription string
+}
+
+// lanes are t's lanes: Lanes, or the OTP one then the marketing one.
+func (t Topology) lanes() []Lane {
+	if len(t.Lanes) > 0 {
+		return t.Lanes
+	}
+	return []Lane{{t.OTPTopic, t.OTPSubscription}, {t.MarketingTopic, t.MarketingSubscription}}
+}
+
+// Redelivery backoff of nacked messages, by the class's position (the
+// subscription's RetryPolicy: the one place a nack is delayed): the first
+// class's is short, as OTP's; every later class's is marketing's.
+var (
+	firstRetry = &pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(time.Second), MaximumBackoff: durationpb.New(10 * time.Second)}
+	laterRetry = &pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(5 * time.Second), MaximumBackoff: durationpb.New(60 * time.Second)}
+)
+
+// retryPolicy is the retry policy of the subscription of the class at
+// position i of the priority order.
+func retryPolicy(i int) *pubsubpb.RetryPolicy {
+	if i == 0 {
+		return firstRetry
+	}
+	return laterRetry
 }
 
 // MinimumBackoff is how long Pub/Sub holds a nacked message of class
-// ("otp" or "marketing") before it delivers it again, at least.
+// before it delivers it again, at least, with the default classes: "otp"
+// has the first class's backoff, any other name a later class's.
 func MinimumBackoff(class string) time.Duration {
-	return retryPolicies[class].MinimumBackoff.AsDuration()
+	if class == "otp" {
+		return LaneBackoff(0)
+	}
+	return LaneBackoff(1)
+}
+
+// LaneBackoff is MinimumBackoff of the class at position i of the
+// priority order.
+func LaneBackoff(i int) time.Duration {
+	return retryPolicy(i).MinimumBackoff.AsDuration()
 }
 
 // retention keeps unacked messages (a campaign backlog, or everything while
@@ -67,11 +105,11 @@ func ackDeadline(maxWait, sendTimeout time.Duration) int32 {
 // delivery after which the policy would forward it silently.
 const MaxDeliveryAttempts = 100
 
-// Setup creates what t names when it is missing: both topics, the
+// Setup creates what t names when it is missing: every class's topic, the
 // dead-letter topic and its inspect subscription, the status topic and its
-// inspect subscription, and both dispatcher
-// subscriptions with a dead-letter policy (unless
-// t.WithoutDeadLetterPolicy). An inspect subscription that exists gets
+// inspect subscription, and every class's dispatcher subscription with a
+// dead-letter policy (unless t.WithoutDeadLetterPolicy) and the retry
+// policy of its position. An inspect subscription that exists gets
 // t.DeadLetterRetention if it keeps messages for another time: it holds
 // phone numbers and bodies, and a shorter retention must reach it. It is
 // idempotent. report is told of each resource and what was done: created,
@@ -80,7 +118,12 @@ func Setup(ctx context.Context, c *pubsub.Client, t Topology, report func(kind, 
 	topic := func(id string) string { return fmt.Sprintf("projects/%s/topics/%s", c.Project(), id) }
 	sub := func(id string) string { return SubscriptionName(c.Project(), id) }
 
-	topics := []string{t.OTPTopic, t.MarketingTopic, t.DeadLetterTopic}
+	lanes := t.lanes()
+	var topics []string
+	for _, l := range lanes {
+		topics = append(topics, l.Topic)
+	}
+	topics = append(topics, t.DeadLetterTopic)
 	if t.StatusTopic != "" {
 		topics = append(topics, t.StatusTopic)
 	}
@@ -96,14 +139,12 @@ func Setup(ctx context.Context, c *pubsub.Client, t Topology, report func(kind, 
 	subs := []*pubsubpb.Subscription{
 		{Name: sub(t.DeadLetterInspect), Topic: topic(t.DeadLetterTopic), AckDeadlineSeconds: 60,
 			MessageRetentionDuration: durationpb.New(t.DeadLetterRetention)},
-		{Name: sub(t.OTPSubscription), Topic: topic(t.OTPTopic), AckDeadlineSeconds: deadline,
+	}
+	for i, l := range lanes {
+		subs = append(subs, &pubsubpb.Subscription{Name: sub(l.Subscription), Topic: topic(l.Topic), AckDeadlineSeconds: deadline,
 			MessageRetentionDuration: retention,
-			RetryPolicy:              retryPolicies["otp"],
-			DeadLetterPolicy:         &pubsubpb.DeadLetterPolicy{DeadLetterTopic: topic(t.DeadLetterTopic), MaxDeliveryAttempts: MaxDeliveryAttempts}},
-		{Name: sub(t.MarketingSubscription), Topic: topic(t.MarketingTopic), AckDeadlineSeconds: deadline,
-			MessageRetentionDuration: retention,
-			RetryPolicy:              retryPolicies["marketing"],
-			DeadLetterPolicy:         &pubsubpb.DeadLetterPolicy{DeadLetterTopic: topic(t.DeadLetterTopic), MaxDeliveryAttempts: MaxDeliveryAttempts}},
+			RetryPolicy:              retryPolicy(i),
+			DeadLetterPolicy:         &pubsubpb.DeadLetterPolicy{DeadLetterTopic: topic(t.DeadLetterTopic), MaxDeliveryAttempts: MaxDeliveryAttempts}})
 	}
 	if t.StatusTopic != "" && t.StatusInspect != "" {
 		subs = append(subs, &pubsubpb.Subscription{Name: sub(t.StatusInspect), Topic: topic(t.StatusTopic), AckDeadlineSeconds: 60,

@@ -54,3 +54,42 @@ func TestSetupThenCheck(t *testing.T) {
 		t.Fatalf("check of a missing subscription: %v, want a SubscriptionError of index 1", err)
 	}
 }
+
+// TestSetupCreatesEveryLane: with three lanes, Setup creates each topic
+// and subscription, the first with the first class's retry policy and
+// the others with the later classes'.
+func TestSetupCreatesEveryLane(t *testing.T) {
+	srv := pstest.NewServer()
+	t.Cleanup(func() { srv.Close() })
+	ctx := context.Background()
+	c, err := NewClient(ctx, "proj", srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	top := Topology{Lanes: []Lane{{"sms-otp", "otp-sub"}, {"sms-transactional", "tx-sub"}, {"sms-marketing", "mkt-sub"}},
+		OTPTopic: "unused", DeadLetterTopic: "dl", DeadLetterInspect: "dl-inspect",
+		DeadLetterRetention: 24 * time.Hour, MaxWait: 8 * time.Second, SendTimeout: 10 * time.Second}
+	var created []string
+	if err := Setup(ctx, c, top, func(kind, name, state string) { created = append(created, kind+" "+name) }); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"topic sms-otp", "topic sms-transactional", "topic sms-marketing", "topic dl",
+		"subscription dl-inspect", "subscription otp-sub", "subscription tx-sub", "subscription mkt-sub"}
+	if strings.Join(created, ", ") != strings.Join(want, ", ") {
+		t.Fatalf("created %q, want %q", created, want)
+	}
+	for i, id := range []string{"otp-sub", "tx-sub", "mkt-sub"} {
+		sub, err := c.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: SubscriptionName("proj", id)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		backoff := sub.GetRetryPolicy().GetMinimumBackoff().AsDuration()
+		if backoff != LaneBackoff(i) || sub.GetDeadLetterPolicy().GetMaxDeliveryAttempts() != MaxDeliveryAttempts || !strings.HasSuffix(sub.Topic, "/"+top.Lanes[i].Topic) {
+			t.Errorf("subscription %s: backoff %v, topic %s, dead letter %v; want %v, %s, %d attempts", id, backoff, sub.Topic, sub.GetDeadLetterPolicy(), LaneBackoff(i), top.Lanes[i].Topic, MaxDeliveryAttempts)
+		}
+	}
+	if LaneBackoff(0) != MinimumBackoff("otp") || LaneBackoff(1) != MinimumBackoff("marketing") || LaneBackoff(0) == LaneBackoff(1) {
+		t.Errorf("backoffs: first %v, later %v; otp %v, marketing %v", LaneBackoff(0), LaneBackoff(1), MinimumBackoff("otp"), MinimumBackoff("marketing"))
+	}
+}
