@@ -381,6 +381,16 @@ func (d *Dispatcher) BudgetTokens() float64 { return d.budget.Tokens() }
 // slot, for metrics.
 func (d *Dispatcher) OTPWaiting() int { return d.gate.Waiting(0) }
 
+// Waiting returns, by class, how many messages wait for a send slot at the
+// priority gate (those a slot is being decided for), for metrics.
+func (d *Dispatcher) Waiting() map[admission.Class]int {
+	w := make(map[admission.Class]int, len(d.lanes))
+	for _, l := range d.lanes {
+		w[l.class] = d.gate.Waiting(l.pos)
+	}
+	return w
+}
+
 // now is the time on the Dispatcher's clock.
 func (d *Dispatcher) now() time.Time { return d.deps.Clock.Now() }
 

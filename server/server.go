@@ -202,7 +202,7 @@ func (s *Server) Close() {
 
 // state is what the gauges show: the process's, and each account's.
 func (s *Server) state() telemetry.State {
-	st := telemetry.State{BudgetTokens: s.d.BudgetTokens(), OTPWaiting: s.d.OTPWaiting()}
+	st := telemetry.State{BudgetTokens: s.d.BudgetTokens(), OTPWaiting: s.d.OTPWaiting(), Waiting: s.d.Waiting()}
 	for n, lim := range s.limiters {
 		penalty, fallback := lim.State()
 		_, _, paused := lim.AccountPause()
@@ -210,6 +210,7 @@ func (s *Server) state() telemetry.State {
 		st.Accounts = append(st.Accounts, telemetry.AccountState{
 			Name: c.Name, PenaltyActive: penalty, FallbackActive: fallback, Paused: paused, Degraded: lim.Health() == admission.Degraded, Receipts: s.cfg.ReceiptsOn(),
 			ContractRPS: c.ContractRPS, TargetRPS: c.TargetRPS, MarketingRPS: c.MarketingRPS, LearnedRPS: lim.LearnedRPS(),
+			Classes: s.cfg.Limiter(c).Classes,
 		})
 	}
 	return st
