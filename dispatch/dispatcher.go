@@ -264,7 +264,7 @@ type Dispatcher struct {
 	inflight sync.Map // id -> *flight: duplicates inside the process collapse
 	panics   panicCounts
 
-	lanes  []*lane                    // in priority order; built by New
+	lanes  []*lane                   // in priority order; built by New
 	laneOf map[admission.Class]*lane // by class
 
 	// Set once by Run before any lane starts.

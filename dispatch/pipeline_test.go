@@ -454,7 +454,7 @@ func TestASpentRetryBudgetPausesThePulls(t *testing.T) {
 	// The lane as Run leaves it while a Receive runs.
 	receive, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	l := d.lanes[admission.Marketing]
+	l := d.laneOf[admission.Marketing]
 	l.mu.Lock()
 	l.cancel = cancel
 	l.mu.Unlock()
