@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,6 +39,109 @@ func subscribers(t *testing.T, names ...string) []*pubsub.Subscriber {
 		subs[i] = c.Subscriber(n)
 	}
 	return subs
+}
+
+// laneDispatcher is unitDispatcher with a lane for each of the three
+// classes.
+func laneDispatcher(t *testing.T, deps Deps) *Dispatcher {
+	t.Helper()
+	subs := subscribers(t, "a", "b", "c")
+	for i, c := range threeClasses {
+		deps.Lanes = append(deps.Lanes, Lane{Class: c, Subscriber: subs[i]})
+	}
+	d, err := New(Config{}, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.hard = context.Background() // Run's, which these tests do not call
+	return d
+}
+
+// heldLimiter is a fakeLimiter whose Admit tells entered of each call and
+// then, for a class with a channel in hold, waits until it is closed.
+type heldLimiter struct {
+	*fakeLimiter
+	hold    map[admission.Class]chan struct{}
+	entered chan admission.Class
+}
+
+func (l *heldLimiter) Admit(ctx context.Context, class admission.Class, cost int, maxWait time.Duration, claim admission.Claim) (admission.Decision, error) {
+	l.entered <- class
+	if h := l.hold[class]; h != nil {
+		<-h
+	}
+	return l.fakeLimiter.Admit(ctx, class, cost, maxWait, claim)
+}
+
+// TestOnlyTheFirstClassHoldsTheOthersAtTheGate: while a first-class
+// message of the process waits for its slot, neither later class goes to
+// admission; once it has its slot both do. A transactional message
+// waiting for its slot (its own ceiling, say) holds marketing back in no
+// process: Redis orders the later classes among themselves.
+func TestOnlyTheFirstClassHoldsTheOthersAtTheGate(t *testing.T) {
+	lim := &heldLimiter{
+		fakeLimiter: &fakeLimiter{dec: admission.Decision{Allowed: true, Source: admission.SourceRedis}},
+		hold:        map[admission.Class]chan struct{}{admission.OTP: make(chan struct{}), transactional: make(chan struct{})},
+		entered:     make(chan admission.Class, 8),
+	}
+	d := laneDispatcher(t, Deps{Limiter: lim, Claims: &fakeClaims{}, Sender: &fakeSender{}, DeadLetter: &fakeDLQ{}, Observer: &eventLog{}})
+	release := map[admission.Class]func(){}
+	for c, h := range lim.hold {
+		release[c] = sync.OnceFunc(func() { close(h) })
+	}
+	var handled sync.WaitGroup
+	defer func() {
+		for _, r := range release {
+			r() // a failed test's handlers end too
+		}
+		handled.Wait()
+	}()
+	handle := func(class admission.Class, n int) {
+		handled.Go(func() {
+			id := fmt.Sprintf("%s-%d", class, n)
+			d.handle(context.Background(), class, "sub", &pubsub.Message{ID: id, Data: []byte(`{"id":"` + id + `","to":"+819012345678","body":"hi"}`)})
+		})
+	}
+	// next returns the next class to go to admission; within a bound on
+	// a hang, not a speed claim.
+	next := func(what string) admission.Class {
+		t.Helper()
+		select {
+		case c := <-lim.entered:
+			return c
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: nothing went to admission", what)
+			return ""
+		}
+	}
+
+	handle(admission.OTP, 0)
+	if c := next("otp"); c != admission.OTP {
+		t.Fatalf("%s went to admission first, want otp", c)
+	}
+	if n := d.OTPWaiting(); n != 1 {
+		t.Fatalf("OTPWaiting() = %d with an otp waiting for its slot, want 1", n)
+	}
+	handle(transactional, 0)
+	handle(admission.Marketing, 0)
+	// Nothing to wait for but a mistake: a later class that reaches
+	// admission does so well within this.
+	select {
+	case c := <-lim.entered:
+		t.Fatalf("%s went to admission while an otp waited for its slot", c)
+	case <-time.After(50 * time.Millisecond):
+	}
+	release[admission.OTP]()
+	got := []admission.Class{next("after the otp's slot"), next("after the otp's slot")}
+	if !slices.Contains(got, transactional) || !slices.Contains(got, admission.Marketing) {
+		t.Fatalf("after the otp's slot, %v went to admission, want transactional and marketing", got)
+	}
+
+	// The transactional still waits for its slot; marketing goes on.
+	handle(admission.Marketing, 1)
+	if c := next("marketing with a transactional waiting for its slot"); c != admission.Marketing {
+		t.Fatalf("%s went to admission, want marketing", c)
+	}
 }
 
 // TestNewRefusesLanesItCannotServe: a lane whose class no account serves,
