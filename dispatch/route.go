@@ -53,6 +53,7 @@ func ParseRouteMode(s string) (RouteMode, error) {
 // changes once built.
 type Table struct {
 	mode     RouteMode
+	classes  []admission.Class                  // every class some account serves, in the order the accounts list them
 	longest  int                                // length of the longest prefix, "+" included
 	prefixes []string                           // every account's prefixes, sorted, each once
 	routes   map[admission.Class]routesByPrefix // every class some account serves
@@ -90,6 +91,7 @@ func NewTable(served [][]admission.Class, destinations [][]string, mode RouteMod
 		for _, c := range classes {
 			if t.routes[c] == nil {
 				t.routes[c] = routesByPrefix{}
+				t.classes = append(t.classes, c)
 			}
 		}
 	}
@@ -162,17 +164,13 @@ func (t *Table) prefix(to string) string {
 func (t *Table) Mode() RouteMode { return t.mode }
 
 // Rows returns the table for the start-up log and the status report: for
-// each class some account serves (OTP first) and each configured prefix,
-// then "" (every other destination), the accounts in order; a row without
-// accounts is a destination of that class with no route.
+// each class some account serves, in the order the accounts list them
+// (priority order: OTP first), and each configured prefix, then "" (every
+// other destination), the accounts in order; a row without accounts is a
+// destination of that class with no route.
 func (t *Table) Rows() []TableRow {
-	var classes []admission.Class
-	for c := range t.routes {
-		classes = append(classes, c)
-	}
-	slices.Sort(classes)
 	var rows []TableRow
-	for _, c := range classes {
+	for _, c := range t.classes {
 		for _, p := range append(slices.Clone(t.prefixes), "") {
 			rows = append(rows, TableRow{Class: c, Prefix: p, Accounts: slices.Clone(t.routes[c][p])})
 		}
