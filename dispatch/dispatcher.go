@@ -381,12 +381,12 @@ func (d *Dispatcher) BudgetTokens() float64 { return d.budget.Tokens() }
 // slot, for metrics.
 func (d *Dispatcher) OTPWaiting() int { return d.gate.Waiting(0) }
 
-// Waiting returns, by class, how many messages wait for a send slot at the
-// priority gate (those a slot is being decided for), for metrics.
+// Waiting returns, by class, how many messages of this process wait for
+// their send slot to be decided, for metrics.
 func (d *Dispatcher) Waiting() map[admission.Class]int {
 	w := make(map[admission.Class]int, len(d.lanes))
 	for _, l := range d.lanes {
-		w[l.class] = d.gate.Waiting(l.pos)
+		w[l.class] = int(l.waiting.Load())
 	}
 	return w
 }

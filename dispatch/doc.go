@@ -1,6 +1,6 @@
 // Package dispatch is the per-message pipeline and the pool's lifecycle:
-// it pulls both classes from Pub/Sub and takes every message to exactly one
-// end.
+// it pulls each class's lane from Pub/Sub and takes every message to
+// exactly one end.
 //
 // Invariant: a message is acknowledged only once it was sent, expired, found
 // already sent, or published to the dead-letter topic; everything else is
@@ -12,8 +12,9 @@
 // Per message, in order (pipeline.go, one function a step, each returning
 // what it came to): decode and validate; join the id's flight in this
 // process (a duplicate waits for the first copy's end); deadline; send-once
-// claim across processes; priority gate (OTP before marketing); admission;
-// provider send; judge the answer (nack.Judge: 429 penalty, retry budget);
+// claim across processes; priority gate (the first class before the
+// others); admission; provider send; judge the answer (nack.Judge: 429
+// penalty, retry budget);
 // the action nack.ActionFor gives the outcome (ack, nack, dead-letter); and
 // the id's record (sent, refused, rejected), which, with receipts on, keeps
 // the message's story for its delivery receipts; a resend after a failed

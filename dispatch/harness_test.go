@@ -37,7 +37,11 @@ type harness struct {
 	simURL  string
 	account string
 	limits  admission.Config
-	pubs    [2]*pubsub.Publisher
+	pubs    map[admission.Class]*pubsub.Publisher
+	// lanes, if set by addClass before start, are the classes each
+	// instance serves through Deps.Lanes, in priority order; default
+	// Deps.OTP and Deps.Marketing.
+	lanes []Lane
 	// redisAddr, if set before start, is where instances reach Redis (a
 	// redistest.Proxy to make it go down); default the test Redis.
 	redisAddr string
@@ -79,27 +83,49 @@ func newHarness(t *testing.T, sim providertest.Config, wrap func(http.Handler) h
 	h.simURL = srv.URL
 	h.admin = h.client()
 
-	ctx := context.Background()
-	for _, name := range []string{"sms-otp", "sms-marketing", "sms-dead-letter"} {
-		if _, err := h.admin.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: "projects/test/topics/" + name}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// No dead-letter policy here: pstest's forwarding republishes forever;
-	// the tests assert on the dispatcher's explicit dead-lettering.
-	for sub, topic := range map[string]string{"sms-otp-dispatcher": "sms-otp", "sms-marketing-dispatcher": "sms-marketing", "sms-dead-letter-inspect": "sms-dead-letter"} {
-		if _, err := h.admin.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
-			Name: "projects/test/subscriptions/" + sub, Topic: "projects/test/topics/" + topic, AckDeadlineSeconds: 10,
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h.pubs = [2]*pubsub.Publisher{h.admin.Publisher("sms-otp"), h.admin.Publisher("sms-marketing")}
-	for _, p := range h.pubs {
-		p.PublishSettings.DelayThreshold = time.Millisecond
-		t.Cleanup(p.Stop)
-	}
+	h.pubs = map[admission.Class]*pubsub.Publisher{}
+	h.topic("sms-dead-letter", "sms-dead-letter-inspect")
+	h.topic("sms-otp", "sms-otp-dispatcher")
+	h.topic("sms-marketing", "sms-marketing-dispatcher")
+	h.pubs[admission.OTP] = h.publisher("sms-otp")
+	h.pubs[admission.Marketing] = h.publisher("sms-marketing")
 	return h
+}
+
+// topic creates a topic and a subscription to it. No dead-letter policy:
+// pstest's forwarding republishes forever; the tests assert on the
+// dispatcher's explicit dead-lettering.
+func (h *harness) topic(topic, sub string) {
+	h.t.Helper()
+	ctx := context.Background()
+	if _, err := h.admin.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: "projects/test/topics/" + topic}); err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := h.admin.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
+		Name: "projects/test/subscriptions/" + sub, Topic: "projects/test/topics/" + topic, AckDeadlineSeconds: 10,
+	}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) publisher(topic string) *pubsub.Publisher {
+	p := h.admin.Publisher(topic)
+	p.PublishSettings.DelayThreshold = time.Millisecond
+	h.t.Cleanup(p.Stop)
+	return p
+}
+
+// addClass makes the instances start runs serve class as their next lane
+// in priority order, on topic sms-<class> (created here unless it is one
+// newHarness made). The first call replaces the default lanes.
+func (h *harness) addClass(class admission.Class, maxWait time.Duration) {
+	h.t.Helper()
+	topic := "sms-" + string(class)
+	if _, ok := h.pubs[class]; !ok {
+		h.topic(topic, topic+"-dispatcher")
+		h.pubs[class] = h.publisher(topic)
+	}
+	h.lanes = append(h.lanes, Lane{Class: class, MaxWait: maxWait})
 }
 
 func (h *harness) client() *pubsub.Client {
@@ -163,6 +189,10 @@ func (h *harness) start(n int, cfg Config) (stop func()) {
 			Limiter: lim, Claims: lim.Claims(), Sender: sender, Credentials: creds,
 			DeadLetter: DeadLetterTopic{Publisher: dlq}, Observer: h,
 		}
+		for _, l := range h.lanes {
+			l.Subscriber = c.Subscriber("sms-" + string(l.Class) + "-dispatcher")
+			deps.Lanes = append(deps.Lanes, l)
+		}
 		if h.accounts != nil {
 			deps.Accounts = h.accounts(rdb)
 		}
@@ -200,10 +230,17 @@ func (h *harness) publishRaw(class admission.Class, data []byte) string {
 // their Pub/Sub IDs.
 func (h *harness) flood(prefix string, n int) []string {
 	h.t.Helper()
+	return h.floodClass(admission.Marketing, prefix, n)
+}
+
+// floodClass publishes n messages of class with ids prefix-0..n-1 and
+// returns their Pub/Sub IDs.
+func (h *harness) floodClass(class admission.Class, prefix string, n int) []string {
+	h.t.Helper()
 	rs := make([]*pubsub.PublishResult, n)
 	for i := range n {
 		b, _ := json.Marshal(map[string]string{"id": fmt.Sprintf("%s-%d", prefix, i), "to": "+819012345678", "body": "sale"})
-		rs[i] = h.pubs[admission.Marketing].Publish(context.Background(), &pubsub.Message{Data: b})
+		rs[i] = h.pubs[class].Publish(context.Background(), &pubsub.Message{Data: b})
 	}
 	ids := make([]string, n)
 	for i, r := range rs {

@@ -22,6 +22,7 @@ type lane struct {
 	maxWait   time.Duration // Lane.MaxWait
 	sub       *pubsub.Subscriber
 	receiving atomic.Bool
+	waiting   atomic.Int32 // messages deciding their slot (Dispatcher.Waiting)
 	// slots, when the client reads ahead, caps the messages in the
 	// pipeline at the lane's outstanding; nil otherwise.
 	slots chan struct{}

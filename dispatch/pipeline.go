@@ -316,17 +316,30 @@ type refusedEarlier string
 func (r refusedEarlier) Error() string   { return string(r) }
 func (r refusedEarlier) Permanent() bool { return true }
 
-// errGateHeld is admit's answer to a message that found an earlier class
+// errGateHeld is admit's answer to a message that found the first class
 // holding the priority gate for its whole wait.
-var errGateHeld = errors.New("an earlier class held the priority gate")
+var errGateHeld = errors.New("the first class held the priority gate")
 
 // admit passes the priority gate of class and waits up to maxWait for a
 // slot and claim. The error is errGateHeld, or the delivery's context
 // ending.
 func (d *Dispatcher) admit(ctx context.Context, class admission.Class, a *account, cost int, maxWait time.Duration, claim admission.Claim) (admission.Decision, error) {
 	start := time.Now() // the wait itself runs on real timers
-	pos := d.laneOf[class].pos
-	if d.gate.Ahead(pos) > 0 {
+	ln := d.laneOf[class]
+	ln.waiting.Add(1)
+	defer ln.waiting.Add(-1)
+	pos := ln.pos
+	if pos == 0 {
+		// A waiting message of the first class holds the later classes
+		// back until its slot is decided. Deferred: a panic in Admit must
+		// not hold them for good. The later classes hold none: each waits
+		// for its own ceiling too, and a backlog waiting for a middle
+		// class's ceiling would hold the last class in every process and
+		// waste the room its ceiling leaves. Redis keeps their order
+		// across processes (each later class leaves the earlier ones a
+		// part of the levels they share).
+		defer d.gate.Enter(0)()
+	} else if d.gate.Ahead(pos) > 0 {
 		gctx, cancel := context.WithTimeout(ctx, maxWait)
 		err := d.gate.Wait(gctx, pos)
 		cancel()
@@ -337,9 +350,6 @@ func (d *Dispatcher) admit(ctx context.Context, class admission.Class, a *accoun
 			return admission.Decision{}, errGateHeld
 		}
 	}
-	// A waiting message holds the later classes back until its slot is
-	// decided. Deferred: a panic in Admit must not hold them for good.
-	defer d.gate.Enter(pos)()
 	actx, aend := d.deps.Tracer.Admission(ctx, class)
 	dec, err := a.Limiter.Admit(actx, class, cost, maxWait-time.Since(start), claim)
 	aend(dec, time.Since(start))

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -242,10 +243,10 @@ func TestPipelineBranches(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name      string
-		class     admission.Class
-		attempt   int           // Pub/Sub delivery attempt; 0: no dead-letter policy
-		deadline  time.Duration // from t0; 0: none
-		waits     time.Duration // the clock moves this much while Acquire waits
+		class     admission.Class // "": otp
+		attempt   int             // Pub/Sub delivery attempt; 0: no dead-letter policy
+		deadline  time.Duration   // from t0; 0: none
+		waits     time.Duration   // the clock moves this much while Acquire waits
 		dec       admission.Decision
 		rec       admission.Record // what Admit finds of the id's record
 		claimErr  error
@@ -312,6 +313,7 @@ func TestPipelineBranches(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			tt.class = cmp.Or(tt.class, admission.OTP)
 			clock := &fixedClock{t: t0}
 			claims := &fakeClaims{}
 			lim := &fakeLimiter{dec: tt.dec, onAcquire: func() { clock.Add(tt.waits) }, rec: tt.rec, claimErr: tt.claimErr, claims: claims}
@@ -454,7 +456,7 @@ func TestASpentRetryBudgetPausesThePulls(t *testing.T) {
 	// The lane as Run leaves it while a Receive runs.
 	receive, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	l := d.lanes[admission.Marketing]
+	l := d.laneOf[admission.Marketing]
 	l.mu.Lock()
 	l.cancel = cancel
 	l.mu.Unlock()

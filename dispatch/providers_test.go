@@ -220,7 +220,7 @@ func TestProvidersWrongCredentialStopsSendingAndRecovers(t *testing.T) {
 			h := newProviderHarness(t, kind, strict, path)
 			var ids []string
 			for i := range 40 {
-				class := admission.Class(i % 2)
+				class := []admission.Class{admission.OTP, admission.Marketing}[i%2]
 				ids = append(ids, h.publish(class, map[string]string{"id": fmt.Sprintf("m-%d", i), "to": "+819012345678", "body": "Your code is 482913"}))
 			}
 			resumed := &onLog{Handler: slog.DiscardHandler, msg: "the provider credential changed; sending on the account resumes", seen: make(chan struct{})}

@@ -93,7 +93,7 @@ type statusMsg struct {
 // resends to the OTP topic.
 type rig struct {
 	t        *testing.T
-	pubs     [2]*pubsub.Publisher
+	pubs     map[admission.Class]*pubsub.Publisher
 	limiters map[string]*admission.Limiter // by account name
 	sims     map[string]*providertest.Simulator
 	// statusDown makes the status Publisher fail, as a topic that is gone.
@@ -146,7 +146,7 @@ func newRig(t *testing.T, accts []e2eAccount, o rigOptions) *rig {
 		t.Cleanup(p.Stop)
 		return p
 	}
-	r.pubs = [2]*pubsub.Publisher{publisher("sms-otp"), publisher("sms-marketing")}
+	r.pubs = map[admission.Class]*pubsub.Publisher{admission.OTP: publisher("sms-otp"), admission.Marketing: publisher("sms-marketing")}
 	status := receipts.TopicPublisher{Publisher: publisher("sms-status")}
 
 	// The receipts' listener comes first: its URL is what the adapters

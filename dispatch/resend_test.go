@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"reflect"
@@ -29,8 +30,8 @@ func TestTheStoryASentMessageKeeps(t *testing.T) {
 	allowed := admission.Decision{Allowed: true, Source: admission.SourceRedis, Sender: "+18885550100"}
 	tests := []struct {
 		name    string
-		class   admission.Class
-		fields  string // more JSON fields of the message
+		class   admission.Class // "": otp
+		fields  string          // more JSON fields of the message
 		attrs   map[string]string
 		off     bool // Config.Receipts false
 		receipt provider.Receipt
@@ -67,6 +68,7 @@ func TestTheStoryASentMessageKeeps(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			tt.class = cmp.Or(tt.class, admission.OTP)
 			clock := &fixedClock{t: t0}
 			claims := &fakeClaims{}
 			lim := &fakeLimiter{dec: allowed, claims: claims}

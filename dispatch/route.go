@@ -53,10 +53,10 @@ func ParseRouteMode(s string) (RouteMode, error) {
 // changes once built.
 type Table struct {
 	mode     RouteMode
+	classes  []admission.Class                  // every class some account serves, in the order the accounts list them
 	longest  int                                // length of the longest prefix, "+" included
 	prefixes []string                           // every account's prefixes, sorted, each once
 	routes   map[admission.Class]routesByPrefix // every class some account serves
-	classes  []admission.Class                  // the keys of routes, as the accounts list them (priority order)
 }
 
 // routesByPrefix is one class's routes by the longest configured prefix a
@@ -164,8 +164,8 @@ func (t *Table) prefix(to string) string {
 func (t *Table) Mode() RouteMode { return t.mode }
 
 // Rows returns the table for the start-up log and the status report: for
-// each class some account serves (in the order the accounts first list
-// them: each lists its classes in priority order) and each configured prefix, then "" (every
+// each class some account serves, in the order the accounts list them
+// (priority order: OTP first), and each configured prefix, then "" (every
 // other destination), the accounts in order; a row without accounts is a
 // destination of that class with no route.
 func (t *Table) Rows() []TableRow {

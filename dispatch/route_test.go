@@ -64,7 +64,7 @@ func TestTableNoRoute(t *testing.T) {
 		{admission.Marketing, "+819012345678", nil},
 		{admission.OTP, "+819012345678", []int{0}},
 		{admission.Marketing, "+14155550100", []int{1}},
-		{admission.Class(7), "+14155550100", nil},
+		{admission.Class("transactional"), "+14155550100", nil},
 	} {
 		if got := tab.Route(tt.class, tt.to); len(got) != len(tt.want) || (len(got) > 0 && !reflect.DeepEqual(got, tt.want)) {
 			t.Errorf("Route(%v, %q) = %v, want %v", tt.class, tt.to, got, tt.want)
