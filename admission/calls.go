@@ -20,7 +20,8 @@ type admitCall struct {
 	Health     string   `lua:"KEYS[10] the account's health"`
 	Skip       string   `lua:"KEYS[11] the skip of the account's route to the caller's destination"`
 	Reserves   []string `lua:"KEYS[12..] the TAT keys of the earlier classes' reserves the caller's"`
-	Senders    []string `lua:"KEYS[12+R..] the sender pool's TAT keys"`
+	LaterWakes []string `lua:"KEYS[12+R..] the wake-ticket keys of the later classes held to a"`
+	Senders    []string `lua:"KEYS[12+R+W..] the sender pool's TAT keys"`
 
 	GlobalInterval  int64  `lua:"ARGV[1] global emission interval in microseconds"`
 	GlobalTau       int64  `lua:"ARGV[2] global tolerance tau in microseconds"`
@@ -46,10 +47,12 @@ type admitCall struct {
 	Failover        bool   `lua:"ARGV[22] '1' when the caller can send elsewhere (failover)"`
 	RouteProbeEvery int64  `lua:"ARGV[23] the probe interval of a skipped route, in microseconds"`
 	ReserveLevels   string `lua:"ARGV[24] the reserves the caller's class is held to, one"`
+	WakePushes      string `lua:"ARGV[25] the push of each wake ticket of KEYS[12+R..], in"`
 }
 
 func (c admitCall) keys() []string {
 	k := append([]string{c.GlobalTAT, c.CeilingTAT, c.Penalty, c.Wake, c.Override, c.Leases, c.Probe, c.Learned, c.Record, c.Health, c.Skip}, c.Reserves...)
+	k = append(k, c.LaterWakes...)
 	return append(k, c.Senders...)
 }
 
@@ -57,7 +60,7 @@ func (c admitCall) argv() []any {
 	return []any{c.GlobalInterval, c.GlobalTau, c.CeilingInterval, c.CeilingTau, flag(c.OverrideCeiling),
 		c.RecoveryFloor, c.Reserve, c.Tickets, c.Spacing, c.Within, c.MaxInFlight, c.Lease, c.LeaseTTL, max(c.Cost, 1),
 		max(c.Lookahead, 0), c.Token, c.ClaimMillis, flag(c.Count), c.Adaptive, c.SenderIntervals, c.ProbeEvery, flag(c.Failover), c.RouteProbeEvery,
-		c.ReserveLevels}
+		c.ReserveLevels, c.WakePushes}
 }
 
 // penaltyCall is one call of penalty.lua.

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -127,6 +128,22 @@ func newClasses(cfg Config, tag string, base admitCall) (map[Class]*classState, 
 			c.levels = append(c.levels, j)
 		}
 		a.ReserveLevels = strings.Join(triples, " ")
+		// The later classes held to one of its reserves: a slot it takes
+		// there is one their next wake ticket would point at.
+		var pushes []string
+		for j := i + 1; j < len(cfg.Classes); j++ {
+			var push time.Duration
+			for _, r := range reserves[i] {
+				if slices.Contains(reserves[j], r) {
+					push = max(push, interval(all[r].rps))
+				}
+			}
+			if push > 0 {
+				a.LaterWakes = append(a.LaterWakes, tag+":wake:"+string(cfg.Classes[j].Name))
+				pushes = append(pushes, strconv.FormatInt(push.Microseconds(), 10))
+			}
+		}
+		a.WakePushes = strings.Join(pushes, " ")
 		a.Spacing = c.spacing.Microseconds()
 		byName[k.Name], order[i], list[i] = c, k.Name, c
 	}

@@ -51,7 +51,10 @@
 --            class is held to ({sms:<account>}:tat:after:<class>: what the
 --            classes after <class> take together), one per triple of
 --            ARGV[24]; R of them
--- KEYS[12+R..] -> the sender pool's TAT keys ({sms:<account>}:tat:sender:<from>),
+-- KEYS[12+R..] -> the wake-ticket keys of the later classes held to a
+--            reserve the caller's class is held to, one per interval of
+--            ARGV[25]; W of them
+-- KEYS[12+R+W..] -> the sender pool's TAT keys ({sms:<account>}:tat:sender:<from>),
 --            one per interval of ARGV[20]
 -- ARGV[1] -> global emission interval in microseconds (1e6 / TARGET_RPS, rounded up)
 -- ARGV[2] -> global tolerance tau in microseconds ((BURST - 1) * interval)
@@ -104,7 +107,7 @@
 --            one small step every probe_us once settled; never above
 --            target_rps
 -- ARGV[20] -> the sender pool's emission intervals in microseconds, one
---            per KEYS[12+R..], space-separated ('' for no pool). Each send
+--            per KEYS[12+R+W..], space-separated ('' for no pool). Each send
 --            also takes a slot of the sender whose slot opens first: a
 --            send of cost c goes when sender TAT + (c - 1) * interval <= at
 --            and moves that TAT to max(TAT, at) + c * interval, so that
@@ -127,6 +130,12 @@
 --            more for each class after it), so that of two classes held
 --            to the same reserve the earlier is never kept waiting by the
 --            later
+-- ARGV[25] -> the push of each wake ticket of KEYS[12+R..], in
+--            microseconds per unit, space-separated ('' for none): an
+--            admission takes a slot of a reserve a later class shares,
+--            which that class's next ticket would otherwise point at, so
+--            its next ticket is pushed one slot later
+--
 -- Returns {allowed, wait_us, reason, next_us, attempts, detail, sender,
 -- learned, ignored, health}:
 --   allowed  -> 1 when a slot was taken (and the claim, if asked), 0 when denied
@@ -244,7 +253,12 @@ for iv, tau, r in string.gmatch(ARGV[24], '(%d+) (%d+) (%d+)') do
   res[#res + 1] = {int = tonumber(iv), tau = tonumber(tau), reserve = tonumber(r), key = k,
     tat = math.max(tonumber(s[k]) or 0, now)}
 end
-local senders = 12 + #res -- the first sender's key
+-- The later classes' wake tickets: KEYS[12 + #res..].
+local pushes = {}
+for v in string.gmatch(ARGV[25], '%d+') do
+  pushes[#pushes + 1] = tonumber(v)
+end
+local senders = 12 + #res + #pushes -- the first sender's key
 
 local tat_g, tat_m = math.max(tonumber(s[1]) or 0, now), math.max(tonumber(s[2]) or 0, now)
 local floor = tonumber(ARGV[6])
@@ -554,6 +568,13 @@ for _, v in ipairs(res) do
   v.tat = math.max(v.tat, at) + cost * v.int
   put(KEYS[v.key], v.tat)
   open = math.max(open, v.tat - (v.tau - v.reserve))
+end
+for i, p in ipairs(pushes) do
+  local k = 11 + #res + i
+  local w = tonumber(s[k])
+  if w and w > now then
+    put(KEYS[k], w + cost * p)
+  end
 end
 if pick > 0 then
   local k = senders - 1 + pick
