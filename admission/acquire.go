@@ -80,9 +80,9 @@ func (l *Limiter) early(c *classState) time.Duration { return min(c.spacing, l.l
 // class's turn. A Decision denied for ReasonRecord says what the id's
 // record holds (do not send); an allowed one with Claimed set goes to
 // Settle after the send. A Redis-down fallback claims nothing, and denies
-// marketing (ReasonNoRecord) until Redis answers again, or its wait runs
-// out: a short outage holds marketing, rather than hand it back to come
-// again. If ctx ends while the caller waits for a
+// every class but OTP (ReasonNoRecord) until Redis answers again, or its
+// wait runs out: a short outage holds a campaign, rather than hand it back
+// to come again. If ctx ends while the caller waits for a
 // booked slot, the slot is lost, the claim given back, and the error is
 // ctx's. A class the account does not have is an error.
 func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time.Duration, claim Claim) (Decision, error) {

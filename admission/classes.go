@@ -76,12 +76,22 @@ func classLevels(cfg Config, tag string) (all []level, ceiling []int, reserves [
 	ceiling = make([]int, n)
 	for i, k := range cfg.Classes {
 		ceiling[i] = -1
-		if ceilingRPS[i] < cfg.TargetRPS {
+		// The override's second rate lowers a ceiling: the class it is
+		// about has one even at the account's rate.
+		if ceilingRPS[i] < cfg.TargetRPS || overridden(cfg, i) {
 			ceiling[i] = len(all)
 			all = append(all, level{key: tag + ":tat:" + string(k.Name), rps: ceilingRPS[i], members: []int{i}})
 		}
 	}
 	return all, ceiling, reserves
+}
+
+// overridden reports whether the operator's override's second rate
+// (Limiter.Override) lowers the ceiling of cfg's class i: the last class,
+// unless it is the only one and named otp (an account of OTP alone, which
+// the override's first rate alone lowers).
+func overridden(cfg Config, i int) bool {
+	return i == len(cfg.Classes)-1 && (i > 0 || cfg.Classes[i].Name != OTP)
 }
 
 // newClasses builds each class's call of gcra.lua from base (the account's
@@ -110,7 +120,7 @@ func newClasses(cfg Config, tag string, base admitCall) (map[Class]*classState, 
 			// levels' intervals (at 97/92, 4 % of the account). The global
 			// level alone keeps the contract.
 			a.CeilingInterval, a.CeilingTau = iv.Microseconds(), (max(burst, 1) * iv).Microseconds()
-			a.OverrideCeiling = i == len(cfg.Classes)-1 && i > 0
+			a.OverrideCeiling = overridden(cfg, i)
 			c.spacing = max(c.spacing, iv)
 			c.levels = append(c.levels, j)
 		}

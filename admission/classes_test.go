@@ -437,3 +437,28 @@ func TestThreeSaturatedClassesCostAboutOneCallPerAdmission(t *testing.T) {
 		t.Fatalf("%d calls for %d admissions %v (%.2f each), want ≤ 1.4 each", calls, n, admitted, ratio)
 	}
 }
+
+// TestTheOverridesSecondRateHasACeilingToLower: the override's second rate
+// lowers the last class's ceiling, which it has even at the account's rate
+// and when it is the account's only class, unless that class is otp alone.
+func TestTheOverridesSecondRateHasACeilingToLower(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		classes []ClassLimit
+		last    Class
+		want    bool
+	}{
+		{"the default two", nil, Marketing, true},
+		{"marketing at the account's rate", []ClassLimit{{Name: OTP}, {Name: Marketing, RPS: 90}}, Marketing, true},
+		{"an account of marketing alone", []ClassLimit{{Name: Marketing, RPS: 70}}, Marketing, true},
+		{"an account of marketing alone, at the account's rate", []ClassLimit{{Name: Marketing}}, Marketing, true},
+		{"an account of OTP alone", []ClassLimit{{Name: OTP}}, OTP, false},
+	} {
+		cfg := testConfig(t)
+		cfg.Classes = tt.classes
+		a := newLimiter(t, &recorder{}, cfg).call(tt.last)
+		if a.OverrideCeiling != tt.want || (a.CeilingInterval > 0) != tt.want {
+			t.Errorf("%s: the override lowers %s's ceiling %v (interval %dµs), want %v", tt.name, tt.last, a.OverrideCeiling, a.CeilingInterval, tt.want)
+		}
+	}
+}

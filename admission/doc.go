@@ -3,8 +3,11 @@
 //
 // Invariant: across all processes sharing a Redis, admissions on the account
 // never exceed Config.TargetRPS plus Config.Burst in any window, measured by
-// Redis's own clock; marketing never exceeds Config.MarketingRPS, so OTP
-// always has room; and while a 429 penalty is live nothing is admitted.
+// Redis's own clock; each class (Config.Classes, in priority order: OTP then
+// marketing by default) never exceeds its ceiling, and the classes after
+// each class never exceed TargetRPS minus its reserve, so the earlier
+// classes always have room; and while a 429 penalty is live nothing is
+// admitted.
 // With a sender pool (Config.Senders) no sender carries more than its RPS
 // in any second as the provider sees it; with Config.Adaptive the rates
 // in force are at most the configured ones, lowered by what the provider's
@@ -16,13 +19,14 @@
 // status event owed for it stays owed until its publication is noted.
 //
 // Each decision is one Lua script call (gcra.lua): the penalty key is checked
-// first, then GCRA on the global key and, for marketing, on the marketing key;
+// first, then GCRA on the global key and on the levels of the caller's
+// class (its ceiling, the reserves of the classes before it: classes.go);
 // a denial advances no TAT. All keys of an account share the hash tag
 // {sms:<account>} so the script runs on Redis Cluster.
 //
 // When Redis fails or times out (or, full under noeviction, refuses a
 // script: memory.go), a Limiter decides locally at
-// TargetRPS/MaxSenders (marketing at MarketingRPS/MaxSenders) and leaves Redis
+// TargetRPS/MaxSenders (each level of a class at its rate/MaxSenders) and leaves Redis
 // alone for Config.RedisRetryAfter before trying it again: never fail open,
 // never stop. Each process admits at most one message at a time in fallback,
 // so all processes together stay at TargetRPS over any second; a window

@@ -341,8 +341,16 @@ if s[5] then
   end
   o_g, o_m = rate(o_g), rate(o_m) -- 0, or one ignored: that rate is not overridden
   if o_g and o_g > 0 and math.ceil(1000000 / o_g) > g_int then
+    -- The reserves in proportion, so that the earlier classes keep their
+    -- share of the lowered rate.
     local f = math.ceil(1000000 / o_g) / g_int
     g_int, g_tau0, reserve = math.ceil(g_int * f), math.ceil(g_tau0 * f), math.ceil(reserve * f)
+    for _, v in ipairs(res) do
+      v.int, v.tau, v.reserve = math.ceil(v.int * f), math.ceil(v.tau * f), math.ceil(v.reserve * f)
+    end
+    for i, p in ipairs(pushes) do
+      pushes[i] = math.ceil(p * f)
+    end
   end
   if ARGV[5] == '1' and o_m and o_m > 0 and math.ceil(1000000 / o_m) > m_int then
     local f = math.ceil(1000000 / o_m) / m_int
@@ -361,6 +369,9 @@ if lrn then
     m_int, m_tau = math.ceil(m_int * f), math.ceil(m_tau * f)
     for _, v in ipairs(res) do
       v.int, v.tau, v.reserve = math.ceil(v.int * f), math.ceil(v.tau * f), math.ceil(v.reserve * f)
+    end
+    for i, p in ipairs(pushes) do
+      pushes[i] = math.ceil(p * f)
     end
   end
 end

@@ -102,6 +102,14 @@ func (l *accountsLoader) classes(p Process, list []classYAML) ([]Class, error) {
 			}
 			k.MaxWait = d
 		}
+		switch k.Topic {
+		case p.DeadLetterTopic, p.StatusTopic:
+			return fail("topic", "%q is the dead-letter or status topic (DEAD_LETTER_TOPIC, STATUS_TOPIC): a class needs a topic of its own", k.Topic)
+		}
+		switch k.Subscription {
+		case p.DeadLetterInspect, StatusInspect:
+			return fail("subscription", "%q is the dead-letter or status topic's inspect subscription: a class needs a subscription of its own", k.Subscription)
+		}
 		if j, ok := topics[k.Topic]; ok {
 			return fail("topic", "%q is also the topic of classes[%d]: a class is told by its topic", k.Topic, j)
 		}
@@ -252,6 +260,9 @@ func classRates(classRPS, reserveRPS map[string]float64, served, all []admission
 		return target
 	}
 	for i, c := range served {
+		if _, set := ceil[c]; !set && c != admission.Marketing {
+			continue // its ceiling is what the reserves before it leave it
+		}
 		for _, e := range served[:i] {
 			room := target - reserve[e]
 			if ceiling(c) <= room+1e-9 {

@@ -137,6 +137,9 @@ func TestClassesErrors(t *testing.T) {
 		{"name twice", "classes: [{name: otp}, {name: otp}]\n" + acct(""), `: line 1: classes[1].name: otp is also classes[0]`},
 		{"topic twice", "classes: [{name: otp}, {name: a, topic: sms-otp}]\n" + acct(""), `: line 1: classes[1].topic: "sms-otp" is also the topic of classes[0]`},
 		{"subscription twice", "classes: [{name: a, subscription: s}, {name: b, subscription: s}]\n" + acct(""), `: line 1: classes[1].subscription: "s" is also the subscription of classes[0]`},
+		{"the dead-letter topic", "classes: [{name: otp}, {name: dead-letter}]\n" + acct(""), `: line 1: classes[1].topic: "sms-dead-letter" is the dead-letter or status topic`},
+		{"the status topic", "classes: [{name: otp}, {name: status}]\n" + acct(""), `: line 1: classes[1].topic: "sms-status" is the dead-letter or status topic`},
+		{"an inspect subscription", "classes: [{name: otp}, {name: b, subscription: sms-dead-letter-inspect}]\n" + acct(""), `: line 1: classes[1].subscription: "sms-dead-letter-inspect" is the dead-letter or status topic's inspect subscription`},
 		{"bad max_wait", "classes: [{name: otp, max_wait: soon}]\n" + acct(""), `: line 1: classes[0].max_wait: want a duration such as 4s, got "soon"`},
 		{"empty classes", "classes: []\n" + acct(""), `: line 1: classes: an empty list would serve nothing`},
 		{"unknown key of a class", "classes: [{name: otp, rps: 3}]\n" + acct(""), `: line 1: classes[0].rps: unknown key (classes[0] takes name, topic, subscription, max_wait)`},
@@ -157,7 +160,7 @@ func TestClassesErrors(t *testing.T) {
 		{"a ceiling above a reserve's room", classes + acct("    class_rps: {transactional: 80}\n    reserve_rps: {otp: 20}\n"),
 			`: account "main": class_rps.transactional: 80 cannot hold with reserve_rps.otp (20): the classes after otp share target_rps - 20 = 70`},
 		{"a reserve under a default ceiling", classes + acct("    reserve_rps: {otp: 30}\n"),
-			`: account "main": reserve_rps.otp: 30 leaves the classes after otp 60, under transactional's ceiling 90`},
+			`: account "main": reserve_rps.otp: 30 leaves the classes after otp 60, under marketing's ceiling 70`},
 		{"a reserve under marketing's default", classes + acct("    class_rps: {transactional: 10}\n    reserve_rps: {transactional: 30}\n"),
 			`: account "main": reserve_rps.transactional: 30 leaves the classes after transactional 60, under marketing's ceiling 70`},
 		{"failover of the first class", classes + acct("    failover_classes: [otp]\n"), `: account "main": failover_classes[0]: otp always fails over`},
@@ -180,6 +183,30 @@ func TestClassesErrors(t *testing.T) {
 				t.Errorf("error\n %s\nwant one line with\n %s", msg, path+tt.want)
 			}
 		})
+	}
+}
+
+// TestAMiddleClassWithoutACeilingHasWhatTheReservesLeaveIt: a reserve
+// needs no class_rps on every class after it: a class without one has
+// what the reserves before it leave it.
+func TestAMiddleClassWithoutACeilingHasWhatTheReservesLeaveIt(t *testing.T) {
+	path := writeFile(t, "accounts.yaml", "classes: [{name: otp}, {name: transactional}, {name: marketing}]\n"+
+		"accounts:\n  - name: main\n    provider: generic\n    generic: {url: https://a.example, token: t1}\n    classes: [otp, transactional, marketing]\n"+
+		"    class_rps: {marketing: 40}\n    reserve_rps: {otp: 30}\n")
+	base, err := loadConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := loadAccounts(base.Process, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := base.Process.Limiter(r.Accounts[0])
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("the limiter of the file: %v", err)
+	}
+	if got := cfg.Classes; len(got) != 3 || got[1].RPS != 60 || got[0].Reserve != 30 || got[2].RPS != 40 {
+		t.Errorf("classes %+v, want transactional at what otp's reserve 30 leaves (60), marketing 40", got)
 	}
 }
 

@@ -51,7 +51,8 @@ func (p Process) Outstanding(class admission.Class, home Account) int {
 }
 
 // ceiling is class's ceiling on a: its class_rps, else MarketingRPS for
-// marketing, else TargetRPS.
+// marketing, else what the reserves of the classes before it leave it
+// (TargetRPS without one).
 func (a Account) ceiling(class admission.Class) float64 {
 	if v, ok := a.ClassRPS[class]; ok {
 		return v
@@ -59,7 +60,17 @@ func (a Account) ceiling(class admission.Class) float64 {
 	if class == admission.Marketing {
 		return a.MarketingRPS
 	}
-	return a.TargetRPS
+	// What the reserves of the classes before it leave it.
+	room := a.TargetRPS
+	for _, c := range a.Classes {
+		if c == class {
+			break
+		}
+		if r := a.ReserveRPS[c]; r > 0 {
+			room = min(room, a.TargetRPS-r)
+		}
+	}
+	return room
 }
 
 // StatusInspect is the subscription setup creates on STATUS_TOPIC, for

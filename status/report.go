@@ -250,6 +250,14 @@ func accountOf(s Setup, st admission.AccountStatus) Account {
 		}
 		a.Sent[class.String()] = sr
 	}
+	// The default two are always there, as before classes could be
+	// configured: a reader of sent.otp or sent.marketing finds zeros on
+	// an account that does not serve it.
+	for _, class := range []admission.Class{admission.OTP, admission.Marketing} {
+		if a.Sent[class.String()] == nil {
+			a.Sent[class.String()] = &Sent{PerSecond: make([]int, countedSeconds(st))}
+		}
+	}
 	if st.PenaltyLeft > 0 {
 		p := &Penalty{LeftSeconds: st.PenaltyLeft.Seconds(), Reason: "429"}
 		if detail, ok := strings.CutPrefix(st.PenaltyWhy, "account:"); ok {
@@ -299,4 +307,12 @@ func healthOf(h admission.HealthStatus) Health {
 		r.State, r.Since, r.ProbesOK = "degraded", &since, h.ProbesOK
 	}
 	return r
+}
+
+// countedSeconds is how many seconds st counted the sends of.
+func countedSeconds(st admission.AccountStatus) int {
+	for _, per := range st.Sent {
+		return len(per)
+	}
+	return 0
 }

@@ -222,3 +222,23 @@ func TestReportRoutes(t *testing.T) {
 		t.Errorf("json %s (%v)", b, err)
 	}
 }
+
+// TestTheDefaultClassesAreAlwaysReported: an account serving OTP alone
+// still reports sent.marketing (zeros) and its watch line marketing=0, as
+// before classes could be configured.
+func TestTheDefaultClassesAreAlwaysReported(t *testing.T) {
+	st := admission.AccountStatus{
+		Now:     time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		Sent:    map[admission.Class][]int{admission.OTP: make([]int, seconds)},
+		Classes: []admission.Class{admission.OTP},
+	}
+	s := Setup{Account: config.Account{Name: "otp-only", Provider: "generic", RateUnit: "message", Classes: []admission.Class{admission.OTP},
+		ContractRPS: 100, TargetRPS: 90, MarketingRPS: 70}}
+	a := accountOf(s, st)
+	if m := a.Sent["marketing"]; m == nil || len(m.PerSecond) != seconds || m.Last60s != 0 {
+		t.Errorf("sent.marketing %+v, want %d seconds of zeros", m, seconds)
+	}
+	if line := a.line(st.Now); !strings.Contains(line, " otp=0 marketing=0 ") {
+		t.Errorf("watch line %q, want otp=0 marketing=0", line)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -253,6 +254,11 @@ func (a Account) line(t time.Time) string {
 	var sent strings.Builder
 	for _, class := range a.Classes {
 		fmt.Fprintf(&sent, " %s=%d", class, a.sent(class).Last1s)
+	}
+	for _, class := range []string{"otp", "marketing"} { // always there, as before classes were configured
+		if !slices.Contains(a.Classes, class) {
+			fmt.Fprintf(&sent, " %s=%d", class, a.sent(class).Last1s)
+		}
 	}
 	return fmt.Sprintf("%s account=%s%s in_force=%g/s penalty=%s in_flight=%d processes=%d not_deciding_with_redis=%d health=%s",
 		t.Format(time.RFC3339), a.Name, sent.String(), a.InForceRPS, pen, a.InFlight, alive, fallback, a.Health.State)
