@@ -105,11 +105,12 @@ func (c pauseCall) argv() []any    { return nil }
 
 // overrideCall is one call of override.lua.
 type overrideCall struct {
-	Override      string `lua:"KEYS[1] override"`
-	GlobalTAT     string `lua:"KEYS[2] global TAT key"`
-	MarketingTAT  string `lua:"KEYS[3] marketing TAT key"`
-	WakeOTP       string `lua:"KEYS[4] OTP wake-ticket key"`
-	WakeMarketing string `lua:"KEYS[5] marketing wake-ticket key"`
+	Override      string   `lua:"KEYS[1] override"`
+	GlobalTAT     string   `lua:"KEYS[2] global TAT key"`
+	MarketingTAT  string   `lua:"KEYS[3] marketing TAT key"`
+	WakeOTP       string   `lua:"KEYS[4] OTP wake-ticket key"`
+	WakeMarketing string   `lua:"KEYS[5] marketing wake-ticket key"`
+	WakeOthers    []string `lua:"KEYS[6..] the other classes' wake-ticket keys"`
 
 	TargetRPS         string `lua:"ARGV[1] target_rps"`
 	MarketingRPS      string `lua:"ARGV[2] marketing_rps"`
@@ -121,7 +122,7 @@ type overrideCall struct {
 }
 
 func (c overrideCall) keys() []string {
-	return []string{c.Override, c.GlobalTAT, c.MarketingTAT, c.WakeOTP, c.WakeMarketing}
+	return append([]string{c.Override, c.GlobalTAT, c.MarketingTAT, c.WakeOTP, c.WakeMarketing}, c.WakeOthers...)
 }
 
 func (c overrideCall) argv() []any {

@@ -74,7 +74,7 @@ func (l *Limiter) Override(ctx context.Context, targetRPS, marketingRPS float64,
 	}
 	call := overrideCall{
 		Override: a.Override, GlobalTAT: a.GlobalTAT, MarketingTAT: last.CeilingTAT,
-		WakeOTP: first.Wake, WakeMarketing: last.Wake,
+		WakeOTP: first.Wake, WakeMarketing: last.Wake, WakeOthers: l.middleWakes(),
 		TargetRPS: f(targetRPS), MarketingRPS: f(marketingRPS), Millis: ms,
 		GlobalInterval: a.GlobalInterval, MarketingInterval: last.CeilingInterval,
 		GlobalTau: a.GlobalTau, MarketingTau: last.CeilingTau,

@@ -10,6 +10,8 @@
 -- KEYS[3] -> marketing TAT key ({sms:<account>}:tat:marketing)
 -- KEYS[4] -> OTP wake-ticket key ({sms:<account>}:wake:otp)
 -- KEYS[5] -> marketing wake-ticket key ({sms:<account>}:wake:marketing)
+-- KEYS[6..] -> the other classes' wake-ticket keys ({sms:<account>}:wake:<class>),
+--            when there are more than two
 -- ARGV[1] -> target_rps (0: none; the caller checked it is at least min_rps)
 -- ARGV[2] -> marketing_rps (0: none; likewise)
 -- ARGV[3] -> lifetime in milliseconds (<= 0: until cleared, else at least 1)
@@ -63,7 +65,7 @@ for i = 1, 2 do
       'PX', math.max(math.ceil((rescaled - now) / 1000), 0) + 1000)
   end
 end
-redis.call('DEL', KEYS[1], KEYS[4], KEYS[5])
+redis.call('DEL', KEYS[1], unpack(KEYS, 4)) -- the override and every wake ticket
 
 if tonumber(ARGV[1]) <= 0 and tonumber(ARGV[2]) <= 0 then
   return 0
