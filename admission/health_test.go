@@ -227,7 +227,9 @@ func TestAFlappingProviderDegradesNoFasterThanTheProbesAllow(t *testing.T) {
 	start := time.Now()
 	recoveries, degradedAt := 0, time.Time{}
 	var shortest time.Duration
-	for i := 0; time.Since(start) < 1500*time.Millisecond; i++ {
+	// Until two recoveries, or 4 s: a recovery takes Probes probes in a
+	// row, each a coin's toss, and the first may take a while.
+	for i := 0; time.Since(start) < 4*time.Second && recoveries < 2; i++ {
 		result := ResultOK
 		if r.IntN(2) == 0 {
 			result = ResultFailed
