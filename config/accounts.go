@@ -121,9 +121,15 @@ func (l *accountsLoader) account(p Process, all []admission.Class, i int, a acco
 	if err != nil {
 		return Account{}, l.keyFail(who, err)
 	}
-	for _, name := range sortedKeys(a.ClassRPS) {
-		if !slices.Contains(all, admission.Class(name)) {
-			return Account{}, l.fail(l.line(i, "class_rps."+name), who, "class_rps."+name, "unknown key (class_rps takes %s)", strings.Join(strs(all), ", "))
+	for _, key := range []string{"class_rps", "reserve_rps"} {
+		m := a.ClassRPS
+		if key == "reserve_rps" {
+			m = a.ReserveRPS
+		}
+		for _, name := range sortedKeys(m) {
+			if !slices.Contains(all, admission.Class(name)) {
+				return Account{}, l.fail(l.line(i, key+"."+name), who, key+"."+name, "unknown key (%s takes %s)", key, strings.Join(strs(all), ", "))
+			}
 		}
 	}
 

@@ -153,7 +153,7 @@ func TestClassesErrors(t *testing.T) {
 		{"class_rps of a class not served", classes + strings.Replace(acct("    class_rps: {transactional: 5}\n"), "classes: [otp, transactional, marketing]", "classes: [otp, marketing]", 1) +
 			"  - name: b\n    provider: generic\n    generic: {url: https://b.example, token: t2}\n    classes: [transactional]\n",
 			`: account "main": class_rps.transactional: the account does not serve transactional`},
-		{"reserve_rps of an unknown class", classes + acct("    reserve_rps: {cart: 3}\n"), `: account "main": reserve_rps.cart: unknown class (reserve_rps takes otp, transactional, marketing)`},
+		{"reserve_rps of an unknown class", classes + acct("    reserve_rps: {cart: 3}\n"), `: line 7: account "main": reserve_rps.cart: unknown key (reserve_rps takes otp, transactional, marketing)`},
 		{"reserve_rps on the last class", classes + acct("    reserve_rps: {marketing: 3}\n"), `: account "main": reserve_rps.marketing: marketing is the account's last class`},
 		{"reserve_rps at target", classes + acct("    reserve_rps: {otp: 90}\n"), `: account "main": reserve_rps.otp: must be at least 0 and below target_rps (90), got 90`},
 		{"reserve_rps negative", classes + acct("    reserve_rps: {otp: -1}\n"), `: account "main": reserve_rps.otp: must be at least 0`},
