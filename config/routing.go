@@ -127,6 +127,8 @@ func failoverClasses(list []string, serves map[admission.Class]bool, all []admis
 		switch {
 		case c == all[0]:
 			return nil, keyErrorf(key, "%s always fails over: remove it", c)
+		case len(all) == 1:
+			return nil, keyErrorf(key, "the only class, %s, fails over already: no other class to list", all[0])
 		case !slices.Contains(all, c):
 			return nil, keyErrorf(key, "want %s, got %q", orWords(all[1:]), name)
 		case !serves[c]:
