@@ -207,7 +207,7 @@ func (l *Limiter) classStrings() []string {
 // and the last, which the override drops with theirs.
 func (l *Limiter) middleWakes() []string {
 	var keys []string
-	for _, c := range l.order[min(1, len(l.order)) : max(len(l.order)-1, 1)] {
+	for _, c := range l.order[min(1, len(l.order)):max(len(l.order)-1, 1)] {
 		keys = append(keys, l.classes[c].admit.Wake)
 	}
 	return keys
