@@ -179,23 +179,12 @@ func runClasses(ctx context.Context, cfg *Config, redisURL string, s classesSpec
 	defer statsRdb.Close()
 	statsErr := redisstats.Reset(ctx, statsRdb)
 
-	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
-	var running sync.WaitGroup
-	var closers []func()
-	defer func() {
-		stopRun()
-		running.Wait()
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
-	}()
-	for i := range s.instances {
-		d, closeAll, err := newClassesInstance(ctx, p, account, stack, lg, logger.With("instance", i), cfg.redisTO)
-		closers = append(closers, closeAll...)
-		if err != nil {
-			return nil, err
-		}
-		running.Go(func() { d.Run(runCtx) })
+	ds, err := runDispatchers(ctx, s.instances, func(i int) (*dispatch.Dispatcher, []func(), error) {
+		return newClassesInstance(ctx, p, account, stack, lg, logger.With("instance", i), cfg.redisTO)
+	})
+	defer ds.close()
+	if err != nil {
+		return nil, err
 	}
 
 	lg.start = time.Now()
@@ -227,8 +216,7 @@ func runClasses(ctx context.Context, cfg *Config, redisURL string, s classesSpec
 	drained := lg.waitStreamsSent(ctx, stack.Sim, s.drain)
 	lg.drained = time.Now()
 	fmt.Fprintf(progress, "loadtest: traffic over; every OTP and transactional message sent: %v\n", drained)
-	stopRun()
-	running.Wait()
+	ds.stop()
 
 	var cs redisstats.CommandStats
 	if statsErr == nil {

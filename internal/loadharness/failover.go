@@ -208,23 +208,12 @@ func runFailover(ctx context.Context, cfg *Config, redisURL string, s failoverSp
 		return nil, err
 	}
 
-	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
-	var running sync.WaitGroup
-	var closers []func()
-	defer func() {
-		stopRun()
-		running.Wait()
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
-	}()
-	for i := range s.instances {
-		d, closeAll, err := newFailoverInstance(ctx, s, ns, redisURL, stack, backupSrv.URL, lg, logger.With("instance", i), cfg.redisTO)
-		closers = append(closers, closeAll...)
-		if err != nil {
-			return nil, err
-		}
-		running.Go(func() { d.Run(runCtx) })
+	ds, err := runDispatchers(ctx, s.instances, func(i int) (*dispatch.Dispatcher, []func(), error) {
+		return newFailoverInstance(ctx, s, ns, redisURL, stack, backupSrv.URL, lg, logger.With("instance", i), cfg.redisTO)
+	})
+	defer ds.close()
+	if err != nil {
+		return nil, err
 	}
 
 	start := time.Now()
@@ -265,8 +254,7 @@ func runFailover(ctx context.Context, cfg *Config, redisURL string, s failoverSp
 	drained := lg.waitOTPEnds(ctx, failoverDrain)
 	lg.drained = time.Now()
 	fmt.Fprintf(progress, "loadtest: run over; every OTP at an end: %v\n", drained)
-	stopRun()
-	running.Wait()
+	ds.stop()
 
 	lg.primaryRequests = fault.requests()
 	lg.primary, lg.backup = stack.Sim.Arrivals(), backup.Arrivals()
@@ -364,6 +352,43 @@ func failoverAccounts(ns, primaryURL, backupURL string) []config.Account {
 	primary.Name, primary.ProviderURL, primary.Classes = ns+"-"+primaryName, primaryURL, []admission.Class{admission.OTP, admission.Marketing}
 	backup.Name, backup.ProviderURL, backup.Classes = ns+"-"+backupName, backupURL, []admission.Class{admission.OTP}
 	return []config.Account{primary, backup}
+}
+
+// dispatchers are the dispatchers of a scenario's processes, running.
+type dispatchers struct {
+	stopRun context.CancelFunc
+	running sync.WaitGroup
+	closers []func() // what the processes opened, in order
+}
+
+// runDispatchers runs n dispatchers, the i-th of newInstance(i), until
+// stop or close; on an error it returns what it started, for close.
+func runDispatchers(ctx context.Context, n int, newInstance func(i int) (*dispatch.Dispatcher, []func(), error)) (*dispatchers, error) {
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	ds := &dispatchers{stopRun: stopRun}
+	for i := range n {
+		d, closeAll, err := newInstance(i)
+		ds.closers = append(ds.closers, closeAll...)
+		if err != nil {
+			return ds, err
+		}
+		ds.running.Go(func() { d.Run(runCtx) })
+	}
+	return ds, nil
+}
+
+// stop ends the dispatchers' runs and waits for them.
+func (ds *dispatchers) stop() {
+	ds.stopRun()
+	ds.running.Wait()
+}
+
+// close stops the dispatchers and closes what they opened, last first.
+func (ds *dispatchers) close() {
+	ds.stop()
+	for i := len(ds.closers) - 1; i >= 0; i-- {
+		ds.closers[i]()
+	}
 }
 
 // instanceClients opens one process's own clients: Redis (adapted to the
