@@ -391,15 +391,7 @@ func TestAClassesUnusedRoomGoesToTheClassesAfterIt(t *testing.T) {
 // next wake ticket).
 func TestThreeSaturatedClassesCostAboutOneCallPerAdmission(t *testing.T) {
 	cfg := threeClasses(t)
-	var recs []*redistest.Recorder
-	var pods []*Limiter
-	for range 3 {
-		rdb := redistest.Client(t)
-		rec := &redistest.Recorder{}
-		rdb.AddHook(rec)
-		recs = append(recs, rec)
-		pods = append(pods, newLimiter(t, rdb, cfg))
-	}
+	pods, recs := recordedLimiters(t, 3, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	var mu sync.Mutex

@@ -138,3 +138,18 @@ func (f *fallback) decideClass(now time.Time, c Class) Decision {
 
 // bothClasses are the default classes, in priority order.
 var bothClasses = [2]Class{OTP, Marketing}
+
+// recordedLimiters returns n Limiters of cfg, each on a Redis client of its
+// own (a process), and the recorders counting each one's script calls.
+func recordedLimiters(t *testing.T, n int, cfg Config) ([]*Limiter, []*redistest.Recorder) {
+	var pods []*Limiter
+	var recs []*redistest.Recorder
+	for range n {
+		rdb := redistest.Client(t)
+		rec := &redistest.Recorder{}
+		rdb.AddHook(rec)
+		recs = append(recs, rec)
+		pods = append(pods, newLimiter(t, rdb, cfg))
+	}
+	return pods, recs
+}

@@ -473,16 +473,7 @@ func TestBackFromFallbackReservesTheOthersShare(t *testing.T) {
 // when the next slot opens and all but one pay a call for nothing (about
 // eight calls per admission).
 func TestAWaitingHerdCostsAboutOneCallPerAdmission(t *testing.T) {
-	cfg := testConfig(t)
-	var recs []*redistest.Recorder
-	var limiters []*Limiter
-	for range 8 {
-		rdb := redistest.Client(t)
-		rec := &redistest.Recorder{}
-		rdb.AddHook(rec)
-		recs = append(recs, rec)
-		limiters = append(limiters, newLimiter(t, rdb, cfg))
-	}
+	limiters, recs := recordedLimiters(t, 8, testConfig(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var admitted atomic.Int64
