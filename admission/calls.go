@@ -21,7 +21,7 @@ type admitCall struct {
 	Skip       string   `lua:"KEYS[11] the skip of the account's route to the caller's destination"`
 	Reserves   []string `lua:"KEYS[12..] the TAT keys of the earlier classes' reserves the caller's"`
 	LaterWakes []string `lua:"KEYS[12+R..] the wake-ticket keys of the later classes held to a"`
-	Senders    []string `lua:"KEYS[12+R+W..] the sender pool's TAT keys"`
+	Senders    []string `lua:"KEYS[12+R+W..] the sender pool's keys, none without a pool"`
 
 	GlobalInterval  int64  `lua:"ARGV[1] global emission interval in microseconds"`
 	GlobalTau       int64  `lua:"ARGV[2] global tolerance tau in microseconds"`
@@ -307,4 +307,23 @@ func flag(b bool) string {
 		return "1"
 	}
 	return "0"
+}
+
+// poolCall is one call of pool.lua.
+type poolCall struct {
+	Indexes []string `lua:"KEYS[1..] the pool's indexes"`
+
+	Prefix  string   `lua:"ARGV[1] the prefix of the senders' TAT keys"`
+	Millis  int64    `lua:"ARGV[2] the indexes' lifetime in milliseconds"`
+	Counts  string   `lua:"ARGV[3] how many senders each index holds, space-separated"`
+	Members []string `lua:"ARGV[4..] the senders' From, index after index"`
+}
+
+func (c poolCall) keys() []string { return c.Indexes }
+func (c poolCall) argv() []any {
+	a := []any{c.Prefix, c.Millis, c.Counts}
+	for _, m := range c.Members {
+		a = append(a, m)
+	}
+	return a
 }

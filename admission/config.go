@@ -223,7 +223,10 @@ func (c Config) Validate() error {
 	case c.MaxRetryAfter < time.Millisecond:
 		return bad("MaxRetryAfter", "must be at least 1ms, got %v", c.MaxRetryAfter)
 	}
-	seen := map[string]bool{}
+	if len(c.Senders) > MaxPoolSize {
+		return bad("Senders", "%d senders: a pool holds at most %d", len(c.Senders), MaxPoolSize)
+	}
+	seen, rates := map[string]bool{}, map[float64]bool{}
 	for _, s := range c.Senders {
 		switch {
 		case s.From == "":
@@ -233,7 +236,10 @@ func (c Config) Validate() error {
 		case !(s.RPS >= MinRPS) || s.RPS > 1e6:
 			return bad("Senders", "%q: RPS must be %v to 1e6, got %v", s.From, MinRPS, s.RPS)
 		}
-		seen[s.From] = true
+		seen[s.From], rates[s.RPS] = true, true
+	}
+	if len(rates) > MaxPoolRates {
+		return bad("Senders", "%d different rates: a pool has at most %d", len(rates), MaxPoolRates)
 	}
 	if c.ArrivalJitter < 0 || c.ArrivalJitter > time.Second {
 		return bad("ArrivalJitter", "must be 0 to 1s, got %v", c.ArrivalJitter)

@@ -41,11 +41,21 @@ func (l *Limiter) eval(ctx context.Context, c *classState, cost int, recovering 
 	lease := call.Lease
 	var v []any
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
-		v, err = gcraScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Slice()
-		if err != nil {
-			return fmt.Errorf("gcra eval: %w", err)
+		keys, argv := call.keys(), call.argv()
+		for built := false; ; built = true {
+			v, err = gcraScript.Run(ctx, l.rdb, keys, argv...).Slice()
+			if err != nil {
+				return fmt.Errorf("gcra eval: %w", err)
+			}
+			if built || !poolMissing(v) {
+				return nil
+			}
+			// An index of the sender pool is missing: built, then asked
+			// again (once: a second miss is a bad reply).
+			if err := l.pool.build(ctx, l.rdb); err != nil {
+				return err
+			}
 		}
-		return nil
 	})
 	if err != nil {
 		if err != ErrRedisDown {
@@ -70,7 +80,7 @@ func (l *Limiter) eval(ctx context.Context, c *classState, cost int, recovering 
 		if d.Reason != ReasonRecord { // a record's denial returns before the rates are read
 			l.reportIgnored(v[8].(int64))
 		}
-		d.Sender, err = l.sender(v[6].(int64))
+		d.Sender, err = l.pool.sender(v[6])
 	}
 	if err == nil && d.Allowed {
 		d.Lease, d.class, d.units = lease, c.name, cost
@@ -100,9 +110,13 @@ func parseDecision(v []any) (Decision, error) {
 	if !ok {
 		return Decision{}, fmt.Errorf("%w: element 5 is %T", ErrBadReply, v[5])
 	}
+	sender, ok := v[6].(string)
+	if !ok {
+		return Decision{}, fmt.Errorf("%w: element 6 is %T", ErrBadReply, v[6])
+	}
 	var n [10]int64
 	for i := range n {
-		if i == 5 {
+		if i == 5 || i == 6 {
 			continue
 		}
 		x, ok := v[i].(int64)
@@ -111,7 +125,7 @@ func parseDecision(v []any) (Decision, error) {
 		}
 		n[i] = x
 	}
-	if n[6] != 0 && (n[0] != 1 || n[2] != 0) {
+	if sender != "" && (n[0] != 1 || n[2] != 0) {
 		return Decision{}, fmt.Errorf("%w: a sender with a denial: %v", ErrBadReply, v)
 	}
 	us := func(x int64) time.Duration { return time.Duration(x) * time.Microsecond }
@@ -157,17 +171,6 @@ func parseDecision(v []any) (Decision, error) {
 		return Decision{}, fmt.Errorf("%w: denial without a wait: %v", ErrBadReply, v)
 	}
 	return d, nil
-}
-
-// sender is the From of the pool's sender i (1-based; 0: none).
-func (l *Limiter) sender(i int64) (string, error) {
-	switch {
-	case i == 0:
-		return "", nil
-	case i < 0 || i > int64(len(l.cfg.Senders)):
-		return "", fmt.Errorf("%w: sender %d of %d", ErrBadReply, i, len(l.cfg.Senders))
-	}
-	return l.cfg.Senders[i-1].From, nil
 }
 
 // What gcra.lua found in Redis and ignored (its reply's ignored), bits.

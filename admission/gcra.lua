@@ -54,8 +54,20 @@
 -- KEYS[12+R..] -> the wake-ticket keys of the later classes held to a
 --            reserve the caller's class is held to, one per interval of
 --            ARGV[25]; W of them
--- KEYS[12+R+W..] -> the sender pool's TAT keys ({sms:<account>}:tat:sender:<from>),
---            one per interval of ARGV[20]
+-- KEYS[12+R+W..] -> the sender pool's keys, none without a pool. First
+--            its floor ({sms:<account>}:tat:sender:): a recovery floor
+--            (ARGV[6]) raises it, and every sender's TAT counts as at
+--            least it. Its name is also the prefix of each sender's TAT
+--            key ({sms:<account>}:tat:sender:<from>), which the script
+--            names from the indexes' members: keys of the account's hash
+--            slot, so that a pool of any size costs the same keys. Then
+--            the pool's indexes, one per interval of ARGV[20]
+--            ({sms:<account>}:pool:<hash>:<interval>, <hash> naming the
+--            pool's configuration): sorted sets of the senders of that
+--            interval, each scored by a lower bound of its TAT. The
+--            sender's TAT key is the truth; a score left low by another
+--            configuration's sends (a rolling deploy) is mended when
+--            found. pool.lua builds a missing index
 -- ARGV[1] -> global emission interval in microseconds (1e6 / TARGET_RPS, rounded up)
 -- ARGV[2] -> global tolerance tau in microseconds ((BURST - 1) * interval)
 -- ARGV[3] -> the caller's class's ceiling emission interval in microseconds
@@ -107,12 +119,15 @@
 --            one small step every probe_us once settled; never above
 --            target_rps
 -- ARGV[20] -> the sender pool's emission intervals in microseconds, one
---            per KEYS[12+R+W..], space-separated ('' for no pool). Each send
---            also takes a slot of the sender whose slot opens first: a
---            send of cost c goes when sender TAT + (c - 1) * interval <= at
---            and moves that TAT to max(TAT, at) + c * interval, so that
---            any interval * rate window of the sender holds at most rate
---            units (a send of more units than that goes alone)
+--            per index of KEYS[12+R+W..], space-separated ('' for no
+--            pool). Each send also takes a slot of the sender whose slot
+--            opens first: in each index the one of the lowest score (a
+--            sorted set's first, O(log N)), whose TAT is read from its key;
+--            of the indexes' firsts, the one whose slot opens first. A send
+--            of cost c goes when sender TAT + (c - 1) * interval <= at and
+--            moves that TAT to max(TAT, at) + c * interval, so that any
+--            interval * rate window of the sender holds at most rate units
+--            (a send of more units than that goes alone)
 -- ARGV[21] -> the probe interval of a degraded account, in microseconds
 -- ARGV[22] -> '1' when the caller can send elsewhere (failover): a
 --            degraded account denies it at once, and leaves each probe to
@@ -154,7 +169,7 @@
 --   detail   -> reason 5: the pause's why; reason 6: 'held', or the record
 --               ('sent', 'sent:<provider id>', 'rejected', 'refused:<why>');
 --               else ''
---   sender   -> allowed with a pool: the sender taken (1-based); else 0
+--   sender   -> allowed with a pool: the From of the sender taken; else ''
 --   learned  -> the learned rate in force, in thousandths of a unit per
 --               second (0: none, the configured rates hold)
 --   ignored  -> what was read from Redis and ignored: 1 the override
@@ -170,6 +185,9 @@
 -- degraded account's denial: wait_us is until its next probe. Reason 9 is
 -- a skipped route's denial (KEYS[11]): wait_us is until its next probe.
 -- Reason 10 is a denial by an earlier class's reserve (KEYS[12..]).
+-- Reason 11 says that an index of the sender pool is missing (never
+-- built, expired, or Redis lost it): nothing was decided, and the caller
+-- builds it with pool.lua and asks again.
 --
 -- An id's record is '<state>' or, once its sends are counted,
 -- '<attempts>#<state>'; the state '' (a claim given back, its count kept)
@@ -184,8 +202,10 @@
 -- The clock is Redis TIME, never the caller's. A denial never advances a
 -- TAT and writes no claim (it may take a wake ticket, and a recovery floor
 -- raises both TATs before anything is decided); a duplicate takes no slot.
--- The account's keys are read in one MGET and written in one MSET: they
--- need no expiry, since a TAT or ticket in the past means the same as none.
+-- The account's keys are read in one MGET and written in one MSET (a
+-- sender pool adds, per index, a ZRANGE of its first, a GET of that
+-- sender's TAT and a ZADD of the one taken): they need no expiry, since a
+-- TAT or ticket in the past means the same as none.
 --
 -- Wake tickets spread the waiters of all processes over the coming slots,
 -- one interval apart, instead of waking them all when the next slot opens
@@ -258,7 +278,8 @@ local pushes = {}
 for v in string.gmatch(ARGV[25], '%d+') do
   pushes[#pushes + 1] = tonumber(v)
 end
-local senders = 12 + #res + #pushes -- the first sender's key
+local senders = 12 + #res + #pushes -- the pool's floor key, then its indexes
+local pool = ARGV[20] ~= ''
 
 local tat_g, tat_m = math.max(tonumber(s[1]) or 0, now), math.max(tonumber(s[2]) or 0, now)
 local floor = tonumber(ARGV[6])
@@ -278,11 +299,9 @@ if floor > 0 then
       put(KEYS[v.key], v.tat)
     end
   end
-  for i = senders, #KEYS do
-    if (tonumber(s[i]) or 0) < now + floor then
-      s[i] = now + floor
-      put(KEYS[i], s[i])
-    end
+  if pool and (tonumber(s[senders]) or 0) < now + floor then
+    s[senders] = now + floor
+    put(KEYS[senders], s[senders])
   end
 end
 
@@ -324,7 +343,7 @@ if token ~= '' and s[9] then
     if #out > 0 then
       redis.call('MSET', unpack(out))
     end
-    return {0, 0, 6, 0, attempts, state, 0, learned, ignored, health}
+    return {0, 0, 6, 0, attempts, state, '', learned, ignored, health}
   end
 end
 
@@ -407,7 +426,7 @@ local function deny(wait, reason, detail)
   if #out > 0 then
     redis.call('MSET', unpack(out))
   end
-  return {0, wait, reason, 0, attempts, detail or '', 0, learned, ignored, health}
+  return {0, wait, reason, 0, attempts, detail or '', '', learned, ignored, health}
 end
 
 if s[3] then
@@ -431,7 +450,7 @@ if health == 2 then
     if #out > 0 then
       redis.call('MSET', unpack(out))
     end
-    return {0, due - now, 8, 0, attempts, '', 0, learned, ignored, health}
+    return {0, due - now, 8, 0, attempts, '', '', learned, ignored, health}
   end
 end
 
@@ -447,7 +466,7 @@ if route_due then
     if #out > 0 then
       redis.call('MSET', unpack(out))
     end
-    return {0, due - now, 9, 0, attempts, '', 0, learned, ignored, health}
+    return {0, due - now, 9, 0, attempts, '', '', learned, ignored, health}
   end
 end
 
@@ -509,17 +528,37 @@ end
 for _, v in ipairs(res) do
   r_wait = math.max(r_wait, v.tat - now - (v.tau - v.reserve))
 end
--- The sender whose slot opens first, when the account has a pool.
+-- The sender whose slot opens first, when the account has a pool: each
+-- index's first, its TAT read from its key. A score below that TAT (the
+-- sender went through another configuration's index) is mended and the
+-- index read again, a few times at most; past that the first found is
+-- taken at its true TAT, which keeps every sender within its rate.
 local cost = math.max(tonumber(ARGV[14]), 1)
-local pick, s_wait, s_int = 0, -1, 0
-if ARGV[20] ~= '' then
-  local i = 0
+local pick, s_wait, s_int, s_tat, s_key = nil, -1, 0, 0, 0
+if pool then
+  local pfloor = tonumber(s[senders]) or 0
+  local g = 0
   for v in string.gmatch(ARGV[20], '%d+') do
-    i = i + 1
-    local iv = tonumber(v)
-    local w = (tonumber(s[senders - 1 + i]) or 0) + (cost - 1) * iv - now
-    if pick == 0 or w < s_wait then
-      pick, s_wait, s_int = i, w, iv
+    g = g + 1
+    local k, iv, m, tat = senders + g, tonumber(v), nil, 0
+    for _ = 1, 4 do
+      local top = redis.call('ZRANGE', KEYS[k], 0, 0, 'WITHSCORES')
+      if not top[1] then
+        if #out > 0 then
+          redis.call('MSET', unpack(out))
+        end
+        return {0, 0, 11, 0, attempts, '', '', learned, ignored, health}
+      end
+      m = top[1]
+      tat = math.max(tonumber(redis.call('GET', KEYS[senders] .. m)) or 0, pfloor)
+      if tat <= math.max(tonumber(top[2]), now, pfloor) then
+        break -- no other sender of the index opens earlier
+      end
+      redis.call('ZADD', KEYS[k], tat, m)
+    end
+    local w = tat + (cost - 1) * iv - now
+    if not pick or w < s_wait then
+      pick, s_wait, s_int, s_tat, s_key = m, w, iv, tat, k
     end
   end
 end
@@ -587,9 +626,10 @@ for i, p in ipairs(pushes) do
     put(KEYS[k], w + cost * p)
   end
 end
-if pick > 0 then
-  local k = senders - 1 + pick
-  put(KEYS[k], math.max(tonumber(s[k]) or 0, at) + cost * s_int)
+if pick then
+  local v = math.min(math.max(s_tat, at) + cost * s_int, max_us)
+  put(KEYS[senders] .. pick, v)
+  redis.call('ZADD', KEYS[s_key], v, pick)
 end
 local nxt = 0
 if tickets == '2' then
@@ -617,4 +657,4 @@ if token ~= '' then
   end
   redis.call('SET', KEYS[9], v, 'PX', math.ceil(wait / 1000) + math.max(tonumber(ARGV[17]), 1))
 end
-return {1, wait, 0, nxt, attempts, '', pick, learned, ignored, health}
+return {1, wait, 0, nxt, attempts, '', pick or '', learned, ignored, health}

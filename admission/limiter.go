@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +67,7 @@ type Limiter struct {
 	pauseChecked   time.Time // when Redis last confirmed it, or this process reported it
 	pauseShared    bool      // Redis holds it: Redis saying there is none ends it here
 	fb             fallback
+	pool           pool // the sender pool's keys of gcra.lua
 	// orphans are lease members that may hold a slot of MaxInFlight in
 	// Redis though no send uses them: the reply of the admission that took
 	// them, or their release, was lost. The next Settle frees them.
@@ -106,12 +106,8 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 		GlobalInterval: gi.Microseconds(), GlobalTau: (burst * gi).Microseconds(),
 		Tickets: ticketNone, MaxInFlight: cfg.MaxInFlight, LeaseTTL: cfg.LeaseTTL.Microseconds(),
 	}
-	var ivs []string
-	for _, s := range cfg.Senders {
-		call.Senders = append(call.Senders, tag+":tat:sender:"+s.From)
-		ivs = append(ivs, strconv.FormatInt(senderInterval(s.RPS, cfg.ArrivalJitter).Microseconds(), 10))
-	}
-	call.SenderIntervals = strings.Join(ivs, " ")
+	pool := newPool(cfg, tag)
+	call.Senders, call.SenderIntervals = pool.keys(), pool.intervals
 	if a := cfg.Adaptive; a.Enabled {
 		call.Adaptive = fmt.Sprintf("%g %g %d %d", cfg.TargetRPS, a.MinRPS, a.Step.Microseconds(), a.ProbeInterval.Microseconds())
 	}
@@ -126,6 +122,7 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 		instance:      strconv.FormatUint(rand.Uint64(), 36),
 		intervalGl:    gi,
 		fb:            newFallback(cfg),
+		pool:          pool,
 		owedSeen:      map[string][]int64{},
 		recoveryFloor: (cfg.RedisRetryAfter * time.Duration(cfg.MaxSenders-1) / time.Duration(cfg.MaxSenders)).Microseconds(),
 	}

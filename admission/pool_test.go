@@ -21,16 +21,26 @@ import (
 // the provider, seeing each send up to the jitter later, never sees more
 // than the sender's rate in a second. Costs go up to the slowest sender's
 // rate (a longer message than that goes alone, and is not drawn here).
+// Each admission takes the sender whose slot opens first, checked against
+// a model of every sender's TAT. The last sequences have pools of 1,000
+// and 10,000 senders of two rates, pressed for longer than a second.
 func TestASenderOfThePoolNeverExceedsItsRate(t *testing.T) {
 	rdb := redistest.Client(t)
 	scripts := loadScripts(t, rdb)
 	rng := rand.New(rand.NewPCG(propertySeed, 7))
 	ctx := context.Background()
 	full := 0 // windows a sender filled: the test pressed against the limits
-	for seq := range 40 {
+	for seq := range 42 {
 		var senders []Sender
-		for i := range 1 + rng.IntN(5) {
-			senders = append(senders, Sender{From: fmt.Sprint("+1555000000", i), RPS: []float64{1, 3, 3, 10, 30}[rng.IntN(5)]})
+		n, rates, calls, step := 1+rng.IntN(5), []float64{1, 3, 3, 10, 30}, 300, int64(20_000)
+		switch seq {
+		case 40:
+			n, rates, calls, step = 1_000, []float64{1, 3}, 4_000, 1_000
+		case 41:
+			n, rates, calls, step = MaxPoolSize, []float64{1, 3}, 24_000, 100
+		}
+		for i := range n {
+			senders = append(senders, Sender{From: fmt.Sprint("+1555", 1_000_000+i), RPS: rates[rng.IntN(len(rates))]})
 		}
 		maxCost := 1
 		for c := 3; c > 1; c-- {
@@ -40,19 +50,25 @@ func TestASenderOfThePoolNeverExceedsItsRate(t *testing.T) {
 			}
 		}
 		cfg := Config{
-			Account: redistest.UniqueAccount(t), TargetRPS: 1000, MarketingRPS: 1000, Burst: 1 + rng.IntN(5),
+			Account: redistest.UniqueAccount(t), TargetRPS: 1e5, MarketingRPS: 1e5, Burst: 1 + rng.IntN(5),
 			Senders: senders, ArrivalJitter: time.Duration(rng.IntN(2)) * 20 * time.Millisecond,
+		}
+		if seq < 40 {
+			cfg.TargetRPS, cfg.MarketingRPS = 1000, 1000
 		}
 		rec := &recorder{}
 		l := newLimiter(t, rec, cfg)
+		if err := l.pool.build(ctx, rdb); err != nil {
+			t.Fatal(err)
+		}
 		type call struct {
 			at, lookahead int64
 			cost          int
 		}
 		var plan []call
 		at := t0.UnixMicro()
-		for range 300 {
-			at += rng.Int64N(20_000)
+		for range calls {
+			at += rng.Int64N(step)
 			plan = append(plan, call{at: at, lookahead: rng.Int64N(400_000), cost: 1 + rng.IntN(maxCost)})
 		}
 		cmds := make([]*redis.Cmd, len(plan))
@@ -64,7 +80,13 @@ func TestASenderOfThePoolNeverExceedsItsRate(t *testing.T) {
 				cmds[i] = scripts.send(ctx, p, g, c.at)
 			}
 		})
-		units := map[int64][]int64{} // sender -> unit instants
+		index := map[string]int{}
+		interval := make([]int64, len(senders))
+		for i, s := range senders {
+			index[s.From], interval[i] = i, senderInterval(s.RPS, cfg.ArrivalJitter).Microseconds()
+		}
+		tat := make([]int64, len(senders)) // the model: each sender's TAT
+		units := map[string][]int64{}      // sender -> unit instants
 		admitted := 0
 		for i, cmd := range cmds {
 			v, err := cmd.Slice()
@@ -75,43 +97,135 @@ func TestASenderOfThePoolNeverExceedsItsRate(t *testing.T) {
 			if err != nil {
 				t.Fatalf("sequence %d call %d: %v", seq, i, err)
 			}
-			pick := v[6].(int64)
+			pick := v[6].(string)
 			if !d.Allowed {
-				if pick != 0 {
-					t.Fatalf("sequence %d call %d: a denial took sender %d", seq, i, pick)
+				if pick != "" {
+					t.Fatalf("sequence %d call %d: a denial took sender %s", seq, i, pick)
 				}
 				continue
 			}
-			if pick < 1 || int(pick) > len(senders) {
-				t.Fatalf("sequence %d call %d: allowed with sender %d of %d", seq, i, pick, len(senders))
+			k, ok := index[pick]
+			if !ok {
+				t.Fatalf("sequence %d call %d: allowed with sender %q, not in the pool", seq, i, pick)
 			}
+			// The sender whose slot opens first: none opens earlier.
+			c := int64(plan[i].cost)
+			for j := range senders {
+				if tat[j]+(c-1)*interval[j] < tat[k]+(c-1)*interval[k] {
+					t.Fatalf("sequence %d call %d: took %s (opens at %dµs), but %s opens at %dµs",
+						seq, i, pick, tat[k]+(c-1)*interval[k], senders[j].From, tat[j]+(c-1)*interval[j])
+				}
+			}
+			slot := plan[i].at + d.RetryAfter.Microseconds()
+			tat[k] = max(tat[k], slot) + c*interval[k]
 			admitted++
-			for range plan[i].cost {
-				units[pick] = append(units[pick], plan[i].at+d.RetryAfter.Microseconds())
+			for range c {
+				units[pick] = append(units[pick], slot)
 			}
 		}
 		if admitted == 0 {
 			t.Fatalf("sequence %d: nothing admitted", seq)
 		}
-		w := time.Second.Microseconds() + cfg.ArrivalJitter.Microseconds()
-		for pick, u := range units {
-			slices.Sort(u)
-			rps := senders[pick-1].RPS
-			for i := range u {
-				j, _ := slices.BinarySearch(u, u[i]+w) // first instant outside [u[i], u[i]+w)
-				n := j - i
-				if float64(n) >= rps {
-					full++
-				}
-				if float64(n) > rps {
-					t.Fatalf("sequence %d (%+v): sender %s had %d units in [%d, %d+%dµs), above its %v/s",
-						seq, cfg, senders[pick-1].From, n, u[i], u[i], w, rps)
-				}
-			}
-		}
+		full += fullWindows(t, fmt.Sprintf("sequence %d (%d senders)", seq, n), cfg, units)
 	}
 	if full < 100 {
 		t.Fatalf("only %d windows held a sender's whole rate: the sequences do not press against the pool", full)
+	}
+}
+
+// fullWindows fails t if a sender's units hold more than its rate in any
+// window of 1 s + the arrival jitter, and returns how many windows held
+// exactly its rate.
+func fullWindows(t *testing.T, what string, cfg Config, units map[string][]int64) int {
+	t.Helper()
+	rps := map[string]float64{}
+	for _, s := range cfg.Senders {
+		rps[s.From] = s.RPS
+	}
+	w := time.Second.Microseconds() + cfg.ArrivalJitter.Microseconds()
+	full := 0
+	for from, u := range units {
+		slices.Sort(u)
+		for i := range u {
+			j, _ := slices.BinarySearch(u, u[i]+w) // first instant outside [u[i], u[i]+w)
+			n := j - i
+			if float64(n) >= rps[from] {
+				full++
+			}
+			if float64(n) > rps[from] {
+				t.Fatalf("%s: sender %s had %d units in [%d, %d+%dµs), above its %v/s", what, from, n, u[i], u[i], w, rps[from])
+			}
+		}
+	}
+	return full
+}
+
+// TestTwoPoolConfigurationsKeepEachSenderWithinItsRate: during a rolling
+// deploy two configurations of an account's pool send at once, each
+// through its own index, sharing some senders. Each sender's TAT key is
+// the truth both write: no shared sender goes above its rate, whichever
+// configuration took it.
+func TestTwoPoolConfigurationsKeepEachSenderWithinItsRate(t *testing.T) {
+	rdb := redistest.Client(t)
+	scripts := loadScripts(t, rdb)
+	rng := rand.New(rand.NewPCG(propertySeed, 11))
+	ctx := context.Background()
+	account := redistest.UniqueAccount(t)
+	var all []Sender
+	for i := range 30 {
+		all = append(all, Sender{From: fmt.Sprint("+1555", 2_000_000+i), RPS: 5})
+	}
+	// Two configurations: the first 20 senders, and the last 20 (10 shared).
+	var ls []*Limiter
+	var recs []*recorder
+	for _, pool := range [][]Sender{all[:20], all[10:]} {
+		cfg := Config{Account: account, TargetRPS: 1000, MarketingRPS: 1000, Burst: 3, Senders: pool}
+		rec := &recorder{}
+		l := newLimiter(t, rec, cfg)
+		if err := l.pool.build(ctx, rdb); err != nil {
+			t.Fatal(err)
+		}
+		ls, recs = append(ls, l), append(recs, rec)
+	}
+	if ls[0].pool.indexes[0] == ls[1].pool.indexes[0] {
+		t.Fatalf("two configurations share the index %s", ls[0].pool.indexes[0])
+	}
+	ats := make([]int64, 2_000)
+	at := t0.UnixMicro()
+	for i := range ats {
+		at += rng.Int64N(2_000)
+		ats[i] = at
+	}
+	cmds := make([]*redis.Cmd, len(ats))
+	scripts.pipeline(t, rdb, func(p redis.Pipeliner) {
+		for i, at := range ats {
+			k := rng.IntN(2)
+			g, _ := gcraCall(t, ls[k], recs[k], Marketing, false, ticketNone, time.Hour, 0, Claim{})
+			cmds[i] = scripts.send(ctx, p, g, at)
+		}
+	})
+	units := map[string][]int64{}
+	for i, cmd := range cmds {
+		v, err := cmd.Slice()
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		d, err := parseDecision(v)
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if d.Allowed {
+			units[v[6].(string)] = append(units[v[6].(string)], ats[i]+d.RetryAfter.Microseconds())
+		}
+	}
+	cfg := Config{Senders: all}
+	if full := fullWindows(t, "two configurations", cfg, units); full < 100 {
+		t.Fatalf("only %d windows held a sender's whole rate: the calls do not press against the pool", full)
+	}
+	for _, s := range all[10:20] {
+		if len(units[s.From]) == 0 {
+			t.Fatalf("shared sender %s never taken", s.From)
+		}
 	}
 }
 
@@ -124,7 +238,7 @@ func TestThePoolTakesTheSenderWhoseSlotOpensFirst(t *testing.T) {
 	cfg.TargetRPS, cfg.MarketingRPS = 1000, 1000
 	cfg.Senders = []Sender{{From: "+15550000001", RPS: 0.5}, {From: "+15550000002", RPS: 2}}
 	l := newLimiter(t, rdb, cfg)
-	for i, want := range []string{"+15550000001", "+15550000002"} {
+	for i, want := range []string{"+15550000002", "+15550000001"} { // both free: the faster first
 		if d := try(t, l, OTP); !d.Allowed || d.Sender != want {
 			t.Fatalf("admission %d: %+v, want allowed from %s", i+1, d, want)
 		}

@@ -73,7 +73,7 @@ func (r *recorder) EvalSha(_ context.Context, sha string, keys []string, args ..
 	r.calls = append(r.calls, scriptCall{sha: sha, keys: slices.Clone(keys), args: slices.Clone(args)})
 	switch sha {
 	case gcraScript.Hash():
-		return redis.NewCmdResult([]any{int64(1), int64(0), int64(0), int64(0), int64(0), "", int64(0), int64(0), int64(0), int64(0)}, nil)
+		return redis.NewCmdResult([]any{int64(1), int64(0), int64(0), int64(0), int64(0), "", "", int64(0), int64(0), int64(0)}, nil)
 	case finishScript.Hash():
 		return redis.NewCmdResult([]any{int64(1), int64(0)}, nil)
 	case penaltyScript.Hash():

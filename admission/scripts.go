@@ -90,6 +90,10 @@ var (
 	//go:embed learned.lua
 	learnedLua    string
 	learnedScript = redis.NewScript(learnedLua)
+
+	//go:embed pool.lua
+	poolLua    string
+	poolScript = redis.NewScript(poolLua)
 )
 
 // Operations, one per script: the names ScriptOp gives.
@@ -110,6 +114,7 @@ const (
 	OpForget    = "forget"    // forget.lua: a refusal's record cleared for a replay
 	OpStory     = "story"     // story.lua: `dispatcher message`'s read
 	OpDelivery  = "delivery"  // delivery.lua: the delivery counters `dispatcher status` reads
+	OpPool      = "pool"      // pool.lua: a sender pool's indexes built (a new pool, or once a day)
 )
 
 // scriptOps maps each script's SHA-1, in hex as EVALSHA takes it, to its
@@ -120,7 +125,7 @@ var scriptOps = func() map[string]string {
 		OpAdmit: gcraLua, OpPenalty: penaltyLua, OpResume: resumeLua, OpPause: pauseLua, OpOverride: overrideLua,
 		OpClaim: claimLua, OpFinish: finishLua, OpRelease: releaseLua,
 		OpHeartbeat: heartbeatLua, OpStatus: statusLua, OpForget: forgetLua,
-		OpReceipt: receiptLua, OpStory: storyLua, OpDelivery: deliveryLua,
+		OpReceipt: receiptLua, OpStory: storyLua, OpDelivery: deliveryLua, OpPool: poolLua,
 	} {
 		sum := sha1.Sum([]byte(src))
 		m[hex.EncodeToString(sum[:])] = op

@@ -93,6 +93,7 @@ func TestScriptCallsFollowTheirHeaders(t *testing.T) {
 		{"claim.lua", claimCall{}}, {"finish.lua", finishCall{}}, {"learned.lua", learnedCall{}}, {"forget.lua", forgetCall{}},
 		{"heartbeat.lua", heartbeatCall{}}, {"status.lua", statusCall{}},
 		{"receipt.lua", receiptCall{}}, {"story.lua", storyCall{}}, {"delivery.lua", deliveryCall{}},
+		{"pool.lua", poolCall{}},
 	} {
 		t.Run(tt.script, func(t *testing.T) {
 			src, err := scriptFS.ReadFile(tt.script)

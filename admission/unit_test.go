@@ -8,7 +8,7 @@ import (
 
 // reply is a gcra.lua reply as go-redis returns it.
 func reply(allowed, wait, reason, next, attempts int64, detail string) []any {
-	return []any{allowed, wait, reason, next, attempts, detail, int64(0), int64(0), int64(0), int64(0)}
+	return []any{allowed, wait, reason, next, attempts, detail, "", int64(0), int64(0), int64(0)}
 }
 
 func TestParseReply(t *testing.T) {
@@ -32,16 +32,16 @@ func TestParseReply(t *testing.T) {
 		{"detail with a rate denial", reply(0, 7, 2, 0, 0, "x"), Decision{}, true},
 		{"short", []any{int64(1)}, Decision{}, true},
 		{"three elements", []any{int64(1), int64(0), int64(0)}, Decision{}, true},
-		{"string element", []any{"1", int64(0), int64(0), int64(0), int64(0), "", int64(0), int64(0), int64(0), int64(0)}, Decision{}, true},
-		{"nil element", []any{int64(1), nil, int64(0), int64(0), int64(0), "", int64(0), int64(0), int64(0), int64(0)}, Decision{}, true},
-		{"string sender", []any{int64(1), int64(0), int64(0), int64(0), int64(0), "", "2", int64(0), int64(0), int64(0)}, Decision{}, true},
-		{"unknown reason", reply(0, 10, 11, 0, 0, ""), Decision{}, true},
+		{"string element", []any{"1", int64(0), int64(0), int64(0), int64(0), "", "", int64(0), int64(0), int64(0)}, Decision{}, true},
+		{"nil element", []any{int64(1), nil, int64(0), int64(0), int64(0), "", "", int64(0), int64(0), int64(0)}, Decision{}, true},
+		{"sender by number", []any{int64(1), int64(0), int64(0), int64(0), int64(0), "", int64(2), int64(0), int64(0), int64(0)}, Decision{}, true},
+		{"unknown reason", reply(0, 10, 12, 0, 0, ""), Decision{}, true},
 		{"route skipped", reply(0, 900, 9, 0, 0, ""), Decision{RetryAfter: 900 * time.Microsecond, Source: SourceRedis, Reason: ReasonRouteSkipped}, false},
 		{"sender", reply(0, 10, 7, 0, 0, ""), Decision{RetryAfter: 10 * time.Microsecond, Source: SourceRedis, Reason: ReasonSender}, false},
 		{"degraded", reply(0, 900, 8, 0, 0, ""), Decision{RetryAfter: 900 * time.Microsecond, Source: SourceRedis, Reason: ReasonDegraded}, false},
 		{"a probe", append(reply(1, 0, 0, 0, 0, "")[:9], int64(2)), Decision{Allowed: true, Source: SourceRedis, Health: Degraded}, false},
 		{"unknown health", append(reply(1, 0, 0, 0, 0, "")[:9], int64(3)), Decision{}, true},
-		{"a sender with a denial", append(reply(0, 10, 2, 0, 0, "")[:6], int64(1), int64(0), int64(0), int64(0)), Decision{}, true},
+		{"a sender with a denial", append(reply(0, 10, 2, 0, 0, "")[:6], "+15550000001", int64(0), int64(0), int64(0)), Decision{}, true},
 		{"denial without wait", reply(0, 0, 2, 0, 0, ""), Decision{}, true},
 	}
 	for _, tt := range tests {

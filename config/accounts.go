@@ -313,8 +313,12 @@ func keyErrorf(key, format string, args ...any) error {
 
 // senders checks an account's sender pool; rates are in unit.
 func senders(list []senderYAML, unit string) ([]admission.Sender, error) {
+	if len(list) > admission.MaxPoolSize {
+		return nil, keyErrorf("senders", "%d senders: a pool holds at most %d", len(list), admission.MaxPoolSize)
+	}
 	var out []admission.Sender
 	seen := map[string]int{}
+	rates := map[float64]int{}
 	for j, s := range list {
 		from := strings.TrimSpace(s.From)
 		key := fmt.Sprintf("senders[%d]", j)
@@ -333,6 +337,10 @@ func senders(list []senderYAML, unit string) ([]admission.Sender, error) {
 		if k, ok := seen[from]; ok {
 			return nil, keyErrorf(key+".from", "%q is also senders[%d].from", from, k)
 		}
+		if _, ok := rates[*s.RPS]; !ok && len(rates) == admission.MaxPoolRates {
+			return nil, keyErrorf(key+".rps", "%v makes %d different rates: a pool has at most %d", *s.RPS, len(rates)+1, admission.MaxPoolRates)
+		}
+		rates[*s.RPS] = j
 		seen[from] = j
 		out = append(out, admission.Sender{From: from, RPS: *s.RPS})
 	}

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -331,6 +332,10 @@ func TestLoadAccountsErrors(t *testing.T) {
 			[]string{`: account "bulk": senders[1].from: "+15550000001" is also senders[0].from`}},
 		{"sender without from", "accounts:\n" + okOTP + okBulk + "    senders: [{rps: 1}]\n",
 			[]string{`: account "bulk": senders[0].from: required`}},
+		{"a pool above its largest", "accounts:\n" + okOTP + okBulk + "    senders:\n" + strings.Repeat("      - {from: x, rps: 1}\n", admission.MaxPoolSize+1),
+			[]string{`: account "bulk": senders: 10001 senders: a pool holds at most 10000`}},
+		{"a pool of too many rates", "accounts:\n" + okOTP + okBulk + "    senders:\n" + poolOfRates(admission.MaxPoolRates+1),
+			[]string{`: account "bulk": senders[8].rps: 9 makes 9 different rates: a pool has at most 8`}},
 		{"adaptive min_rps above target", "accounts:\n" + okOTP + okBulk + "    adaptive: {enabled: true, min_rps: 95}\n",
 			[]string{`: account "bulk": adaptive.min_rps: 95 is above target_rps (90)`}},
 		{"adaptive probe_interval too short", "accounts:\n" + okOTP + okBulk + "    adaptive: {enabled: true, probe_interval: 500ms}\n",
@@ -713,4 +718,14 @@ func writeFile(t *testing.T, name, content string) string {
 func accountsOf(p Process, path string) ([]Account, error) {
 	r, err := loadAccounts(p, path)
 	return r.Accounts, err
+}
+
+// poolOfRates returns the YAML lines of a sender pool of n senders, each of
+// its own rate (1, 2, ... n).
+func poolOfRates(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "      - {from: \"+1555%07d\", rps: %d}\n", i, i+1)
+	}
+	return b.String()
 }

@@ -187,7 +187,7 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "local function deny(wait, reason, detail)\n", "local function deny(wait, reason, detail)\n  if token ~= '' then\n    redis.call('SET', KEYS[9], 'claim:' .. token, 'PX', 60000)\n  end\n"},
 	}, ""},
 	{"F2", "a duplicate takes a slot", []edit{
-		{"admission/gcra.lua", "    return {0, 0, 6, 0, attempts, state, 0, learned, ignored, health}", "    redis.call('SET', KEYS[1], string.format('%d', math.max(tonumber(s[1]) or 0, now) + tonumber(ARGV[1])))\n    return {0, 0, 6, 0, attempts, state, 0, learned, ignored, health}"},
+		{"admission/gcra.lua", "    return {0, 0, 6, 0, attempts, state, '', learned, ignored, health}", "    redis.call('SET', KEYS[1], string.format('%d', math.max(tonumber(s[1]) or 0, now) + tonumber(ARGV[1])))\n    return {0, 0, 6, 0, attempts, state, '', learned, ignored, health}"},
 	}, ""},
 	{"F3", "a booked slot's TAT counts from the call, not from the slot", []edit{
 		{"admission/gcra.lua", "tat_g = math.max(tat_g, at) + cost * g_int", "tat_g = math.max(tat_g, now) + cost * g_int"},
@@ -211,10 +211,16 @@ var mutants = []mutant{
 		{"dispatch/accounts.go", "(dec.Reason == admission.ReasonPenalty || dec.Reason == admission.ReasonAccount ||", "(dec.Reason == admission.ReasonPenalty || dec.Reason == admission.ReasonGlobal || dec.Reason == admission.ReasonAccount ||"},
 	}, "./dispatch/"},
 	{"A2", "a sender's slot does not wait for a long message's whole cost", []edit{
-		{"admission/gcra.lua", "    local w = (tonumber(s[senders - 1 + i]) or 0) + (cost - 1) * iv - now", "    local w = (tonumber(s[senders - 1 + i]) or 0) - now"},
+		{"admission/gcra.lua", "    local w = tat + (cost - 1) * iv - now", "    local w = tat - now"},
 	}, ""},
 	{"A3", "a sender's TAT does not move", []edit{
-		{"admission/gcra.lua", "  put(KEYS[k], math.max(tonumber(s[k]) or 0, at) + cost * s_int)", "  put(KEYS[k], tonumber(s[k]) or 0)"},
+		{"admission/gcra.lua", "  put(KEYS[senders] .. pick, v)", "  put(KEYS[senders] .. pick, s_tat)"},
+	}, ""},
+	{"S1", "the pool takes a sender out of order (its index's last, not its first)", []edit{
+		{"admission/gcra.lua", "redis.call('ZRANGE', KEYS[k], 0, 0, 'WITHSCORES')", "redis.call('ZRANGE', KEYS[k], -1, -1, 'WITHSCORES')"},
+	}, ""},
+	{"S2", "a sender above its rate: its index's score taken for its TAT", []edit{
+		{"admission/gcra.lua", "tat = math.max(tonumber(redis.call('GET', KEYS[senders] .. m)) or 0, pfloor)", "tat = math.max(tonumber(top[2]), pfloor)"},
 	}, ""},
 	{"A4", "the learned rate climbs above the target", []edit{
 		{"admission/gcra.lua", "  r = math.max(math.min(r, a_target), a_min)", "  r = math.max(r, a_min)"},
@@ -439,6 +445,8 @@ var killers = map[string]string{
 	"K2":  "TestAClassesUnusedRoomGoesToTheClassesAfterIt",
 	"K3":  "TestThreeClassesKeepEveryLevel",
 	"K4":  "TestThreeClassesKeepEveryLevel",
+	"S1":  "TestASenderOfThePoolNeverExceedsItsRate",
+	"S2":  "TestTwoPoolConfigurationsKeepEachSenderWithinItsRate",
 	"O1":  "TestForgetClearsOnlyARefusal",
 	"O2":  "TestReplayDecidesByTheRecord",
 	"O3":  "TestReplayDecidesByTheRecord",
