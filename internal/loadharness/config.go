@@ -114,6 +114,7 @@ type Config struct {
 	scenarios      []scenario
 	adaptiveStep   time.Duration // --adaptive-step: Adaptive.Step of the adaptive scenario
 	providerJitter time.Duration // --provider-arrival-jitter: the limiter's ArrivalJitter in the senders scenario
+	pool           int           // --pool: the senders scenario's pool size
 	// codes are the code rows of failover and classes (--code).
 	codes []string
 	// failover is set when --scenario names failover, whose rows run
@@ -167,7 +168,7 @@ func ParseSoak(args []string, stderr io.Writer) (*Config, error) {
 func parseFlags(program string, args []string, stderr io.Writer) (*Config, error) {
 	fs := flag.NewFlagSet(program, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	c := &Config{duration: defDuration, segments: 1, rateUnit: "segment"}
+	c := &Config{duration: defDuration, segments: 1, rateUnit: "segment", pool: poolSenders}
 	var senders, strategies, modesFlag, scenarios, codes, storms string
 	fs.StringVar(&c.redisURL, "redis-url", os.Getenv("REDIS_URL"),
 		"redis:// URL of a Redis to use [REDIS_URL]; if empty, start redis-server from PATH on a free loopback port")
@@ -221,6 +222,7 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 				scenClasses, classesInstances, classesTarget, classesBacklog, classesTrxRate, classesOTPRate, classesDuration, classesMaxTrxP99, classesMaxOTPP99, classesMktTolerance*100)+
 			fmt.Sprintf("; K=%d and OTP %g/s unless given (failover: OTP %g/s, classes: %g/s)", scenarioK, scenarioOTPRate, failoverOTPRate, classesOTPRate))
 		fs.DurationVar(&c.adaptiveStep, "adaptive-step", admission.DefaultAdaptiveStep, "with --scenario adaptive, the learned rate's Adaptive.Step: how long a rate holds under load before the search moves on")
+		fs.IntVar(&c.pool, "pool", poolSenders, fmt.Sprintf("with --scenario senders, the senders in the account's pool (1 to %d), each of %d segments per sliding second", admission.MaxPoolSize, poolSenderLimit))
 		fs.DurationVar(&c.providerJitter, "provider-arrival-jitter", poolJitter, "with --scenario senders, the limiter's ArrivalJitter (PROVIDER_ARRIVAL_JITTER): each sender's slots are spaced by (1s + this) / its rate")
 		fs.StringVar(&codes, "code", strings.Join(allCodes, ","), "with --scenario failover or classes, the rows' code (comma list): before (failover: the account health rule off, as the dispatcher was before it; classes: today's two classes), after (failover: its defaults; classes: three classes)")
 		fs.StringVar(&storms, "storm", strings.Join(allStorms, ","), "with --scenario failover, how the primary fails (comma list): 503 (every request answered 503), hang (none answered: each send waits out --send-timeout)")

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/internal/redisstats"
 	"smsdispatcher/provider/providertest"
 )
 
@@ -114,6 +115,9 @@ func resolveScenarios(c *Config, list string, set map[string]bool) ([]scenario, 
 	if set["provider-arrival-jitter"] && !slices.Contains(names, scenSenders) {
 		return nil, errors.New("--provider-arrival-jitter applies to --scenario senders")
 	}
+	if set["pool"] && !slices.Contains(names, scenSenders) {
+		return nil, errors.New("--pool applies to --scenario senders")
+	}
 	c.failover = slices.Contains(names, scenFailover)
 	c.classes = slices.Contains(names, scenClasses)
 	for _, name := range failoverFlags {
@@ -178,6 +182,8 @@ func resolveScenarios(c *Config, list string, set map[string]bool) ([]scenario, 
 			return nil, fmt.Errorf("--scenario %s: --marketing-rps %v is above TARGET_RPS %v", name, sc.marketing, sc.target)
 		case name == scenSenders && sc.target > poolAccountLimit:
 			return nil, fmt.Errorf("--scenario %s: --target-rps %v is above the account's %d segments/s", name, sc.target, poolAccountLimit)
+		case name == scenSenders && (c.pool < 1 || c.pool > admission.MaxPoolSize):
+			return nil, fmt.Errorf("--pool must be 1 to %d, got %d", admission.MaxPoolSize, c.pool)
 		case name == scenSenders && (c.providerJitter < 0 || c.providerJitter > time.Second):
 			return nil, fmt.Errorf("--provider-arrival-jitter must be 0 to 1s, got %v", c.providerJitter)
 		case name == scenAdaptive && c.adaptiveStep < 100*time.Millisecond:
@@ -232,7 +238,7 @@ func runScenario(ctx context.Context, cfg *Config, redisOpts *redis.Options, sc 
 		simCfg.Limit, simCfg.CountSegments = poolAccountLimit, true
 		simCfg.SenderLimit, simCfg.SenderWindow = poolSenderLimit, time.Second
 		simCfg.SuspendAfter = -1 // as the matrix's modes: the run keeps measuring
-		for i := range poolSenders {
+		for i := range cfg.pool {
 			lcfg.Senders = append(lcfg.Senders, admission.Sender{From: poolFrom(i), RPS: poolSenderLimit})
 		}
 		lcfg.MaxCost, lcfg.ArrivalJitter = sc.maxSegments, cfg.providerJitter
@@ -300,12 +306,24 @@ func runScenario(ctx context.Context, cfg *Config, redisOpts *redis.Options, sc 
 			samples, readErr = watchLearned(runCtx, watcher, start)
 		})
 	}
+	// The harness's own client, for Redis's statistics: reset before the
+	// run, read after it.
+	statsRdb := redis.NewClient(redisOpts)
+	defer statsRdb.Close()
+	statsErr := redisstats.Reset(ctx, statsRdb)
 	start, err := drive(ctx, cfg, sc.duration, sc.otpRate, ld, senders, also...)
 	if err != nil {
 		return nil, err
 	}
 
 	r := measureScenario(sc, k, cfg, start, sim, &st, ld)
+	if sc.name == scenSenders && statsErr == nil && r.Accepted > 0 {
+		if cs, err := redisstats.Read(ctx, statsRdb); err == nil {
+			r.HasStats = true
+			r.ScriptsPerSent = float64(cs.Scripts()) / float64(r.Accepted)
+			r.CommandsPerSent = float64(cs.Executed()) / float64(r.Accepted)
+		}
+	}
 	if watcher != nil {
 		r.LearnedReadErrors = readErr
 		end, err := watcher.Learned(ctx)

@@ -174,12 +174,16 @@ func TestParseFlagsScenarios(t *testing.T) {
 		t.Errorf("jitter %v, step %v; want %v and 10s", c.providerJitter, c.adaptiveStep, poolJitter)
 	}
 
-	c, err = ParseMatrix([]string{"--scenario", "senders", "--duration", "3s", "--target-rps", "20", "--burst", "2", "--senders", "2,4", "--provider-arrival-jitter", "0"}, io.Discard)
+	if c.pool != poolSenders {
+		t.Errorf("pool %d, want %d", c.pool, poolSenders)
+	}
+
+	c, err = ParseMatrix([]string{"--scenario", "senders", "--duration", "3s", "--target-rps", "20", "--burst", "2", "--senders", "2,4", "--provider-arrival-jitter", "0", "--pool", "10000"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := c.scenarios[0]; s.duration != 3*time.Second || s.target != 20 || s.marketing != 20 || s.burst != 2 || len(c.senders) != 2 || c.providerJitter != 0 {
-		t.Errorf("flags given: %+v, K %v, jitter %v", s, c.senders, c.providerJitter)
+	if s := c.scenarios[0]; s.duration != 3*time.Second || s.target != 20 || s.marketing != 20 || s.burst != 2 || len(c.senders) != 2 || c.providerJitter != 0 || c.pool != 10_000 {
+		t.Errorf("flags given: %+v, K %v, jitter %v, pool %d", s, c.senders, c.providerJitter, c.pool)
 	}
 
 	c, err = ParseMatrix(nil, io.Discard)
@@ -196,6 +200,9 @@ func TestParseFlagsScenarios(t *testing.T) {
 		{"--scenario", "adaptive", "--provider-arrival-jitter", "1ms"},
 		{"--scenario", "adaptive", "--adaptive-step", "50ms"},
 		{"--scenario", "senders", "--target-rps", "26"},
+		{"--scenario", "senders", "--pool", "0"},
+		{"--scenario", "senders", "--pool", "10001"},
+		{"--scenario", "adaptive", "--pool", "100"},
 		{"--scenario", "senders", "--target-rps", "20", "--marketing-rps", "21"},
 		{"--adaptive-step", "1s"},
 	} {

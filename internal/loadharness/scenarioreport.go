@@ -52,6 +52,11 @@ type scenarioResult struct {
 	// the pool; NoPool counts accepted messages from no sender of it.
 	PerSender map[string]int
 	NoPool    int
+	// ScriptsPerSent and CommandsPerSent are Redis's own count over the
+	// run (INFO commandstats) per accepted message (senders only);
+	// HasStats is false when they could not be read.
+	ScriptsPerSent, CommandsPerSent float64
+	HasStats                        bool
 
 	OTPArrived, OTPServed int
 	OTPWaitP99            float64 // ms
@@ -86,7 +91,7 @@ func measureScenario(sc scenario, k int, cfg *Config, start time.Time, sim *prov
 		limit = poolAccountLimit
 		r.ProviderJitter, r.MaxSegments = cfg.providerJitter, sc.maxSegments
 		r.PerSender = map[string]int{}
-		for i := range poolSenders {
+		for i := range cfg.pool {
 			r.PerSender[poolFrom(i)] = 0
 		}
 	}
@@ -277,14 +282,14 @@ func writeSendersTable(w io.Writer, cfg *Config, sc scenario, rows []*scenarioRe
 	}
 	fmt.Fprintf(w, "scenario senders: %v per run, gcra; account %d segments per sliding 1 s, %d senders of %d segments per sliding 1 s each, bodies of 1-%d segments (MAX_SEGMENTS %d), RATE_UNIT=segment; "+
 		"TARGET_RPS %g, MARKETING_RPS %g, BURST %d, PROVIDER_ARRIVAL_JITTER %v; OTP %g/s, %d+%d workers per sender\n",
-		sc.duration, poolAccountLimit, poolSenders, poolSenderLimit, sc.maxSegments, sc.maxSegments,
+		sc.duration, poolAccountLimit, cfg.pool, poolSenderLimit, sc.maxSegments, sc.maxSegments,
 		sc.target, sc.marketing, sc.burst, cfg.providerJitter, sc.otpRate, cfg.mktWorkers, cfg.otpWorkers)
 	fmt.Fprintf(w, "start-up rule: TARGET_RPS × (1s + J) + BURST + MAX_SEGMENTS - 1 = %g × (1s + %v) + %d + %d - 1 = %s segments (%s); utilization at most %s/%d = %.3f; "+
 		"the pool's own rates: %d × %d / (1s + J) = %s segments/s\n",
 		sc.target, cfg.providerJitter, sc.burst, sc.maxSegments, rateText(reach), verdict, rateText(sc.target), poolAccountLimit, sc.target/poolAccountLimit,
-		poolSenders, poolSenderLimit, rateText(poolSenders*poolSenderLimit/(1+cfg.providerJitter.Seconds())))
+		cfg.pool, poolSenderLimit, rateText(float64(cfg.pool*poolSenderLimit)/(1+cfg.providerJitter.Seconds())))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "K\tsegments/s\tutil of 25\tmsgs/s\taccount 429s\tsender 429s\tmax account 1s\tmax sender 1s\tsenders used\tper sender min/max\tno sender\tOTPs admitted\tOTP p99\tnacks/sent\t")
+	fmt.Fprintln(tw, "K\tsegments/s\tutil of 25\tmsgs/s\taccount 429s\tsender 429s\tmax account 1s\tmax sender 1s\tsenders used\tper sender min/max\tno sender\tOTPs admitted\tOTP p99\tnacks/sent\tscripts/sent\tcommands/sent\t")
 	for _, r := range rows {
 		lo, hi, used := math.MaxInt, 0, 0
 		for _, n := range r.PerSender {
@@ -296,10 +301,14 @@ func writeSendersTable(w io.Writer, cfg *Config, sc scenario, rows []*scenarioRe
 		if len(r.PerSender) == 0 {
 			lo = 0
 		}
-		fmt.Fprintf(tw, "%d\t%.2f\t%.3f\t%.2f\t%d\t%d\t%d\t%d (%s)\t%d/%d\t%d/%d seg\t%d\t%d/%d\t%s\t%.3f\t\n",
+		scripts, commands := "-", "-"
+		if r.HasStats {
+			scripts, commands = fmt.Sprintf("%.2f", r.ScriptsPerSent), fmt.Sprintf("%.2f", r.CommandsPerSent)
+		}
+		fmt.Fprintf(tw, "%d\t%.2f\t%.3f\t%.2f\t%d\t%d\t%d\t%d (%s)\t%d/%d\t%d/%d seg\t%d\t%d/%d\t%s\t%.3f\t%s\t%s\t\n",
 			r.Senders, r.UnitsPerS, r.Utilization, r.MsgsPerS, r.Throttled, r.SenderThrottled,
-			r.MaxAccount1s, r.MaxSender1s, r.MaxSenderFrom, used, poolSenders, lo, hi, r.NoPool,
-			r.OTPServed, r.OTPArrived, msText(r.OTPWaitP99, r.OTPWaitP99AtLeast), ratio(r.Nacks, int64(r.Accepted)))
+			r.MaxAccount1s, r.MaxSender1s, r.MaxSenderFrom, used, cfg.pool, lo, hi, r.NoPool,
+			r.OTPServed, r.OTPArrived, msText(r.OTPWaitP99, r.OTPWaitP99AtLeast), ratio(r.Nacks, int64(r.Accepted)), scripts, commands)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -312,6 +321,8 @@ max account 1s, max sender 1s: most accepted segments in any sliding second (pro
   (limit 25) and the busiest sender's (limit %d; in brackets, which). senders used: senders of the pool that carried
   traffic; per sender min/max: segments each carried in the run; no sender: accepted messages from no sender of the pool.
 OTP p99: queue arrival to first admission. nacks/sent: messages handed back (denied, 429) per accepted message.
+scripts/sent, commands/sent: Redis's script calls and commands (a script's own included) over the run (INFO
+  commandstats) per accepted message: flat in the pool's size.
 
 `, poolSenderLimit)
 	return err
