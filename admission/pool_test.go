@@ -276,3 +276,40 @@ func TestTheFallbackSharesEachSenderAmongTheProcesses(t *testing.T) {
 		t.Fatalf("a second later: %+v, want b (a opens after 2 s)", d)
 	}
 }
+
+// TestALostPoolIndexIsBuiltAgain: an admission that finds the pool's index
+// gone (Redis restarted empty of it, or its day over) builds it again from
+// the senders' TATs and decides: no error reaches the caller, no sender
+// sends early, and the index lives a day.
+func TestALostPoolIndexIsBuiltAgain(t *testing.T) {
+	rdb := redistest.Client(t)
+	cfg := testConfig(t)
+	cfg.TargetRPS, cfg.MarketingRPS = 1000, 1000
+	cfg.Senders = []Sender{{From: "+15550000001", RPS: 1}, {From: "+15550000002", RPS: 1}}
+	l := newLimiter(t, rdb, cfg)
+	for range 2 {
+		if d := try(t, l, OTP); !d.Allowed {
+			t.Fatalf("admission: %+v, want allowed", d)
+		}
+	}
+	ctx := context.Background()
+	index := l.pool.indexes[0]
+	if err := rdb.Del(ctx, index).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d := try(t, l, OTP); d.Allowed || d.Reason != ReasonSender {
+		t.Fatalf("with the index lost: %+v, want denied by the pool (both senders took their slot)", d)
+	}
+	for _, s := range cfg.Senders {
+		score, err := rdb.ZScore(ctx, index, s.From).Result()
+		if err != nil {
+			t.Fatalf("index %s: %v", s.From, err)
+		}
+		if tat := get(t, rdb, l.pool.floor+s.From); strconv.FormatFloat(score, 'f', -1, 64) != tat {
+			t.Errorf("%s scored %v in the rebuilt index, its TAT is %s", s.From, score, tat)
+		}
+	}
+	if ttl := rdb.PTTL(ctx, index).Val(); ttl <= 0 || ttl > poolIndexTTL {
+		t.Errorf("index lives %v, want up to %v", ttl, poolIndexTTL)
+	}
+}
