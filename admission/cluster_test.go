@@ -59,3 +59,25 @@ func TestEveryScriptCallStaysInOneClusterSlot(t *testing.T) {
 		})
 	}
 }
+
+// TestASenderPoolAdmitsOnTheCluster: the pool's script names each sender's
+// TAT key from its index (keys of the account's slot, not declared): the
+// Redis Cluster serves them, and the pool is built and used there.
+func TestASenderPoolAdmitsOnTheCluster(t *testing.T) {
+	rdb := redistest.ClusterClient(t)
+	cfg := testConfig(t)
+	cfg.TargetRPS, cfg.MarketingRPS = 1000, 1000
+	cfg.Senders = []Sender{{From: "+15550000001", RPS: 1}, {From: "+15550000002", RPS: 1}}
+	l := newLimiter(t, rdb, cfg)
+	var got []string
+	for range 3 {
+		d := try(t, l, Marketing)
+		if d.Source != SourceRedis {
+			t.Fatalf("on the cluster: %+v, want a decision of redis", d)
+		}
+		got = append(got, d.Sender)
+	}
+	if fmt.Sprint(got) != "[+15550000001 +15550000002 ]" {
+		t.Fatalf("senders taken %q, want each once and then a denial", got)
+	}
+}
