@@ -318,8 +318,10 @@ func runScenario(ctx context.Context, cfg *Config, redisOpts *redis.Options, sc 
 
 	r := measureScenario(sc, k, cfg, start, sim, &st, ld)
 	if sc.name == scenSenders && statsErr == nil && r.Accepted > 0 {
-		if cs, err := redisstats.Read(ctx, statsRdb); err == nil {
-			r.HasStats = true
+		cs, err := redisstats.Read(ctx, statsRdb)
+		us, usErr := redisstats.ScriptMicros(ctx, statsRdb)
+		if err == nil && usErr == nil {
+			r.HasStats, r.MicrosPerSent = true, float64(us)/float64(r.Accepted)
 			r.ScriptsPerSent = float64(cs.Scripts()) / float64(r.Accepted)
 			r.CommandsPerSent = float64(cs.Executed()) / float64(r.Accepted)
 		}

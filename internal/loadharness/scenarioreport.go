@@ -56,6 +56,7 @@ type scenarioResult struct {
 	// run (INFO commandstats) per accepted message (senders only);
 	// HasStats is false when they could not be read.
 	ScriptsPerSent, CommandsPerSent float64
+	MicrosPerSent                   float64 // Redis's time in script calls per accepted message
 	HasStats                        bool
 
 	OTPArrived, OTPServed int
@@ -289,7 +290,7 @@ func writeSendersTable(w io.Writer, cfg *Config, sc scenario, rows []*scenarioRe
 		sc.target, cfg.providerJitter, sc.burst, sc.maxSegments, rateText(reach), verdict, rateText(sc.target), poolAccountLimit, sc.target/poolAccountLimit,
 		cfg.pool, poolSenderLimit, rateText(float64(cfg.pool*poolSenderLimit)/(1+cfg.providerJitter.Seconds())))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "K\tsegments/s\tutil of 25\tmsgs/s\taccount 429s\tsender 429s\tmax account 1s\tmax sender 1s\tsenders used\tper sender min/max\tno sender\tOTPs admitted\tOTP p99\tnacks/sent\tscripts/sent\tcommands/sent\t")
+	fmt.Fprintln(tw, "K\tsegments/s\tutil of 25\tmsgs/s\taccount 429s\tsender 429s\tmax account 1s\tmax sender 1s\tsenders used\tper sender min/max\tno sender\tOTPs admitted\tOTP p99\tnacks/sent\tscripts/sent\tcommands/sent\tredis µs/sent\t")
 	for _, r := range rows {
 		lo, hi, used := math.MaxInt, 0, 0
 		for _, n := range r.PerSender {
@@ -301,14 +302,14 @@ func writeSendersTable(w io.Writer, cfg *Config, sc scenario, rows []*scenarioRe
 		if len(r.PerSender) == 0 {
 			lo = 0
 		}
-		scripts, commands := "-", "-"
+		scripts, commands, micros := "-", "-", "-"
 		if r.HasStats {
-			scripts, commands = fmt.Sprintf("%.2f", r.ScriptsPerSent), fmt.Sprintf("%.2f", r.CommandsPerSent)
+			scripts, commands, micros = fmt.Sprintf("%.2f", r.ScriptsPerSent), fmt.Sprintf("%.2f", r.CommandsPerSent), fmt.Sprintf("%.1f", r.MicrosPerSent)
 		}
-		fmt.Fprintf(tw, "%d\t%.2f\t%.3f\t%.2f\t%d\t%d\t%d\t%d (%s)\t%d/%d\t%d/%d seg\t%d\t%d/%d\t%s\t%.3f\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%d\t%.2f\t%.3f\t%.2f\t%d\t%d\t%d\t%d (%s)\t%d/%d\t%d/%d seg\t%d\t%d/%d\t%s\t%.3f\t%s\t%s\t%s\t\n",
 			r.Senders, r.UnitsPerS, r.Utilization, r.MsgsPerS, r.Throttled, r.SenderThrottled,
 			r.MaxAccount1s, r.MaxSender1s, r.MaxSenderFrom, used, cfg.pool, lo, hi, r.NoPool,
-			r.OTPServed, r.OTPArrived, msText(r.OTPWaitP99, r.OTPWaitP99AtLeast), ratio(r.Nacks, int64(r.Accepted)), scripts, commands)
+			r.OTPServed, r.OTPArrived, msText(r.OTPWaitP99, r.OTPWaitP99AtLeast), ratio(r.Nacks, int64(r.Accepted)), scripts, commands, micros)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -321,8 +322,8 @@ max account 1s, max sender 1s: most accepted segments in any sliding second (pro
   (limit 25) and the busiest sender's (limit %d; in brackets, which). senders used: senders of the pool that carried
   traffic; per sender min/max: segments each carried in the run; no sender: accepted messages from no sender of the pool.
 OTP p99: queue arrival to first admission. nacks/sent: messages handed back (denied, 429) per accepted message.
-scripts/sent, commands/sent: Redis's script calls and commands (a script's own included) over the run (INFO
-  commandstats) per accepted message: flat in the pool's size.
+scripts/sent, commands/sent, redis µs/sent: Redis's script calls, commands (a script's own included) and time in
+  script calls over the run (INFO commandstats) per accepted message: flat in the pool's size.
 
 `, poolSenderLimit)
 	return err

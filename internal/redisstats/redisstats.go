@@ -155,6 +155,57 @@ func Read(ctx context.Context, rdb redis.UniversalClient) (CommandStats, error) 
 	return sum, nil
 }
 
+// ScriptMicros returns the microseconds rdb's server (every master of a
+// cluster) spent in script calls since the last CONFIG RESETSTAT: INFO
+// commandstats' usec of EVALSHA, EVAL and FCALL, read-only variants
+// included. A script's usec holds the commands it runs, so this is
+// Redis's time for the scripts' work, each command counted once.
+func ScriptMicros(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
+	var mu sync.Mutex
+	var sum int64
+	err := eachServer(ctx, rdb, func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return fmt.Errorf("redisstats: INFO commandstats: %w", err)
+		}
+		n, err := parseScriptMicros(info)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		sum += n
+		return nil
+	})
+	return sum, err
+}
+
+// parseScriptMicros sums the usec of the script commands in the text of
+// INFO commandstats.
+func parseScriptMicros(info string) (int64, error) {
+	var sum int64
+	for line := range strings.Lines(info) {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_")
+		if !ok {
+			continue
+		}
+		name, fields, _ := strings.Cut(rest, ":")
+		if !scriptCommands[strings.ToLower(name)] {
+			continue
+		}
+		for f := range strings.SplitSeq(fields, ",") {
+			if v, ok := strings.CutPrefix(f, "usec="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil || n < 0 {
+					return 0, fmt.Errorf("redisstats: malformed usec in %q", line)
+				}
+				sum += n
+			}
+		}
+	}
+	return sum, nil
+}
+
 // eachServer calls fn with a client of rdb's server, or of each master of
 // a cluster (concurrently: fn must be safe for that).
 func eachServer(ctx context.Context, rdb redis.UniversalClient, fn func(context.Context, *redis.Client) error) error {

@@ -103,6 +103,27 @@ func TestResetAndReadOnRedis(t *testing.T) {
 	if again, err := Read(ctx, rdb); err != nil || again.Executed() != 7 {
 		t.Errorf("second Read: %d executed, %v; want 7", again.Executed(), err)
 	}
+	// The scripts' time: some, and none once reset.
+	if us, err := ScriptMicros(ctx, rdb); err != nil || us <= 0 {
+		t.Errorf("ScriptMicros after two script calls = %d, %v; want > 0", us, err)
+	}
+	if err := Reset(ctx, rdb); err != nil {
+		t.Fatal(err)
+	}
+	if us, err := ScriptMicros(ctx, rdb); err != nil || us != 0 {
+		t.Errorf("ScriptMicros after RESETSTAT = %d, %v; want 0", us, err)
+	}
+}
+
+func TestParseScriptMicros(t *testing.T) {
+	info := "# Commandstats\r\ncmdstat_evalsha:calls=12,usec=345,usec_per_call=28.75,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_get:calls=3,usec=9,usec_per_call=3.00\r\ncmdstat_eval:calls=1,usec=50,usec_per_call=50.00\r\n"
+	if n, err := parseScriptMicros(info); err != nil || n != 395 {
+		t.Errorf("parseScriptMicros = %d, %v; want 395 (evalsha and eval, not get)", n, err)
+	}
+	if _, err := parseScriptMicros("cmdstat_evalsha:calls=1,usec=x\r\n"); err == nil {
+		t.Error("a malformed usec was accepted")
+	}
 }
 
 // TestResetAndReadOnCluster: on a Redis Cluster both act on every master
