@@ -173,6 +173,9 @@ func runOne(ctx context.Context, cfg *Config, redisOpts *redis.Options, strat st
 		own = &redisStats{err: statsErr}
 		if statsErr == nil {
 			own.stats, own.err = redisstats.Read(ctx, statsRdb)
+			if own.err == nil {
+				own.micros, own.err = redisstats.ScriptMicros(ctx, statsRdb)
+			}
 		}
 	}
 	return measure(cfg, strat, m, k, start, sim, &st, ld, redisCalls, own), nil
@@ -181,8 +184,9 @@ func runOne(ctx context.Context, cfg *Config, redisOpts *redis.Options, strat st
 // redisStats are Redis's own figures of one run: INFO commandstats since
 // the CONFIG RESETSTAT at its start, or why there are none.
 type redisStats struct {
-	stats redisstats.CommandStats
-	err   error
+	stats  redisstats.CommandStats
+	micros int64 // Redis's time in script calls
+	err    error
 }
 
 // newRun returns a namespace no other run, here or in another process,

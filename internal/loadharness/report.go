@@ -71,6 +71,7 @@ type result struct {
 	RedisScriptsPerMsg  float64 `json:"redis_scripts_per_sent"`
 	RedisExecuted       int64   `json:"redis_executed"`
 	RedisExecutedPerMsg float64 `json:"redis_executed_per_sent"`
+	RedisMicrosPerMsg   float64 `json:"redis_script_us_per_sent"` // Redis's time in script calls
 	RedisStatsError     string  `json:"redis_stats_error,omitempty"`
 	// gcra: the time from the limiter's admission returning to net/http
 	// having written the request, over AdmitToWireCount sends.
@@ -169,6 +170,7 @@ func measure(cfg *Config, strat string, m mode, k int, start time.Time, sim *pro
 	default:
 		r.RedisScripts, r.RedisExecuted = own.stats.Scripts(), own.stats.Executed()
 		r.RedisScriptsPerMsg, r.RedisExecutedPerMsg = ratio(r.RedisScripts, sent), ratio(r.RedisExecuted, sent)
+		r.RedisMicrosPerMsg = ratio(own.micros, sent)
 	}
 	if strat == stratGCRA {
 		p50, p99, n := st.admitToWireQuantiles()
@@ -220,7 +222,7 @@ func writeTable(w io.Writer, cfg *Config, rows []*result) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "strategy\tmode\tK\t429s\t1st try\tafter 1s\tsuspended in\tsent/s\tutil\tmax 1s\tmax 100ms\tOTPs admitted\tOTP p50\tOTP p99\tredis/sent\tscripts/sent\texecuted/sent\tadmit→wire p50/p99\tnacks/sent\tspins/sent\tlost\t")
+	fmt.Fprintln(tw, "strategy\tmode\tK\t429s\t1st try\tafter 1s\tsuspended in\tsent/s\tutil\tmax 1s\tmax 100ms\tOTPs admitted\tOTP p50\tOTP p99\tredis/sent\tscripts/sent\texecuted/sent\tredis µs/sent\tadmit→wire p50/p99\tnacks/sent\tspins/sent\tlost\t")
 	for _, r := range rows {
 		nacks, spins := "-", "-"
 		if r.Strategy == stratGCRA {
@@ -228,13 +230,14 @@ func writeTable(w io.Writer, cfg *Config, rows []*result) error {
 		} else {
 			spins = strconv.FormatFloat(r.SpinsPerSent, 'f', 1, 64)
 		}
-		redis, scripts, executed, wire := "-", "-", "-", "-"
+		redis, scripts, executed, micros, wire := "-", "-", "-", "-", "-"
 		if r.Strategy != stratV1 {
 			redis = strconv.FormatFloat(r.RedisCallsPerMsg, 'f', 2, 64)
 		}
 		if r.Strategy != stratV1 && r.RedisStatsError == "" {
 			scripts = strconv.FormatFloat(r.RedisScriptsPerMsg, 'f', 2, 64)
 			executed = strconv.FormatFloat(r.RedisExecutedPerMsg, 'f', 2, 64)
+			micros = strconv.FormatFloat(r.RedisMicrosPerMsg, 'f', 1, 64)
 		}
 		if r.AdmitToWireCount > 0 {
 			wire = fmt.Sprintf("%.2f/%.2fms", r.AdmitToWireP50, r.AdmitToWireP99)
@@ -243,12 +246,12 @@ func writeTable(w io.Writer, cfg *Config, rows []*result) error {
 		if r.Burst > 0 {
 			strategy += fmt.Sprintf(" (burst %d)", r.Burst)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%.1f\t%.3f\t%d (%d)\t%d (%d)\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%.1f\t%.3f\t%d (%d)\t%d (%d)\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n",
 			strategy, r.Mode, r.Senders, r.Answered, r.First429s, r.Late429s, r.suspendText(),
 			r.AcceptedRPS, r.Utilization,
 			r.MaxAccepted1s, r.MaxAll1s, r.MaxAccepted100ms, r.MaxAll100ms,
 			r.OTPServed, r.OTPArrived, msText(r.OTPWaitP50, r.OTPWaitP50AtLeast), msText(r.OTPWaitP99, r.OTPWaitP99AtLeast),
-			redis, scripts, executed, wire, nacks, spins, r.Lost)
+			redis, scripts, executed, micros, wire, nacks, spins, r.Lost)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -263,7 +266,8 @@ OTPs admitted: of those arrived. OTP p50/p99: queue arrival to first admission; 
   admitted (its wait lasts at least to the run's end). redis/sent: Redis commands the clients sent (handshakes left out)
   per accepted message. scripts/sent, executed/sent: Redis's own count (INFO commandstats since CONFIG RESETSTAT at the
   run's start, the whole server's): script calls (EVALSHA, EVAL, FCALL), and every command executed, the scripts' own
-  included, less connection setup, PING and the measurement. admit→wire: gcra, from the limiter's admission returning to
+  included, less connection setup, PING and the measurement; redis µs/sent: Redis's time in those script calls per
+  accepted message. admit→wire: gcra, from the limiter's admission returning to
   the request written on the wire (net/http/httptrace WroteRequest), p50/p99.
 nacks/sent: gcra, messages handed back (denied, 429, 5xx); spins/sent: old strategies, 1 ms sleeps after a denial.
 lost: old strategies, messages acked although the last try failed.
