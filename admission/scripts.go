@@ -119,7 +119,9 @@ const (
 
 // scriptOps maps each script's SHA-1, in hex as EVALSHA takes it, to its
 // operation.
-var scriptOps = func() map[string]string {
+var scriptOps = opsOf()
+
+func opsOf() map[string]string {
 	m := map[string]string{}
 	for op, src := range map[string]string{
 		OpAdmit: gcraLua, OpPenalty: penaltyLua, OpResume: resumeLua, OpPause: pauseLua, OpOverride: overrideLua,
@@ -131,7 +133,7 @@ var scriptOps = func() map[string]string {
 		m[hex.EncodeToString(sum[:])] = op
 	}
 	return m
-}()
+}
 
 // ScriptOp names the operation of a Redis command, from its arguments as
 // go-redis gives them: EVALSHA or EVAL of one of this package's scripts is

@@ -14,7 +14,11 @@
 // Each mutant first runs the test known to kill it (the killers table),
 // alone; if that test passes, the whole package runs. Each line of output
 // names a mutant and either the test that killed it or SURVIVED, and the
-// time the mutant took. A
+// time the mutant took. The tests build with -trimpath, once before the
+// first mutant, so that every copy of the module shares their builds; a
+// mutant of admission's scripts alone runs the package's tests unbuilt,
+// on a copy of the scripts they read instead of the embedded ones
+// (admission/mutate_test.go). A
 // mutation whose text is not found exactly once is an error: the mutant
 // table has drifted from the code.
 //

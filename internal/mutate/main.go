@@ -87,9 +87,18 @@ func run() error {
 			return err
 		}
 		defer os.RemoveAll(dirs[i])
+		defer os.RemoveAll(dirs[i] + "-scripts")
 		if err := copyTree(root, dirs[i]); err != nil {
 			return fmt.Errorf("copy module: %w", err)
 		}
+	}
+	// The selected mutants' packages and their tests are built once, before
+	// the workers start: built with -trimpath, a package's build does not
+	// name the copy it was built in, so every copy finds it in the build
+	// cache, instead of each worker compiling the same dependencies at the
+	// same time.
+	if err := prebuild(dirs[0], selected); err != nil {
+		return err
 	}
 	// Each worker takes the next mutant; the results are printed in the
 	// table's order, each as soon as those before it are.
@@ -154,7 +163,7 @@ func baseline(root string, match *regexp.Regexp) error {
 		}
 	}
 	for _, pkg := range slices.Sorted(maps.Keys(byPkg)) {
-		failed, out, err := goTest(root, pkg, "-run", "^("+strings.Join(byPkg[pkg], "|")+")$")
+		failed, out, err := goTest(root, nil, pkg, "-run", "^("+strings.Join(byPkg[pkg], "|")+")$")
 		if err != nil || failed != "" {
 			return fmt.Errorf("baseline: the killers of %s must pass before any mutant (%s failed):\n%s", pkg, failed, out)
 		}
@@ -174,16 +183,29 @@ var failLine = regexp.MustCompile(`^\s*--- FAIL: (\S+)`)
 // try applies m to dir, a copy of the module at root, runs the tests of
 // m's package, and puts back the files it edited. It returns the first
 // failing test, or "" if every test passed.
+//
+// A mutant of admission's scripts alone is applied beside dir instead, to
+// a copy of the scripts in dir+"-scripts" that admission's tests read
+// (admission/mutate_test.go): the package's test binary, unchanged, comes
+// from the build cache instead of a build for each such mutant.
 func try(root, dir string, m mutant) (killer, output string, err error) {
+	edited, env := dir, []string(nil)
+	if m.scriptsOnly() {
+		edited = dir + "-scripts"
+		env = []string{"SMS_MUTATE_SCRIPTS=" + filepath.Join(edited, "admission")}
+		if err := copyScripts(root, edited); err != nil {
+			return "", "", err
+		}
+	}
 	defer func() {
 		for _, e := range m.Edits {
-			if restoreErr := copyFile(filepath.Join(root, e.File), filepath.Join(dir, e.File)); restoreErr != nil && err == nil {
+			if restoreErr := copyFile(filepath.Join(root, e.File), filepath.Join(edited, e.File)); restoreErr != nil && err == nil {
 				err = restoreErr
 			}
 		}
 	}()
 	for _, e := range m.Edits {
-		if err := apply(filepath.Join(dir, e.File), e); err != nil {
+		if err := apply(filepath.Join(edited, e.File), e); err != nil {
 			return "", "", err
 		}
 	}
@@ -191,18 +213,55 @@ func try(root, dir string, m mutant) (killer, output string, err error) {
 	// die in seconds instead of a whole package's run. If it passes, the
 	// table's expectation is stale and the whole package decides.
 	if k := killers[m.ID]; k != "" {
-		if killer, out, err := goTest(dir, m.pkg(), "-run", "^"+k+"$"); err != nil || killer != "" {
+		if killer, out, err := goTest(dir, env, m.pkg(), "-run", "^"+k+"$"); err != nil || killer != "" {
 			return killer, out, err
 		}
 	}
-	return goTest(dir, m.pkg(), "-failfast")
+	return goTest(dir, env, m.pkg(), "-failfast")
+}
+
+// copyScripts copies admission's scripts from the module at root to
+// dst/admission, once per dst.
+func copyScripts(root, dst string) error {
+	if _, err := os.Stat(filepath.Join(dst, "admission")); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Join(dst, "admission"), 0o755); err != nil {
+		return err
+	}
+	files, err := filepath.Glob(filepath.Join(root, "admission", "*.lua"))
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := copyFile(f, filepath.Join(dst, "admission", filepath.Base(f))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prebuild builds the tests of the mutants' packages in dir, running none.
+func prebuild(dir string, selected []mutant) error {
+	args := []string{"test", "-trimpath", "-count=1", "-run", "^$"}
+	for _, m := range selected {
+		if !slices.Contains(args, m.pkg()) {
+			args = append(args, m.pkg())
+		}
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build the tests: %w\n%s", err, out)
+	}
+	return nil
 }
 
 // goTest runs go test on pkg in dir and returns the first failing test, or
-// "" if every test passed.
-func goTest(dir, pkg string, flags ...string) (killer, output string, err error) {
-	cmd := exec.Command("go", append(append([]string{"test", "-count=1"}, flags...), pkg)...)
-	cmd.Dir = dir
+// "" if every test passed. Built with -trimpath, as prebuild builds.
+func goTest(dir string, env []string, pkg string, flags ...string) (killer, output string, err error) {
+	cmd := exec.Command("go", append(append([]string{"test", "-trimpath", "-count=1"}, flags...), pkg)...)
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	runErr := cmd.Run()

@@ -1,0 +1,46 @@
+package admission
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Under the mutation check (internal/mutate), a mutant of a script alone
+// runs this package's tests with SMS_MUTATE_SCRIPTS naming a directory of
+// the scripts, one of them mutated: the scripts are read from there, so
+// that every such mutant runs one test binary instead of building its own.
+func init() {
+	dir := os.Getenv("SMS_MUTATE_SCRIPTS")
+	if dir == "" {
+		return
+	}
+	scripts := map[string]struct {
+		src    *string
+		script **redis.Script
+	}{
+		"gcra.lua": {&gcraLua, &gcraScript}, "penalty.lua": {&penaltyLua, &penaltyScript},
+		"pause.lua": {&pauseLua, &pauseScript}, "resume.lua": {&resumeLua, &resumeScript},
+		"override.lua": {&overrideLua, &overrideScript}, "claim.lua": {&claimLua, &claimScript},
+		"finish.lua": {&finishLua, &finishScript}, "release.lua": {&releaseLua, &releaseScript},
+		"heartbeat.lua": {&heartbeatLua, &heartbeatScript}, "status.lua": {&statusLua, &statusScript},
+		"forget.lua": {&forgetLua, &forgetScript}, "receipt.lua": {&receiptLua, &receiptScript},
+		"story.lua": {&storyLua, &storyScript}, "delivery.lua": {&deliveryLua, &deliveryScript},
+		"learned.lua": {&learnedLua, &learnedScript}, "pool.lua": {&poolLua, &poolScript},
+	}
+	files, _ := scriptFS.ReadDir(".")
+	for _, f := range files {
+		if _, ok := scripts[f.Name()]; !ok {
+			panic("SMS_MUTATE_SCRIPTS: " + f.Name() + " is not read from it: add it above")
+		}
+	}
+	for name, s := range scripts {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			panic(err)
+		}
+		*s.src, *s.script = string(b), redis.NewScript(string(b))
+	}
+	scriptOps = opsOf()
+}
