@@ -18,9 +18,8 @@
 // first mutant, so that every copy of the module shares their builds; a
 // mutant of admission's scripts alone runs the package's tests unbuilt,
 // on a copy of the scripts they read instead of the embedded ones
-// (admission/mutate_test.go). A
-// mutation whose text is not found exactly once is an error: the mutant
-// table has drifted from the code.
+// (admission/mutate_test.go). A mutation whose text is not found exactly
+// once is an error: the mutant table has drifted from the code.
 //
 // This is a package of its own because the check is tooling, not part of
 // any production room of docs/design.md ("Which package owns what").
