@@ -71,15 +71,19 @@ func TestASenderOfThePoolNeverExceedsItsRate(t *testing.T) {
 			at += rng.Int64N(step)
 			plan = append(plan, call{at: at, lookahead: rng.Int64N(400_000), cost: 1 + rng.IntN(maxCost)})
 		}
+		// In pipelines of 1,000 calls: one of 24,000 would outlast the
+		// client's write timeout on a loaded machine.
 		cmds := make([]*redis.Cmd, len(plan))
-		scripts.pipeline(t, rdb, func(p redis.Pipeliner) {
-			for i, c := range plan {
-				g, _ := gcraCall(t, l, rec, bothClasses[rng.IntN(2)], false, ticketOnDenial, time.Hour, 0, Claim{})
-				g.args[13] = strconv.Itoa(c.cost)               // ARGV[14]
-				g.args[14] = strconv.FormatInt(c.lookahead, 10) // ARGV[15]
-				cmds[i] = scripts.send(ctx, p, g, c.at)
-			}
-		})
+		for first := 0; first < len(plan); first += 1_000 {
+			scripts.pipeline(t, rdb, func(p redis.Pipeliner) {
+				for i := first; i < min(first+1_000, len(plan)); i++ {
+					g, _ := gcraCall(t, l, rec, bothClasses[rng.IntN(2)], false, ticketOnDenial, time.Hour, 0, Claim{})
+					g.args[13] = strconv.Itoa(plan[i].cost)               // ARGV[14]
+					g.args[14] = strconv.FormatInt(plan[i].lookahead, 10) // ARGV[15]
+					cmds[i] = scripts.send(ctx, p, g, plan[i].at)
+				}
+			})
+		}
 		index := map[string]int{}
 		interval := make([]int64, len(senders))
 		for i, s := range senders {

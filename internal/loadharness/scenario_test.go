@@ -91,13 +91,20 @@ func TestScenarioAdaptiveLearnsTheLimit(t *testing.T) {
 	if r.Learned == nil {
 		t.Fatalf("learned rate unread: %s", r.LearnedErr)
 	}
+	// A machine too slow to fill the provider's second leaves the search
+	// pressed too seldom to settle within the run: what it learned and
+	// when its last 429 came say nothing then (the search's own tests in
+	// admission decide it, on Redis's clock).
 	if r.MaxAccount1s < adaptiveLimit {
-		t.Logf("the account never filled the provider's second (most %d): the machine is too slow for the search to meet the limit", r.MaxAccount1s)
-	} else if r.Learned.RPS <= 0 || r.Learned.RPS >= adaptiveLimit {
-		t.Errorf("learned rate at the end %v (%s), want below the provider's %d", r.Learned.RPS, r.Learned.Mode, adaptiveLimit)
-	}
-	if r.Last429 == nil || *r.Last429 > d-4*time.Second {
-		t.Errorf("last 429 at %v into an %v run; want the 429s over 4 s before its end", r.Last429, d)
+		t.Logf("the account never filled the provider's second (most %d): the machine is too slow for the search to meet the limit (learned %v, last 429 at %v)",
+			r.MaxAccount1s, r.Learned.RPS, r.Last429)
+	} else {
+		if r.Learned.RPS <= 0 || r.Learned.RPS >= adaptiveLimit {
+			t.Errorf("learned rate at the end %v (%s), want below the provider's %d", r.Learned.RPS, r.Learned.Mode, adaptiveLimit)
+		}
+		if r.Last429 == nil || *r.Last429 > d-4*time.Second {
+			t.Errorf("last 429 at %v into an %v run; want the 429s over 4 s before its end", r.Last429, d)
+		}
 	}
 	if len(r.Trajectory) == 0 || r.Trajectory[0] != adaptiveTarget {
 		t.Errorf("trajectory %v, want it to start at the target %d", r.Trajectory, adaptiveTarget)
