@@ -86,11 +86,14 @@
 --            after it, at most BURST - 1), so that an earlier class finds
 --            a slot at once even right after a later class's burst
 -- ARGV[8] -> wake tickets: '0' none (the caller will not wait), '1' on a
---            denial, '2' on a denial and, when allowed, one for the
---            caller's next message of the class
--- ARGV[9] -> ticket spacing in microseconds (the class's interval: the
---            longest of its levels'), lengthened as an override or the
---            learned rate lengthens them
+--            denial, '2' or '2 <n>' on a denial and, when allowed, one for
+--            the caller's next message of the class, queued behind it, of
+--            n units (1 when left out). A ticket is for a send of a cost:
+--            the caller's (ARGV[14]), or n; the next ticket handed out is
+--            that many spacings later
+-- ARGV[9] -> ticket spacing in microseconds per unit (the class's
+--            interval: the longest of its levels'), lengthened as an
+--            override or the learned rate lengthens them
 -- ARGV[10] -> the longest the caller will wait, in microseconds: a ticket
 --            further away is not taken (it would be wasted)
 -- ARGV[11] -> the most sends in flight on the account (0: no limit)
@@ -208,14 +211,20 @@
 -- TAT or ticket in the past means the same as none.
 --
 -- Wake tickets spread the waiters of all processes over the coming slots,
--- one interval apart, instead of waking them all when the next slot opens
--- (where one wins and the rest pay a call for nothing). A ticket is a hint
+-- each the cost of the one before it apart (a 3-segment send takes three
+-- intervals of the TATs, and so does its ticket), instead of waking them all
+-- when the next slot opens (where one wins and the rest pay a call for
+-- nothing). A ticket is a hint
 -- of when to ask, never a slot: the TATs alone decide, and the lookahead
 -- lets a waiter that wakes a little early book its slot rather than miss it.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local tickets, capped = ARGV[8], ARGV[3] ~= '0'
+local cost = math.max(tonumber(ARGV[14]), 1)
+-- The cost of the caller queued behind this one ('2 <n>'), which the next
+-- ticket is for: 1 when not given.
+local next_cost = math.max(tonumber(string.match(tickets, '^2 (%d+)$')) or 1, 1)
 local token = ARGV[16]
 local min_rps, max_us = 0.01, 2 ^ 53 - 1
 local ignored = 0
@@ -404,8 +413,10 @@ for _, v in ipairs(res) do
 end
 
 -- ticket returns when the caller should ask, in microseconds from now: the
--- next free hint at or after open (at most 1 s past it), and takes it.
-local function ticket(open)
+-- next free hint at or after open (at most 1 s past it), and takes it for
+-- a send of units: the next hint is that many slots later, when the slot
+-- after this send opens if the rates bind on the caller's class alone.
+local function ticket(open, units)
   local w = tonumber(s[4]) or 0
   if w < open then
     w = open
@@ -415,13 +426,13 @@ local function ticket(open)
   if w - now > tonumber(ARGV[10]) then
     return open - now
   end
-  put(KEYS[4], w + spacing)
+  put(KEYS[4], w + units * spacing)
   return w - now
 end
 
 local function deny(wait, reason, detail)
   if tickets ~= '0' then
-    wait = ticket(now + wait)
+    wait = ticket(now + wait, cost)
   end
   if #out > 0 then
     redis.call('MSET', unpack(out))
@@ -533,7 +544,6 @@ end
 -- sender went through another configuration's index) is mended and the
 -- index read again, a few times at most; past that the first found is
 -- taken at its true TAT, which keeps every sender within its rate.
-local cost = math.max(tonumber(ARGV[14]), 1)
 local pick, s_wait, s_int, s_tat, s_key = nil, -1, 0, 0, 0
 if pool then
   local pfloor = tonumber(s[senders]) or 0
@@ -632,8 +642,8 @@ if pick then
   redis.call('ZADD', KEYS[s_key], v, pick)
 end
 local nxt = 0
-if tickets == '2' then
-  nxt = ticket(open)
+if string.sub(tickets, 1, 1) == '2' then
+  nxt = ticket(open, next_cost)
 end
 redis.call('MSET', unpack(out))
 if health == 2 then

@@ -371,6 +371,12 @@ var mutants = []mutant{
 	{"RE2", "a receipt posted before its send's record is lost", []edit{
 		{"receipts/handler.go", "	for _, wait := range earlyWaits {\n", "	for _, wait := range earlyWaits[:0] {\n"},
 	}, "./receipts/"},
+	{"M22", "wake tickets one interval apart whatever the sends' cost", []edit{
+		{"admission/gcra.lua", "  put(KEYS[4], w + units * spacing)\n", "  put(KEYS[4], w + spacing)\n"},
+	}, ""},
+	{"M23", "the ticket of the queued is for the costliest of them (late)", []edit{
+		{"admission/acquire.go", "		if next == 0 || cost < next {\n", "		if next == 0 || cost > next {\n"},
+	}, ""},
 }
 
 // killers names the test known to kill each mutant. try runs it first, alone;
@@ -400,6 +406,8 @@ var killers = map[string]string{
 	"L2":  "TestNeverMoreThanTheLimitInFlightAcrossProcesses",
 	"L3":  "TestNeverMoreThanTheLimitInFlightAcrossProcesses",
 	"M21": "TestClusterMasterFailoverKeepsDeciding",
+	"M22": "TestWakeTicketsAreSpacedByTheirSendsCost",
+	"M23": "TestTheTicketOfTheQueuedIsForTheCheapestOfThem",
 	"D1":  "TestPipelineBranches",
 	"D2":  "TestExpiredMessageIsNeverSent",
 	"D3":  "TestDuplicateDeliveryIsNotSentTwice",
