@@ -139,8 +139,9 @@ func newClasses(cfg Config, tag string, base admitCall) (map[Class]*classState, 
 			c.levels = append(c.levels, j)
 		}
 		a.ReserveLevels = strings.Join(triples, " ")
-		// The later classes held to one of its reserves: a slot it takes
-		// there is one their next wake ticket would point at.
+		// The later classes: a slot it takes of the global level (all) or
+		// of one of its reserves (the push) is one their next wake ticket
+		// would point at.
 		var pushes []string
 		for j := i + 1; j < len(cfg.Classes); j++ {
 			var push time.Duration
@@ -149,10 +150,8 @@ func newClasses(cfg Config, tag string, base admitCall) (map[Class]*classState, 
 					push = max(push, interval(all[r].rps))
 				}
 			}
-			if push > 0 {
-				a.LaterWakes = append(a.LaterWakes, tag+":wake:"+string(cfg.Classes[j].Name))
-				pushes = append(pushes, strconv.FormatInt(push.Microseconds(), 10))
-			}
+			a.LaterWakes = append(a.LaterWakes, tag+":wake:"+string(cfg.Classes[j].Name))
+			pushes = append(pushes, strconv.FormatInt(push.Microseconds(), 10))
 		}
 		a.WakePushes = strings.Join(pushes, " ")
 		a.Spacing = c.spacing.Microseconds()

@@ -118,3 +118,51 @@ func TestTheTicketOfTheQueuedIsForTheCheapestOfThem(t *testing.T) {
 		t.Fatalf("none queued: costs %v, queued %d", c.costs, c.queued.Load())
 	}
 }
+
+// TestAnEarlierClassesSendPushesTheLaterClassesTickets: marketing's
+// tickets are spaced by its ceiling's interval, but an OTP sent meanwhile
+// takes slots of the global level they share. The marketing waiter after
+// one already waiting and an OTP of 3 units each is told when the global
+// level lets it go: 6 global intervals on (the first waiter's 3 and the
+// OTP's 3), not one ceiling slot of 3 units after the first waiter (which
+// would wake it too early, to ask twice).
+func TestAnEarlierClassesSendPushesTheLaterClassesTickets(t *testing.T) {
+	rdb := redistest.Client(t)
+	scripts := loadScripts(t, rdb)
+	ctx := context.Background()
+	rec := &recorder{}
+	l := newLimiter(t, rec, testConfig(t))
+	call := func(class Class, tickets string) scriptCall {
+		return rec.take(t, func() error {
+			_, err := l.eval(ctx, l.classes[class], 3, false, tickets, time.Hour, 0, Claim{})
+			return err
+		})
+	}
+	const now = int64(1_800_000_000_000_000) // the test clock, in µs
+	send := func(sc scriptCall) Decision {
+		t.Helper()
+		d, err := gcraReplyErr(scripts.send(ctx, rdb, sc, now))
+		if err != nil {
+			t.Fatalf("gcra.lua: %v", err)
+		}
+		return d
+	}
+	market, otp := call(Marketing, ticketOnDenial), call(OTP, ticketOnDenial)
+	deleteKeysAtEnd(t, rdb, market, otp)
+	// The global level one µs past what marketing may take (BURST 5 less
+	// its reserve: 3 intervals); OTP may take one interval more.
+	g := interval(l.cfg.TargetRPS).Microseconds()
+	if err := rdb.Set(ctx, market.keys[0], strconv.FormatInt(now+3*g+1, 10), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d := send(market); d.Allowed || d.RetryAfter.Microseconds() != 1 {
+		t.Fatalf("the first marketing waiter: %+v, want a denial and a ticket in 1 µs", d)
+	}
+	if d := send(otp); !d.Allowed || d.RetryAfter != 0 {
+		t.Fatalf("the OTP: %+v, want it sent at once", d)
+	}
+	d := send(market)
+	if want := 6*g + 1; d.Allowed || d.RetryAfter.Microseconds() != want {
+		t.Fatalf("the second marketing waiter: %+v, want a denial and a ticket in %d µs (6 global intervals past the first's)", d, want)
+	}
+}
