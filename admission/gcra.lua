@@ -237,8 +237,10 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local tickets, capped = ARGV[8], ARGV[3] ~= '0'
 local cost = math.max(tonumber(ARGV[14]), 1)
 -- The cost of the caller queued behind this one ('2 <n>'), which the next
--- ticket is for: 1 when not given.
-local next_cost = math.max(tonumber(string.match(tickets, '^2 (%d+)$')) or 1, 1)
+-- ticket is for: 1 when not given. (Matched into a local first: a Lua
+-- whose failed match returns no value at all would leave tonumber none.)
+local next_cost = string.match(tickets, '^2 (%d+)$')
+next_cost = math.max(tonumber(next_cost or '1'), 1)
 local token = ARGV[16]
 local min_rps, max_us = 0.01, 2 ^ 53 - 1
 local ignored = 0
