@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -20,7 +21,8 @@ const minWait = 100 * time.Microsecond
 // others queue behind it. Across processes, a waiter does not wake when the
 // next slot opens (with every other process's waiter, one winning and the
 // rest paying a call for nothing): gcra.lua hands each waiter a wake ticket,
-// one interval after the last one handed out, and an admitted caller with
+// as many intervals after the last one handed out as that one's send costs
+// (a 3-segment send takes three slots), and an admitted caller with
 // another caller queued behind it gets that caller's ticket in the same
 // answer.
 //
@@ -98,15 +100,15 @@ func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time
 	expire := time.NewTimer(maxWait)
 	defer expire.Stop()
 
-	c.queued.Add(1)
+	l.queue(c, cost, 1)
 	select {
 	case c.turn <- 1:
-		c.queued.Add(-1)
+		l.queue(c, cost, -1)
 	case <-ctx.Done():
-		c.queued.Add(-1)
+		l.queue(c, cost, -1)
 		return notAsked(ReasonTurn), ctx.Err()
 	case <-expire.C:
-		c.queued.Add(-1)
+		l.queue(c, cost, -1)
 		return notAsked(ReasonTurn), nil
 	}
 
@@ -152,7 +154,7 @@ func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time
 	for tries := 1; ; tries++ {
 		tickets := ticketOnDenial
 		if c.queued.Load() > 0 {
-			tickets = ticketAlways
+			tickets = l.ticketFor(c)
 		}
 		within := maxWait - time.Since(start)
 		lookahead := min(within, l.lookahead(c, cost))
@@ -162,7 +164,7 @@ func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time
 			return d, err
 		}
 		if d.Allowed {
-			if tickets == ticketAlways && d.Source == SourceRedis {
+			if tickets != ticketOnDenial && d.Source == SourceRedis {
 				l.mu.Lock()
 				c.nextAsk = time.Now().Add(d.Next - l.early(c))
 				l.mu.Unlock()
@@ -203,6 +205,38 @@ func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time
 			return d, err
 		}
 	}
+}
+
+// queue counts n callers of cost more (n = 1) or fewer (n = -1) waiting for
+// class c's turn.
+func (l *Limiter) queue(c *classState, cost, n int) {
+	c.queued.Add(int32(n))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.costs[cost] += n; c.costs[cost] <= 0 {
+		delete(c.costs, cost)
+	}
+}
+
+// ticketFor returns the wake-ticket mode of a caller of class c with
+// others queued behind it: a ticket for the next of them when it is
+// admitted, of the lowest cost among them. The next may cost more (the
+// turn goes to the first queued, whatever its cost): its ticket is then
+// early, which costs at most a call, where one too late would leave its
+// slot empty.
+func (l *Limiter) ticketFor(c *classState) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	next := 0
+	for cost := range c.costs {
+		if next == 0 || cost < next {
+			next = cost
+		}
+	}
+	if next <= 1 {
+		return ticketAlways
+	}
+	return ticketAlways + " " + strconv.Itoa(next)
 }
 
 // notAsked is the answer to a caller that gave up before it asked: nobody

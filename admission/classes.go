@@ -17,6 +17,7 @@ type classState struct {
 	admit   admitCall     // gcra.lua's call, as New builds it
 	turn    chan int      // one waiter of the class talks to Redis; see Acquire
 	queued  atomic.Int32  // callers of Acquire waiting for the turn
+	costs   map[int]int   // how many of them wait with each cost; guarded by Limiter.mu
 	spacing time.Duration // the longest interval of its levels: its tickets' spacing
 	later   time.Duration // the longest spacing of the classes after it (their lookahead per unit)
 	levels  []int         // its levels in the fallback's cells (fallback.levels)
@@ -104,7 +105,7 @@ func newClasses(cfg Config, tag string, base admitCall) (map[Class]*classState, 
 	order := make([]Class, len(cfg.Classes))
 	list := make([]*classState, len(cfg.Classes))
 	for i, k := range cfg.Classes {
-		c := &classState{name: k.Name, pos: i, admit: base, turn: make(chan int, 1), spacing: gi}
+		c := &classState{name: k.Name, pos: i, admit: base, turn: make(chan int, 1), spacing: gi, costs: map[int]int{}}
 		a := &c.admit
 		a.Wake = tag + ":wake:" + string(k.Name)
 		a.CeilingTAT = tag + ":tat:" + string(k.Name)
@@ -138,8 +139,9 @@ func newClasses(cfg Config, tag string, base admitCall) (map[Class]*classState, 
 			c.levels = append(c.levels, j)
 		}
 		a.ReserveLevels = strings.Join(triples, " ")
-		// The later classes held to one of its reserves: a slot it takes
-		// there is one their next wake ticket would point at.
+		// The later classes: a slot it takes of the global level (all) or
+		// of one of its reserves (the push) is one their next wake ticket
+		// would point at.
 		var pushes []string
 		for j := i + 1; j < len(cfg.Classes); j++ {
 			var push time.Duration
@@ -148,10 +150,8 @@ func newClasses(cfg Config, tag string, base admitCall) (map[Class]*classState, 
 					push = max(push, interval(all[r].rps))
 				}
 			}
-			if push > 0 {
-				a.LaterWakes = append(a.LaterWakes, tag+":wake:"+string(cfg.Classes[j].Name))
-				pushes = append(pushes, strconv.FormatInt(push.Microseconds(), 10))
-			}
+			a.LaterWakes = append(a.LaterWakes, tag+":wake:"+string(cfg.Classes[j].Name))
+			pushes = append(pushes, strconv.FormatInt(push.Microseconds(), 10))
 		}
 		a.WakePushes = strings.Join(pushes, " ")
 		a.Spacing = c.spacing.Microseconds()

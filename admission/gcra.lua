@@ -8,7 +8,9 @@
 -- KEYS[2] -> the caller's class's ceiling TAT key ({sms:<account>}:tat:<class>),
 --            microseconds; read only when ARGV[3] is not 0
 -- KEYS[3] -> penalty key ({sms:<account>}:penalty), set by penalty.lua on a 429
--- KEYS[4] -> wake-ticket key of the caller's class ({sms:<account>}:wake:<class>)
+-- KEYS[4] -> wake-ticket key of the caller's class ({sms:<account>}:wake:<class>),
+--            '<next> <global>': the class's next ticket and its shadow of
+--            the global TAT (below, "Wake tickets")
 -- KEYS[5] -> rate override ({sms:<account>}:rate-override, '<target_rps>
 --            <marketing_rps>'), set by an operator to lower the rates
 --            without a redeploy; a value can only lower a rate, never raise
@@ -52,8 +54,8 @@
 --            classes after <class> take together), one per triple of
 --            ARGV[24]; R of them
 -- KEYS[12+R..] -> the wake-ticket keys of the later classes held to a
---            reserve the caller's class is held to, one per interval of
---            ARGV[25]; W of them
+--            level the caller's class is held to (the global level, and
+--            its reserves), one per interval of ARGV[25]; W of them
 -- KEYS[12+R+W..] -> the sender pool's keys, none without a pool. First
 --            its floor ({sms:<account>}:tat:sender:): a recovery floor
 --            (ARGV[6]) raises it, and every sender's TAT counts as at
@@ -86,11 +88,14 @@
 --            after it, at most BURST - 1), so that an earlier class finds
 --            a slot at once even right after a later class's burst
 -- ARGV[8] -> wake tickets: '0' none (the caller will not wait), '1' on a
---            denial, '2' on a denial and, when allowed, one for the
---            caller's next message of the class
--- ARGV[9] -> ticket spacing in microseconds (the class's interval: the
---            longest of its levels'), lengthened as an override or the
---            learned rate lengthens them
+--            denial, '2' or '2 <n>' on a denial and, when allowed, one for
+--            the caller's next message of the class, queued behind it, of
+--            n units (1 when left out). A ticket is for a send of a cost:
+--            the caller's (ARGV[14]), or n; the next ticket handed out is
+--            that many spacings later
+-- ARGV[9] -> ticket spacing in microseconds per unit (the class's
+--            interval: the longest of its levels'), lengthened as an
+--            override or the learned rate lengthens them
 -- ARGV[10] -> the longest the caller will wait, in microseconds: a ticket
 --            further away is not taken (it would be wasted)
 -- ARGV[11] -> the most sends in flight on the account (0: no limit)
@@ -149,7 +154,10 @@
 --            microseconds per unit, space-separated ('' for none): an
 --            admission takes a slot of a reserve a later class shares,
 --            which that class's next ticket would otherwise point at, so
---            its next ticket is pushed one slot later
+--            its next ticket is pushed one slot later (0: the class shares
+--            no reserve with the caller's). It takes a slot of the global
+--            level too: each later class's shadow of the global TAT moves
+--            by the send's units, as the TAT does
 --
 -- Returns {allowed, wait_us, reason, next_us, attempts, detail, sender,
 -- learned, ignored, health}:
@@ -208,14 +216,31 @@
 -- TAT or ticket in the past means the same as none.
 --
 -- Wake tickets spread the waiters of all processes over the coming slots,
--- one interval apart, instead of waking them all when the next slot opens
--- (where one wins and the rest pay a call for nothing). A ticket is a hint
+-- each the cost of the one before it apart (a 3-segment send takes three
+-- intervals of the TATs, and so does its ticket), instead of waking them all
+-- when the next slot opens (where one wins and the rest pay a call for
+-- nothing). A ticket is a hint
 -- of when to ask, never a slot: the TATs alone decide, and the lookahead
 -- lets a waiter that wakes a little early book its slot rather than miss it.
+-- A class below the account's rate (marketing's ceiling) shares the global
+-- level with the earlier classes, whose sends take its slots there: its
+-- tickets, spaced by its own interval, would run ahead of its slots and
+-- every waiter that came too early would ask twice. So a wake-ticket key
+-- also keeps the class's shadow of the global TAT: the real one, plus the
+-- units of the tickets handed out since, plus what the earlier classes'
+-- admissions took meanwhile (they push it by their sends' units). A
+-- ticket is the later of the class's next one and when the shadow lets
+-- its first unit go; a shadow behind the real TAT counts as it.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local tickets, capped = ARGV[8], ARGV[3] ~= '0'
+local cost = math.max(tonumber(ARGV[14]), 1)
+-- The cost of the caller queued behind this one ('2 <n>'), which the next
+-- ticket is for: 1 when not given. (Matched into a local first: a Lua
+-- whose failed match returns no value at all would leave tonumber none.)
+local next_cost = string.match(tickets, '^2 (%d+)$')
+next_cost = math.max(tonumber(next_cost or '1'), 1)
 local token = ARGV[16]
 local min_rps, max_us = 0.01, 2 ^ 53 - 1
 local ignored = 0
@@ -256,14 +281,33 @@ end
 
 -- What is written back, in one MSET at the end.
 local out = {}
-local function put(key, v)
+local function clamp(v)
   if not (v < max_us) then
-    v = max_us -- a TAT that far ahead denies, as the one it stands for would
+    return max_us -- a TAT that far ahead denies, as the one it stands for would
   elseif v < 0 then
-    v = 0
+    return 0
   end
+  return v
+end
+local function put(key, v)
   out[#out + 1] = key
-  out[#out + 1] = string.format('%d', v)
+  out[#out + 1] = string.format('%d', clamp(v))
+end
+-- A wake-ticket key holds '<next> <global>': the next ticket of the class,
+-- and the shadow of the global TAT its waiters' sends will take: the real
+-- one, plus the units of the tickets handed out, plus what earlier
+-- classes took since (their admissions push it). A value of one number
+-- (a version before the shadow) is the next ticket alone.
+local function wake(v)
+  local w, g = string.match(v or '', '^(%d+) (%d+)$')
+  if w then
+    return tonumber(w), tonumber(g)
+  end
+  return tonumber(v) or 0, 0
+end
+local function put_wake(key, w, g)
+  out[#out + 1] = key
+  out[#out + 1] = string.format('%d %d', clamp(w), clamp(g))
 end
 
 -- The reserves the caller's class is held to: KEYS[12..11 + #res].
@@ -404,24 +448,29 @@ for _, v in ipairs(res) do
 end
 
 -- ticket returns when the caller should ask, in microseconds from now: the
--- next free hint at or after open (at most 1 s past it), and takes it.
-local function ticket(open)
-  local w = tonumber(s[4]) or 0
-  if w < open then
-    w = open
-  elseif w > open + 1000000 then
-    w = open + 1000000
+-- next free hint at or after open (at most 1 s per unit past it: a stale
+-- hint far ahead is not followed), and takes it for a send of units: the
+-- next hint is that many slots later, when the slot after this send opens
+-- if no earlier class takes a slot meanwhile.
+-- The global level's shadow g (below) holds the ticket back too: the
+-- first unit goes once g - tau allows it, and the send adds its units.
+local function ticket(open, units)
+  local w, g = wake(s[4])
+  g = math.max(g, tat_g)
+  w = math.max(w, open, g - (g_tau0 - reserve))
+  if w > open + units * 1000000 then
+    w = open + units * 1000000
   end
   if w - now > tonumber(ARGV[10]) then
     return open - now
   end
-  put(KEYS[4], w + spacing)
+  put_wake(KEYS[4], w + units * spacing, g + units * g_int)
   return w - now
 end
 
 local function deny(wait, reason, detail)
   if tickets ~= '0' then
-    wait = ticket(now + wait)
+    wait = ticket(now + wait, cost)
   end
   if #out > 0 then
     redis.call('MSET', unpack(out))
@@ -533,7 +582,6 @@ end
 -- sender went through another configuration's index) is mended and the
 -- index read again, a few times at most; past that the first found is
 -- taken at its true TAT, which keeps every sender within its rate.
-local cost = math.max(tonumber(ARGV[14]), 1)
 local pick, s_wait, s_int, s_tat, s_key = nil, -1, 0, 0, 0
 if pool then
   local pfloor = tonumber(s[senders]) or 0
@@ -621,9 +669,15 @@ for _, v in ipairs(res) do
 end
 for i, p in ipairs(pushes) do
   local k = 11 + #res + i
-  local w = tonumber(s[k])
-  if w and w > now then
-    put(KEYS[k], w + cost * p)
+  local w, g = wake(s[k])
+  if (p > 0 and w > now) or g > now then
+    if p > 0 and w > now then
+      w = w + cost * p
+    end
+    if g > now then
+      g = g + cost * g_int -- every later class shares the global level
+    end
+    put_wake(KEYS[k], w, g)
   end
 end
 if pick then
@@ -632,8 +686,8 @@ if pick then
   redis.call('ZADD', KEYS[s_key], v, pick)
 end
 local nxt = 0
-if tickets == '2' then
-  nxt = ticket(open)
+if string.sub(tickets, 1, 1) == '2' then
+  nxt = ticket(open, next_cost)
 end
 redis.call('MSET', unpack(out))
 if health == 2 then

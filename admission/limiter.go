@@ -172,7 +172,7 @@ func (l *Limiter) TryAcquire(ctx context.Context, class Class) (Decision, error)
 const (
 	ticketNone     = "0" // the caller will not wait
 	ticketOnDenial = "1" // it will wait: spread it among the waiters
-	ticketAlways   = "2" // and another caller of the class waits behind it
+	ticketAlways   = "2" // and another caller of the class waits behind it (ticketFor: "2 <its cost>")
 )
 
 // tryAcquire is TryAcquire of cost units taking wake tickets no further

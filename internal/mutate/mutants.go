@@ -385,6 +385,18 @@ var mutants = []mutant{
 	{"RE2", "a receipt posted before its send's record is lost", []edit{
 		{"receipts/handler.go", "	for _, wait := range earlyWaits {\n", "	for _, wait := range earlyWaits[:0] {\n"},
 	}, "./receipts/"},
+	{"M22", "wake tickets one interval apart whatever the sends' cost", []edit{
+		{"admission/gcra.lua", "  put_wake(KEYS[4], w + units * spacing, ", "  put_wake(KEYS[4], w + spacing, "},
+	}, ""},
+	{"M24", "an earlier class's send does not push the later classes' shadow of the global TAT", []edit{
+		{"admission/gcra.lua", "      g = g + cost * g_int -- every later class shares the global level\n", ""},
+	}, ""},
+	{"M25", "tickets do not wait for the global level's shadow", []edit{
+		{"admission/gcra.lua", "  w = math.max(w, open, g - (g_tau0 - reserve))\n", "  w = math.max(w, open)\n"},
+	}, ""},
+	{"M23", "the ticket of the queued is for the costliest of them (late)", []edit{
+		{"admission/acquire.go", "		if next == 0 || cost < next {\n", "		if next == 0 || cost > next {\n"},
+	}, ""},
 }
 
 // killers names the test known to kill each mutant. try runs it first, alone;
@@ -414,6 +426,10 @@ var killers = map[string]string{
 	"L2":  "TestNeverMoreThanTheLimitInFlightAcrossProcesses",
 	"L3":  "TestNeverMoreThanTheLimitInFlightAcrossProcesses",
 	"M21": "TestClusterMasterFailoverKeepsDeciding",
+	"M22": "TestWakeTicketsAreSpacedByTheirSendsCost",
+	"M23": "TestTheTicketOfTheQueuedIsForTheCheapestOfThem",
+	"M24": "TestAnEarlierClassesSendPushesTheLaterClassesTickets",
+	"M25": "TestAnEarlierClassesSendPushesTheLaterClassesTickets",
 	"D1":  "TestPipelineBranches",
 	"D2":  "TestExpiredMessageIsNeverSent",
 	"D3":  "TestDuplicateDeliveryIsNotSentTwice",
