@@ -18,6 +18,8 @@
 //	go run ./cmd/loadtest --scenario receipts --duration 10s --receipt-rate 200
 //	go run ./cmd/loadtest --scenario classes   # 3 dispatchers, otp, transactional and marketing lanes on one account: before/after, about 2.5 min
 //	go run ./cmd/loadtest --scenario classes --code after --duration 20s
+//	go run ./cmd/loadtest --scenario senders --pool 10000  # a pool of 10,000 senders
+//	go run ./cmd/loadtest --scenario accounts --accounts 1,10,50  # a dispatcher process per size: memory, goroutines, connections, heartbeats, status
 //
 // The table goes to stdout, progress to stderr; the exit status is 1 when a
 // run fails (an adaptive, a failover after, the receipts or the classes after row missing its criterion, say), 2 for -h.
@@ -26,12 +28,18 @@ package main
 import (
 	"context"
 	"io"
+	"os"
 
 	"smsdispatcher/internal/cli"
 	"smsdispatcher/internal/loadharness"
 )
 
-func main() { cli.Main("loadtest", run) }
+func main() {
+	if spec, ok := os.LookupEnv(loadharness.AccountsProcessEnv); ok { // the accounts scenario's process
+		os.Exit(loadharness.AccountsProcess(spec))
+	}
+	cli.Main("loadtest", run)
+}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := loadharness.ParseMatrix(args, stderr)

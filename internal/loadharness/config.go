@@ -137,6 +137,11 @@ type Config struct {
 	classes         bool
 	classesDuration time.Duration
 	classesOTPRate  float64
+	// accountsRun is set when --scenario names accounts, whose rows (one
+	// process per size of accounts, --accounts) run apart (accounts.go).
+	accountsRun  bool
+	accounts     []int
+	accountsList string
 }
 
 // defaults of the flags; --quick changes the first three unless given.
@@ -220,6 +225,8 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 				scenReceipts, receiptsInstances, receiptsDuration, receiptsMaxCalls)+
 			fmt.Sprintf(", %s (the real dispatcher, %d processes, one account at TARGET_RPS %d: a marketing backlog of %d, transactional %g/s and OTP %g/s for --duration (%v); rows --code: before (today's two classes, transactional published to marketing), after (three classes); fails when the after row has a 429, transactional p99 above %v, OTP p99 above %v or marketing off its rate by more than %.0f%%)",
 				scenClasses, classesInstances, classesTarget, classesBacklog, classesTrxRate, classesOTPRate, classesDuration, classesMaxTrxP99, classesMaxOTPP99, classesMktTolerance*100)+
+			fmt.Sprintf(", %s (one dispatcher process per size of --accounts, each account one destination prefix, OTP %g/s over them for --duration (%v): its memory, goroutines, Redis connections, calls a second not for a message and status's read; fails above %g such call a second, or when the largest size's memory or connections pass %gx the smallest's)",
+				scenAccounts, accountsOTPRate, accountsDuration, accountsMaxBeats, accountsMaxRSS)+
 			fmt.Sprintf("; K=%d and OTP %g/s unless given (failover: OTP %g/s, classes: %g/s)", scenarioK, scenarioOTPRate, failoverOTPRate, classesOTPRate))
 		fs.DurationVar(&c.adaptiveStep, "adaptive-step", admission.DefaultAdaptiveStep, "with --scenario adaptive, the learned rate's Adaptive.Step: how long a rate holds under load before the search moves on")
 		fs.IntVar(&c.pool, "pool", poolSenders, fmt.Sprintf("with --scenario senders, the senders in the account's pool (1 to %d), each of %d segments per sliding second", admission.MaxPoolSize, poolSenderLimit))
@@ -229,6 +236,7 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 		fs.DurationVar(&c.stormLength, "storm-length", failoverStorm, "with --scenario failover, how long the primary fails")
 		fs.DurationVar(&c.sendTimeout, "send-timeout", failoverSendTimeout, "with --scenario failover, the dispatchers' SEND_TIMEOUT")
 		fs.Float64Var(&c.receiptRate, "receipt-rate", receiptsRate, "with --scenario receipts, the receipts the simulators post per second")
+		fs.StringVar(&c.accountsList, "accounts", accountsDefault, "with --scenario accounts, the accounts of each row's process (comma list)")
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -261,7 +269,7 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 			c.marketing = c.target // each scenario's default: MARKETING_RPS = TARGET_RPS
 		}
 	} else {
-		for _, name := range append(append([]string{"adaptive-step", "provider-arrival-jitter"}, failoverFlags...), receiptsFlags...) {
+		for _, name := range append(append([]string{"adaptive-step", "provider-arrival-jitter", "accounts"}, failoverFlags...), receiptsFlags...) {
 			if set[name] {
 				return nil, fmt.Errorf("--%s needs --scenario", name)
 			}

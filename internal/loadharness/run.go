@@ -19,7 +19,7 @@ import (
 // goes to stderr. A redis-server it starts is stopped before it returns.
 func Matrix(ctx context.Context, cfg *Config, stdout, stderr io.Writer) error {
 	return redisserver.With(ctx, cfg.redisURL, stderr, func(redisOpts *redis.Options) error {
-		if len(cfg.scenarios) > 0 || cfg.failover || cfg.receipts || cfg.classes {
+		if len(cfg.scenarios) > 0 || cfg.failover || cfg.receipts || cfg.classes || cfg.accountsRun {
 			return runScenarioRows(ctx, cfg, redisOpts, stdout, stderr)
 		}
 		return runMatrixRows(ctx, cfg, redisOpts, stdout, stderr)
@@ -112,6 +112,16 @@ func runScenarioRows(ctx context.Context, cfg *Config, redisOpts *redis.Options,
 			return err
 		}
 		verdicts = append(verdicts, classesVerdict(rows))
+	}
+	if cfg.accountsRun {
+		run := func(ctx context.Context, cfg *Config, _ *redis.Options, progress io.Writer) ([]*accountsRow, error) {
+			return runAccountsRows(ctx, cfg, redisURLOf(cfg, redisOpts), progress)
+		}
+		rows, err := tabulate(ctx, cfg, redisOpts, stdout, stderr, run, writeAccountsTable)
+		if err != nil {
+			return err
+		}
+		verdicts = append(verdicts, accountsVerdict(rows))
 	}
 	return errors.Join(verdicts...)
 }

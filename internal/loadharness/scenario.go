@@ -24,7 +24,7 @@ const (
 	scenAdaptive = "adaptive" // the learned rate, against a provider allowing less than TARGET_RPS
 )
 
-var allScenarios = []string{scenSenders, scenAdaptive, scenFailover, scenReceipts, scenClasses}
+var allScenarios = []string{scenSenders, scenAdaptive, scenFailover, scenReceipts, scenClasses, scenAccounts}
 
 // scenarioExcludes are the flags of the matrix that --scenario
 // does not take.
@@ -146,10 +146,14 @@ func resolveScenarios(c *Config, list string, set map[string]bool) ([]scenario, 
 			return nil, err
 		}
 	}
+	c.accountsRun = slices.Contains(names, scenAccounts)
+	if err := checkAccounts(c, set); err != nil {
+		return nil, err
+	}
 	var out []scenario
 	for _, name := range names {
-		if name == scenFailover || name == scenReceipts || name == scenClasses {
-			continue // their rows run apart (failover.go, receipts.go, classes.go)
+		if name == scenFailover || name == scenReceipts || name == scenClasses || name == scenAccounts {
+			continue // their rows run apart (failover.go, receipts.go, classes.go, accounts.go)
 		}
 		sc := scenario{name: name, duration: poolDuration, target: poolTarget, burst: poolBurst, otpRate: scenarioOTPRate, maxSegments: poolMaxSegments}
 		if set["segments"] {
