@@ -230,7 +230,9 @@
 -- units of the tickets handed out since, plus what the earlier classes'
 -- admissions took meanwhile (they push it by their sends' units). A
 -- ticket is the later of the class's next one and when the shadow lets
--- its first unit go; a shadow behind the real TAT counts as it.
+-- its first unit go (for a class held below the account's rate only: one
+-- at the global level's interval follows it already); a shadow behind the
+-- real TAT counts as it.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -457,7 +459,14 @@ end
 local function ticket(open, units)
   local w, g = wake(s[4])
   g = math.max(g, tat_g)
-  w = math.max(w, open, g - (g_tau0 - reserve))
+  w = math.max(w, open)
+  if spacing > g_int then
+    -- Only a class held below the account's rate: one whose tickets are
+    -- spaced by the global level's interval already follow it, and a
+    -- shadow left ahead by a waiter that asked twice would only leave
+    -- slots empty (a pool's waiters ask again as its senders open).
+    w = math.max(w, g - (g_tau0 - reserve))
+  end
   if w > open + units * 1000000 then
     w = open + units * 1000000
   end

@@ -392,7 +392,10 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "      g = g + cost * g_int -- every later class shares the global level\n", ""},
 	}, ""},
 	{"M25", "tickets do not wait for the global level's shadow", []edit{
-		{"admission/gcra.lua", "  w = math.max(w, open, g - (g_tau0 - reserve))\n", "  w = math.max(w, open)\n"},
+		{"admission/gcra.lua", "    w = math.max(w, g - (g_tau0 - reserve))\n", ""},
+	}, ""},
+	{"M26", "a class at the account's rate waits for the global level's shadow too", []edit{
+		{"admission/gcra.lua", "  if spacing > g_int then\n", "  if spacing >= g_int then\n"},
 	}, ""},
 	{"M23", "the ticket of the queued is for the costliest of them (late)", []edit{
 		{"admission/acquire.go", "		if next == 0 || cost < next {\n", "		if next == 0 || cost > next {\n"},
@@ -430,6 +433,7 @@ var killers = map[string]string{
 	"M23": "TestTheTicketOfTheQueuedIsForTheCheapestOfThem",
 	"M24": "TestAnEarlierClassesSendPushesTheLaterClassesTickets",
 	"M25": "TestAnEarlierClassesSendPushesTheLaterClassesTickets",
+	"M26": "TestAClassAtTheAccountsRateFollowsNoShadow",
 	"D1":  "TestPipelineBranches",
 	"D2":  "TestExpiredMessageIsNeverSent",
 	"D3":  "TestDuplicateDeliveryIsNotSentTwice",
