@@ -69,6 +69,7 @@ func TestABeatCostsTheSameWhateverTheAccounts(t *testing.T) {
 				for _, n := range calls {
 					total += n
 				}
+				t.Logf("%d beats of %d accounts: %d script calls %v", beats, accounts, total, calls)
 				if calls[admission.OpHeartbeat] != beats || total > 2*beats {
 					t.Fatalf("%d beats of %d accounts made %d script calls %v; want %d heartbeats, at most %d calls",
 						beats, accounts, total, calls, beats, 2*beats)
