@@ -190,15 +190,31 @@ func (c finishCall) argv() []any {
 type heartbeatCall struct {
 	Processes string `lua:"KEYS[1] the processes' last beats"`
 	States    string `lua:"KEYS[2] the processes' states"`
-	Health    string `lua:"KEYS[3] the account's health"`
 
 	ID     string `lua:"ARGV[1] the process id"`
 	State  string `lua:"ARGV[2] its state"`
 	Millis int64  `lua:"ARGV[3] how long a silent process stays listed, in milliseconds"`
 }
 
-func (c heartbeatCall) keys() []string { return []string{c.Processes, c.States, c.Health} }
+func (c heartbeatCall) keys() []string { return []string{c.Processes, c.States} }
 func (c heartbeatCall) argv() []any    { return []any{c.ID, c.State, c.Millis} }
+
+// healthCall is one call of health.lua.
+type healthCall struct {
+	Health string `lua:"KEYS[1] the account's health"`
+}
+
+func (c healthCall) keys() []string { return []string{c.Health} }
+func (c healthCall) argv() []any    { return nil }
+
+// processesCall is one call of processes.lua.
+type processesCall struct {
+	Processes string `lua:"KEYS[1] the processes' last beats"`
+	States    string `lua:"KEYS[2] the processes' states"`
+}
+
+func (c processesCall) keys() []string { return []string{c.Processes, c.States} }
+func (c processesCall) argv() []any    { return nil }
 
 // statusCall is one call of status.lua.
 type statusCall struct {

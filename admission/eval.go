@@ -76,7 +76,7 @@ func (l *Limiter) eval(ctx context.Context, c *classState, cost int, recovering 
 	d, learned, err := parseReply(v)
 	if err == nil {
 		l.learned.Store(learned)
-		l.health.Store(int32(d.Health))
+		l.setHealth(d.Health)
 		if d.Reason != ReasonRecord { // a record's denial returns before the rates are read
 			l.reportIgnored(v[8].(int64))
 		}

@@ -1,27 +1,24 @@
 #!lua
--- heartbeat.lua records that a process is alive and what state it is in,
--- for `dispatcher status`, and tells it the account's health; at most once
--- a second per process and account.
+-- heartbeat.lua records that a process is alive and what state it is in on
+-- each of its accounts, for `dispatcher status`: one call a second per
+-- process, whatever its number of accounts. The registry has a hash slot
+-- of its own, so that the call touches one slot on a Redis Cluster.
 --
--- KEYS[1] -> the processes' last beats ({sms:<account>}:processes), a
---            sorted set of process ids scored by their last beat (µs,
---            Redis TIME)
--- KEYS[2] -> the processes' states ({sms:<account>}:process-states), a
---            hash of process id to state
--- KEYS[3] -> the account's health ({sms:<account>}:health), read only:
---            finish.lua writes it, gcra.lua's header gives its format
+-- KEYS[1] -> the processes' last beats ({sms:processes}), a sorted set of
+--            process ids scored by their last beat (µs, Redis TIME)
+-- KEYS[2] -> the processes' states ({sms:processes}:states), a hash of
+--            process id to state
 -- ARGV[1] -> the process id
--- ARGV[2] -> its state ('<mode> <host> <version>'; mode ok, fallback,
---            penalty or paused)
+-- ARGV[2] -> its state, opaque here ('<host> <version> <account>=<mode>
+--            ...'; mode ok, fallback, penalty or paused: see status/)
 -- ARGV[3] -> how long a silent process stays listed, in milliseconds (a
 --            process cut off from Redis stops beating: listed silent, then
 --            gone)
 --
--- Returns {listed, health}: the processes listed after the call, and the
--- account's health as gcra.lua reports it (0 healthy: no key, or one of
--- another shape; 1 mode 'h', a run of failures counted; 2 mode 'd',
--- degraded), so that a process that sends nothing on the account still
--- learns its health within a beat.
+-- Returns the number of processes listed after the call. An account's
+-- health is not read here (its key is in another slot): a process learns
+-- it from its admissions' and settles' replies, and health.lua reads an
+-- idle account's.
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -35,11 +32,4 @@ if #gone > 0 then
 end
 redis.call('PEXPIRE', KEYS[1], keep)
 redis.call('PEXPIRE', KEYS[2], keep)
-local health = 0
-local mode = string.match(redis.call('GET', KEYS[3]) or '', '^([hd]) %d+ %d+ %d+ %d+ %d+ %d+$')
-if mode == 'd' then
-  health = 2
-elseif mode == 'h' then
-  health = 1
-end
-return {redis.call('ZCARD', KEYS[1]), health}
+return redis.call('ZCARD', KEYS[1])

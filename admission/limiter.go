@@ -82,6 +82,7 @@ type Limiter struct {
 	learned    atomic.Int64 // the learned rate in thousandths (0: none), as Redis last said
 	ignored    atomic.Int64 // what gcra.lua last said it ignored in Redis (reportIgnored)
 	health     atomic.Int32 // the account's Health as the last script reply said it
+	healthAt   atomic.Int64 // when (clock, Unix ns) a reply last said it; 0: never
 	healthRule string       // cfg.Health as finish.lua's argument
 	routeRule  string       // cfg.Route as receipt.lua's argument
 	tag        string       // {sms:<account>}

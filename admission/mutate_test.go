@@ -28,6 +28,7 @@ func init() {
 		"forget.lua": {&forgetLua, &forgetScript}, "receipt.lua": {&receiptLua, &receiptScript},
 		"story.lua": {&storyLua, &storyScript}, "delivery.lua": {&deliveryLua, &deliveryScript},
 		"learned.lua": {&learnedLua, &learnedScript}, "pool.lua": {&poolLua, &poolScript},
+		"health.lua": {&healthLua, &healthScript}, "processes.lua": {&processesLua, &processesScript},
 	}
 	files, _ := scriptFS.ReadDir(".")
 	for _, f := range files {

@@ -67,6 +67,14 @@ var (
 	heartbeatLua    string
 	heartbeatScript = redis.NewScript(heartbeatLua)
 
+	//go:embed health.lua
+	healthLua    string
+	healthScript = redis.NewScript(healthLua)
+
+	//go:embed processes.lua
+	processesLua    string
+	processesScript = redis.NewScript(processesLua)
+
 	//go:embed status.lua
 	statusLua    string
 	statusScript = redis.NewScript(statusLua)
@@ -107,9 +115,12 @@ const (
 	OpFinish   = "finish"   // finish.lua: an id's record (sent, refused, rejected, claim given back) and the lease's end
 	OpRelease  = "release"  // release.lua: an id's claim given back
 	OpReceipt  = "receipt"  // receipt.lua: a delivery receipt folded, or the owed events swept
-	// Not per message: a process's heartbeat (once a second per account),
-	// and the operator's commands.
-	OpHeartbeat = "heartbeat" // heartbeat.lua: a process alive, and its state
+	// Not per message: a process's heartbeat (once a second, whatever its
+	// accounts), the health of an idle account (at most one a beat), and
+	// the operator's commands.
+	OpHeartbeat = "heartbeat" // heartbeat.lua: a process alive, and its state on each account
+	OpHealth    = "health"    // health.lua: an idle account's health
+	OpProcesses = "processes" // processes.lua: the processes' registry `dispatcher status` reads
 	OpStatus    = "status"    // status.lua: `dispatcher status`'s read
 	OpForget    = "forget"    // forget.lua: a refusal's record cleared for a replay
 	OpStory     = "story"     // story.lua: `dispatcher message`'s read
@@ -126,7 +137,7 @@ func opsOf() map[string]string {
 	for op, src := range map[string]string{
 		OpAdmit: gcraLua, OpPenalty: penaltyLua, OpResume: resumeLua, OpPause: pauseLua, OpOverride: overrideLua,
 		OpClaim: claimLua, OpFinish: finishLua, OpRelease: releaseLua,
-		OpHeartbeat: heartbeatLua, OpStatus: statusLua, OpForget: forgetLua,
+		OpHeartbeat: heartbeatLua, OpHealth: healthLua, OpProcesses: processesLua, OpStatus: statusLua, OpForget: forgetLua,
 		OpReceipt: receiptLua, OpStory: storyLua, OpDelivery: deliveryLua, OpPool: poolLua,
 	} {
 		sum := sha1.Sum([]byte(src))

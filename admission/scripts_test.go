@@ -40,7 +40,9 @@ func TestScriptOpNamesEveryCallByItsScript(t *testing.T) {
 		{OpRelease, func() error { return claims.Release(ctx, "login-2", "b") }},
 		{OpPenalty, func() error { return lim.ReportThrottled(ctx, time.Millisecond) }},
 		{OpOverride, func() error { return lim.Override(ctx, 0, 0, 0) }},
-		{OpHeartbeat, func() error { return lim.Heartbeat(ctx, "pod-1", "ok host v") }},
+		{OpHeartbeat, func() error { return lim.Heartbeat(ctx, "pod-1", "host v a=ok") }},
+		{OpHealth, func() error { return lim.RefreshHealth(ctx) }},
+		{OpProcesses, func() error { _, _, err := lim.Processes(ctx); return err }},
 		{OpStatus, func() error { _, err := lim.Status(ctx, time.Now(), 2); return err }},
 		{OpForget, func() error { _, _, err := claims.Forget(ctx, "login-1"); return err }},
 		{OpReceipt, func() error { _, err := lim.Receipt(ctx, report("SM1", "delivered", "")); return err }},
@@ -91,7 +93,7 @@ func TestScriptCallsFollowTheirHeaders(t *testing.T) {
 	}{
 		{"gcra.lua", admitCall{}}, {"penalty.lua", penaltyCall{}}, {"resume.lua", resumeCall{}}, {"pause.lua", pauseCall{}}, {"override.lua", overrideCall{}},
 		{"claim.lua", claimCall{}}, {"finish.lua", finishCall{}}, {"learned.lua", learnedCall{}}, {"forget.lua", forgetCall{}},
-		{"heartbeat.lua", heartbeatCall{}}, {"status.lua", statusCall{}},
+		{"heartbeat.lua", heartbeatCall{}}, {"health.lua", healthCall{}}, {"processes.lua", processesCall{}}, {"status.lua", statusCall{}},
 		{"receipt.lua", receiptCall{}}, {"story.lua", storyCall{}}, {"delivery.lua", deliveryCall{}},
 		{"pool.lua", poolCall{}},
 	} {

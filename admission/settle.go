@@ -111,7 +111,7 @@ func (l *Limiter) SettleStory(ctx context.Context, d Decision, record string, re
 			return fmt.Errorf("finish %.16s: %w", record, err)
 		}
 		if len(v) == 2 && call.Result != "" {
-			l.health.Store(int32(v[1]))
+			l.setHealth(Health(v[1]))
 		}
 		return nil
 	})

@@ -8,45 +8,6 @@ import (
 	"time"
 )
 
-// HeartbeatKeep is how long a process that stopped beating stays listed by
-// Status: a process cut off from Redis (in its fallback) stops beating, and
-// is shown silent until then; a dead one is gone after it.
-const HeartbeatKeep = 30 * time.Second
-
-// Heartbeat records that the process id is alive on the account and its
-// state ("<mode> <host> <version>"), and reads the account's health into
-// Health: one script call, through the circuit (a Redis known down is not
-// asked). Call it at most once a second: a process that sends nothing on
-// the account, and so makes no other script call there, learns its health
-// within a beat.
-func (l *Limiter) Heartbeat(ctx context.Context, id, state string) error {
-	call := heartbeatCall{Processes: l.tag + ":processes", States: l.tag + ":process-states", Health: l.base.Health,
-		ID: id, State: state, Millis: HeartbeatKeep.Milliseconds()}
-	return l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) error {
-		v, err := heartbeatScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Int64Slice()
-		if err != nil {
-			return fmt.Errorf("heartbeat: %w", err)
-		}
-		h, err := parseHeartbeat(v)
-		if err != nil {
-			return fmt.Errorf("heartbeat: %w", err)
-		}
-		// A reply of an admission or a settle that crossed this one may be
-		// overwritten by an older state; the next reply of any of them
-		// sets it right.
-		l.health.Store(int32(h))
-		return nil
-	})
-}
-
-// parseHeartbeat reads heartbeat.lua's {listed, health}.
-func parseHeartbeat(v []int64) (Health, error) {
-	if len(v) != 2 || v[1] < int64(Healthy) || v[1] > int64(Degraded) {
-		return 0, fmt.Errorf("%w: heartbeat.lua answered %v", ErrBadReply, v)
-	}
-	return Health(v[1]), nil
-}
-
 // Mode is the process's state for its heartbeat: "fallback" while it
 // decides locally, "paused" or "penalty" while it knows of an account
 // pause or a 429's penalty, else "ok".
@@ -64,10 +25,13 @@ func (l *Limiter) Mode() string {
 	return "ok"
 }
 
-// Process is a process that beat on the account within HeartbeatKeep.
+// Process is a process that beat within HeartbeatKeep: in the registry
+// (Processes), its State is what it said of itself and its accounts (an
+// opaque line to this package); on an account's keys (Status, as an older
+// process beat), "<mode> <host> <version>".
 type Process struct {
 	ID       string
-	State    string // as it last said: "<mode> <host> <version>"
+	State    string
 	LastBeat time.Time
 }
 
@@ -89,7 +53,10 @@ type AccountStatus struct {
 	PenaltyLeft time.Duration // 0: none
 	PenaltyWhy  string        // "throttled", or "account:<why>" for an account pause
 	InFlight    int           // live in-flight leases
-	Processes   []Process
+	// Processes are those an older process's heartbeat left on the
+	// account's keys, during a rolling deploy; a process of this version
+	// beats in the registry (Processes) instead.
+	Processes []Process
 	// Sent is, by class, the units the provider accepted in each of the
 	// seconds asked for, oldest first; Classes are the classes in
 	// priority order.
@@ -207,17 +174,11 @@ func parseStatus(v []any, seconds int, classes []Class) (AccountStatus, error) {
 	if p := str(4); p != "" && num(5) > 0 {
 		st.PenaltyWhy, st.PenaltyLeft = p, time.Duration(num(5))*time.Millisecond
 	}
-	procs, _ := v[7].([]any)
-	for i := 0; i+2 < len(procs); i += 3 {
-		id, _ := procs[i].(string)
-		score, _ := procs[i+1].(string)
-		state, _ := procs[i+2].(string)
-		us, err := strconv.ParseFloat(score, 64)
-		if err != nil {
-			return bad()
-		}
-		st.Processes = append(st.Processes, Process{ID: id, State: state, LastBeat: time.UnixMicro(int64(us))})
+	procs, ok := parseProcesses(v[7])
+	if !ok {
+		return bad()
 	}
+	st.Processes = procs
 	sent, _ := v[8].([]any)
 	if len(sent) != len(classes)*seconds {
 		return bad()

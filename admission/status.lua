@@ -6,7 +6,9 @@
 -- KEYS[2] -> learned rate ({sms:<account>}:learned)
 -- KEYS[3] -> penalty key ({sms:<account>}:penalty)
 -- KEYS[4] -> in-flight leases ({sms:<account>}:leases)
--- KEYS[5] -> the processes' last beats ({sms:<account>}:processes)
+-- KEYS[5] -> the processes' last beats ({sms:<account>}:processes, as
+--            an older process beats: a process of this version beats in
+--            the registry, processes.lua)
 -- KEYS[6] -> the processes' states ({sms:<account>}:process-states)
 -- KEYS[7] -> the account's health ({sms:<account>}:health; gcra.lua's
 --            header gives its format)

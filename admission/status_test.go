@@ -5,14 +5,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"smsdispatcher/internal/redistest"
 )
 
 // TestStatusReadsWhatTheSendsAndProcessesLeft: the call after a send
 // counts the units the provider accepted by class and second (a refusal
-// or a given-back claim counts nothing), heartbeats list the processes,
-// and Status reads them with the override, the learned rate and the
-// penalty, writing nothing.
+// or a given-back claim counts nothing), and Status reads them with the
+// processes an older process's heartbeat left on the account's keys (a
+// rolling deploy), the override, the learned rate and the penalty,
+// writing nothing.
 func TestStatusReadsWhatTheSendsAndProcessesLeft(t *testing.T) {
 	rdb := redistest.Client(t)
 	cfg := testConfig(t)
@@ -33,7 +36,12 @@ func TestStatusReadsWhatTheSendsAndProcessesLeft(t *testing.T) {
 	settle(Marketing, 3, "m1", RecordSent)
 	settle(Marketing, 1, "m2", RefusedRecord("provider: 400"))
 	settle(Marketing, 1, "m3", "")
-	if err := l.Heartbeat(ctx, "pod-a", "ok pod-a dev"); err != nil {
+	// As heartbeat.lua wrote it before the registry.
+	tag := "{sms:" + cfg.Account + "}"
+	if err := rdb.ZAdd(ctx, tag+":processes", redis.Z{Score: float64(time.Now().UnixMicro()), Member: "pod-a"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HSet(ctx, tag+":process-states", "pod-a", "ok pod-a dev").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Override(ctx, 50, 0, time.Minute); err != nil {
@@ -74,19 +82,25 @@ func TestStatusReadsWhatTheSendsAndProcessesLeft(t *testing.T) {
 	}
 }
 
-// TestHeartbeatTellsAProcessTheHealth: a process that sends nothing on the
-// account learns the health another process's failures wrote from its
-// next heartbeat, and again once the key says otherwise; a value of
-// another shape reads as healthy, as gcra.lua reads it.
-func TestHeartbeatTellsAProcessTheHealth(t *testing.T) {
+// TestRefreshHealthTellsAProcessTheHealth: a process that sends nothing
+// on the account learns the health another process's failures wrote from
+// its next RefreshHealth, and again once the key says otherwise; a value
+// of another shape reads as healthy, as gcra.lua reads it.
+func TestRefreshHealthTellsAProcessTheHealth(t *testing.T) {
 	rdb := redistest.Client(t)
 	cfg := testConfig(t)
 	sender, idle := newLimiter(t, rdb, cfg), newLimiter(t, rdb, cfg)
 	ctx := context.Background()
+	if idle.HealthAge() < time.Hour {
+		t.Fatalf("health age %v before any reply, want the longest", idle.HealthAge())
+	}
 	beat := func() Health {
 		t.Helper()
-		if err := idle.Heartbeat(ctx, "idle", "ok idle dev"); err != nil {
+		if err := idle.RefreshHealth(ctx); err != nil {
 			t.Fatal(err)
+		}
+		if idle.HealthAge() > time.Minute {
+			t.Fatalf("health age %v just after a refresh", idle.HealthAge())
 		}
 		return idle.Health()
 	}

@@ -12,20 +12,24 @@ import (
 )
 
 // heartbeatEvery is how often a process tells Redis it is alive, and in
-// what state, on each account.
+// what state on each of its accounts.
 const heartbeatEvery = time.Second
 
-// Heartbeats beats as process id, of the given version, on each limiter's
-// account every heartbeatEvery until ctx ends; it returns then. A beat
-// that fails (Redis down) is skipped: the process shows silent.
+// Heartbeats beats as process id, of the given version, every
+// heartbeatEvery until ctx ends; it returns then. Each beat is one script
+// call whatever the number of accounts of lims, and at most one more for the health of
+// an account no reply told lately (beat). A beat that fails (Redis down) is
+// skipped: the process shows silent.
 func Heartbeats(ctx context.Context, id, version string, lims []*admission.Limiter) {
+	if len(lims) == 0 {
+		return
+	}
 	t := time.NewTicker(heartbeatEvery)
 	defer t.Stop()
 	host, _ := os.Hostname()
+	b := beater{id: id, host: host, version: version, lims: lims}
 	for {
-		for _, lim := range lims {
-			_ = lim.Heartbeat(ctx, id, state(lim.Mode(), host, version))
-		}
+		b.beat(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -34,14 +38,72 @@ func Heartbeats(ctx context.Context, id, version string, lims []*admission.Limit
 	}
 }
 
-// state is a heartbeat's state: "<mode> <host> <version>", which
-// parseState reads.
+// beater is a process's heartbeat.
+type beater struct {
+	id, host, version string
+	lims              []*admission.Limiter // the process's accounts'
+	next              int                  // the account whose health is read next, round robin
+}
+
+// beat is one heartbeat: the process and its state on every account in one
+// call (any limiter of the process runs it: the registry is in a slot of
+// its own), then the health of at most one account that no script reply
+// told for more than a beat. An account the process sends on learns its
+// health from its admissions' replies; with N idle accounts, each is read
+// at least every N beats.
+func (b *beater) beat(ctx context.Context) {
+	_ = b.lims[0].Heartbeat(ctx, b.id, registryState(b.host, b.version, b.lims))
+	for i := range b.lims {
+		n := (b.next + i) % len(b.lims)
+		if b.lims[n].HealthAge() > heartbeatEvery {
+			_ = b.lims[n].RefreshHealth(ctx)
+			b.next = n + 1
+			return
+		}
+	}
+}
+
+// registryState is a process's state in the registry: "<host> <version>
+// <account>=<mode> ...", each account of lims with its mode (ok,
+// fallback, paused, penalty), which parseRegistryState reads. Account
+// names have no spaces (config); a host's are replaced.
+func registryState(host, version string, lims []*admission.Limiter) string {
+	var b strings.Builder
+	b.WriteString(strings.ReplaceAll(host, " ", "_") + " " + version)
+	for _, l := range lims {
+		b.WriteString(" " + l.Account() + "=" + l.Mode())
+	}
+	return b.String()
+}
+
+// parseRegistryState reads a registry's state: the process's host and
+// version, and its mode on each of its accounts; ok is false if it has
+// another shape.
+func parseRegistryState(s string) (host, version string, modes map[string]string, ok bool) {
+	f := strings.Fields(s)
+	if len(f) < 2 {
+		return "", "", nil, false
+	}
+	modes = make(map[string]string, len(f)-2)
+	for _, am := range f[2:] {
+		// The last '=': an account's name may hold one, a mode does not.
+		i := strings.LastIndexByte(am, '=')
+		if i <= 0 {
+			return "", "", nil, false
+		}
+		modes[am[:i]] = am[i+1:]
+	}
+	return f[0], f[1], modes, true
+}
+
+// state is a heartbeat's state on an account's keys, as an older process
+// wrote it: "<mode> <host> <version>", which parseState reads.
 func state(mode, host, version string) string {
 	return mode + " " + strings.ReplaceAll(host, " ", "_") + " " + version
 }
 
-// parseState reads a heartbeat's state; ok is false if it has another
-// shape.
+// parseState reads a state on an account's keys; ok is false if it has
+// another shape.
 func parseState(s string) (mode, host, version string, ok bool) {
 	f := strings.Fields(s)
 	if len(f) != 3 {

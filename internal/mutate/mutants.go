@@ -400,6 +400,21 @@ var mutants = []mutant{
 	{"M23", "the ticket of the queued is for the costliest of them (late)", []edit{
 		{"admission/acquire.go", "		if next == 0 || cost < next {\n", "		if next == 0 || cost > next {\n"},
 	}, ""},
+	{"HR1", "a beat reads every idle account's health", []edit{
+		{"status/heartbeat.go", "			b.next = n + 1\n			return\n", "			b.next = n + 1\n"},
+	}, "./status/"},
+	{"HR2", "an idle account's health never read", []edit{
+		{"status/heartbeat.go", "		if b.lims[n].HealthAge() > heartbeatEvery {", "		if false {"},
+	}, "./status/"},
+	{"HR3", "a reply's health not dated: idle accounts read though told", []edit{
+		{"admission/processes.go", "	l.healthAt.Store(l.clock.Now().UnixNano())\n", ""},
+	}, "./status/"},
+	{"HR4", "a silent process never dropped from the registry", []edit{
+		{"admission/heartbeat.lua", "local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - keep * 1000)", "local gone = {}"},
+	}, ""},
+	{"HR5", "status ignores an older process's beat on the account's keys", []edit{
+		{"status/report.go", "st.Processes = append(st.Processes, listing(registry, s.Name)...)", "st.Processes = listing(registry, s.Name)"},
+	}, "./status/"},
 }
 
 // killers names the test known to kill each mutant. try runs it first, alone;
@@ -492,6 +507,11 @@ var killers = map[string]string{
 	"HB3": "TestLoadAccountsErrors",
 	"HA1": "TestGCRAScriptNeverAdmitsMoreThanRateTimesWindowPlusBurst",
 	"HE1": "TestPullWatchSilence",
+	"HR1": "TestABeatCostsTheSameWhateverTheAccounts",
+	"HR2": "TestABeatReadsAnIdleAccountsHealth",
+	"HR3": "TestABeatReadsAnIdleAccountsHealth",
+	"HR4": "TestHeartbeatKeepsTheRegistry",
+	"HR5": "TestReadListsEachAccountsProcesses",
 	"HC1": "TestADeadLetterSaysItsClassByWhoMadeIt",
 	"HC2": "TestAPanicEndsTheDeliveryNotTheProcess",
 	"HF1": "TestAnEvictingRedisIsReportedAtEveryCheck",

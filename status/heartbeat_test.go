@@ -1,0 +1,175 @@
+package status
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/config"
+	"smsdispatcher/internal/redistest"
+)
+
+// accountsOn are n accounts with their limiters on rdb, named after the
+// test.
+func accountsOn(t *testing.T, rdb redis.Scripter, n int) ([]Setup, []*admission.Limiter) {
+	t.Helper()
+	name := redistest.UniqueAccount(t)
+	var setups []Setup
+	var lims []*admission.Limiter
+	for i := range n {
+		acct := config.Account{Name: fmt.Sprintf("%s-%d", name, i), Provider: "generic", RateUnit: "message",
+			ContractRPS: 100, TargetRPS: 90, MarketingRPS: 70, Burst: 5}
+		lim, err := admission.New(rdb, config.Process{MaxSenders: 3, RedisTimeout: 2 * time.Second}.Limiter(acct))
+		if err != nil {
+			t.Fatal(err)
+		}
+		setups, lims = append(setups, Setup{Account: acct, Limiter: lim}), append(lims, lim)
+	}
+	return setups, lims
+}
+
+// scriptCalls counts the script calls rec saw, by operation: each call's
+// EVALSHA, not the EVAL that follows a NOSCRIPT.
+func scriptCalls(rec *redistest.Recorder) map[string]int {
+	n := map[string]int{}
+	for _, args := range rec.Commands() {
+		if name := fmt.Sprint(args[0]); name == "evalsha" || name == "evalsha_ro" {
+			n[admission.ScriptOp(args)]++
+		}
+	}
+	return n
+}
+
+// TestABeatCostsTheSameWhateverTheAccounts: a process of 1 or 20 accounts
+// makes one heartbeat call a beat, and at most one more for an idle
+// account's health: on a Redis and on a Redis Cluster (where the registry
+// and each account are in slots of their own).
+func TestABeatCostsTheSameWhateverTheAccounts(t *testing.T) {
+	for _, on := range []string{"redis", "cluster"} {
+		for _, accounts := range []int{1, 20} {
+			t.Run(fmt.Sprintf("%s/%d", on, accounts), func(t *testing.T) {
+				rec := &redistest.Recorder{}
+				var rdb redis.UniversalClient = redistest.Client(t)
+				if on == "cluster" {
+					rdb = redistest.ClusterClient(t)
+				}
+				rdb.AddHook(rec)
+				_, lims := accountsOn(t, rdb, accounts)
+				b := beater{id: redistest.UniqueAccount(t), host: "h", version: "v", lims: lims}
+				const beats = 3
+				for range beats {
+					b.beat(context.Background())
+				}
+				calls := scriptCalls(rec)
+				total := 0
+				for _, n := range calls {
+					total += n
+				}
+				t.Logf("%d beats of %d accounts: %d script calls %v", beats, accounts, total, calls)
+				if calls[admission.OpHeartbeat] != beats || total > 2*beats {
+					t.Fatalf("%d beats of %d accounts made %d script calls %v; want %d heartbeats, at most %d calls",
+						beats, accounts, total, calls, beats, 2*beats)
+				}
+			})
+		}
+	}
+}
+
+// TestABeatReadsAnIdleAccountsHealth: a process that sends nothing on its
+// accounts learns their health, one account a beat, each only while no
+// reply told it for more than a beat.
+func TestABeatReadsAnIdleAccountsHealth(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	rec := &redistest.Recorder{}
+	rdb.AddHook(rec)
+	setups, lims := accountsOn(t, rdb, 3)
+	degraded := fmt.Sprintf("d 5 0 0 0 0 %d", time.Now().UnixMicro())
+	if err := rdb.Set(ctx, "{sms:"+setups[2].Name+"}:health", degraded, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b := beater{id: redistest.UniqueAccount(t), host: "h", version: "v", lims: lims}
+	for range 3 {
+		b.beat(ctx)
+	}
+	if h := lims[2].Health(); h != admission.Degraded {
+		t.Fatalf("the idle account after 3 beats: %v, want degraded", h)
+	}
+	if n := scriptCalls(rec)[admission.OpHealth]; n != 3 {
+		t.Fatalf("%d health reads in 3 beats of 3 idle accounts, want 3", n)
+	}
+	rec.Reset()
+	b.beat(ctx) // every account told within a beat: none read
+	if n := scriptCalls(rec)[admission.OpHealth]; n != 0 {
+		t.Fatalf("%d health reads with every account's health just told, want none", n)
+	}
+}
+
+// TestReadListsEachAccountsProcesses: status lists, on each account, the
+// processes whose beat names it, with their mode there; one silent for
+// more than AliveWithin as silent; and one an older version left on the
+// account's own keys (a rolling deploy).
+func TestReadListsEachAccountsProcesses(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	setups, lims := accountsOn(t, rdb, 2)
+	a, b := setups[0].Name, setups[1].Name
+	id := redistest.UniqueAccount(t)
+	both := beater{id: id + "-both", host: "h1", version: "v2", lims: lims}
+	both.beat(ctx)
+	onlyB := beater{id: id + "-b", host: "h2", version: "v2", lims: lims[1:]}
+	onlyB.beat(ctx)
+	ago := float64(time.Now().Add(-10 * time.Second).UnixMicro())
+	for _, kv := range []struct{ z, h, id, state string }{
+		{admission.ProcessesKey, admission.ProcessStatesKey, id + "-silent", "h3 v2 " + a + "=fallback"},
+		{"{sms:" + a + "}:processes", "{sms:" + a + "}:process-states", id + "-old", "ok h4 v1"},
+	} {
+		if err := rdb.ZAdd(ctx, kv.z, redis.Z{Score: ago, Member: kv.id}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.HSet(ctx, kv.h, kv.id, kv.state).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.ZAdd(ctx, "{sms:"+a+"}:processes", redis.Z{Score: float64(time.Now().UnixMicro()), Member: id + "-old"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Read(ctx, setups, config.Routing{}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{} // account/id -> "mode host version alive"
+	for _, acct := range r.Accounts {
+		for _, p := range acct.Processes {
+			got[acct.Name+"/"+p.ID] = fmt.Sprintf("%s %s %s %v", p.Mode, p.Host, p.Version, p.Alive)
+		}
+	}
+	want := map[string]string{
+		a + "/" + id + "-both": "ok h1 v2 true", b + "/" + id + "-both": "ok h1 v2 true",
+		b + "/" + id + "-b":      "ok h2 v2 true",
+		a + "/" + id + "-silent": "silent h3 v2 false",
+		a + "/" + id + "-old":    "ok h4 v1 true",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("processes by account:\n%v\nwant\n%v", got, want)
+	}
+}
+
+// TestARegistryStateReadsBack: the registry's state a beat writes is the
+// one Read parses, a host with spaces and an account with '=' included.
+func TestARegistryStateReadsBack(t *testing.T) {
+	host, version, modes, ok := parseRegistryState("my_host 1.2.3 a=ok b=c=penalty")
+	if !ok || host != "my_host" || version != "1.2.3" || len(modes) != 2 || modes["a"] != "ok" || modes["b=c"] != "penalty" {
+		t.Fatalf("read back %q %q %v %v", host, version, modes, ok)
+	}
+	if _, _, _, ok := parseRegistryState("ok host"); !ok {
+		t.Fatalf("a process of no account: not read")
+	}
+	if _, _, _, ok := parseRegistryState("host v =ok"); ok {
+		t.Fatalf("an account without a name: read")
+	}
+}
