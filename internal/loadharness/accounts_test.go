@@ -36,24 +36,29 @@ func TestScenarioAccountsMeasuresEachProcess(t *testing.T) {
 		if r.Sent == 0 || r.RSS == 0 || r.Goroutines == 0 || r.RedisConns == 0 || r.StatusMs <= 0 {
 			t.Errorf("%d accounts: a figure unread: %+v", r.Accounts, *r)
 		}
-		if r.Beats <= 0 || !strings.Contains(r.BeatOps, "heartbeat") {
-			t.Errorf("%d accounts: no heartbeat counted (%.2f/s: %s)", r.Accounts, r.Beats, r.BeatOps)
+		if r.Beats <= 0 || r.Own < r.Beats || !strings.Contains(r.OwnOps, "heartbeat") {
+			t.Errorf("%d accounts: heartbeats uncounted (%.2f/s of %.2f/s: %s)", r.Accounts, r.Beats, r.Own, r.OwnOps)
 		}
+	}
+	// One beat a second whatever the accounts (the process-wide registry).
+	if rows[1].Beats > accountsMaxBeats {
+		t.Errorf("3 accounts: %.2f heartbeat calls a second, want at most %g", rows[1].Beats, accountsMaxBeats)
 	}
 }
 
 func TestAccountsVerdict(t *testing.T) {
 	ok := []*accountsRow{
-		{Accounts: 1, RSS: 30 << 20, RedisConns: 2, Beats: 1},
-		{Accounts: 50, RSS: 50 << 20, RedisConns: 4, Beats: 1.1},
+		{Accounts: 1, RSS: 30 << 20, RedisConns: 2, Beats: 1, Own: 1},
+		{Accounts: 50, RSS: 50 << 20, RedisConns: 4, Beats: 1.1, Own: 2.1},
 	}
 	if err := accountsVerdict(ok); err != nil {
 		t.Errorf("within every criterion: %v", err)
 	}
 	for name, bad := range map[string]*accountsRow{
-		"beats":  {Accounts: 50, RSS: 30 << 20, RedisConns: 2, Beats: 50},
-		"memory": {Accounts: 50, RSS: 61 << 20, RedisConns: 2, Beats: 1},
-		"conns":  {Accounts: 50, RSS: 30 << 20, RedisConns: 50, Beats: 1},
+		"beats":  {Accounts: 50, RSS: 30 << 20, RedisConns: 2, Beats: 50, Own: 50},
+		"own":    {Accounts: 50, RSS: 30 << 20, RedisConns: 2, Beats: 1, Own: 3},
+		"memory": {Accounts: 50, RSS: 61 << 20, RedisConns: 2, Beats: 1, Own: 1},
+		"conns":  {Accounts: 50, RSS: 30 << 20, RedisConns: 50, Beats: 1, Own: 1},
 	} {
 		err := accountsVerdict([]*accountsRow{ok[0], bad})
 		if !errors.Is(err, errScenarioFailed) {

@@ -45,25 +45,26 @@ func checkAccounts(c *Config, set map[string]bool) error {
 func writeAccountsTable(w io.Writer, cfg *Config, rows []*accountsRow) error {
 	fmt.Fprintf(w, "scenario accounts: %v per row, one dispatcher process, OTP %g/s spread over the accounts' prefixes\n", cfg.duration, accountsOTPRate)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "accounts\tsent\tRSS MiB\tgoroutines\tRedis conns\tcalls/s not for a message\tstatus ms\tverdict\t")
+	fmt.Fprintln(tw, "accounts\tsent\tRSS MiB\tgoroutines\tRedis conns\theartbeats/s\tcalls/s not for a message\tstatus ms\tverdict\t")
 	verdict := accountsJudge(rows)
 	for i, r := range rows {
 		v := "ok"
 		if f := verdict[i]; len(f) > 0 {
 			v = "FAIL: " + strings.Join(f, "; ")
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%d\t%d\t%.2f\t%.1f\t%s\t\n", r.Accounts, r.Sent, float64(r.RSS)/(1<<20), r.Goroutines, r.RedisConns, r.Beats, r.StatusMs, v)
+		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%d\t%d\t%.2f\t%.2f\t%.1f\t%s\t\n", r.Accounts, r.Sent, float64(r.RSS)/(1<<20), r.Goroutines, r.RedisConns, r.Beats, r.Own, r.StatusMs, v)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, r := range rows {
-		fmt.Fprintf(w, "  %d accounts, calls not for a message by script: %s\n", r.Accounts, orNothing(r.BeatOps))
+		fmt.Fprintf(w, "  %d accounts, calls not for a message by script: %s\n", r.Accounts, orNothing(r.OwnOps))
 	}
 	fmt.Fprintf(w, "RSS: the process's resident memory (VmRSS) at the run's end; goroutines and Redis conns (the client's pool) then too.\n"+
-		"calls/s not for a message: the process's script calls other than a message's (heartbeats, an idle account's state), over the run's second half.\n"+
-		"status ms: `dispatcher status`'s read of every account (status.Read), median of %d. Criteria: calls/s ≤ %g; RSS and Redis conns of the largest\n"+
-		"size ≤ %gx and %gx the smallest's.\n", accountsStatusReads, accountsMaxBeats, accountsMaxRSS, accountsMaxConns)
+		"heartbeats/s, calls/s not for a message: the process's heartbeat calls, and all its script calls other than a message's (the heartbeats,\n"+
+		"an idle account's health), a second over the run's second half. status ms: `dispatcher status`'s read of every account (status.Read),\n"+
+		"median of %d. Criteria: heartbeats/s ≤ %g, calls/s not for a message ≤ %g, RSS and Redis conns of the largest size ≤ %gx and %gx the smallest's.\n",
+		accountsStatusReads, accountsMaxBeats, accountsMaxOwn, accountsMaxRSS, accountsMaxConns)
 	return nil
 }
 
@@ -88,7 +89,10 @@ func accountsJudge(rows []*accountsRow) [][]string {
 	}
 	for i, r := range rows {
 		if r.Beats > accountsMaxBeats {
-			out[i] = append(out[i], fmt.Sprintf("%.2f calls/s not for a message, above %g", r.Beats, accountsMaxBeats))
+			out[i] = append(out[i], fmt.Sprintf("%.2f heartbeat calls/s, above %g", r.Beats, accountsMaxBeats))
+		}
+		if r.Own > accountsMaxOwn {
+			out[i] = append(out[i], fmt.Sprintf("%.2f calls/s not for a message, above %g", r.Own, accountsMaxOwn))
 		}
 		if r.RSS > int64(accountsMaxRSS*float64(small.RSS)) {
 			out[i] = append(out[i], fmt.Sprintf("RSS %.1f MiB, above %gx the %.1f MiB of %d accounts", float64(r.RSS)/(1<<20), accountsMaxRSS, float64(small.RSS)/(1<<20), small.Accounts))
