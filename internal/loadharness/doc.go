@@ -49,7 +49,7 @@
 // shorter than 4 min) to the end, or if the provider answered any 429.
 // Closing a sender's stdin stops it.
 //
-// Scenarios (cmd/loadtest --scenario senders,adaptive,failover,receipts,classes): rows instead of the matrix, each
+// Scenarios (cmd/loadtest --scenario senders,adaptive,failover,receipts,classes,accounts): rows instead of the matrix, each
 // with a provider set up for one feature of the limiter, gcra only, K (3)
 // senders as above, OTP at 2/s; --duration, --senders, --otp-rate,
 // --target-rps, --marketing-rps and --burst change a scenario's defaults.
@@ -148,6 +148,18 @@
 // 50 ms or marketing more than 3 % off 60/s (90 − 20 − 10) fails the
 // command.
 //
+// accounts: what a process pays for its number of accounts. For each size
+// of --accounts (1,10,50) one dispatcher process, the command started
+// again with AccountsProcessEnv set (server.New and Run as serve wires
+// them, on pstest, the Redis and the simulator), each account a generic
+// one serving a destination prefix of its own, OTP at 20/s over them for
+// --duration (10 s): its VmRSS, goroutines and Redis connections at the
+// end, its heartbeat calls and every script call not for a message a
+// second over the second half (a go-redis hook), and status.Read's time
+// over every account. More than 1.2 heartbeats or 2.2 such calls a second,
+// or memory or connections at the largest size past twice the smallest's,
+// fail the command.
+//
 // Files: run.go (Matrix, Soak), config.go (flags, modes, strategies, faults),
 // harness.go (one run), sender.go (workers and the strategies' send loops),
 // queue.go (the load), fault.go (fault schedule; Redis going down is
@@ -164,5 +176,7 @@
 // receiptstraffic.go (its
 // backlog, balancer and logs), receiptsreport.go (its row, criterion and
 // table), classes.go (the classes scenario: its processes and traffic),
-// classesreport.go (its rows, criterion and table).
+// classesreport.go (its rows, criterion and table), accounts.go (the
+// accounts scenario and its process), accountsreport.go (its criterion and
+// table).
 package loadharness
