@@ -52,11 +52,11 @@ const (
 	// accountsStatusReads is how many status reads the median is of.
 	accountsStatusReads = 5
 	// The criteria, against the smallest size of the run.
-	// Heartbeat calls a second per process: one (and the 6th a 5 s window
-	// may catch); and every call not for a message: the beat and at most
-	// one read of an idle account's health.
-	accountsMaxBeats = 1.2
-	accountsMaxOwn   = 2.2
+	// Heartbeat calls a second per process: one; and every call not for a
+	// message: the beat and at most one read of an idle account's health.
+	// A window of w seconds may catch one more of each (accountsLimit).
+	accountsMaxBeats = 1.0
+	accountsMaxOwn   = 2.0
 	accountsMaxRSS   = 2.0 // resident memory, largest size over smallest
 	accountsMaxConns = 2.0 // Redis connections, largest size over smallest
 )
@@ -81,7 +81,8 @@ type accountsRow struct {
 	RSS        int64   `json:"rss_bytes"` // VmRSS at the end of the run
 	Goroutines int     `json:"goroutines"`
 	RedisConns int     `json:"redis_conns"`      // the client's pool, at the end of the run
-	Beats      float64 `json:"beat_calls_per_s"` // heartbeat calls a second, over the run's second half
+	Window     float64 `json:"window_s"`         // the run's second half, in seconds, over which the calls are counted
+	Beats      float64 `json:"beat_calls_per_s"` // heartbeat calls a second, over the window
 	Own        float64 `json:"own_calls_per_s"`  // script calls not for a message a second, the heartbeats' included
 	OwnOps     string  `json:"own_ops"`          // those calls by operation
 	StatusMs   float64 `json:"status_ms"`        // `dispatcher status`'s read of every account, median
@@ -246,6 +247,7 @@ func accountsProcess(ctx context.Context, s accountsSpec) (*accountsRow, error) 
 	}
 	slices.Sort(ops)
 	span := endAt.Sub(halfAt).Seconds()
+	r.Window = span
 	r.Beats = float64(end[admission.OpHeartbeat]-half[admission.OpHeartbeat]) / span
 	r.Own, r.OwnOps = float64(notMessages)/span, strings.Join(ops, ", ")
 

@@ -63,7 +63,8 @@ func writeAccountsTable(w io.Writer, cfg *Config, rows []*accountsRow) error {
 	fmt.Fprintf(w, "RSS: the process's resident memory (VmRSS) at the run's end; goroutines and Redis conns (the client's pool) then too.\n"+
 		"heartbeats/s, calls/s not for a message: the process's heartbeat calls, and all its script calls other than a message's (the heartbeats,\n"+
 		"an idle account's health), a second over the run's second half. status ms: `dispatcher status`'s read of every account (status.Read),\n"+
-		"median of %d. Criteria: heartbeats/s ≤ %g, calls/s not for a message ≤ %g, RSS and Redis conns of the largest size ≤ %gx and %gx the smallest's.\n",
+		"median of %d. Criteria: heartbeats/s ≤ %g, calls/s not for a message ≤ %g (and one more of each the window may catch), RSS and Redis conns\n"+
+		"of the largest size ≤ %gx and %gx the smallest's.\n",
 		accountsStatusReads, accountsMaxBeats, accountsMaxOwn, accountsMaxRSS, accountsMaxConns)
 	return nil
 }
@@ -88,11 +89,11 @@ func accountsJudge(rows []*accountsRow) [][]string {
 		}
 	}
 	for i, r := range rows {
-		if r.Beats > accountsMaxBeats {
-			out[i] = append(out[i], fmt.Sprintf("%.2f heartbeat calls/s, above %g", r.Beats, accountsMaxBeats))
+		if most := accountsLimit(accountsMaxBeats, r.Window); r.Beats > most {
+			out[i] = append(out[i], fmt.Sprintf("%.2f heartbeat calls/s, above %.2f", r.Beats, most))
 		}
-		if r.Own > accountsMaxOwn {
-			out[i] = append(out[i], fmt.Sprintf("%.2f calls/s not for a message, above %g", r.Own, accountsMaxOwn))
+		if most := accountsLimit(accountsMaxOwn, r.Window); r.Own > most {
+			out[i] = append(out[i], fmt.Sprintf("%.2f calls/s not for a message, above %.2f", r.Own, most))
 		}
 		if r.RSS > int64(accountsMaxRSS*float64(small.RSS)) {
 			out[i] = append(out[i], fmt.Sprintf("RSS %.1f MiB, above %gx the %.1f MiB of %d accounts", float64(r.RSS)/(1<<20), accountsMaxRSS, float64(small.RSS)/(1<<20), small.Accounts))
@@ -102,6 +103,13 @@ func accountsJudge(rows []*accountsRow) [][]string {
 		}
 	}
 	return out
+}
+
+// accountsLimit is the most calls a second of a kind made perSecond times
+// a second that a window of the given seconds may count: one more of it
+// may fall inside, and half of one for a ticker's jitter.
+func accountsLimit(perSecond, window float64) float64 {
+	return perSecond * (1 + 1.5/max(window, 0.5))
 }
 
 // accountsVerdict fails the run when a row missed a criterion.

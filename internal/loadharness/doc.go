@@ -156,9 +156,10 @@
 // --duration (10 s): its VmRSS, goroutines and Redis connections at the
 // end, its heartbeat calls and every script call not for a message a
 // second over the second half (a go-redis hook), and status.Read's time
-// over every account. More than 1.2 heartbeats or 2.2 such calls a second,
-// or memory or connections at the largest size past twice the smallest's,
-// fail the command.
+// over every account. More than 1 heartbeat or 2 such calls a second
+// (with what the window may catch of one more: accountsLimit), or memory
+// or connections at the largest size past twice the smallest's, fail the
+// command.
 //
 // Files: run.go (Matrix, Soak), config.go (flags, modes, strategies, faults),
 // harness.go (one run), sender.go (workers and the strategies' send loops),
