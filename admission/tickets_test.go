@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"smsdispatcher/internal/redistest"
 )
 
@@ -16,28 +18,10 @@ import (
 // it ('2 <n>') is n spacings before the next. Spaced one interval apart,
 // two waiters in three woke before their slot and asked again.
 func TestWakeTicketsAreSpacedByTheirSendsCost(t *testing.T) {
-	rdb := redistest.Client(t)
-	scripts := loadScripts(t, rdb)
-	ctx := context.Background()
-	rec := &recorder{}
-	l := newLimiter(t, rec, testConfig(t))
-	c := l.classes[Marketing]
-	spacing := c.spacing.Microseconds()
-	call := func(cost int, tickets string) scriptCall {
-		return rec.take(t, func() error {
-			_, err := l.eval(ctx, c, cost, false, tickets, time.Hour, 0, Claim{})
-			return err
-		})
-	}
-	const now = int64(1_800_000_000_000_000) // the test clock, in µs
-	send := func(sc scriptCall) Decision {
-		t.Helper()
-		d, err := gcraReplyErr(scripts.send(ctx, rdb, sc, now))
-		if err != nil {
-			t.Fatalf("gcra.lua: %v", err)
-		}
-		return d
-	}
+	r := newTicketRig(t, testConfig(t))
+	rdb, ctx, l, send, now := r.rdb, r.ctx, r.l, r.send, int64(ticketNow)
+	spacing := l.classes[Marketing].spacing.Microseconds()
+	call := func(cost int, tickets string) scriptCall { return r.call(Marketing, cost, tickets) }
 
 	// A denial takes a ticket for the caller's own cost.
 	deny := call(3, ticketOnDenial)
@@ -127,26 +111,9 @@ func TestTheTicketOfTheQueuedIsForTheCheapestOfThem(t *testing.T) {
 // OTP's 3), not one ceiling slot of 3 units after the first waiter (which
 // would wake it too early, to ask twice).
 func TestAnEarlierClassesSendPushesTheLaterClassesTickets(t *testing.T) {
-	rdb := redistest.Client(t)
-	scripts := loadScripts(t, rdb)
-	ctx := context.Background()
-	rec := &recorder{}
-	l := newLimiter(t, rec, testConfig(t))
-	call := func(class Class, tickets string) scriptCall {
-		return rec.take(t, func() error {
-			_, err := l.eval(ctx, l.classes[class], 3, false, tickets, time.Hour, 0, Claim{})
-			return err
-		})
-	}
-	const now = int64(1_800_000_000_000_000) // the test clock, in µs
-	send := func(sc scriptCall) Decision {
-		t.Helper()
-		d, err := gcraReplyErr(scripts.send(ctx, rdb, sc, now))
-		if err != nil {
-			t.Fatalf("gcra.lua: %v", err)
-		}
-		return d
-	}
+	r := newTicketRig(t, testConfig(t))
+	rdb, ctx, l, send, now := r.rdb, r.ctx, r.l, r.send, int64(ticketNow)
+	call := func(class Class, tickets string) scriptCall { return r.call(class, 3, tickets) }
 	market, otp := call(Marketing, ticketOnDenial), call(OTP, ticketOnDenial)
 	deleteKeysAtEnd(t, rdb, market, otp)
 	// The global level one µs past what marketing may take (BURST 5 less
@@ -174,20 +141,12 @@ func TestAnEarlierClassesSendPushesTheLaterClassesTickets(t *testing.T) {
 // senders open) would otherwise hold every ticket past slots left empty:
 // a pool of 10,000 senders fell from 0.86 to 0.79 of its account's rate.
 func TestAClassAtTheAccountsRateFollowsNoShadow(t *testing.T) {
-	rdb := redistest.Client(t)
-	scripts := loadScripts(t, rdb)
-	ctx := context.Background()
-	rec := &recorder{}
 	cfg := testConfig(t)
 	cfg.MarketingRPS = cfg.TargetRPS
-	l := newLimiter(t, rec, cfg)
-	c := l.classes[Marketing]
-	deny := rec.take(t, func() error {
-		_, err := l.eval(ctx, c, 1, false, ticketOnDenial, time.Hour, 0, Claim{})
-		return err
-	})
+	r := newTicketRig(t, cfg)
+	rdb, ctx, now := r.rdb, r.ctx, int64(ticketNow)
+	deny := r.call(Marketing, 1, ticketOnDenial)
 	deleteKeysAtEnd(t, rdb, deny)
-	const now = int64(1_800_000_000_000_000) // the test clock, in µs
 	global, wake := deny.keys[0], deny.keys[3]
 	open := now + (500 * time.Millisecond).Microseconds()
 	if err := rdb.Set(ctx, global, strconv.FormatInt(open, 10), 0).Err(); err != nil {
@@ -197,13 +156,48 @@ func TestAClassAtTheAccountsRateFollowsNoShadow(t *testing.T) {
 	if err := rdb.Set(ctx, wake, strconv.FormatInt(open, 10)+" "+strconv.FormatInt(shadow, 10), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	d, err := gcraReplyErr(scripts.send(ctx, rdb, deny, now))
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := r.send(deny)
 	// A ticket follows a stale hint at most 1 s per unit past the slot:
 	// the shadow's would be 1.5 s from now.
 	if d.Allowed || d.RetryAfter > time.Second {
 		t.Fatalf("denied with a ticket %v from now (%+v); want the slot's own, within 0.5 s, not the shadow's", d.RetryAfter, d)
 	}
+}
+
+// ticketNow is the test clock's now of a ticketRig, in µs.
+const ticketNow = 1_800_000_000_000_000
+
+// A ticketRig runs a limiter's gcra.lua calls on a real Redis at ticketNow.
+type ticketRig struct {
+	t       *testing.T
+	ctx     context.Context
+	rdb     *redis.Client
+	scripts scriptSet
+	rec     *recorder
+	l       *Limiter
+}
+
+func newTicketRig(t *testing.T, cfg Config) *ticketRig {
+	rdb := redistest.Client(t)
+	rec := &recorder{}
+	return &ticketRig{t: t, ctx: context.Background(), rdb: rdb, scripts: loadScripts(t, rdb), rec: rec, l: newLimiter(t, rec, cfg)}
+}
+
+// call records the limiter's call of a class's send of cost units, with
+// the given ticket mode, a waiter of an hour and no lookahead.
+func (r *ticketRig) call(class Class, cost int, tickets string) scriptCall {
+	return r.rec.take(r.t, func() error {
+		_, err := r.l.eval(r.ctx, r.l.classes[class], cost, false, tickets, time.Hour, 0, Claim{})
+		return err
+	})
+}
+
+// send runs sc at ticketNow and returns its decision.
+func (r *ticketRig) send(sc scriptCall) Decision {
+	r.t.Helper()
+	d, err := gcraReplyErr(r.scripts.send(r.ctx, r.rdb, sc, ticketNow))
+	if err != nil {
+		r.t.Fatalf("gcra.lua: %v", err)
+	}
+	return d
 }
