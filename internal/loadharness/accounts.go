@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -228,7 +229,7 @@ func accountsProcess(ctx context.Context, s accountsSpec) (*accountsRow, error) 
 	var halfAt time.Time
 	for i := 0; time.Since(begin) < s.Duration; i++ {
 		<-tick.C
-		if half == nil && time.Since(begin) >= s.Duration/2 {
+		if halfAt.IsZero() && time.Since(begin) >= s.Duration/2 {
 			half, halfAt = calls.snapshot(), time.Now()
 		}
 		body, _ := json.Marshal(map[string]string{"id": fmt.Sprintf("%s-%d", ns, i), "to": accountPrefix(i%s.Accounts) + "5550100", "body": "code"})
@@ -275,8 +276,9 @@ func accountsProcess(ctx context.Context, s accountsSpec) (*accountsRow, error) 
 	return r, nil
 }
 
-// messageOps are the scripts a message's handling calls: the rest are
-// the process's own (its heartbeats, an idle account's health).
+// messageOps are the scripts a message's handling calls, and "other" (a
+// command that is no script): the rest are the process's own (its
+// heartbeats, an idle account's health).
 var messageOps = map[string]bool{
 	admission.OpAdmit: true, admission.OpFinish: true, admission.OpClaim: true, admission.OpRelease: true,
 	admission.OpPenalty: true, admission.OpReceipt: true, admission.OpPool: true, "other": true,
@@ -334,11 +336,7 @@ func (c *opCounter) count(op string) {
 func (c *opCounter) snapshot() map[string]int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m := map[string]int64{}
-	for k, v := range c.ops {
-		m[k] = v
-	}
-	return m
+	return maps.Clone(c.ops)
 }
 
 func (c *opCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
