@@ -12,11 +12,13 @@ import (
 )
 
 // TestScenarioAccountsMeasuresEachProcess: the accounts scenario at 1 and 3
-// accounts for 2 s each, a process each (this test binary, started again
-// by TestMain): every figure is read, and the process's heartbeats are
-// counted among its calls not for a message.
+// accounts for 4 s each (the calls counted over the last 2, which hold a
+// beat at least: a window of 1 s may fall between two), a process each
+// (this test binary, started again by TestMain): every figure is read,
+// and the process's heartbeats are counted among its calls not for a
+// message.
 func TestScenarioAccountsMeasuresEachProcess(t *testing.T) {
-	cfg, err := ParseMatrix([]string{"--scenario", "accounts", "--accounts", "1,3", "--duration", "2s"}, io.Discard)
+	cfg, err := ParseMatrix([]string{"--scenario", "accounts", "--accounts", "1,3", "--duration", "4s"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
