@@ -190,20 +190,21 @@ func Read(ctx context.Context, setups []Setup, routing config.Routing, now time.
 	// The whole seconds before the current one: a second still being
 	// counted would read low.
 	last := now.Truncate(time.Second).Add(-time.Second)
-	var registry []admission.Process
+	var listed map[string][]admission.Process
 	if len(setups) > 0 {
 		// One read for every account: each process lists its accounts.
-		var err error
-		if _, registry, err = setups[0].Limiter.Processes(ctx); err != nil {
+		_, registry, err := setups[0].Limiter.Processes(ctx)
+		if err != nil {
 			return Report{}, err
 		}
+		listed = listings(registry)
 	}
 	for _, s := range setups {
 		st, err := s.Limiter.Status(ctx, last, seconds)
 		if err != nil {
 			return Report{}, fmt.Errorf("account %s: %w", s.Name, err)
 		}
-		st.Processes = append(st.Processes, listing(registry, s.Name)...)
+		st.Processes = append(st.Processes, listed[s.Name]...)
 		a := accountOf(s, st)
 		if err := readDelivery(ctx, s, &a); err != nil {
 			return Report{}, fmt.Errorf("account %s: %w", s.Name, err)
@@ -213,15 +214,18 @@ func Read(ctx context.Context, setups []Setup, routing config.Routing, now time.
 	return r, nil
 }
 
-// listing is the processes of the registry that list account, each with
-// its state there as an older process wrote it on the account's keys
-// ("<mode> <host> <version>"), which accountOf reads.
-func listing(registry []admission.Process, account string) []admission.Process {
-	var out []admission.Process
+// listings maps each account to the processes of the registry that list
+// it, each with its state there as an older process wrote it on the
+// account's keys ("<mode> <host> <version>"), which accountOf reads.
+func listings(registry []admission.Process) map[string][]admission.Process {
+	out := map[string][]admission.Process{}
 	for _, p := range registry {
 		host, version, modes, ok := parseRegistryState(p.State)
-		if mode, listed := modes[account]; ok && listed {
-			out = append(out, admission.Process{ID: p.ID, State: state(mode, host, version), LastBeat: p.LastBeat})
+		if !ok {
+			continue
+		}
+		for account, mode := range modes {
+			out[account] = append(out[account], admission.Process{ID: p.ID, State: state(mode, host, version), LastBeat: p.LastBeat})
 		}
 	}
 	return out

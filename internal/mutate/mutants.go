@@ -413,6 +413,6 @@ var mutants = []mutant{
 		{"admission/heartbeat.lua", "local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - keep * 1000)", "local gone = {}"},
 	}, ""},
 	{"HR5", "status ignores an older process's beat on the account's keys", []edit{
-		{"status/report.go", "st.Processes = append(st.Processes, listing(registry, s.Name)...)", "st.Processes = listing(registry, s.Name)"},
+		{"status/report.go", "st.Processes = append(st.Processes, listed[s.Name]...)", "st.Processes = listed[s.Name]"},
 	}, "./status/"},
 }
