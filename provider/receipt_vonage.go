@@ -99,12 +99,12 @@ const vonageTimestamp = "2006-01-02 15:04:05"
 // UTC; zero when absent or not Vonage's layout). scts is not read: it is
 // the carrier's local time, to the minute.
 func (v *Vonage) ReadReceipt(r ReceiptRequest) (DeliveryReport, error) {
-	params, unsigned := vonageParams(r)
+	params, malformed := vonageParams(r) // told once params verify
 	if err := v.verify(params); err != nil {
 		return DeliveryReport{}, err
 	}
-	if unsigned != nil {
-		return DeliveryReport{}, unsigned
+	if malformed != nil {
+		return DeliveryReport{}, malformed
 	}
 	return vonageReport(params)
 }
