@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -92,13 +93,33 @@ func providerAccount(c Account) (id, key string) {
 	case "vonage":
 		return "vonage " + strings.ToLower(c.VonageAPIKey), "vonage.api_key"
 	}
-	u := c.ProviderURL
-	if p, err := url.Parse(u); err == nil {
-		// https://SMS.example.com/ and https://sms.example.com are one API.
-		p.Scheme, p.Host, p.Path = strings.ToLower(p.Scheme), strings.ToLower(p.Host), strings.TrimRight(p.Path, "/")
-		u = p.String()
+	return "generic " + sameAPI(c.ProviderURL) + " " + c.ProviderToken, "generic.url"
+}
+
+// sameAPI is raw spelled as every spelling of its API is: scheme and host
+// in lower case, without the scheme's default port, the host's trailing
+// dot or the path's trailing slash. https://SMS.example.com.:443/ and
+// https://sms.example.com are one API.
+func sameAPI(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
 	}
-	return "generic " + u + " " + c.ProviderToken, "generic.url"
+	u.Scheme = strings.ToLower(u.Scheme)
+	host, port := strings.TrimSuffix(strings.ToLower(u.Hostname()), "."), u.Port()
+	if port == map[string]string{"http": "80", "https": "443"}[u.Scheme] {
+		port = ""
+	}
+	switch {
+	case port != "":
+		u.Host = net.JoinHostPort(host, port)
+	case strings.Contains(host, ":"):
+		u.Host = "[" + host + "]" // an IPv6 literal keeps its brackets
+	default:
+		u.Host = host
+	}
+	u.Path, u.RawPath = strings.TrimRight(u.Path, "/"), ""
+	return u.String()
 }
 
 // account checks the account a, the i-th of the file, and returns it; all

@@ -308,6 +308,16 @@ func TestLoadAccountsErrors(t *testing.T) {
 		{"one generic account twice, its token once in a file", "accounts:\n" + okOTP +
 			"  - name: bulk\n    provider: generic\n    generic: {url: \"https://A.example/\", token_file: " + writeFile(t, "t1", "t1\n") + "}\n    classes: [marketing]\n",
 			[]string{`: account "bulk": generic.url: the same generic account as account "otp" (line 2)`}},
+		{"one generic account twice, its port", "accounts:\n" + okOTP + strings.Replace(okBulk, "https://b.example, token: t2", "\"https://a.example:443\", token: t1", 1),
+			[]string{`: account "bulk": generic.url: the same generic account as account "otp" (line 2): each entry has a limiter of its own, and together they could send twice the contract`}},
+		{"one generic account twice, a trailing dot", "accounts:\n" + okOTP + strings.Replace(okBulk, "https://b.example, token: t2", "\"https://a.example.\", token: t1", 1),
+			[]string{`: account "bulk": generic.url: the same generic account as account "otp" (line 2): each entry has a limiter of its own, and together they could send twice the contract`}},
+		{"one generic account twice, a trailing slash", "accounts:\n" + okOTP + strings.Replace(okBulk, "https://b.example, token: t2", "\"https://a.example/\", token: t1", 1),
+			[]string{`: account "bulk": generic.url: the same generic account as account "otp" (line 2): each entry has a limiter of its own, and together they could send twice the contract`}},
+		{"one generic account twice, its host in capitals", "accounts:\n" + okOTP + strings.Replace(okBulk, "https://b.example, token: t2", "\"https://A.EXAMPLE\", token: t1", 1),
+			[]string{`: account "bulk": generic.url: the same generic account as account "otp" (line 2): each entry has a limiter of its own, and together they could send twice the contract`}},
+		{"one generic account twice, every spelling at once", "accounts:\n" + okOTP + strings.Replace(okBulk, "https://b.example, token: t2", "\"HTTPS://A.Example.:443//\", token: t1", 1),
+			[]string{`: account "bulk": generic.url: the same generic account as account "otp" (line 2): each entry has a limiter of its own, and together they could send twice the contract`}},
 		{"class nobody serves", "accounts:\n" + okOTP,
 			[]string{": classes: no account serves marketing"}},
 		{"target above contract", "accounts:\n" + okOTP + okBulk + "    target_rps: 120\n",
@@ -375,7 +385,21 @@ func TestLoadAccountsErrors(t *testing.T) {
 		{"no name", "accounts:\n" + okOTP + "  - provider: generic\n    classes: [marketing]\n",
 			[]string{`: account 2 (no name): name: required`}},
 		{"name unfit for a hash tag", "accounts:\n" + okOTP + strings.Replace(okBulk, "bulk", "\"a{b\"", 1),
-			[]string{`: account "a{b": name: must be non-empty printable ASCII without braces or spaces, got "a{b"`}},
+			[]string{`: account "a{b": name: must be non-empty printable ASCII without spaces, braces or / \ % ? # (a Redis hash tag, a segment of the receipts path), and not . or .., got "a{b"`}},
+		{"name ., unfit for the receipts path", "accounts:\n" + okOTP + strings.Replace(okBulk, "bulk", "\".\"", 1),
+			[]string{`: account ".": name: must be non-empty printable ASCII without spaces, braces or / \ % ? #`, `got "."`}},
+		{"name .., unfit for the receipts path", "accounts:\n" + okOTP + strings.Replace(okBulk, "bulk", "\"..\"", 1),
+			[]string{`: account "..": name: must be non-empty printable ASCII without spaces, braces or / \ % ? #`, `got ".."`}},
+		{"name a/b, unfit for the receipts path", "accounts:\n" + okOTP + strings.Replace(okBulk, "bulk", "\"a/b\"", 1),
+			[]string{`: account "a/b": name: must be non-empty printable ASCII without spaces, braces or / \ % ? #`, `got "a/b"`}},
+		{"name a%b, unfit for the receipts path", "accounts:\n" + okOTP + strings.Replace(okBulk, "bulk", "\"a%b\"", 1),
+			[]string{`: account "a%b": name: must be non-empty printable ASCII without spaces, braces or / \ % ? #`, `got "a%b"`}},
+		{"name a?b, unfit for the receipts path", "accounts:\n" + okOTP + strings.Replace(okBulk, "bulk", "\"a?b\"", 1),
+			[]string{`: account "a?b": name: must be non-empty printable ASCII without spaces, braces or / \ % ? #`, `got "a?b"`}},
+		{"name a#b, unfit for the receipts path", "accounts:\n" + okOTP + strings.Replace(okBulk, "bulk", "\"a#b\"", 1),
+			[]string{`: account "a#b": name: must be non-empty printable ASCII without spaces, braces or / \ % ? #`, `got "a#b"`}},
+		{"name a\\b, unfit for the receipts path", "accounts:\n" + okOTP + strings.Replace(okBulk, "bulk", "'a\\b'", 1),
+			[]string{`: account "a\\b": name: must be non-empty printable ASCII without spaces, braces or / \ % ? #`, `got "a\\b"`}},
 		{"no classes", "accounts:\n" + okOTP + "  - name: x\n    provider: generic\n    generic: {url: https://b.example}\n",
 			[]string{`: account "x": classes: required`}},
 		{"unknown class", "accounts:\n" + okOTP + strings.Replace(okBulk, "[marketing]", "[marketing, sms]", 1),
@@ -728,4 +752,23 @@ func poolOfRates(n int) string {
 		fmt.Fprintf(&b, "      - {from: \"+1555%07d\", rps: %d}\n", i, i+1)
 	}
 	return b.String()
+}
+
+// TestSameAPI: every spelling of one API's URL is one, and a URL that
+// names another port, scheme or path is another.
+func TestSameAPI(t *testing.T) {
+	want := sameAPI("https://a.example")
+	for _, u := range []string{"https://a.example:443", "https://a.example.", "https://a.example/", "https://A.EXAMPLE", "HTTPS://A.Example.:443//"} {
+		if got := sameAPI(u); got != want {
+			t.Errorf("sameAPI(%q) = %q, want %q as https://a.example's", u, got, want)
+		}
+	}
+	if a, b := sameAPI("http://[::1]:80/sms/"), sameAPI("http://[::1]/sms"); a != b {
+		t.Errorf("an IPv6 literal: %q and %q, want one", a, b)
+	}
+	for _, u := range []string{"http://a.example", "https://a.example:8443", "http://a.example:443", "https://a.example/v2", "https://b.example"} {
+		if got := sameAPI(u); got == want {
+			t.Errorf("sameAPI(%q) = %q, the same as https://a.example's", u, got)
+		}
+	}
 }

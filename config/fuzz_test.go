@@ -108,6 +108,9 @@ func TestConfigBounds(t *testing.T) {
 		{"SEND_TIMEOUT", "2562047h"},
 		{"SMS_ACCOUNT", "compte-é"},
 		{"SMS_ACCOUNT", "tab\there"},
+		{"SMS_ACCOUNT", "."},
+		{"SMS_ACCOUNT", ".."},
+		{"SMS_ACCOUNT", "a/b"},
 		{"PROVIDER_ARRIVAL_JITTER", "1001ms"},
 		{"PROVIDER_ARRIVAL_JITTER", "-1ns"},
 	}

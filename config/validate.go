@@ -133,7 +133,7 @@ func (a Account) check(p Process, n names) error {
 			n("TARGET_RPS"), a.TargetRPS, p.ArrivalJitter, n("BURST"), a.Burst, n("MAX_SEGMENTS"), a.MaxSegments, a.reach(p, a.MaxSegments-1), n("CONTRACT_RPS"), a.ContractRPS,
 			n("TARGET_RPS"), n("BURST"), n("MAX_SEGMENTS"))
 	case !validAccount(a.Name):
-		return badf("SMS_ACCOUNT", "must be non-empty printable ASCII without braces or spaces, got %q", a.Name)
+		return badf("SMS_ACCOUNT", "must be non-empty printable ASCII without spaces, braces or / \\ %% ? # (a Redis hash tag, a segment of the receipts path), and not . or .., got %q", a.Name)
 	}
 	for _, u := range []struct{ env, url string }{
 		{"SMS_PROVIDER_URL", a.ProviderURL}, {"TWILIO_API_URL", a.TwilioAPIURL}, {"VONAGE_API_URL", a.VonageAPIURL},
@@ -199,10 +199,16 @@ func (a Account) reach(p Process, extra int) float64 {
 }
 
 // validAccount reports whether account can go in a Redis hash tag
-// {sms:<account>} as admission requires.
+// {sms:<account>} as admission requires, and be the last segment of its
+// receipts path as it is: no / \ % ? #, which a path splits or escapes,
+// and neither . nor .., which a router cleans away with a redirect (a
+// provider does not follow it: every receipt would be lost).
 func validAccount(account string) bool {
+	if account == "." || account == ".." {
+		return false
+	}
 	for i := 0; i < len(account); i++ {
-		if b := account[i]; b < 0x21 || b > 0x7e || b == '{' || b == '}' {
+		if b := account[i]; b < 0x21 || b > 0x7e || strings.IndexByte(`{}/\%?#`, b) >= 0 {
 			return false
 		}
 	}

@@ -88,9 +88,10 @@ var (
 	// ErrForged reports a receipt that does not verify: a missing or wrong
 	// signature, or an adapter with no secret to check it with. Answer 403.
 	ErrForged = errors.New("provider: receipt does not verify")
-	// ErrMalformed reports a receipt that cannot be read: a body that is
-	// no form or JSON object, or a verified receipt without an id or a
-	// status. Answer 400.
+	// ErrMalformed reports a verified receipt that cannot be read: a body
+	// that is no form or JSON object, a parameter given twice, no id or
+	// no status. A receipt that does not verify is ErrForged whatever its
+	// body holds. Answer 400.
 	ErrMalformed = errors.New("provider: malformed receipt")
 )
 

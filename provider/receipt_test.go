@@ -434,10 +434,29 @@ func TestTwilioReceiptForged(t *testing.T) {
 			r.Header = header("X-Twilio-Signature", string(s))
 			return r
 		}, ErrForged},
-		{"not a form", func() ReceiptRequest {
+		{"not a form, unsigned", func() ReceiptRequest {
 			r := signed
 			r.Body = []byte("%zz")
 			return r
+		}, ErrForged},
+		{"not a form, without a signature", func() ReceiptRequest {
+			return ReceiptRequest{URL: receiptURL, Header: header("Content-Type", "application/x-www-form-urlencoded"), Body: []byte("%zz")}
+		}, ErrForged},
+		{"a parameter given twice, unsigned", func() ReceiptRequest {
+			r := signed
+			r.Body = append([]byte("MessageSid=SM2&"), signed.Body...)
+			return r
+		}, ErrForged},
+		{"not a form, signed", func() ReceiptRequest {
+			// Signed over the pairs that parse, which verify: only
+			// then is the body told it is no form.
+			r := twilioReceipt(testToken, receiptURL, form)
+			r.Body = append(r.Body, "&x=%zz"...)
+			return r
+		}, ErrMalformed},
+		{"a parameter given twice, signed", func() ReceiptRequest {
+			twice := url.Values{"MessageSid": {"SM1", "SM2"}, "MessageStatus": {"delivered"}}
+			return twilioReceipt(testToken, receiptURL, twice)
 		}, ErrMalformed},
 	}
 	tw := newReceiptTwilio(t, StaticSecret(testToken))

@@ -43,7 +43,8 @@ var twilioStatuses = map[string]DeliveryStatus{
 // de-duplicated); r.URL is tried with and without its port, as Twilio's
 // validators do, and compared in constant time. A URL whose query holds
 // bodySHA256 is Twilio's JSON variant: the signature covers the URL alone
-// and the body's SHA-256 must match.
+// and the body's SHA-256 must match. A body that is no form is
+// ErrMalformed once the pairs of it that parse verify, else ErrForged.
 //
 // The report is MessageSid (or SmsSid), MessageStatus (or SmsStatus)
 // mapped to a DeliveryStatus (an unrecognised one is StatusUnknown; the
@@ -71,13 +72,17 @@ func twilioVerify(token string, r ReceiptRequest) (url.Values, error) {
 		return nil, fmt.Errorf("%w: twilio: the receipt URL is not absolute", ErrForged)
 	}
 	var signed url.Values // nil for the JSON variant: the URL alone is signed
+	var notForm error
 	if hash := u.Query().Get("bodySHA256"); hash != "" {
 		sum := sha256.Sum256(r.Body)
 		if !hexMACEqual(sum[:], hash) {
 			return nil, fmt.Errorf("%w: twilio: the body does not match bodySHA256", ErrForged)
 		}
-	} else if signed, err = url.ParseQuery(string(r.Body)); err != nil {
-		return nil, fmt.Errorf("%w: twilio: the body is not a form", ErrMalformed)
+	} else {
+		// The pairs that parse are verified, and only a body that
+		// verifies is told it is no form: an unsigned one is forged,
+		// whatever it holds.
+		signed, notForm = url.ParseQuery(string(r.Body))
 	}
 	ok := 0
 	for _, variant := range []string{twilioWithPort(u, r.URL), twilioWithoutPort(u, r.URL)} {
@@ -87,14 +92,13 @@ func twilioVerify(token string, r ReceiptRequest) (url.Values, error) {
 	if ok != 1 {
 		return nil, fmt.Errorf("%w: twilio: X-Twilio-Signature does not match", ErrForged)
 	}
-	if signed != nil {
-		return signed, nil
+	if signed == nil {
+		signed, notForm = url.ParseQuery(string(r.Body))
 	}
-	form, err := url.ParseQuery(string(r.Body))
-	if err != nil {
+	if notForm != nil {
 		return nil, fmt.Errorf("%w: twilio: the body is not a form", ErrMalformed)
 	}
-	return form, nil
+	return signed, nil
 }
 
 // twilioMAC is HMAC-SHA1, keyed by token, of rawURL followed by each

@@ -89,7 +89,9 @@ const vonageTimestamp = "2006-01-02 15:04:05"
 // "&name=value..." and hashed with the SignatureSecret (read at each call)
 // by the SignatureMethod; sig is hex, compared in constant time and in
 // either case. An adapter without a SignatureSecret verifies nothing: every
-// receipt is ErrForged. A name given twice is ErrMalformed.
+// receipt is ErrForged. A body Vonage does not sign (a name given twice, a
+// form that does not parse, a JSON value neither string nor number) is
+// ErrMalformed once what it holds verifies, else ErrForged.
 //
 // The report is messageId (the part's id), client-ref (Ref: the message's
 // ID as Send cut it, to 100 bytes), status (an unrecognised one is
@@ -97,12 +99,12 @@ const vonageTimestamp = "2006-01-02 15:04:05"
 // UTC; zero when absent or not Vonage's layout). scts is not read: it is
 // the carrier's local time, to the minute.
 func (v *Vonage) ReadReceipt(r ReceiptRequest) (DeliveryReport, error) {
-	params, err := vonageParams(r)
-	if err != nil {
-		return DeliveryReport{}, err
-	}
+	params, malformed := vonageParams(r) // told once params verify
 	if err := v.verify(params); err != nil {
 		return DeliveryReport{}, err
+	}
+	if malformed != nil {
+		return DeliveryReport{}, malformed
 	}
 	return vonageReport(params)
 }
@@ -150,7 +152,11 @@ func vonageJoined(params map[string]string) []byte {
 	return b.Bytes()
 }
 
-// vonageParams reads a DLR's parameters from its form or JSON body.
+// vonageParams reads a DLR's parameters from its form or JSON body: every
+// one it can read (a repeated name's first value), enough to verify the
+// body, and, when the body is not one Vonage signs, an error wrapping
+// ErrMalformed, told only once the parameters verify: an unsigned body is
+// forged, whatever it holds.
 func vonageParams(r ReceiptRequest) (map[string]string, error) {
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mt == "application/json" {
@@ -158,20 +164,21 @@ func vonageParams(r ReceiptRequest) (map[string]string, error) {
 	}
 	form, err := url.ParseQuery(string(r.Body))
 	if err != nil {
-		return nil, fmt.Errorf("%w: vonage: the body is not a form", ErrMalformed)
+		err = fmt.Errorf("%w: vonage: the body is not a form", ErrMalformed)
 	}
 	params := make(map[string]string, len(form))
 	for name, values := range form {
-		if len(values) != 1 {
-			return nil, fmt.Errorf("%w: vonage: a parameter given %d times", ErrMalformed, len(values))
+		if len(values) != 1 && err == nil {
+			err = fmt.Errorf("%w: vonage: a parameter given %d times", ErrMalformed, len(values))
 		}
 		params[name] = values[0]
 	}
-	return params, nil
+	return params, err
 }
 
 // vonageJSONParams reads a JSON object of strings and numbers (a number as
-// it is written); anything else cannot be signed as Vonage signs.
+// it is written); anything else cannot be signed as Vonage signs, and is
+// left out of the parameters.
 func vonageJSONParams(body []byte) (map[string]string, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -179,8 +186,9 @@ func vonageJSONParams(body []byte) (map[string]string, error) {
 	if err := dec.Decode(&raw); err != nil || raw == nil {
 		return nil, fmt.Errorf("%w: vonage: the body is not a JSON object", ErrMalformed)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("%w: vonage: data after the JSON object", ErrMalformed)
+	var err error
+	if _, end := dec.Token(); end != io.EOF {
+		err = fmt.Errorf("%w: vonage: data after the JSON object", ErrMalformed)
 	}
 	params := make(map[string]string, len(raw))
 	for name, value := range raw {
@@ -190,10 +198,12 @@ func vonageJSONParams(body []byte) (map[string]string, error) {
 		case json.Number:
 			params[name] = value.String()
 		default:
-			return nil, fmt.Errorf("%w: vonage: a value that is neither a string nor a number", ErrMalformed)
+			if err == nil {
+				err = fmt.Errorf("%w: vonage: a value that is neither a string nor a number", ErrMalformed)
+			}
 		}
 	}
-	return params, nil
+	return params, err
 }
 
 // vonageReport reads a verified DLR's parameters.

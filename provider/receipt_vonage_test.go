@@ -181,25 +181,39 @@ func TestVonageReceiptFields(t *testing.T) {
 }
 
 // TestVonageReceiptBodies checks bodies that cannot be signed as Vonage
-// signs: ErrMalformed, before any signature is looked at.
+// signs: ErrForged when what they hold does not verify, so that an
+// outsider learns nothing of the account's provider; ErrMalformed when it
+// does.
 func TestVonageReceiptBodies(t *testing.T) {
 	v := newReceiptVonage(t, StaticSecret(vonageTestSigSecret), "")
-	for name, r := range map[string]ReceiptRequest{
-		"form with a repeated name": {Body: []byte("messageId=a&messageId=b&status=delivered&sig=00")},
-		"form that does not parse":  {Body: []byte("messageId=%zz")},
-		"JSON array":                {Header: header("Content-Type", "application/json"), Body: []byte(`[1,2]`)},
-		"JSON null":                 {Header: header("Content-Type", "application/json"), Body: []byte(`null`)},
-		"JSON object value":         {Header: header("Content-Type", "application/json"), Body: []byte(`{"messageId":{"a":1},"sig":"00"}`)},
-		"JSON boolean":              {Header: header("Content-Type", "application/json"), Body: []byte(`{"messageId":true,"sig":"00"}`)},
-		"JSON with data after":      {Header: header("Content-Type", "application/json"), Body: []byte(`{"sig":"00"} {}`)},
-		"JSON cut":                  {Header: header("Content-Type", "application/json"), Body: []byte(`{"sig":"00"`)},
+	asForm, asJSON := "application/x-www-form-urlencoded", "application/json"
+	p := map[string]string{"messageId": "p1", "status": "delivered"}
+	sig := vonageSign("md5hash", vonageTestSigSecret, p)
+	for _, tt := range []struct {
+		name, contentType, body string
+		want                    error
+	}{
+		{"form with a repeated name", asForm, "messageId=a&messageId=b&status=delivered&sig=00", ErrForged},
+		{"form that does not parse", asForm, "messageId=%zz", ErrForged},
+		{"JSON array", asJSON, `[1,2]`, ErrForged},
+		{"JSON null", asJSON, `null`, ErrForged},
+		{"JSON object value", asJSON, `{"messageId":{"a":1},"sig":"00"}`, ErrForged},
+		{"JSON boolean", asJSON, `{"messageId":true,"sig":"00"}`, ErrForged},
+		{"JSON with data after", asJSON, `{"sig":"00"} {}`, ErrForged},
+		{"JSON cut", asJSON, `{"sig":"00"`, ErrForged},
+		{"form with a repeated name, signed", asForm, "messageId=p1&status=delivered&sig=" + sig + "&messageId=p2", ErrMalformed},
+		{"form that does not parse, signed", asForm, "messageId=p1&status=delivered&x=%zz&sig=" + sig, ErrMalformed},
+		{"JSON object value, signed", asJSON, `{"messageId":"p1","status":"delivered","x":{"a":1},"sig":"` + sig + `"}`, ErrMalformed},
+		{"JSON boolean, signed", asJSON, `{"messageId":"p1","status":"delivered","x":true,"sig":"` + sig + `"}`, ErrMalformed},
+		{"JSON with data after, signed", asJSON, `{"messageId":"p1","status":"delivered","sig":"` + sig + `"} {}`, ErrMalformed},
 	} {
-		if _, err := v.ReadReceipt(r); !errors.Is(err, ErrMalformed) {
-			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		r := ReceiptRequest{URL: receiptURL, Header: header("Content-Type", tt.contentType), Body: []byte(tt.body)}
+		if _, err := v.ReadReceipt(r); !errors.Is(err, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, err, tt.want)
 		}
 	}
 	// A number is signed as it is written.
-	p := map[string]string{"messageId": "p1", "status": "delivered", "timestamp": "1764676800"}
+	p = map[string]string{"messageId": "p1", "status": "delivered", "timestamp": "1764676800"}
 	body := `{"messageId":"p1","status":"delivered","timestamp":1764676800,"sig":"` + vonageSign("md5hash", vonageTestSigSecret, p) + `"}`
 	if _, err := v.ReadReceipt(ReceiptRequest{Header: header("Content-Type", "application/json"), Body: []byte(body)}); err != nil {
 		t.Errorf("JSON with a number: %v", err)

@@ -31,8 +31,8 @@ func (s *Server) Handler() http.Handler {
 }
 
 // receive handles one receipt. Its answers: 413 for a body over
-// MaxBodyBytes; 403 for one that does not verify and 400 for one that does
-// not parse, both changing nothing; 503 when Redis did not answer (the
+// MaxBodyBytes; 403 for one that does not verify, whatever its body, and
+// 400 for a verified one that does not parse, both changing nothing; 503 when Redis did not answer (the
 // provider posts it again); otherwise 200, the receipt folded in (or its
 // message unknown: a provider retries anything else for hours).
 func (s *Server) receive(w http.ResponseWriter, r *http.Request) {

@@ -52,6 +52,29 @@ func TestReportSaysWhyRedisHasNoFigures(t *testing.T) {
 	}
 }
 
+// TestReportSaysTheNackReasons: the nacks' line names each reason and its
+// count, in the reasons' order, and nothing after the ratio when there
+// were none.
+func TestReportSaysTheNackReasons(t *testing.T) {
+	r := Report{Instances: 1, Sent: map[admission.Class]int{admission.OTP: 10, admission.Marketing: 30}, Provider: "generic", RateUnit: "message"}
+	for _, tt := range []struct {
+		nacked   int
+		nackedBy map[string]int
+		want     string
+	}{
+		{0, nil, "  nacks per sent message           0.000\n"},
+		{0, map[string]int{}, "  nacks per sent message           0.000\n"},
+		{3, map[string]int{"throttled": 2, "provider_retry": 1}, "  nacks per sent message           0.075 (provider_retry 1, throttled 2)\n"},
+	} {
+		r.Nacked, r.NackedBy = tt.nacked, tt.nackedBy
+		var out bytes.Buffer
+		r.Print(&out, config.Settings{})
+		if !strings.Contains(out.String(), tt.want) {
+			t.Errorf("nacks %v: report lacks %q:\n%s", tt.nackedBy, tt.want, out.String())
+		}
+	}
+}
+
 // TestReportHasALinePerClassOfThree: with three classes the report has a
 // line per class, in priority order, and the delivery lines name the
 // three; with the default two it has none of them.

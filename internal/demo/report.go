@@ -3,7 +3,9 @@ package demo
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"smsdispatcher/admission"
@@ -95,7 +97,7 @@ func (r Report) Print(w io.Writer, cfg config.Settings) {
 	fmt.Fprintf(w, "  429 answers                      %d\n", r.Throttled)
 	fmt.Fprintf(w, "  OTP publish→provider p50 / p99   %v / %v\n", r.OTPLatencyP50.Round(100*time.Microsecond), r.P99.Round(100*time.Microsecond))
 	fmt.Fprintf(w, "  OTP wait for a slot p50 / p99     %v / %v\n", r.OTPWaitP50.Round(10*time.Microsecond), r.OTPWaitP99.Round(10*time.Microsecond))
-	fmt.Fprintf(w, "  nacks per sent message           %.3f %v\n", per(int64(r.Nacked)), r.NackedBy)
+	fmt.Fprintf(w, "  nacks per sent message           %.3f%s\n", per(int64(r.Nacked)), reasons(r.NackedBy))
 	fmt.Fprintf(w, "  admission calls per sent message %.2f (as the clients counted them)\n", per(r.ScriptCalls))
 	fmt.Fprintf(w, "  Redis commands per sent message  %.2f sent by the clients (admission + send-once claim and record; heartbeats; a receipt's fold)\n", per(r.RedisCmds))
 	if r.RedisStatsErr != "" {
@@ -111,6 +113,19 @@ func (r Report) Print(w io.Writer, cfg config.Settings) {
 	fmt.Fprintf(w, "  deliveries per published message %.3f (Pub/Sub, of %d published)\n",
 		float64(r.Deliveries)/float64(max(r.Published, 1)), r.Published)
 	printDelivery(w, r.classList(), r.Delivery)
+}
+
+// reasons is " (reason n, reason n...)" of counts, its reasons sorted; ""
+// when there are none.
+func reasons(counts map[string]int) string {
+	if len(counts) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(counts))
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, counts[k]))
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 // classList is r.Classes, or the default two when it names none.
