@@ -327,3 +327,46 @@ func TestOneFailureInAHundredNeverDegradesWithSendsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// One process whose every send fails (its egress broken) among healthy
+// ones: the healthy process's successes, admitted before the run of
+// failures began and so before it could hear of it, end the run as they
+// complete, fail, ok, fail, ok...; the account never degrades and the
+// healthy process gets every OTP slot it asks for.
+func TestABrokenProcessNeverDegradesAnAccountOthersSucceedOn(t *testing.T) {
+	rdb := redistest.Client(t)
+	cfg := healthConfig(t)
+	ctx := context.Background()
+	broken, good := newLimiter(t, rdb, cfg), newLimiter(t, rdb, cfg)
+	var held []Decision
+	for range 20 {
+		d, err := good.Admit(ctx, OTP, 1, time.Second, Claim{})
+		if err != nil || !d.Allowed || d.Health != Healthy {
+			t.Fatalf("the good process's admission: %+v, %v", d, err)
+		}
+		held = append(held, d)
+	}
+	for i, d := range held {
+		sendOnce(t, broken, ResultFailed, time.Second, false)
+		if err := good.Settle(ctx, d, RecordSent, ResultOK); err != nil {
+			t.Fatal(err)
+		}
+		if h := broken.Health(); h == Degraded {
+			t.Fatalf("after %d failures each followed by another process's success the account degraded", i+1)
+		}
+	}
+	got := 0
+	for range 50 {
+		d := try(t, good, OTP)
+		if !d.Allowed {
+			continue
+		}
+		got++
+		if err := good.Settle(ctx, d, "", ResultOK); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got != 50 {
+		t.Fatalf("the good process got %d of 50 OTP slots, want 50", got)
+	}
+}

@@ -124,4 +124,5 @@ var killers = map[string]string{
 	"RS2": "TestASkippedRouteDeniesTheFirstClassToItsPrefixOnly",
 	"RS3": "TestAnOTPToASkippedRouteFailsOverAndOthersStayHome",
 	"RS4": "TestASkippedRouteAdmitsOneProbePerIntervalAcrossProcesses",
+	"M30": "TestABrokenProcessNeverDegradesAnAccountOthersSucceedOn",
 }

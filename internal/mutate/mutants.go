@@ -415,4 +415,7 @@ var mutants = []mutant{
 	{"HR5", "status ignores an older process's beat on the account's keys", []edit{
 		{"status/report.go", "st.Processes = append(st.Processes, listed[s.Name]...)", "st.Processes = listed[s.Name]"},
 	}, "./status/"},
+	{"M30", "a success admitted while healthy is not reported: another process's run of failures goes on", []edit{
+		{"admission/health.go", "\tcase r == ResultOK:\n\t\treturn \"ok\"", "\tcase r == ResultOK && admitted != Healthy:\n\t\treturn \"ok\""},
+	}, ""},
 }
