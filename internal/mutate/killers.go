@@ -125,4 +125,5 @@ var killers = map[string]string{
 	"RS3": "TestAnOTPToASkippedRouteFailsOverAndOthersStayHome",
 	"RS4": "TestASkippedRouteAdmitsOneProbePerIntervalAcrossProcesses",
 	"M30": "TestABrokenProcessNeverDegradesAnAccountOthersSucceedOn",
+	"M31": "TestANumberInRedisThatIsNoneIsReadAsNone",
 }
