@@ -211,9 +211,11 @@
 -- TAT and writes no claim (it may take a wake ticket, and a recovery floor
 -- raises both TATs before anything is decided); a duplicate takes no slot.
 -- The account's keys are read in one MGET and written in one MSET (a
--- sender pool adds, per index, a ZRANGE of its first, a GET of that
--- sender's TAT and a ZADD of the one taken): they need no expiry, since a
--- TAT or ticket in the past means the same as none.
+-- sender pool adds, per index, a ZRANGE of its first and a GET of that
+-- sender's TAT, then the SET and ZADD of the one taken): they need no
+-- expiry, since a TAT or ticket in the past means the same as none and
+-- they are a fixed few. A sender's TAT, one per number the pool ever
+-- held, lives a second past itself.
 --
 -- Wake tickets spread the waiters of all processes over the coming slots,
 -- each the cost of the one before it apart (a 3-segment send takes three
@@ -692,8 +694,11 @@ for i, p in ipairs(pushes) do
   end
 end
 if pick then
+  -- A sender's TAT lives a second past itself, as penalty.lua's and
+  -- override.lua's do: the key of a sender since removed from the pool
+  -- goes away (a TAT in the past means the same as none).
   local v = math.min(math.max(s_tat, at) + cost * s_int, max_us)
-  put(KEYS[senders] .. pick, v)
+  redis.call('SET', KEYS[senders] .. pick, string.format('%d', v), 'PX', math.max(math.ceil((v - now) / 1000), 0) + 1000)
   redis.call('ZADD', KEYS[s_key], v, pick)
 end
 local nxt = 0

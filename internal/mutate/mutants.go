@@ -228,7 +228,7 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "    local w = tat + (cost - 1) * iv - now", "    local w = tat - now"},
 	}, ""},
 	{"A3", "a sender's TAT does not move", []edit{
-		{"admission/gcra.lua", "  put(KEYS[senders] .. pick, v)", "  put(KEYS[senders] .. pick, s_tat)"},
+		{"admission/gcra.lua", "redis.call('SET', KEYS[senders] .. pick, string.format('%d', v),", "redis.call('SET', KEYS[senders] .. pick, string.format('%d', s_tat),"},
 	}, ""},
 	{"S1", "the pool takes a sender out of order (its index's last, not its first)", []edit{
 		{"admission/gcra.lua", "redis.call('ZRANGE', KEYS[k], 0, 0, 'WITHSCORES')", "redis.call('ZRANGE', KEYS[k], -1, -1, 'WITHSCORES')"},
