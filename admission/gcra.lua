@@ -264,7 +264,7 @@ end
 -- through it, as in override.lua.
 local function num(v)
   v = tonumber(v)
-  if v and v >= 0 and v <= max_us then
+  if v and v >= 0 and v <= 2 ^ 53 - 1 then
     return v
   end
   return nil

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,5 +134,25 @@ func TestAReceiptReadsAStorysNumbersThatAreNoneAsNone(t *testing.T) {
 				t.Fatalf("fold = %+v, want delivered, final, sent at an unknown instant", f)
 			}
 		})
+	}
+}
+
+// The scripts that read a TAT or a count read it with one helper, the same
+// text in each (a script cannot call another's): gcra.lua's num.
+func TestTheScriptsReadNumbersWithOneHelper(t *testing.T) {
+	def := func(name, src string) string {
+		t.Helper()
+		i := strings.Index(src, "local function num(v)\n")
+		j := strings.Index(src[max(i, 0):], "\nend\n")
+		if i < 0 || j < 0 {
+			t.Fatalf("%s defines no num(v)", name)
+		}
+		return src[i : i+j+5]
+	}
+	want := def("gcra.lua", gcraLua)
+	for name, src := range map[string]string{"penalty.lua": penaltyLua, "resume.lua": resumeLua, "status.lua": statusLua} {
+		if got := def(name, src); got != want {
+			t.Errorf("%s's num:\n%s\nwant gcra.lua's:\n%s", name, got, want)
+		}
 	}
 }

@@ -63,7 +63,7 @@ local min_rps, max_us = 0.01, 2 ^ 53 - 1
 -- in [0, max_us] (NaN and inf are not), as gcra.lua's.
 local function num(v)
   v = tonumber(v)
-  if v and v >= 0 and v <= max_us then
+  if v and v >= 0 and v <= 2 ^ 53 - 1 then
     return v
   end
   return nil

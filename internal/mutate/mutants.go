@@ -419,6 +419,6 @@ var mutants = []mutant{
 		{"admission/health.go", "\tcase r == ResultOK:\n\t\treturn \"ok\"", "\tcase r == ResultOK && admitted != Healthy:\n\t\treturn \"ok\""},
 	}, ""},
 	{"M31", "a number read from Redis unguarded: a 'nan' TAT admits once, then locks the account", []edit{
-		{"admission/gcra.lua", "local function num(v)\n  v = tonumber(v)\n  if v and v >= 0 and v <= max_us then", "local function num(v)\n  v = tonumber(v)\n  if v then"},
+		{"admission/gcra.lua", "local function num(v)\n  v = tonumber(v)\n  if v and v >= 0 and v <= 2 ^ 53 - 1 then", "local function num(v)\n  v = tonumber(v)\n  if v then"},
 	}, ""},
 }
