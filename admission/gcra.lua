@@ -697,8 +697,9 @@ if pick then
   -- A sender's TAT lives a second past itself, as penalty.lua's and
   -- override.lua's do: the key of a sender since removed from the pool
   -- goes away (a TAT in the past means the same as none).
+  local keep_ms = 1000
   local v = math.min(math.max(s_tat, at) + cost * s_int, max_us)
-  redis.call('SET', KEYS[senders] .. pick, string.format('%d', v), 'PX', math.max(math.ceil((v - now) / 1000), 0) + 1000)
+  redis.call('SET', KEYS[senders] .. pick, string.format('%d', v), 'PX', math.max(math.ceil((v - now) / 1000), 0) + keep_ms)
   redis.call('ZADD', KEYS[s_key], v, pick)
 end
 local nxt = 0
