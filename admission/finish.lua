@@ -148,15 +148,19 @@ if story then
   end
 end
 
--- The account's health. A success on a healthy account with no run
--- counted is not reported (the admission said so): nothing to read.
+-- The account's health. Every success is reported, whatever the
+-- admission said: a run of failures another process began since then ends
+-- at it. On a healthy account with no run counted it costs one GET.
 if result == '' then
+  return {n, 0}
+end
+local v = redis.call('GET', KEYS[4])
+if not v and (result == 'ok' or result == 'probe_ok') then
   return {n, 0}
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local mode, fails, timeouts, start, ok, nxt, since = 'h', 0, 0, 0, 0, 0, 0
-local v = redis.call('GET', KEYS[4])
 if v then
   local m, a, b, c, d, e, f = string.match(v, '^([hd]) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
   if m then

@@ -211,9 +211,11 @@
 -- TAT and writes no claim (it may take a wake ticket, and a recovery floor
 -- raises both TATs before anything is decided); a duplicate takes no slot.
 -- The account's keys are read in one MGET and written in one MSET (a
--- sender pool adds, per index, a ZRANGE of its first, a GET of that
--- sender's TAT and a ZADD of the one taken): they need no expiry, since a
--- TAT or ticket in the past means the same as none.
+-- sender pool adds, per index, a ZRANGE of its first and a GET of that
+-- sender's TAT, then the SET and ZADD of the one taken): they need no
+-- expiry, since a TAT or ticket in the past means the same as none and
+-- they are a fixed few. A sender's TAT, one per number the pool ever
+-- held, lives a second past itself.
 --
 -- Wake tickets spread the waiters of all processes over the coming slots,
 -- each the cost of the one before it apart (a 3-segment send takes three
@@ -257,10 +259,12 @@ local function rate(v)
   return nil
 end
 -- num returns v read as a count or an instant, nil unless it is a number in
--- [0, max_us].
+-- [0, max_us] (NaN and inf are not: a hand-typed 'nan' TAT would admit
+-- once and then be written as max_us). Every number read from Redis goes
+-- through it, as in override.lua.
 local function num(v)
   v = tonumber(v)
-  if v and v >= 0 and v <= max_us then
+  if v and v >= 0 and v <= 2 ^ 53 - 1 then
     return v
   end
   return nil
@@ -303,9 +307,9 @@ end
 local function wake(v)
   local w, g = string.match(v or '', '^(%d+) (%d+)$')
   if w then
-    return tonumber(w), tonumber(g)
+    return num(w) or 0, num(g) or 0
   end
-  return tonumber(v) or 0, 0
+  return num(v) or 0, 0
 end
 local function put_wake(key, w, g)
   out[#out + 1] = key
@@ -317,7 +321,7 @@ local res = {}
 for iv, tau, r in string.gmatch(ARGV[24], '(%d+) (%d+) (%d+)') do
   local k = 12 + #res
   res[#res + 1] = {int = tonumber(iv), tau = tonumber(tau), reserve = tonumber(r), key = k,
-    tat = math.max(tonumber(s[k]) or 0, now)}
+    tat = math.max(num(s[k]) or 0, now)}
 end
 -- The later classes' wake tickets: KEYS[12 + #res..].
 local pushes = {}
@@ -327,7 +331,7 @@ end
 local senders = 12 + #res + #pushes -- the pool's floor key, then its indexes
 local pool = ARGV[20] ~= ''
 
-local tat_g, tat_m = math.max(tonumber(s[1]) or 0, now), math.max(tonumber(s[2]) or 0, now)
+local tat_g, tat_m = math.max(num(s[1]) or 0, now), math.max(num(s[2]) or 0, now)
 local floor = tonumber(ARGV[6])
 if floor > 0 then
   -- Raised before anything is decided, and kept whatever is.
@@ -345,7 +349,7 @@ if floor > 0 then
       put(KEYS[v.key], v.tat)
     end
   end
-  if pool and (tonumber(s[senders]) or 0) < now + floor then
+  if pool and (num(s[senders]) or 0) < now + floor then
     s[senders] = now + floor
     put(KEYS[senders], s[senders])
   end
@@ -378,7 +382,7 @@ local attempts = 0
 if token ~= '' and s[9] then
   local n, state = string.match(s[9], '^(%d+)#(.*)$')
   if n then
-    attempts = tonumber(n)
+    attempts = num(n) or 0
   else
     state = s[9]
   end
@@ -593,7 +597,7 @@ end
 -- taken at its true TAT, which keeps every sender within its rate.
 local pick, s_wait, s_int, s_tat, s_key = nil, -1, 0, 0, 0
 if pool then
-  local pfloor = tonumber(s[senders]) or 0
+  local pfloor = num(s[senders]) or 0
   local g = 0
   for v in string.gmatch(ARGV[20], '%d+') do
     g = g + 1
@@ -607,8 +611,8 @@ if pool then
         return {0, 0, 11, 0, attempts, '', '', learned, ignored, health}
       end
       m = top[1]
-      tat = math.max(tonumber(redis.call('GET', KEYS[senders] .. m)) or 0, pfloor)
-      if tat <= math.max(tonumber(top[2]), now, pfloor) then
+      tat = math.max(num(redis.call('GET', KEYS[senders] .. m)) or 0, pfloor)
+      if tat <= math.max(num(top[2]) or 0, now, pfloor) then
         break -- no other sender of the index opens earlier
       end
       redis.call('ZADD', KEYS[k], tat, m)
@@ -648,7 +652,7 @@ if max_inflight > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)
   if redis.call('ZCARD', KEYS[6]) >= max_inflight then
     local first = redis.call('ZRANGE', KEYS[6], 0, 0, 'WITHSCORES')
-    return deny(math.max(math.min(tonumber(first[2]) - now, g_int), 1), 4)
+    return deny(math.max(math.min((num(first[2]) or max_us) - now, g_int), 1), 4)
   end
   local ttl = tonumber(ARGV[13])
   redis.call('ZADD', KEYS[6], at + ttl, ARGV[12])
@@ -690,8 +694,12 @@ for i, p in ipairs(pushes) do
   end
 end
 if pick then
+  -- A sender's TAT lives a second past itself, as penalty.lua's and
+  -- override.lua's do: the key of a sender since removed from the pool
+  -- goes away (a TAT in the past means the same as none).
+  local keep_ms = 1000
   local v = math.min(math.max(s_tat, at) + cost * s_int, max_us)
-  put(KEYS[senders] .. pick, v)
+  redis.call('SET', KEYS[senders] .. pick, string.format('%d', v), 'PX', math.max(math.ceil((v - now) / 1000), 0) + keep_ms)
   redis.call('ZADD', KEYS[s_key], v, pick)
 end
 local nxt = 0

@@ -57,14 +57,16 @@ const (
 )
 
 // arg is r as finish.lua's ARGV[5], for a send admitted when the account
-// was admitted (the decision's health) and known is the account's health
-// as this process knows it now: a success is reported only when a run of
-// failures may be counted, and as a probe's when it was one.
-func (r SendResult) arg(admitted, known Health) string {
+// was admitted (the decision's health). Every success is reported, as a
+// probe's when it was one: a run of failures may have begun after the
+// admission, counted by another process this one has not heard from, and
+// any success ends it (finish.lua reads the health key only, when there is
+// no run to end).
+func (r SendResult) arg(admitted Health) string {
 	switch {
 	case r == ResultOK && admitted == Degraded:
 		return "probe_ok"
-	case r == ResultOK && (admitted != Healthy || known != Healthy):
+	case r == ResultOK:
 		return "ok"
 	case r == ResultFailed:
 		return "fail"

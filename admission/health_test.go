@@ -4,10 +4,15 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"smsdispatcher/internal/redisstats"
 	"smsdispatcher/internal/redistest"
 )
 
@@ -325,5 +330,90 @@ func TestOneFailureInAHundredNeverDegradesWithSendsInFlight(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+}
+
+// One process whose every send fails (its egress broken) among healthy
+// ones: the healthy process's successes, admitted before the run of
+// failures began and so before it could hear of it, end the run as they
+// complete, fail, ok, fail, ok...; the account never degrades and the
+// healthy process gets every OTP slot it asks for.
+func TestABrokenProcessNeverDegradesAnAccountOthersSucceedOn(t *testing.T) {
+	rdb := redistest.Client(t)
+	cfg := healthConfig(t)
+	ctx := context.Background()
+	broken, good := newLimiter(t, rdb, cfg), newLimiter(t, rdb, cfg)
+	var held []Decision
+	for range 20 {
+		d, err := good.Admit(ctx, OTP, 1, time.Second, Claim{})
+		if err != nil || !d.Allowed || d.Health != Healthy {
+			t.Fatalf("the good process's admission: %+v, %v", d, err)
+		}
+		held = append(held, d)
+	}
+	for i, d := range held {
+		sendOnce(t, broken, ResultFailed, time.Second, false)
+		if err := good.Settle(ctx, d, RecordSent, ResultOK); err != nil {
+			t.Fatal(err)
+		}
+		if h := broken.Health(); h == Degraded {
+			t.Fatalf("after %d failures each followed by another process's success the account degraded", i+1)
+		}
+	}
+	got := 0
+	for range 50 {
+		d := try(t, good, OTP)
+		if !d.Allowed {
+			continue
+		}
+		got++
+		if err := good.Settle(ctx, d, "", ResultOK); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got != 50 {
+		t.Fatalf("the good process got %d of 50 OTP slots, want 50", got)
+	}
+}
+
+// Reporting every success costs a healthy account one GET in the call
+// after the send, and nothing else: no TIME, no write
+// (docs/measurements.md, "Two calls a message").
+func TestASuccessOnAHealthyAccountCostsOneGet(t *testing.T) {
+	o := redistest.Options(redistest.Private(t))
+	o.Network = "unix"
+	rdb := redis.NewClient(o)
+	t.Cleanup(func() { rdb.Close() })
+	l := newLimiter(t, rdb, healthConfig(t))
+	ctx := context.Background()
+	sendOnce(t, l, ResultOK, time.Second, false) // the scripts loaded
+	for _, result := range []SendResult{ResultNone, ResultOK} {
+		d, err := l.Admit(ctx, OTP, 1, time.Second, Claim{ID: fmt.Sprint("m", result), Token: "t"})
+		if err != nil || !d.Allowed {
+			t.Fatalf("admission: %+v, %v", d, err)
+		}
+		if err := redisstats.Reset(ctx, rdb); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Settle(ctx, d, RecordSent, result); err != nil {
+			t.Fatal(err)
+		}
+		s, err := redisstats.Read(ctx, rdb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("result %d: %d commands executed (%v)", result, s.Executed(), s)
+		want := map[string]int64{"evalsha": 1, "set": 1, "incrby": 1} // the record, the count of sends
+		if result == ResultOK {
+			want["get"] = 1
+		}
+		for name, n := range s {
+			if base, _, _ := strings.Cut(name, "|"); slices.Contains(redisstats.NotWork, base) || name == "pexpire" {
+				continue // the measurement, and the count's lifetime (once a second)
+			}
+			if n != want[name] {
+				t.Fatalf("result %d: %d %s, want %d (%v)", result, n, name, want[name], s)
+			}
+		}
 	}
 }

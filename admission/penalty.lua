@@ -59,9 +59,18 @@ end
 -- As in gcra.lua: a rate below min_rps, or a number past 2^53, read from
 -- Redis is ignored.
 local min_rps, max_us = 0.01, 2 ^ 53 - 1
+-- num returns v read as a count or an instant, nil unless it is a number
+-- in [0, max_us] (NaN and inf are not), as gcra.lua's.
+local function num(v)
+  v = tonumber(v)
+  if v and v >= 0 and v <= 2 ^ 53 - 1 then
+    return v
+  end
+  return nil
+end
 
 local tat = now + cur * 1000 + tonumber(ARGV[2])
-if (tonumber(redis.call('GET', KEYS[2])) or 0) < tat then
+if (num(redis.call('GET', KEYS[2])) or 0) < tat then
   redis.call('SET', KEYS[2], string.format('%d', tat), 'PX', px(tat))
 end
 -- A 429 lowers the learned rate, once per incident: the 429s of sends
@@ -76,10 +85,6 @@ if ARGV[3] == 'throttled' and ARGV[4] ~= '' then
   local st = redis.call('GET', KEYS[4])
   if st then
     local r, l, h, x, m, c = string.match(st, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) %S+$')
-    local function num(v)
-      v = tonumber(v)
-      return v and v >= 0 and v <= max_us and v
-    end
     r, l, h, x, c = tonumber(r), num(l), num(h), num(x), num(c)
     -- A state gcra.lua would ignore (a rate below min_rps, not a number,
     -- a field past 2^53) is ignored here too: the search starts again.

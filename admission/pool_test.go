@@ -325,3 +325,37 @@ func TestALostPoolIndexIsBuiltAgain(t *testing.T) {
 		t.Errorf("index lives %v, want up to %v", ttl, poolIndexTTL)
 	}
 }
+
+// A sender's TAT key lives a second past the TAT it holds, as the other
+// TATs written with a lifetime do: the key of a sender removed from the
+// pool goes away once it means nothing.
+func TestASendersTATKeyExpiresASecondPastIt(t *testing.T) {
+	rdb := redistest.Client(t)
+	ctx := context.Background()
+	cfg := testConfig(t)
+	cfg.TargetRPS, cfg.MarketingRPS = 1000, 1000
+	cfg.Senders = []Sender{{From: "+15550000001", RPS: 0.5}}
+	l := newLimiter(t, rdb, cfg)
+	if d := try(t, l, OTP); !d.Allowed || d.Sender != "+15550000001" {
+		t.Fatalf("admission: %+v, want allowed from the pool's sender", d)
+	}
+	key := l.pool.floor + "+15550000001"
+	// At one instant: MULTI runs them as one.
+	var now *redis.TimeCmd
+	var tat *redis.StringCmd
+	var ttl *redis.DurationCmd
+	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		now, tat, ttl = p.Time(ctx), p.Get(ctx, key), p.PTTL(ctx, key)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := tat.Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead := time.Duration(v-now.Val().UnixMicro()) * time.Microsecond
+	if d := ttl.Val() - lead; d < time.Second-2*time.Millisecond || d > time.Second+2*time.Millisecond {
+		t.Fatalf("the sender's TAT, %v ahead, lives %v: want a second past it", lead, ttl.Val())
+	}
+}

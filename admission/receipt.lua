@@ -111,9 +111,14 @@ local pre = string.sub(KEYS[2], 1, -5) -- '{sms:<account>}:'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
--- A number read back, within [0, 2^53).
+-- A number read back, within [0, 2^53); 0 when it is none (NaN and inf
+-- are none, as in gcra.lua's num).
 local function num(x)
-  return math.min(math.max(tonumber(x) or 0, 0), 2 ^ 53 - 1)
+  x = tonumber(x)
+  if not (x and x > -math.huge and x < math.huge) then
+    return 0
+  end
+  return math.min(math.max(x, 0), 2 ^ 53 - 1)
 end
 
 local function load(msg)

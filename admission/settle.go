@@ -92,7 +92,7 @@ func (l *Limiter) SettleStory(ctx context.Context, d Decision, record string, re
 	// share the leases' slot, and is left alone.
 	a := l.base
 	call := finishCall{Record: a.Leases, Leases: a.Leases, Health: a.Health, Millis: l.claims.recordTTL.Milliseconds(),
-		Result: result.arg(d.Health, l.Health()), Rule: l.healthRule, Ended: l.takeOrphans(lease)}
+		Result: result.arg(d.Health), Rule: l.healthRule, Ended: l.takeOrphans(lease)}
 	if d.Claimed {
 		call.Record, call.Value, call.Token = l.claims.Key(d.claim.ID), record, d.claim.Token
 	}

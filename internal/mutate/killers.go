@@ -124,4 +124,6 @@ var killers = map[string]string{
 	"RS2": "TestASkippedRouteDeniesTheFirstClassToItsPrefixOnly",
 	"RS3": "TestAnOTPToASkippedRouteFailsOverAndOthersStayHome",
 	"RS4": "TestASkippedRouteAdmitsOneProbePerIntervalAcrossProcesses",
+	"M30": "TestABrokenProcessNeverDegradesAnAccountOthersSucceedOn",
+	"M31": "TestANumberInRedisThatIsNoneIsReadAsNone",
 }

@@ -38,7 +38,7 @@ var mutants = []mutant{
 		{"admission/eval.go", "	lease := call.Lease\n", "	lease := call.Lease\n	call.RecoveryFloor = l.clock.Now().UnixMicro()\n"},
 	}, ""},
 	{"M2", "idle time banks credit", []edit{
-		{"admission/gcra.lua", "local tat_g, tat_m = math.max(tonumber(s[1]) or 0, now), math.max(tonumber(s[2]) or 0, now)", "local tat_g, tat_m = tonumber(s[1]) or now, tonumber(s[2]) or now"},
+		{"admission/gcra.lua", "local tat_g, tat_m = math.max(num(s[1]) or 0, now), math.max(num(s[2]) or 0, now)", "local tat_g, tat_m = num(s[1]) or now, num(s[2]) or now"},
 		{"admission/gcra.lua", "tat_g = math.max(tat_g, at) + cost * g_int", "tat_g = tat_g + cost * g_int"},
 		{"admission/gcra.lua", "  tat_m = math.max(tat_m, at) + cost * m_int", "  tat_m = tat_m + cost * m_int"},
 	}, ""},
@@ -97,7 +97,7 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "if o_g and o_g > 0 and math.ceil(1000000 / o_g) > g_int then", "if o_g and o_g > 0 then"},
 	}, ""},
 	{"M20", "the account bursts when a penalty ends", []edit{
-		{"admission/penalty.lua", "if (tonumber(redis.call('GET', KEYS[2])) or 0) < tat then", "if false then"},
+		{"admission/penalty.lua", "if (num(redis.call('GET', KEYS[2])) or 0) < tat then", "if false then"},
 	}, ""},
 	{"L1", "stale leases of dead processes never reclaimed", []edit{
 		{"admission/gcra.lua", "  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)\n", ""},
@@ -228,13 +228,13 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "    local w = tat + (cost - 1) * iv - now", "    local w = tat - now"},
 	}, ""},
 	{"A3", "a sender's TAT does not move", []edit{
-		{"admission/gcra.lua", "  put(KEYS[senders] .. pick, v)", "  put(KEYS[senders] .. pick, s_tat)"},
+		{"admission/gcra.lua", "redis.call('SET', KEYS[senders] .. pick, string.format('%d', v),", "redis.call('SET', KEYS[senders] .. pick, string.format('%d', s_tat),"},
 	}, ""},
 	{"S1", "the pool takes a sender out of order (its index's last, not its first)", []edit{
 		{"admission/gcra.lua", "redis.call('ZRANGE', KEYS[k], 0, 0, 'WITHSCORES')", "redis.call('ZRANGE', KEYS[k], -1, -1, 'WITHSCORES')"},
 	}, ""},
 	{"S2", "a sender above its rate: its index's score taken for its TAT", []edit{
-		{"admission/gcra.lua", "tat = math.max(tonumber(redis.call('GET', KEYS[senders] .. m)) or 0, pfloor)", "tat = math.max(tonumber(top[2]), pfloor)"},
+		{"admission/gcra.lua", "tat = math.max(num(redis.call('GET', KEYS[senders] .. m)) or 0, pfloor)", "tat = math.max(num(top[2]) or 0, pfloor)"},
 	}, ""},
 	{"A4", "the learned rate climbs above the target", []edit{
 		{"admission/gcra.lua", "  r = math.max(math.min(r, a_target), a_min)", "  r = math.max(r, a_min)"},
@@ -415,4 +415,10 @@ var mutants = []mutant{
 	{"HR5", "status ignores an older process's beat on the account's keys", []edit{
 		{"status/report.go", "st.Processes = append(st.Processes, listed[s.Name]...)", "st.Processes = listed[s.Name]"},
 	}, "./status/"},
+	{"M30", "a success admitted while healthy is not reported: another process's run of failures goes on", []edit{
+		{"admission/health.go", "\tcase r == ResultOK:\n\t\treturn \"ok\"", "\tcase r == ResultOK && admitted != Healthy:\n\t\treturn \"ok\""},
+	}, ""},
+	{"M31", "a number read from Redis unguarded: a 'nan' TAT admits once, then locks the account", []edit{
+		{"admission/gcra.lua", "local function num(v)\n  v = tonumber(v)\n  if v and v >= 0 and v <= 2 ^ 53 - 1 then", "local function num(v)\n  v = tonumber(v)\n  if v then"},
+	}, ""},
 }
