@@ -271,6 +271,12 @@ var _ receipts.Metrics = (*resendCount)(nil)
 
 func (m *resendCount) Receipt(account, class, status, outcome string)  {}
 func (m *resendCount) Delivery(account, class string, d time.Duration) {}
+func (m *resendCount) ResendLate(account string) {
+	m.mu.Lock()
+	m.by[account+" late"]++
+	m.mu.Unlock()
+}
+
 func (m *resendCount) Resend(account, reason string) {
 	m.mu.Lock()
 	m.by[account+" "+reason]++
