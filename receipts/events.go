@@ -89,8 +89,11 @@ func (s *Server) publishOwed(ctx context.Context, a *account, f admission.Fold) 
 // sweep to hand out with the event: one payload is never out twice,
 // whatever becomes of the status event.
 func (s *Server) handOut(ctx context.Context, a *account, f admission.Fold) error {
-	if !resendDue(f, s.now()) {
+	if now := s.now(); !resendDue(f, now) {
 		s.metrics.ResendLate(a.Name)
+		if held, ok := a.late.allow(now); ok {
+			s.logger.Warn("receipts: a resend past its window was dropped unsent", "account", a.Name, "id", f.ID, "unlogged", held)
+		}
 		return nil
 	}
 	err := publish(ctx, s.cfg.Resend, f.Resend, resendAttrs(a.Name, f))

@@ -119,7 +119,7 @@ type account struct {
 	// the flush that clears it in Redis.
 	pending atomic.Bool
 
-	forged, ledgerErr, publishErr quietLog
+	forged, ledgerErr, publishErr, late quietLog
 }
 
 // New returns a Server of cfg's accounts, or an error naming what cfg

@@ -420,6 +420,6 @@ var mutants = []mutant{
 		{"admission/receipt.lua", "          redis.call('HDEL', msg, 'resend') -- taken: handed out once\n", ""},
 	}, "./receipts/"},
 	{"M29", "a resend handed out past its window", []edit{
-		{"receipts/events.go", "	if !resendDue(f, s.now()) {", "	if false {"},
+		{"receipts/events.go", "	if now := s.now(); !resendDue(f, now) {", "	if now := s.now(); false {"},
 	}, "./receipts/"},
 }
