@@ -298,6 +298,18 @@ type storyCall struct {
 func (c storyCall) keys() []string { return []string{c.Record, c.Msg, c.Owed, c.Resend} }
 func (c storyCall) argv() []any    { return []any{c.ID} }
 
+// givebackCall is one call of giveback.lua.
+type givebackCall struct {
+	Msg  string `lua:"KEYS[1] the message's story"`
+	Owed string `lua:"KEYS[2] the owed set"`
+
+	ID      string `lua:"ARGV[1] the message's id"`
+	Payload string `lua:"ARGV[2] the resend payload"`
+}
+
+func (c givebackCall) keys() []string { return []string{c.Msg, c.Owed} }
+func (c givebackCall) argv() []any    { return []any{c.ID, c.Payload} }
+
 // deliveryCall is one call of delivery.lua.
 type deliveryCall struct {
 	Owed string `lua:"KEYS[1] the owed set"`

@@ -15,8 +15,10 @@
 //
 // A sent message's delivery receipts fold into one state per message, in
 // one script call each (receipt.lua): a final state is never replaced by
-// an intermediate one, nor by a later final other than delivered, and a
-// status event owed for it stays owed until its publication is noted.
+// an intermediate one, nor by a later final other than delivered, a
+// status event owed for it stays owed until its publication is noted, and
+// a first-class message's resend payload is handed out once (given back
+// only when its publish failed: giveback.lua).
 //
 // Each decision is one Lua script call (gcra.lua): the penalty key is checked
 // first, then GCRA on the global key and on the levels of the caller's
@@ -41,8 +43,8 @@
 // Redis), circuit.go (Redis's health), claim.go (send-once records),
 // memory.go (Redis's maxmemory-policy), story.go (a sent message's
 // story, kept by SettleStory, and what `dispatcher message` and `status`
-// read of it), receipt.go (a delivery receipt folded into it, and its
-// owed status events), route.go (a first-class route to a destination
+// read of it), receipt.go (a delivery receipt folded into it, its owed
+// status events and its resend given back), route.go (a first-class route to a destination
 // prefix skipped while its messages do not arrive),
 // calls.go (each script's KEYS and ARGV as a struct) and scripts.go (the
 // scripts and their operation names).

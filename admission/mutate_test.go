@@ -29,6 +29,7 @@ func init() {
 		"story.lua": {&storyLua, &storyScript}, "delivery.lua": {&deliveryLua, &deliveryScript},
 		"learned.lua": {&learnedLua, &learnedScript}, "pool.lua": {&poolLua, &poolScript},
 		"health.lua": {&healthLua, &healthScript}, "processes.lua": {&processesLua, &processesScript},
+		"giveback.lua": {&givebackLua, &givebackScript},
 	}
 	files, _ := scriptFS.ReadDir(".")
 	for _, f := range files {

@@ -36,10 +36,10 @@ type Fold struct {
 	// now, or a failure turned delivered): publish it, then EventPublished.
 	Owed bool
 	// Resend is non-nil once, with the Owed that made a first-class
-	// message's failure final while its resend payload lived, and again
-	// from Owed while that event is owed: publish it to the first class's
-	// topic. The payload stays with the story until EventPublished, so a
-	// failed publish never loses it.
+	// message's failure final while its resend payload lived: publish it
+	// to the first class's topic. It is handed out once, taken from
+	// Redis: a publish that fails gives it back (GiveBackResend), and a
+	// sweep (Owed) hands it out again with its event.
 	Resend  []byte
 	Account string // the account the fold ran on
 
@@ -114,7 +114,7 @@ func (l *Limiter) Receipt(ctx context.Context, r Report) (Fold, error) {
 	return folds[0], nil
 }
 
-// EventPublished notes that id's owed event (and resend) is out; the next
+// EventPublished notes that id's owed event is out; the next
 // Receipt or FlushPublished clears it. It clears the oldest event this
 // Limiter returned for id (from Receipt or Owed) and not yet noted, and
 // only while that is still the event owed: one owed since (a failure
@@ -136,6 +136,24 @@ func (l *Limiter) EventPublished(id string) {
 	l.published = append(l.published, id, strconv.FormatInt(vs[0], 10))
 }
 
+// GiveBackResend gives back the resend payload of f, a Fold whose Resend
+// was not published, for a sweep to hand out again with its event. It
+// reports whether it was given back: false when it is moot (the message
+// was delivered after all, its story expired, or its event is no longer
+// owed).
+func (l *Limiter) GiveBackResend(ctx context.Context, f Fold) (bool, error) {
+	call := givebackCall{Msg: l.msgKey(f.ID), Owed: l.tag + ":owed", ID: f.ID, Payload: string(f.Resend)}
+	var n int64
+	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
+		n, err = givebackScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Int64()
+		if err != nil {
+			return fmt.Errorf("giveback eval: %w", err)
+		}
+		return nil
+	})
+	return n == 1, err
+}
+
 // FlushPublished clears from the owed set the events EventPublished noted,
 // in as few calls as it takes (64 a call).
 func (l *Limiter) FlushPublished(ctx context.Context) error {
@@ -153,8 +171,9 @@ func (l *Limiter) FlushPublished(ctx context.Context) error {
 }
 
 // Owed returns up to n messages whose event has been owed for longer than
-// age (a sweep publishes them again; Fold.Resend included while owed), and
-// clears the events published meanwhile. n is at most 1000.
+// age (a sweep publishes them again; Fold.Resend when a resend was given
+// back, taken from Redis), and clears the events published meanwhile. n
+// is at most 1000.
 func (l *Limiter) Owed(ctx context.Context, age time.Duration, n int) ([]Fold, error) {
 	call := l.sweepCall()
 	call.Age, call.Most = max(age.Milliseconds(), 0), min(max(n, 0), maxOwedPerSweep)

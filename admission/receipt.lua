@@ -13,8 +13,13 @@
 -- writes s<i> and c<i> (part i's status and error code), status, code and
 -- at (the message's state, its error code, and when it became so, ms), ov
 -- (the owed event's version, one more each time an event is owed), resend
--- (the resend payload, kept from when it is handed out until its event is
--- published) and resent ('1' once handed out).
+-- (a resend payload given back after its publish failed: giveback.lua)
+-- and resent ('1' once handed out).
+--
+-- A resend payload is handed out once: the fold that makes a failure
+-- final takes it from its key, a sweep takes a payload given back from the
+-- story; whatever becomes of the status event, it is never handed out
+-- twice.
 --
 -- The fold, per part then per message: a final status beats an
 -- intermediate one; a later final never replaces an earlier one unless it
@@ -71,8 +76,9 @@
 -- message's state; each message is {id, class, sender, first provider id,
 -- status, error code, sent_ms, status_ms, owed, version, resend}: owed 1
 -- when an event is owed for this state, version its ov, resend the
--- payload to publish ('' none). A receipt returns one message, or none
--- when its provider id is unknown (nothing written but the clearing).
+-- payload to publish ('' none; handed out, it is no longer in Redis). A
+-- receipt returns one message, or none when its provider id is unknown
+-- (nothing written but the clearing).
 -- Everything is read and checked before the first write: a script that
 -- errors keeps the writes it made.
 
@@ -155,8 +161,12 @@ if status == '' then
   if most > 0 then
     local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - age, 'LIMIT', 0, most)
     for _, id in ipairs(ids) do
-      local h = load(pre .. 'msg:' .. id)
+      local msg = pre .. 'msg:' .. id
+      local h = load(msg)
       if h then
+        if h.resend then
+          redis.call('HDEL', msg, 'resend') -- taken: handed out once
+        end
         out[#out + 1] = reply(id, h, true, h.resend or '')
       else
         redis.call('ZREM', KEYS[2], id) -- its story expired: nothing to publish
@@ -316,13 +326,12 @@ if owed then
     -- Delivered after all: a resend not yet published is moot.
     redis.call('HDEL', msg, 'resend')
   else
-    -- A failure made final: the resend payload, once, kept with the story
-    -- until its event is published (the sweep hands it out again).
+    -- A failure made final: the resend payload, taken from its key and
+    -- handed out once (a publish that fails gives it back: giveback.lua).
     local key = pre .. 'resend:' .. id
     resend = redis.call('GET', key) or ''
     if resend ~= '' then
       redis.call('DEL', key)
-      writes[#writes + 1], writes[#writes + 2] = 'resend', resend
       writes[#writes + 1], writes[#writes + 2] = 'resent', '1'
     end
   end

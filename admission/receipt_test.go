@@ -216,12 +216,14 @@ func TestAnOwedEventStaysOwedUntilItIsPublished(t *testing.T) {
 	}
 }
 
-// TestAResendIsHandedOutOnceAndKeptUntilItsEventIsPublished: the receipt
-// that makes a failure final hands the resend payload out once, and takes
-// it from its key; the sweep hands it out again while the event is owed
-// (a failed publish loses nothing); a delivered message, or one whose
+// TestAResendIsHandedOutOnceWhateverBecomesOfItsEvent: the receipt that
+// makes a failure final hands the resend payload out once, taking it from
+// its key; sweeps while its event stays owed do not hand it out again; a
+// payload given back (its publish failed) is handed out by the next sweep
+// only, once; giving back is moot once the event is published, the
+// message delivered or its story gone; a delivered message, or one whose
 // resend ran out, hands out none.
-func TestAResendIsHandedOutOnceAndKeptUntilItsEventIsPublished(t *testing.T) {
+func TestAResendIsHandedOutOnceWhateverBecomesOfItsEvent(t *testing.T) {
 	rdb := redistest.Client(t)
 	l := newLimiter(t, rdb, testConfig(t))
 	ctx := context.Background()
@@ -230,8 +232,17 @@ func TestAResendIsHandedOutOnceAndKeptUntilItsEventIsPublished(t *testing.T) {
 	keepStory(t, l, "r", Story{Class: "otp", ProviderIDs: []string{"pr"}, Resend: payload, ResendUntil: soon})
 	keepStory(t, l, "s", Story{Class: "otp", ProviderIDs: []string{"ps"}, Resend: payload, ResendUntil: soon})
 	keepStory(t, l, "u", Story{Class: "otp", ProviderIDs: []string{"pu"}, Resend: payload, ResendUntil: time.Now().Add(-time.Second)})
+	giveBack := func(f Fold) bool {
+		t.Helper()
+		ok, err := l.GiveBackResend(ctx, f)
+		if err != nil {
+			t.Fatalf("GiveBackResend(%s): %v", f.ID, err)
+		}
+		return ok
+	}
 
-	if f := fold(t, l, report("pr", "failed", "30007")); !f.Owed || string(f.Resend) != string(payload) {
+	f := fold(t, l, report("pr", "failed", "30007"))
+	if !f.Owed || string(f.Resend) != string(payload) {
 		t.Fatalf("the failure made final: %+v, want owed with the resend", f)
 	}
 	if n := rdb.Exists(ctx, l.tag+":resend:r").Val(); n != 0 {
@@ -240,9 +251,19 @@ func TestAResendIsHandedOutOnceAndKeptUntilItsEventIsPublished(t *testing.T) {
 	if f := fold(t, l, report("pr", "undelivered", "30003")); f.Owed || f.Resend != nil || f.Status != "failed" {
 		t.Fatalf("a later failure: %+v, want failed, no event, no resend", f)
 	}
-	got := owedIDs(t, l, 0)
-	if string(got["r"].Resend) != string(payload) {
-		t.Fatalf("the sweep while r's event is owed: %+v, want its resend", got["r"])
+	for i := range 3 {
+		if got := owedIDs(t, l, 0); !got["r"].Owed || got["r"].Resend != nil {
+			t.Fatalf("sweep %d while r's event is owed: %+v, want its event without the resend handed out before", i, got["r"])
+		}
+	}
+	if !giveBack(f) {
+		t.Fatal("a resend whose event is owed was not given back")
+	}
+	if got := owedIDs(t, l, 0); string(got["r"].Resend) != string(payload) {
+		t.Fatalf("the sweep after the give-back: %+v, want its resend", got["r"])
+	}
+	if got := owedIDs(t, l, 0); got["r"].Resend != nil {
+		t.Fatalf("the next sweep: %+v, want the resend handed out once", got["r"])
 	}
 	l.EventPublished("r")
 	if err := l.FlushPublished(ctx); err != nil {
@@ -250,6 +271,9 @@ func TestAResendIsHandedOutOnceAndKeptUntilItsEventIsPublished(t *testing.T) {
 	}
 	if got := owedIDs(t, l, 0); len(got) != 0 {
 		t.Fatalf("after r's event was published: %+v, want none owed", got)
+	}
+	if giveBack(f) {
+		t.Fatal("a resend given back after its event was published: no sweep would hand it out")
 	}
 	if s, _, _ := l.Story(ctx, "r"); !s.Resent || s.Owed {
 		t.Fatalf("r's story: %+v, want resent, not owed", s)
@@ -260,6 +284,9 @@ func TestAResendIsHandedOutOnceAndKeptUntilItsEventIsPublished(t *testing.T) {
 	}
 	if f := fold(t, l, report("ps", "failed", "")); f.Resend != nil || f.Status != "delivered" {
 		t.Fatalf("a failure after delivered: %+v, want delivered, no resend", f)
+	}
+	if giveBack(Fold{ID: "s", Resend: payload}) || giveBack(Fold{ID: "gone", Resend: payload}) {
+		t.Fatal("a resend given back to a delivered message, or to a story that is gone")
 	}
 	if f := fold(t, l, report("pu", "failed", "")); !f.Owed || f.Resend != nil {
 		t.Fatalf("a failure past the resend's time: %+v, want owed, no resend", f)

@@ -28,7 +28,8 @@ var scriptFS embed.FS
 // release.lua (allow-oom) settle what Redis admitted before it filled: a
 // record per admitted send (and its story), leases ended, claims given
 // back. receipt.lua is refused whole: the receipt is answered with an
-// error and the provider retries it. status.lua, pause.lua, story.lua and
+// error and the provider retries it; so is giveback.lua (the resend it
+// gives back is lost, and logged). status.lua, pause.lua, story.lua and
 // delivery.lua (no-writes) only read.
 var (
 	//go:embed gcra.lua
@@ -102,6 +103,10 @@ var (
 	//go:embed pool.lua
 	poolLua    string
 	poolScript = redis.NewScript(poolLua)
+
+	//go:embed giveback.lua
+	givebackLua    string
+	givebackScript = redis.NewScript(givebackLua)
 )
 
 // Operations, one per script: the names ScriptOp gives.
@@ -126,6 +131,7 @@ const (
 	OpStory     = "story"     // story.lua: `dispatcher message`'s read
 	OpDelivery  = "delivery"  // delivery.lua: the delivery counters `dispatcher status` reads
 	OpPool      = "pool"      // pool.lua: a sender pool's indexes built (a new pool, or once a day)
+	OpGiveBack  = "giveback"  // giveback.lua: a resend whose publish failed, given back for the sweep
 )
 
 // scriptOps maps each script's SHA-1, in hex as EVALSHA takes it, to its
@@ -138,7 +144,7 @@ func opsOf() map[string]string {
 		OpAdmit: gcraLua, OpPenalty: penaltyLua, OpResume: resumeLua, OpPause: pauseLua, OpOverride: overrideLua,
 		OpClaim: claimLua, OpFinish: finishLua, OpRelease: releaseLua,
 		OpHeartbeat: heartbeatLua, OpHealth: healthLua, OpProcesses: processesLua, OpStatus: statusLua, OpForget: forgetLua,
-		OpReceipt: receiptLua, OpStory: storyLua, OpDelivery: deliveryLua, OpPool: poolLua,
+		OpReceipt: receiptLua, OpStory: storyLua, OpDelivery: deliveryLua, OpPool: poolLua, OpGiveBack: givebackLua,
 	} {
 		sum := sha1.Sum([]byte(src))
 		m[hex.EncodeToString(sum[:])] = op

@@ -95,7 +95,7 @@ func TestScriptCallsFollowTheirHeaders(t *testing.T) {
 		{"claim.lua", claimCall{}}, {"finish.lua", finishCall{}}, {"learned.lua", learnedCall{}}, {"forget.lua", forgetCall{}},
 		{"heartbeat.lua", heartbeatCall{}}, {"health.lua", healthCall{}}, {"processes.lua", processesCall{}}, {"status.lua", statusCall{}},
 		{"receipt.lua", receiptCall{}}, {"story.lua", storyCall{}}, {"delivery.lua", deliveryCall{}},
-		{"pool.lua", poolCall{}},
+		{"pool.lua", poolCall{}}, {"giveback.lua", givebackCall{}},
 	} {
 		t.Run(tt.script, func(t *testing.T) {
 			src, err := scriptFS.ReadFile(tt.script)

@@ -3,7 +3,6 @@ package deadletter
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -48,6 +47,11 @@ type ReplayOptions struct {
 	// has none) and its destination, or an error when the data is no
 	// valid message. Required.
 	Decode func(data []byte, standInID string) (id, to string, err error)
+	// WithID is the dispatcher's writer of an id into data without one
+	// (dispatch.WithID): data, a valid message, with id written into it;
+	// data itself when that does not give a valid message of that id.
+	// Required.
+	WithID func(data []byte, id string) []byte
 	// MaxReplays skips a dead letter replayed this many times already; 0
 	// skips every one.
 	MaxReplays int
@@ -87,8 +91,8 @@ type replayer struct {
 // It reads one dead letter at a time: what this process holds unhandled
 // is what a kill would hide from the others until its lease runs out.
 func Replay(ctx context.Context, ps *pubsub.Client, opts ReplayOptions, report func(Result)) (Summary, error) {
-	if opts.Records == nil || opts.Decode == nil {
-		return Summary{}, errors.New("deadletter: Replay needs Records and Decode")
+	if opts.Records == nil || opts.Decode == nil || opts.WithID == nil {
+		return Summary{}, errors.New("deadletter: Replay needs Records, Decode and WithID")
 	}
 	opts.Filter = opts.Filter.withNow(time.Now())
 	p := &replayer{opts: opts, ps: ps, pubs: map[string]*pubsub.Publisher{}, report: report, started: opts.Filter.Now,
@@ -173,7 +177,7 @@ func (p *replayer) handle(ctx context.Context, dl *Letter) {
 				p.skip(dl, SkipNoID, "no id in its data and no original_message_id: whether it was sent cannot be checked (--force replays it)")
 				return
 			}
-			if data = p.withID(dl.Data, sendID); bytes.Equal(data, dl.Data) && !p.opts.Force {
+			if data = p.opts.WithID(dl.Data, sendID); bytes.Equal(data, dl.Data) && !p.opts.Force {
 				p.skip(dl, SkipNoID, "its stand-in id could not be written into its data: a replay could not be checked (--force replays it)")
 				return
 			}
@@ -293,25 +297,4 @@ func (p *replayer) record(ctx context.Context, class admission.Class, to, id str
 		return was, false, err
 	}
 	return recs.Forget(ctx, id)
-}
-
-// withID returns data, a valid message without an id, with "id": id
-// written first into its object, everything else kept byte for byte; data
-// itself when that does not give a valid message of that id.
-func (p *replayer) withID(data []byte, id string) []byte {
-	i := bytes.IndexByte(data, '{')
-	if i < 0 {
-		return data
-	}
-	q, _ := json.Marshal(id)
-	out := make([]byte, 0, len(data)+len(q)+6)
-	out = append(out, data[:i+1]...)
-	out = append(out, `"id":`...)
-	out = append(out, q...)
-	out = append(out, ',')
-	out = append(out, data[i+1:]...)
-	if got, _, err := p.opts.Decode(out, ""); err != nil || got != id {
-		return data
-	}
-	return out
 }

@@ -107,7 +107,7 @@ func (h *letters) replayBy(records func(admission.Class, string) deadletter.Reco
 		Records: func(_ context.Context, class admission.Class, to string) (deadletter.Records, error) {
 			return records(class, to), nil
 		},
-		Decode:     decode,
+		Decode: decode, WithID: withID,
 		MaxReplays: 3, AfterRepublish: afterRepublish,
 	}
 	var got []deadletter.Result
@@ -122,6 +122,8 @@ func decode(data []byte, standInID string) (id, to string, err error) {
 	m, err := dispatch.Decode(data, standInID)
 	return m.ID, m.To, err
 }
+
+func withID(data []byte, id string) []byte { return dispatch.WithID(data, id, time.Time{}) }
 
 // TestReplayDecidesByTheRecord: a sent id is acked and never republished;
 // a refused one is republished, its record cleared, and acked only after
@@ -283,7 +285,7 @@ func TestReplayGoesToItsClassesTopic(t *testing.T) {
 		Inspect: h.inspect(),
 		Topics:  map[admission.Class]string{admission.OTP: "otp", "transactional": "tx"},
 		Records: func(context.Context, admission.Class, string) (deadletter.Records, error) { return h.claims, nil },
-		Decode:  decode, MaxReplays: 3,
+		Decode:  decode, WithID: withID, MaxReplays: 3,
 	}
 	got := map[string]deadletter.Result{}
 	if _, err := deadletter.Replay(ctx, h.client, opts, func(r deadletter.Result) { got[r.ID] = r }); err != nil {

@@ -124,6 +124,40 @@ func Decode(data []byte, pubsubID string) (Message, error) {
 	return m, nil
 }
 
+// WithID returns data, a valid message, with the id and the deadline it
+// lacks written first into its object, everything else byte for byte: a
+// copy published again (a resend, a replayed dead letter) then keeps the
+// send-once record and the window of the message it copies, whatever its
+// own Pub/Sub message ID and whenever it arrives. An id or a deadline the
+// data has is kept, a zero deadline not written; data itself is returned
+// when the result would not decode to id and that deadline.
+func WithID(data []byte, id string, deadline time.Time) []byte {
+	m, err := Decode(data, "")
+	if err != nil {
+		return data
+	}
+	var fields []byte
+	if m.ID == "" {
+		q, _ := json.Marshal(id) // a string: it cannot fail
+		fields = append(append(append(fields, `"id":`...), q...), ',')
+		m.ID = id
+	}
+	if m.Deadline.IsZero() && !deadline.IsZero() {
+		fields = append(append(append(fields, `"deadline":"`...), deadline.UTC().Format(time.RFC3339Nano)...), `",`...)
+		m.Deadline = deadline
+	}
+	if len(fields) == 0 {
+		return data
+	}
+	i := bytes.IndexByte(data, '{')
+	out := make([]byte, 0, len(data)+len(fields))
+	out = append(append(append(out, data[:i+1]...), fields...), data[i+1:]...)
+	if got, err := Decode(out, ""); err != nil || got.ID != m.ID || !got.Deadline.Equal(m.Deadline) {
+		return data
+	}
+	return out
+}
+
 // readWire reads data, a JSON object, as a strict reader would: a field
 // is one of the contract's only when its name is exactly "id", "to",
 // "body", "deadline" or "resend_on_failure" (after JSON unescaping; "To"

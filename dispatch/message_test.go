@@ -122,3 +122,34 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestWithID: the id and the deadline a message lacks are written first
+// into its object, the rest byte for byte; what it has is kept; data that
+// would not decode to them afterwards is returned as it was.
+func TestWithID(t *testing.T) {
+	at := time.Date(2026, 11, 29, 12, 5, 0, 500, time.UTC)
+	for _, tt := range []struct {
+		name, data string
+		deadline   time.Time
+		want       string
+	}{
+		{"no id", `{"to":"+819012345678","body":"hi"}`, time.Time{}, `{"id":"m1","to":"+819012345678","body":"hi"}`},
+		{"no id, no deadline", ` {"to":"+819012345678", "body":"hi"}`, at,
+			` {"id":"m1","deadline":"2026-11-29T12:05:00.0000005Z","to":"+819012345678", "body":"hi"}`},
+		{"both kept", `{"id":"x","to":"+819012345678","body":"hi","deadline":"2026-11-29T12:00:00Z"}`, at,
+			`{"id":"x","to":"+819012345678","body":"hi","deadline":"2026-11-29T12:00:00Z"}`},
+		{"a null id: left as it is", `{"id":null,"to":"+819012345678","body":"hi"}`, time.Time{}, `{"id":null,"to":"+819012345678","body":"hi"}`},
+		{"not a message", `{"to":"12"}`, at, `{"to":"12"}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := string(WithID([]byte(tt.data), "m1", tt.deadline)); got != tt.want {
+				t.Fatalf("WithID(%s) = %s, want %s", tt.data, got, tt.want)
+			}
+		})
+	}
+	q := `a "quoted" \ id`
+	m, err := Decode(WithID([]byte(`{"to":"+819012345678","body":"hi"}`), q, time.Time{}), "")
+	if err != nil || m.ID != q {
+		t.Fatalf("an id that needs escaping: %+v, %v", m, err)
+	}
+}

@@ -271,6 +271,12 @@ var _ receipts.Metrics = (*resendCount)(nil)
 
 func (m *resendCount) Receipt(account, class, status, outcome string)  {}
 func (m *resendCount) Delivery(account, class string, d time.Duration) {}
+func (m *resendCount) ResendLate(account string) {
+	m.mu.Lock()
+	m.by[account+" late"]++
+	m.mu.Unlock()
+}
+
 func (m *resendCount) Resend(account, reason string) {
 	m.mu.Lock()
 	m.by[account+" "+reason]++
@@ -801,4 +807,41 @@ func TestAnOwedStatusEventOutlivesTheTopicsOutage(t *testing.T) {
 		t.Fatalf("the story after the sweep: %+v, %v; want delivered, nothing owed", s, err)
 	}
 	t.Logf("status publishes tried during the outage: %d", tried)
+}
+
+// An OTP without an id fails on the primary while the status topic is
+// down, so its event stays owed through the sweeps that follow: its
+// resend goes out once, under the original's id (the Pub/Sub message ID
+// that stood in for it, written into the resend's data), and the backup
+// sends it once. Every sweep used to publish another copy, each its own
+// message: the backup sent the code again every sweep.
+func TestAnOTPWithoutAnIDIsResentOnceWhileTheStatusTopicIsDown(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, primaryAndBackup(), rigOptions{dispatch: dispatch.Config{OTPMaxWait: 500 * time.Millisecond},
+		sweepEvery: 100 * time.Millisecond, owedAge: time.Millisecond, route: admission.RouteRule{MinDeliveredRatio: -1}})
+	primary, backup := r.sims["primary"], r.sims["backup"]
+	primary.SetDelivered("+62", 0, "30007")
+	r.statusDown.Store(true)
+	r.publish(admission.OTP, map[string]any{"to": "+6281234567890", "body": "Your code is 482913"})
+	r.waitFor("the backup's send", 15*time.Second, func() bool { return backup.Stats().Accepted >= 1 })
+	// Two sweeps at least after the resend was out: each tries the two
+	// accounts' events until their publishes give up, a few tries each.
+	tried := r.statusTry.Load()
+	r.waitFor("two more sweeps", 30*time.Second, func() bool { return r.statusTry.Load() >= tried+20 })
+
+	var id string
+	r.mu.Lock()
+	for _, ev := range r.events {
+		if ev.Outcome == nack.Sent && ev.Account == "primary" {
+			id = ev.ID
+		}
+	}
+	r.mu.Unlock()
+	checkSends(t, r, id, "undelivered 30007", "primary", "backup")
+	if n := backup.Stats().Accepted; n != 1 {
+		t.Fatalf("the backup accepted %d messages, want the resend once", n)
+	}
+	if n := r.metrics.of("primary", "undelivered"); n != 1 {
+		t.Fatalf("%d resends counted, want 1", n)
+	}
 }

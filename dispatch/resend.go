@@ -26,9 +26,9 @@ const (
 	AttrResendReason = "sms-resend-reason"
 )
 
-// resendWithin is how long after its acceptance a message without a
+// ResendWithin is how long after its acceptance a message without a
 // deadline may still be resent: past it, a login code is stale.
-const resendWithin = 5 * time.Minute
+const ResendWithin = 5 * time.Minute
 
 // maxResendReason bounds Event.ResendReason: the attribute crosses the
 // topic like a producer's, and goes on the trace.
@@ -94,7 +94,10 @@ func resendReason(s string) string {
 // receipts: the class, the sender, the destination's prefix (its
 // account's route, counted by the receipts), the provider's ids (every part's when
 // it names parts), and m's data for a resend until m's deadline, or
-// resendWithin of now without one. A message past that keeps no payload.
+// ResendWithin of now without one. A message past that keeps no payload.
+// The payload holds m's id and that deadline (WithID): a producer's data
+// without them would make each copy of the resend another message, sent
+// at any time.
 func (d *Dispatcher) story(class admission.Class, m Message, t try) admission.Story {
 	s := admission.Story{ID: m.ID, Class: class.String(), Sender: t.decision.Sender, ProviderIDs: t.receipt.Parts,
 		Prefix: destinationPrefix(m.To)}
@@ -105,10 +108,10 @@ func (d *Dispatcher) story(class admission.Class, m Message, t try) admission.St
 		now := d.now()
 		until := m.Deadline
 		if until.IsZero() {
-			until = now.Add(resendWithin)
+			until = now.Add(ResendWithin)
 		}
 		if until.After(now) {
-			s.Resend, s.ResendUntil = m.resend, until
+			s.Resend, s.ResendUntil = WithID(m.resend, m.ID, until), until
 		}
 	}
 	return s

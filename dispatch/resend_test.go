@@ -22,12 +22,14 @@ import (
 
 // What a sent message's record keeps for its receipts (admission.Story):
 // a first-class message's data for one resend, until its deadline or 5
-// minutes after its acceptance, unless it opted out, is a resend itself,
-// or receipts are off; every part's provider id; the destination's prefix
+// minutes after its acceptance, with the id and that deadline written
+// into it when it has none, unless it opted out, is a resend itself, or
+// receipts are off; every part's provider id; the destination's prefix
 // (its route's receipts are counted by it).
 func TestTheStoryASentMessageKeeps(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	allowed := admission.Decision{Allowed: true, Source: admission.SourceRedis, Sender: "+18885550100"}
+	const in5Minutes = `{"deadline":"2026-11-29T12:05:00Z","id":"login-1","to":"+819012345678","body":"code 482913"}`
 	tests := []struct {
 		name    string
 		class   admission.Class // "": otp
@@ -36,7 +38,9 @@ func TestTheStoryASentMessageKeeps(t *testing.T) {
 		off     bool // Config.Receipts false
 		receipt provider.Receipt
 		sendErr error
+		noID    bool          // the data has no id: its Pub/Sub message ID, m1, stands in
 		resend  bool          // the story keeps the message's data
+		payload string        // the data kept, if not the message's own
 		until   time.Duration // its ResendUntil, from t0
 		ids     []string      // its ProviderIDs
 		noStory bool          // Settle, not SettleStory
@@ -47,13 +51,20 @@ func TestTheStoryASentMessageKeeps(t *testing.T) {
 	}{
 		{name: "an OTP with a deadline: resent until it", fields: `,"deadline":"2026-11-29T12:00:30Z"`,
 			receipt: provider.Receipt{ID: "p1"}, resend: true, until: 30 * time.Second, ids: []string{"p1"}},
-		{name: "an OTP without a deadline: resent within 5 minutes of its acceptance",
-			receipt: provider.Receipt{ID: "p1"}, resend: true, until: 5 * time.Minute, ids: []string{"p1"}},
+		{name: "an OTP without a deadline: resent within 5 minutes of its acceptance, the deadline written",
+			receipt: provider.Receipt{ID: "p1"}, resend: true, until: 5 * time.Minute, ids: []string{"p1"},
+			payload: in5Minutes},
+		{name: "an OTP without an id: its stand-in id written", noID: true, fields: `,"deadline":"2026-11-29T12:00:30Z"`,
+			receipt: provider.Receipt{ID: "p1"}, resend: true, until: 30 * time.Second, ids: []string{"p1"},
+			payload: `{"id":"m1","to":"+819012345678","body":"code 482913","deadline":"2026-11-29T12:00:30Z"}`},
+		{name: "an OTP without an id or a deadline: both written", noID: true,
+			receipt: provider.Receipt{ID: "p1"}, resend: true, until: 5 * time.Minute, ids: []string{"p1"},
+			payload: `{"id":"m1","deadline":"2026-11-29T12:05:00Z","to":"+819012345678","body":"code 482913"}`},
 		{name: "an OTP accepted past its deadline: nothing to resend", fields: `,"deadline":"2026-11-29T12:00:01Z"`, takes: 2 * time.Second,
 			receipt: provider.Receipt{ID: "p1"}, ids: []string{"p1"}},
 		{name: "every part's provider id", receipt: provider.Receipt{ID: "p1", Parts: []string{"p1", "p2", "p3"}},
-			resend: true, until: 5 * time.Minute, ids: []string{"p1", "p2", "p3"}},
-		{name: "no provider id: none kept", resend: true, until: 5 * time.Minute},
+			resend: true, until: 5 * time.Minute, ids: []string{"p1", "p2", "p3"}, payload: in5Minutes},
+		{name: "no provider id: none kept", resend: true, until: 5 * time.Minute, payload: in5Minutes},
 		{name: "resend_on_failure false: no payload", fields: `,"resend_on_failure":false`,
 			receipt: provider.Receipt{ID: "p1"}, ids: []string{"p1"}},
 		{name: "marketing is never resent", class: admission.Marketing, receipt: provider.Receipt{ID: "p1"}, ids: []string{"p1"}},
@@ -78,7 +89,10 @@ func TestTheStoryASentMessageKeeps(t *testing.T) {
 				Accounts:   []Account{{Name: "a", Classes: both, Limiter: lim, Claims: claims, Sender: sender}},
 				DeadLetter: &fakeDLQ{}, Observer: obs, Clock: clock,
 			})
-			data := []byte(`{"id":"login-1","to":"+819012345678","body":"code 482913"` + tt.fields + `}`)
+			id, data := "login-1", []byte(`{"id":"login-1","to":"+819012345678","body":"code 482913"`+tt.fields+`}`)
+			if tt.noID {
+				id, data = "m1", []byte(`{"to":"+819012345678","body":"code 482913"`+tt.fields+`}`)
+			}
 			d.handle(context.Background(), tt.class, "sub", &pubsub.Message{ID: "m1", Data: data, Attributes: tt.attrs})
 
 			ev := obs.evs[0]
@@ -97,9 +111,12 @@ func TestTheStoryASentMessageKeeps(t *testing.T) {
 			if len(lim.stories) != 1 {
 				t.Fatalf("%d stories kept, want 1", len(lim.stories))
 			}
-			want := admission.Story{ID: "login-1", Class: tt.class.String(), Sender: allowed.Sender, ProviderIDs: tt.ids, Prefix: "+81"}
+			want := admission.Story{ID: id, Class: tt.class.String(), Sender: allowed.Sender, ProviderIDs: tt.ids, Prefix: "+81"}
 			if tt.resend {
 				want.Resend, want.ResendUntil = data, t0.Add(tt.until)
+				if tt.payload != "" {
+					want.Resend = []byte(tt.payload)
+				}
 			}
 			if got := lim.stories[0]; !reflect.DeepEqual(got, want) {
 				t.Fatalf("story %+v, want %+v", got, want)

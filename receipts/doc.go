@@ -11,9 +11,11 @@
 // answered, so a publish that fails leaves it owed, and the sweep (every
 // 10 s, events owed for more than 30 s) publishes it again. Events are
 // therefore at least once: a consumer may see one twice. A first-class
-// message's resend is published before its status event, so a resend may
-// also go out twice; the next account's send-once claim on the message's
-// id sends it once.
+// message's resend is published before its status event, and at most
+// once: the ledger hands it out once, a publish that fails gives it back
+// for the next sweep, and one past its window (the deadline its data
+// holds) is dropped. Its data holds the message's id, so the next
+// account's send-once claim would send even a second copy once.
 //
 // Nothing of a request (number, body, token, signature) reaches a log or
 // a metric: a metric's account is one of the configured names, its class

@@ -82,9 +82,9 @@ type testLedger struct {
 }
 
 type testMsg struct {
-	fold       admission.Fold
-	resend     []byte // the resend payload, until a failure takes it
-	resendOwed []byte // the payload while its event is owed
+	fold      admission.Fold
+	resend    []byte // the resend payload, until a failure takes it
+	givenBack []byte // a payload given back, until a sweep takes it
 }
 
 var _ Ledger = (*testLedger)(nil)
@@ -132,7 +132,7 @@ func (l *testLedger) Receipt(ctx context.Context, r admission.Report) (admission
 		if r.Final {
 			l.owedSince[f.ID] = time.Now()
 			if !r.Delivered && m.resend != nil {
-				f.Resend, m.resendOwed, m.resend = m.resend, m.resend, nil
+				f.Resend, m.resend = m.resend, nil
 			}
 		}
 	}
@@ -161,11 +161,6 @@ func (l *testLedger) FlushPublished(ctx context.Context) error {
 func (l *testLedger) clearPublished() {
 	for _, id := range l.published {
 		delete(l.owedSince, id)
-		for _, m := range l.msgs {
-			if m.fold.ID == id {
-				m.resendOwed = nil
-			}
-		}
 	}
 	l.published = nil
 }
@@ -177,12 +172,24 @@ func (l *testLedger) Owed(ctx context.Context, age time.Duration, n int) ([]admi
 	for _, m := range l.msgs {
 		if since, ok := l.owedSince[m.fold.ID]; ok && !time.Now().Before(since.Add(age)) && len(owed) < n {
 			f := m.fold
-			f.Owed, f.Resend = true, m.resendOwed
+			f.Owed, f.Resend, m.givenBack = true, m.givenBack, nil
 			owed = append(owed, f)
 		}
 	}
 	slices.SortFunc(owed, func(a, b admission.Fold) int { return strings.Compare(a.ID, b.ID) })
 	return owed, nil
+}
+
+func (l *testLedger) GiveBackResend(ctx context.Context, f admission.Fold) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range l.msgs {
+		if _, owed := l.owedSince[f.ID]; owed && m.fold.ID == f.ID && m.fold.Status != "delivered" {
+			m.givenBack = f.Resend
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // state returns what the test asserts on: the ids whose event is owed,
@@ -263,6 +270,10 @@ func (m *testMetrics) Delivery(account, class string, d time.Duration) {
 
 func (m *testMetrics) Resend(account, reason string) {
 	m.add(fmt.Sprintf("resend %s %s", account, reason))
+}
+
+func (m *testMetrics) ResendLate(account string) {
+	m.add("resend_late " + account)
 }
 
 func (m *testMetrics) get() []string {

@@ -64,16 +64,15 @@ func resendAttrs(account string, f admission.Fold) map[string]string {
 }
 
 // publishOwed publishes what f owes: its resend first (what the message's
-// user waits for), then its status event; once both are out, the ledger
-// is told, and the next flush clears them in Redis. On an error nothing is
-// told: the event stays owed and the sweep publishes it (and the resend)
-// again.
+// user waits for), then its status event; once the event is out, the
+// ledger is told, and the next flush clears it in Redis. On an error the
+// event stays owed and a sweep publishes it again; the resend, handed out
+// once, goes again only if it was given back (handOut).
 func (s *Server) publishOwed(ctx context.Context, a *account, f admission.Fold) error {
 	if f.Resend != nil {
-		if err := publish(ctx, s.cfg.Resend, f.Resend, resendAttrs(a.Name, f)); err != nil {
-			return fmt.Errorf("publish resend: %w", err)
+		if err := s.handOut(ctx, a, f); err != nil {
+			return err
 		}
-		s.metrics.Resend(a.Name, f.Status)
 	}
 	data, attrs := statusEvent(a.Name, f)
 	if err := publish(ctx, s.cfg.Status, data, attrs); err != nil {
@@ -82,6 +81,44 @@ func (s *Server) publishOwed(ctx context.Context, a *account, f admission.Fold) 
 	a.Ledger.EventPublished(f.ID)
 	a.pending.Store(true)
 	return nil
+}
+
+// handOut publishes f's resend, which the ledger handed out once, unless
+// its window has passed (resendDue): then it is dropped and counted. A
+// publish that fails gives the payload back to the ledger, for the next
+// sweep to hand out with the event: one payload is never out twice,
+// whatever becomes of the status event.
+func (s *Server) handOut(ctx context.Context, a *account, f admission.Fold) error {
+	if now := s.now(); !resendDue(f, now) {
+		s.metrics.ResendLate(a.Name)
+		if held, ok := a.late.allow(now); ok {
+			s.logger.Warn("receipts: a resend past its window was dropped unsent", "account", a.Name, "id", f.ID, "unlogged", held)
+		}
+		return nil
+	}
+	err := publish(ctx, s.cfg.Resend, f.Resend, resendAttrs(a.Name, f))
+	if err == nil {
+		s.metrics.Resend(a.Name, f.Status)
+		return nil
+	}
+	// The retries may have spent ctx: the ledger bounds its own call.
+	if _, gerr := a.Ledger.GiveBackResend(context.WithoutCancel(ctx), f); gerr != nil {
+		return fmt.Errorf("publish resend: %w; giving it back: %v: the resend is lost", err, gerr)
+	}
+	return fmt.Errorf("publish resend: %w", err)
+}
+
+// resendDue reports whether f's resend may still go out at now: before
+// the deadline its data holds (the dispatcher writes one into every
+// payload it keeps: dispatch.WithID), or, for data without one (kept by
+// an older version), within dispatch.ResendWithin of the provider's
+// acceptance, as docs/contract.md promises.
+func resendDue(f admission.Fold, now time.Time) bool {
+	until := f.SentAt.Add(dispatch.ResendWithin)
+	if m, err := dispatch.Decode(f.Resend, ""); err == nil && !m.Deadline.IsZero() {
+		until = m.Deadline
+	}
+	return now.Before(until)
 }
 
 // publish publishes to p, retrying with backoff until ctx ends, and

@@ -64,6 +64,7 @@ func TestStatusEventAndResendOnPubSub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv.now = func() time.Time { return sentAt.Add(3 * time.Second) } // within the resend's window
 	ledger.add("m1", "SM1", "otp", sentAt, []byte(`{"id":"m1","to":"+6281234567890","body":"code 1234"}`))
 	hs := httptest.NewServer(srv.Handler())
 	defer hs.Close()

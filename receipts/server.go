@@ -26,6 +26,7 @@ type Ledger interface {
 	EventPublished(id string)
 	FlushPublished(ctx context.Context) error
 	Owed(ctx context.Context, age time.Duration, n int) ([]admission.Fold, error)
+	GiveBackResend(ctx context.Context, f admission.Fold) (bool, error)
 }
 
 // Publisher publishes one message to a topic; Publish returns once the
@@ -47,6 +48,9 @@ type Metrics interface {
 	Delivery(account, class string, d time.Duration)
 	// Resend counts a resend; reason is the final status that asked for it.
 	Resend(account, reason string)
+	// ResendLate counts a resend dropped at its hand-out: its window (the
+	// message's deadline, or 5 minutes from its acceptance) had passed.
+	ResendLate(account string)
 }
 
 // Account is one provider account whose receipts are served.
@@ -102,6 +106,8 @@ type Server struct {
 	// publishBound bounds the publishes of one fold's events, retries
 	// included; a test shortens it.
 	publishBound time.Duration
+	// now is the clock a resend's window is checked on; a test moves it.
+	now func() time.Time
 }
 
 // account is one configured account and what the server keeps of it.
@@ -113,7 +119,7 @@ type account struct {
 	// the flush that clears it in Redis.
 	pending atomic.Bool
 
-	forged, ledgerErr, publishErr quietLog
+	forged, ledgerErr, publishErr, late quietLog
 }
 
 // New returns a Server of cfg's accounts, or an error naming what cfg
@@ -129,7 +135,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Status == nil || cfg.Resend == nil {
 		return nil, errors.New("receipts: a status publisher and a resend publisher are required")
 	}
-	s := &Server{cfg: cfg, accounts: map[string]*account{}, metrics: cfg.Metrics, logger: cfg.Logger, publishBound: 3 * time.Second}
+	s := &Server{cfg: cfg, accounts: map[string]*account{}, metrics: cfg.Metrics, logger: cfg.Logger, publishBound: 3 * time.Second, now: time.Now}
 	if s.metrics == nil {
 		s.metrics = noMetrics{}
 	}
@@ -255,3 +261,4 @@ type noMetrics struct{}
 func (noMetrics) Receipt(account, class, status, outcome string)  {}
 func (noMetrics) Delivery(account, class string, d time.Duration) {}
 func (noMetrics) Resend(account, reason string)                   {}
+func (noMetrics) ResendLate(account string)                       {}

@@ -15,10 +15,11 @@ var _ receipts.Metrics = (*Metrics)(nil)
 // Names of the delivery receipts' instruments (Prometheus forms beside
 // them) and their attributes.
 const (
-	MetricReceipts        = "sms.receipts"         // sms_receipts_total
-	MetricDelivery        = "sms.delivery"         // sms_delivery_seconds
-	MetricReceiptResends  = "sms.receipt_resends"  // sms_receipt_resends_total
-	MetricReceiptsEnabled = "sms.receipts.enabled" // sms_receipts_enabled
+	MetricReceipts        = "sms.receipts"             // sms_receipts_total
+	MetricDelivery        = "sms.delivery"             // sms_delivery_seconds
+	MetricReceiptResends  = "sms.receipt_resends"      // sms_receipt_resends_total
+	MetricResendsLate     = "sms.receipt_resends_late" // sms_receipt_resends_late_total
+	MetricReceiptsEnabled = "sms.receipts.enabled"     // sms_receipts_enabled
 
 	// AttrReceiptStatus is the delivery status a receipt left its message
 	// in (one of provider.DeliveryStatus's names); "" when the receipt
@@ -43,6 +44,7 @@ type receiptInstruments struct {
 	receipts metric.Int64Counter
 	delivery metric.Float64Histogram
 	resends  metric.Int64Counter
+	late     metric.Int64Counter
 }
 
 // newReceiptInstruments creates the receipts' instruments on meter.
@@ -59,6 +61,11 @@ func newReceiptInstruments(meter metric.Meter) (receiptInstruments, error) {
 	}
 	ri.resends, err = meter.Int64Counter(MetricReceiptResends, metric.WithUnit("{message}"),
 		metric.WithDescription("First-class messages sent once more through the next account after a final receipt said they did not arrive, by the account that failed and the status (reason)."))
+	if err != nil {
+		return ri, err
+	}
+	ri.late, err = meter.Int64Counter(MetricResendsLate, metric.WithUnit("{message}"),
+		metric.WithDescription("Resends dropped unsent, by the account that failed: their window (the message's deadline, or 5 minutes from its acceptance) had passed when they were handed out."))
 	return ri, err
 }
 
@@ -80,4 +87,10 @@ func (m *Metrics) Delivery(account, class string, d time.Duration) {
 // receipt on account said reason (the final status).
 func (m *Metrics) Resend(account, reason string) {
 	m.resends.Add(context.Background(), 1, metric.WithAttributes(AttrAccount.String(account), AttrResendReason.String(reason)))
+}
+
+// ResendLate counts a resend of a message that account failed to deliver,
+// dropped because its window had passed.
+func (m *Metrics) ResendLate(account string) {
+	m.late.Add(context.Background(), 1, metric.WithAttributes(AttrAccount.String(account)))
 }

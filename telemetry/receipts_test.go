@@ -23,7 +23,8 @@ func scrapeText(t *testing.T, m *Metrics) string {
 
 // TestReceiptsAreCounted: receipts count by account, class, status and
 // outcome; the time to a final receipt lands in its bucket (half a second
-// to an hour); resends count by the account that failed and the reason;
+// to an hour); resends count by the account that failed and the reason,
+// those dropped past their window by the account;
 // an account asking for receipts shows 1 in sms_receipts_enabled.
 func TestReceiptsAreCounted(t *testing.T) {
 	m, err := NewMetrics()
@@ -39,6 +40,7 @@ func TestReceiptsAreCounted(t *testing.T) {
 	m.Delivery("primary", "otp", 45*time.Minute)
 	m.Delivery("primary", "otp", -time.Second) // clocks apart: counted at 0
 	m.Resend("primary", "undelivered")
+	m.ResendLate("primary")
 	m.SetState(func() State {
 		return State{Accounts: []AccountState{{Name: "primary", Receipts: true}, {Name: "backup"}}}
 	})
@@ -55,6 +57,7 @@ func TestReceiptsAreCounted(t *testing.T) {
 		`sms_delivery_seconds_count{sms_account="primary",sms_class="otp"} 3`,
 		`sms_delivery_seconds_sum{sms_account="primary",sms_class="otp"} 2703`,
 		`sms_receipt_resends_total{reason="undelivered",sms_account="primary"} 1`,
+		`sms_receipt_resends_late_total{sms_account="primary"} 1`,
 		`sms_receipts_enabled{sms_account="primary"} 1`,
 		`sms_receipts_enabled{sms_account="backup"} 0`,
 	} {

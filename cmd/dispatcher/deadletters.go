@@ -206,6 +206,7 @@ func runDeadlettersReplay(ctx context.Context, args []string, stdout, stderr io.
 			m, err := dispatch.Decode(data, standInID)
 			return m.ID, m.To, err
 		},
+		WithID:     func(data []byte, id string) []byte { return dispatch.WithID(data, id, time.Time{}) },
 		MaxReplays: *maxReplays, Force: *force, DryRun: *dryRun, AfterRepublish: afterRepublish}
 	rdb, routing, err := operatorRedis(cfg, "replay reads and clears the send-once records in the limiter's Redis", operatorTimeout)
 	if err != nil {

@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/pubsub/v2/pstest"
+	"google.golang.org/grpc/codes"
 
+	"smsdispatcher/config"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/provider/providertest"
 	"smsdispatcher/status"
@@ -104,5 +108,55 @@ func TestServeTakesReceipts(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "r3ceipt") || strings.Contains(logs.String(), "9012345678") {
 		t.Fatal("logs hold the receipt secret or a phone number")
+	}
+}
+
+// TestServeChecksTheTopicsItsReceiptsPublishTo: with RECEIPTS_ADDR, a
+// status topic or a resend topic serve cannot publish to (missing, or a
+// denied role) stops it at start, with one line naming the variable, the
+// topic and the project: without the check every status event would stay
+// owed.
+func TestServeChecksTheTopicsItsReceiptsPublishTo(t *testing.T) {
+	setVar(t, &subscriptionCheckTimeout, 2*time.Second)
+	tests := []struct {
+		name, env, topic string
+		server           func(t *testing.T) string
+		want             string
+	}{
+		{"a missing status topic", "STATUS_TOPIC", "sms-status-typo", setUpPubsub(), "not found"},
+		{"a status topic this identity may not publish to", "STATUS_TOPIC", "sms-status",
+			setUpPubsub(pstest.WithErrorInjection("GetTopic", codes.PermissionDenied, "User not authorized to perform this action.")), "may not publish to it"},
+		{"a missing resend topic (otp's)", "OTP_TOPIC", "sms-otp-typo", setUpPubsub(), "not found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.server(t)
+			serveEnv(t, "http://127.0.0.1:1")
+			receipts := freeAddr(t)
+			t.Setenv("SMS_RECEIPT_SECRET_FILE", writeFile(t, "receipt-secret", "r3ceipt\n"))
+			t.Setenv("RECEIPTS_ADDR", receipts)
+			t.Setenv("RECEIPTS_PUBLIC_URL", "http://"+receipts+"/")
+			t.Setenv(tt.env, tt.topic)
+			var logs killBuffer
+			serveCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang bound
+			defer cancel()
+			err := run(serveCtx, []string{"serve"}, io.Discard, &logs)
+			var ce *config.Error
+			if !errors.As(err, &ce) || ce.Env != tt.env {
+				t.Fatalf("serve: %v; want a configuration error naming %s", err, tt.env)
+			}
+			line := err.Error()
+			for _, w := range []string{`"` + tt.topic + `"`, `project "proj"`, tt.want} {
+				if !strings.Contains(line, w) {
+					t.Errorf("error %q does not say %q", line, w)
+				}
+			}
+			if strings.Contains(line, "\n") {
+				t.Errorf("error %q is not one line", line)
+			}
+			if strings.Contains(logs.String(), "dispatcher serving") {
+				t.Error("serve said it was serving")
+			}
+		})
 	}
 }

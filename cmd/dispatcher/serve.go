@@ -95,6 +95,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := checkSubscriptions(ctx, ps, cfg, subscriptionCheckTimeout); err != nil {
 		return err
 	}
+	if err := checkTopics(ctx, ps, cfg, subscriptionCheckTimeout); err != nil {
+		return err
+	}
 	srv, err := server.New(cfg, accts, rdb, ps, server.Options{
 		Version: version, Emulator: environ("PUBSUB_EMULATOR_HOST") != "",
 		Telemetry: tel, Observer: tel.Metrics, Logger: logger,

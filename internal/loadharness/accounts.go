@@ -281,7 +281,7 @@ func accountsProcess(ctx context.Context, s accountsSpec) (*accountsRow, error) 
 // heartbeats, an idle account's health).
 var messageOps = map[string]bool{
 	admission.OpAdmit: true, admission.OpFinish: true, admission.OpClaim: true, admission.OpRelease: true,
-	admission.OpPenalty: true, admission.OpReceipt: true, admission.OpPool: true, "other": true,
+	admission.OpPenalty: true, admission.OpReceipt: true, admission.OpPool: true, admission.OpGiveBack: true, "other": true,
 }
 
 // accountPrefix is the destination prefix account i serves.

@@ -179,6 +179,8 @@ func (m *receiptsMetrics) Receipt(account, class, status, outcome string) {
 
 func (m *receiptsMetrics) Delivery(account, class string, d time.Duration) {}
 
+func (m *receiptsMetrics) ResendLate(account string) {}
+
 func (m *receiptsMetrics) Resend(account, reason string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -110,7 +110,7 @@ var killers = map[string]string{
 	"RC2": "TestAnOwedEventStaysOwedUntilItIsPublished",
 	"RC3": "TestTheFoldEndsTheSameWhateverTheOrder",
 	"RC4": "TestAnOwedEventStaysOwedUntilItIsPublished",
-	"RC5": "TestAResendIsHandedOutOnceAndKeptUntilItsEventIsPublished",
+	"RC5": "TestAResendIsHandedOutOnceWhateverBecomesOfItsEvent",
 	"RC6": "TestAPublishedEventOutlivesAFailedCall",
 	"RV1": "TestTwilioReceiptForged",
 	"RV2": "TestVonageReceiptForged",
@@ -126,4 +126,6 @@ var killers = map[string]string{
 	"RS4": "TestASkippedRouteAdmitsOneProbePerIntervalAcrossProcesses",
 	"M30": "TestABrokenProcessNeverDegradesAnAccountOthersSucceedOn",
 	"M31": "TestANumberInRedisThatIsNoneIsReadAsNone",
+	"M28": "TestAResendIsPublishedOnceWhileItsStatusEventFails",
+	"M29": "TestAResendPastItsWindowIsDropped",
 }

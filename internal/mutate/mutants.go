@@ -342,8 +342,8 @@ var mutants = []mutant{
 	{"RC4", "an older event's publication clears the event owed since", []edit{
 		{"admission/receipt.lua", "  if not ov or ov == v then", "  if true then"},
 	}, ""},
-	{"RC5", "a resend handed out is not kept until its event is published", []edit{
-		{"admission/receipt.lua", "      writes[#writes + 1], writes[#writes + 2] = 'resend', resend\n", ""},
+	{"RC5", "a resend whose publish failed is not given back: lost", []edit{
+		{"admission/giveback.lua", "redis.call('HSET', KEYS[1], 'resend', ARGV[2])\n", ""},
 	}, ""},
 	{"RC6", "publications noted for a failed call are dropped", []edit{
 		{"admission/receipt.go", "	l.published = append(call.Published, l.published...)", "	l.published = append(l.published[:0:0], l.published...)"},
@@ -358,7 +358,7 @@ var mutants = []mutant{
 		{"provider/receipt_client.go", "	if !hexMACEqual(mac.Sum(nil), sig) {", "	if false {"},
 	}, "./provider/"},
 	{"RE1", "an owed status event marked published before it is out", []edit{
-		{"receipts/events.go", "	if f.Resend != nil {\n\t\tif err := publish(", "	a.Ledger.EventPublished(f.ID)\n\tif f.Resend != nil {\n\t\tif err := publish("},
+		{"receipts/events.go", "	if f.Resend != nil {\n", "	a.Ledger.EventPublished(f.ID)\n\tif f.Resend != nil {\n"},
 	}, "./receipts/"},
 	{"RD1", "a resend sent through the account that sent the original", []edit{
 		{"dispatch/resend.go", "	return avoiding(r, avoid), resendReason(", "	return avoiding(r, avoid[:0]), resendReason("},
@@ -421,4 +421,11 @@ var mutants = []mutant{
 	{"M31", "a number read from Redis unguarded: a 'nan' TAT admits once, then locks the account", []edit{
 		{"admission/gcra.lua", "local function num(v)\n  v = tonumber(v)\n  if v and v >= 0 and v <= 2 ^ 53 - 1 then", "local function num(v)\n  v = tonumber(v)\n  if v then"},
 	}, ""},
+	{"M28", "a resend kept in the story and handed out again by every sweep while its event is owed", []edit{
+		{"admission/receipt.lua", "      writes[#writes + 1], writes[#writes + 2] = 'resent', '1'\n", "      writes[#writes + 1], writes[#writes + 2] = 'resend', resend\n      writes[#writes + 1], writes[#writes + 2] = 'resent', '1'\n"},
+		{"admission/receipt.lua", "          redis.call('HDEL', msg, 'resend') -- taken: handed out once\n", ""},
+	}, "./receipts/"},
+	{"M29", "a resend handed out past its window", []edit{
+		{"receipts/events.go", "	if now := s.now(); !resendDue(f, now) {", "	if now := s.now(); false {"},
+	}, "./receipts/"},
 }

@@ -88,3 +88,50 @@ func mayConsume(ctx context.Context, c *pubsub.Client, name string) bool {
 	r, err := c.SubscriptionAdminClient.TestIamPermissions(ctx, &iampb.TestIamPermissionsRequest{Resource: name, Permissions: []string{consume}})
 	return err == nil && slices.Contains(r.GetPermissions(), consume)
 }
+
+// TopicError is a topic of CheckTopics that cannot be published to as it
+// is set: not found, or not publishable by this identity.
+type TopicError struct {
+	Index int    // the topic's place in the ids checked
+	msg   string // names the topic and the project
+}
+
+func (e *TopicError) Error() string { return e.msg }
+
+// CheckTopics returns nil if every topic of ids (of c's project) exists
+// and this identity may publish to it; else it names the first that fails
+// and the project, as CheckSubscriptions does: a *TopicError if it is not
+// found or not publishable, any other error if Pub/Sub does not answer
+// within timeout. Reading a topic takes pubsub.topics.get, which
+// roles/pubsub.publisher lacks: refused that, it asks whether the
+// identity may publish (pubsub.topics.publish) instead.
+func CheckTopics(ctx context.Context, c *pubsub.Client, ids []string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for i, id := range ids {
+		name := "projects/" + c.Project() + "/topics/" + id
+		_, err := c.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: name})
+		code := status.Code(err)
+		if code == codes.PermissionDenied && mayPublish(ctx, c, name) {
+			continue
+		}
+		what := fmt.Sprintf("topic %q of project %q", id, c.Project())
+		switch code {
+		case codes.OK:
+		case codes.NotFound:
+			return &TopicError{i, what + " not found (a wrong PUBSUB_PROJECT_ID, or 'dispatcher setup' not run): " + err.Error()}
+		case codes.PermissionDenied, codes.Unauthenticated:
+			return &TopicError{i, what + ": this identity may not publish to it (roles/pubsub.publisher on it, docs/operating.md): " + err.Error()}
+		default:
+			return fmt.Errorf("pubsub: %s: no answer within %v (PUBSUB_EMULATOR_HOST, egress to pubsub.googleapis.com): %s", what, timeout, err.Error())
+		}
+	}
+	return nil
+}
+
+// mayPublish reports whether this identity may publish to topic name.
+func mayPublish(ctx context.Context, c *pubsub.Client, name string) bool {
+	const publish = "pubsub.topics.publish"
+	r, err := c.TopicAdminClient.TestIamPermissions(ctx, &iampb.TestIamPermissionsRequest{Resource: name, Permissions: []string{publish}})
+	return err == nil && slices.Contains(r.GetPermissions(), publish)
+}

@@ -1,0 +1,21 @@
+#!lua
+-- giveback.lua gives back a resend payload whose publish failed after
+-- receipt.lua handed it out: into the message's story, where the next
+-- sweep takes it again with the status event still owed. Handed out and
+-- given back in turn, one payload is never out twice.
+--
+-- KEYS[1] -> the message's story ({sms:<account>}:msg:<id>)
+-- KEYS[2] -> the owed set ({sms:<account>}:owed)
+-- ARGV[1] -> the message's id
+-- ARGV[2] -> the resend payload
+--
+-- Returns 1 when the payload was given back; 0 when it is moot: the story
+-- expired, the message was delivered after all, or its event is no
+-- longer owed (no sweep would find it).
+
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status or status == 'delivered' or not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'resend', ARGV[2])
+return 1
