@@ -124,4 +124,8 @@ var killers = map[string]string{
 	"RS2": "TestASkippedRouteDeniesTheFirstClassToItsPrefixOnly",
 	"RS3": "TestAnOTPToASkippedRouteFailsOverAndOthersStayHome",
 	"RS4": "TestASkippedRouteAdmitsOneProbePerIntervalAcrossProcesses",
+
+	// A route's skip: counted on route failures only, never the last account.
+	"M32":  "TestOnlyRouteFailuresCountAgainstTheRoute",
+	"M32b": "TestTheLastAccountOfARouteIsNeverSkipped",
 }
