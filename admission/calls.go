@@ -161,7 +161,7 @@ type finishCall struct {
 	Sender       string   `lua:"ARGV[9] the sender it went from"`
 	ResendData   string   `lua:"ARGV[10] the resend payload"`
 	ResendMillis int64    `lua:"ARGV[11] the resend payload's lifetime in milliseconds"`
-	Prefix       string   `lua:"ARGV[12] the destination's prefix"`
+	Prefix       string   `lua:"ARGV[12] the destination's prefix and number hash"`
 	Ended        []string `lua:"ARGV[13..] lease members to end"`
 }
 

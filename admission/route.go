@@ -110,12 +110,13 @@ func (r RouteRule) arg(keep time.Duration) string {
 // with no prefix.
 func (l *Limiter) skipKey(prefix string) string { return l.tag + ":skip:" + prefix }
 
-// routeOf is a first-class message's route as its story keeps it (finish.lua's
-// ARGV[12]): '<prefix> <number>', number a 24-bit hash of the destination,
-// six hex digits. The story never holds the number: each hash stands for
-// hundreds of numbers of a country, and tells apart the dozens of numbers
-// a route's failures are judged on (two of 64 share one once in 8,000
-// such sets). Without a destination it is the prefix alone.
+// routeOf is a first-class message's route as its story keeps it
+// (finish.lua's ARGV[12]): '<prefix> <number>', number a 24-bit hash of
+// the destination, six hex digits. The story never holds the number: a
+// country's hundreds of millions of numbers share 2^24 hashes, so a hash
+// names none, yet it tells apart the few dozen numbers a route's failures
+// are judged on (two of 64 share one once in 8,000 such sets). Without a
+// destination it is the prefix alone.
 func routeOf(prefix, to string) string {
 	prefix = prefix[:min(len(prefix), maxPrefix)]
 	if prefix == "" || to == "" {
