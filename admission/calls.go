@@ -161,7 +161,7 @@ type finishCall struct {
 	Sender       string   `lua:"ARGV[9] the sender it went from"`
 	ResendData   string   `lua:"ARGV[10] the resend payload"`
 	ResendMillis int64    `lua:"ARGV[11] the resend payload's lifetime in milliseconds"`
-	Prefix       string   `lua:"ARGV[12] the destination's prefix"`
+	Prefix       string   `lua:"ARGV[12] the destination's prefix and number hash"`
 	Ended        []string `lua:"ARGV[13..] lease members to end"`
 }
 
@@ -259,15 +259,16 @@ type receiptCall struct {
 	PID  string `lua:"KEYS[1] the provider id's key"`
 	Owed string `lua:"KEYS[2] the owed set"`
 
-	Status    string   `lua:"ARGV[1] the receipt's status"`
-	Code      string   `lua:"ARGV[2] its error code"`
-	At        int64    `lua:"ARGV[3] when the status happened, ms since the epoch"`
-	Millis    int64    `lua:"ARGV[4] the owed set's lifetime in milliseconds"`
-	Buckets   string   `lua:"ARGV[5] the delivery latency buckets' upper bounds in milliseconds"`
-	Age       int64    `lua:"ARGV[6] a sweep's age"`
-	Most      int      `lua:"ARGV[7] the most events a sweep returns"`
-	Route     string   `lua:"ARGV[8] the route rule"`
-	Published []string `lua:"ARGV[9..] the events published"`
+	Status      string   `lua:"ARGV[1] the receipt's status"`
+	Code        string   `lua:"ARGV[2] its error code"`
+	At          int64    `lua:"ARGV[3] when the status happened, ms since the epoch"`
+	Millis      int64    `lua:"ARGV[4] the owed set's lifetime in milliseconds"`
+	Buckets     string   `lua:"ARGV[5] the delivery latency buckets' upper bounds in milliseconds"`
+	Age         int64    `lua:"ARGV[6] a sweep's age"`
+	Most        int      `lua:"ARGV[7] the most events a sweep returns"`
+	Route       string   `lua:"ARGV[8] the route rule"`
+	RouteFailed bool     `lua:"ARGV[9] '1' when the receipt is a failure whose code names the route"`
+	Published   []string `lua:"ARGV[10..] the events published"`
 }
 
 func (c receiptCall) keys() []string {
@@ -278,7 +279,7 @@ func (c receiptCall) keys() []string {
 }
 
 func (c receiptCall) argv() []any {
-	a := []any{c.Status, c.Code, c.At, c.Millis, c.Buckets, c.Age, c.Most, c.Route}
+	a := []any{c.Status, c.Code, c.At, c.Millis, c.Buckets, c.Age, c.Most, c.Route, flag(c.RouteFailed)}
 	for _, p := range c.Published {
 		a = append(a, p)
 	}

@@ -35,8 +35,11 @@ func (l *Limiter) eval(ctx context.Context, c *classState, cost int, recovering 
 		call.Record, call.Token, call.ClaimMillis, call.Count = l.claims.Key(claim.ID), claim.Token, ttl.Milliseconds(), claim.Count
 	}
 	call.Failover = claim.Failover
-	if c.name == OTP && claim.Prefix != "" {
-		call.Skip = l.skipKey(claim.Prefix) // the first class's route alone is ever skipped
+	if c.name == OTP && claim.Prefix != "" && claim.Failover {
+		// The first class's route alone is ever skipped, and only for a
+		// caller that can send elsewhere: the last account of a route is
+		// never skipped (a skip there would leave the prefix with none).
+		call.Skip = l.skipKey(claim.Prefix)
 	}
 	lease := call.Lease
 	var v []any

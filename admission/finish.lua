@@ -55,8 +55,9 @@
 -- ARGV[11] -> the resend payload's lifetime in milliseconds (below 1: not
 --            kept); the story and the parts' keys live as the record
 --            (ARGV[2])
--- ARGV[12] -> the destination's prefix ("+62") of a first-class message,
---            which receipt.lua counts its finals by ('' none)
+-- ARGV[12] -> the destination's prefix and number hash ('+62 1a2b3c') of
+--            a first-class message, which receipt.lua counts its finals
+--            by ('' none), kept as the story's prefix
 -- ARGV[13..] -> lease members to end (none, the send's, and any whose
 --            admission reply or release was lost)
 --

@@ -45,10 +45,12 @@
 -- KEYS[11] -> the skip of the account's route to the caller's destination
 --            prefix ({sms:<account>}:skip:<prefix>, '<next_probe_us>'),
 --            set by receipt.lua when the first class's messages to that
---            prefix stop arriving; read for the first class only. A call
---            with no prefix names {sms:<account>}:skip:, never set. While
---            it lives the route admits probes only: one first-class send
---            per ARGV[23] across every process
+--            prefix stop arriving; read for the first class only, and
+--            only by a caller that can send elsewhere. A call with no
+--            prefix, or that cannot fail over, names
+--            {sms:<account>}:skip:, never set. While it lives the route
+--            admits probes only: one first-class send per ARGV[23] across
+--            every process
 -- KEYS[12..] -> the TAT keys of the earlier classes' reserves the caller's
 --            class is held to ({sms:<account>}:tat:after:<class>: what the
 --            classes after <class> take together), one per triple of
@@ -138,8 +140,7 @@
 --            degraded account denies it at once, and leaves each probe to
 --            callers that cannot until it has been due for a probe
 --            interval (so that a home whose every caller fails over is
---            still probed, at half the rate); a skipped route does the
---            same with its probes
+--            still probed, at half the rate)
 -- ARGV[23] -> the probe interval of a skipped route, in microseconds
 -- ARGV[24] -> the reserves the caller's class is held to, one
 --            '<interval> <tau> <reserve>' triple per reserve key of
@@ -518,18 +519,13 @@ end
 
 -- A skipped route: the first class to the caller's prefix gets one probe
 -- per interval, as a degraded account; other classes go as they would.
+-- Only callers that can send elsewhere name the key (KEYS[11]).
 local route_due = num(s[11])
-if route_due then
-  local due = route_due
-  if ARGV[22] == '1' then
-    due = due + tonumber(ARGV[23])
+if route_due and route_due > now then
+  if #out > 0 then
+    redis.call('MSET', unpack(out))
   end
-  if due > now then
-    if #out > 0 then
-      redis.call('MSET', unpack(out))
-    end
-    return {0, due - now, 9, 0, attempts, '', '', learned, ignored, health}
-  end
+  return {0, route_due - now, 9, 0, attempts, '', '', learned, ignored, health}
 end
 
 

@@ -18,7 +18,12 @@ type Report struct {
 	// whose flags disagree with it.
 	Final, Delivered bool
 	ErrorCode        string
-	At               time.Time // zero: Redis's clock at the fold
+	// RouteFailed says a final failure's code names the route (a
+	// carrier's filter), not the recipient (provider.DeliveryReport's
+	// RouteFailed): only such a failure counts against the route
+	// (RouteRule).
+	RouteFailed bool
+	At          time.Time // zero: Redis's clock at the fold
 }
 
 // Fold is what a receipt did to its message (receipt.lua's reply), or, from
@@ -100,6 +105,7 @@ func (l *Limiter) Receipt(ctx context.Context, r Report) (Fold, error) {
 	}
 	call := l.sweepCall()
 	call.PID, call.Status, call.Code = l.pidKey(r.ProviderID), r.Status, r.ErrorCode[:min(len(r.ErrorCode), maxErrorCode)]
+	call.RouteFailed = r.RouteFailed && r.Final && !r.Delivered
 	if !r.At.IsZero() {
 		call.At = max(r.At.UnixMilli(), 1)
 	}

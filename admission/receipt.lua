@@ -45,19 +45,24 @@
 --            ascending, space-separated; one more bucket counts the rest
 -- ARGV[6] -> a sweep's age: events owed longer ago than this, in ms
 -- ARGV[7] -> the most events a sweep returns (0: it only clears)
--- ARGV[8] -> the route rule: '<ratio> <min_finals> <window_s> <probe_us>
---            <keep_ms>' ('' off). A message whose story has a prefix
---            (finish.lua keeps it for the first class) counts, when it
---            first becomes final, in its account's route to that prefix
---            (below); with at least <min_finals> finals in the last
---            <window_s> and fewer than <ratio> of them delivered, the
---            route is skipped: {sms:<account>}:skip:<prefix> is set to
---            its next probe, <probe_us> from now on Redis's clock
---            (gcra.lua reads it), living <keep_ms>, and each failure
---            while it lives keeps it <keep_ms> more. A delivered message
---            sent since the skip was set (a probe) deletes it and the
---            route's counts
--- ARGV[9..] -> the events published: pairs of an id and the owed version
+-- ARGV[8] -> the route rule: '<ratio> <min_numbers> <window_s> <probe_us>
+--            <keep_ms>' ('' off). A message whose story has a route
+--            ('prefix': '<prefix> <number hash>', finish.lua keeps it for
+--            the first class) counts, when it first becomes final, in its
+--            account's route to that prefix if it says something of the
+--            route: delivered, or failed for the route (ARGV[9]); a
+--            failure for its recipient counts nowhere. With route
+--            failures to at least <min_numbers> distinct numbers in the
+--            last <window_s> and fewer than <ratio> of the verdicts
+--            delivered, the route is skipped:
+--            {sms:<account>}:skip:<prefix> is set to its next probe,
+--            <probe_us> from now on Redis's clock (gcra.lua reads it),
+--            living <keep_ms>, and each route failure while it lives keeps
+--            it <keep_ms> more. A delivered message sent since the skip
+--            was set (a probe) deletes it and the route's counts
+-- ARGV[9] -> '1' when the receipt is a failure whose code names the route
+--            (a carrier's filter), not the recipient
+-- ARGV[10..] -> the events published: pairs of an id and the owed version
 --            published; an event owed again since (another version) stays
 --
 -- The delivery counters {sms:<account>}:dlr:<class>:<unix minute> (a hash
@@ -67,10 +72,13 @@
 -- failure turns delivered.
 --
 -- A route's counts {sms:<account>}:route:<prefix> (a hash): f<b> and d<b>
--- the finals and the delivered of bucket b (Redis's clock in ms over
--- <window_s> * 1000 / 6), the last six buckets counted and older ones
--- dropped as new ones start, and skip '<since_ms> <until_ms>' while the
--- route is skipped. The hash lives the window, and as long as the skip.
+-- the route failures and the delivered of bucket b (Redis's clock in ms
+-- over <window_s> * 1000 / 6), the last six buckets counted and older ones
+-- dropped as new ones start; n<number hash> the bucket of the last route
+-- failure to that number, for the <min_numbers> numbers that failed last
+-- (one more replaces the oldest); and skip '<since_ms> <until_ms>' while
+-- the route is skipped. The hash lives the window, and as long as the
+-- skip: at most 12 buckets, 64 numbers and the skip, whatever the traffic.
 --
 -- Returns {changed, message...}: changed is 1 when the receipt changed its
 -- message's state; each message is {id, class, sender, first provider id,
@@ -92,7 +100,7 @@ if status ~= '' and not FINAL[status] and not RANK[status] then
   return redis.error_reply('receipt.lua: unknown status')
 end
 local at, life, age, most = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6]), tonumber(ARGV[7])
-if not (at and life and age and most) or #ARGV < 8 or (#ARGV - 8) % 2 ~= 0 then
+if not (at and life and age and most) or #ARGV < 9 or (#ARGV - 9) % 2 ~= 0 then
   return redis.error_reply('receipt.lua: arguments not of the header\'s form')
 end
 local rule
@@ -144,7 +152,7 @@ local function reply(id, h, owed, resend)
     num(h.sent), num(h.at), owed and 1 or 0, num(h.ov), resend}
 end
 
-for i = 9, #ARGV - 1, 2 do
+for i = 10, #ARGV - 1, 2 do
   local id, v = ARGV[i], ARGV[i + 1]
   local msg = pre .. 'msg:' .. id
   local ov = redis.call('HGET', msg, 'ov')
@@ -176,11 +184,16 @@ if status == '' then
   return out
 end
 
--- route counts a final of message h to its prefix, sent ms (first: its
--- first final), and skips the account's route to the prefix, or clears
--- the skip when h is a probe that was delivered.
+-- route counts a final of message h in its account's route to its prefix
+-- (first: its first final) when it says something of the route, delivered
+-- or failed for the route, and skips the route, or clears the skip when h
+-- is a probe that was delivered.
 local function route(h, delivered, first)
-  local key, skip = pre .. 'route:' .. h.prefix, pre .. 'skip:' .. h.prefix
+  local prefix, number = string.match(h.prefix, '^(%S+) ?(%x*)$')
+  if not prefix or not (delivered or ARGV[9] == '1') then
+    return -- a failure for the recipient: no verdict on the route
+  end
+  local key, skip = pre .. 'route:' .. prefix, pre .. 'skip:' .. prefix
   local f = redis.call('HGETALL', key)
   local c = {}
   for i = 1, #f, 2 do
@@ -197,31 +210,52 @@ local function route(h, delivered, first)
     return
   end
   local b = math.floor(now / rule.bucket)
-  local finals, got, old = 1, 0, {}
-  if delivered then
-    got = 1
+  local mine = ''
+  if not delivered and number ~= '' then
+    mine = 'n' .. number -- this failure's number, written below
   end
+  local fails, got, numbers, old, oldest, oldest_b = 0, 0, 0, {}, nil, 0
   for k, v in pairs(c) do
-    local kind, i = string.match(k, '^([fd])(%d+)$')
-    if kind and tonumber(i) <= b - 6 then
+    local kind, i = string.sub(k, 1, 1), nil
+    if kind == 'f' or kind == 'd' then
+      i = tonumber(string.sub(k, 2))
+    elseif kind == 'n' and k ~= mine then
+      i = num(v)
+    end
+    if i and i <= b - 6 then
       old[#old + 1] = k
-    elseif kind == 'f' then
-      finals = finals + num(v)
-    elseif kind == 'd' then
+    elseif kind == 'f' and i then
+      fails = fails + num(v)
+    elseif kind == 'd' and i then
       got = got + num(v)
+    elseif i then
+      numbers = numbers + 1
+      if not oldest or i < oldest_b then
+        oldest, oldest_b = k, i
+      end
     end
   end
-  local w = {'f' .. b, string.format('%d', num(c['f' .. b]) + 1)}
+  local w
   if delivered then
-    w[3], w[4] = 'd' .. b, string.format('%d', num(c['d' .. b]) + 1)
+    got = got + 1
+    w = {'d' .. b, string.format('%d', num(c['d' .. b]) + 1)}
+  else
+    fails = fails + 1
+    w = {'f' .. b, string.format('%d', num(c['f' .. b]) + 1)}
+    if mine ~= '' then
+      w[3], w[4], numbers = mine, string.format('%d', b), numbers + 1
+      if numbers > rule.least and oldest then
+        old[#old + 1], numbers = oldest, numbers - 1 -- the numbers kept are the last to fail
+      end
+    end
   end
   local mark = false
   if skipped and not delivered then
-    -- A failure while skipped (a probe's): the skip lives on.
+    -- A route failure while skipped (a probe's): the skip lives on.
     skipped = redis.call('PEXPIRE', skip, rule.keep) == 1
     since, mark = skipped and since or now, skipped
   end
-  if not skipped and finals >= rule.least and got < rule.ratio * finals then
+  if not skipped and numbers >= rule.least and got < rule.ratio * (got + fails) then
     redis.call('SET', skip, string.format('%d', math.min(now * 1000 + rule.probe, 2 ^ 53 - 1)), 'PX', rule.keep)
     since, skipped, mark = now, true, true
   end
@@ -233,7 +267,7 @@ local function route(h, delivered, first)
   if #old > 0 then
     redis.call('HDEL', key, unpack(old))
   end
-  if not c['f' .. b] or mark then
+  if not (c['f' .. b] or c['d' .. b]) or mark then
     -- A new bucket, or a new skip: the hash outlives both.
     local ttl = 6 * rule.bucket
     if skipped then

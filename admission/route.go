@@ -2,6 +2,7 @@ package admission
 
 import (
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"time"
 )
@@ -10,24 +11,34 @@ import (
 // prefix stop arriving (a carrier filtering that route) is skipped for that
 // class and prefix, as a degraded account is for everything, until a probe
 // to it is delivered (docs/design.md, "A message's receipts"). receipt.lua
-// counts each first-class final per (account, prefix) and sets the skip
-// key {sms:<account>}:skip:<prefix>; gcra.lua reads it in the MGET it
-// already does, and denies the first class (ReasonRouteSkipped) but one
-// probe per RouteRule.ProbeEvery.
+// counts each first-class final per (account, prefix) that says something
+// of the route, delivered or failed for the route (Report.RouteFailed),
+// and the numbers those failures went to, and sets the skip key
+// {sms:<account>}:skip:<prefix>; gcra.lua reads it in the MGET it already
+// does, and denies the first class (ReasonRouteSkipped) but one probe per
+// RouteRule.ProbeEvery, to callers that can send elsewhere only: the last
+// account of a message's route is never skipped.
 
 // RouteRule says when an account's route to a destination prefix is
 // skipped for the first class. A zero field means its default.
 type RouteRule struct {
-	// MinDeliveredRatio is the share of first-class finals to a prefix
-	// that must be delivered: below it, with at least MinFinals finals in
-	// the last Window, the route is skipped. Default 0.5; a negative ratio
-	// turns the rule off (nothing is counted, nothing skipped).
+	// MinDeliveredRatio is the share of the route's verdicts in the last
+	// Window (first-class messages to the prefix delivered, or failed for
+	// the route) that must be delivered: below it, with route failures to
+	// at least MinNumbers numbers, the route is skipped. Failures for the
+	// recipient (a handset off, a number that does not exist) are no
+	// verdict. Default 0.5; a negative ratio turns the rule off (nothing
+	// is counted, nothing skipped).
 	MinDeliveredRatio float64
-	// MinFinals is the fewest finals in Window the ratio is judged on.
-	// Default 10.
-	MinFinals int
-	// Window is how far back finals count, in six buckets, in whole
-	// seconds. Default 2m.
+	// MinNumbers is the fewest distinct numbers the route's failures in
+	// Window must have gone to: one number failing again and again (a
+	// recipient's carrier refusing it) is not a route. Default 10, at
+	// most 64.
+	MinNumbers int
+	// Window is how far back the verdicts count, in six buckets, in whole
+	// seconds. Default 20s: a route a carrier starts filtering at a steady
+	// rate is skipped once its failures outnumber the deliveries of the
+	// last Window, in about half of it (docs/measurements.md).
 	Window time.Duration
 	// ProbeEvery is how often a skipped route admits one first-class send
 	// (across every process): its probe. Default 5s: a probe's receipt
@@ -38,20 +49,24 @@ type RouteRule struct {
 // Defaults of RouteRule.
 const (
 	DefaultMinDeliveredRatio = 0.5
-	DefaultRouteMinFinals    = 10
-	DefaultRouteWindow       = 2 * time.Minute
+	DefaultRouteMinNumbers   = 10
+	DefaultRouteWindow       = 20 * time.Second
 	DefaultRouteProbeEvery   = 5 * time.Second
 )
 
-// routeBuckets is how many buckets cover a RouteRule's Window.
-const routeBuckets = 6
+// routeBuckets is how many buckets cover a RouteRule's Window;
+// maxRouteNumbers the most MinNumbers (the numbers a route's counts hold).
+const (
+	routeBuckets    = 6
+	maxRouteNumbers = 64
+)
 
 func (r RouteRule) withDefaults() RouteRule {
 	if r.MinDeliveredRatio == 0 {
 		r.MinDeliveredRatio = DefaultMinDeliveredRatio
 	}
-	if r.MinFinals <= 0 {
-		r.MinFinals = DefaultRouteMinFinals
+	if r.MinNumbers <= 0 {
+		r.MinNumbers = DefaultRouteMinNumbers
 	}
 	if r.Window <= 0 {
 		r.Window = DefaultRouteWindow
@@ -72,6 +87,8 @@ func (r RouteRule) validate() error {
 		return nil
 	case !(r.MinDeliveredRatio <= 1):
 		return &ConfigError{Field: "Route.MinDeliveredRatio", Reason: fmt.Sprintf("must be at most 1 (negative: off), got %v", r.MinDeliveredRatio)}
+	case r.MinNumbers > maxRouteNumbers:
+		return &ConfigError{Field: "Route.MinNumbers", Reason: fmt.Sprintf("must be at most %d, got %d", maxRouteNumbers, r.MinNumbers)}
 	case r.Window < routeBuckets*time.Second:
 		return &ConfigError{Field: "Route.Window", Reason: fmt.Sprintf("must be at least %ds, got %v", routeBuckets, r.Window)}
 	}
@@ -79,12 +96,12 @@ func (r RouteRule) validate() error {
 }
 
 // arg is r as receipt.lua's ARGV[8], the skip living keep: '<ratio>
-// <min_finals> <window_s> <probe_us> <keep_ms>', or "" when r is off.
+// <min_numbers> <window_s> <probe_us> <keep_ms>', or "" when r is off.
 func (r RouteRule) arg(keep time.Duration) string {
 	if r.Off() {
 		return ""
 	}
-	return fmt.Sprintf("%s %d %d %d %d", strconv.FormatFloat(r.MinDeliveredRatio, 'f', -1, 64), r.MinFinals,
+	return fmt.Sprintf("%s %d %d %d %d", strconv.FormatFloat(r.MinDeliveredRatio, 'f', -1, 64), r.MinNumbers,
 		int64(r.Window/time.Second), r.ProbeEvery.Microseconds(), max(keep.Milliseconds(), 1))
 }
 
@@ -92,3 +109,20 @@ func (r RouteRule) arg(keep time.Duration) string {
 // gives the account's key no route is ever skipped under, for a call
 // with no prefix.
 func (l *Limiter) skipKey(prefix string) string { return l.tag + ":skip:" + prefix }
+
+// routeOf is a first-class message's route as its story keeps it
+// (finish.lua's ARGV[12]): '<prefix> <number>', number a 24-bit hash of
+// the destination, six hex digits. The story never holds the number: a
+// country's hundreds of millions of numbers share 2^24 hashes, so a hash
+// names none, yet it tells apart the few dozen numbers a route's failures
+// are judged on (two of 64 share one once in 8,000 such sets). Without a
+// destination it is the prefix alone.
+func routeOf(prefix, to string) string {
+	prefix = prefix[:min(len(prefix), maxPrefix)]
+	if prefix == "" || to == "" {
+		return prefix
+	}
+	h := fnv.New32a()
+	h.Write([]byte(to))
+	return fmt.Sprintf("%s %06x", prefix, h.Sum32()&0xffffff)
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,21 +20,38 @@ func routeConfig(t *testing.T) Config {
 	return c
 }
 
-// finals sends n first-class messages to prefix on l and folds a final
-// receipt of each: the first delivered ones delivered, the rest
-// undelivered (Twilio's 30007).
+// finals sends n first-class messages to prefix on l, each to a number of
+// its own, and folds a final receipt of each: the first delivered ones
+// delivered, the rest undelivered for the route (Twilio's 30007).
 func finals(t *testing.T, l *Limiter, prefix string, n, delivered int) {
 	t.Helper()
 	for i := range n {
-		id := fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano(), i)
-		keepStory(t, l, id, Story{Class: "otp", Prefix: prefix, ProviderIDs: []string{"p" + id}})
 		status, code := "undelivered", "30007"
 		if i < delivered {
 			status, code = "delivered", ""
 		}
-		if f := fold(t, l, report("p"+id, status, code)); !f.Owed {
-			t.Fatalf("the final of %s owed no event: %+v", id, f)
-		}
+		final(t, l, prefix, newNumber(prefix), status, code, code != "")
+	}
+}
+
+// numbers counts the numbers newNumber handed out.
+var numbers atomic.Int64
+
+// newNumber returns a number under prefix no other call returned.
+func newNumber(prefix string) string {
+	return fmt.Sprintf("%s%09d", prefix, numbers.Add(1))
+}
+
+// final sends one first-class message to to (under prefix) on l and folds
+// its final receipt: status, code, and whether the code names the route.
+func final(t *testing.T, l *Limiter, prefix, to, status, code string, routeFailed bool) {
+	t.Helper()
+	id := fmt.Sprintf("%s-%d", prefix, numbers.Add(1))
+	keepStory(t, l, id, Story{Class: "otp", Prefix: prefix, To: to, ProviderIDs: []string{"p" + id}})
+	r := report("p"+id, status, code)
+	r.RouteFailed = routeFailed
+	if f := fold(t, l, r); !f.Owed {
+		t.Fatalf("the final of %s owed no event: %+v", id, f)
 	}
 }
 
@@ -53,42 +72,40 @@ func skipped(t *testing.T, l *Limiter, prefix string) bool {
 	return redistest.Client(t).Exists(context.Background(), l.skipKey(prefix)).Val() == 1
 }
 
-// TestARouteIsSkippedUnderTheRatioWithEnoughFinals: fewer than 10 finals
-// skip nothing however many failed; at 10 a ratio of exactly 0.5 is not
-// under it; one more failure is.
+// TestARouteIsSkippedUnderTheRatioWithEnoughFinals: route failures to
+// fewer than 10 numbers skip nothing; at 10 numbers a ratio of exactly 0.5
+// is not under it; one more failure is.
 func TestARouteIsSkippedUnderTheRatioWithEnoughFinals(t *testing.T) {
 	l := newLimiter(t, redistest.Client(t), routeConfig(t))
 	finals(t, l, "+62", 9, 0)
 	if skipped(t, l, "+62") {
-		t.Fatal("9 undelivered finals skipped the route: want at least 10")
+		t.Fatal("9 route failures skipped the route: want at least 10 numbers")
 	}
 	finals(t, l, "+62", 1, 0)
 	if !skipped(t, l, "+62") {
 		t.Fatal("10 undelivered finals of 10 did not skip the route")
 	}
-	finals(t, l, "+63", 10, 5)
+	finals(t, l, "+63", 20, 10)
 	if skipped(t, l, "+63") {
-		t.Fatal("5 delivered of 10 (the ratio itself) skipped the route")
+		t.Fatal("10 delivered of 20 (the ratio itself) skipped the route")
 	}
 	finals(t, l, "+63", 1, 0)
 	if !skipped(t, l, "+63") {
-		t.Fatal("5 delivered of 11 (under the ratio) did not skip the route")
+		t.Fatal("10 delivered of 21 (under the ratio) did not skip the route")
 	}
 }
 
 // TestASkippedRouteDeniesTheFirstClassToItsPrefixOnly: the first class to
-// the skipped prefix is denied route_skipped until its probe; another
-// prefix, no prefix and marketing to that prefix go as before.
+// the skipped prefix, from a caller that can send elsewhere, is denied
+// route_skipped until its probe; another prefix, no prefix and marketing
+// to that prefix go as before.
 func TestASkippedRouteDeniesTheFirstClassToItsPrefixOnly(t *testing.T) {
 	cfg := routeConfig(t)
 	cfg.Route.ProbeEvery = time.Minute // no probe due during the test
 	l := newLimiter(t, redistest.Client(t), cfg)
 	finals(t, l, "+62", 10, 0)
-	for _, failover := range []bool{true, false} {
-		d := admitTo(t, l, OTP, "+62", failover)
-		if d.Allowed || d.Reason != ReasonRouteSkipped || d.RetryAfter <= 0 || d.RetryAfter > 2*time.Minute {
-			t.Fatalf("OTP to the skipped +62 (failover %t): %+v, want a denial route_skipped until the probe", failover, d)
-		}
+	if d := admitTo(t, l, OTP, "+62", true); d.Allowed || d.Reason != ReasonRouteSkipped || d.RetryAfter <= 0 || d.RetryAfter > 2*time.Minute {
+		t.Fatalf("OTP to the skipped +62: %+v, want a denial route_skipped until the probe", d)
 	}
 	for _, c := range []struct {
 		class  Class
@@ -101,8 +118,9 @@ func TestASkippedRouteDeniesTheFirstClassToItsPrefixOnly(t *testing.T) {
 }
 
 // TestASkippedRouteAdmitsOneProbePerIntervalAcrossProcesses: three
-// processes asking as fast as they can get one first-class send to the
-// skipped prefix per probe interval between them.
+// processes asking as fast as they can, each able to send elsewhere, get
+// one first-class send to the skipped prefix per probe interval between
+// them.
 func TestASkippedRouteAdmitsOneProbePerIntervalAcrossProcesses(t *testing.T) {
 	t.Parallel() // it waits on real probe intervals
 	rdb := redistest.Client(t)
@@ -113,7 +131,7 @@ func TestASkippedRouteAdmitsOneProbePerIntervalAcrossProcesses(t *testing.T) {
 	allowed := 0
 	for time.Since(start) < 600*time.Millisecond {
 		for _, p := range pods {
-			if admitTo(t, p, OTP, "+62", false).Allowed {
+			if admitTo(t, p, OTP, "+62", true).Allowed {
 				allowed++
 			}
 		}
@@ -147,14 +165,18 @@ func TestADeliveredProbeClearsTheSkip(t *testing.T) {
 		if err := rdb.Set(ctx, l.skipKey("+62"), strconv.FormatInt(redisNow(t, rdb), 10), plantedSkipTTL).Err(); err != nil {
 			t.Fatal(err)
 		}
-		d, err := l.Admit(ctx, OTP, 1, time.Millisecond, Claim{ID: id, Token: "t-" + id, Prefix: "+62"})
+		d, err := l.Admit(ctx, OTP, 1, time.Millisecond, Claim{ID: id, Token: "t-" + id, Prefix: "+62", Failover: true})
 		if err != nil || !d.Allowed {
 			t.Fatalf("the due probe: %+v %v", d, err)
 		}
-		if err := l.SettleStory(ctx, d, SentRecord("p-"+id), ResultOK, Story{Class: "otp", Prefix: "+62", ProviderIDs: []string{"p-" + id}}); err != nil {
+		if err := l.SettleStory(ctx, d, SentRecord("p-"+id), ResultOK, Story{Class: "otp", Prefix: "+62", To: newNumber("+62"), ProviderIDs: []string{"p-" + id}}); err != nil {
 			t.Fatal(err)
 		}
-		fold(t, l, report("p-"+id, status, ""))
+		r := report("p-"+id, status, "")
+		if status != "delivered" {
+			r.ErrorCode, r.RouteFailed = "30007", true
+		}
+		fold(t, l, r)
 	}
 	probe("probe-1", "undelivered")
 	if !skipped(t, l, "+62") {
@@ -189,23 +211,25 @@ func TestTheRouteRuleOffCountsNothing(t *testing.T) {
 }
 
 // TestRouteFieldsStayBounded: a route's counts keep the window's six
-// buckets and its skip, and drop older buckets as new ones start.
+// buckets, the last MinNumbers numbers that failed and its skip, and drop
+// older buckets and numbers as new ones come.
 func TestRouteFieldsStayBounded(t *testing.T) {
 	rdb := redistest.Client(t)
 	cfg := routeConfig(t)
 	cfg.Route.Window = 6 * time.Second // 1 s buckets
+	cfg.Route.MinNumbers = 4
 	l := newLimiter(t, rdb, cfg)
 	ctx := context.Background()
 	key := l.tag + ":route:+62"
 	// Buckets from long ago, as a route left for a while leaves them.
 	for b := range 20 {
-		if err := rdb.HSet(ctx, key, fmt.Sprint("f", b), 3, fmt.Sprint("d", b), 0).Err(); err != nil {
+		if err := rdb.HSet(ctx, key, fmt.Sprint("f", b), 3, fmt.Sprint("d", b), 0, fmt.Sprintf("n%06x", b), b).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	finals(t, l, "+62", 1, 0)
-	if n := rdb.HLen(ctx, key).Val(); n != 1 {
-		t.Fatalf("the route's counts hold %d fields after one final, want 1 (the old buckets dropped): %v", n, rdb.HGetAll(ctx, key).Val())
+	if n := rdb.HLen(ctx, key).Val(); n != 2 {
+		t.Fatalf("the route's counts hold %d fields after one final, want 2 (its bucket and its number; the old ones dropped): %v", n, rdb.HGetAll(ctx, key).Val())
 	}
 	if skipped(t, l, "+62") {
 		t.Fatal("old buckets counted: one final skipped the route")
@@ -213,16 +237,117 @@ func TestRouteFieldsStayBounded(t *testing.T) {
 	if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 || ttl > cfg.Route.Window {
 		t.Fatalf("the route's counts live %v, want at most the window", ttl)
 	}
+	finals(t, l, "+62", 3*cfg.Route.MinNumbers, 0)
+	kept := 0
+	for k := range rdb.HGetAll(ctx, key).Val() {
+		if strings.HasPrefix(k, "n") {
+			kept++
+		}
+	}
+	if kept != cfg.Route.MinNumbers {
+		t.Fatalf("the route's counts hold %d numbers after failures to %d, want %d (MinNumbers)", kept, 3*cfg.Route.MinNumbers, cfg.Route.MinNumbers)
+	}
 }
 
-// TestTheRouteRuleIsValidated: a ratio above 1 or a window under six
-// seconds cannot work.
+// TestTheRouteRuleIsValidated: a ratio above 1, a window under six
+// seconds or more numbers than a route's counts hold cannot work.
 func TestTheRouteRuleIsValidated(t *testing.T) {
-	for _, r := range []RouteRule{{MinDeliveredRatio: 1.5}, {Window: time.Second}} {
+	for _, r := range []RouteRule{{MinDeliveredRatio: 1.5}, {Window: time.Second}, {MinNumbers: maxRouteNumbers + 1}} {
 		c := testConfig(t)
 		c.Route = r
 		if err := c.Validate(); err == nil {
 			t.Fatalf("Validate accepted %+v", r)
 		}
+	}
+}
+
+// TestOnlyRouteFailuresCountAgainstTheRoute: failures for the recipient
+// (a handset off, a number that does not exist, an invalid one: what
+// anyone can cause by asking for OTPs to such numbers) count nowhere,
+// however many, to however many numbers; failures for the route do.
+func TestOnlyRouteFailuresCountAgainstTheRoute(t *testing.T) {
+	rdb := redistest.Client(t)
+	l := newLimiter(t, rdb, routeConfig(t))
+	for i, code := range []string{"30003", "30005", "21211", "30006", "30004", "30008", ""} {
+		for range 5 {
+			status := []string{"undelivered", "failed"}[i%2]
+			final(t, l, "+62", newNumber("+62"), status, code, false)
+		}
+	}
+	if skipped(t, l, "+62") || rdb.Exists(context.Background(), l.tag+":route:+62").Val() != 0 {
+		t.Fatal("35 failures for their recipients (30003, 30005, 21211...) counted against the route")
+	}
+	finals(t, l, "+62", 10, 0)
+	if !skipped(t, l, "+62") {
+		t.Fatal("10 route failures (30007) to 10 numbers did not skip the route")
+	}
+}
+
+// TestARouteSkipNeedsFailuresToManyNumbers: route failures to the same few
+// numbers, however many, do not skip the route; the 10th number does.
+func TestARouteSkipNeedsFailuresToManyNumbers(t *testing.T) {
+	l := newLimiter(t, redistest.Client(t), routeConfig(t))
+	few := []string{newNumber("+62"), newNumber("+62"), newNumber("+62")}
+	for i := range 30 {
+		final(t, l, "+62", few[i%len(few)], "undelivered", "30007", true)
+	}
+	finals(t, l, "+62", 6, 0)
+	if skipped(t, l, "+62") {
+		t.Fatal("36 route failures to 9 numbers skipped the route: want 10 numbers")
+	}
+	finals(t, l, "+62", 1, 0)
+	if !skipped(t, l, "+62") {
+		t.Fatal("route failures to 10 numbers did not skip the route")
+	}
+}
+
+// TestTheLastAccountOfARouteIsNeverSkipped: a skipped route denies callers
+// that can send elsewhere, but one that cannot (the account is the last of
+// the message's route, or the only one serving the prefix) gets every
+// send it asks for, as if nothing were skipped, and moves no probe.
+func TestTheLastAccountOfARouteIsNeverSkipped(t *testing.T) {
+	cfg := routeConfig(t)
+	cfg.Route.ProbeEvery = time.Minute // no probe due during the test
+	l := newLimiter(t, redistest.Client(t), cfg)
+	finals(t, l, "+62", 10, 0)
+	if !skipped(t, l, "+62") {
+		t.Fatal("10 route failures did not skip the route")
+	}
+	allowed := 0
+	for range 20 {
+		if d := admitTo(t, l, OTP, "+62", false); d.Allowed {
+			allowed++
+		}
+	}
+	if allowed != 20 {
+		t.Fatalf("the last account of +62's route admitted %d of 20 OTPs while the route is skipped, want 20", allowed)
+	}
+	if d := admitTo(t, l, OTP, "+62", true); d.Allowed || d.Reason != ReasonRouteSkipped {
+		t.Fatalf("an OTP that can go elsewhere: %+v, want route_skipped", d)
+	}
+}
+
+// TestAHealthyHistoryOlderThanTheWindowIsForgotten: at the default rule, a
+// route delivered 2 OTP/s for 100 s until 20 s ago, then filtered, is
+// skipped by the failures of the last seconds alone: the history of a
+// route no longer delays its skip (2 minutes of it did, by as long).
+func TestAHealthyHistoryOlderThanTheWindowIsForgotten(t *testing.T) {
+	rdb := redistest.Client(t)
+	l := newLimiter(t, rdb, routeConfig(t))
+	ctx := context.Background()
+	bucket := DefaultRouteWindow.Milliseconds() / routeBuckets
+	now := redisNow(t, rdb) / 1000
+	history := map[string]int{}
+	for ms := now - 120_000; ms < now-20_000; ms += 500 {
+		history[fmt.Sprint("d", ms/bucket)]++
+	}
+	for k, n := range history {
+		if err := rdb.HIncrBy(ctx, l.tag+":route:+62", k, int64(n)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	finals(t, l, "+62", 10, 0)
+	if !skipped(t, l, "+62") {
+		t.Fatalf("200 deliveries that ended 20 s ago outweighed 10 route failures now (window %v): the route moves only once the history ages out", DefaultRouteWindow)
 	}
 }

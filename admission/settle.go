@@ -25,14 +25,15 @@ type Claim struct {
 	// Pub/Sub keeps none.
 	Count bool
 	// Failover says the caller can send elsewhere: a Degraded account
-	// (or a skipped route) denies it at once (ReasonDegraded,
-	// ReasonRouteSkipped) instead of making it wait for a probe, and
-	// leaves its probes to callers that cannot.
+	// denies it at once (ReasonDegraded) instead of making it wait for a
+	// probe, and leaves its probes to callers that cannot. A skipped
+	// route denies only such a caller: one that cannot send elsewhere is
+	// never skipped.
 	Failover bool
 	// Prefix is the destination's country code ("+62"): a first-class
 	// send to a prefix whose route the account skips (RouteRule) is
-	// denied, ReasonRouteSkipped, but for its probes. "" skips nothing;
-	// other classes ignore it.
+	// denied, ReasonRouteSkipped, but for its probes, when Failover. ""
+	// skips nothing; other classes ignore it.
 	Prefix string
 }
 

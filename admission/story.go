@@ -24,7 +24,12 @@ type Story struct {
 	// Prefix is the destination's country code ("+62"): a first-class
 	// message's finals count toward its account's route to that prefix
 	// (RouteRule). Other classes' is not kept.
-	Prefix      string
+	Prefix string
+	// To is the destination number, for a first-class message with a
+	// Prefix: its route's failures are judged on how many numbers they
+	// went to. Only a short hash of it is kept (routeOf), never the
+	// number.
+	To          string
 	Resend      []byte    // the message's Pub/Sub data, for a first-class message that may be sent once more
 	ResendUntil time.Time // when that resend stops being worth it (zero: no resend)
 }
@@ -33,7 +38,7 @@ type Story struct {
 func (l *Limiter) withStory(c *finishCall, id string, s Story) {
 	c.Msg, c.Resend, c.ID, c.Class, c.Sender = l.msgKey(id), l.tag+":resend:"+id, id, s.Class, s.Sender
 	if s.Class == OTP.String() && !l.cfg.Route.Off() {
-		c.Prefix = s.Prefix[:min(len(s.Prefix), maxPrefix)]
+		c.Prefix = routeOf(s.Prefix, s.To)
 	}
 	for _, p := range s.ProviderIDs {
 		if p != "" && len(c.Parts) < maxParts {

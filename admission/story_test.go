@@ -133,20 +133,24 @@ func TestReceiptsCostOneRedisCall(t *testing.T) {
 	measure("a duplicate receipt", func() { fold(t, l, report("pb", "delivered", "")) })
 	measure("an unknown receipt", func() { fold(t, l, report("nope", "delivered", "")) })
 	// A first-class final to a prefix counts in its account's route
-	// (route.go): the first of a bucket also sets the counts' lifetime.
-	for i, what := range []string{"no prefix", "a prefix, the first of its bucket", "a prefix, the next"} {
-		pid, s := fmt.Sprint("pf", i), Story{Class: "otp", Prefix: "+62"}
+	// (route.go) when it failed for the route: the first of a bucket also
+	// sets the counts' lifetime. A failure for its recipient counts
+	// nowhere.
+	for i, what := range []string{"no prefix", "a prefix, the first of its bucket", "a prefix, the next", "a prefix, for its recipient"} {
+		pid, s := fmt.Sprint("pf", i), Story{Class: "otp", Prefix: "+62", To: fmt.Sprint("+6281234567", i)}
 		if i == 0 {
 			s.Prefix = ""
 		}
 		s.ProviderIDs = []string{pid}
 		settle(fmt.Sprint("f", i), s)
-		measure("a failure's final receipt, "+what, func() { fold(t, l, report(pid, "undelivered", "30007")) })
+		r := report(pid, "undelivered", "30007")
+		r.RouteFailed = i < 3
+		measure("a failure's final receipt, "+what, func() { fold(t, l, r) })
 	}
 	try(t, l, OTP) // the script loaded
 	measure("an OTP's admission", func() { try(t, l, OTP) })
 	measure("an OTP's admission to a prefix", func() {
-		if d, err := l.Admit(ctx, OTP, 1, time.Second, Claim{Prefix: "+62"}); err != nil || !d.Allowed {
+		if d, err := l.Admit(ctx, OTP, 1, time.Second, Claim{Prefix: "+62", Failover: true}); err != nil || !d.Allowed {
 			t.Fatalf("Admit: %+v %v", d, err)
 		}
 	})

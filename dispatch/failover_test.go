@@ -254,22 +254,28 @@ func TestAnOTPToASkippedRouteFailsOverAndOthersStayHome(t *testing.T) {
 	}
 }
 
-// With no account to fail over to, an OTP to a skipped route waits for
-// the route's probe, and is that probe: the next is due an interval on.
-func TestAnOTPWithNowhereElseWaitsForTheSkippedRoutesProbe(t *testing.T) {
+// With no account to fail over to (the only one serving +62), OTPs to a
+// skipped route are sent at once, as if nothing were skipped: a skip never
+// leaves a prefix without an account. The route's probe stays as it was.
+func TestOTPsWithNowhereElseAreSentThoughTheirRouteIsSkipped(t *testing.T) {
 	h := newHarness(t, providertest.Config{}, nil)
-	h.start(1, Config{OTPMaxWait: 2 * time.Second})
+	h.start(1, Config{OTPMaxWait: 500 * time.Millisecond})
 	lim, err := admission.New(redistest.Client(t), h.limits) // the account's keys, as the instance's limiter has them
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := plantSkip(t, lim, "+62", 300*time.Millisecond)
+	key := plantSkip(t, lim, "+62", time.Minute)
 	planted := redistest.Client(t).Get(context.Background(), key).Val()
-	id := h.publish(admission.OTP, map[string]string{"id": "id-1", "to": "+6281234567890", "body": "code"})
-	if ev := h.waitEnded([]string{id}, 10*time.Second)[id]; ev.Outcome != nack.Sent {
-		t.Fatalf("%s: %v (%v), want sent as the route's probe", id, ev.Outcome, ev.Err)
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, h.publish(admission.OTP, map[string]string{"id": fmt.Sprint("id-", i), "to": "+6281234567890", "body": "code"}))
 	}
-	if next := redistest.Client(t).Get(context.Background(), key).Val(); next <= planted || len(next) != len(planted) {
-		t.Fatalf("the skip's next probe %q after the send, want past %q: the send was not the probe", next, planted)
+	for id, ev := range h.waitEnded(ids, 10*time.Second) {
+		if ev.Outcome != nack.Sent {
+			t.Fatalf("%s: %v (%v), want sent: the only account serving +62 is never skipped", id, ev.Outcome, ev.Err)
+		}
+	}
+	if next := redistest.Client(t).Get(context.Background(), key).Val(); next != planted {
+		t.Fatalf("the skip's next probe %q after the sends, want %q: a send that could go nowhere else is no probe", next, planted)
 	}
 }

@@ -91,8 +91,9 @@ func resendReason(s string) string {
 }
 
 // story is what the account that sent m keeps of t's send for its
-// receipts: the class, the sender, the destination's prefix (its
-// account's route, counted by the receipts), the provider's ids (every part's when
+// receipts: the class, the sender, the destination's prefix and number
+// (its account's route, counted by the receipts; admission keeps only a
+// hash of the number), the provider's ids (every part's when
 // it names parts), and m's data for a resend until m's deadline, or
 // ResendWithin of now without one. A message past that keeps no payload.
 // The payload holds m's id and that deadline (WithID): a producer's data
@@ -100,7 +101,7 @@ func resendReason(s string) string {
 // at any time.
 func (d *Dispatcher) story(class admission.Class, m Message, t try) admission.Story {
 	s := admission.Story{ID: m.ID, Class: class.String(), Sender: t.decision.Sender, ProviderIDs: t.receipt.Parts,
-		Prefix: destinationPrefix(m.To)}
+		Prefix: destinationPrefix(m.To), To: m.To}
 	if len(s.ProviderIDs) == 0 && t.receipt.ID != "" {
 		s.ProviderIDs = []string{t.receipt.ID}
 	}

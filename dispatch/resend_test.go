@@ -111,7 +111,7 @@ func TestTheStoryASentMessageKeeps(t *testing.T) {
 			if len(lim.stories) != 1 {
 				t.Fatalf("%d stories kept, want 1", len(lim.stories))
 			}
-			want := admission.Story{ID: id, Class: tt.class.String(), Sender: allowed.Sender, ProviderIDs: tt.ids, Prefix: "+81"}
+			want := admission.Story{ID: id, Class: tt.class.String(), Sender: allowed.Sender, ProviderIDs: tt.ids, Prefix: "+81", To: "+819012345678"}
 			if tt.resend {
 				want.Resend, want.ResendUntil = data, t0.Add(tt.until)
 				if tt.payload != "" {

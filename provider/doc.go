@@ -27,7 +27,8 @@
 // vonage.go (their adapters), secret.go (a credential read again from its
 // file), receipt.go (DeliveryStatus, DeliveryReport, ReceiptReader) with
 // receipt_client.go, receipt_twilio.go and receipt_vonage.go (each
-// provider's receipt, verified and read), segments.go (Segments,
+// provider's receipt, verified and read), route.go (the error codes that
+// say a message's route failed, per provider), segments.go (Segments,
 // UCS2Segments), context.go (the resend
 // count and the Report), redact.go (what of an answer may go into
 // Error.Message) and retryafter.go (ParseRetryAfter).

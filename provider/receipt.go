@@ -67,6 +67,11 @@ type DeliveryReport struct {
 	// ErrorCode is the provider's code ("30007", Vonage's err-code when
 	// it is not "0"); "" when there is none.
 	ErrorCode string
+	// RouteFailed says the message failed for its route, not for its
+	// recipient: a final failure whose ErrorCode the provider documents
+	// as the carrier's or the network's (route.go). Only these count
+	// toward skipping an account's route to a country.
+	RouteFailed bool
 	// At is when the provider says the status happened; zero when it does
 	// not say (Twilio).
 	At time.Time

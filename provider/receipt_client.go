@@ -56,6 +56,7 @@ func (c *Client) ReadReceipt(r ReceiptRequest) (DeliveryReport, error) {
 		return DeliveryReport{}, fmt.Errorf("%w: status is none of the 11 names", ErrMalformed)
 	}
 	d := DeliveryReport{ProviderID: w.ID, Ref: w.ClientRef, Status: status, ErrorCode: w.ErrorCode}
+	d.RouteFailed = routeFailed(d, genericRouteCodes)
 	if w.Timestamp != "" {
 		at, err := time.Parse(time.RFC3339Nano, w.Timestamp)
 		if err != nil {

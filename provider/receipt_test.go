@@ -508,7 +508,7 @@ func TestTwilioReceiptStatuses(t *testing.T) {
 		{form: url.Values{"MessageSid": {"SM1"}, "MessageStatus": {"sent"}}, want: DeliveryReport{ProviderID: "SM1", Status: StatusSent}},
 		{form: url.Values{"MessageSid": {"SM1"}, "MessageStatus": {"delivered"}, "RawDlrDoneDate": {"2612021205"}}, want: DeliveryReport{ProviderID: "SM1", Status: StatusDelivered}},
 		{form: url.Values{"MessageSid": {"SM1"}, "MessageStatus": {"read"}}, want: DeliveryReport{ProviderID: "SM1", Status: StatusDelivered}},
-		{form: url.Values{"MessageSid": {"SM1"}, "MessageStatus": {"undelivered"}, "ErrorCode": {"30007"}}, want: DeliveryReport{ProviderID: "SM1", Status: StatusUndelivered, ErrorCode: "30007"}},
+		{form: url.Values{"MessageSid": {"SM1"}, "MessageStatus": {"undelivered"}, "ErrorCode": {"30007"}}, want: DeliveryReport{ProviderID: "SM1", Status: StatusUndelivered, ErrorCode: "30007", RouteFailed: true}},
 		{form: url.Values{"MessageSid": {"SM1"}, "MessageStatus": {"failed"}, "ErrorCode": {"30036"}}, want: DeliveryReport{ProviderID: "SM1", Status: StatusFailed, ErrorCode: "30036"}},
 		{form: url.Values{"MessageSid": {"SM1"}, "MessageStatus": {"canceled"}}, want: DeliveryReport{ProviderID: "SM1", Status: StatusFailed}},
 		{form: url.Values{"MessageSid": {"SM1"}, "MessageStatus": {"partially_delivered"}}, want: DeliveryReport{ProviderID: "SM1", Status: StatusUnknown}},

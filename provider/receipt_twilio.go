@@ -178,6 +178,7 @@ func twilioReport(form url.Values) (DeliveryReport, error) {
 	if d.Status, ok = twilioStatuses[status]; !ok {
 		d.Status = StatusUnknown
 	}
+	d.RouteFailed = routeFailed(d, twilioRouteCodes)
 	if err := checkReport(d); err != nil {
 		return DeliveryReport{}, fmt.Errorf("twilio: %w", err)
 	}

@@ -220,6 +220,7 @@ func vonageReport(params map[string]string) (DeliveryReport, error) {
 	if d.ErrorCode == "0" {
 		d.ErrorCode = "" // "0" is Vonage's "Delivered": no error
 	}
+	d.RouteFailed = routeFailed(d, vonageRouteCodes)
 	if at, err := time.Parse(vonageTimestamp, params["message-timestamp"]); err == nil {
 		d.At = at
 	}

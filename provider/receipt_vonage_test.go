@@ -153,7 +153,7 @@ func TestVonageReceiptFields(t *testing.T) {
 		{params: map[string]string{"messageId": "p1", "status": "delivered", "err-code": "0", "client-ref": "m-1", "message-timestamp": "2026-12-02 12:05:07"},
 			want: DeliveryReport{ProviderID: "p1", Ref: "m-1", Status: StatusDelivered, At: at}},
 		{params: map[string]string{"messageId": "p1", "status": "expired", "err-code": "2"}, want: DeliveryReport{ProviderID: "p1", Status: StatusExpired, ErrorCode: "2"}},
-		{params: map[string]string{"messageId": "p1", "status": "failed", "err-code": "6"}, want: DeliveryReport{ProviderID: "p1", Status: StatusFailed, ErrorCode: "6"}},
+		{params: map[string]string{"messageId": "p1", "status": "failed", "err-code": "6"}, want: DeliveryReport{ProviderID: "p1", Status: StatusFailed, ErrorCode: "6", RouteFailed: true}},
 		{params: map[string]string{"messageId": "p1", "status": "rejected", "err-code": "14"}, want: DeliveryReport{ProviderID: "p1", Status: StatusRejected, ErrorCode: "14"}},
 		// A status Vonage may add later is not refused.
 		{params: map[string]string{"messageId": "p1", "status": "read"}, want: DeliveryReport{ProviderID: "p1", Status: StatusUnknown}},

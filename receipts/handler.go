@@ -139,11 +139,12 @@ func (s *Server) fold(ctx context.Context, a *account, rep admission.Report) (ad
 // reportOf is dr in the fold's terms.
 func reportOf(dr provider.DeliveryReport) admission.Report {
 	return admission.Report{
-		ProviderID: dr.ProviderID,
-		Status:     string(dr.Status),
-		Final:      dr.Status.Final(),
-		Delivered:  dr.Status.Delivered(),
-		ErrorCode:  dr.ErrorCode,
-		At:         dr.At,
+		ProviderID:  dr.ProviderID,
+		Status:      string(dr.Status),
+		Final:       dr.Status.Final(),
+		Delivered:   dr.Status.Delivered(),
+		ErrorCode:   dr.ErrorCode,
+		RouteFailed: dr.RouteFailed,
+		At:          dr.At,
 	}
 }

@@ -128,4 +128,8 @@ var killers = map[string]string{
 	"M31": "TestANumberInRedisThatIsNoneIsReadAsNone",
 	"M28": "TestAResendIsPublishedOnceWhileItsStatusEventFails",
 	"M29": "TestAResendPastItsWindowIsDropped",
+
+	// A route's skip: counted on route failures only, never the last account.
+	"M32":  "TestOnlyRouteFailuresCountAgainstTheRoute",
+	"M32b": "TestTheLastAccountOfARouteIsNeverSkipped",
 }

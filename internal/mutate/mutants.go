@@ -367,11 +367,11 @@ var mutants = []mutant{
 		{"dispatch/message.go", "		return admission.ResendID(m.ID)\n", "		return admission.ResendID(m.ID)[:len(m.ID)]\n"},
 	}, "./dispatch/"},
 	{"RS1", "a route whose OTPs stop arriving is never skipped", []edit{
-		{"admission/receipt.lua", "  if not skipped and finals >= rule.least and got < rule.ratio * finals then", "  if false then"},
+		{"admission/receipt.lua", "  if not skipped and numbers >= rule.least and got < rule.ratio * (got + fails) then", "  if false then"},
 	}, ""},
 	{"RS2", "a route's skip ignores the prefix: every prefix is skipped", []edit{
-		{"admission/receipt.lua", "local key, skip = pre .. 'route:' .. h.prefix, pre .. 'skip:' .. h.prefix", "local key, skip = pre .. 'route:' .. h.prefix, pre .. 'skip:'"},
-		{"admission/eval.go", "		call.Skip = l.skipKey(claim.Prefix) // the first class's route alone is ever skipped", "		call.Skip = l.skipKey(\"\")"},
+		{"admission/receipt.lua", "local key, skip = pre .. 'route:' .. prefix, pre .. 'skip:' .. prefix", "local key, skip = pre .. 'route:' .. prefix, pre .. 'skip:'"},
+		{"admission/eval.go", "		call.Skip = l.skipKey(claim.Prefix)\n", "		call.Skip = l.skipKey(\"\")\n"},
 	}, ""},
 	{"RS3", "an OTP to a skipped route waits at home (no failover)", []edit{
 		{"dispatch/accounts.go", "	if dec.Reason == admission.ReasonRouteSkipped {", "	if false {"},
@@ -428,4 +428,10 @@ var mutants = []mutant{
 	{"M29", "a resend handed out past its window", []edit{
 		{"receipts/events.go", "	if now := s.now(); !resendDue(f, now) {", "	if now := s.now(); false {"},
 	}, "./receipts/"},
+	{"M32", "every failure of an OTP counts against its route, a handset's and a number's too", []edit{
+		{"admission/receipt.lua", "  if not prefix or not (delivered or ARGV[9] == '1') then", "  if not prefix then"},
+	}, ""},
+	{"M32b", "the last account of a route is skipped too: its OTPs wait for the probe", []edit{
+		{"admission/eval.go", "claim.Prefix != \"\" && claim.Failover {", "claim.Prefix != \"\" {"},
+	}, ""},
 }
