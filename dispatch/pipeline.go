@@ -238,6 +238,7 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, r 
 		Failover: len(r) > 1 && d.failsOver(r[0], class),
 		Prefix:   destinationPrefix(m.To),
 	}
+	claim.Hedged = claim.Failover && d.hedges(class, r)
 	home := r[0]
 	start := time.Now()
 	dec, err := d.admit(ctx, class, home, home.cost(segments), maxWait, claim)
@@ -281,7 +282,14 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, r 
 		// OTP beats a lost one.
 		d.cfg.Logger.Warn("send-once record unavailable; sending without it", "class", class, "id", m.ID)
 	}
-	t = d.sendAdmitted(ctx, class, home, m, d.resendCount(deliveryAttempt, dec), claim.Failover, t)
+	if claim.Hedged {
+		var hedged bool
+		if t, hedged = d.sendHedged(ctx, class, r, m, segments, deliveryAttempt, claim.Prefix, maxWait-time.Since(start), t); hedged {
+			return t
+		}
+	} else {
+		t = d.sendAdmitted(ctx, class, home, m, d.resendCount(deliveryAttempt, dec), claim.Failover, t, nil)
+	}
 	d.settle(ctx, class, m, dec, t)
 	if claim.Failover && t.outcome == nack.Transient && dec.Claimed && home.Limiter.Health() == admission.Degraded {
 		// This failure made the home degraded (or found it so): the next
