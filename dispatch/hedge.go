@@ -26,12 +26,13 @@ const (
 	// would double the first class's sends.
 	HedgeFloor = 300 * time.Millisecond
 	// HedgeCeiling is the longest, and the wait before an account has
-	// answered hedgeSamples sends: an OTP through a hang within 2 s.
+	// answered hedgeMinSamples sends: an OTP through a hang within 2 s.
 	HedgeCeiling = 1500 * time.Millisecond
 	// hedgeQuantile of the home's last hedgeSamples answers is the wait,
 	// within the bounds: about one send in a hundred is hedged.
-	hedgeQuantile = 0.99
-	hedgeSamples  = 200
+	hedgeQuantile   = 0.99
+	hedgeSamples    = 200
+	hedgeMinSamples = 20
 	// hedgeSlotWait bounds the hedge's wait for a slot on the next
 	// account: the home's claim covers SEND_TIMEOUT + 5 s, and a hedge
 	// that finds no slot soon helps nobody.
@@ -63,14 +64,14 @@ func (a *answers) observe(took time.Duration, err error) {
 
 // hedgeAfter is how long a send waits for the account's answer before it
 // is hedged: hedgeQuantile of the last answers within [HedgeFloor,
-// HedgeCeiling]; HedgeCeiling before hedgeSamples answers.
+// HedgeCeiling]; HedgeCeiling before hedgeMinSamples answers.
 func (a *answers) hedgeAfter() time.Duration {
 	a.mu.Lock()
-	if a.n < hedgeSamples {
+	if a.n < hedgeMinSamples {
 		a.mu.Unlock()
 		return HedgeCeiling
 	}
-	s := slices.Clone(a.ring[:])
+	s := slices.Clone(a.ring[:min(a.n, hedgeSamples)])
 	a.mu.Unlock()
 	slices.Sort(s)
 	return min(max(s[int(hedgeQuantile*float64(len(s)-1))], HedgeFloor), HedgeCeiling)

@@ -13,6 +13,7 @@ import (
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/nack"
+	"smsdispatcher/provider"
 	"smsdispatcher/provider/providertest"
 )
 
@@ -30,7 +31,8 @@ func hang(hung *atomic.Int64) func(http.Handler) http.Handler {
 }
 
 // An OTP whose home hangs goes out on the next account within the
-// hedge's bound, not the send's timeout (a minute here); the home keeps
+// hedge's bound (at most HedgeCeiling), not the send's timeout (the
+// provider client's 10 s, under SEND_TIMEOUT's minute); the home keeps
 // the id's record, the abandoned requests end, and the sends abandoned for
 // want of an answer make the home degraded.
 func TestAnOTPIsHedgedPastAHangingHome(t *testing.T) {
@@ -43,7 +45,7 @@ func TestAnOTPIsHedgedPastAHangingHome(t *testing.T) {
 	for i := range 3 {
 		ids = append(ids, h.publish(admission.OTP, map[string]string{"id": fmt.Sprintf("login-%d", i), "to": "+819012345678", "body": "code"}))
 	}
-	for id, ev := range h.waitEnded(ids, 20*time.Second) {
+	for id, ev := range h.waitEnded(ids, provider.DefaultTimeout-2*time.Second) {
 		if ev.Outcome != nack.Sent || ev.Account != "backup" {
 			t.Fatalf("%s: %v on %q, want sent on the backup", id, ev.Outcome, ev.Account)
 		}
@@ -85,8 +87,11 @@ func TestAnOTPWhoseHomeAnswersIsNotHedged(t *testing.T) {
 // its floor and ceiling; a timeout is no answer.
 func TestTheHedgeBoundFollowsTheAnswers(t *testing.T) {
 	var a answers
+	for range hedgeMinSamples - 1 {
+		a.observe(time.Millisecond, nil)
+	}
 	if got := a.hedgeAfter(); got != HedgeCeiling {
-		t.Fatalf("with no answers: %v, want the ceiling %v", got, HedgeCeiling)
+		t.Fatalf("with %d answers: %v, want the ceiling %v", hedgeMinSamples-1, got, HedgeCeiling)
 	}
 	for i := range hedgeSamples {
 		a.observe(time.Duration(i)*time.Millisecond, nil) // 0 to 199 ms
