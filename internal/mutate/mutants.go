@@ -415,4 +415,10 @@ var mutants = []mutant{
 	{"HR5", "status ignores an older process's beat on the account's keys", []edit{
 		{"status/report.go", "st.Processes = append(st.Processes, listed[s.Name]...)", "st.Processes = listed[s.Name]"},
 	}, "./status/"},
+	{"M27", "an OTP whose home hangs is never hedged: it waits out SEND_TIMEOUT", []edit{
+		{"dispatch/pipeline.go", "	claim.Hedged = claim.Failover && d.hedges(class, r)\n", "	claim.Hedged = false\n"},
+	}, "./dispatch/"},
+	{"M27b", "a failure of a send begun before the account's recovery counts against it", []edit{
+		{"admission/finish.lua", "elseif began < since or (mode == 'd' and ok > 0 and began < start) then", "elseif false then"},
+	}, ""},
 }
