@@ -127,5 +127,5 @@ var killers = map[string]string{
 
 	// The hedge and the rule of old sends.
 	"M27":  "TestAnOTPIsHedgedPastAHangingHome",
-	"M27b": "TestTimeoutsOfSendsBegunBeforeARecoveryDoNotCount|TestAnOldProbesFailureDoesNotRestartTheCount",
+	"M27b": "TestTimeoutsOfSendsBegunBeforeARecoveryDoNotCount",
 }
