@@ -124,8 +124,8 @@ func (d *Dispatcher) sendHedged(ctx context.Context, class admission.Class, r []
 		select {
 		case ht = <-homeEnd:
 			homeDone = true
-			if ht.outcome != nack.Transient && !nextDone {
-				homeFirst = true // the home's answer stands: the hedge is no longer needed
+			if (ht.outcome == nack.Sent || ht.outcome == nack.Rejected) && !nextDone {
+				homeFirst = true // the provider's answer on the message stands: the hedge is no longer needed
 				abandonNext()
 			}
 		case nt = <-nextEnd:
