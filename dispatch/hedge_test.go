@@ -18,10 +18,11 @@ import (
 )
 
 // hang makes every request to the handler it wraps go unanswered until
-// its client hangs up; hung counts those not yet ended.
-func hang(hung *atomic.Int64) func(http.Handler) http.Handler {
+// its client hangs up; hung counts those not yet ended, seen all of them.
+func hang(hung, seen *atomic.Int64) func(http.Handler) http.Handler {
 	return func(http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			seen.Add(1)
 			hung.Add(1)
 			defer hung.Add(-1)
 			io.Copy(io.Discard, r.Body) // net/http notices a client that hangs up only once the body is read
@@ -36,9 +37,9 @@ func hang(hung *atomic.Int64) func(http.Handler) http.Handler {
 // the id's record, the abandoned requests end, and the sends abandoned for
 // want of an answer make the home degraded.
 func TestAnOTPIsHedgedPastAHangingHome(t *testing.T) {
-	var hung atomic.Int64
+	var hung, seen atomic.Int64
 	h := newHarness(t, providertest.Config{}, nil)
-	_, backup, limiters := twoAccounts(t, h, false, hang(&hung))
+	_, backup, limiters := twoAccounts(t, h, false, hang(&hung, &seen))
 	h.start(1, Config{OTPMaxWait: 2 * time.Second, SendTimeout: time.Minute})
 
 	var ids []string
@@ -60,6 +61,35 @@ func TestAnOTPIsHedgedPastAHangingHome(t *testing.T) {
 	h.waitUntil("the abandoned requests to the primary ended", 10*time.Second, func() bool { return hung.Load() == 0 })
 	if got := limiters["primary"][0].Health(); got != admission.Degraded {
 		t.Fatalf("the primary after %d sends abandoned unanswered: %v, want degraded", len(ids), got)
+	}
+}
+
+// A home that answers after the bound, before the next account, keeps
+// the message: the hedge's send is abandoned, and its request ends.
+func TestAHomeThatAnswersFirstAbandonsTheHedge(t *testing.T) {
+	var hung, seen atomic.Int64
+	slow := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-time.After(HedgeCeiling + 500*time.Millisecond): // the provider's latency
+				next.ServeHTTP(w, r)
+			case <-r.Context().Done():
+			}
+		})
+	}
+	h := newHarness(t, providertest.Config{}, nil)
+	primary, backup, _ := twoWrappedAccounts(t, h, false, slow, hang(&hung, &seen))
+	h.start(1, Config{OTPMaxWait: 2 * time.Second})
+	id := h.publish(admission.OTP, map[string]string{"id": "login-0", "to": "+819012345678", "body": "code"})
+	if ev := h.waitEnded([]string{id}, 8*time.Second)[id]; ev.Outcome != nack.Sent || ev.Account != "primary" {
+		t.Fatalf("%v on %q, want sent on the primary", ev.Outcome, ev.Account)
+	}
+	h.waitUntil("the hedge's request to the backup ended", 5*time.Second, func() bool { return hung.Load() == 0 })
+	if n := seen.Load(); n != 1 {
+		t.Fatalf("the backup got %d requests, want the hedge's 1", n)
+	}
+	if p, b := primary.Stats().Accepted, backup.Stats().Accepted; p != 1 || b != 0 {
+		t.Fatalf("primary accepted %d, backup %d; want 1 and 0", p, b)
 	}
 }
 
