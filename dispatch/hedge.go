@@ -137,6 +137,7 @@ func (d *Dispatcher) sendHedged(ctx context.Context, class admission.Class, r []
 	}
 	if homeFirst || ht.outcome == nack.Sent || nt.outcome != nack.Sent {
 		d.settle(ctx, class, m, dec, ht)
+		ht.hedged = home.Name
 		return ht, true
 	}
 	// The next account's acceptance is the delivery's, kept in the home's
@@ -150,5 +151,6 @@ func (d *Dispatcher) sendHedged(ctx context.Context, class admission.Class, r []
 	if err := home.Limiter.Settle(context.WithoutCancel(ctx), dec, nt.record(), result); err != nil {
 		d.cfg.Logger.Warn("could not record a sent id; a redelivery could send it again", "id", m.ID, "err", err)
 	}
+	nt.hedged = home.Name
 	return nt, true
 }

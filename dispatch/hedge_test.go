@@ -47,8 +47,8 @@ func TestAnOTPIsHedgedPastAHangingHome(t *testing.T) {
 		ids = append(ids, h.publish(admission.OTP, map[string]string{"id": fmt.Sprintf("login-%d", i), "to": "+819012345678", "body": "code"}))
 	}
 	for id, ev := range h.waitEnded(ids, provider.DefaultTimeout-2*time.Second) {
-		if ev.Outcome != nack.Sent || ev.Account != "backup" {
-			t.Fatalf("%s: %v on %q, want sent on the backup", id, ev.Outcome, ev.Account)
+		if ev.Outcome != nack.Sent || ev.Account != "backup" || ev.HedgedFrom != "primary" {
+			t.Fatalf("%s: %v on %q (hedged from %q), want sent on the backup, hedged from the primary", id, ev.Outcome, ev.Account, ev.HedgedFrom)
 		}
 	}
 	if n := backup.Stats().Accepted; n != len(ids) {
@@ -104,8 +104,8 @@ func TestAnOTPWhoseHomeAnswersIsNotHedged(t *testing.T) {
 		ids = append(ids, h.publish(admission.OTP, map[string]string{"id": fmt.Sprintf("login-%d", i), "to": "+819012345678", "body": "code"}))
 	}
 	for id, ev := range h.waitEnded(ids, 20*time.Second) {
-		if ev.Outcome != nack.Sent || ev.Account != "primary" {
-			t.Fatalf("%s: %v on %q, want sent on the primary", id, ev.Outcome, ev.Account)
+		if ev.Outcome != nack.Sent || ev.Account != "primary" || ev.HedgedFrom != "" {
+			t.Fatalf("%s: %v on %q (hedged from %q), want sent on the primary, not hedged", id, ev.Outcome, ev.Account, ev.HedgedFrom)
 		}
 	}
 	if p, b := primary.Stats().Accepted, backup.Stats().Accepted; p != len(ids) || b != 0 {

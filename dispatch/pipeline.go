@@ -34,6 +34,7 @@ type try struct {
 	resends  int                  // provider attempts before this one, if it reached the provider
 	receipt  provider.Receipt     // the provider's acceptance, when sent
 	result   admission.SendResult // what the send said of its account's health
+	hedged   string               // the home it was hedged from, if it was
 }
 
 // handle is the Receive callback of class: it takes m to one end. A
@@ -85,7 +86,7 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 		}
 	}
 	ev.Outcome, ev.Err, ev.Decision, ev.Admitted, ev.ResendCount = t.outcome, t.err, t.decision, t.admitted, t.resends
-	ev.ProviderID, ev.Sender = t.receipt.ID, t.decision.Sender
+	ev.ProviderID, ev.Sender, ev.HedgedFrom = t.receipt.ID, t.decision.Sender, t.hedged
 	switch {
 	case t.account != nil:
 		ev.Account = t.account.Name
