@@ -34,8 +34,11 @@ const (
 	hedgeSamples    = 200
 	hedgeMinSamples = 20
 	// hedgeSlotWait bounds the hedge's wait for a slot on the next
-	// account: the home's claim covers SEND_TIMEOUT + 5 s, and a hedge
-	// that finds no slot soon helps nobody.
+	// account (and the message's deadline does): the home's claim covers
+	// SEND_TIMEOUT + 5 s, and a hedge that finds no slot soon helps
+	// nobody. It is not what is left of the class's max wait: the message
+	// is already being sent, and a home whose sends hang may have taken
+	// that wait in its in-flight cap.
 	hedgeSlotWait = time.Second
 )
 
@@ -92,7 +95,7 @@ func (d *Dispatcher) hedges(class admission.Class, r []*account) bool {
 // keeps the id's record of the first acceptance, and the try returned is
 // that acceptance's (or, when neither was accepted, the home's). The
 // other send is abandoned and waited for: nothing outlives the call.
-func (d *Dispatcher) sendHedged(ctx context.Context, class admission.Class, r []*account, m Message, segments, deliveryAttempt int, prefix string, wait time.Duration, t try) (try, bool) {
+func (d *Dispatcher) sendHedged(ctx context.Context, class admission.Class, r []*account, m Message, segments, deliveryAttempt int, prefix string, t try) (try, bool) {
 	home, dec := r[0], t.decision
 	homeLost, abandonHome := context.WithCancel(context.Background())
 	defer abandonHome()
@@ -113,10 +116,14 @@ func (d *Dispatcher) sendHedged(ctx context.Context, class admission.Class, r []
 	actx, stopAdmit := context.WithCancel(ctx) // the slot's wait ends with the delivery or the hedge
 	defer stopAdmit()
 	defer context.AfterFunc(nextLost, stopAdmit)()
+	wait := hedgeSlotWait
+	if !m.Deadline.IsZero() {
+		wait = min(wait, m.Deadline.Sub(d.now()))
+	}
 	nextEnd := make(chan try, 1)
 	go func() {
 		none := try{account: home, outcome: nack.Denied, err: errors.New("no slot for the hedge")}
-		nextEnd <- d.sendOnNext(actx, nextLost, class, nextOf(r, segments), m, segments, deliveryAttempt, prefix, min(wait, hedgeSlotWait), none)
+		nextEnd <- d.sendOnNext(actx, nextLost, class, nextOf(r, segments), m, segments, deliveryAttempt, prefix, wait, none)
 	}()
 	var ht, nt try
 	homeDone, nextDone, homeFirst := false, false, false

@@ -285,7 +285,7 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, r 
 	}
 	if claim.Hedged {
 		var hedged bool
-		if t, hedged = d.sendHedged(ctx, class, r, m, segments, deliveryAttempt, claim.Prefix, maxWait-time.Since(start), t); hedged {
+		if t, hedged = d.sendHedged(ctx, class, r, m, segments, deliveryAttempt, claim.Prefix, t); hedged {
 			return t
 		}
 	} else {
