@@ -88,6 +88,14 @@ func (l *Limiter) early(c *classState) time.Duration { return min(c.spacing, l.l
 // booked slot, the slot is lost, the claim given back, and the error is
 // ctx's. A class the account does not have is an error.
 func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time.Duration, claim Claim) (Decision, error) {
+	d, err := l.admit(ctx, class, cost, maxWait, claim)
+	if d.Allowed {
+		d.at = l.clock.Now() // the send begins now: Settle tells finish.lua how long ago
+	}
+	return d, err
+}
+
+func (l *Limiter) admit(ctx context.Context, class Class, cost int, maxWait time.Duration, claim Claim) (Decision, error) {
 	c, err := l.classOf(class)
 	if err != nil {
 		return Decision{}, err

@@ -48,6 +48,7 @@ type admitCall struct {
 	RouteProbeEvery int64  `lua:"ARGV[23] the probe interval of a skipped route, in microseconds"`
 	ReserveLevels   string `lua:"ARGV[24] the reserves the caller's class is held to, one"`
 	WakePushes      string `lua:"ARGV[25] the push of each wake ticket of KEYS[12+R..], in"`
+	HedgedProbe     int64  `lua:"ARGV[26] the probe interval of a degraded account for a caller that"`
 }
 
 func (c admitCall) keys() []string {
@@ -60,7 +61,7 @@ func (c admitCall) argv() []any {
 	return []any{c.GlobalInterval, c.GlobalTau, c.CeilingInterval, c.CeilingTau, flag(c.OverrideCeiling),
 		c.RecoveryFloor, c.Reserve, c.Tickets, c.Spacing, c.Within, c.MaxInFlight, c.Lease, c.LeaseTTL, max(c.Cost, 1),
 		max(c.Lookahead, 0), c.Token, c.ClaimMillis, flag(c.Count), c.Adaptive, c.SenderIntervals, c.ProbeEvery, flag(c.Failover), c.RouteProbeEvery,
-		c.ReserveLevels, c.WakePushes}
+		c.ReserveLevels, c.WakePushes, c.HedgedProbe}
 }
 
 // penaltyCall is one call of penalty.lua.

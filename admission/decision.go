@@ -122,4 +122,5 @@ type Decision struct {
 	id    string // the message's id (Claim.ID given to Admit), for SettleStory
 	class Class  // the class and units Redis admitted, for Settle's count of sends
 	units int
+	at    time.Time // when Admit let the send go (the Limiter's clock), for Settle's health report
 }

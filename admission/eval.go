@@ -35,6 +35,9 @@ func (l *Limiter) eval(ctx context.Context, c *classState, cost int, recovering 
 		call.Record, call.Token, call.ClaimMillis, call.Count = l.claims.Key(claim.ID), claim.Token, ttl.Milliseconds(), claim.Count
 	}
 	call.Failover = claim.Failover
+	if claim.Failover && claim.Hedged {
+		call.HedgedProbe = l.cfg.Health.HedgedProbeEvery.Microseconds()
+	}
 	if c.name == OTP && claim.Prefix != "" && claim.Failover {
 		// The first class's route alone is ever skipped, and only for a
 		// caller that can send elsewhere: the last account of a route is

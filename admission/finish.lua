@@ -28,7 +28,12 @@
 --            account's probe: only those count toward its recovery),
 --            'fail' (a transient failure: 5xx, no connection), 'timeout'
 --            (no answer in time), or '' (nothing: a 429, an account
---            refusal, no send)
+--            refusal, no send). A failure may be followed by ' <age_us>':
+--            how long before this call its send began (none: just now).
+--            A failure whose send began before the account last changed
+--            state (degraded, or healthy again), or, while degraded,
+--            before the first success of its run of probes, is not
+--            counted: it says nothing of the provider since
 -- ARGV[6] -> the health rule: '<window_us> <fails> <timeouts> <probes>
 --            <probe_us> <keep_ms>'. A healthy account becomes degraded on
 --            <fails> failures in a row within <window_us> of the run's
@@ -37,7 +42,9 @@
 --            A degraded one is healthy again after <probes> successes in
 --            a row (gcra.lua admits one probe per <probe_us>); a failure
 --            starts the count again. The state lives <keep_ms> past its
---            last change
+--            last change. An account healthy again keeps 'h 0 0 0 0 0
+--            <since_us>' for <window_us> after its recovery, for the rule
+--            of ARGV[5]
 -- KEYS[5] -> the message's story ({sms:<account>}:msg:<id>, a hash:
 --            receipt.lua's header gives its fields), written when
 --            KEYS[7..] are given (any key of the account otherwise)
@@ -69,7 +76,8 @@
 -- counted, 2 degraded; 0 when ARGV[5] is '').
 -- The health rule and the story's lifetimes are read before anything is
 -- written: a script that errors keeps the writes it made.
-local result = ARGV[5] or ''
+local result, age = string.match(ARGV[5] or '', '^(%S*) ?(%d*)$')
+result, age = result or '', math.min(tonumber(age) or 0, 2 ^ 53 - 1)
 local window, max_fails, max_timeouts, probes, probe_us, keep = string.match(ARGV[6] or '', '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+)$')
 if result ~= '' and not window then
   return redis.error_reply('finish.lua: a health result without a rule')
@@ -173,15 +181,37 @@ if v then
     ok, nxt, since = num(d), num(e), num(f)
   end
 end
+local began = now - age
+-- healthy makes the account healthy, nothing counted; it keeps when it
+-- recovered (since) while a send begun before then may still end.
+local function healthy(since)
+  local left = math.ceil((since + window - now) / 1000)
+  if left < 1 then
+    redis.call('DEL', KEYS[4])
+  else
+    redis.call('SET', KEYS[4], string.format('h 0 0 0 0 0 %d', since), 'PX', left)
+  end
+  return {n, 0}
+end
 if result == 'ok' or result == 'probe_ok' then
   if mode == 'd' and result == 'ok' then
     return {n, 2} -- not a probe: admitted before the account degraded
   end
-  if mode == 'h' or ok + 1 >= probes then
-    redis.call('DEL', KEYS[4]) -- healthy, nothing counted
-    return {n, 0}
+  if mode == 'h' then
+    if fails == 0 then
+      return {n, 0} -- nothing counted
+    end
+    return healthy(since)
+  end
+  if ok + 1 >= probes then
+    return healthy(now)
+  end
+  if ok == 0 then
+    start = now -- the run of probes' first success
   end
   ok = ok + 1
+elseif began < since or (mode == 'd' and ok > 0 and began < start) then
+  return {n, mode == 'd' and 2 or (fails > 0 and 1 or 0)} -- a send older than what Redis knows since
 elseif mode == 'd' then
   ok = 0
 else

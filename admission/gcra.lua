@@ -39,7 +39,9 @@
 --            account's health"): absent while healthy with no failure
 --            counted, else '<mode> <fails> <timeouts> <run_start_us>
 --            <probes_ok> <next_probe_us> <since_us>', mode 'h' (healthy,
---            a run of failures counted) or 'd' (degraded). While degraded
+--            a run of failures counted, or none: healthy again since
+--            <since_us>) or 'd' (degraded; <run_start_us> is then the
+--            first probe success of the run). While degraded
 --            the account admits probes only: one send per ARGV[21]
 --            across every process
 -- KEYS[11] -> the skip of the account's route to the caller's destination
@@ -159,6 +161,14 @@
 --            no reserve with the caller's). It takes a slot of the global
 --            level too: each later class's shadow of the global TAT moves
 --            by the send's units, as the TAT does
+-- ARGV[26] -> the probe interval of a degraded account for a caller that
+--            hedges its send (one that another account takes over if
+--            this one does not answer soon), in microseconds; 0 for
+--            other callers. Such a caller takes a probe once this long
+--            has passed since the last probe (the next probe of the
+--            others is due ARGV[21] after it), so that a hedged first
+--            class finds a provider answering again within this, at the
+--            cost of the hedge's wait for each probe that finds it not
 --
 -- Returns {allowed, wait_us, reason, next_us, attempts, detail, sender,
 -- learned, ignored, health}:
@@ -281,8 +291,8 @@ local hv = s[10] and {string.match(s[10], '^([hd]) (%d+) (%d+) (%d+) (%d+) (%d+)
 if hv and hv[1] then
   if hv[1] == 'd' then
     health, probe_due = 2, num(hv[6]) or 0
-  else
-    health = 1
+  elseif hv[2] ~= '0' then
+    health = 1 -- else healthy again, kept for finish.lua's rule of old sends
   end
 end
 
@@ -506,7 +516,10 @@ end
 -- admit it; a caller that can send elsewhere waits one interval more.
 if health == 2 then
   local due = probe_due
-  if ARGV[22] == '1' then
+  local hedged = tonumber(ARGV[26]) or 0
+  if hedged > 0 then
+    due = due - tonumber(ARGV[21]) + hedged
+  elseif ARGV[22] == '1' then
     due = due + tonumber(ARGV[21])
   end
   if now < due then

@@ -89,6 +89,12 @@ type HealthRule struct {
 	// one send per ProbeEvery meanwhile. Defaults 3, 1s.
 	Probes     int
 	ProbeEvery time.Duration
+	// HedgedProbeEvery is how often a degraded account admits a probe of
+	// a caller that hedges it (Claim.Hedged): such a probe costs its
+	// message no more than the hedge's bound, so the first class probes
+	// often and finds the provider answering again within this. Default
+	// 100ms.
+	HedgedProbeEvery time.Duration
 	// Keep is how long the state lives in Redis after its last change: a
 	// degraded account nobody sends on is forgotten after it. Default 10m.
 	Keep time.Duration
@@ -101,6 +107,7 @@ const (
 	DefaultHealthTimeouts = 3
 	DefaultHealthProbes   = 3
 	DefaultProbeEvery     = time.Second
+	DefaultHedgedProbe    = 100 * time.Millisecond
 	DefaultHealthKeep     = 10 * time.Minute
 )
 
@@ -119,6 +126,9 @@ func (r HealthRule) withDefaults() HealthRule {
 	}
 	if r.ProbeEvery <= 0 {
 		r.ProbeEvery = DefaultProbeEvery
+	}
+	if r.HedgedProbeEvery <= 0 {
+		r.HedgedProbeEvery = DefaultHedgedProbe
 	}
 	if r.Keep <= 0 {
 		r.Keep = DefaultHealthKeep

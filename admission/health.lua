@@ -8,13 +8,13 @@
 --            finish.lua writes it, gcra.lua's header gives its format
 --
 -- Returns the account's health as gcra.lua reports it: 0 healthy (no key,
--- or one of another shape), 1 mode 'h' (a run of failures counted), 2
+-- or one of another shape), 1 mode 'h' with a run of failures counted, 2
 -- mode 'd' (degraded).
 
-local mode = string.match(redis.call('GET', KEYS[1]) or '', '^([hd]) %d+ %d+ %d+ %d+ %d+ %d+$')
+local mode, fails = string.match(redis.call('GET', KEYS[1]) or '', '^([hd]) (%d+) %d+ %d+ %d+ %d+ %d+$')
 if mode == 'd' then
   return 2
-elseif mode == 'h' then
+elseif mode == 'h' and fails ~= '0' then
   return 1
 end
 return 0

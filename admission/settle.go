@@ -30,6 +30,12 @@ type Claim struct {
 	// route denies only such a caller: one that cannot send elsewhere is
 	// never skipped.
 	Failover bool
+	// Hedged says the caller also hedges the send (with Failover): it
+	// sends through another account if this one has not answered within
+	// a bound of its own. A Degraded account then admits it as a probe
+	// once HealthRule.HedgedProbeEvery has passed since the last one,
+	// rather than a probe interval later than other callers.
+	Hedged bool
 	// Prefix is the destination's country code ("+62"): a first-class
 	// send to a prefix whose route the account skips (RouteRule) is
 	// denied, ReasonRouteSkipped, but for its probes, when Failover. ""
@@ -94,6 +100,11 @@ func (l *Limiter) SettleStory(ctx context.Context, d Decision, record string, re
 	a := l.base
 	call := finishCall{Record: a.Leases, Leases: a.Leases, Health: a.Health, Millis: l.claims.recordTTL.Milliseconds(),
 		Result: result.arg(d.Health), Rule: l.healthRule, Ended: l.takeOrphans(lease)}
+	if (result == ResultFailed || result == ResultTimedOut) && !d.at.IsZero() && call.Result != "" {
+		// finish.lua does not count a failure of a send begun before
+		// the account last changed state.
+		call.Result += " " + strconv.FormatInt(max(l.clock.Now().Sub(d.at).Microseconds(), 0), 10)
+	}
 	if d.Claimed {
 		call.Record, call.Value, call.Token = l.claims.Key(d.claim.ID), record, d.claim.Token
 	}

@@ -100,6 +100,9 @@ func parseHealth(v string) HealthStatus {
 		}
 		n[i] = int64(x)
 	}
+	if f[0] == "h" && n[1] == 0 {
+		return HealthStatus{} // healthy again, kept for finish.lua's rule of old sends
+	}
 	if f[0] == "h" {
 		return HealthStatus{Health: Failing, Failures: int(n[1])}
 	}

@@ -39,7 +39,8 @@ type Account struct {
 // account is an Account as the Dispatcher runs it.
 type account struct {
 	Account
-	logged atomic.Int64 // unix nanoseconds of the last account-failure error log
+	logged  atomic.Int64 // unix nanoseconds of the last account-failure error log
+	answers answers      // its last answer times in this process, for the hedge's bound
 }
 
 // cost is what a send of segments takes of a's rates.

@@ -234,6 +234,7 @@ type Event struct {
 	ProviderID      string             // the provider's id of the message, when it accepted it
 	Account         string             // the account that admitted (and sent) it, else its route's home, else (no route) the class's first account
 	NoRoute         string             // when no account serves its destination (invalid: no_route): the number's country code, never the number
+	HedgedFrom      string             // when its home had not answered within the hedge's bound and it went out on the next account too: the home
 	Sender          string             // the sender of the account's pool it went From, if any
 	ResendReason    string             // when it is a resend (AttrResendAvoid): why, its AttrResendReason (printable ASCII, at most 64 bytes)
 	Finished        time.Time

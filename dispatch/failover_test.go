@@ -25,12 +25,22 @@ import (
 // Probes are 200 ms apart, so that failback takes a second, not three.
 func twoAccounts(t *testing.T, h *harness, marketingFailsOver bool, wrapPrimary func(http.Handler) http.Handler) (primary, backup *providertest.Simulator, limiters map[string][]*admission.Limiter) {
 	t.Helper()
+	return twoWrappedAccounts(t, h, marketingFailsOver, wrapPrimary, nil)
+}
+
+// twoWrappedAccounts is twoAccounts with the backup's simulator wrapped
+// too.
+func twoWrappedAccounts(t *testing.T, h *harness, marketingFailsOver bool, wrapPrimary, wrapBackup func(http.Handler) http.Handler) (primary, backup *providertest.Simulator, limiters map[string][]*admission.Limiter) {
+	t.Helper()
 	primary, backup = providertest.NewGeneric(providertest.Config{}), providertest.NewGeneric(providertest.Config{})
 	urls := map[*providertest.Simulator]string{}
 	for _, sim := range []*providertest.Simulator{primary, backup} {
 		var handler http.Handler = sim
-		if sim == primary && wrapPrimary != nil {
+		switch {
+		case sim == primary && wrapPrimary != nil:
 			handler = wrapPrimary(sim)
+		case sim == backup && wrapBackup != nil:
+			handler = wrapBackup(sim)
 		}
 		srv := httptest.NewServer(handler)
 		t.Cleanup(srv.Close)

@@ -50,42 +50,59 @@ func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, r []*a
 	// (Finish writes the record whatever holds it; Release gives back only
 	// this token's claim).
 	claimed := cerr == nil || !errors.Is(cerr, admission.ErrRedisDown)
-	var rest []*account // the accounts after the home that can take a body this long
+	t = d.sendOnNext(ctx, nil, class, nextOf(r, segments), m, segments, deliveryAttempt, claim.Prefix, wait-time.Since(start), t)
+	if t.outcome == nack.Denied && t.decision.Reason == admission.ReasonAccount {
+		d.holdPaused()
+	}
+	if claimed {
+		d.settleApart(ctx, home, m.recordID(), claim.Token, t)
+	}
+	return t
+}
+
+// nextOf returns the accounts of r after its home that can take a body of
+// segments (else their start-up check did not allow for it).
+func nextOf(r []*account, segments int) []*account {
+	var next []*account
 	for _, a := range r[1:] {
-		if a.RateUnit != PerSegment || segments <= a.MaxSegments { // else its start-up check did not allow for it
-			rest = append(rest, a)
+		if a.RateUnit != PerSegment || segments <= a.MaxSegments {
+			next = append(next, a)
 		}
 	}
-	for i, a := range rest {
+	return next
+}
+
+// sendOnNext sends m on the first account of next that admits it within
+// wait, going on past those under a penalty or degraded as an overflow
+// does, and settles the send there: no claim on that account (the home
+// keeps the id's record), its slot and lease only. t is the try to
+// return when none admits it. lost abandons the send (sendAdmitted).
+func (d *Dispatcher) sendOnNext(ctx, lost context.Context, class admission.Class, next []*account, m Message, segments, deliveryAttempt int, prefix string, wait time.Duration, t try) try {
+	start := time.Now()
+	for i, a := range next {
 		// No claim here (no Token); the ID names the message whose story
 		// this account keeps when it sends it (SettleStory).
-		next := admission.Claim{ID: m.recordID(), Failover: i+1 < len(rest) && d.failsOver(a, class), Prefix: claim.Prefix}
-		dec, err := d.admit(ctx, class, a, a.cost(segments), wait-time.Since(start), next)
+		claim := admission.Claim{ID: m.recordID(), Failover: i+1 < len(next) && d.failsOver(a, class), Prefix: prefix}
+		dec, err := d.admit(ctx, class, a, a.cost(segments), wait-time.Since(start), claim)
 		if err != nil {
 			t.outcome, t.err = nack.ShuttingDown, err
 			break
 		}
 		t.decision = dec
 		if !dec.Allowed {
-			if next.Failover && overflows(dec) {
+			if claim.Failover && overflows(dec) {
 				continue
 			}
 			t.err = fmt.Errorf("no send slot within the max wait on account %s (%s, %s)", a.Name, dec.Source, dec.Reason)
 			break
 		}
-		t = d.sendAdmitted(ctx, class, a, m, d.resendCount(deliveryAttempt, dec), next.Failover, t)
-		// No claim on this account: the send's record (written at home
-		// below) only counts the send here, with the lease's end.
+		t = d.sendAdmitted(ctx, class, a, m, d.resendCount(deliveryAttempt, dec), claim.Failover, t, lost)
+		// No claim on this account: the send's record (written at home)
+		// only counts the send here, with the lease's end.
 		if err := d.settleOn(context.WithoutCancel(ctx), a, class, m, dec, t); err != nil {
 			d.cfg.Logger.Warn("could not end a send's lease; it runs out", "account", a.Name, "err", err)
 		}
 		break
-	}
-	if t.outcome == nack.Denied && t.decision.Reason == admission.ReasonAccount {
-		d.holdPaused()
-	}
-	if claimed {
-		d.settleApart(ctx, home, m.recordID(), claim.Token, t)
 	}
 	return t
 }

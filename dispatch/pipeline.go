@@ -34,6 +34,7 @@ type try struct {
 	resends  int                  // provider attempts before this one, if it reached the provider
 	receipt  provider.Receipt     // the provider's acceptance, when sent
 	result   admission.SendResult // what the send said of its account's health
+	hedged   string               // the home it was hedged from, if it was
 }
 
 // handle is the Receive callback of class: it takes m to one end. A
@@ -85,7 +86,7 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 		}
 	}
 	ev.Outcome, ev.Err, ev.Decision, ev.Admitted, ev.ResendCount = t.outcome, t.err, t.decision, t.admitted, t.resends
-	ev.ProviderID, ev.Sender = t.receipt.ID, t.decision.Sender
+	ev.ProviderID, ev.Sender, ev.HedgedFrom = t.receipt.ID, t.decision.Sender, t.hedged
 	switch {
 	case t.account != nil:
 		ev.Account = t.account.Name
@@ -238,6 +239,7 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, r 
 		Failover: len(r) > 1 && d.failsOver(r[0], class),
 		Prefix:   destinationPrefix(m.To),
 	}
+	claim.Hedged = claim.Failover && d.hedges(class, r)
 	home := r[0]
 	start := time.Now()
 	dec, err := d.admit(ctx, class, home, home.cost(segments), maxWait, claim)
@@ -281,7 +283,14 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, r 
 		// OTP beats a lost one.
 		d.cfg.Logger.Warn("send-once record unavailable; sending without it", "class", class, "id", m.ID)
 	}
-	t = d.sendAdmitted(ctx, class, home, m, d.resendCount(deliveryAttempt, dec), claim.Failover, t)
+	if claim.Hedged {
+		var hedged bool
+		if t, hedged = d.sendHedged(ctx, class, r, m, segments, deliveryAttempt, claim.Prefix, t); hedged {
+			return t
+		}
+	} else {
+		t = d.sendAdmitted(ctx, class, home, m, d.resendCount(deliveryAttempt, dec), claim.Failover, t, nil)
+	}
 	d.settle(ctx, class, m, dec, t)
 	if claim.Failover && t.outcome == nack.Transient && dec.Claimed && home.Limiter.Health() == admission.Degraded {
 		// This failure made the home degraded (or found it so): the next

@@ -16,8 +16,10 @@ import (
 
 // sendAdmitted sends m on account a, which admitted it (t.decision), and
 // returns what came of it; the caller settles. failover says m can go on
-// to another account if a fails.
-func (d *Dispatcher) sendAdmitted(ctx context.Context, class admission.Class, a *account, m Message, resends int, failover bool, t try) try {
+// to another account if a fails. A send still waiting for its answer when
+// lost ends (nil: never) is abandoned: a hedge's other send won
+// (hedge.go); it ends errHedgeLost and says nothing of a's health.
+func (d *Dispatcher) sendAdmitted(ctx context.Context, class admission.Class, a *account, m Message, resends int, failover bool, t try, lost context.Context) try {
 	t.admitted, t.account = d.now(), a
 	if d.expired(m) {
 		t.outcome = nack.Expired // the slot goes unused: cheaper than a send nobody waits for
@@ -26,7 +28,13 @@ func (d *Dispatcher) sendAdmitted(ctx context.Context, class admission.Class, a 
 	var sendErr error
 	version := a.credentialVersion()
 	t.resends = resends
-	t.receipt, sendErr = d.send(ctx, a, m, t.decision.Sender, t.resends)
+	start := time.Now()
+	t.receipt, sendErr = d.send(ctx, a, m, t.decision.Sender, t.resends, lost)
+	if sendErr != nil && lost != nil && lost.Err() != nil {
+		t.outcome, t.result, t.err = nack.Transient, admission.ResultNone, errHedgeLost
+		return t
+	}
+	a.answers.observe(time.Since(start), sendErr)
 	t.outcome, t.result, t.err = d.judge(ctx, class, a, m, version, failover, sendErr)
 	return t
 }
@@ -34,8 +42,9 @@ func (d *Dispatcher) sendAdmitted(ctx context.Context, class admission.Class, a 
 // send sends m once, resends being the provider attempts before this one
 // (the trace's resend count), and returns the provider's answer. The send
 // keeps the delivery's values (its span) but not its cancellation: a
-// shutdown stops waiting, not sending; Grace ends sends (d.hard).
-func (d *Dispatcher) send(ctx context.Context, a *account, m Message, from string, resends int) (provider.Receipt, error) {
+// shutdown stops waiting, not sending; Grace ends sends (d.hard), and so
+// does lost (nil: never), when another account's send of m won.
+func (d *Dispatcher) send(ctx context.Context, a *account, m Message, from string, resends int, lost context.Context) (provider.Receipt, error) {
 	timeout := d.cfg.SendTimeout
 	if !m.Deadline.IsZero() {
 		timeout = min(timeout, m.Deadline.Sub(d.now()))
@@ -44,6 +53,10 @@ func (d *Dispatcher) send(ctx context.Context, a *account, m Message, from strin
 	defer cancel()
 	stop := context.AfterFunc(d.hard, cancel)
 	defer stop()
+	if lost != nil {
+		stopLost := context.AfterFunc(lost, cancel)
+		defer stopLost()
+	}
 	return a.Sender.Send(provider.WithResendCount(sctx, resends),
 		provider.Message{ID: m.ID, To: m.To, Body: m.Body, Deadline: m.Deadline, From: from})
 }

@@ -37,6 +37,7 @@ const (
 	MetricAccountPaused     = "sms.account.paused"           // sms_account_paused
 	MetricAccountHealth     = "sms.account.health"           // sms_account_health
 	MetricNoRoute           = "sms.no_route"                 // sms_no_route_total
+	MetricHedges            = "sms.hedges"                   // sms_hedges_total
 	AttrCountry             = attribute.Key("country")       // a destination's country code (its E.164 prefix), never the number
 	MetricSegments          = "sms.segments"                 // sms_segments_total
 	MetricFallbackActive    = "sms.fallback.active"          // sms_fallback_active
@@ -79,6 +80,7 @@ type Metrics struct {
 	pullErrors       metric.Int64Counter
 	handlerPanics    metric.Int64Counter
 	noRoute          metric.Int64Counter
+	hedges           metric.Int64Counter
 	receiptInstruments
 
 	state atomic.Pointer[func() State] // read by the gauges; nil reads as zero
@@ -239,6 +241,8 @@ func NewMetrics() (*Metrics, error) {
 		"Deliveries whose handling panicked (recovered: the message was nacked, or dead-lettered with invalid: handler_panic), by class.")
 	m.noRoute = counter(MetricNoRoute, "{message}",
 		"Deliveries no account serves (dead-lettered with invalid: no_route), by class and destination country code.")
+	m.hedges = counter(MetricHedges, "{message}",
+		"First-class deliveries sent through the next account too because their home had not answered within the hedge's bound, by the home account.")
 	m.receiptInstruments, err = newReceiptInstruments(meter)
 	must(err)
 	m.attempts, err = meter.Int64Histogram(MetricDeliveryAttempt, metric.WithUnit("{attempt}"),
@@ -351,6 +355,9 @@ func (m *Metrics) Observe(ev dispatch.Event) {
 	}
 	if ev.NoRoute != "" {
 		m.noRoute.Add(ctx, 1, metric.WithAttributes(class, AttrCountry.String(ev.NoRoute)))
+	}
+	if ev.HedgedFrom != "" {
+		m.hedges.Add(ctx, 1, metric.WithAttributes(AttrAccount.String(ev.HedgedFrom)))
 	}
 	if ev.DeliveryAttempt > 0 {
 		m.attempts.Record(ctx, int64(ev.DeliveryAttempt), metric.WithAttributes(class))

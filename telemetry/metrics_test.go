@@ -101,6 +101,32 @@ func TestNoRouteIsCountedByCountry(t *testing.T) {
 	}
 }
 
+// TestHedgesAreCountedByHome: a hedged delivery counts once in
+// sms_hedges_total, by the home it was hedged from, whichever account's
+// acceptance counted; others count nothing there.
+func TestHedgesAreCountedByHome(t *testing.T) {
+	m, err := NewMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range []dispatch.Event{
+		{Class: admission.OTP, Outcome: nack.Sent, Action: nack.Ack, Account: "backup", HedgedFrom: "primary"},
+		{Class: admission.OTP, Outcome: nack.Sent, Action: nack.Ack, Account: "primary", HedgedFrom: "primary"},
+		{Class: admission.OTP, Outcome: nack.Sent, Action: nack.Ack, Account: "primary"},
+	} {
+		m.Observe(ev)
+	}
+	w := httptest.NewRecorder()
+	m.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	b, _ := io.ReadAll(w.Body)
+	if want := `sms_hedges_total{sms_account="primary"} 2`; !strings.Contains(string(b), want) {
+		t.Errorf("no %s in\n%s", want, b)
+	}
+	if n := strings.Count(string(b), "sms_hedges_total{"); n != 1 {
+		t.Errorf("%d series of sms_hedges_total, want 1:\n%s", n, b)
+	}
+}
+
 // TestClassesInTheMetrics: each class's ceiling and reserve are a series
 // of sms_configured_rate labelled with its name, today's series of the
 // default classes (marketing's ceiling as sms_limit "marketing") kept;

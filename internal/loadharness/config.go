@@ -232,7 +232,7 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 		fs.IntVar(&c.pool, "pool", poolSenders, fmt.Sprintf("with --scenario senders, the senders in the account's pool (1 to %d), each of %d segments per sliding second", admission.MaxPoolSize, poolSenderLimit))
 		fs.DurationVar(&c.providerJitter, "provider-arrival-jitter", poolJitter, "with --scenario senders, the limiter's ArrivalJitter (PROVIDER_ARRIVAL_JITTER): each sender's slots are spaced by (1s + this) / its rate")
 		fs.StringVar(&codes, "code", strings.Join(allCodes, ","), "with --scenario failover or classes, the rows' code (comma list): before (failover: the account health rule off, as the dispatcher was before it; classes: today's two classes), after (failover: its defaults; classes: three classes)")
-		fs.StringVar(&storms, "storm", strings.Join(allStorms, ","), "with --scenario failover, how the primary fails (comma list): 503 (every request answered 503), hang (none answered: each send waits out --send-timeout)")
+		fs.StringVar(&storms, "storm", strings.Join(allStorms, ","), "with --scenario failover, how the primary fails (comma list): 503 (every request answered 503), hang (a request answered 503 after 12 s)")
 		fs.DurationVar(&c.stormLength, "storm-length", failoverStorm, "with --scenario failover, how long the primary fails")
 		fs.DurationVar(&c.sendTimeout, "send-timeout", failoverSendTimeout, "with --scenario failover, the dispatchers' SEND_TIMEOUT")
 		fs.Float64Var(&c.receiptRate, "receipt-rate", receiptsRate, "with --scenario receipts, the receipts the simulators post per second")

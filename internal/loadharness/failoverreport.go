@@ -16,12 +16,14 @@ import (
 // failoverMinShare of it accepted before the storm's end; no marketing on
 // the backup; requests to the primary at most failoverMaxRatio of its rate
 // before; the first OTP on the primary within failoverMaxFailback of the
-// storm's end; nothing lost.
+// storm's end, and at most failoverMaxBackupAfter OTPs published after it
+// on the backup; nothing lost.
 const (
-	failoverMaxP99      = 2 * time.Second
-	failoverMinShare    = 0.95
-	failoverMaxRatio    = 1.2
-	failoverMaxFailback = 5 * time.Second
+	failoverMaxP99         = 2 * time.Second
+	failoverMinShare       = 0.95
+	failoverMaxRatio       = 1.2
+	failoverMaxFailback    = 5 * time.Second
+	failoverMaxBackupAfter = 3
 )
 
 // failoverRow is one failover row: what the simulators accepted, when the
@@ -42,6 +44,7 @@ type failoverRow struct {
 	Share         float64
 
 	OTPOnBackup       int // OTP ids the backup accepted, in the whole run
+	BackupAfter       int // of them, those published after the storm's end
 	MarketingOnBackup int // marketing ids the backup accepted: it does not serve marketing
 	// PrimaryBefore and PrimaryStorm are the requests per second that
 	// reached the primary from failoverRampUp to the storm, and during
@@ -95,6 +98,11 @@ func measureFailover(s failoverSpec, lg *failoverLog) *failoverRow {
 		}
 	})
 	r.OTPOnBackup = len(onBackup)
+	for id := range onBackup {
+		if pub, ok := lg.otp[id]; ok && !pub.Before(lg.stormEnd) {
+			r.BackupAfter++
+		}
+	}
 
 	r.OTPPublished = len(lg.otp)
 	var ws []wait
@@ -173,6 +181,7 @@ func (r *failoverRow) judge() []string {
 	fail(r.MarketingOnBackup > 0, "%d marketing messages on the backup", r.MarketingOnBackup)
 	fail(r.Ratio > failoverMaxRatio, "requests to the primary during the storm %.2f× its rate before > %.1f×", r.Ratio, failoverMaxRatio)
 	fail(r.Failback == nil || *r.Failback > failoverMaxFailback, "failback %s > %v", failbackText(r.Failback), failoverMaxFailback)
+	fail(r.BackupAfter > failoverMaxBackupAfter, "%d OTPs published after the storm on the backup > %d", r.BackupAfter, failoverMaxBackupAfter)
 	fail(r.Lost > 0 || r.Pending > 0, "%d lost, %d OTPs at no end", r.Lost, r.Pending)
 	return out
 }
@@ -205,14 +214,14 @@ func writeFailoverTable(w io.Writer, cfg *Config, rows []*failoverRow) error {
 		failoverInstances, failoverContractRPS, primaryName, failoverTarget, failoverMarketing, backupName, cfg.failoverOTPRate, failoverBacklog,
 		failoverWarmup, cfg.stormLength, primaryName, failoverAfter, cfg.sendTimeout)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "code\tstorm\tSEND_TIMEOUT\tstorm OTPs\tp50\tp99\tmax\tsent in storm\tOTPs on backup\tmarketing on backup\tprimary req/s before\tduring\tratio\tfailback\texpired\tdead-lettered\tlost\tat no end\tsent twice\tverdict\t")
+	fmt.Fprintln(tw, "code\tstorm\tSEND_TIMEOUT\tstorm OTPs\tp50\tp99\tmax\tsent in storm\tOTPs on backup\tafter storm\tmarketing on backup\tprimary req/s before\tduring\tratio\tfailback\texpired\tdead-lettered\tlost\tat no end\tsent twice\tverdict\t")
 	for _, r := range rows {
 		verdict := "-"
 		if r.Code == codeAfter {
 			verdict = okText(len(r.Failures) == 0)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\t%s\t%s\t%d (%.3f)\t%d\t%d\t%.1f\t%.1f\t%.2f\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
-			r.Code, r.Storm, r.SendTimeout, r.StormOTP, waitText(r.P50), waitText(r.P99), waitText(r.Max), r.InStorm, r.Share, r.OTPOnBackup, r.MarketingOnBackup,
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\t%s\t%s\t%d (%.3f)\t%d\t%d\t%d\t%.1f\t%.1f\t%.2f\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
+			r.Code, r.Storm, r.SendTimeout, r.StormOTP, waitText(r.P50), waitText(r.P99), waitText(r.Max), r.InStorm, r.Share, r.OTPOnBackup, r.BackupAfter, r.MarketingOnBackup,
 			r.PrimaryBefore, r.PrimaryStorm, r.Ratio, failbackText(r.Failback), r.Expired, r.DeadLettered, r.Lost, r.Pending, r.Duplicates, verdict)
 	}
 	if err := tw.Flush(); err != nil {
@@ -226,15 +235,17 @@ func writeFailoverTable(w io.Writer, cfg *Config, rows []*failoverRow) error {
 	_, err := fmt.Fprintf(w, `
 storm OTPs: OTPs published during the storm; p50, p99, max: their publish→first acceptance by either simulator (">": some
   were never accepted, at least that long); sent in storm: of them, accepted before the storm's end (and that share).
-OTPs on backup: OTP ids the backup accepted in the whole run. marketing on backup: must be 0 (it serves OTP only).
+OTPs on backup: OTP ids the backup accepted in the whole run; after storm: of them, those published after the storm's end.
+marketing on backup: must be 0 (it serves OTP only).
 primary req/s: requests that reached the primary (any answer, or none), from %v into the warm-up to the storm, and during
   it; ratio: during over before. failback: the first OTP the primary accepted after the storm's end, from the end.
 expired: OTPs past their deadline (%v) unsent; lost: acked in Pub/Sub, never accepted, dead-lettered nor expired; at no
   end: OTPs that had not reached an end %v after the run; sent twice: OTP ids accepted more than once (a send that timed
   out on the primary may have gone through there too).
-verdict (after rows): p99 ≤ %v, sent in storm ≥ %.2f, no marketing on backup, ratio ≤ %.1f, failback ≤ %v, nothing lost.
+verdict (after rows): p99 ≤ %v, sent in storm ≥ %.2f, no marketing on backup, ratio ≤ %.1f, failback ≤ %v, ≤ %d OTPs
+  published after the storm on the backup, nothing lost.
 
-`, failoverRampUp, failoverOTPLife, failoverDrain, failoverMaxP99, failoverMinShare, failoverMaxRatio, failoverMaxFailback)
+`, failoverRampUp, failoverOTPLife, failoverDrain, failoverMaxP99, failoverMinShare, failoverMaxRatio, failoverMaxFailback, failoverMaxBackupAfter)
 	return err
 }
 

@@ -78,16 +78,19 @@ func failoverMessage(id, body string, deadline time.Time) []byte {
 }
 
 // stormFault stands in front of the primary's simulator: it logs every
-// request's arrival, and while hanging it answers none (the client gives
-// up at its timeout). Safe for concurrent use.
+// request's arrival, and a request that arrives while it hangs gets no
+// answer for stormHangAnswer, then a 503 (the client may give up first, at
+// its timeout): a request sent in the hang may fail after the provider
+// recovered. Safe for concurrent use.
 type stormFault struct {
 	mu    sync.Mutex
 	until time.Time   // guarded by mu: no answer before it
 	log   []time.Time // guarded by mu: every request's arrival
 }
 
-// stormHangBound bounds a hung request, should its client never hang up.
-const stormHangBound = time.Minute
+// stormHangAnswer is how long a request that arrived during a hang waits
+// for its answer, a 503.
+const stormHangAnswer = 12 * time.Second
 
 func (f *stormFault) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -102,11 +105,12 @@ func (f *stormFault) wrap(next http.Handler) http.Handler {
 		}
 		// net/http notices a client that hangs up only once the body is read.
 		io.Copy(io.Discard, r.Body)
-		t := time.NewTimer(stormHangBound)
+		t := time.NewTimer(stormHangAnswer)
 		defer t.Stop()
 		select {
 		case <-r.Context().Done():
 		case <-t.C:
+			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 	})
 }

@@ -132,4 +132,8 @@ var killers = map[string]string{
 	// A route's skip: counted on route failures only, never the last account.
 	"M32":  "TestOnlyRouteFailuresCountAgainstTheRoute",
 	"M32b": "TestTheLastAccountOfARouteIsNeverSkipped",
+
+	// The hedge and the rule of old sends.
+	"M27":  "TestAnOTPIsHedgedPastAHangingHome",
+	"M27b": "TestTimeoutsOfSendsBegunBeforeARecoveryDoNotCount",
 }

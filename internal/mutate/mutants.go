@@ -434,4 +434,10 @@ var mutants = []mutant{
 	{"M32b", "the last account of a route is skipped too: its OTPs wait for the probe", []edit{
 		{"admission/eval.go", "claim.Prefix != \"\" && claim.Failover {", "claim.Prefix != \"\" {"},
 	}, ""},
+	{"M27", "an OTP whose home hangs is never hedged: it waits out SEND_TIMEOUT", []edit{
+		{"dispatch/pipeline.go", "	claim.Hedged = claim.Failover && d.hedges(class, r)\n", "	claim.Hedged = false\n"},
+	}, "./dispatch/"},
+	{"M27b", "a failure of a send begun before the account's recovery counts against it", []edit{
+		{"admission/finish.lua", "elseif began < since or (mode == 'd' and ok > 0 and began < start) then", "elseif false then"},
+	}, ""},
 }
