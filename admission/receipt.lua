@@ -70,7 +70,8 @@
 -- Returns {changed, message...}: changed is 1 when the receipt changed its
 -- message's state; each message is {id, class, sender, first provider id,
 -- status, error code, sent_ms, status_ms, owed, version, resend}: owed 1
--- when an event is owed for this state, version its ov, resend the
+-- when an event is owed for this state (made owed now, or owed still: a
+-- final state whose id is in the owed set), version its ov, resend the
 -- payload to publish ('' none). A receipt returns one message, or none
 -- when its provider id is unknown (nothing written but the clearing).
 -- Everything is read and checked before the first write: a script that
@@ -240,11 +241,21 @@ if not h or part < 1 or part > n then
   return {0} -- the story expired, or the key is of another one
 end
 
+-- still says whether the final state of message h is owed an event that
+-- has not been published: a receipt that changes nothing returns it owed
+-- again (without the resend: that is handed out with the fold that made
+-- the failure final, or by the sweep), so that the retry of a fold whose
+-- answer was lost (a call that timed out after Redis ran it, answered
+-- 503) or whose publish failed publishes it now, not the sweep.
+local function still(h)
+  return FINAL[h.status or ''] and redis.call('ZSCORE', KEYS[2], id) ~= false
+end
+
 -- The part.
 local cur = h['s' .. part]
 if cur and (cur == 'delivered' or (FINAL[cur] and status ~= 'delivered') or
     (not FINAL[cur] and not FINAL[status] and RANK[status] <= (RANK[cur] or 0))) then
-  return {0, reply(id, h, false, '')}
+  return {0, reply(id, h, still(h), '')}
 end
 if not FINAL[status] or status == 'delivered' then
   code = ''
@@ -327,4 +338,4 @@ if owed then
   end
 end
 redis.call('HSET', msg, unpack(writes))
-return {changed and 1 or 0, reply(id, h, owed, resend)}
+return {changed and 1 or 0, reply(id, h, owed or still(h), resend)}

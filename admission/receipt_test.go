@@ -57,8 +57,8 @@ func isFailure(status string) bool { return deliveryStatuses[status] && status !
 // when each part has a final one;
 // on the way an intermediate never replaces a final, a later failure never
 // replaces delivered nor another failure, a delivered replaces a failure
-// once, and an event is owed exactly when the state becomes final or a
-// failure turns delivered.
+// once, and a new event is owed exactly when the state becomes final or a
+// failure turns delivered (and stays owed, none being published here).
 func TestTheFoldEndsTheSameWhateverTheOrder(t *testing.T) {
 	l := newLimiter(t, redistest.Client(t), testConfig(t))
 	rng := rand.New(rand.NewPCG(29, 1))
@@ -111,7 +111,7 @@ func TestTheFoldEndsTheSameWhateverTheOrder(t *testing.T) {
 			id := fmt.Sprintf("m%d-%d", trial, order)
 			keepStory(t, l, id, Story{Class: "otp", ProviderIDs: pids})
 			rng.Shuffle(len(receipts), func(i, j int) { receipts[i], receipts[j] = receipts[j], receipts[i] })
-			prev := ""
+			prev, version := "", int64(0)
 			for _, r := range receipts {
 				f := fold(t, l, r)
 				if !f.Known || f.ID != id {
@@ -125,10 +125,14 @@ func TestTheFoldEndsTheSameWhateverTheOrder(t *testing.T) {
 				case isFailure(prev) && isFailure(f.Status) && f.Status != prev:
 					t.Fatalf("trial %d: a later failure %s replaced %s", trial, f.Status, prev)
 				}
-				owed := (f.Final && !deliveryStatuses[prev]) || (isFailure(prev) && f.Status == "delivered")
-				if f.Owed != owed {
-					t.Fatalf("trial %d: %s -> %s: owed %t, want %t", trial, prev, f.Status, f.Owed, owed)
+				// Nothing is published here: a final state's event stays
+				// owed, and a new one is owed when the state becomes final
+				// or a failure turns delivered.
+				owedNow := (f.Final && !deliveryStatuses[prev]) || (isFailure(prev) && f.Status == "delivered")
+				if f.Owed != f.Final || (f.version != version) != owedNow {
+					t.Fatalf("trial %d: %s -> %s: owed %t at version %d (was %d), want owed %t, a new version %t", trial, prev, f.Status, f.Owed, f.version, version, f.Final, owedNow)
 				}
+				version = f.version
 				if f.Changed != (f.Status != prev) {
 					t.Fatalf("trial %d: %s -> %s: changed %t", trial, prev, f.Status, f.Changed)
 				}
@@ -216,6 +220,35 @@ func TestAnOwedEventStaysOwedUntilItIsPublished(t *testing.T) {
 	}
 }
 
+// TestAReceiptOfAnOwedStateHandsItsEventOutAgain: a receipt that changes
+// nothing (a duplicate, the retry of a fold answered 503 after Redis ran
+// it, a late intermediate) of a message whose final event is still owed
+// returns it owed, with its version, so that its handler publishes it at
+// once rather than leaving it to the sweep; once it is published and
+// cleared, such a receipt owes nothing.
+func TestAReceiptOfAnOwedStateHandsItsEventOutAgain(t *testing.T) {
+	l := newLimiter(t, redistest.Client(t), testConfig(t))
+	ctx := context.Background()
+	keepStory(t, l, "d", Story{Class: "marketing", ProviderIDs: []string{"pd1", "pd2"}})
+	first := fold(t, l, report("pd1", "failed", "30008"))
+	if !first.Owed || !first.Changed {
+		t.Fatalf("a part failed: %+v, want the message final and owed", first)
+	}
+	// Its publish failed, or the answer never reached the provider.
+	for _, r := range []Report{report("pd1", "failed", "30008"), report("pd1", "sent", ""), report("pd2", "undelivered", "30003")} {
+		if f := fold(t, l, r); !f.Owed || f.Changed || f.Status != "failed" || f.version != first.version {
+			t.Fatalf("%s %s while the event is owed: %+v, want failed, owed again at version %d", r.ProviderID, r.Status, f, first.version)
+		}
+	}
+	l.EventPublished("d")
+	if err := l.FlushPublished(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f := fold(t, l, report("pd1", "failed", "30008")); f.Owed {
+		t.Fatalf("a duplicate once the event is out: %+v, want nothing owed", f)
+	}
+}
+
 // TestAResendIsHandedOutOnceAndKeptUntilItsEventIsPublished: the receipt
 // that makes a failure final hands the resend payload out once, and takes
 // it from its key; the sweep hands it out again while the event is owed
@@ -237,8 +270,8 @@ func TestAResendIsHandedOutOnceAndKeptUntilItsEventIsPublished(t *testing.T) {
 	if n := rdb.Exists(ctx, l.tag+":resend:r").Val(); n != 0 {
 		t.Fatal("the resend key outlived its handing out")
 	}
-	if f := fold(t, l, report("pr", "undelivered", "30003")); f.Owed || f.Resend != nil || f.Status != "failed" {
-		t.Fatalf("a later failure: %+v, want failed, no event, no resend", f)
+	if f := fold(t, l, report("pr", "undelivered", "30003")); !f.Owed || f.Changed || f.Resend != nil || f.Status != "failed" {
+		t.Fatalf("a later failure while the event is owed: %+v, want failed, its event owed still, no resend", f)
 	}
 	got := owedIDs(t, l, 0)
 	if string(got["r"].Resend) != string(payload) {
