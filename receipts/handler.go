@@ -95,14 +95,18 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request) {
 	}
 	if f.Owed {
 		// Its own bound, whether or not the provider waits: the state is
-		// in Redis, and a publish that fails leaves the sweep to do it.
+		// in Redis, and a publish that fails is held and tried again
+		// (retryEvery, and before the process stops).
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.publishBound)
 		err := s.publishOwed(ctx, a, f)
 		cancel()
 		if err != nil {
+			a.hold(f)
 			if held, ok := a.publishErr.allow(time.Now()); ok {
-				s.logger.Warn("receipts: a status event was not published: it stays owed for the sweep", "account", a.Name, "err", err, "unlogged", held)
+				s.logger.Warn("receipts: a status event was not published: it stays owed, tried again in a second", "account", a.Name, "err", err, "unlogged", held)
 			}
+		} else {
+			a.release(f.ID, nil)
 		}
 	}
 	w.WriteHeader(http.StatusOK)

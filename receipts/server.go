@@ -113,6 +113,13 @@ type account struct {
 	// the flush that clears it in Redis.
 	pending atomic.Bool
 
+	// held are the folds whose events this process could not publish at
+	// their receipt, by id: it publishes them again every retryEvery and
+	// before Run returns, rather than leave them to a sweep 30 s on (or to
+	// none, when every process stops). Guarded by heldMu.
+	heldMu sync.Mutex
+	held   map[string]*admission.Fold
+
 	forged, ledgerErr, publishErr quietLog
 }
 
@@ -149,7 +156,7 @@ func New(cfg Config) (*Server, error) {
 		if _, dup := s.accounts[a.Name]; dup {
 			return nil, fmt.Errorf("receipts: account %q twice", a.Name)
 		}
-		acc := &account{Account: a, url: CallbackURL(cfg.PublicURL, a.Name)}
+		acc := &account{Account: a, url: CallbackURL(cfg.PublicURL, a.Name), held: map[string]*admission.Fold{}}
 		s.accounts[a.Name] = acc
 		s.order = append(s.order, acc)
 	}
@@ -164,7 +171,9 @@ func CallbackURL(publicURL, account string) string {
 
 // Run listens on Addr, serves receipts and sweeps owed events until ctx
 // ends; then it lets the receipts being handled finish (for at most 10 s),
-// stops the sweep, clears the events published in Redis, and returns.
+// stops the sweep, publishes the events it still holds (each within the
+// publish bound, 3 s, all at once), clears the events published in Redis,
+// and returns.
 func (s *Server) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
@@ -208,6 +217,10 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	}
 	stopSweep()
 	wg.Wait()
+	// What this process owes is published before it goes: no other
+	// process knows of it until its sweep, 30 s on, and none will when
+	// the whole pool stops.
+	s.publishHeld(context.WithoutCancel(ctx), "before the stop")
 	// Its own bound: the shutdown may have used all of stopCtx's, and an
 	// event not cleared is published again by the next process's sweep.
 	flushCtx, cancelFlush := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)

@@ -1,6 +1,7 @@
 package receipts
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"time"
@@ -22,10 +23,21 @@ const (
 	flushEvery   = 2 * time.Second
 )
 
-// sweepLoop sweeps and flushes until ctx ends.
+// retryEvery is how often a process publishes again the events it holds
+// (their publish at the receipt failed), and maxHeld the most it holds
+// per account: past that, the sweep publishes them once owed for owedAge.
+const (
+	retryEvery = time.Second
+	maxHeld    = 10000
+)
+
+// sweepLoop sweeps, publishes the held events again and flushes until ctx
+// ends.
 func (s *Server) sweepLoop(ctx context.Context) {
 	sweep := time.NewTicker(s.cfg.SweepEvery)
 	defer sweep.Stop()
+	retry := time.NewTicker(retryEvery)
+	defer retry.Stop()
 	flush := time.NewTicker(flushEvery)
 	defer flush.Stop()
 	for {
@@ -36,8 +48,71 @@ func (s *Server) sweepLoop(ctx context.Context) {
 			for _, a := range s.order {
 				s.sweep(ctx, a)
 			}
+		case <-retry.C:
+			s.publishHeld(ctx, "again")
 		case <-flush.C:
 			s.flush(ctx)
+		}
+	}
+}
+
+// hold keeps f, whose event could not be published, for publishHeld; a
+// newer fold of its message replaces it.
+func (a *account) hold(f admission.Fold) {
+	a.heldMu.Lock()
+	defer a.heldMu.Unlock()
+	if _, ok := a.held[f.ID]; ok || len(a.held) < maxHeld {
+		a.held[f.ID] = &f
+	}
+}
+
+// release forgets the held fold of id once its event is out: f, or any
+// when f is nil (its receipt published it).
+func (a *account) release(id string, f *admission.Fold) {
+	a.heldMu.Lock()
+	defer a.heldMu.Unlock()
+	if h, ok := a.held[id]; ok && (f == nil || h == f) {
+		delete(a.held, id)
+	}
+}
+
+// publishHeld publishes the events every account holds, all at once, each
+// within publishBound, and releases those published; when says when, for
+// the log of those left.
+func (s *Server) publishHeld(ctx context.Context, when string) {
+	for _, a := range s.order {
+		a.heldMu.Lock()
+		held := make([]*admission.Fold, 0, len(a.held))
+		for _, f := range a.held {
+			held = append(held, f)
+		}
+		a.heldMu.Unlock()
+		if len(held) == 0 {
+			continue
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var left int    // guarded by mu
+		var first error // guarded by mu
+		for _, f := range held {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(ctx, s.publishBound)
+				defer cancel()
+				if err := s.publishOwed(ctx, a, *f); err != nil {
+					mu.Lock()
+					left++
+					first = cmp.Or(first, err)
+					mu.Unlock()
+					return
+				}
+				a.release(f.ID, f)
+			})
+		}
+		wg.Wait()
+		if left > 0 {
+			if held, ok := a.publishErr.allow(time.Now()); ok {
+				s.logger.Warn("receipts: held status events not published "+when+": they stay owed for the sweep", "account", a.Name, "events", left, "err", first, "unlogged", held)
+			}
 		}
 	}
 }

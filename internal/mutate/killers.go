@@ -115,7 +115,7 @@ var killers = map[string]string{
 	"RV1": "TestTwilioReceiptForged",
 	"RV2": "TestVonageReceiptForged",
 	"RV3": "TestClientReceiptForged",
-	"RE1": "TestPublishFailureLeavesTheEventOwedForTheSweep",
+	"RE1": "TestPublishFailureIsTriedAgainBeforeTheSweep",
 	"RD1": "TestAResendSkipsTheAccountThatSentTheOriginal",
 	"RD2": "TestAnOverflowedOTPThatFailsIsResentThroughItsHome",
 	"RC7": "TestAFullMemoryOfOwedEventsStillClearsNewOnes",
