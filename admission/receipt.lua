@@ -242,13 +242,15 @@ if not h or part < 1 or part > n then
 end
 
 -- still says whether the final state of message h is owed an event that
--- has not been published: a receipt that changes nothing returns it owed
--- again (without the resend: that is handed out with the fold that made
--- the failure final, or by the sweep), so that the retry of a fold whose
--- answer was lost (a call that timed out after Redis ran it, answered
--- 503) or whose publish failed publishes it now, not the sweep.
+-- has not been published: a final receipt that changes nothing returns
+-- it owed again (without the resend: that is handed out with the fold
+-- that made the failure final, or by the sweep), so that the retry of a
+-- fold whose answer was lost (a call that timed out after Redis ran it,
+-- answered 503) or whose publish failed publishes it now, not the sweep.
+-- An intermediate receipt does not: those come out of order around the
+-- final one, while its own fold is publishing.
 local function still(h)
-  return FINAL[h.status or ''] and redis.call('ZSCORE', KEYS[2], id) ~= false
+  return FINAL[status] and FINAL[h.status or ''] and redis.call('ZSCORE', KEYS[2], id) ~= false
 end
 
 -- The part.
