@@ -56,10 +56,13 @@
 --            published; an event owed again since (another version) stays
 --
 -- The delivery counters {sms:<account>}:dlr:<class>:<unix minute> (a hash
--- living 10 minutes: finals, delivered, b<i> the delivered ones by latency
--- bucket, the latency from 'sent' to the receipt's arrival) count each
--- message once when it becomes final, and once more as delivered when a
--- failure turns delivered.
+-- living 10 minutes from its first count: f the failures made final, b<i>
+-- the delivered ones by latency bucket, the latency from 'sent' to the
+-- receipt's arrival, t the failures turned delivered) count each message
+-- once when it becomes final (f or a b<i>), and a failure that turns
+-- delivered once more in its b<i> and in t: the finals are f + the b<i> -
+-- t, the delivered the b<i>. Counters written before this form also hold
+-- finals and delivered (DeliveryStats reads both forms).
 --
 -- A route's counts {sms:<account>}:route:<prefix> (a hash): f<b> and d<b>
 -- the finals and the delivered of bucket b (Redis's clock in ms over
@@ -137,16 +140,19 @@ end
 for i = 9, #ARGV - 1, 2 do
   local id, v = ARGV[i], ARGV[i + 1]
   local msg = pre .. 'msg:' .. id
-  local ov = redis.call('HGET', msg, 'ov')
+  local got = redis.call('HMGET', msg, 'ov', 'resend')
+  local ov = got[1]
   if not ov or ov == v then
     redis.call('ZREM', KEYS[2], id)
-    if ov then
+    if got[2] then
       redis.call('HDEL', msg, 'resend')
     end
   end
 end
 
 if status == '' then
+  -- The sweeps and flushes keep the owed set alive, not each fold.
+  redis.call('PEXPIRE', KEYS[2], life)
   local out = {0}
   if most > 0 then
     local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - age, 'LIMIT', 0, most)
@@ -306,12 +312,10 @@ end
 if owed then
   h.ov = string.format('%d', num(h.ov) + 1)
   writes[#writes + 1], writes[#writes + 2] = 'ov', h.ov
+  -- The owed set's lifetime is set by the sweeps and flushes.
   redis.call('ZADD', KEYS[2], now, id)
-  redis.call('PEXPIRE', KEYS[2], life)
   local dlr = pre .. 'dlr:' .. (h.class or '') .. ':' .. math.floor(now / 60000)
-  if not FINAL[old] then
-    redis.call('HINCRBY', dlr, 'finals', 1)
-  end
+  local counted -- the count the call that made the counters' key returns: 1
   if new == 'delivered' then
     local latency, b = math.max(now - num(h.sent), 0), #bounds + 1
     for i = #bounds, 1, -1 do
@@ -319,11 +323,16 @@ if owed then
         b = i
       end
     end
-    redis.call('HINCRBY', dlr, 'delivered', 1)
-    redis.call('HINCRBY', dlr, 'b' .. b, 1)
-    -- Delivered after all: a resend not yet published is moot.
-    redis.call('HDEL', msg, 'resend')
+    counted = redis.call('HINCRBY', dlr, 'b' .. b, 1)
+    if FINAL[old] then
+      redis.call('HINCRBY', dlr, 't', 1) -- counted final as the failure
+    end
+    if h.resend then
+      -- Delivered after all: a resend not yet published is moot.
+      redis.call('HDEL', msg, 'resend')
+    end
   else
+    counted = redis.call('HINCRBY', dlr, 'f', 1)
     -- A failure made final: the resend payload, once, kept with the story
     -- until its event is published (the sweep hands it out again).
     local key = pre .. 'resend:' .. id
@@ -334,7 +343,9 @@ if owed then
       writes[#writes + 1], writes[#writes + 2] = 'resent', '1'
     end
   end
-  redis.call('PEXPIRE', dlr, 600000)
+  if counted == 1 then
+    redis.call('PEXPIRE', dlr, 600000)
+  end
   if rule and (h.prefix or '') ~= '' then
     route(h, new == 'delivered', not FINAL[old])
   end
