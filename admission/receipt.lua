@@ -38,7 +38,10 @@
 --            [1, 2^40])
 -- ARGV[5] -> the delivery latency buckets' upper bounds in milliseconds,
 --            ascending, space-separated; one more bucket counts the rest
--- ARGV[6] -> a sweep's age: events owed longer ago than this, in ms
+-- ARGV[6] -> a sweep's age: events owed longer ago than this, in ms; a
+--            receipt's: how long its message's event must have been owed
+--            before a final receipt that changes nothing hands it out
+--            again (still, below)
 -- ARGV[7] -> the most events a sweep returns (0: it only clears)
 -- ARGV[8] -> the route rule: '<ratio> <min_finals> <window_s> <probe_us>
 --            <keep_ms>' ('' off). A message whose story has a prefix
@@ -253,10 +256,15 @@ end
 -- that made the failure final, or by the sweep), so that the retry of a
 -- fold whose answer was lost (a call that timed out after Redis ran it,
 -- answered 503) or whose publish failed publishes it now, not the sweep.
--- An intermediate receipt does not: those come out of order around the
--- final one, while its own fold is publishing.
+-- An intermediate receipt does not, nor one that comes within ARGV[6] of
+-- the event being owed: those come around the final one, while its own
+-- fold is publishing.
 local function still(h)
-  return FINAL[status] and FINAL[h.status or ''] and redis.call('ZSCORE', KEYS[2], id) ~= false
+  if not (FINAL[status] and FINAL[h.status or '']) then
+    return false
+  end
+  local since = tonumber(redis.call('ZSCORE', KEYS[2], id))
+  return since ~= nil and now - since >= age
 end
 
 -- The part.
