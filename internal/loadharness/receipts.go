@@ -181,6 +181,7 @@ type receiptsRun struct {
 // pubsubMessage is one message the status topic holds.
 type pubsubMessage struct {
 	data []byte
+	at   time.Time // when Pub/Sub took it
 }
 
 // runReceipts runs one row and measures it. Everything it starts is
@@ -331,7 +332,7 @@ func runReceipts(ctx context.Context, cfg *Config, redisURL string, s receiptsSp
 	}
 	for _, m := range stack.Pubsub.Messages() {
 		if m.Topic == topicName(receiptsStatus) {
-			run.pubsub = append(run.pubsub, &pubsubMessage{data: m.Data})
+			run.pubsub = append(run.pubsub, &pubsubMessage{data: m.Data, at: m.PublishTime})
 		}
 	}
 	return measureReceipts(ctx, run)
