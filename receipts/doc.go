@@ -23,6 +23,6 @@
 //
 // Files: server.go (the configuration, the HTTP server and Run),
 // handler.go (one receipt, from the request to the answer), events.go
-// (the status event, the resend and publishing them), sweep.go (the owed
-// events published again and the published ones cleared).
+// (the status event, the resend and publishing them), sweep.go (the
+// held and the owed events published again, the published ones cleared).
 package receipts

@@ -131,6 +131,9 @@ type Config struct {
 	receipts         bool
 	receiptRate      float64
 	receiptsDuration time.Duration
+	// statusOutage is how long the status topic refuses publishes, from
+	// the receipts phase's middle (0: never).
+	statusOutage time.Duration
 	// classes is set when --scenario names classes, whose rows (one per
 	// code) run apart (classes.go): classesDuration long, OTP at
 	// classesOTPRate.
@@ -236,6 +239,7 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 		fs.DurationVar(&c.stormLength, "storm-length", failoverStorm, "with --scenario failover, how long the primary fails")
 		fs.DurationVar(&c.sendTimeout, "send-timeout", failoverSendTimeout, "with --scenario failover, the dispatchers' SEND_TIMEOUT")
 		fs.Float64Var(&c.receiptRate, "receipt-rate", receiptsRate, "with --scenario receipts, the receipts the simulators post per second")
+		fs.DurationVar(&c.statusOutage, "status-outage", 0, "with --scenario receipts, how long the status topic refuses every publish (PermissionDenied), from the middle of the receipts")
 		fs.StringVar(&c.accountsList, "accounts", accountsDefault, "with --scenario accounts, the accounts of each row's process (comma list)")
 	}
 	if err := fs.Parse(args); err != nil {

@@ -296,6 +296,9 @@ func writeReceiptsTable(w io.Writer, cfg *Config, rows []*receiptsRow) error {
 		"duplicated %.0f%%, replayed %.0f%%, out of order %.0f%%, forged %.0f%% (each refused one posted again up to %d times)\n",
 		receiptsInstances, receiptsVonageSig, cfg.receiptRate, cfg.receiptsDuration, receiptsDelivered*100,
 		receiptsDuplicates*100, receiptsReplayed*100, receiptsOutOfOrder*100, receiptsForged*100, receiptsRetries)
+	if cfg.statusOutage > 0 {
+		fmt.Fprintf(w, "the status topic refuses every publish for %v from the middle of the receipts\n", cfg.statusOutage)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "messages\tsend phase\treceipts\tin phase\treceipts/s\tbusiest 1 s\tp50\tp99\tmax\tverified\tcalls/receipt\tcommands/receipt\tfinals\tlost\tno genuine final\tevents\tforged\tforged accepted\tgenuine refused\towed left\tevent p50\tevent p99\tevent max\tno event\tverdict\t")
 	for _, r := range rows {
