@@ -90,6 +90,11 @@ const (
 // end: a fold and the publishes' bound take less.
 const shutdownBound = 10 * time.Second
 
+// drainBound is how long Run, at its end, publishes the events it still
+// holds: within the process's stop bound (server.DefaultStopBound, 5 s),
+// which it waits for the receipts once the sends have finished.
+const drainBound = 5 * time.Second
+
 // Server serves the receipts of its accounts. It is safe for concurrent
 // use.
 type Server struct {
@@ -171,9 +176,9 @@ func CallbackURL(publicURL, account string) string {
 
 // Run listens on Addr, serves receipts and sweeps owed events until ctx
 // ends; then it lets the receipts being handled finish (for at most 10 s),
-// stops the sweep, publishes the events it still holds (each within the
-// publish bound, 3 s, all at once), clears the events published in Redis,
-// and returns.
+// stops the sweep, publishes the events it still holds (100 at once, each
+// within the publish bound, 3 s, all within 5 s), clears the events
+// published in Redis, and returns.
 func (s *Server) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
@@ -220,7 +225,9 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	// What this process owes is published before it goes: no other
 	// process knows of it until its sweep, 30 s on, and none will when
 	// the whole pool stops.
-	s.publishHeld(context.WithoutCancel(ctx), "before the stop")
+	drainCtx, cancelDrain := context.WithTimeout(context.WithoutCancel(ctx), drainBound)
+	defer cancelDrain()
+	s.publishHeld(drainCtx, true)
 	// Its own bound: the shutdown may have used all of stopCtx's, and an
 	// event not cleared is published again by the next process's sweep.
 	flushCtx, cancelFlush := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)

@@ -49,7 +49,7 @@ func (s *Server) sweepLoop(ctx context.Context) {
 				s.sweep(ctx, a)
 			}
 		case <-retry.C:
-			s.publishHeld(ctx, "again")
+			s.publishHeld(ctx, false)
 		case <-flush.C:
 			s.flush(ctx)
 		}
@@ -76,10 +76,11 @@ func (a *account) release(id string, f *admission.Fold) {
 	}
 }
 
-// publishHeld publishes the events every account holds, all at once, each
-// within publishBound, and releases those published; when says when, for
-// the log of those left.
-func (s *Server) publishHeld(ctx context.Context, when string) {
+// publishHeld publishes the events every account holds, sweepBatch at a
+// time, each within publishBound, until they are out or a batch has one
+// that is not (Pub/Sub is likely down: the next round tries again), and
+// releases those published. stopping says it is the last round.
+func (s *Server) publishHeld(ctx context.Context, stopping bool) {
 	for _, a := range s.order {
 		a.heldMu.Lock()
 		held := make([]*admission.Fold, 0, len(a.held))
@@ -87,32 +88,39 @@ func (s *Server) publishHeld(ctx context.Context, when string) {
 			held = append(held, f)
 		}
 		a.heldMu.Unlock()
-		if len(held) == 0 {
+		var left int
+		var first error
+		for len(held) > 0 && first == nil {
+			batch := held[:min(len(held), sweepBatch)]
+			held = held[len(batch):]
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			for _, f := range batch {
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(ctx, s.publishBound)
+					defer cancel()
+					if err := s.publishOwed(ctx, a, *f); err != nil {
+						mu.Lock()
+						left++
+						first = cmp.Or(first, err)
+						mu.Unlock()
+						return
+					}
+					a.release(f.ID, f)
+				})
+			}
+			wg.Wait()
+		}
+		left += len(held)
+		if first == nil {
 			continue
 		}
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var left int    // guarded by mu
-		var first error // guarded by mu
-		for _, f := range held {
-			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(ctx, s.publishBound)
-				defer cancel()
-				if err := s.publishOwed(ctx, a, *f); err != nil {
-					mu.Lock()
-					left++
-					first = cmp.Or(first, err)
-					mu.Unlock()
-					return
-				}
-				a.release(f.ID, f)
-			})
+		msg := "receipts: held status events not published: they stay owed, tried again in a second"
+		if stopping {
+			msg = "receipts: held status events not published before the stop: they stay owed for another process's sweep"
 		}
-		wg.Wait()
-		if left > 0 {
-			if held, ok := a.publishErr.allow(time.Now()); ok {
-				s.logger.Warn("receipts: held status events not published "+when+": they stay owed for the sweep", "account", a.Name, "events", left, "err", first, "unlogged", held)
-			}
+		if n, ok := a.publishErr.allow(time.Now()); ok || stopping {
+			s.logger.Warn(msg, "account", a.Name, "events", left, "err", first, "unlogged", n)
 		}
 	}
 }
