@@ -264,7 +264,7 @@ type receiptCall struct {
 	At        int64    `lua:"ARGV[3] when the status happened, ms since the epoch"`
 	Millis    int64    `lua:"ARGV[4] the owed set's lifetime in milliseconds"`
 	Buckets   string   `lua:"ARGV[5] the delivery latency buckets' upper bounds in milliseconds"`
-	Age       int64    `lua:"ARGV[6] a sweep's age; a receipt's: an owed event's before it hands it out again"`
+	Age       int64    `lua:"ARGV[6] a sweep's age"`
 	Most      int      `lua:"ARGV[7] the most events a sweep returns"`
 	Route     string   `lua:"ARGV[8] the route rule"`
 	Published []string `lua:"ARGV[9..] the events published"`
