@@ -149,8 +149,12 @@ if story then
     h[#h + 1] = string.sub(KEYS[i], #pre + 5)
     redis.call('SET', KEYS[i], (i - 6) .. ':' .. ARGV[7], 'PX', life)
   end
-  redis.call('DEL', KEYS[5])
-  redis.call('HSET', KEYS[5], unpack(h))
+  -- HSET counts the fields it added: fewer than it wrote, an older send's
+  -- story was there, and is replaced whole (rare: a call per story saved).
+  if redis.call('HSET', KEYS[5], unpack(h)) < #h / 2 then
+    redis.call('DEL', KEYS[5])
+    redis.call('HSET', KEYS[5], unpack(h))
+  end
   redis.call('PEXPIRE', KEYS[5], life)
   if ARGV[10] ~= '' and resend_life >= 1 then
     redis.call('SET', KEYS[6], ARGV[10], 'PX', resend_life)

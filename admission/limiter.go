@@ -78,6 +78,8 @@ type Limiter struct {
 	// returned, by id, oldest first.
 	published []string
 	owedSeen  map[string][]int64
+	// handOutAfter is the package's handOutAfter; a test changes it.
+	handOutAfter time.Duration
 
 	learned    atomic.Int64 // the learned rate in thousandths (0: none), as Redis last said
 	ignored    atomic.Int64 // what gcra.lua last said it ignored in Redis (reportIgnored)
@@ -125,6 +127,7 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 		fb:            newFallback(cfg),
 		pool:          pool,
 		owedSeen:      map[string][]int64{},
+		handOutAfter:  handOutAfter,
 		recoveryFloor: (cfg.RedisRetryAfter * time.Duration(cfg.MaxSenders-1) / time.Duration(cfg.MaxSenders)).Microseconds(),
 	}
 	l.classes, l.order = newClasses(cfg, tag, call)

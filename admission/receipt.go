@@ -89,6 +89,11 @@ const (
 	maxOwedRemembered = 10000 // ids whose owed versions are remembered for EventPublished
 	maxVersionsPerID  = 4     // owed versions remembered per id
 	maxOwedPerSweep   = 1000  // events one Owed call returns at most
+	// handOutAfter is how long an event has been owed before a final
+	// receipt that changes nothing hands it out again: a duplicate sooner
+	// comes while the fold that owed it is publishing it; a provider's
+	// retry of a receipt answered 503 comes later.
+	handOutAfter = 250 * time.Millisecond
 )
 
 // Receipt folds r into its message's state in ONE Redis call (receipt.lua),
@@ -106,6 +111,7 @@ func (l *Limiter) Receipt(ctx context.Context, r Report) (Fold, error) {
 	call := l.sweepCall()
 	call.PID, call.Status, call.Code = l.pidKey(r.ProviderID), r.Status, r.ErrorCode[:min(len(r.ErrorCode), maxErrorCode)]
 	call.RouteFailed = r.RouteFailed && r.Final && !r.Delivered
+	call.Age = l.handOutAfter.Milliseconds()
 	if !r.At.IsZero() {
 		call.At = max(r.At.UnixMilli(), 1)
 	}

@@ -43,7 +43,10 @@
 --            [1, 2^40])
 -- ARGV[5] -> the delivery latency buckets' upper bounds in milliseconds,
 --            ascending, space-separated; one more bucket counts the rest
--- ARGV[6] -> a sweep's age: events owed longer ago than this, in ms
+-- ARGV[6] -> a sweep's age: events owed longer ago than this, in ms; a
+--            receipt's: how long its message's event must have been owed
+--            before a final receipt that changes nothing hands it out
+--            again (still, below)
 -- ARGV[7] -> the most events a sweep returns (0: it only clears)
 -- ARGV[8] -> the route rule: '<ratio> <min_numbers> <window_s> <probe_us>
 --            <keep_ms>' ('' off). A message whose story has a route
@@ -66,10 +69,13 @@
 --            published; an event owed again since (another version) stays
 --
 -- The delivery counters {sms:<account>}:dlr:<class>:<unix minute> (a hash
--- living 10 minutes: finals, delivered, b<i> the delivered ones by latency
--- bucket, the latency from 'sent' to the receipt's arrival) count each
--- message once when it becomes final, and once more as delivered when a
--- failure turns delivered.
+-- living 10 minutes from its first count: f the failures made final, b<i>
+-- the delivered ones by latency bucket, the latency from 'sent' to the
+-- receipt's arrival, t the failures turned delivered) count each message
+-- once when it becomes final (f or a b<i>), and a failure that turns
+-- delivered once more in its b<i> and in t: the finals are f + the b<i> -
+-- t, the delivered the b<i>. Counters written before this form also hold
+-- finals and delivered (DeliveryStats reads both forms).
 --
 -- A route's counts {sms:<account>}:route:<prefix> (a hash): f<b> and d<b>
 -- the route failures and the delivered of bucket b (Redis's clock in ms
@@ -83,7 +89,8 @@
 -- Returns {changed, message...}: changed is 1 when the receipt changed its
 -- message's state; each message is {id, class, sender, first provider id,
 -- status, error code, sent_ms, status_ms, owed, version, resend}: owed 1
--- when an event is owed for this state, version its ov, resend the
+-- when an event is owed for this state (made owed now, or owed still: a
+-- final state whose id is in the owed set), version its ov, resend the
 -- payload to publish ('' none; handed out, it is no longer in Redis). A
 -- receipt returns one message, or none when its provider id is unknown
 -- (nothing written but the clearing).
@@ -155,16 +162,19 @@ end
 for i = 10, #ARGV - 1, 2 do
   local id, v = ARGV[i], ARGV[i + 1]
   local msg = pre .. 'msg:' .. id
-  local ov = redis.call('HGET', msg, 'ov')
+  local got = redis.call('HMGET', msg, 'ov', 'resend')
+  local ov = got[1]
   if not ov or ov == v then
     redis.call('ZREM', KEYS[2], id)
-    if ov then
+    if got[2] then
       redis.call('HDEL', msg, 'resend')
     end
   end
 end
 
 if status == '' then
+  -- The sweeps and flushes keep the owed set alive, not each fold.
+  redis.call('PEXPIRE', KEYS[2], life)
   local out = {0}
   if most > 0 then
     local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - age, 'LIMIT', 0, most)
@@ -289,11 +299,28 @@ if not h or part < 1 or part > n then
   return {0} -- the story expired, or the key is of another one
 end
 
+-- still says whether the final state of message h is owed an event that
+-- has not been published: a final receipt that changes nothing returns
+-- it owed again (without the resend: that is handed out with the fold
+-- that made the failure final, or by the sweep), so that the retry of a
+-- fold whose answer was lost (a call that timed out after Redis ran it,
+-- answered 503) or whose publish failed publishes it now, not the sweep.
+-- An intermediate receipt does not, nor one that comes within ARGV[6] of
+-- the event being owed: those come around the final one, while its own
+-- fold is publishing.
+local function still(h)
+  if not (FINAL[status] and FINAL[h.status or '']) then
+    return false
+  end
+  local since = tonumber(redis.call('ZSCORE', KEYS[2], id))
+  return since ~= nil and now - since >= age
+end
+
 -- The part.
 local cur = h['s' .. part]
 if cur and (cur == 'delivered' or (FINAL[cur] and status ~= 'delivered') or
     (not FINAL[cur] and not FINAL[status] and RANK[status] <= (RANK[cur] or 0))) then
-  return {0, reply(id, h, false, '')}
+  return {0, reply(id, h, still(h), '')}
 end
 if not FINAL[status] or status == 'delivered' then
   code = ''
@@ -342,12 +369,10 @@ end
 if owed then
   h.ov = string.format('%d', num(h.ov) + 1)
   writes[#writes + 1], writes[#writes + 2] = 'ov', h.ov
+  -- The owed set's lifetime is set by the sweeps and flushes.
   redis.call('ZADD', KEYS[2], now, id)
-  redis.call('PEXPIRE', KEYS[2], life)
   local dlr = pre .. 'dlr:' .. (h.class or '') .. ':' .. math.floor(now / 60000)
-  if not FINAL[old] then
-    redis.call('HINCRBY', dlr, 'finals', 1)
-  end
+  local counted -- the count the call that made the counters' key returns: 1
   if new == 'delivered' then
     local latency, b = math.max(now - num(h.sent), 0), #bounds + 1
     for i = #bounds, 1, -1 do
@@ -355,11 +380,16 @@ if owed then
         b = i
       end
     end
-    redis.call('HINCRBY', dlr, 'delivered', 1)
-    redis.call('HINCRBY', dlr, 'b' .. b, 1)
-    -- Delivered after all: a resend not yet published is moot.
-    redis.call('HDEL', msg, 'resend')
+    counted = redis.call('HINCRBY', dlr, 'b' .. b, 1)
+    if FINAL[old] then
+      redis.call('HINCRBY', dlr, 't', 1) -- counted final as the failure
+    end
+    if h.resend then
+      -- Delivered after all: a resend not yet published is moot.
+      redis.call('HDEL', msg, 'resend')
+    end
   else
+    counted = redis.call('HINCRBY', dlr, 'f', 1)
     -- A failure made final: the resend payload, taken from its key and
     -- handed out once (a publish that fails gives it back: giveback.lua).
     local key = pre .. 'resend:' .. id
@@ -369,10 +399,12 @@ if owed then
       writes[#writes + 1], writes[#writes + 2] = 'resent', '1'
     end
   end
-  redis.call('PEXPIRE', dlr, 600000)
+  if counted == 1 then
+    redis.call('PEXPIRE', dlr, 600000)
+  end
   if rule and (h.prefix or '') ~= '' then
     route(h, new == 'delivered', not FINAL[old])
   end
 end
 redis.call('HSET', msg, unpack(writes))
-return {changed and 1 or 0, reply(id, h, owed, resend)}
+return {changed and 1 or 0, reply(id, h, owed or still(h), resend)}

@@ -57,10 +57,11 @@ func isFailure(status string) bool { return deliveryStatuses[status] && status !
 // when each part has a final one;
 // on the way an intermediate never replaces a final, a later failure never
 // replaces delivered nor another failure, a delivered replaces a failure
-// once, and an event is owed exactly when the state becomes final or a
-// failure turns delivered.
+// once, and an event is owed (a new version) exactly when the state
+// becomes final or a failure turns delivered.
 func TestTheFoldEndsTheSameWhateverTheOrder(t *testing.T) {
 	l := newLimiter(t, redistest.Client(t), testConfig(t))
+	l.handOutAfter = time.Hour // no event is handed out again
 	rng := rand.New(rand.NewPCG(29, 1))
 	intermediates := []string{"queued", "accepted", "sending", "sent", "buffered", "unknown"}
 	failures := []string{"undelivered", "failed", "expired", "rejected"}
@@ -111,7 +112,7 @@ func TestTheFoldEndsTheSameWhateverTheOrder(t *testing.T) {
 			id := fmt.Sprintf("m%d-%d", trial, order)
 			keepStory(t, l, id, Story{Class: "otp", ProviderIDs: pids})
 			rng.Shuffle(len(receipts), func(i, j int) { receipts[i], receipts[j] = receipts[j], receipts[i] })
-			prev := ""
+			prev, version := "", int64(0)
 			for _, r := range receipts {
 				f := fold(t, l, r)
 				if !f.Known || f.ID != id {
@@ -126,9 +127,10 @@ func TestTheFoldEndsTheSameWhateverTheOrder(t *testing.T) {
 					t.Fatalf("trial %d: a later failure %s replaced %s", trial, f.Status, prev)
 				}
 				owed := (f.Final && !deliveryStatuses[prev]) || (isFailure(prev) && f.Status == "delivered")
-				if f.Owed != owed {
-					t.Fatalf("trial %d: %s -> %s: owed %t, want %t", trial, prev, f.Status, f.Owed, owed)
+				if f.Owed != owed || (f.version != version) != owed {
+					t.Fatalf("trial %d: %s -> %s: owed %t at version %d (was %d), want owed %t", trial, prev, f.Status, f.Owed, f.version, version, owed)
 				}
+				version = f.version
 				if f.Changed != (f.Status != prev) {
 					t.Fatalf("trial %d: %s -> %s: changed %t", trial, prev, f.Status, f.Changed)
 				}
@@ -213,6 +215,47 @@ func TestAnOwedEventStaysOwedUntilItIsPublished(t *testing.T) {
 	}
 	if ttl := rdb.PTTL(ctx, owedKey).Val(); ttl > cfg.withDefaults().RecordTTL {
 		t.Fatalf("the owed set lives %v, want at most the record's %v", ttl, cfg.withDefaults().RecordTTL)
+	}
+}
+
+// TestAReceiptOfAnOwedStateHandsItsEventOutAgain: a final receipt that
+// changes nothing (a duplicate, the retry of a fold answered 503 after
+// Redis ran it, another part's failure) of a message whose final event is
+// still owed returns it owed, with its version, so that its handler
+// publishes it at once rather than leaving it to the sweep; an
+// intermediate one does not, nor one within handOutAfter of the event
+// being owed (its fold is publishing it); once the event is published and
+// cleared, a duplicate owes nothing.
+func TestAReceiptOfAnOwedStateHandsItsEventOutAgain(t *testing.T) {
+	l := newLimiter(t, redistest.Client(t), testConfig(t))
+	l.handOutAfter = 0 // the receipts below come as soon as they may
+	ctx := context.Background()
+	keepStory(t, l, "d", Story{Class: "marketing", ProviderIDs: []string{"pd1", "pd2"}})
+	first := fold(t, l, report("pd1", "failed", "30008"))
+	if !first.Owed || !first.Changed {
+		t.Fatalf("a part failed: %+v, want the message final and owed", first)
+	}
+	// Its publish failed, or the answer never reached the provider.
+	for _, r := range []Report{report("pd1", "failed", "30008"), report("pd2", "undelivered", "30003")} {
+		if f := fold(t, l, r); !f.Owed || f.Changed || f.Status != "failed" || f.version != first.version {
+			t.Fatalf("%s %s while the event is owed: %+v, want failed, owed again at version %d", r.ProviderID, r.Status, f, first.version)
+		}
+	}
+	// Intermediates come out of order around the final, while its fold
+	// publishes: they hand nothing out.
+	if f := fold(t, l, report("pd1", "sent", "")); f.Owed {
+		t.Fatalf("an intermediate after the final: %+v, want nothing owed", f)
+	}
+	l.handOutAfter = time.Hour
+	if f := fold(t, l, report("pd1", "failed", "30008")); f.Owed {
+		t.Fatalf("a duplicate within handOutAfter of the event owed: %+v, want nothing owed", f)
+	}
+	l.EventPublished("d")
+	if err := l.FlushPublished(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f := fold(t, l, report("pd1", "failed", "30008")); f.Owed {
+		t.Fatalf("a duplicate once the event is out: %+v, want nothing owed", f)
 	}
 }
 

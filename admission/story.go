@@ -213,23 +213,33 @@ func (l *Limiter) DeliveryStats(ctx context.Context, window time.Duration) (map[
 		if !ok || len(fields)%2 != 0 {
 			return nil, fmt.Errorf("%w: delivery.lua answered %v", ErrBadReply, v[i])
 		}
+		// receipt.lua's counters: f failures, b<i> delivered, t failures
+		// turned delivered; and, written before that form, finals and
+		// delivered beside their own b<i>.
 		var s DeliveryStats
+		var failures, turned, oldFinals, oldDelivered int64
 		buckets := make([]int64, len(DeliveryBuckets)+1)
 		for j := 0; j < len(fields); j += 2 {
 			k, _ := fields[j].(string)
 			x, _ := fields[j+1].(string)
 			n := readBack(x)
 			switch {
+			case k == "f":
+				failures += n
+			case k == "t":
+				turned += n
 			case k == "finals":
-				s.Finals += n
+				oldFinals += n
 			case k == "delivered":
-				s.Delivered += n
+				oldDelivered += n
 			case strings.HasPrefix(k, "b"):
 				if b, err := strconv.Atoi(k[1:]); err == nil && b >= 1 && b <= len(buckets) {
 					buckets[b-1] += n
+					s.Delivered += n
 				}
 			}
 		}
+		s.Finals = max(oldFinals+failures+s.Delivered-oldDelivered-turned, 0)
 		if s.Finals == 0 && s.Delivered == 0 {
 			continue
 		}

@@ -254,7 +254,8 @@ func (c *finishCall) withStoryKeys(l *Limiter, id, pid string) {
 
 // TestDeliveryStatsCountTheFinalsOfTheLastMinutes: each message counts
 // once as final when it becomes so, once more as delivered when a failure
-// turns delivered, by class; duplicates count nothing.
+// turns delivered, by class; duplicates count nothing; counters of the
+// form before read the same.
 func TestDeliveryStatsCountTheFinalsOfTheLastMinutes(t *testing.T) {
 	rdb := redistest.Client(t)
 	l := newLimiter(t, rdb, testConfig(t))
@@ -284,6 +285,23 @@ func TestDeliveryStatsCountTheFinalsOfTheLastMinutes(t *testing.T) {
 	}
 	if len(st) != 2 {
 		t.Fatalf("stats of %d classes, want 2", len(st))
+	}
+
+	// Counters of the form before f, t and the delivered read from the
+	// b<i> (finals, delivered and their b<i>), in a minute of their own
+	// and beside the new form's in the same minute, as a rolling upgrade
+	// writes them, read the same.
+	minute := time.Now().Unix() / 60
+	for _, m := range []int64{minute - 2, minute} {
+		if err := rdb.HSet(ctx, fmt.Sprintf("%s:dlr:marketing:%d", l.tag, m), "finals", 2, "delivered", 1, "b1", 1).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, err = l.DeliveryStats(ctx, 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if m := st["marketing"]; m.Finals != 5 || m.Delivered != 2 {
+		t.Fatalf("marketing with counters of the old form: %+v, want 5 finals, 2 delivered", m)
 	}
 }
 

@@ -8,8 +8,10 @@
 // verified it, and every final state recorded in Redis is published at
 // least once. The fold records the state and marks its event owed in the
 // same Redis call; the event is marked published only after Pub/Sub has
-// answered, so a publish that fails leaves it owed, and the sweep (every
-// 10 s, events owed for more than 30 s) publishes it again. Events are
+// answered, so a publish that fails leaves it owed: the process holds it
+// and publishes it again each second and before Run returns, a final
+// receipt of the message posted again publishes it, and the sweep (every
+// 10 s, events owed for more than 30 s) is the last resort. Events are
 // therefore at least once: a consumer may see one twice. A first-class
 // message's resend is published before its status event, and at most
 // once: the ledger hands it out once, a publish that fails gives it back
@@ -23,6 +25,6 @@
 //
 // Files: server.go (the configuration, the HTTP server and Run),
 // handler.go (one receipt, from the request to the answer), events.go
-// (the status event, the resend and publishing them), sweep.go (the owed
-// events published again and the published ones cleared).
+// (the status event, the resend and publishing them), sweep.go (the
+// held and the owed events published again, the published ones cleared).
 package receipts

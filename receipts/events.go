@@ -68,13 +68,14 @@ func resendAttrs(account string, f admission.Fold) map[string]string {
 // ledger is told, and the next flush clears it in Redis. On an error the
 // event stays owed and a sweep publishes it again; the resend, handed out
 // once, goes again only if it was given back (handOut).
-func (s *Server) publishOwed(ctx context.Context, a *account, f admission.Fold) error {
+func (s *Server) publishOwed(ctx context.Context, a *account, f *admission.Fold) error {
 	if f.Resend != nil {
-		if err := s.handOut(ctx, a, f); err != nil {
+		if err := s.handOut(ctx, a, *f); err != nil {
 			return err
 		}
+		f.Resend = nil // out once: never again from this fold
 	}
-	data, attrs := statusEvent(a.Name, f)
+	data, attrs := statusEvent(a.Name, *f)
 	if err := publish(ctx, s.cfg.Status, data, attrs); err != nil {
 		return fmt.Errorf("publish status event: %w", err)
 	}

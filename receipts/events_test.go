@@ -25,7 +25,13 @@ import (
 // server, and the server.
 func pstestTopics(t *testing.T, topics ...string) (*pstest.Server, []TopicPublisher) {
 	t.Helper()
-	ps := pstest.NewServer()
+	return pstestTopicsWith(t, nil, topics...)
+}
+
+// pstestTopicsWith is pstestTopics on a server with reactors opts.
+func pstestTopicsWith(t *testing.T, opts []pstest.ServerReactorOption, topics ...string) (*pstest.Server, []TopicPublisher) {
+	t.Helper()
+	ps := pstest.NewServer(opts...)
 	t.Cleanup(func() { ps.Close() })
 	c, err := pubsub.NewClient(context.Background(), "test", option.WithEndpoint(ps.Addr),
 		option.WithoutAuthentication(), option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))

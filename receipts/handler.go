@@ -95,14 +95,23 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request) {
 	}
 	if f.Owed {
 		// Its own bound, whether or not the provider waits: the state is
-		// in Redis, and a publish that fails leaves the sweep to do it.
+		// in Redis, and a publish that fails is held and tried again
+		// (retryEvery, and before the process stops).
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.publishBound)
-		err := s.publishOwed(ctx, a, f)
+		err := s.publishOwed(ctx, a, &f)
 		cancel()
 		if err != nil {
-			if held, ok := a.publishErr.allow(time.Now()); ok {
-				s.logger.Warn("receipts: a status event was not published: it stays owed for the sweep", "account", a.Name, "err", err, "unlogged", held)
+			// A resend that is not out went back to the ledger, and the
+			// sweep hands out both; a fold whose resend is out holds its
+			// event alone.
+			if f.Resend == nil {
+				a.hold(f)
 			}
+			if held, ok := a.publishErr.allow(time.Now()); ok {
+				s.logger.Warn("receipts: a status event was not published: it stays owed, tried again in a second", "account", a.Name, "err", err, "unlogged", held)
+			}
+		} else {
+			a.release(f.ID, nil)
 		}
 	}
 	w.WriteHeader(http.StatusOK)

@@ -149,8 +149,9 @@ func (r *handOutRig) published(topic string) []*pstest.Message {
 // TestAResendIsPublishedOnceWhileItsStatusEventFails: an OTP without an
 // id (its data as a producer published it, as a story kept before the
 // dispatcher wrote the id into it) fails; the status topic does not
-// exist, so its event stays owed through three sweeps. Its resend is
-// published once, not once per sweep: one copy, hence one send-once
+// exist, so its event stays owed through three sweeps and three retries
+// of the events the process holds. Its resend is published once, not once
+// per sweep or retry: one copy, hence one send-once
 // record on the next account, where every copy would have been another
 // message (its own Pub/Sub id standing in for the id).
 func TestAResendIsPublishedOnceWhileItsStatusEventFails(t *testing.T) {
@@ -161,6 +162,7 @@ func TestAResendIsPublishedOnceWhileItsStatusEventFails(t *testing.T) {
 
 	r.post("SM1", "undelivered", "30007")
 	for range 3 {
+		r.srv.publishHeld(ctx, false)
 		r.srv.sweep(ctx, r.acct)
 	}
 

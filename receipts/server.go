@@ -94,6 +94,11 @@ const (
 // end: a fold and the publishes' bound take less.
 const shutdownBound = 10 * time.Second
 
+// drainBound is how long Run, at its end, publishes the events it still
+// holds: within the process's stop bound (server.DefaultStopBound, 5 s),
+// which it waits for the receipts once the sends have finished.
+const drainBound = 5 * time.Second
+
 // Server serves the receipts of its accounts. It is safe for concurrent
 // use.
 type Server struct {
@@ -118,6 +123,13 @@ type account struct {
 	// pending is set once an event is marked published and cleared by
 	// the flush that clears it in Redis.
 	pending atomic.Bool
+
+	// held are the folds whose events this process could not publish at
+	// their receipt, by id: it publishes them again every retryEvery and
+	// before Run returns, rather than leave them to a sweep 30 s on (or to
+	// none, when every process stops). Guarded by heldMu.
+	heldMu sync.Mutex
+	held   map[string]*admission.Fold
 
 	forged, ledgerErr, publishErr, late quietLog
 }
@@ -155,7 +167,7 @@ func New(cfg Config) (*Server, error) {
 		if _, dup := s.accounts[a.Name]; dup {
 			return nil, fmt.Errorf("receipts: account %q twice", a.Name)
 		}
-		acc := &account{Account: a, url: CallbackURL(cfg.PublicURL, a.Name)}
+		acc := &account{Account: a, url: CallbackURL(cfg.PublicURL, a.Name), held: map[string]*admission.Fold{}}
 		s.accounts[a.Name] = acc
 		s.order = append(s.order, acc)
 	}
@@ -170,7 +182,9 @@ func CallbackURL(publicURL, account string) string {
 
 // Run listens on Addr, serves receipts and sweeps owed events until ctx
 // ends; then it lets the receipts being handled finish (for at most 10 s),
-// stops the sweep, clears the events published in Redis, and returns.
+// stops the sweep, publishes the events it still holds (100 at once, each
+// within the publish bound, 3 s, all within 5 s), clears the events
+// published in Redis, and returns.
 func (s *Server) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
@@ -214,6 +228,12 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	}
 	stopSweep()
 	wg.Wait()
+	// What this process owes is published before it goes: no other
+	// process knows of it until its sweep, 30 s on, and none will when
+	// the whole pool stops.
+	drainCtx, cancelDrain := context.WithTimeout(context.WithoutCancel(ctx), drainBound)
+	defer cancelDrain()
+	s.publishHeld(drainCtx, true)
 	// Its own bound: the shutdown may have used all of stopCtx's, and an
 	// event not cleared is published again by the next process's sweep.
 	flushCtx, cancelFlush := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)

@@ -1,6 +1,7 @@
 package receipts
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"time"
@@ -22,10 +23,21 @@ const (
 	flushEvery   = 2 * time.Second
 )
 
-// sweepLoop sweeps and flushes until ctx ends.
+// retryEvery is how often a process publishes again the events it holds
+// (their publish at the receipt failed), and maxHeld the most it holds
+// per account: past that, the sweep publishes them once owed for owedAge.
+const (
+	retryEvery = time.Second
+	maxHeld    = 10000
+)
+
+// sweepLoop sweeps, publishes the held events again and flushes until ctx
+// ends.
 func (s *Server) sweepLoop(ctx context.Context) {
 	sweep := time.NewTicker(s.cfg.SweepEvery)
 	defer sweep.Stop()
+	retry := time.NewTicker(retryEvery)
+	defer retry.Stop()
 	flush := time.NewTicker(flushEvery)
 	defer flush.Stop()
 	for {
@@ -36,8 +48,81 @@ func (s *Server) sweepLoop(ctx context.Context) {
 			for _, a := range s.order {
 				s.sweep(ctx, a)
 			}
+		case <-retry.C:
+			s.publishHeld(ctx, false)
 		case <-flush.C:
 			s.flush(ctx)
+		}
+	}
+}
+
+// hold keeps f, whose event could not be published, for publishHeld; a
+// newer fold of its message replaces it. f holds no resend: publishOwed
+// took it out once it was out, and a resend that is not out went back to
+// the ledger, for the sweep to hand out with the event.
+func (a *account) hold(f admission.Fold) {
+	a.heldMu.Lock()
+	defer a.heldMu.Unlock()
+	if _, ok := a.held[f.ID]; ok || len(a.held) < maxHeld {
+		a.held[f.ID] = &f
+	}
+}
+
+// release forgets the held fold of id once its event is out: f, or any
+// when f is nil (its receipt published it).
+func (a *account) release(id string, f *admission.Fold) {
+	a.heldMu.Lock()
+	defer a.heldMu.Unlock()
+	if h, ok := a.held[id]; ok && (f == nil || h == f) {
+		delete(a.held, id)
+	}
+}
+
+// publishHeld publishes the events every account holds, sweepBatch at a
+// time, each within publishBound, until they are out or a batch has one
+// that is not (Pub/Sub is likely down: the next round tries again), and
+// releases those published. stopping says it is the last round.
+func (s *Server) publishHeld(ctx context.Context, stopping bool) {
+	for _, a := range s.order {
+		a.heldMu.Lock()
+		held := make([]*admission.Fold, 0, len(a.held))
+		for _, f := range a.held {
+			held = append(held, f)
+		}
+		a.heldMu.Unlock()
+		var left int
+		var first error
+		for len(held) > 0 && first == nil {
+			batch := held[:min(len(held), sweepBatch)]
+			held = held[len(batch):]
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			for _, f := range batch {
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(ctx, s.publishBound)
+					defer cancel()
+					if err := s.publishOwed(ctx, a, f); err != nil {
+						mu.Lock()
+						left++
+						first = cmp.Or(first, err)
+						mu.Unlock()
+						return
+					}
+					a.release(f.ID, f)
+				})
+			}
+			wg.Wait()
+		}
+		left += len(held)
+		if first == nil {
+			continue
+		}
+		msg := "receipts: held status events not published: they stay owed, tried again in a second"
+		if stopping {
+			msg = "receipts: held status events not published before the stop: they stay owed for another process's sweep"
+		}
+		if n, ok := a.publishErr.allow(time.Now()); ok || stopping {
+			s.logger.Warn(msg, "account", a.Name, "events", left, "err", first, "unlogged", n)
 		}
 	}
 }
@@ -76,7 +161,7 @@ func (s *Server) publishAll(ctx context.Context, a *account, owed []admission.Fo
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(ctx, s.publishBound)
 			defer cancel()
-			if err := s.publishOwed(ctx, a, f); err != nil {
+			if err := s.publishOwed(ctx, a, &f); err != nil {
 				mu.Lock()
 				if first == nil {
 					first = err

@@ -4,7 +4,8 @@
 // endpoints (/healthz, /readyz with its reasons, /metrics).
 //
 // Invariant: Serve stops in one order. /readyz fails and the receipts'
-// listener (RECEIPTS_ADDR) stops taking receipts at once; the dispatcher
+// listener (RECEIPTS_ADDR) stops taking receipts at once, then publishes
+// the status events it still owes (within the stop bound); the dispatcher
 // stops pulling, nacks what waits and lets sends finish; the receipts'
 // listener is waited for; the dead-letter and status publishers flush;
 // the HTTP server stops; then the pull watch stops. A receipts' listener

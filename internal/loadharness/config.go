@@ -131,6 +131,9 @@ type Config struct {
 	receipts         bool
 	receiptRate      float64
 	receiptsDuration time.Duration
+	// statusOutage is how long the status topic refuses publishes, from
+	// the receipts phase's middle (0: never).
+	statusOutage time.Duration
 	// classes is set when --scenario names classes, whose rows (one per
 	// code) run apart (classes.go): classesDuration long, OTP at
 	// classesOTPRate.
@@ -221,8 +224,8 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 				scenAdaptive, adaptiveLimit, adaptiveTarget, adaptiveDuration, adaptiveMax429s, adaptiveTail, adaptiveMinShare*100, adaptiveLimit)+
 			fmt.Sprintf(", %s (the real dispatcher, %d processes, an OTP and marketing account and an OTP backup; the first fails for --storm-length after %v; rows --code × --storm, about %v each; fails when an after row misses its criterion)",
 				scenFailover, failoverInstances, failoverWarmup, failoverWarmup+failoverStorm+failoverAfter+10*time.Second)+
-			fmt.Sprintf(", %s (%d dispatchers, each with its receipts server, three accounts (generic, Twilio, Vonage): a marketing backlog sent, then its receipts posted at --receipt-rate for --duration (%v), duplicated, replayed, out of order and some forged; fails when a final state is lost, a forged receipt accepted or a receipt costs more than %.2f Redis calls)",
-				scenReceipts, receiptsInstances, receiptsDuration, receiptsMaxCalls)+
+			fmt.Sprintf(", %s (%d dispatchers, each with its receipts server, three accounts (generic, Twilio, Vonage): a marketing backlog sent, then its receipts posted at --receipt-rate for --duration (%v), duplicated, replayed, out of order and some forged; fails when a final state is lost, a forged receipt accepted, a final has no status event at the stop or their p99 passes %v after the receipt, or a receipt costs more than %.2f Redis calls)",
+				scenReceipts, receiptsInstances, receiptsDuration, receiptsMaxEventLag, receiptsMaxCalls)+
 			fmt.Sprintf(", %s (the real dispatcher, %d processes, one account at TARGET_RPS %d: a marketing backlog of %d, transactional %g/s and OTP %g/s for --duration (%v); rows --code: before (today's two classes, transactional published to marketing), after (three classes); fails when the after row has a 429, transactional p99 above %v, OTP p99 above %v or marketing off its rate by more than %.0f%%)",
 				scenClasses, classesInstances, classesTarget, classesBacklog, classesTrxRate, classesOTPRate, classesDuration, classesMaxTrxP99, classesMaxOTPP99, classesMktTolerance*100)+
 			fmt.Sprintf(", %s (one dispatcher process per size of --accounts, each account one destination prefix, OTP %g/s over them for --duration (%v): its memory, goroutines, Redis connections, heartbeats and other calls a second not for a message, and status's read; fails above %g heartbeat or %g such calls a second (and one more of each its window may catch), or when the largest size's memory or connections pass %gx the smallest's)",
@@ -236,6 +239,7 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 		fs.DurationVar(&c.stormLength, "storm-length", failoverStorm, "with --scenario failover, how long the primary fails")
 		fs.DurationVar(&c.sendTimeout, "send-timeout", failoverSendTimeout, "with --scenario failover, the dispatchers' SEND_TIMEOUT")
 		fs.Float64Var(&c.receiptRate, "receipt-rate", receiptsRate, "with --scenario receipts, the receipts the simulators post per second")
+		fs.DurationVar(&c.statusOutage, "status-outage", 0, "with --scenario receipts, how long the status topic refuses every publish (PermissionDenied), from the middle of the receipts")
 		fs.StringVar(&c.accountsList, "accounts", accountsDefault, "with --scenario accounts, the accounts of each row's process (comma list)")
 	}
 	if err := fs.Parse(args); err != nil {

@@ -10,10 +10,14 @@ import (
 	"net"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"cloud.google.com/go/pubsub/v2/pstest"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/localstack"
@@ -117,7 +121,7 @@ var receiptsAccounts = []receiptsAccount{
 }
 
 // receiptsFlags are the flags only --scenario receipts takes.
-var receiptsFlags = []string{"receipt-rate"}
+var receiptsFlags = []string{"receipt-rate", "status-outage"}
 
 // checkReceipts checks the receipts scenario's settings of c (set: the
 // flags given) and sets its duration.
@@ -131,6 +135,8 @@ func checkReceipts(c *Config, set map[string]bool) error {
 		return fmt.Errorf("--duration must be 500ms to 30m with --scenario %s, got %v", scenReceipts, c.receiptsDuration)
 	case !(c.receiptRate >= 1) || c.receiptRate > 5000:
 		return fmt.Errorf("--receipt-rate must be in [1, 5000], got %v", c.receiptRate)
+	case c.statusOutage < 0 || c.statusOutage > c.receiptsDuration/2:
+		return fmt.Errorf("--status-outage must be 0 to half of --duration, got %v", c.statusOutage)
 	}
 	return nil
 }
@@ -142,6 +148,9 @@ type receiptsSpec struct {
 	instances  int
 	retryDelay time.Duration // the simulators' first retry of a refused receipt
 	sendRate   float64       // the send phase's planned rate
+	// outage is how long the status topic refuses publishes from the
+	// receipts' middle.
+	outage time.Duration
 }
 
 // messages is how many messages the send phase sends.
@@ -151,7 +160,8 @@ func (s receiptsSpec) messages() int {
 
 // runReceiptsRow runs the receipts row of cfg on the Redis at redisURL.
 func runReceiptsRow(ctx context.Context, cfg *Config, redisURL string, progress io.Writer) (*receiptsRow, error) {
-	s := receiptsSpec{rate: cfg.receiptRate, duration: cfg.receiptsDuration, instances: receiptsInstances, retryDelay: receiptsRetryDelay, sendRate: receiptsSendRate}
+	s := receiptsSpec{rate: cfg.receiptRate, duration: cfg.receiptsDuration, instances: receiptsInstances, retryDelay: receiptsRetryDelay, sendRate: receiptsSendRate,
+		outage: cfg.statusOutage}
 	fmt.Fprintf(progress, "loadtest: scenario receipts: %d messages, then their receipts at %g/s for %v\n", s.messages(), s.rate, s.duration)
 	r, err := runReceipts(ctx, cfg, redisURL, s, progress)
 	if err != nil {
@@ -181,6 +191,7 @@ type receiptsRun struct {
 // pubsubMessage is one message the status topic holds.
 type pubsubMessage struct {
 	data []byte
+	at   time.Time // when Pub/Sub took it
 }
 
 // runReceipts runs one row and measures it. Everything it starts is
@@ -193,9 +204,11 @@ func runReceipts(ctx context.Context, cfg *Config, redisURL string, s receiptsSp
 	simCfg := providertest.Config{Token: simToken, Limit: receiptsContract, Window: time.Second, SuspendAfter: -1,
 		Receipts: receiptsMix(receiptsFrom, s.duration, s.retryDelay)}
 
+	down := &statusDown{topic: topicName(receiptsStatus)}
 	stack, err := localstack.Start(localstack.Options{
 		Project:    failoverProject,
 		NackDelays: map[string]time.Duration{failoverTopology.MarketingSubscription: topology.MinimumBackoff("marketing")},
+		Reactors:   []pstest.ServerReactorOption{{FuncName: "Publish", Reactor: down}},
 		Sim:        withIntermediate(simCfg, "accepted", "sent"),
 		RedisURL:   redisURL,
 	})
@@ -314,6 +327,15 @@ func runReceipts(ctx context.Context, cfg *Config, redisURL string, s receiptsSp
 	}
 	phaseStart := time.Now()
 	run.lb.startPhase()
+	if s.outage > 0 {
+		// Its middle, on the receipts' own clock: they began at
+		// receiptsFrom, whenever the phase did.
+		from := receiptsFrom.Add(s.duration/2 - s.outage/2)
+		t1 := time.AfterFunc(time.Until(from), func() { down.down.Store(true) })
+		t2 := time.AfterFunc(time.Until(from.Add(s.outage)), func() { down.down.Store(false) })
+		defer t1.Stop()
+		defer t2.Stop()
+	}
 	if err := waitReceipts(ctx, run.sims, n, receiptsFrom.Add(s.duration+receiptsDrain)); err != nil {
 		return nil, err
 	}
@@ -331,7 +353,7 @@ func runReceipts(ctx context.Context, cfg *Config, redisURL string, s receiptsSp
 	}
 	for _, m := range stack.Pubsub.Messages() {
 		if m.Topic == topicName(receiptsStatus) {
-			run.pubsub = append(run.pubsub, &pubsubMessage{data: m.Data})
+			run.pubsub = append(run.pubsub, &pubsubMessage{data: m.Data, at: m.PublishTime})
 		}
 	}
 	return measureReceipts(ctx, run)
@@ -456,4 +478,20 @@ func waitReceipts(ctx context.Context, sims []*providertest.Simulator, n int, de
 		}
 	}
 	return nil
+}
+
+// statusDown is a pstest reactor that refuses the publishes to topic while
+// down is set, as a topic whose publisher role was taken away does
+// (PermissionDenied: the client does not retry it on its own).
+type statusDown struct {
+	topic string
+	down  atomic.Bool
+}
+
+// React runs under pstest's lock: it must not call the server.
+func (s *statusDown) React(req any) (bool, any, error) {
+	if r, ok := req.(*pubsubpb.PublishRequest); ok && r.Topic == s.topic && s.down.Load() {
+		return true, nil, status.Error(codes.PermissionDenied, "the status topic refuses publishes")
+	}
+	return false, nil, nil
 }

@@ -20,6 +20,11 @@ import (
 // design's.
 const receiptsMaxCalls = 1.05
 
+// receiptsMaxEventLag is the longest a final's status event may take, p99,
+// from its receipt's answer to Pub/Sub: the event is published at the
+// fold, not by a sweep.
+const receiptsMaxEventLag = time.Second
+
 // receiptsRow is the receipts row: how the receipts were handled, what
 // they cost in Redis and whether every final state made it.
 type receiptsRow struct {
@@ -60,7 +65,17 @@ type receiptsRow struct {
 	// OwedLeft are the events still owed after the servers stopped: a
 	// fold whose answer Redis gave too late (answered 503) and whose
 	// retry changed nothing; the sweep publishes them 30 s after.
-	OwedLeft  int
+	OwedLeft int
+	// EventP50, EventP99 and EventMax are the times from a final's
+	// receipt answered 2xx (the first that made the message final, as its
+	// simulator saw the answer) to its status event taken by Pub/Sub (0
+	// when it came before the answer); Missing are the finals with no such
+	// event when the servers had stopped.
+	EventP50, EventP99, EventMax time.Duration
+	Missing                      int
+	// Outage is how long the status topic refused publishes (no bound on
+	// the events' lag then: only that none is missing).
+	Outage    time.Duration
 	Resends   int // resends published: marketing has none
 	SentTwice int // ids the dispatchers sent again
 
@@ -76,7 +91,7 @@ var finalWords = map[string]bool{
 
 // measureReceipts measures run.
 func measureReceipts(ctx context.Context, run *receiptsRun) (*receiptsRow, error) {
-	r := &receiptsRow{Messages: run.spec.messages(), SendPhase: run.sendPhase, Answers: map[int]int{}, Outcomes: run.metrics.counts(),
+	r := &receiptsRow{Messages: run.spec.messages(), SendPhase: run.sendPhase, Answers: map[int]int{}, Outcomes: run.metrics.counts(), Outage: run.spec.outage,
 		Resends: int(run.resends.n.Load())}
 	var took []time.Duration
 	var first, last time.Time
@@ -127,7 +142,10 @@ func measureReceipts(ctx context.Context, run *receiptsRun) (*receiptsRow, error
 
 	// The final state each provider id's genuine receipts said, when the
 	// server took one.
-	type said struct{ final, delivered bool }
+	type said struct {
+		final, delivered bool
+		answered         time.Time // the first final answered 2xx
+	}
 	finals := map[string]said{}
 	for _, sim := range run.sims {
 		for _, p := range sim.PostedReceipts() {
@@ -144,19 +162,27 @@ func measureReceipts(ctx context.Context, run *receiptsRun) (*receiptsRow, error
 				continue
 			}
 			if delivered, final := finalWords[p.Status]; final {
-				finals[p.ProviderID] = said{final: true, delivered: delivered}
+				s := said{final: true, delivered: delivered, answered: p.At}
+				if was, ok := finals[p.ProviderID]; ok && was.answered.Before(p.At) {
+					s.answered = was.answered
+				}
+				finals[p.ProviderID] = s
 			}
 		}
 	}
 
-	events := map[string][]receipts.StatusEvent{}
+	type event struct {
+		receipts.StatusEvent
+		at time.Time
+	}
+	events := map[string][]event{}
 	for _, m := range run.pubsub {
 		var e receipts.StatusEvent
 		if err := json.Unmarshal(m.data, &e); err != nil {
 			return nil, fmt.Errorf("a status event does not decode: %w", err)
 		}
 		r.Events++
-		events[e.ID] = append(events[e.ID], e)
+		events[e.ID] = append(events[e.ID], event{e, m.at})
 	}
 
 	// An event still owed is in Redis for the sweep to publish (30 s
@@ -180,6 +206,7 @@ func measureReceipts(ctx context.Context, run *receiptsRun) (*receiptsRow, error
 	}
 	r.SentTwice = run.log.twice
 	run.log.mu.Unlock()
+	var lags []time.Duration
 	for id, account := range sent {
 		i := slices.Index(run.accounts, account)
 		if i < 0 {
@@ -199,18 +226,35 @@ func measureReceipts(ctx context.Context, run *receiptsRun) (*receiptsRow, error
 			continue
 		}
 		r.Finals++
+		var first time.Time // the first event of the final state
+		for _, e := range events[id] {
+			if e.Status == st.Status && e.Account == account && (first.IsZero() || e.at.Before(first)) {
+				first = e.at
+			}
+		}
+		if first.IsZero() {
+			r.Missing++
+		} else {
+			lags = append(lags, max(first.Sub(s.answered), 0))
+		}
 		status, known := provider.ParseDeliveryStatus(st.Status)
-		if !known || !status.Final() || status.Delivered() != s.delivered ||
-			!owed[id] && !slices.ContainsFunc(events[id], func(e receipts.StatusEvent) bool { return e.Status == st.Status && e.Account == account }) {
+		if !known || !status.Final() || status.Delivered() != s.delivered || !owed[id] && first.IsZero() {
 			r.Lost++
 		}
+	}
+	slices.Sort(lags)
+	r.EventP50, r.EventP99 = quantile(lags, 0.5), quantile(lags, 0.99)
+	if len(lags) > 0 {
+		r.EventMax = lags[len(lags)-1]
 	}
 	r.Failures = judgeReceipts(r)
 	return r, nil
 }
 
 // judgeReceipts returns what r misses of the criterion: nothing lost,
-// nothing forged taken, no genuine receipt refused, no resend, at most receiptsMaxCalls Redis calls a verified receipt.
+// nothing forged taken, no genuine receipt refused, no resend, every
+// final's event out by the stop and p99 within receiptsMaxEventLag of its
+// receipt, at most receiptsMaxCalls Redis calls a verified receipt.
 func judgeReceipts(r *receiptsRow) []string {
 	var out []string
 	if r.Lost > 0 {
@@ -224,6 +268,12 @@ func judgeReceipts(r *receiptsRow) []string {
 	}
 	if r.Resends > 0 {
 		out = append(out, fmt.Sprintf("%d resends of marketing", r.Resends))
+	}
+	if r.Missing > 0 {
+		out = append(out, fmt.Sprintf("%d finals with no status event once the servers stopped", r.Missing))
+	}
+	if r.Outage == 0 && r.EventP99 > receiptsMaxEventLag {
+		out = append(out, fmt.Sprintf("status events p99 %v after their receipt (at most %v)", r.EventP99, receiptsMaxEventLag))
 	}
 	if r.Verified == 0 || r.CallsPerReceipt > receiptsMaxCalls {
 		out = append(out, fmt.Sprintf("%.3f Redis calls a receipt (at most %.2f)", r.CallsPerReceipt, receiptsMaxCalls))
@@ -249,13 +299,16 @@ func writeReceiptsTable(w io.Writer, cfg *Config, rows []*receiptsRow) error {
 		"duplicated %.0f%%, replayed %.0f%%, out of order %.0f%%, forged %.0f%% (each refused one posted again up to %d times)\n",
 		receiptsInstances, receiptsVonageSig, cfg.receiptRate, cfg.receiptsDuration, receiptsDelivered*100,
 		receiptsDuplicates*100, receiptsReplayed*100, receiptsOutOfOrder*100, receiptsForged*100, receiptsRetries)
+	if cfg.statusOutage > 0 {
+		fmt.Fprintf(w, "the status topic refuses every publish for %v from the middle of the receipts\n", cfg.statusOutage)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "messages\tsend phase\treceipts\tin phase\treceipts/s\tbusiest 1 s\tp50\tp99\tmax\tverified\tcalls/receipt\tcommands/receipt\tfinals\tlost\tno genuine final\tevents\tforged\tforged accepted\tgenuine refused\towed left\tverdict\t")
+	fmt.Fprintln(tw, "messages\tsend phase\treceipts\tin phase\treceipts/s\tbusiest 1 s\tp50\tp99\tmax\tverified\tcalls/receipt\tcommands/receipt\tfinals\tlost\tno genuine final\tevents\tforged\tforged accepted\tgenuine refused\towed left\tevent p50\tevent p99\tevent max\tno event\tverdict\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%d\t%v\t%d\t%d\t%.0f\t%d\t%s\t%s\t%s\t%d\t%.3f\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
+		fmt.Fprintf(tw, "%d\t%v\t%d\t%d\t%.0f\t%d\t%s\t%s\t%s\t%d\t%.3f\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t\n",
 			r.Messages, r.SendPhase.Round(100*time.Millisecond), r.Posted, r.InPhase, r.Rate, r.Busiest, durMs(r.P50), durMs(r.P99), durMs(r.Max),
 			r.Verified, r.CallsPerReceipt, r.CommandsPer, r.Finals, r.Lost, r.NoFinal, r.Events, r.ForgedPosted, r.ForgedAccepted,
-			r.GenuineRefused, r.OwedLeft, okText(len(r.Failures) == 0))
+			r.GenuineRefused, r.OwedLeft, durMs(r.EventP50), durMs(r.EventP99), durMs(r.EventMax), r.Missing, okText(len(r.Failures) == 0))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -276,9 +329,12 @@ verified: receipts of the phase that reached Redis (not 400/403); calls/receipt:
   that is not that final, or neither a status event saying it nor the event owed in Redis; no genuine final: every
   final receipt forged. owed left: events still owed when the servers stopped (a fold Redis answered after the
   call's timeout, answered 503, its retry a duplicate): the sweep publishes them once owed for 30 s.
-verdict: nothing lost, no forged receipt accepted, no genuine one refused, calls/receipt ≤ %.2f.
+event p50, p99, max: from a final's first receipt answered 2xx (as its simulator saw the answer) to its status event
+  taken by Pub/Sub (0 when before the answer); no event: finals with no status event once the servers had stopped.
+verdict: nothing lost, no forged receipt accepted, no genuine one refused, every final's event out, event p99 ≤ %v
+  (not with --status-outage), calls/receipt ≤ %.2f.
 
-`, receiptsMaxCalls)
+`, receiptsMaxEventLag, receiptsMaxCalls)
 	return err
 }
 

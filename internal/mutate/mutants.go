@@ -425,6 +425,10 @@ var mutants = []mutant{
 		{"admission/receipt.lua", "      writes[#writes + 1], writes[#writes + 2] = 'resent', '1'\n", "      writes[#writes + 1], writes[#writes + 2] = 'resend', resend\n      writes[#writes + 1], writes[#writes + 2] = 'resent', '1'\n"},
 		{"admission/receipt.lua", "          redis.call('HDEL', msg, 'resend') -- taken: handed out once\n", ""},
 	}, "./receipts/"},
+	{"M28b", "a fold held for its event keeps its resend: every retry publishes it again", []edit{
+		{"receipts/events.go", "\t\tf.Resend = nil // out once: never again from this fold\n", ""},
+		{"receipts/handler.go", "\t\t\tif f.Resend == nil {\n\t\t\t\ta.hold(f)", "\t\t\tif true {\n\t\t\t\ta.hold(f)"},
+	}, "./receipts/"},
 	{"M29", "a resend handed out past its window", []edit{
 		{"receipts/events.go", "	if now := s.now(); !resendDue(f, now) {", "	if now := s.now(); false {"},
 	}, "./receipts/"},
