@@ -20,7 +20,8 @@ import (
 // make pstest wait for that sender while it holds its one lock, and no OTP
 // could be published or pulled until the lane read on. Through NewClient
 // the ping does not reach the emulator: an OTP published after it is
-// pulled.
+// pulled. The ping of a stream the client waits on still goes, and is
+// answered.
 func TestAStalledStreamsPingDoesNotHoldTheEmulator(t *testing.T) {
 	srv := pstest.NewServer()
 	t.Cleanup(func() { srv.Close() })
@@ -95,6 +96,41 @@ func TestAStalledStreamsPingDoesNotHoldTheEmulator(t *testing.T) {
 	})
 	if err != nil || !got {
 		t.Fatalf("pull the OTP while the marketing stream is stalled: got it %v, %v", got, err)
+	}
+
+	// An idle stream the client waits on: its ping is answered (an empty
+	// response). The ping may go before the receive has begun to wait,
+	// and be kept back: ping until one is answered.
+	idle, err := c.SubscriptionAdminClient.StreamingPull(tctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := idle.Send(&pubsubpb.StreamingPullRequest{Subscription: SubscriptionName("proj", "otp-sub"),
+		StreamAckDeadlineSeconds: 60, ProtocolVersion: 1}); err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan error, 1)
+	go func() {
+		r, err := idle.Recv()
+		if err == nil && len(r.GetReceivedMessages()) > 0 {
+			err = fmt.Errorf("a message on the idle stream: %v", r.GetReceivedMessages())
+		}
+		answered <- err
+	}()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for waiting := true; waiting; {
+		select {
+		case err := <-answered:
+			if err != nil {
+				t.Fatalf("the idle stream's ping: %v", err)
+			}
+			waiting = false
+		case <-tick.C:
+			if err := idle.Send(&pubsubpb.StreamingPullRequest{}); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
 
