@@ -21,13 +21,16 @@ const streamingPull = "/google.pubsub.v1.Subscriber/StreamingPull"
 // lane has handled enough to reopen the stream's window: seconds at
 // marketing's rate, every 30 s, with no OTP delivered, acked or published
 // meanwhile (docs/measurements.md, "An emulator's stalls"). Pub/Sub
-// itself honours the flow control and locks nothing across subscriptions.
+// itself honours the flow control and locks nothing across subscriptions;
+// gcloud's emulator does not stall so either, and loses nothing here.
 //
 // While a receive waits on the stream nothing of it is buffered and its
 // window is open: the ping goes, and its answer keeps an idle stream open
 // (the client closes a stream whose ping has no answer within 15 s). A
 // stream the client reads slowly stays open on the messages it reads. A
-// ping that carries a new stream ack deadline always goes.
+// ping in the instant a receive takes what was buffered still goes: rare,
+// and then the stall is as before. A ping that carries a new stream ack
+// deadline always goes.
 func emulatorPings() grpc.DialOption {
 	return grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
 		streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
