@@ -62,6 +62,9 @@ const (
 	classesDrain = 3 * time.Second
 	// classesOTPLife is each OTP's deadline from its publishing.
 	classesOTPLife = time.Minute
+	// classesStuck bounds the stop of dispatchers whose clients ping every
+	// pull stream (classesSpec.pings): past their grace, pstest is stuck.
+	classesStuck = 20 * time.Second
 )
 
 // transactional is the class the scenario adds between otp and marketing.
@@ -105,8 +108,14 @@ type classesSpec struct {
 	duration, rampUp time.Duration
 	drain            time.Duration
 	backlog          int
-	otpRate, trxRate float64
+	otpRate, trxRate float64 // trxRate 0: no transactional messages
 	instances        int
+	// limit is what the simulator allows in any sliding second; adaptive
+	// turns the learned rate on; pings has the Pub/Sub clients ping
+	// their pull streams as the client does, not as topology.NewClient
+	// lets it against an emulator (the backlog scenario's before row).
+	limit           int
+	adaptive, pings bool
 }
 
 // classesSpecs returns the rows cfg asks for, in --code's order.
@@ -114,7 +123,8 @@ func classesSpecs(cfg *Config) []classesSpec {
 	var out []classesSpec
 	for _, code := range cfg.codes {
 		out = append(out, classesSpec{code: code, duration: cfg.classesDuration, rampUp: min(classesRampUp, cfg.classesDuration/4),
-			drain: classesDrain, backlog: classesBacklog, otpRate: cfg.classesOTPRate, trxRate: classesTrxRate, instances: classesInstances})
+			drain: classesDrain, backlog: classesBacklog, otpRate: cfg.classesOTPRate, trxRate: classesTrxRate, instances: classesInstances,
+			limit: classesContract})
 	}
 	return out
 }
@@ -135,10 +145,37 @@ func runClassesRows(ctx context.Context, cfg *Config, redisURL string, progress 
 	return rows, nil
 }
 
-// runClasses runs one row and measures it. It resets the statistics of
-// the Redis at redisURL (CONFIG RESETSTAT). Everything it starts is
-// stopped and waited for before it returns.
+// runClasses runs one row and measures it.
 func runClasses(ctx context.Context, cfg *Config, redisURL string, s classesSpec, progress io.Writer) (*classesRow, error) {
+	run, err := runClassesTraffic(ctx, cfg, redisURL, s, progress)
+	if err != nil {
+		return nil, err
+	}
+	return measureClasses(s, run.lg, run.arrivals, run.throttled, run.cs), nil
+}
+
+// classesRun is what one run of the classes' stack leaves to measure.
+type classesRun struct {
+	lg        *classesLog
+	arrivals  []providertest.Arrival // the simulator's
+	throttled int                    // the simulator's answers of 429 and of a suspension
+	cs        redisstats.CommandStats
+}
+
+// runClassesTraffic runs s's dispatchers and traffic. It resets the
+// statistics of the Redis at redisURL (CONFIG RESETSTAT). Everything it
+// starts is stopped and waited for before it returns, but with s.pings:
+// a lane that stops reading its stream while pstest holds its lock for a
+// ping on it never stops (pstest never answers again), and after
+// classesStuck the run is left behind, its dispatchers and pstest
+// unclosed.
+func runClassesTraffic(ctx context.Context, cfg *Config, redisURL string, s classesSpec, progress io.Writer) (*classesRun, error) {
+	stuck := false
+	unlessStuck := func(f func()) {
+		if !stuck {
+			f()
+		}
+	}
 	ns, logger := newRun(cfg)
 	p, account := classesSettings(s.code, ns)
 	lanes := p.ClassList()
@@ -148,17 +185,17 @@ func runClasses(ctx context.Context, cfg *Config, redisURL string, s classesSpec
 	}
 	stack, err := localstack.Start(localstack.Options{
 		Project: failoverProject, NackDelays: delays, RedisURL: redisURL,
-		Sim: providertest.Config{Token: simToken, Limit: classesContract, Window: time.Second, RetryAfter: time.Second, SuspendAfter: -1},
+		Sim: providertest.Config{Token: simToken, Limit: s.limit, Window: time.Second, RetryAfter: time.Second, SuspendAfter: -1},
 	})
 	if err != nil {
 		return nil, err
 	}
-	defer stack.Close()
+	defer unlessStuck(func() { stack.Close() })
 	admin, err := topology.NewClient(ctx, failoverProject, stack.Pubsub.Addr)
 	if err != nil {
 		return nil, err
 	}
-	defer admin.Close()
+	defer unlessStuck(func() { admin.Close() })
 	if err := setupClasses(ctx, admin, p, lanes); err != nil {
 		return nil, err
 	}
@@ -180,9 +217,9 @@ func runClasses(ctx context.Context, cfg *Config, redisURL string, s classesSpec
 	statsErr := redisstats.Reset(ctx, statsRdb)
 
 	ds, err := runDispatchers(ctx, s.instances, func(i int) (*dispatch.Dispatcher, []func(), error) {
-		return newClassesInstance(ctx, p, account, stack, lg, logger.With("instance", i), cfg.redisTO)
+		return newClassesInstance(ctx, s, p, account, stack, lg, logger.With("instance", i), cfg.redisTO)
 	})
-	defer ds.close()
+	defer unlessStuck(ds.close)
 	if err != nil {
 		return nil, err
 	}
@@ -200,9 +237,11 @@ func runClasses(ctx context.Context, cfg *Config, redisURL string, s classesSpec
 	feeding.Go(func() {
 		otpErr = feedClass(feedCtx, otp, s.otpRate, otpIDPrefix, "Your code is 482913", classesOTPLife, lg)
 	})
-	feeding.Go(func() {
-		trxErr = feedClass(feedCtx, trx, s.trxRate, trxIDPrefix, "Your cart is waiting: 2 items", 0, lg)
-	})
+	if s.trxRate > 0 {
+		feeding.Go(func() {
+			trxErr = feedClass(feedCtx, trx, s.trxRate, trxIDPrefix, "Your cart is waiting: 2 items", 0, lg)
+		})
+	}
 	feeding.Wait()
 	otp.Stop()
 	trx.Stop()
@@ -216,7 +255,13 @@ func runClasses(ctx context.Context, cfg *Config, redisURL string, s classesSpec
 	drained := lg.waitStreamsSent(ctx, stack.Sim, s.drain)
 	lg.drained = time.Now()
 	fmt.Fprintf(progress, "loadtest: traffic over; every OTP and transactional message sent: %v\n", drained)
-	ds.stop()
+	if s.pings {
+		if stuck = !ds.stopWithin(classesStuck); stuck {
+			fmt.Fprintf(progress, "loadtest: the dispatchers did not stop within %v: pstest holds its lock for a ping on a stream no longer read; left behind\n", classesStuck)
+		}
+	} else {
+		ds.stop()
+	}
 
 	var cs redisstats.CommandStats
 	if statsErr == nil {
@@ -227,7 +272,7 @@ func runClasses(ctx context.Context, cfg *Config, redisURL string, s classesSpec
 		cs = nil
 	}
 	st := stack.Sim.Stats()
-	return measureClasses(s, lg, stack.Sim.Arrivals(), st.Throttled+st.SuspendedAnswers, cs), nil
+	return &classesRun{lg: lg, arrivals: stack.Sim.Arrivals(), throttled: st.Throttled + st.SuspendedAnswers, cs: cs}, nil
 }
 
 // retryClass is the retry policy of the class at position i: the first
@@ -306,16 +351,19 @@ func setupClasses(ctx context.Context, admin *pubsub.Client, p config.Process, l
 
 // newClassesInstance builds one dispatcher process on clients of its own:
 // Redis, Pub/Sub and the provider's; its limiter is the one serve builds
-// (config.Process.Limiter), its lanes p's classes. The closers release
-// what it opened, also on an error.
-func newClassesInstance(ctx context.Context, p config.Process, a config.Account, stack *localstack.Stack, lg *classesLog,
+// (config.Process.Limiter), with the learned rate when s asks for it, its
+// lanes p's classes. The closers release what it opened, also on an error.
+func newClassesInstance(ctx context.Context, s classesSpec, p config.Process, a config.Account, stack *localstack.Stack, lg *classesLog,
 	logger *slog.Logger, redisTimeout time.Duration) (*dispatch.Dispatcher, []func(), error) {
-	rdb, ps, closers, err := instanceClients(ctx, stack.RedisURL, stack, redisTimeout)
+	rdb, ps, closers, err := instanceClients(ctx, stack.RedisURL, stack, redisTimeout, s.pings)
 	if err != nil {
 		return nil, closers, err
 	}
 	lc := p.Limiter(a)
 	lc.RedisTimeout, lc.Logger = redisTimeout, logger
+	if s.adaptive {
+		lc.Adaptive = admission.Adaptive{Enabled: true, MinRPS: adaptiveMinRPS}
+	}
 	lim, err := admission.New(rdb, lc)
 	if err != nil {
 		return nil, closers, fmt.Errorf("account %s: %w", a.Name, err)
@@ -352,6 +400,7 @@ type classesLog struct {
 	mu        sync.Mutex
 	published map[string]time.Time // guarded by mu: id -> its publish time
 	nacks     map[string]int       // guarded by mu: "class outcome/reason" -> nacks
+	otpSteps  map[string]otpSteps  // guarded by mu: an OTP's id -> its first handling's
 
 	backlogAt  time.Time // the backlog's publishing began
 	start, end time.Time // the feeds'
@@ -359,12 +408,23 @@ type classesLog struct {
 }
 
 func newClassesLog() *classesLog {
-	return &classesLog{published: map[string]time.Time{}, nacks: map[string]int{}}
+	return &classesLog{published: map[string]time.Time{}, nacks: map[string]int{}, otpSteps: map[string]otpSteps{}}
 }
 
-// Observe counts the nacks by class, outcome and the admission's reason
-// (the dispatchers' Observer).
+// otpSteps are the times of an OTP's first handling: when it reached a
+// dispatcher, and when it got its slot (zero: none).
+type otpSteps struct{ received, admitted time.Time }
+
+// Observe counts the nacks by class, outcome and the admission's reason,
+// and keeps each OTP's first handling's times (the dispatchers' Observer).
 func (lg *classesLog) Observe(ev dispatch.Event) {
+	if ev.Class == admission.OTP && ev.ID != "" {
+		lg.mu.Lock()
+		if _, ok := lg.otpSteps[ev.ID]; !ok {
+			lg.otpSteps[ev.ID] = otpSteps{received: ev.Received, admitted: ev.Admitted}
+		}
+		lg.mu.Unlock()
+	}
 	if ev.Action != nack.Nack {
 		return
 	}

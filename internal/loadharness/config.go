@@ -140,6 +140,12 @@ type Config struct {
 	classes         bool
 	classesDuration time.Duration
 	classesOTPRate  float64
+	// backlogRun is set when --scenario names backlog, whose rows (one per
+	// code) run apart (backlog.go): backlogDuration long, OTP at
+	// backlogOTPRate.
+	backlogRun      bool
+	backlogDuration time.Duration
+	backlogOTPRate  float64
 	// accountsRun is set when --scenario names accounts, whose rows (one
 	// process per size of accounts, --accounts) run apart (accounts.go).
 	accountsRun  bool
@@ -201,7 +207,7 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 			"sample them and Redis every %v, and fail if any series grows more than %.0f%% from minute 2 (halfway if shorter than 4m) to the end, or on any 429", soakSenders, soakMode, soakInterval, soakMaxGrowth*100))
 		fs.StringVar(&c.soakCSV, "soak-csv", "", "write every sample to this CSV file")
 	} else {
-		fs.DurationVar(&c.duration, "duration", defDuration, fmt.Sprintf("length of each run (with --scenario: %v for senders, %v for adaptive, %v of receipts for receipts, %v of traffic for classes)", poolDuration, adaptiveDuration, receiptsDuration, classesDuration))
+		fs.DurationVar(&c.duration, "duration", defDuration, fmt.Sprintf("length of each run (with --scenario: %v for senders, %v for adaptive, %v of receipts for receipts, %v of traffic for classes, %v for backlog)", poolDuration, adaptiveDuration, receiptsDuration, classesDuration, backlogDuration))
 		fs.StringVar(&strategies, "strategies", strings.Join(allStrategies, ","), "comma list of strategies: "+strings.Join(allStrategies, ", "))
 		fs.DurationVar(&c.jitter, "arrival-jitter", 0, "hold each request a uniform random time in [0, D] in front of the simulated provider, so that it sees arrivals spread as PROVIDER_ARRIVAL_JITTER D allows for (0: none)")
 		fs.Func("fault", "inject a fault, KIND@START+LENGTH, may repeat: redis-down@2s+1.5s, 429@2s+0.5s, 5xx@2s+1s", func(s string) error {
@@ -228,13 +234,15 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 				scenReceipts, receiptsInstances, receiptsDuration, receiptsMaxEventLag, receiptsMaxCalls)+
 			fmt.Sprintf(", %s (the real dispatcher, %d processes, one account at TARGET_RPS %d: a marketing backlog of %d, transactional %g/s and OTP %g/s for --duration (%v); rows --code: before (today's two classes, transactional published to marketing), after (three classes); fails when the after row has a 429, transactional p99 above %v, OTP p99 above %v or marketing off its rate by more than %.0f%%)",
 				scenClasses, classesInstances, classesTarget, classesBacklog, classesTrxRate, classesOTPRate, classesDuration, classesMaxTrxP99, classesMaxOTPP99, classesMktTolerance*100)+
+			fmt.Sprintf(", %s (the real dispatcher, %d processes, one account at TARGET_RPS %d, MARKETING_RPS %d, the learned rate on, a provider allowing %d/s: a marketing backlog of %d, then OTP %g/s for --duration (%v); rows --code: before (the Pub/Sub clients ping every pull stream, which stalls pstest every 30 s), after (as the dispatcher does); fails when the after row leaves an OTP unsent or its OTP p99 clear of a 429's Retry-After is above %v)",
+				scenBacklog, backlogInstances, classesTarget, classesMktRPS, backlogLimit, classesBacklog, backlogOTPRate, backlogDuration, backlogMaxOTPP99)+
 			fmt.Sprintf(", %s (one dispatcher process per size of --accounts, each account one destination prefix, OTP %g/s over them for --duration (%v): its memory, goroutines, Redis connections, heartbeats and other calls a second not for a message, and status's read; fails above %g heartbeat or %g such calls a second (and one more of each its window may catch), or when the largest size's memory or connections pass %gx the smallest's)",
 				scenAccounts, accountsOTPRate, accountsDuration, accountsMaxBeats, accountsMaxOwn, accountsMaxRSS)+
 			fmt.Sprintf("; K=%d and OTP %g/s unless given (failover: OTP %g/s, classes: %g/s)", scenarioK, scenarioOTPRate, failoverOTPRate, classesOTPRate))
 		fs.DurationVar(&c.adaptiveStep, "adaptive-step", admission.DefaultAdaptiveStep, "with --scenario adaptive, the learned rate's Adaptive.Step: how long a rate holds under load before the search moves on")
 		fs.IntVar(&c.pool, "pool", poolSenders, fmt.Sprintf("with --scenario senders, the senders in the account's pool (1 to %d), each of %d segments per sliding second", admission.MaxPoolSize, poolSenderLimit))
 		fs.DurationVar(&c.providerJitter, "provider-arrival-jitter", poolJitter, "with --scenario senders, the limiter's ArrivalJitter (PROVIDER_ARRIVAL_JITTER): each sender's slots are spaced by (1s + this) / its rate")
-		fs.StringVar(&codes, "code", strings.Join(allCodes, ","), "with --scenario failover or classes, the rows' code (comma list): before (failover: the account health rule off, as the dispatcher was before it; classes: today's two classes), after (failover: its defaults; classes: three classes)")
+		fs.StringVar(&codes, "code", strings.Join(allCodes, ","), "with --scenario failover, classes or backlog, the rows' code (comma list): before (failover: the account health rule off, as the dispatcher was before it; classes: today's two classes; backlog: every pull stream pinged), after (failover: its defaults; classes: three classes; backlog: as the dispatcher does)")
 		fs.StringVar(&storms, "storm", strings.Join(allStorms, ","), "with --scenario failover, how the primary fails (comma list): 503 (every request answered 503), hang (a request answered 503 after 12 s)")
 		fs.DurationVar(&c.stormLength, "storm-length", failoverStorm, "with --scenario failover, how long the primary fails")
 		fs.DurationVar(&c.sendTimeout, "send-timeout", failoverSendTimeout, "with --scenario failover, the dispatchers' SEND_TIMEOUT")

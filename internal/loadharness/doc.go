@@ -49,7 +49,7 @@
 // shorter than 4 min) to the end, or if the provider answered any 429.
 // Closing a sender's stdin stops it.
 //
-// Scenarios (cmd/loadtest --scenario senders,adaptive,failover,receipts,classes,accounts): rows instead of the matrix, each
+// Scenarios (cmd/loadtest --scenario senders,adaptive,failover,receipts,classes,accounts,backlog): rows instead of the matrix, each
 // with a provider set up for one feature of the limiter, gcra only, K (3)
 // senders as above, OTP at 2/s; --duration, --senders, --otp-rate,
 // --target-rps, --marketing-rps and --burst change a scenario's defaults.
@@ -147,6 +147,19 @@
 // An after row with a 429, transactional p99 above 500 ms, OTP p99 above
 // 50 ms or marketing more than 3 % off 60/s (90 − 20 − 10) fails the
 // command.
+//
+// backlog: the OTP lane behind a long campaign, on the classes' stack
+// with today's two classes: the account at TARGET_RPS 90, MARKETING_RPS
+// 70, the learned rate on, a simulator allowing 60 in any sliding second
+// (Retry-After 1 s); a backlog of 20,000, then OTPs at --otp-rate (2/s)
+// for --duration (5 min). The before row's Pub/Sub clients ping every
+// pull stream, as the client does, which stalls pstest every 30 s (and
+// for good once a lane stops reading: its dispatchers are left behind
+// after 20 s); the after row's are topology.NewClient's. Per row: OTP
+// p50/p99/max publish→acceptance, the same clear of a 429's Retry-After
+// and of the ramp-up, the slowest OTPs with their wait split into pull
+// and slot, 429s and marketing's rate. An after row with an OTP unsent or
+// a clear p99 above 50 ms fails the command.
 //
 // accounts: what a process pays for its number of accounts. For each size
 // of --accounts (1,10,50) one dispatcher process, the command started

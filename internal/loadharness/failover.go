@@ -13,6 +13,9 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"smsdispatcher/admission"
 	"smsdispatcher/config"
@@ -289,7 +292,7 @@ func topicName(id string) string { return "projects/" + failoverProject + "/topi
 // rule. The closers release what it opened, also on an error.
 func newFailoverInstance(ctx context.Context, s failoverSpec, ns, redisURL string, stack *localstack.Stack, backupURL string,
 	lg *failoverLog, logger *slog.Logger, redisTimeout time.Duration) (*dispatch.Dispatcher, []func(), error) {
-	rdb, ps, closers, err := instanceClients(ctx, redisURL, stack, redisTimeout)
+	rdb, ps, closers, err := instanceClients(ctx, redisURL, stack, redisTimeout, false)
 	if err != nil {
 		return nil, closers, err
 	}
@@ -382,6 +385,24 @@ func (ds *dispatchers) stop() {
 	ds.running.Wait()
 }
 
+// stopWithin stops the dispatchers and reports whether their runs ended
+// within d; if not, they are left running.
+func (ds *dispatchers) stopWithin(d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		ds.stop()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
 // close stops the dispatchers and closes what they opened, last first.
 func (ds *dispatchers) close() {
 	ds.stop()
@@ -391,9 +412,10 @@ func (ds *dispatchers) close() {
 }
 
 // instanceClients opens one process's own clients: Redis (adapted to the
-// stack) and Pub/Sub on the stack's server. The closers release what it
-// opened, also on an error.
-func instanceClients(ctx context.Context, redisURL string, stack *localstack.Stack, redisTimeout time.Duration) (redis.UniversalClient, *pubsub.Client, []func(), error) {
+// stack) and Pub/Sub on the stack's server, topology.NewClient's, or with
+// pings one whose pull streams ping the emulator as the client does. The
+// closers release what it opened, also on an error.
+func instanceClients(ctx context.Context, redisURL string, stack *localstack.Stack, redisTimeout time.Duration, pings bool) (redis.UniversalClient, *pubsub.Client, []func(), error) {
 	var closers []func()
 	rdb, err := redisconn.New(redisconn.Settings{URL: redisURL, CallTimeout: redisTimeout})
 	if err != nil {
@@ -401,7 +423,13 @@ func instanceClients(ctx context.Context, redisURL string, stack *localstack.Sta
 	}
 	closers = append(closers, func() { rdb.Close() })
 	stack.Adapt(rdb)
-	ps, err := topology.NewClient(ctx, failoverProject, stack.Pubsub.Addr)
+	var ps *pubsub.Client
+	if pings {
+		ps, err = pubsub.NewClient(ctx, failoverProject, option.WithEndpoint(stack.Pubsub.Addr), option.WithoutAuthentication(),
+			option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+	} else {
+		ps, err = topology.NewClient(ctx, failoverProject, stack.Pubsub.Addr)
+	}
 	if err != nil {
 		return nil, nil, closers, err
 	}

@@ -33,7 +33,7 @@ type receiptsInstance struct {
 // also on an error.
 func newReceiptsInstance(ctx context.Context, ns, redisURL string, stack *localstack.Stack, simURLs []string, publicURL, addr string,
 	run *receiptsRun, logger *slog.Logger, redisTimeout time.Duration) (*receiptsInstance, []func(), error) {
-	rdb, ps, closers, err := instanceClients(ctx, redisURL, stack, redisTimeout)
+	rdb, ps, closers, err := instanceClients(ctx, redisURL, stack, redisTimeout, false)
 	if err != nil {
 		return nil, closers, err
 	}

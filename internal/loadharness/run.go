@@ -19,7 +19,7 @@ import (
 // goes to stderr. A redis-server it starts is stopped before it returns.
 func Matrix(ctx context.Context, cfg *Config, stdout, stderr io.Writer) error {
 	return redisserver.With(ctx, cfg.redisURL, stderr, func(redisOpts *redis.Options) error {
-		if len(cfg.scenarios) > 0 || cfg.failover || cfg.receipts || cfg.classes || cfg.accountsRun {
+		if len(cfg.scenarios) > 0 || cfg.failover || cfg.receipts || cfg.classes || cfg.accountsRun || cfg.backlogRun {
 			return runScenarioRows(ctx, cfg, redisOpts, stdout, stderr)
 		}
 		return runMatrixRows(ctx, cfg, redisOpts, stdout, stderr)
@@ -63,9 +63,9 @@ func Soak(ctx context.Context, cfg *Config, stdout, stderr io.Writer) error {
 
 // runScenarioRows runs the rows of --scenario, writes their tables, and
 // fails (errScenarioFailed) when an adaptive row, a failover after row,
-// the receipts row or the classes after row missed its criterion. The
-// failover rows run after the others, then the receipts row, the classes
-// rows last.
+// the receipts row, the classes or the backlog after row missed its
+// criterion. The failover rows run after the others, then the receipts
+// row, the classes rows, the backlog rows, the accounts rows last.
 func runScenarioRows(ctx context.Context, cfg *Config, redisOpts *redis.Options, stdout, stderr io.Writer) error {
 	var verdicts []error
 	if len(cfg.scenarios) > 0 {
@@ -112,6 +112,16 @@ func runScenarioRows(ctx context.Context, cfg *Config, redisOpts *redis.Options,
 			return err
 		}
 		verdicts = append(verdicts, classesVerdict(rows))
+	}
+	if cfg.backlogRun {
+		run := func(ctx context.Context, cfg *Config, _ *redis.Options, progress io.Writer) ([]*backlogRow, error) {
+			return runBacklogRows(ctx, cfg, redisURLOf(cfg, redisOpts), progress)
+		}
+		rows, err := tabulate(ctx, cfg, redisOpts, stdout, stderr, run, writeBacklogTable)
+		if err != nil {
+			return err
+		}
+		verdicts = append(verdicts, backlogVerdict(rows))
 	}
 	if cfg.accountsRun {
 		run := func(ctx context.Context, cfg *Config, _ *redis.Options, progress io.Writer) ([]*accountsRow, error) {

@@ -24,7 +24,7 @@ const (
 	scenAdaptive = "adaptive" // the learned rate, against a provider allowing less than TARGET_RPS
 )
 
-var allScenarios = []string{scenSenders, scenAdaptive, scenFailover, scenReceipts, scenClasses, scenAccounts}
+var allScenarios = []string{scenSenders, scenAdaptive, scenFailover, scenReceipts, scenClasses, scenAccounts, scenBacklog}
 
 // scenarioExcludes are the flags of the matrix that --scenario
 // does not take.
@@ -120,8 +120,9 @@ func resolveScenarios(c *Config, list string, set map[string]bool) ([]scenario, 
 	}
 	c.failover = slices.Contains(names, scenFailover)
 	c.classes = slices.Contains(names, scenClasses)
+	c.backlogRun = slices.Contains(names, scenBacklog)
 	for _, name := range failoverFlags {
-		if set[name] && !c.failover && !(name == "code" && c.classes) {
+		if set[name] && !c.failover && !(name == "code" && (c.classes || c.backlogRun)) {
 			return nil, fmt.Errorf("--%s applies to --scenario %s", name, scenFailover)
 		}
 	}
@@ -146,14 +147,19 @@ func resolveScenarios(c *Config, list string, set map[string]bool) ([]scenario, 
 			return nil, err
 		}
 	}
+	if c.backlogRun {
+		if err := checkBacklog(c, set); err != nil {
+			return nil, err
+		}
+	}
 	c.accountsRun = slices.Contains(names, scenAccounts)
 	if err := checkAccounts(c, set); err != nil {
 		return nil, err
 	}
 	var out []scenario
 	for _, name := range names {
-		if name == scenFailover || name == scenReceipts || name == scenClasses || name == scenAccounts {
-			continue // their rows run apart (failover.go, receipts.go, classes.go, accounts.go)
+		if name == scenFailover || name == scenReceipts || name == scenClasses || name == scenAccounts || name == scenBacklog {
+			continue // their rows run apart (failover.go, receipts.go, classes.go, accounts.go, backlog.go)
 		}
 		sc := scenario{name: name, duration: poolDuration, target: poolTarget, burst: poolBurst, otpRate: scenarioOTPRate, maxSegments: poolMaxSegments}
 		if set["segments"] {

@@ -3,6 +3,7 @@ package topology
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -19,8 +20,13 @@ import (
 // NewClient returns a Pub/Sub client of project, with opts. With endpoint
 // set it talks to that in-process server without credentials (local
 // mode); otherwise the client's own rules apply, PUBSUB_EMULATOR_HOST
-// included.
+// included. Against an emulator (either) its pull streams send no
+// keep-alive pings (emulatorPings), before any interceptor of opts sees
+// them.
 func NewClient(ctx context.Context, project, endpoint string, opts ...option.ClientOption) (*pubsub.Client, error) {
+	if endpoint != "" || os.Getenv("PUBSUB_EMULATOR_HOST") != "" {
+		opts = append([]option.ClientOption{option.WithGRPCDialOption(emulatorPings())}, opts...)
+	}
 	if endpoint != "" {
 		opts = append(opts, option.WithEndpoint(endpoint), option.WithoutAuthentication(),
 			option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
