@@ -193,6 +193,26 @@ func TestAResendIsPublishedOnceWhileItsStatusEventFails(t *testing.T) {
 	}
 }
 
+// TestASweptEventIsNotPublishedAgainByTheRetry: a receipt's event that
+// could not be published is held by its process for the retry; a sweep
+// publishes it first (another process's, or this one's), and the retry
+// that follows publishes nothing: one event, not two.
+func TestASweptEventIsNotPublishedAgainByTheRetry(t *testing.T) {
+	r := newHandOutRig(t, true)
+	ctx := context.Background()
+	r.send("login-1", "SM1", nil, time.Time{})
+	r.statusUp.Store(false)
+	r.post("SM1", "delivered", "")
+
+	r.statusUp.Store(true)
+	r.srv.sweep(ctx, r.acct)
+	r.srv.publishHeld(ctx, false)
+	r.srv.sweep(ctx, r.acct)
+	if events := r.published("sms-status"); len(events) != 1 {
+		t.Fatalf("%d status events published, want 1", len(events))
+	}
+}
+
 // TestAResendPastItsWindowIsDropped: Pub/Sub is down when OTPs fail, so
 // their resends are given back; when it is back, a sweep within the
 // window hands the resend out once, while one past its window (the

@@ -167,7 +167,12 @@ func (s *Server) publishAll(ctx context.Context, a *account, owed []admission.Fo
 					first = err
 				}
 				mu.Unlock()
+				return
 			}
+			// The event Redis owes is out: a fold this process holds of
+			// the message is no newer, and publishing it again would
+			// repeat the event.
+			a.release(f.ID, nil)
 		})
 	}
 	wg.Wait()
