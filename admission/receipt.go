@@ -23,7 +23,12 @@ type Report struct {
 	// RouteFailed): only such a failure counts against the route
 	// (RouteRule).
 	RouteFailed bool
-	At          time.Time // zero: Redis's clock at the fold
+	// Again says the receipt is the provider's retry of one this process
+	// answered 503, whose fold Redis may have run all the same: a final
+	// that changes nothing hands its owed event out at once, however
+	// recently it was owed, since no fold is publishing it.
+	Again bool
+	At    time.Time // zero: Redis's clock at the fold
 }
 
 // Fold is what a receipt did to its message (receipt.lua's reply), or, from
@@ -111,7 +116,9 @@ func (l *Limiter) Receipt(ctx context.Context, r Report) (Fold, error) {
 	call := l.sweepCall()
 	call.PID, call.Status, call.Code = l.pidKey(r.ProviderID), r.Status, r.ErrorCode[:min(len(r.ErrorCode), maxErrorCode)]
 	call.RouteFailed = r.RouteFailed && r.Final && !r.Delivered
-	call.Age = l.handOutAfter.Milliseconds()
+	if !r.Again {
+		call.Age = l.handOutAfter.Milliseconds()
+	}
 	if !r.At.IsZero() {
 		call.At = max(r.At.UnixMilli(), 1)
 	}

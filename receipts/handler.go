@@ -71,8 +71,13 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	f, err := s.fold(r.Context(), a, reportOf(dr))
+	rep := reportOf(dr)
+	rep.Again = rep.ProviderID != "" && a.retried(rep.ProviderID)
+	f, err := s.fold(r.Context(), a, rep)
 	if err != nil {
+		if rep.ProviderID != "" {
+			a.failed(rep.ProviderID, time.Now())
+		}
 		s.metrics.Receipt(a.Name, "", string(dr.Status), OutcomeError)
 		if held, ok := a.ledgerErr.allow(time.Now()); ok {
 			s.logger.Warn("receipts: a receipt could not be folded: answered 503, the provider posts it again", "account", a.Name, "err", err, "unlogged", held)

@@ -131,7 +131,47 @@ type account struct {
 	heldMu sync.Mutex
 	held   map[string]*admission.Fold
 
+	// again are the provider ids of the receipts this process answered
+	// 503 (their fold failed, or its reply came late), for their retries
+	// to hand out the event a late reply may have left owed
+	// (admission.Report.Again). Guarded by heldMu.
+	again map[string]time.Time
+
 	forged, ledgerErr, publishErr, late quietLog
+}
+
+// maxAgain bounds account.again; an entry older than againFor is dropped
+// when it is full (the provider has given up on it, or posted it to
+// another process).
+const (
+	maxAgain = 10000
+	againFor = 10 * time.Minute
+)
+
+// failed remembers that the receipt of pid was answered 503.
+func (a *account) failed(pid string, now time.Time) {
+	a.heldMu.Lock()
+	defer a.heldMu.Unlock()
+	if len(a.again) >= maxAgain {
+		for id, at := range a.again {
+			if now.Sub(at) > againFor {
+				delete(a.again, id)
+			}
+		}
+	}
+	if len(a.again) < maxAgain {
+		a.again[pid] = now
+	}
+}
+
+// retried reports whether the receipt of pid was answered 503 before, and
+// forgets it.
+func (a *account) retried(pid string) bool {
+	a.heldMu.Lock()
+	defer a.heldMu.Unlock()
+	_, ok := a.again[pid]
+	delete(a.again, pid)
+	return ok
 }
 
 // New returns a Server of cfg's accounts, or an error naming what cfg
@@ -167,7 +207,7 @@ func New(cfg Config) (*Server, error) {
 		if _, dup := s.accounts[a.Name]; dup {
 			return nil, fmt.Errorf("receipts: account %q twice", a.Name)
 		}
-		acc := &account{Account: a, url: CallbackURL(cfg.PublicURL, a.Name), held: map[string]*admission.Fold{}}
+		acc := &account{Account: a, url: CallbackURL(cfg.PublicURL, a.Name), held: map[string]*admission.Fold{}, again: map[string]time.Time{}}
 		s.accounts[a.Name] = acc
 		s.order = append(s.order, acc)
 	}
