@@ -314,15 +314,20 @@ func (h *harness) waitEndedUnless(ids []string, timeout time.Duration, broken fu
 	return out
 }
 
-// waitUntil waits until cond holds, checking it after each event, and
-// fails the test after timeout: a bound on a hang, not a speed claim.
+// waitUntil waits until cond holds, checking it after each event and
+// every 10 ms (cond may turn on what no event announces: a provider's
+// handler ending, an account's health), and fails the test after
+// timeout: a bound on a hang, not a speed claim.
 func (h *harness) waitUntil(what string, timeout time.Duration, cond func() bool) {
 	h.t.Helper()
 	hang := time.NewTimer(timeout)
 	defer hang.Stop()
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
 	for !cond() {
 		select {
 		case <-h.notify:
+		case <-poll.C:
 		case <-hang.C:
 			h.t.Fatalf("%s: not within %v", what, timeout)
 		}
