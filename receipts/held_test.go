@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -165,7 +166,10 @@ func TestAStoppingProcessPublishesTheEventsItOwes(t *testing.T) {
 	if err := r.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if ev := r.events(); len(ev) != 1 || ev[0] != "m1" {
+	// Once or twice: a publish whose wait ran out may still go out from
+	// the client's queue once the topic is back, besides the stop's own
+	// (docs/contract.md: an event may come twice).
+	if ev := r.events(); len(ev) == 0 || len(ev) > 2 || slices.ContainsFunc(ev, func(id string) bool { return id != "m1" }) {
 		t.Fatalf("events once the process stopped: %q, want m1's", ev)
 	}
 	if owed := r.owed(t); len(owed) != 0 {
