@@ -10,7 +10,7 @@ import (
 // A route's skip: an account whose first-class messages to one destination
 // prefix stop arriving (a carrier filtering that route) is skipped for that
 // class and prefix, as a degraded account is for everything, until a probe
-// to it is delivered (docs/design.md, "A message's receipts"). receipt.lua
+// to it is delivered (docs/decisions.md, "A message's receipts"). receipt.lua
 // counts each first-class final per (account, prefix) that says something
 // of the route, delivered or failed for the route (Report.RouteFailed),
 // and the numbers those failures went to, and sets the skip key
