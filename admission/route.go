@@ -38,7 +38,7 @@ type RouteRule struct {
 	// Window is how far back the verdicts count, in six buckets, in whole
 	// seconds. Default 20s: a route a carrier starts filtering at a steady
 	// rate is skipped once its failures outnumber the deliveries of the
-	// last Window, in about half of it (docs/measurements.md).
+	// last Window, in about half of it (docs/measurements-runs.md).
 	Window time.Duration
 	// ProbeEvery is how often a skipped route admits one first-class send
 	// (across every process): its probe. Default 5s: a probe's receipt
