@@ -111,7 +111,7 @@ const (
 // It is safe for concurrent use.
 //
 // The guarantee is Redis's: with asynchronous replication a failover can
-// lose a record written just before it (docs/design.md, send-once), and the provider's
+// lose a record written just before it (docs/decisions.md, "Send once"), and the provider's
 // Idempotency-Key is what closes that window.
 type Claims struct {
 	rdb       redis.Scripter

@@ -38,7 +38,7 @@ type Config struct {
 	// default classes. Default 70.
 	MarketingRPS float64
 	// Classes are the account's classes in priority order, each with its
-	// ceiling and reserve (docs/design.md, "Classes"). Default: OTP, then
+	// ceiling and reserve (docs/decisions.md, "Classes"). Default: OTP, then
 	// Marketing at MarketingRPS.
 	Classes []ClassLimit
 	// Burst is how many messages may go at once after a quiet spell. Default 5.
@@ -85,10 +85,10 @@ type Config struct {
 	// account for a day. Default 5m.
 	MaxRetryAfter time.Duration
 	// Adaptive, when enabled, learns the rate the provider really allows
-	// below TargetRPS (docs/design.md, "A limit that learns").
+	// below TargetRPS (docs/decisions.md, "Accounts, sender pools and a limit that learns").
 	Adaptive Adaptive
 	// Health is the rule that says when the account's sends are failing
-	// and it admits probes only (docs/design.md, "An account's health").
+	// and it admits probes only (docs/decisions.md, "An account's health").
 	Health HealthRule
 	// Route is the rule that says when the account's route to a
 	// destination prefix is skipped for the first class and probed until

@@ -35,7 +35,7 @@
 --            ARGV[16] is not empty: the send-once claim is taken in the
 --            same call
 -- KEYS[10] -> the account's health ({sms:<account>}:health), written by
---            finish.lua from what the sends came to (docs/design.md, "An
+--            finish.lua from what the sends came to (docs/decisions.md, "An
 --            account's health"): absent while healthy with no failure
 --            counted, else '<mode> <fails> <timeouts> <run_start_us>
 --            <probes_ok> <next_probe_us> <since_us>', mode 'h' (healthy,

@@ -7,7 +7,7 @@ import (
 
 // An account's health: whether its sends are failing transiently (5xx,
 // timeouts, no connection), shared by every process in one key that the
-// admission call already reads (docs/design.md, "An account's health").
+// admission call already reads (docs/decisions.md, "An account's health").
 // finish.lua keeps the state from what each send came to (Settle's
 // SendResult); gcra.lua admits only probes while the account is degraded.
 

@@ -19,7 +19,7 @@ import (
 // dropped lease lifts the in-flight limit, a dropped penalty ends a 429
 // early. Under noeviction a full Redis refuses the scripts' writes (OOM):
 // the limiter then decides in its fallback, as with Redis down
-// (docs/design.md, "Redis full").
+// (docs/decisions.md, "Redis full").
 const NoEviction = "noeviction"
 
 // Evicts reports whether policy lets Redis drop keys to make room: any

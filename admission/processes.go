@@ -9,7 +9,7 @@ import (
 )
 
 // The process registry: every process's heartbeat, whatever its accounts,
-// in a hash slot of its own (docs/design.md, "Heartbeats").
+// in a hash slot of its own (docs/decisions.md, "Operators read the same keys").
 const (
 	ProcessesKey     = "{sms:processes}"        // process id -> its last beat (µs, Redis TIME)
 	ProcessStatesKey = "{sms:processes}:states" // process id -> its state

@@ -10,7 +10,7 @@ import (
 // A route's skip: an account whose first-class messages to one destination
 // prefix stop arriving (a carrier filtering that route) is skipped for that
 // class and prefix, as a degraded account is for everything, until a probe
-// to it is delivered (docs/design.md, "A message's receipts"). receipt.lua
+// to it is delivered (docs/decisions.md, "A message's receipts"). receipt.lua
 // counts each first-class final per (account, prefix) that says something
 // of the route, delivered or failed for the route (Report.RouteFailed),
 // and the numbers those failures went to, and sets the skip key
@@ -38,7 +38,7 @@ type RouteRule struct {
 	// Window is how far back the verdicts count, in six buckets, in whole
 	// seconds. Default 20s: a route a carrier starts filtering at a steady
 	// rate is skipped once its failures outnumber the deliveries of the
-	// last Window, in about half of it (docs/measurements.md).
+	// last Window, in about half of it (docs/measurements-runs.md).
 	Window time.Duration
 	// ProbeEvery is how often a skipped route admits one first-class send
 	// (across every process): its probe. Default 5s: a probe's receipt

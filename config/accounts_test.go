@@ -149,17 +149,17 @@ func TestAccountsFileRefusesTheSingleAccountSettings(t *testing.T) {
 }
 
 // TestTheOperatingGuidesAccountsExampleLoads: the complete ACCOUNTS_FILE
-// example of docs/operating.md is a file the dispatcher accepts, and means
+// example of docs/configuring.md is a file the dispatcher accepts, and means
 // what the guide says of it.
 func TestTheOperatingGuidesAccountsExampleLoads(t *testing.T) {
-	b, err := os.ReadFile("../docs/operating.md")
+	b, err := os.ReadFile("../docs/configuring.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := string(b)
 	_, after, ok := strings.Cut(doc, "## Accounts\n")
 	if !ok {
-		t.Fatal("docs/operating.md has no Accounts section")
+		t.Fatal("docs/configuring.md has no Accounts section")
 	}
 	_, block, ok := strings.Cut(after, "```yaml\n")
 	if !ok {
@@ -192,10 +192,10 @@ func TestTheOperatingGuidesAccountsExampleLoads(t *testing.T) {
 }
 
 // TestTheOperatingGuidesDestinationsExampleLoads: the example of
-// docs/operating.md's "Failover and destinations", "Destinations", loads, and routes as the
+// docs/configuring.md's "Failover and destinations", "Destinations", loads, and routes as the
 // guide says: +81 to jp then world, every other number to world.
 func TestTheOperatingGuidesDestinationsExampleLoads(t *testing.T) {
-	b, err := os.ReadFile("../docs/operating.md")
+	b, err := os.ReadFile("../docs/configuring.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestTheOperatingGuidesDestinationsExampleLoads(t *testing.T) {
 		_, after, ok = strings.Cut(after, "### Destinations\n")
 	}
 	if !ok {
-		t.Fatal("docs/operating.md has no section Failover and destinations, Destinations")
+		t.Fatal("docs/configuring.md has no section Failover and destinations, Destinations")
 	}
 	_, block, ok := strings.Cut(after, "```yaml\n")
 	if !ok {

@@ -226,15 +226,15 @@ func TestClassesKeyOfAdmissionsError(t *testing.T) {
 }
 
 // TestTheOperatingGuidesClassesExampleLoads: the cart reminders' file of
-// docs/operating.md ("Classes") loads into the three lanes it describes.
+// docs/configuring.md ("Classes") loads into the three lanes it describes.
 func TestTheOperatingGuidesClassesExampleLoads(t *testing.T) {
-	b, err := os.ReadFile("../docs/operating.md")
+	b, err := os.ReadFile("../docs/configuring.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, after, ok := strings.Cut(string(b), "## Classes\n")
 	if !ok {
-		t.Fatal("docs/operating.md has no Classes section")
+		t.Fatal("docs/configuring.md has no Classes section")
 	}
 	_, block, ok := strings.Cut(after, "```yaml\n")
 	if !ok {

@@ -18,7 +18,7 @@ import (
 )
 
 // Attributes the dispatcher sets on a dead letter, over the producer's
-// (docs/operating.md, "Dead letters").
+// (docs/levers.md, "Dead letters").
 const (
 	// AttrRejectReason says why the message will never be sent.
 	AttrRejectReason = "reject_reason"

@@ -49,7 +49,7 @@ func List(ctx context.Context, ps *pubsub.Client, in Inspect, f Filter) (Listing
 }
 
 // JSON is one line of `deadletters list --json`. The field names are
-// stable (docs/operating.md, "Dead letters").
+// stable (docs/levers.md, "Dead letters").
 type JSON struct {
 	PublishTime       string  `json:"publish_time"`
 	MessageID         string  `json:"message_id"`

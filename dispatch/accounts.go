@@ -19,7 +19,7 @@ type Account struct {
 	// Classes are the classes it serves. A class is sent to a number by the
 	// first account of its route (Table) that serves it; an OTP overflows
 	// to the next one only when that account is under a penalty or
-	// degraded (docs/design.md, "Accounts").
+	// degraded (docs/decisions.md, "Accounts").
 	Classes []admission.Class
 	// Destinations are the E.164 prefixes the account sends to ("+81");
 	// none: every destination.

@@ -147,7 +147,7 @@ func (c Config) withDefaults() Config {
 // Credentials.
 type Deps struct {
 	// Lanes are the classes' subscriptions in priority order: a message
-	// never waits for one of a later lane (docs/design.md, "Classes").
+	// never waits for one of a later lane (docs/decisions.md, "Classes").
 	// Empty: OTP then Marketing, with Config's max waits and outstanding
 	// caps.
 	Lanes          []Lane

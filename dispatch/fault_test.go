@@ -109,7 +109,7 @@ func TestRedisDownMidFloodThenBack(t *testing.T) {
 	}
 }
 
-// TestA5xxStormDoesNotAmplifyAndRecovers is the metastable trigger of docs/design.md (retry in one layer):
+// TestA5xxStormDoesNotAmplifyAndRecovers is the metastable trigger of docs/decisions.md ("Retry in one layer"):
 // the provider answers 503 to everything for 8 s while a flood is being
 // sent at full speed by three instances. Retries are redeliveries that
 // take a slot like any first try, each instance's retry budget pauses its

@@ -18,7 +18,8 @@ import (
 // at Scale", Dean and Barroso, 2013). A hanging provider then costs an OTP
 // the bound, not SEND_TIMEOUT; the send abandoned counts as a timeout in
 // its account's health, so that the account is degraded after a few
-// hedges rather than after a few timeouts (docs/design.md, "The hedge").
+// hedges rather than after a few timeouts (docs/decisions.md, "An
+// account's health", the hedge).
 
 // Bounds of the hedge's wait for the home's answer.
 const (

@@ -62,7 +62,7 @@ func TestARouteIsSkippedForItsCarriersFilterNotForUnreachableNumbers(t *testing.
 }
 
 // measureRouteEnv, set, runs TestMeasureTheRouteMove: a measurement of
-// real time (docs/measurements.md), not a test CI runs.
+// real time (docs/measurements-runs.md), not a test CI runs.
 const measureRouteEnv = "SMS_MEASURE_ROUTE_MOVE"
 
 // TestMeasureTheRouteMove measures how long the primary's route to +62

@@ -9,7 +9,7 @@
 // package does not know. The package decides only: it never sends, publishes,
 // acks or nacks, and never sleeps.
 //
-// Retry policy lives in one layer, Pub/Sub redelivery (docs/design.md,
+// Retry policy lives in one layer, Pub/Sub redelivery (docs/decisions.md,
 // "Retry in one layer").
 // Budget applies the gRPC A6 retryThrottling rule to that layer, so that a
 // provider outage does not multiply the load on the provider; FullJitter

@@ -6,7 +6,7 @@
 // its state in Redis (admission.Limiter.Status) and builds the report from
 // it and the configured settings; nothing it does changes a key. The
 // exported report types are the `status --json` contract documented in
-// docs/operating.md ("Status"): fields are added, never renamed. A
+// docs/observing.md ("Status"): fields are added, never renamed. A
 // heartbeat's state is "<mode> <host> <version>", written by Heartbeats and
 // parsed by Read.
 //

@@ -29,7 +29,7 @@ type Setup struct {
 }
 
 // Report is what `dispatcher status` prints; its JSON is the `status
-// --json` contract, documented in docs/operating.md ("Status") and stable:
+// --json` contract, documented in docs/observing.md ("Status") and stable:
 // fields are added, never renamed.
 type Report struct {
 	Time     time.Time `json:"time"`
@@ -258,7 +258,7 @@ func accountOf(s Setup, st admission.AccountStatus) Account {
 	a.LearnedIgnored = st.LearnedIgnored
 	if l := st.Learned; l.RPS > 0 {
 		a.Learned = &Learned{RPS: l.RPS, Mode: l.Mode, LowRPS: l.Low, HighRPS: l.High}
-		if s.Adaptive.Enabled || l.Mode == "pinned" { // else inert (docs/operating.md)
+		if s.Adaptive.Enabled || l.Mode == "pinned" { // else inert (docs/configuring.md, "Accounts")
 			a.InForceRPS = min(a.InForceRPS, l.RPS)
 		}
 	}

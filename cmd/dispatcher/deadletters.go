@@ -98,7 +98,7 @@ func runDeadlettersList(ctx context.Context, args []string, stdout, stderr io.Wr
 	reading := readFlags(fs, 1000)
 	reason := fs.String("reason", "", "only dead letters whose reject_reason starts with this (provider, invalid: bad_to, max_attempts, ...)")
 	since := fs.Duration("since", 0, "only dead letters published within this long (such as 1h)")
-	asJSON := fs.Bool("json", false, "print one JSON object per dead letter (docs/operating.md, \"Dead letters\")")
+	asJSON := fs.Bool("json", false, "print one JSON object per dead letter (docs/levers.md, \"Dead letters\")")
 	showBody := fs.Bool("show-body", false, "print the message bodies too (they may hold codes and personal data)")
 	if err := fs.Parse(args); err != nil {
 		return err

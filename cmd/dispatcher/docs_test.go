@@ -12,10 +12,10 @@ import (
 )
 
 // TestTheOperatingGuidesStatusUserOnlyReads runs the ACL line of
-// docs/operating.md ("Status") on the test Redis: a user made by it can
+// docs/observing.md ("Status") on the test Redis: a user made by it can
 // run `dispatcher status`, and cannot set an override.
 func TestTheOperatingGuidesStatusUserOnlyReads(t *testing.T) {
-	b, err := os.ReadFile("../../docs/operating.md")
+	b, err := os.ReadFile("../../docs/observing.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func TestTheOperatingGuidesStatusUserOnlyReads(t *testing.T) {
 		}
 	}
 	if line == "" {
-		t.Fatal("docs/operating.md has no line ACL SETUSER sms-status ...")
+		t.Fatal("docs/observing.md has no line ACL SETUSER sms-status ...")
 	}
 	user := "sms-status-" + redistest.UniqueAccount(t)
 	line = strings.NewReplacer("sms-status ", user+" ", "STATUS-PASSWORD", "st4tus").Replace(line)

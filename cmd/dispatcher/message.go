@@ -18,7 +18,7 @@ import (
 func runMessage(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("message", stderr)
 	load := config.Flags(fs, config.Redis|config.Accounts, environ)
-	asJSON := fs.Bool("json", false, `print one JSON object {"id", "accounts": [...]} (docs/operating.md, "Receipts")`)
+	asJSON := fs.Bool("json", false, `print one JSON object {"id", "accounts": [...]} (docs/configuring.md, "Receipts")`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

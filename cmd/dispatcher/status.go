@@ -18,7 +18,7 @@ import (
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("status", stderr)
 	load := config.Flags(fs, config.Redis|config.Accounts, environ)
-	asJSON := fs.Bool("json", false, "print one JSON object (docs/operating.md, \"Status\"); with --watch, one a second")
+	asJSON := fs.Bool("json", false, "print one JSON object (docs/observing.md, \"Status\"); with --watch, one a second")
 	watch := fs.Bool("watch", false, "redraw every second, with the last 60 s of sends per class against the contract; one line a second when stdout is not a terminal")
 	name := fs.String("on", "", "show only this account")
 	if err := fs.Parse(args); err != nil {

@@ -80,7 +80,7 @@ func CheckSubscriptions(ctx context.Context, c *pubsub.Client, ids []string, tim
 		case codes.NotFound:
 			return &SubscriptionError{i, what + " not found (a wrong PUBSUB_PROJECT_ID, or 'dispatcher setup' not run): " + err.Error()}
 		case codes.PermissionDenied, codes.Unauthenticated:
-			return &SubscriptionError{i, what + ": this identity may not pull it (roles/pubsub.subscriber on it, docs/operating.md): " + err.Error()}
+			return &SubscriptionError{i, what + ": this identity may not pull it (roles/pubsub.subscriber on it, docs/deploying.md): " + err.Error()}
 		default:
 			return fmt.Errorf("pubsub: %s: no answer within %v (PUBSUB_EMULATOR_HOST, egress to pubsub.googleapis.com): %s", what, timeout, err.Error())
 		}
@@ -127,7 +127,7 @@ func CheckTopics(ctx context.Context, c *pubsub.Client, ids []string, timeout ti
 		case codes.NotFound:
 			return &TopicError{i, what + " not found (a wrong PUBSUB_PROJECT_ID, or 'dispatcher setup' not run): " + err.Error()}
 		case codes.PermissionDenied, codes.Unauthenticated:
-			return &TopicError{i, what + ": this identity may not publish to it (roles/pubsub.publisher on it, docs/operating.md): " + err.Error()}
+			return &TopicError{i, what + ": this identity may not publish to it (roles/pubsub.publisher on it, docs/deploying.md): " + err.Error()}
 		default:
 			return fmt.Errorf("pubsub: %s: no answer within %v (PUBSUB_EMULATOR_HOST, egress to pubsub.googleapis.com): %s", what, timeout, err.Error())
 		}
