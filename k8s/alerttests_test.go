@@ -16,7 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"smsdispatcher/internal/promseries"
+	"smsdispatcher/tools/promseries"
 )
 
 // The rule unit tests that `promtool test rules` runs (.ci/run):

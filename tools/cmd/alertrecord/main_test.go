@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"smsdispatcher/internal/alertrecord"
+	"smsdispatcher/tools/internal/alertrecord"
 )
 
 func TestRecordFlags(t *testing.T) {

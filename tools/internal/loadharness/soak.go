@@ -16,8 +16,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"smsdispatcher/internal/redisserver"
 	"smsdispatcher/provider/providertest"
+	"smsdispatcher/tools/internal/redisserver"
 )
 
 const (

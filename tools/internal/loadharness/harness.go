@@ -17,11 +17,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/admission"
-	"smsdispatcher/internal/oldlimiters"
 	"smsdispatcher/internal/redisstats"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/provider"
 	"smsdispatcher/provider/providertest"
+	"smsdispatcher/tools/internal/oldlimiters"
 )
 
 // runSeq numbers runs within the process, for key namespaces.

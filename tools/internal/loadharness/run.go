@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"smsdispatcher/internal/redisserver"
+	"smsdispatcher/tools/internal/redisserver"
 )
 
 // Matrix runs what cfg (from ParseMatrix) asks for: the matrix, whose table

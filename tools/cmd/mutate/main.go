@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -41,12 +40,9 @@ func run() error {
 		}
 	}
 
-	root, err := os.Getwd()
+	root, err := productRoot()
 	if err != nil {
 		return err
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		return errors.New("run from the module root (where go.mod is)")
 	}
 
 	if !*check && !*noBaseline {

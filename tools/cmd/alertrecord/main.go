@@ -22,9 +22,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"smsdispatcher/internal/alertrecord"
 	"smsdispatcher/internal/cli"
-	"smsdispatcher/internal/redisserver"
+	"smsdispatcher/tools/internal/alertrecord"
+	"smsdispatcher/tools/internal/redisserver"
 )
 
 func main() { cli.Main("alertrecord", run) }

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"smsdispatcher/internal/promseries"
+	"smsdispatcher/tools/promseries"
 )
 
 // TestRecordingScrapesWhatTheRulesRead: a recording holds, per pod, the

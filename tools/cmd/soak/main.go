@@ -17,7 +17,7 @@ import (
 	"os"
 
 	"smsdispatcher/internal/cli"
-	"smsdispatcher/internal/loadharness"
+	"smsdispatcher/tools/internal/loadharness"
 )
 
 func main() {

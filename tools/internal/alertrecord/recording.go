@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"smsdispatcher/internal/promseries"
 	"smsdispatcher/provider/providertest"
+	"smsdispatcher/tools/promseries"
 )
 
 // recordEvery is the scrape interval of a recording.

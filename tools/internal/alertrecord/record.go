@@ -30,9 +30,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"smsdispatcher/internal/localstack"
-	"smsdispatcher/internal/redisserver"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/topology"
+	"smsdispatcher/tools/internal/redisserver"
 )
 
 // Record runs the runs named in only (all if empty; Names lists them) on
