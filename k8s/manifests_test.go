@@ -1506,7 +1506,7 @@ func TestDockerignoreKeepsTheBuildInputs(t *testing.T) {
 			t.Errorf(".dockerignore excludes %s, which the build reads", in)
 		}
 	}
-	for _, out := range []string{".git/config", "k8s/base/deployment.yaml", "cmd/dispatcher/main_test.go"} {
+	for _, out := range []string{".git/config", "k8s/base/deployment.yaml", "cmd/dispatcher/main_test.go", "tools/cmd/loadtest/main.go"} {
 		if excluded, _ := pm.MatchesOrParentMatches(out); !excluded {
 			t.Errorf(".dockerignore lets %s into the build context", out)
 		}

@@ -1,9 +1,9 @@
 // Package promseries reads and writes series of values in the expanding
 // notation of Prometheus's rule unit tests (`promtool test rules`,
 // input_series), and turns a recording of the dispatcher's /metrics (the
-// alert recorder, cmd/alertrecord) into a test's input_series: sampled at the
-// test's scrape interval, and, where an alert's window is longer than the
-// recording, with a recorded stretch repeated.
+// alert recorder, tools/cmd/alertrecord) into a test's input_series: sampled
+// at the test's scrape interval, and, where an alert's window is longer than
+// the recording, with a recorded stretch repeated.
 //
 // The notation, as promtool reads it: values separated by spaces; "_" a
 // missing sample, "_xN" N of them; "axN" N+1 samples of a; "a+bxN" and
@@ -126,9 +126,9 @@ func ParseValues(s string) ([]float64, error) {
 	return out, nil
 }
 
-// Recording is a recording written by the alert recorder (cmd/alertrecord):
-// header lines ("# ..."), then one line per series, "name{labels} values",
-// a value per second from 0s.
+// Recording is a recording written by the alert recorder
+// (tools/cmd/alertrecord): header lines ("# ..."), then one line per series,
+// "name{labels} values", a value per second from 0s.
 type Recording struct {
 	Header []string // without the leading "# "
 	Series []Series

@@ -1,11 +1,11 @@
 // Command alertrecord records the fault runs whose /metrics the alert
-// rules' unit tests replay (package internal/alertrecord says what a run
+// rules' unit tests replay (package tools/internal/alertrecord says what a run
 // and a recording are): real dispatcher processes, built from this module
 // with `go build`, so it runs from the source tree with the Go toolchain.
 // All the runs take about 60 min.
 //
-//	go run ./cmd/alertrecord --record-alerts k8s/monitoring/testdata/recordings
-//	go run ./cmd/alertrecord --record-alerts DIR --record-runs provider-429,redis-down
+//	go -C tools run ./cmd/alertrecord --record-alerts ../k8s/monitoring/testdata/recordings
+//	go -C tools run ./cmd/alertrecord --record-alerts DIR --record-runs provider-429,redis-down
 //
 // Without --redis-url (or REDIS_URL) it starts redis-server from PATH.
 // Progress goes to stderr; the exit status is 1 on an error, 2 for -h.

@@ -6,7 +6,7 @@
 //
 // Usage (with the Redis variables of .ci/redis.sh set):
 //
-//	go run ./internal/mutate [-run REGEXP] [-v] [-no-baseline] [-j N]
+//	go -C tools run ./cmd/mutate [-run REGEXP] [-v] [-no-baseline] [-j N]
 //
 // Before any mutant, the killers run once on the module as it is: a killer
 // that fails without its mutant would otherwise kill it (-no-baseline
@@ -21,6 +21,13 @@
 // (admission/mutate_test.go). A mutation whose text is not found exactly
 // once is an error: the mutant table has drifted from the code.
 //
-// This is a package of its own because the check is tooling, not part of
-// any production room of docs/design.md ("Which package owns what").
+// A mutant's file and package paths are relative to the product's root
+// (the directory of the go.mod of module smsdispatcher at or above the
+// working directory), so it runs from tools/ (`go -C tools run ./cmd/mutate`
+// from the root) and copies the product's module alone (not the nested
+// tools and k8s modules).
+//
+// It is a command of the tools module because the check is tooling, not
+// part of any production room of docs/design.md ("Which package owns
+// what").
 package main

@@ -291,7 +291,9 @@ func apply(path string, e edit) error {
 	return os.WriteFile(path, []byte(strings.Replace(string(b), e.Old, e.New, 1)), 0o644)
 }
 
-// copyTree copies the module's source files (not .git) from src to dst.
+// copyTree copies the module's source files from src to dst: not .git, nor
+// a nested module (a directory with a go.mod of its own, as tools/ and k8s/
+// are), which no package of the module reads.
 func copyTree(src, dst string) error {
 	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -300,6 +302,9 @@ func copyTree(src, dst string) error {
 		rel, _ := filepath.Rel(src, path)
 		if d.IsDir() {
 			if d.Name() == ".git" || d.Name() == "node_modules" {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && rel != "." {
 				return filepath.SkipDir
 			}
 			return os.MkdirAll(filepath.Join(dst, rel), 0o755)

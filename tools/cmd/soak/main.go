@@ -1,11 +1,11 @@
 // Command soak runs the real limiter at full rate for a long time and fails
 // on a leak: K (23) sender processes, each this command started again as a
-// sender (package internal/loadharness, SoakSenderEnv), on one account
+// sender (package tools/internal/loadharness, SoakSenderEnv), on one account
 // against one provider simulator, their heap, goroutines and sockets and
 // Redis's memory and keys sampled every 10 s. It fails if any grows more
 // than 10 % from minute 2 to the end, or if the provider answered any 429.
 //
-//	go run ./cmd/soak --soak 10m --soak-csv soak.csv
+//	go -C tools run ./cmd/soak --soak 10m --soak-csv soak.csv
 //
 // The table goes to stdout, progress to stderr; the exit status is 1 when
 // the soak fails, 2 for -h.

@@ -1,8 +1,9 @@
 // Package alertrecord records the fault runs whose /metrics the alert
 // rules' unit tests replay (k8s/monitoring/testdata/recordings). Each run
-// builds the dispatcher from this module (`go build
-// smsdispatcher/cmd/dispatcher`, so it needs the Go toolchain and the
-// module's source) and starts real `dispatcher serve` processes against
+// builds the dispatcher from the product's source (`go build
+// smsdispatcher/cmd/dispatcher`, in the tools module, whose replace names
+// the product's directory: it needs the Go toolchain and the source) and
+// starts real `dispatcher serve` processes against
 // the local stack (package localstack: pstest and the provider simulator),
 // a real Redis (through a proxy that a fault can cut), feeds them a
 // marketing campaign above its cap and a stream of OTP, injects its fault,

@@ -203,7 +203,7 @@ func fetchMetrics(ctx context.Context, url string) (map[string]*dto.MetricFamily
 func (rec *recording) write(w io.Writer) error {
 	r := rec.run
 	fmt.Fprintf(w, "# %s: %s\n", r.name, r.about)
-	fmt.Fprintf(w, "# recorded by `go run ./cmd/alertrecord --record-alerts DIR --record-runs %s`: %d dispatcher processes (pod a, b), /metrics scraped every %v, %d scrapes from 0s\n",
+	fmt.Fprintf(w, "# recorded by `go -C tools run ./cmd/alertrecord --record-alerts DIR --record-runs %s`: %d dispatcher processes (pod a, b), /metrics scraped every %v, %d scrapes from 0s\n",
 		r.name, rec.pods, recordEvery, rec.n)
 	fmt.Fprintf(w, "# load: marketing published at %g/s (MARKETING_RPS %s), OTP at %g/s", cmp.Or(r.mktRate, recordMktRate), cmp.Or(r.env["MARKETING_RPS"], "70"), cmp.Or(r.otpRate, recordOTPRate))
 	if r.badRate > 0 {

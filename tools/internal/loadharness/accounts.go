@@ -64,7 +64,7 @@ const (
 
 // AccountsProcessEnv names the environment variable that makes the program
 // one process of the accounts scenario: it holds its accountsSpec as JSON.
-// cmd/loadtest (and this package's TestMain) hand it to AccountsProcess.
+// tools/cmd/loadtest (and this package's TestMain) hand it to AccountsProcess.
 const AccountsProcessEnv = "LOADTEST_ACCOUNTS_PROCESS"
 
 // accountsSpec is what one process of the scenario needs to know.

@@ -1,7 +1,7 @@
-// Package loadharness is the measuring harness behind cmd/loadtest and
-// cmd/soak: it reproduces the incident of docs/design.md and measures the
-// fix. The old send limiters (v1 static split, v2 GET-then-INCR, plan A
-// atomic INCR; package internal/oldlimiters) and the real one (package
+// Package loadharness is the measuring harness behind tools/cmd/loadtest and
+// tools/cmd/soak: it reproduces the incident of docs/design.md and measures
+// the fix. The old send limiters (v1 static split, v2 GET-then-INCR, plan A
+// atomic INCR; package tools/internal/oldlimiters) and the real one (package
 // admission, with the dispatcher's nack policy) each drive K concurrent
 // senders against a real Redis and the provider simulator, under every way
 // the provider may count its 100 messages per second, side by side in one
@@ -22,8 +22,8 @@
 // Config, read by ParseMatrix or ParseSoak, each defining only the flags
 // its program reads), the provider modes, the senders and their strategies,
 // the load and the counters. The matrix and the scenario rows are one
-// program (cmd/loadtest): the same in-process harness and flags, rows of
-// different settings. The soak is another (cmd/soak): its senders are
+// program (tools/cmd/loadtest): the same in-process harness and flags, rows of
+// different settings. The soak is another (tools/cmd/soak): its senders are
 // processes, the command started again with SoakSenderEnv set.
 //
 // What one run is: K senders, each standing for a pod, with its own Redis
@@ -38,7 +38,7 @@
 // PROVIDER_ARRIVAL_JITTER allows for; gcra's rows also give the time from
 // the limiter's admission returning to the request written on the wire.
 //
-// Soak (cmd/soak --soak DURATION): K (23) sender processes, each the program started
+// Soak (tools/cmd/soak --soak DURATION): K (23) sender processes, each the program started
 // again with its spec in LOADTEST_SOAK_SENDER, run gcra at full rate on one
 // account for DURATION against one provider simulator. Every 10 s the
 // harness asks each for its live heap, goroutines and open sockets (a line
@@ -49,7 +49,7 @@
 // shorter than 4 min) to the end, or if the provider answered any 429.
 // Closing a sender's stdin stops it.
 //
-// Scenarios (cmd/loadtest --scenario senders,adaptive,failover,receipts,classes,accounts,backlog): rows instead of the matrix, each
+// Scenarios (tools/cmd/loadtest --scenario senders,adaptive,failover,receipts,classes,accounts,backlog): rows instead of the matrix, each
 // with a provider set up for one feature of the limiter, gcra only, K (3)
 // senders as above, OTP at 2/s; --duration, --senders, --otp-rate,
 // --target-rps, --marketing-rps and --burst change a scenario's defaults.

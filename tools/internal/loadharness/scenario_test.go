@@ -118,7 +118,7 @@ func TestScenarioAdaptiveLearnsTheLimit(t *testing.T) {
 
 // TestScenarioAdaptiveFailsTheRun: a 2 s adaptive run cannot meet the
 // criterion (its first 429 pauses the account for most of the last
-// second); Matrix's error says so, and cmd/loadtest (cli.Main) exits 1 on it.
+// second); Matrix's error says so, and tools/cmd/loadtest (cli.Main) exits 1 on it.
 func TestScenarioAdaptiveFailsTheRun(t *testing.T) {
 	var out bytes.Buffer
 	cfg, err := ParseMatrix([]string{"--redis-url", "redis://" + redistest.Addr(t), "--scenario", "adaptive", "--duration", "2s", "--redis-timeout", "1s"}, io.Discard)

@@ -1,5 +1,5 @@
 // Package oldlimiters keeps the send limiters of the incident, flaws
-// included, so that cmd/loadtest can run them side by side with the real
+// included, so that tools/cmd/loadtest can run them side by side with the real
 // limiter (package admission) and show, by measurement, why they failed.
 // The designs are those docs/design.md describes under "The incident it
 // replaces": v1, v2 and the team's plan A.
@@ -9,7 +9,7 @@
 // A counts atomically but in a fixed one-second window of the caller's
 // clock, and v2 and plan A let everything through when Redis fails. None of
 // them may limit a real send: only the load test's harness
-// (internal/loadharness) and this package's tests import it, and the
+// (tools/internal/loadharness) and this package's tests import it, and the
 // dispatcher never does.
 //
 // Time is a parameter: every limiter decides with AllowAt(now), so callers
