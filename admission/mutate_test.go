@@ -7,7 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Under the mutation check (internal/mutate), a mutant of a script alone
+// Under the mutation check (tools/cmd/mutate), a mutant of a script alone
 // runs this package's tests with SMS_MUTATE_SCRIPTS naming a directory of
 // the scripts, one of them mutated: the scripts are read from there, so
 // that every such mutant runs one test binary instead of building its own.

@@ -16,7 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"smsdispatcher/internal/promseries"
+	"smsdispatcher/tools/promseries"
 )
 
 // The rule unit tests that `promtool test rules` runs (.ci/run):
@@ -26,7 +26,7 @@ import (
 //	                                    each group's input_series named as a part of
 //	                                    a recording (recording:) instead of listed
 //	monitoring/testdata/recordings/     the fault runs' /metrics, every second
-//	                                    (go run ./cmd/alertrecord --record-alerts DIR)
+//	                                    (go -C tools run ./cmd/alertrecord --record-alerts DIR)
 //	monitoring/testdata/*.test.yaml     the tests promtool runs: the cases with the
 //	                                    recordings turned into input_series
 //

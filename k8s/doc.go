@@ -18,7 +18,9 @@
 // read-only root filesystem without capabilities; and the Dockerfile builds
 // a static binary, without the demo, onto a nonroot distroless image; and
 // that every alert rule names metrics the service exports and carries a
-// runbook_url into docs/runbook.md.
+// runbook_url into docs/runbook.md; and that the product's internal/ holds
+// only what the binary links and the helpers its tests import (the tools
+// are a module of their own, tools/).
 //
 // No other package may import this one: docs/design.md gives k8s/ "how it
 // runs on Kubernetes" and nothing else.

@@ -1506,7 +1506,7 @@ func TestDockerignoreKeepsTheBuildInputs(t *testing.T) {
 			t.Errorf(".dockerignore excludes %s, which the build reads", in)
 		}
 	}
-	for _, out := range []string{".git/config", "k8s/base/deployment.yaml", "cmd/dispatcher/main_test.go"} {
+	for _, out := range []string{".git/config", "k8s/base/deployment.yaml", "cmd/dispatcher/main_test.go", "tools/cmd/loadtest/main.go"} {
 		if excluded, _ := pm.MatchesOrParentMatches(out); !excluded {
 			t.Errorf(".dockerignore lets %s into the build context", out)
 		}
@@ -1565,5 +1565,53 @@ func TestImageLeavesOutTheDemo(t *testing.T) {
 		if slices.Contains(deps, p) {
 			t.Errorf("the Dockerfile's build (tags %q) links %s: build with -tags nodemo", tags, p)
 		}
+	}
+}
+
+// TestInternalHoldsWhatTheBinaryLinks: the product's internal/ holds what
+// `dispatcher` links (with the demo, `go run ./cmd/dispatcher demo`) and the
+// helpers its tests import; a program, or a package that the binary does
+// not link yet code outside tests imports, is a tool's, and belongs to the
+// tools module (tools/).
+func TestInternalHoldsWhatTheBinaryLinks(t *testing.T) {
+	linked := listDispatcherDeps(t, "", "{{.ImportPath}}")
+	if !slices.Contains(linked, "smsdispatcher/internal/demo") {
+		t.Fatalf("go list found only %v", linked)
+	}
+	// Each line: a package of the product's module, its name, then what its
+	// non-test files import.
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}} {{.Name}} {{join .Imports " "}}`, "./...")
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	importers := map[string][]string{}
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		for _, imp := range f[2:] {
+			importers[imp] = append(importers[imp], f[0])
+		}
+	}
+	internal := 0
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		p, name := f[0], f[1]
+		if !strings.HasPrefix(p, "smsdispatcher/internal/") {
+			continue
+		}
+		internal++
+		if slices.Contains(linked, p) {
+			continue
+		}
+		switch {
+		case name == "main":
+			t.Errorf("%s: a program under internal/: a tool belongs under tools/cmd/", p)
+		case len(importers[p]) > 0:
+			t.Errorf("%s: the dispatcher does not link it, yet %v import it outside tests: a tool's package belongs under tools/", p, importers[p])
+		}
+	}
+	if internal < 5 {
+		t.Fatalf("go list found %d packages under internal/", internal)
 	}
 }

@@ -1,6 +1,6 @@
 // Package cli is the main of the repository's commands (cmd/dispatcher,
-// cmd/loadtest, cmd/soak, cmd/alertrecord): a context that an interrupt or
-// SIGTERM ends, and the exit status of the command's error.
+// tools/cmd/loadtest, tools/cmd/soak, tools/cmd/alertrecord): a context that
+// an interrupt or SIGTERM ends, and the exit status of the command's error.
 //
 // Invariant: Main exits 0 when run returns nil, 2 when it returns
 // flag.ErrHelp (the usage is already printed), and otherwise prints

@@ -2,8 +2,8 @@
 // in-process Pub/Sub (pstest) that holds a nacked message as the real
 // service does, Redis (miniredis, unless a real one is named) and the
 // provider simulator behind an HTTP server. `dispatcher demo` runs on it,
-// and so do the alert recorder's fault runs (internal/alertrecord), with a
-// real Redis.
+// and so do the alert recorder's fault runs (tools/internal/alertrecord),
+// with a real Redis.
 //
 // Invariant: a Stack's Pub/Sub redelivers a nacked message of a subscription
 // given a delay no sooner than that delay, and Close stops every server and
