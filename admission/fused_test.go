@@ -211,7 +211,7 @@ func TestTheRecoveryFloorIsRaisedEvenByADuplicate(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.mu.Lock()
-	l.inFallback = true
+	l.stops.fallback = true
 	l.mu.Unlock()
 	d, err := l.Admit(ctx, Marketing, 1, time.Second, Claim{ID: "again", Token: "a"})
 	if err != nil || d.Reason != ReasonRecord {
