@@ -135,6 +135,12 @@ func (c *Circuit) do(ctx context.Context, timeout time.Duration, call func(conte
 	return err
 }
 
+// Do is do for a caller outside the package that shares the process's
+// Circuit (Limiter.Circuit): the heartbeats.
+func (c *Circuit) Do(ctx context.Context, timeout time.Duration, call func(context.Context) error) error {
+	return c.do(ctx, timeout, call)
+}
+
 // isTimeout reports whether err is a call timing out: the context's
 // deadline, or the connection's, which go-redis sets from it.
 func isTimeout(err error) bool {

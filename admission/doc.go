@@ -49,5 +49,8 @@
 // status events and its resend given back), route.go (a first-class route to a destination
 // prefix skipped while its messages do not arrive),
 // calls.go (each script's KEYS and ARGV as a struct) and scripts.go (the
-// scripts and their operation names).
+// scripts and their operation names). The process registry, the
+// heartbeats and the read of an account's state for `dispatcher status`
+// are package status's: it reads what a Limiter knows (State,
+// AccountPause, Health) and runs its own scripts.
 package admission

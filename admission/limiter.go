@@ -135,6 +135,9 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 	return l, nil
 }
 
+// Account is the account the limiter admits on.
+func (l *Limiter) Account() string { return l.cfg.Account }
+
 // Circuit returns the Limiter's view of Redis's health, to share with
 // Claims.
 func (l *Limiter) Circuit() *Circuit { return l.circuit }

@@ -274,11 +274,11 @@ var mutants = []mutant{
 		{"deadletter/subscription.go", "	r.modack(ctx, ids, 0)\n", "	r.ackIDs(ctx, ids)\n"},
 	}, "./deadletter/"},
 	{"O5", "status writes to the account's keys", []edit{
-		{"admission/status.lua", "local t = redis.call('TIME')", "redis.call('SET', KEYS[1] .. ':seen', 1)\nlocal t = redis.call('TIME')"},
-	}, ""},
+		{"status/status.lua", "local t = redis.call('TIME')", "redis.call('SET', KEYS[1] .. ':seen', 1)\nlocal t = redis.call('TIME')"},
+	}, "./status/"},
 	{"O6", "the call after a send counts nothing", []edit{
 		{"admission/finish.lua", "if units > 0 and redis.call('INCRBY', KEYS[3], units) == units then", "if false then"},
-	}, ""},
+	}, "./status/"},
 	{"HB1", "MAX_SEGMENTS unset is 6 whatever the rates", []edit{
 		{"config/validate.go", "			a.MaxSegments = a.fittingSegments(p)", "			a.MaxSegments = defaultMaxSegments"},
 	}, "./config/"},
@@ -407,13 +407,13 @@ var mutants = []mutant{
 		{"status/heartbeat.go", "		if b.lims[n].HealthAge() > heartbeatEvery {", "		if false {"},
 	}, "./status/"},
 	{"HR3", "a reply's health not dated: idle accounts read though told", []edit{
-		{"admission/processes.go", "	l.healthAt.Store(l.clock.Now().UnixNano())\n", ""},
+		{"admission/health.go", "	l.healthAt.Store(l.clock.Now().UnixNano())\n", ""},
 	}, "./status/"},
 	{"HR4", "a silent process never dropped from the registry", []edit{
-		{"admission/heartbeat.lua", "local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - keep * 1000)", "local gone = {}"},
-	}, ""},
+		{"status/heartbeat.lua", "local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - keep * 1000)", "local gone = {}"},
+	}, "./status/"},
 	{"HR5", "status ignores an older process's beat on the account's keys", []edit{
-		{"status/report.go", "st.Processes = append(st.Processes, listed[s.Name]...)", "st.Processes = listed[s.Name]"},
+		{"status/report.go", "st.Processes = append(st.Processes, byAccount[s.Name]...)", "st.Processes = byAccount[s.Name]"},
 	}, "./status/"},
 	{"M30", "a success admitted while healthy is not reported: another process's run of failures goes on", []edit{
 		{"admission/health.go", "\tcase r == ResultOK:\n\t\treturn \"ok\"", "\tcase r == ResultOK && admitted != Healthy:\n\t\treturn \"ok\""},
