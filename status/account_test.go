@@ -187,20 +187,17 @@ func TestStatusReportsTheRatesInRedisItIgnores(t *testing.T) {
 // the same helper as admission's scripts, the same text (a script cannot
 // call another's): gcra.lua's num.
 func TestStatusReadsNumbersWithGcraLuasHelper(t *testing.T) {
-	gcra, err := os.ReadFile(filepath.Join("..", "admission", "gcra.lua"))
+	b, err := os.ReadFile(filepath.Join("..", "admission", "gcra.lua"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	def := func(name, src string) string {
-		t.Helper()
-		i := strings.Index(src, "local function num(v)\n")
-		j := strings.Index(src[max(i, 0):], "\nend\n")
-		if i < 0 || j < 0 {
-			t.Fatalf("%s defines no num(v)", name)
-		}
-		return src[i : i+j+5]
+	gcra := string(b)
+	i := strings.Index(gcra, "local function num(v)\n")
+	j := strings.Index(gcra[max(i, 0):], "\nend\n")
+	if i < 0 || j < 0 {
+		t.Fatal("gcra.lua defines no num(v)")
 	}
-	if got, want := def("status.lua", statusLua), def("gcra.lua", string(gcra)); got != want {
-		t.Errorf("status.lua's num:\n%s\nwant gcra.lua's:\n%s", got, want)
+	if num := gcra[i : i+j+5]; !strings.Contains(statusLua, num) {
+		t.Errorf("status.lua does not define gcra.lua's num:\n%s", num)
 	}
 }
