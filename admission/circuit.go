@@ -135,8 +135,11 @@ func (c *Circuit) do(ctx context.Context, timeout time.Duration, call func(conte
 	return err
 }
 
-// Do is do for a caller outside the package that shares the process's
-// Circuit (Limiter.Circuit): the heartbeats.
+// Do makes one Redis call through c as the Limiter's own calls go (do):
+// not at all while c is open (ErrRedisDown), bounded by timeout, its
+// failure opening c unless ctx ended first (ctx's error is returned). It
+// is for a caller sharing the process's Circuit (Limiter.Circuit) with
+// calls of its own, such as the heartbeats.
 func (c *Circuit) Do(ctx context.Context, timeout time.Duration, call func(context.Context) error) error {
 	return c.do(ctx, timeout, call)
 }
