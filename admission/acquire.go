@@ -104,69 +104,107 @@ func (l *Limiter) admit(ctx context.Context, class Class, cost int, maxWait time
 	if maxWait <= 0 {
 		return notAsked(ReasonNoTime), nil
 	}
-	start := time.Now()
-	expire := time.NewTimer(maxWait)
-	defer expire.Stop()
-
-	l.queue(c, cost, 1)
-	select {
-	case c.turn <- 1:
-		l.queue(c, cost, -1)
-	case <-ctx.Done():
-		l.queue(c, cost, -1)
-		return notAsked(ReasonTurn), ctx.Err()
-	case <-expire.C:
-		l.queue(c, cost, -1)
-		return notAsked(ReasonTurn), nil
+	w := newWaiting(ctx, maxWait)
+	defer w.stop()
+	if d, ok, err := l.takeTurn(w, c, cost); !ok {
+		return d, err
 	}
-
 	// The turn is given back once the slot is decided, before the wait
 	// for a booked slot.
 	var once sync.Once
 	endTurn := func() { once.Do(func() { <-c.turn }) }
 	defer endTurn()
-
-	var timer *time.Timer
-	sleep := func(wait time.Duration) error {
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		} else {
-			timer.Reset(wait)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-timer.C:
-			return nil
-		}
+	if d, ok, err := l.awaitTicket(w, c); !ok {
+		return d, err
 	}
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	return l.ask(w, c, cost, claim, endTurn)
+}
 
-	// The ticket the previous admission of this class brought back.
+// waiting is one caller's wait for a slot, timed on the monotonic clock:
+// it began at start and may last maxWait.
+type waiting struct {
+	ctx     context.Context
+	start   time.Time
+	maxWait time.Duration
+	expire  *time.Timer // fires when maxWait is over
+	timer   *time.Timer // sleep's, made at the first sleep
+}
+
+func newWaiting(ctx context.Context, maxWait time.Duration) *waiting {
+	return &waiting{ctx: ctx, start: time.Now(), maxWait: maxWait, expire: time.NewTimer(maxWait)}
+}
+
+// left is how much of maxWait is left.
+func (w *waiting) left() time.Duration { return w.maxWait - time.Since(w.start) }
+
+// fits reports whether waiting d more stays within maxWait.
+func (w *waiting) fits(d time.Duration) bool { return time.Since(w.start)+d <= w.maxWait }
+
+// sleep waits d, or until ctx ends (its error).
+func (w *waiting) sleep(d time.Duration) error {
+	if w.timer == nil {
+		w.timer = time.NewTimer(d)
+	} else {
+		w.timer.Reset(d)
+	}
+	select {
+	case <-w.ctx.Done():
+		return w.ctx.Err()
+	case <-w.timer.C:
+		return nil
+	}
+}
+
+func (w *waiting) stop() {
+	w.expire.Stop()
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
+
+// takeTurn waits for class c's turn for a caller of cost; ok is false
+// when the wait or ctx ran out first, with the answer to give.
+func (l *Limiter) takeTurn(w *waiting, c *classState, cost int) (d Decision, ok bool, err error) {
+	l.queue(c, cost, 1)
+	defer l.queue(c, cost, -1)
+	select {
+	case c.turn <- 1:
+		return Decision{}, true, nil
+	case <-w.ctx.Done():
+		return notAsked(ReasonTurn), false, w.ctx.Err()
+	case <-w.expire.C:
+		return notAsked(ReasonTurn), false, nil
+	}
+}
+
+// awaitTicket waits for the ticket the previous admission of class c
+// brought back; ok is false when it is past the wait, or ctx ended.
+func (l *Limiter) awaitTicket(w *waiting, c *classState) (d Decision, ok bool, err error) {
 	l.mu.Lock()
 	ask := c.nextAsk
 	l.mu.Unlock()
 	if wait := time.Until(ask); wait > 0 {
-		if time.Since(start)+wait > maxWait {
-			return notAsked(ReasonTicket), nil
+		if !w.fits(wait) {
+			return notAsked(ReasonTicket), false, nil
 		}
-		if err := sleep(wait); err != nil {
-			return notAsked(ReasonTicket), err
+		if err := w.sleep(wait); err != nil {
+			return notAsked(ReasonTicket), false, err
 		}
 	}
+	return Decision{}, true, nil
+}
 
+// ask asks for a slot of class c until it is admitted, its answer is
+// final, or the wait runs out; endTurn gives the class's turn back.
+func (l *Limiter) ask(w *waiting, c *classState, cost int, claim Claim, endTurn func()) (Decision, error) {
 	for tries := 1; ; tries++ {
 		tickets := ticketOnDenial
 		if c.queued.Load() > 0 {
 			tickets = l.ticketFor(c)
 		}
-		within := maxWait - time.Since(start)
+		within := w.left()
 		lookahead := min(within, l.lookahead(c, cost))
-		d, err := l.try(ctx, c, cost, tickets, within, lookahead, claim)
+		d, err := l.try(w.ctx, c, cost, tickets, within, lookahead, claim)
 		d.Tries, d.id = tries, claim.ID
 		if err != nil {
 			return d, err
@@ -178,41 +216,56 @@ func (l *Limiter) admit(ctx context.Context, class Class, cost int, maxWait time
 				l.mu.Unlock()
 			}
 			endTurn()
-			if d.RetryAfter > 0 {
-				// The booked slot opens in RetryAfter, counted from the
-				// answer: never before it, on Redis's clock.
-				if err := sleep(d.RetryAfter); err != nil {
-					_ = l.Settle(context.WithoutCancel(ctx), d, "", ResultNone)
-					return Decision{}, err
-				}
-				d.RetryAfter = 0
-				if p, stop := l.stopped(); stop {
-					// A 429 or an account pause this process heard of
-					// meanwhile: the slot goes unused.
-					_ = l.Settle(context.WithoutCancel(ctx), d, "", ResultNone)
-					p.Tries = tries
-					return p, nil
-				}
-			}
-			return d, nil
+			return l.awaitSlot(w, d)
 		}
 		if d.Reason == ReasonRecord || ((d.Reason == ReasonDegraded || d.Reason == ReasonRouteSkipped) && claim.Failover) {
 			return d, nil
 		}
-		wait := max(d.RetryAfter, minWait)
-		if time.Since(start)+wait > maxWait {
+		wait, ok := l.retryWait(w, c, d)
+		if !ok {
 			return d, nil
 		}
-		if d.Reason == ReasonGlobal || d.Reason == ReasonCeiling || d.Reason == ReasonReserve {
-			wait = max(wait-l.early(c), minWait)
-		}
-		if d.Reason == ReasonPenalty {
-			wait = min(wait, penaltyRecheck) // it may be cleared meanwhile
-		}
-		if err := sleep(wait); err != nil {
+		if err := w.sleep(wait); err != nil {
 			return d, err
 		}
 	}
+}
+
+// awaitSlot waits for the slot d booked ahead, if it did. A 429 or an
+// account pause this process heard of meanwhile denies it: the slot goes
+// unused.
+func (l *Limiter) awaitSlot(w *waiting, d Decision) (Decision, error) {
+	if d.RetryAfter > 0 {
+		// The booked slot opens in RetryAfter, counted from the answer:
+		// never before it, on Redis's clock.
+		if err := w.sleep(d.RetryAfter); err != nil {
+			_ = l.Settle(context.WithoutCancel(w.ctx), d, "", ResultNone)
+			return Decision{}, err
+		}
+		d.RetryAfter = 0
+		if p, stop := l.stopped(); stop {
+			_ = l.Settle(context.WithoutCancel(w.ctx), d, "", ResultNone)
+			p.Tries = d.Tries
+			return p, nil
+		}
+	}
+	return d, nil
+}
+
+// retryWait is how long a caller of class c denied d waits before it asks
+// again; ok is false when that is past its wait.
+func (l *Limiter) retryWait(w *waiting, c *classState, d Decision) (wait time.Duration, ok bool) {
+	wait = max(d.RetryAfter, minWait)
+	if !w.fits(wait) {
+		return 0, false
+	}
+	if d.Reason == ReasonGlobal || d.Reason == ReasonCeiling || d.Reason == ReasonReserve {
+		wait = max(wait-l.early(c), minWait)
+	}
+	if d.Reason == ReasonPenalty {
+		wait = min(wait, penaltyRecheck) // it may be cleared meanwhile
+	}
+	return wait, true
 }
 
 // queue counts n callers of cost more (n = 1) or fewer (n = -1) waiting for

@@ -187,19 +187,6 @@ func (c finishCall) argv() []any {
 	return a
 }
 
-// heartbeatCall is one call of heartbeat.lua.
-type heartbeatCall struct {
-	Processes string `lua:"KEYS[1] the processes' last beats"`
-	States    string `lua:"KEYS[2] the processes' states"`
-
-	ID     string `lua:"ARGV[1] the process id"`
-	State  string `lua:"ARGV[2] its state"`
-	Millis int64  `lua:"ARGV[3] how long a silent process stays listed, in milliseconds"`
-}
-
-func (c heartbeatCall) keys() []string { return []string{c.Processes, c.States} }
-func (c heartbeatCall) argv() []any    { return []any{c.ID, c.State, c.Millis} }
-
 // healthCall is one call of health.lua.
 type healthCall struct {
 	Health string `lua:"KEYS[1] the account's health"`
@@ -207,32 +194,6 @@ type healthCall struct {
 
 func (c healthCall) keys() []string { return []string{c.Health} }
 func (c healthCall) argv() []any    { return nil }
-
-// processesCall is one call of processes.lua.
-type processesCall struct {
-	Processes string `lua:"KEYS[1] the processes' last beats"`
-	States    string `lua:"KEYS[2] the processes' states"`
-}
-
-func (c processesCall) keys() []string { return []string{c.Processes, c.States} }
-func (c processesCall) argv() []any    { return nil }
-
-// statusCall is one call of status.lua.
-type statusCall struct {
-	Override  string   `lua:"KEYS[1] rate override"`
-	Learned   string   `lua:"KEYS[2] learned rate"`
-	Penalty   string   `lua:"KEYS[3] penalty key"`
-	Leases    string   `lua:"KEYS[4] in-flight leases"`
-	Processes string   `lua:"KEYS[5] the processes' last beats"`
-	States    string   `lua:"KEYS[6] the processes' states"`
-	Health    string   `lua:"KEYS[7] the account's health"`
-	Sent      []string `lua:"KEYS[8..] the sends counters to read"`
-}
-
-func (c statusCall) keys() []string {
-	return append([]string{c.Override, c.Learned, c.Penalty, c.Leases, c.Processes, c.States, c.Health}, c.Sent...)
-}
-func (c statusCall) argv() []any { return nil }
 
 // forgetCall is one call of forget.lua.
 type forgetCall struct {

@@ -135,6 +135,15 @@ func (c *Circuit) do(ctx context.Context, timeout time.Duration, call func(conte
 	return err
 }
 
+// Do makes one Redis call through c as the Limiter's own calls go (do):
+// not at all while c is open (ErrRedisDown), bounded by timeout, its
+// failure opening c unless ctx ended first (ctx's error is returned). It
+// is for a caller sharing the process's Circuit (Limiter.Circuit) with
+// calls of its own, such as the heartbeats.
+func (c *Circuit) Do(ctx context.Context, timeout time.Duration, call func(context.Context) error) error {
+	return c.do(ctx, timeout, call)
+}
+
 // isTimeout reports whether err is a call timing out: the context's
 // deadline, or the connection's, which go-redis sets from it.
 func isTimeout(err error) bool {

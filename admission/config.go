@@ -198,71 +198,98 @@ func (e *ConfigError) Error() string {
 func (c Config) Validate() error {
 	defaultClasses := len(c.Classes) == 0
 	c = c.withDefaults()
-	bad := func(field, format string, args ...any) error {
-		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	for _, check := range []func() error{
+		func() error { return c.validateRates(defaultClasses) }, c.validatePool, c.validateAdaptive,
+		c.validateClasses, c.Route.validate, c.validateAccount,
+	} {
+		if err := check(); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// configError is a *ConfigError of field, its reason formatted.
+func configError(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// validateRates reports the first of c's rates, limits and durations that
+// cannot work; MarketingRPS counts with the default classes only.
+func (c Config) validateRates(defaultClasses bool) error {
 	switch {
 	case !(c.TargetRPS >= MinRPS) || math.IsInf(c.TargetRPS, 0):
-		return bad("TargetRPS", "must be a finite number of at least %v, got %v", MinRPS, c.TargetRPS)
+		return configError("TargetRPS", "must be a finite number of at least %v, got %v", MinRPS, c.TargetRPS)
 	case defaultClasses && (!(c.MarketingRPS >= MinRPS) || c.MarketingRPS > c.TargetRPS):
-		return bad("MarketingRPS", "must be at least %v and at most TargetRPS (%v), got %v", MinRPS, c.TargetRPS, c.MarketingRPS)
+		return configError("MarketingRPS", "must be at least %v and at most TargetRPS (%v), got %v", MinRPS, c.TargetRPS, c.MarketingRPS)
 	case c.Burst < 1:
-		return bad("Burst", "must be at least 1, got %d", c.Burst)
+		return configError("Burst", "must be at least 1, got %d", c.Burst)
 	case c.MaxSenders < 1:
-		return bad("MaxSenders", "must be at least 1, got %d", c.MaxSenders)
+		return configError("MaxSenders", "must be at least 1, got %d", c.MaxSenders)
 	case c.RedisTimeout < 0:
-		return bad("RedisTimeout", "must not be negative, got %v", c.RedisTimeout)
+		return configError("RedisTimeout", "must not be negative, got %v", c.RedisTimeout)
 	case c.MaxCost < 1:
-		return bad("MaxCost", "must be at least 1, got %d", c.MaxCost)
+		return configError("MaxCost", "must be at least 1, got %d", c.MaxCost)
 	case c.MaxInFlight < 0:
-		return bad("MaxInFlight", "must not be negative, got %d", c.MaxInFlight)
+		return configError("MaxInFlight", "must not be negative, got %d", c.MaxInFlight)
 	case c.LeaseTTL < time.Millisecond:
-		return bad("LeaseTTL", "must be at least 1ms, got %v", c.LeaseTTL)
+		return configError("LeaseTTL", "must be at least 1ms, got %v", c.LeaseTTL)
 	case c.RedisRetryAfter < 0:
-		return bad("RedisRetryAfter", "must not be negative, got %v", c.RedisRetryAfter)
+		return configError("RedisRetryAfter", "must not be negative, got %v", c.RedisRetryAfter)
 	case c.MaxRetryAfter < time.Millisecond:
-		return bad("MaxRetryAfter", "must be at least 1ms, got %v", c.MaxRetryAfter)
+		return configError("MaxRetryAfter", "must be at least 1ms, got %v", c.MaxRetryAfter)
 	}
+	return nil
+}
+
+// validatePool reports the first sender of c's pool that cannot work.
+func (c Config) validatePool() error {
 	if len(c.Senders) > MaxPoolSize {
-		return bad("Senders", "%d senders: a pool holds at most %d", len(c.Senders), MaxPoolSize)
+		return configError("Senders", "%d senders: a pool holds at most %d", len(c.Senders), MaxPoolSize)
 	}
 	seen, rates := map[string]bool{}, map[float64]bool{}
 	for _, s := range c.Senders {
 		switch {
 		case s.From == "":
-			return bad("Senders", "a sender has no From")
+			return configError("Senders", "a sender has no From")
 		case seen[s.From]:
-			return bad("Senders", "%q is listed twice", s.From)
+			return configError("Senders", "%q is listed twice", s.From)
 		case !(s.RPS >= MinRPS) || s.RPS > 1e6:
-			return bad("Senders", "%q: RPS must be %v to 1e6, got %v", s.From, MinRPS, s.RPS)
+			return configError("Senders", "%q: RPS must be %v to 1e6, got %v", s.From, MinRPS, s.RPS)
 		}
 		seen[s.From], rates[s.RPS] = true, true
 	}
 	if len(rates) > MaxPoolRates {
-		return bad("Senders", "%d different rates: a pool has at most %d", len(rates), MaxPoolRates)
+		return configError("Senders", "%d different rates: a pool has at most %d", len(rates), MaxPoolRates)
 	}
 	if c.ArrivalJitter < 0 || c.ArrivalJitter > time.Second {
-		return bad("ArrivalJitter", "must be 0 to 1s, got %v", c.ArrivalJitter)
+		return configError("ArrivalJitter", "must be 0 to 1s, got %v", c.ArrivalJitter)
 	}
+	return nil
+}
+
+// validateAdaptive reports the first setting of c's learned rate that
+// cannot work, when it is enabled.
+func (c Config) validateAdaptive() error {
 	if a := c.Adaptive; a.Enabled {
 		switch {
 		case !(a.MinRPS >= MinRPS) || a.MinRPS > c.TargetRPS:
-			return bad("Adaptive.MinRPS", "must be at least %v and at most TargetRPS (%v), got %v", MinRPS, c.TargetRPS, a.MinRPS)
+			return configError("Adaptive.MinRPS", "must be at least %v and at most TargetRPS (%v), got %v", MinRPS, c.TargetRPS, a.MinRPS)
 		case a.ProbeInterval < time.Second:
-			return bad("Adaptive.ProbeInterval", "must be at least 1s, got %v", a.ProbeInterval)
+			return configError("Adaptive.ProbeInterval", "must be at least 1s, got %v", a.ProbeInterval)
 		case a.Step < 100*time.Millisecond:
-			return bad("Adaptive.Step", "must be at least 100ms, got %v", a.Step)
+			return configError("Adaptive.Step", "must be at least 100ms, got %v", a.Step)
 		}
 	}
-	if err := c.validateClasses(); err != nil {
-		return err
-	}
-	if err := c.Route.validate(); err != nil {
-		return err
-	}
+	return nil
+}
+
+// validateAccount reports an account name that cannot be part of its keys'
+// hash tag.
+func (c Config) validateAccount() error {
 	for _, r := range c.Account {
 		if r == '{' || r == '}' || r < 0x21 || r > 0x7e {
-			return bad("Account", "must be printable ASCII without braces, got %q", c.Account)
+			return configError("Account", "must be printable ASCII without braces, got %q", c.Account)
 		}
 	}
 	return nil

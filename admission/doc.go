@@ -38,7 +38,9 @@
 //
 // One concept per file: limiter.go (the Limiter and one decision),
 // acquire.go (waiting for a slot), eval.go (a gcra.lua call and its reply),
-// penalty.go (a 429 for every process), override.go (an operator's
+// penalty.go (a 429 for every process), stops.go (the penalty, pause
+// and fallback this process knows of, as pure transitions at given
+// instants), override.go (an operator's
 // override), learned.go (the learned rate, as read, pinned and reset), lease.go (in-flight leases), fallback.go (deciding without
 // Redis), circuit.go (Redis's health), claim.go (send-once records),
 // memory.go (Redis's maxmemory-policy), story.go (a sent message's
@@ -47,5 +49,8 @@
 // status events and its resend given back), route.go (a first-class route to a destination
 // prefix skipped while its messages do not arrive),
 // calls.go (each script's KEYS and ARGV as a struct) and scripts.go (the
-// scripts and their operation names).
+// scripts and their operation names). The process registry, the
+// heartbeats and the read of an account's state for `dispatcher status`
+// are package status's: it reads what a Limiter knows (State,
+// AccountPause, Health) and runs its own scripts.
 package admission

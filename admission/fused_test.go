@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/internal/scriptop"
 )
 
 // The fused calls: the id's claim taken with the slot (Admit), and its
@@ -108,7 +109,7 @@ func (lostReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 func (h lostReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(context.WithoutCancel(ctx), cmd)
-		if ScriptOp(cmd.Args()) == OpAdmit {
+		if scriptop.Of(cmd.Args()) == OpAdmit {
 			h.cancel()
 			return ctx.Err()
 		}
@@ -211,7 +212,7 @@ func TestTheRecoveryFloorIsRaisedEvenByADuplicate(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.mu.Lock()
-	l.inFallback = true
+	l.stops.fallback = true
 	l.mu.Unlock()
 	d, err := l.Admit(ctx, Marketing, 1, time.Second, Claim{ID: "again", Token: "a"})
 	if err != nil || d.Reason != ReasonRecord {
@@ -273,7 +274,7 @@ func (afterAdmit) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 func (h afterAdmit) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if ScriptOp(cmd.Args()) == OpAdmit {
+		if scriptop.Of(cmd.Args()) == OpAdmit {
 			h <- struct{}{}
 		}
 		return err

@@ -1,7 +1,9 @@
 package admission
 
 import (
+	"context"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -145,3 +147,42 @@ func (r HealthRule) arg() string {
 // Health is the account's health as the last script reply of this process
 // said it.
 func (l *Limiter) Health() Health { return Health(l.health.Load()) }
+
+// setHealth keeps the account's health as a script reply said it, and
+// when.
+func (l *Limiter) setHealth(h Health) {
+	l.health.Store(int32(h))
+	l.healthAt.Store(l.clock.Now().UnixNano())
+}
+
+// HealthAge is how long ago a script reply last told the account's
+// health (an admission's, a settle's, RefreshHealth's); the longest
+// duration if none ever did.
+func (l *Limiter) HealthAge() time.Duration {
+	at := l.healthAt.Load()
+	if at == 0 {
+		return math.MaxInt64
+	}
+	return l.clock.Now().Sub(time.Unix(0, at))
+}
+
+// RefreshHealth reads the account's health into Health: one read-only
+// script call, through the circuit. A process that sends nothing on the
+// account, and so makes no other script call there, learns its health so.
+func (l *Limiter) RefreshHealth(ctx context.Context) error {
+	call := healthCall{Health: l.base.Health}
+	return l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) error {
+		h, err := healthScript.RunRO(ctx, l.rdb, call.keys(), call.argv()...).Int64()
+		if err != nil {
+			return fmt.Errorf("health: %w", err)
+		}
+		if h < int64(Healthy) || h > int64(Degraded) {
+			return fmt.Errorf("%w: health.lua answered %d", ErrBadReply, h)
+		}
+		// A reply of an admission or a settle that crossed this one may be
+		// overwritten by an older state; the next reply of any of them
+		// sets it right.
+		l.setHealth(Health(h))
+		return nil
+	})
+}

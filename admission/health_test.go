@@ -417,3 +417,66 @@ func TestASuccessOnAHealthyAccountCostsOneGet(t *testing.T) {
 		}
 	}
 }
+
+// TestRefreshHealthTellsAProcessTheHealth: a process that sends nothing
+// on the account learns the health another process's failures wrote from
+// its next RefreshHealth, and again once the key says otherwise; a value
+// of another shape reads as healthy, as gcra.lua reads it.
+func TestRefreshHealthTellsAProcessTheHealth(t *testing.T) {
+	rdb := redistest.Client(t)
+	cfg := testConfig(t)
+	sender, idle := newLimiter(t, rdb, cfg), newLimiter(t, rdb, cfg)
+	ctx := context.Background()
+	if idle.HealthAge() < time.Hour {
+		t.Fatalf("health age %v before any reply, want the longest", idle.HealthAge())
+	}
+	beat := func() Health {
+		t.Helper()
+		if err := idle.RefreshHealth(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if idle.HealthAge() > time.Minute {
+			t.Fatalf("health age %v just after a refresh", idle.HealthAge())
+		}
+		return idle.Health()
+	}
+	if h := beat(); h != Healthy {
+		t.Fatalf("no health key: %v, want healthy", h)
+	}
+	for i := range DefaultHealthFailures {
+		d, err := sender.Admit(ctx, OTP, 1, time.Second, Claim{})
+		if err != nil || !d.Allowed {
+			t.Fatalf("send %d: %+v, %v", i, d, err)
+		}
+		if err := sender.Settle(ctx, d, "", ResultFailed); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if h := beat(); h != Failing {
+				t.Fatalf("after one failure: %v, want failing", h)
+			}
+		}
+	}
+	if sender.Health() != Degraded {
+		t.Fatalf("the sender after %d failures: %v, want degraded", DefaultHealthFailures, sender.Health())
+	}
+	if h := idle.Health(); h != Failing {
+		t.Fatalf("before its next beat: %v, want what its last beat said (failing)", h)
+	}
+	if h := beat(); h != Degraded {
+		t.Fatalf("after its next beat: %v, want degraded", h)
+	}
+	key := "{sms:" + cfg.Account + "}:health"
+	if err := rdb.Set(ctx, key, "d 5 0 1 x 2 3", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if h := beat(); h != Healthy {
+		t.Fatalf("a value of another shape: %v, want healthy", h)
+	}
+	if err := rdb.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if h := beat(); h != Healthy {
+		t.Fatalf("the key gone: %v, want healthy", h)
+	}
+}

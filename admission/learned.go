@@ -30,10 +30,11 @@ const maxScriptNumber = 1<<53 - 1
 
 var learnedModes = map[string]string{"s": "searching", "u": "probing", "p": "settled", "P": "pinned"}
 
-// parseLearned reads learned.lua's and gcra.lua's state string. A state
-// the scripts ignore (a rate below MinRPS, a number past 2^53 or not a
-// number) is an error wrapping ErrBadReply: no process is held to it.
-func parseLearned(v string) (Learned, error) {
+// ParseLearned reads learned.lua's and gcra.lua's state string, the
+// learned rate's key as status reads it too. A state the scripts ignore
+// (a rate below MinRPS, a number past 2^53 or not a number) is an error
+// wrapping ErrBadReply: no process is held to it.
+func ParseLearned(v string) (Learned, error) {
 	if v == "" {
 		return Learned{}, nil
 	}
@@ -101,7 +102,7 @@ func (l *Limiter) learnedOp(ctx context.Context, op string, rps float64) (Learne
 		return Learned{}, fmt.Errorf("%w: learned.lua answered %v", ErrBadReply, v)
 	}
 	s, _ := v[0].(string)
-	st, err := parseLearned(s)
+	st, err := ParseLearned(s)
 	if err == nil {
 		l.learned.Store(int64(st.RPS * 1000))
 	}

@@ -58,16 +58,9 @@ type Limiter struct {
 
 	mu sync.Mutex
 	// Guarded by mu.
-	inFallback     bool      // decided locally since Redis last answered
-	penaltyUntil   time.Time // the end of the latest 429 penalty this process knows of
-	penaltyChecked time.Time // when Redis last confirmed it, or this process reported it
-	penaltyShared  bool      // Redis holds it: Redis saying there is none ends it here
-	pauseUntil     time.Time // the end of the account-level pause this process knows of
-	pauseWhy       string    // its why ("account:...")
-	pauseChecked   time.Time // when Redis last confirmed it, or this process reported it
-	pauseShared    bool      // Redis holds it: Redis saying there is none ends it here
-	fb             fallback
-	pool           pool // the sender pool's keys of gcra.lua
+	stops stops // the penalty, pause and fallback this process knows of
+	fb    fallback
+	pool  pool // the sender pool's keys of gcra.lua
 	// orphans are lease members that may hold a slot of MaxInFlight in
 	// Redis though no send uses them: the reply of the admission that took
 	// them, or their release, was lost. The next Settle frees them.
@@ -142,6 +135,9 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 	return l, nil
 }
 
+// Account is the account the limiter admits on.
+func (l *Limiter) Account() string { return l.cfg.Account }
+
 // Circuit returns the Limiter's view of Redis's health, to share with
 // Claims.
 func (l *Limiter) Circuit() *Circuit { return l.circuit }
@@ -190,57 +186,29 @@ func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets
 	return l.try(ctx, c, cost, tickets, within, lookahead, claim)
 }
 
-// try is tryAcquire for the class c.
+// try is tryAcquire for the class c: a stop this process knows of is
+// decided without Redis (stops.held); else Redis decides, told first of a
+// pause it never heard of, and its answer updates the stops.
 func (l *Limiter) try(ctx context.Context, c *classState, cost int, tickets string, within, lookahead time.Duration, claim Claim) (Decision, error) {
 	now := l.clock.Now()
 	l.mu.Lock()
-	// A 429 penalty is asked about again every penaltyRecheck: another
-	// process may have ended it (ClearPenalty). One Redis never recorded
-	// holds until its end.
-	if now.Before(l.penaltyUntil) && (!l.penaltyShared || now.Sub(l.penaltyChecked) < penaltyRecheck) {
-		d := l.penaltyDecision(now)
+	if d, held := l.stops.held(now); held {
 		l.mu.Unlock()
 		return d, nil
 	}
-	// An account-level pause is asked about again every accountRecheck:
-	// another process may have ended it (ResumeAccount).
-	paused := now.Before(l.pauseUntil)
-	if paused && now.Sub(l.pauseChecked) < accountRecheck {
-		d := l.pauseDecision(now)
-		l.mu.Unlock()
-		return d, nil
-	}
-	unshared := paused && !l.pauseShared
-	why, pauseLeft := l.pauseWhy, l.pauseUntil.Sub(now)
-	recovering := l.inFallback
+	why, pauseLeft, unshared := l.stops.unsharedPause(now)
+	recovering := l.stops.fallback
 	orphans := len(l.orphans) > 0
 	l.mu.Unlock()
-	if orphans && l.circuit.Allow() {
-		// Leases whose admission reply was lost may fill MaxInFlight:
-		// free them before asking for another. On failure they are kept.
-		_ = l.Settle(ctx, Decision{}, "", ResultNone)
-	}
-	if l.claims.leftovers() && l.circuit.Allow() {
-		// Claims whose release was lost hold their ids' redeliveries.
-		l.claims.releaseLeftovers(ctx)
-	}
-
+	l.freeLeftovers(ctx, orphans)
 	if unshared {
 		// Redis never heard of this process's pause: tell it now, so that
 		// its answer below is about the pause, not past it.
-		_, _, err := l.recordPenalty(ctx, pauseLeft, why)
-		if callerGaveUp(err) {
+		if d, err := l.sharePause(ctx, pauseLeft, why); callerGaveUp(err) {
 			return Decision{}, err
-		}
-		l.mu.Lock()
-		if err != nil {
-			l.pauseChecked = l.clock.Now()
-			d := l.pauseDecision(l.pauseChecked)
-			l.mu.Unlock()
+		} else if err != nil {
 			return d, nil
 		}
-		l.pauseShared = true
-		l.mu.Unlock()
 	}
 	asked := l.clock.Now()
 	d, err := l.eval(ctx, c, cost, recovering, tickets, within, lookahead, claim)
@@ -250,72 +218,74 @@ func (l *Limiter) try(ctx context.Context, c *classState, cost int, tickets stri
 	now = l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err != nil && now.Before(l.pauseUntil) {
-		// Redis cannot say the pause is over: it holds.
-		l.pauseChecked = now
-		return l.pauseDecision(now), nil
-	}
-	if err != nil && now.Before(l.penaltyUntil) {
-		// Nor that the 429 penalty is.
-		l.penaltyChecked = now
-		return l.penaltyDecision(now), nil
-	}
 	if err != nil { // Redis failed, or failed less than RedisRetryAfter ago
-		if !l.inFallback {
-			l.inFallback = true
-			// No shared health without Redis: the fallback decides alone,
-			// and a degraded state seen before would hold for good.
-			l.health.Store(int32(Healthy))
-			l.fb.learnedRate(l.cfg, l.LearnedRPS())
-			l.fb.enterAt(now, rand.Float64())
-			l.cfg.Logger.Warn("admission: deciding locally until redis answers",
-				"rate_per_process", l.cfg.TargetRPS/float64(l.cfg.MaxSenders), "err", err)
-		}
-		if claim.Token != "" && c.name != OTP {
-			// Without its send-once record a message of any class but OTP
-			// waits for Redis (a duplicate OTP beats a lost one; not so a
-			// campaign's).
-			return Decision{RetryAfter: l.cfg.RedisRetryAfter, Source: SourceFallback, Reason: ReasonNoRecord}, nil
-		}
-		return l.fallbackAt(now, c, cost), nil
+		return l.withoutRedis(now, c, cost, claim, err), nil
 	}
-	l.inFallback = false
-	switch {
-	case d.Reason == ReasonAccount:
-		// Redis's word: the pause may have been ended and begun again.
-		l.pauseUntil, l.pauseWhy = now.Add(d.RetryAfter), d.Why
-		l.pauseChecked, l.pauseShared = now, true
-	case now.Before(l.pauseUntil) && l.pauseShared && l.pauseChecked.Before(asked):
-		l.endPause() // Redis held it and holds it no more: ended or run out
-	case now.Before(l.pauseUntil) && l.pauseShared:
-		// Reported while this call was on its way: its answer predates it.
-	case now.Before(l.pauseUntil):
-		// Redis could not be told of it, and did not decide about it.
-		l.pauseChecked = now
-		if d.Allowed {
-			// The slot goes unused: its claim and lease are given back
-			// with the next call that reaches Redis.
-			if d.Claimed {
-				l.claims.keep(claimRef{d.claim.ID, d.claim.Token})
-			}
-			if d.Lease != "" {
-				l.orphans = keepLeftovers(l.orphans, d.Lease)
-			}
+	answer, unused := l.stops.answered(asked, now, d)
+	if unused {
+		// The slot goes unused: its claim and lease are given back with
+		// the next call that reaches Redis.
+		if d.Claimed {
+			l.claims.keep(claimRef{d.claim.ID, d.claim.Token})
 		}
-		return l.pauseDecision(now), nil
+		if d.Lease != "" {
+			l.orphans = keepLeftovers(l.orphans, d.Lease)
+		}
 	}
-	switch {
-	case d.Reason == ReasonPenalty && l.penaltyChecked.Before(asked):
-		// Redis's word: the penalty may have been cleared and begun again.
-		l.penaltyUntil, l.penaltyChecked, l.penaltyShared = now.Add(d.RetryAfter), now, true
-	case d.Reason == ReasonPenalty:
-		// Reported while this call was on its way.
-		l.penaltyUntil = later(l.penaltyUntil, now.Add(d.RetryAfter))
-	case now.Before(l.penaltyUntil) && l.penaltyShared && l.penaltyChecked.Before(asked):
-		// Redis held it and holds it no more: cleared or run out.
-		l.penaltyUntil, l.penaltyShared = time.Time{}, false
+	return answer, nil
+}
+
+// freeLeftovers gives back, when Redis is not known down, what an earlier
+// call lost: leases whose admission reply was lost (orphans: they may
+// fill MaxInFlight) before asking for another, and claims whose release
+// was lost (they hold their ids' redeliveries). On failure they are kept.
+func (l *Limiter) freeLeftovers(ctx context.Context, orphans bool) {
+	if orphans && l.circuit.Allow() {
+		_ = l.Settle(ctx, Decision{}, "", ResultNone)
 	}
-	return d, nil
+	if l.claims.leftovers() && l.circuit.Allow() {
+		l.claims.releaseLeftovers(ctx)
+	}
+}
+
+// sharePause records in Redis the pause this process knows of (why, left
+// to run). When Redis cannot be told, the pause holds, asked about again
+// after accountRecheck: the error is returned with the pause's denial.
+func (l *Limiter) sharePause(ctx context.Context, left time.Duration, why string) (Decision, error) {
+	_, _, err := l.recordPenalty(ctx, left, why)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		return l.stops.pauseUnchecked(l.clock.Now()), err
+	}
+	l.stops.pauseRecorded()
+	return Decision{}, nil
+}
+
+// withoutRedis decides at now an admission Redis did not answer (err): a
+// stop this process knows of holds; else the fallback decides. l.mu must
+// be held.
+func (l *Limiter) withoutRedis(now time.Time, c *classState, cost int, claim Claim, err error) Decision {
+	d, held, begun := l.stops.unanswered(now)
+	if held {
+		return d
+	}
+	if begun {
+		// No shared health without Redis: the fallback decides alone,
+		// and a degraded state seen before would hold for good.
+		l.health.Store(int32(Healthy))
+		l.fb.learnedRate(l.cfg, l.LearnedRPS())
+		l.fb.enterAt(now, rand.Float64())
+		l.cfg.Logger.Warn("admission: deciding locally until redis answers",
+			"rate_per_process", l.cfg.TargetRPS/float64(l.cfg.MaxSenders), "err", err)
+	}
+	if claim.Token != "" && c.name != OTP {
+		// Without its send-once record a message of any class but OTP
+		// waits for Redis (a duplicate OTP beats a lost one; not so a
+		// campaign's).
+		return Decision{RetryAfter: l.cfg.RedisRetryAfter, Source: SourceFallback, Reason: ReasonNoRecord}
+	}
+	return l.fallbackAt(now, c, cost)
 }
 
 // stopped returns the denial of a 429 penalty or account pause this
@@ -324,25 +294,7 @@ func (l *Limiter) stopped() (Decision, bool) {
 	now := l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch {
-	case now.Before(l.pauseUntil):
-		return l.pauseDecision(now), true
-	case now.Before(l.penaltyUntil):
-		return l.penaltyDecision(now), true
-	}
-	return Decision{}, false
-}
-
-// penaltyDecision is the denial of the 429 penalty this process knows of.
-// l.mu must be held.
-func (l *Limiter) penaltyDecision(now time.Time) Decision {
-	return Decision{RetryAfter: l.penaltyUntil.Sub(now), Source: SourcePenalty, Reason: ReasonPenalty}
-}
-
-// pauseDecision is the denial of the account-level pause this process
-// knows of. l.mu must be held.
-func (l *Limiter) pauseDecision(now time.Time) Decision {
-	return Decision{RetryAfter: l.pauseUntil.Sub(now), Source: SourcePenalty, Reason: ReasonAccount, Why: l.pauseWhy}
+	return l.stops.live(now)
 }
 
 // State reports whether this process knows of a live penalty (a 429's or
@@ -352,5 +304,5 @@ func (l *Limiter) State() (penalty, fallback bool) {
 	now := l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return now.Before(l.penaltyUntil) || now.Before(l.pauseUntil), l.inFallback
+	return l.stops.state(now)
 }

@@ -91,10 +91,6 @@ func TestAFullRedisAdmitsNothingAndSettlesWhatItAdmitted(t *testing.T) {
 	if err != nil || !otp.Allowed || otp.Source != SourceFallback || otp.Claimed {
 		t.Fatalf("OTP on a full Redis: %+v, %v; want allowed by the fallback, without a claim", otp, err)
 	}
-	clock.Add(cfg.withDefaults().RedisRetryAfter) // the circuit asks Redis again
-	if err := l.Heartbeat(ctx, "p1", "redis"); err == nil || !strings.Contains(err.Error(), "OOM") {
-		t.Errorf("heartbeat on a full Redis: %v, want refused (OOM)", err)
-	}
 	if got := snapshot(t, rdb); !maps.Equal(got, held) {
 		t.Errorf("a full Redis changed: %d keys before, %d after; the scripts must write nothing", len(held), len(got))
 	}

@@ -24,12 +24,10 @@ func init() {
 		"pause.lua": {&pauseLua, &pauseScript}, "resume.lua": {&resumeLua, &resumeScript},
 		"override.lua": {&overrideLua, &overrideScript}, "claim.lua": {&claimLua, &claimScript},
 		"finish.lua": {&finishLua, &finishScript}, "release.lua": {&releaseLua, &releaseScript},
-		"heartbeat.lua": {&heartbeatLua, &heartbeatScript}, "status.lua": {&statusLua, &statusScript},
 		"forget.lua": {&forgetLua, &forgetScript}, "receipt.lua": {&receiptLua, &receiptScript},
 		"story.lua": {&storyLua, &storyScript}, "delivery.lua": {&deliveryLua, &deliveryScript},
 		"learned.lua": {&learnedLua, &learnedScript}, "pool.lua": {&poolLua, &poolScript},
-		"health.lua": {&healthLua, &healthScript}, "processes.lua": {&processesLua, &processesScript},
-		"giveback.lua": {&givebackLua, &givebackScript},
+		"health.lua": {&healthLua, &healthScript}, "giveback.lua": {&givebackLua, &givebackScript},
 	}
 	files, _ := scriptFS.ReadDir(".")
 	for _, f := range files {
@@ -44,5 +42,5 @@ func init() {
 		}
 		*s.src, *s.script = string(b), redis.NewScript(string(b))
 	}
-	scriptOps = opsOf()
+	registerOps()
 }

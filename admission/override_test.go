@@ -226,47 +226,6 @@ func TestAnIgnoredRateInRedisIsLoggedOncePerChange(t *testing.T) {
 	}
 }
 
-// TestStatusReportsTheRatesInRedisItIgnores: Status reads an override's
-// rate and a learned rate as gcra.lua does: one below MinRPS, or one it
-// cannot read, is not in force and is handed back as ignored, instead of
-// showing a rate of 1e-14/s in force or failing the whole read.
-func TestStatusReportsTheRatesInRedisItIgnores(t *testing.T) {
-	rdb := redistest.Client(t)
-	ctx := context.Background()
-	l := newLimiter(t, rdb, testConfig(t))
-	a := l.base
-	t.Cleanup(func() { rdb.Del(ctx, a.Override, a.Learned) })
-	for _, tt := range []struct {
-		override, learned string
-		target, marketing float64
-		ignored           string
-		learnedRPS        float64
-		learnedIgnored    string
-	}{
-		{"1e-14 0.5", "1e-14 0 0 0 P 0 0", 0, 0.5, "1e-14 0.5", 0, "1e-14 0 0 0 P 0 0"},
-		{"50 nan", "garbage", 50, 0, "50 nan", 0, "garbage"},
-		{"0.5", "-3 0 0 0 P 0 0", 0, 0, "0.5", 0, "-3 0 0 0 P 0 0"},
-		{"50 20", "40.000 0 0 0 P 0 0", 50, 20, "", 40, ""},
-		{"50 20", "40.000 0 0 0 P 1e300 0", 50, 20, "", 0, "40.000 0 0 0 P 1e300 0"},
-		{"50 20", "40.000 -1 0 0 s 0 0", 50, 20, "", 0, "40.000 -1 0 0 s 0 0"},
-	} {
-		if err := rdb.MSet(ctx, a.Override, tt.override, a.Learned, tt.learned).Err(); err != nil {
-			t.Fatal(err)
-		}
-		st, err := l.Status(ctx, time.Now(), 1)
-		if err != nil {
-			t.Fatalf("override %q, learned %q: %v", tt.override, tt.learned, err)
-		}
-		o := st.Override
-		if o == nil || o.TargetRPS != tt.target || o.MarketingRPS != tt.marketing || o.Ignored != tt.ignored {
-			t.Errorf("override %q: %+v, want target %v, marketing %v, ignored %q", tt.override, o, tt.target, tt.marketing, tt.ignored)
-		}
-		if st.Learned.RPS != tt.learnedRPS || st.LearnedIgnored != tt.learnedIgnored {
-			t.Errorf("learned %q: %+v, ignored %q; want %v/s, ignored %q", tt.learned, st.Learned, st.LearnedIgnored, tt.learnedRPS, tt.learnedIgnored)
-		}
-	}
-}
-
 // TestOverrideScriptIgnoresARateBelowTheMinimum: override.lua called with
 // a rate below MinRPS (past Override's check) on an account with slots
 // booked ahead neither fails nor rescales the TATs: the rate is not one

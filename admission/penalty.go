@@ -52,13 +52,7 @@ func (l *Limiter) penalize(ctx context.Context, d time.Duration, why string) err
 	d = max(d, time.Millisecond)
 	now := l.clock.Now()
 	l.mu.Lock()
-	if why == "" {
-		l.penaltyUntil = later(l.penaltyUntil, now.Add(d))
-		l.penaltyChecked, l.penaltyShared = now, false
-	} else {
-		l.pauseUntil = later(l.pauseUntil, now.Add(d))
-		l.pauseWhy, l.pauseChecked, l.pauseShared = why, now, false
-	}
+	l.stops.report(now, d, why)
 	l.mu.Unlock()
 
 	left, live, err := l.recordPenalty(ctx, d, why)
@@ -68,15 +62,7 @@ func (l *Limiter) penalize(ctx context.Context, d time.Duration, why string) err
 	// Another process may hold a longer penalty, or an account pause this
 	// 429 falls within: honour it here too.
 	l.mu.Lock()
-	if strings.HasPrefix(live, "account") {
-		l.pauseUntil = later(l.pauseUntil, now.Add(left))
-		l.pauseWhy, l.pauseShared = live, true
-	} else {
-		l.penaltyUntil = later(l.penaltyUntil, now.Add(left))
-	}
-	if why == "" {
-		l.penaltyChecked, l.penaltyShared = l.clock.Now(), true
-	}
+	l.stops.recorded(now, l.clock.Now(), left, live, why == "")
 	l.mu.Unlock()
 	return nil
 }
@@ -110,13 +96,6 @@ func (l *Limiter) recordPenalty(ctx context.Context, d time.Duration, why string
 	return time.Duration(left) * time.Millisecond, live, nil
 }
 
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
-
 // ResumeAccount ends a live account-level pause in Redis and in this
 // process, for when its cause is fixed (a credential file replaced): the
 // account resumes one message per interval, with no burst. It never ends a
@@ -127,7 +106,7 @@ func (l *Limiter) ResumeAccount(ctx context.Context) error {
 		return err
 	}
 	l.mu.Lock()
-	l.endPause()
+	l.stops.endPause()
 	l.mu.Unlock()
 	return nil
 }
@@ -143,7 +122,7 @@ func (l *Limiter) ClearPenalty(ctx context.Context) (ended bool, err error) {
 		return false, err
 	}
 	l.mu.Lock()
-	l.penaltyUntil, l.penaltyShared = time.Time{}, false
+	l.stops.endPenalty()
 	l.mu.Unlock()
 	return ended, nil
 }
@@ -164,37 +143,22 @@ func (l *Limiter) resume(ctx context.Context, what string) (bool, error) {
 	return n == 1, err
 }
 
-// endPause forgets the account-level pause this process knows of. l.mu
-// must be held.
-func (l *Limiter) endPause() {
-	l.pauseUntil, l.pauseWhy, l.pauseShared = time.Time{}, "", false
-}
-
 // CheckPause is AccountPause, asking Redis (at most once per
 // accountRecheck, without taking a send slot) whether a pause this process
 // knows of still holds: a process whose pulls a pause stopped learns so
 // that it ended, by ResumeAccount elsewhere or by running out. With Redis
 // unreachable the pause holds; one Redis never recorded is recorded now.
 func (l *Limiter) CheckPause(ctx context.Context) (why string, left time.Duration, ok bool) {
-	now := l.clock.Now()
 	l.mu.Lock()
-	live := now.Before(l.pauseUntil)
-	fresh := now.Sub(l.pauseChecked) < accountRecheck
-	shared, why, left := l.pauseShared, l.pauseWhy, l.pauseUntil.Sub(now)
+	why, left, unshared, due := l.stops.pauseDue(l.clock.Now())
 	l.mu.Unlock()
-	if !live || fresh {
+	if !due {
 		return l.AccountPause()
 	}
-	if !shared {
-		if _, _, err := l.recordPenalty(ctx, left, why); err != nil {
-			l.mu.Lock()
-			l.pauseChecked = l.clock.Now()
-			l.mu.Unlock()
+	if unshared {
+		if _, err := l.sharePause(ctx, left, why); err != nil {
 			return l.AccountPause()
 		}
-		l.mu.Lock()
-		l.pauseShared = true
-		l.mu.Unlock()
 	}
 	asked := l.clock.Now()
 	var v []any
@@ -207,18 +171,9 @@ func (l *Limiter) CheckPause(ctx context.Context) (why string, left time.Duratio
 		return nil
 	})
 	ms, _ := valueAt[int64](v, 0)
-	live2, _ := valueAt[string](v, 1)
-	now = l.clock.Now()
+	live, _ := valueAt[string](v, 1)
 	l.mu.Lock()
-	switch {
-	case err != nil || len(v) != 2:
-		l.pauseChecked = now // Redis cannot say it is over: it holds
-	case ms > 0 && strings.HasPrefix(live2, "account"):
-		l.pauseUntil, l.pauseWhy = now.Add(time.Duration(ms)*time.Millisecond), live2
-		l.pauseChecked, l.pauseShared = now, true
-	case l.pauseChecked.Before(asked):
-		l.endPause()
-	}
+	l.stops.pauseRead(asked, l.clock.Now(), time.Duration(ms)*time.Millisecond, live, err == nil && len(v) == 2)
 	l.mu.Unlock()
 	return l.AccountPause()
 }
@@ -240,8 +195,5 @@ func (l *Limiter) AccountPause() (why string, left time.Duration, ok bool) {
 	now := l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !now.Before(l.pauseUntil) {
-		return "", 0, false
-	}
-	return l.pauseWhy, l.pauseUntil.Sub(now), true
+	return l.stops.accountPause(now)
 }

@@ -1,11 +1,11 @@
 package admission
 
 import (
-	"crypto/sha1"
 	"embed"
-	"encoding/hex"
 
 	"github.com/redis/go-redis/v9"
+
+	"smsdispatcher/internal/scriptop"
 )
 
 // scriptFS holds the scripts as files, for the test that checks their
@@ -29,8 +29,8 @@ var scriptFS embed.FS
 // record per admitted send (and its story), leases ended, claims given
 // back. receipt.lua is refused whole: the receipt is answered with an
 // error and the provider retries it; so is giveback.lua (the resend it
-// gives back is lost, and logged). status.lua, pause.lua, story.lua and
-// delivery.lua (no-writes) only read.
+// gives back is lost, and logged). pause.lua, story.lua and delivery.lua
+// (no-writes) only read.
 var (
 	//go:embed gcra.lua
 	gcraLua    string
@@ -64,21 +64,9 @@ var (
 	releaseLua    string
 	releaseScript = redis.NewScript(releaseLua)
 
-	//go:embed heartbeat.lua
-	heartbeatLua    string
-	heartbeatScript = redis.NewScript(heartbeatLua)
-
 	//go:embed health.lua
 	healthLua    string
 	healthScript = redis.NewScript(healthLua)
-
-	//go:embed processes.lua
-	processesLua    string
-	processesScript = redis.NewScript(processesLua)
-
-	//go:embed status.lua
-	statusLua    string
-	statusScript = redis.NewScript(statusLua)
 
 	//go:embed forget.lua
 	forgetLua    string
@@ -109,7 +97,7 @@ var (
 	givebackScript = redis.NewScript(givebackLua)
 )
 
-// Operations, one per script: the names ScriptOp gives.
+// Operations, one per script: the names scriptop.Of gives.
 const (
 	OpAdmit    = "admit"    // gcra.lua: a send slot, and the id's claim, lease and wake ticket
 	OpPenalty  = "penalty"  // penalty.lua: a 429's Retry-After, or an account-level pause, for every process
@@ -120,68 +108,26 @@ const (
 	OpFinish   = "finish"   // finish.lua: an id's record (sent, refused, rejected, claim given back) and the lease's end
 	OpRelease  = "release"  // release.lua: an id's claim given back
 	OpReceipt  = "receipt"  // receipt.lua: a delivery receipt folded, or the owed events swept
-	// Not per message: a process's heartbeat (once a second, whatever its
-	// accounts), the health of an idle account (at most one a beat), and
-	// the operator's commands.
-	OpHeartbeat = "heartbeat" // heartbeat.lua: a process alive, and its state on each account
-	OpHealth    = "health"    // health.lua: an idle account's health
-	OpProcesses = "processes" // processes.lua: the processes' registry `dispatcher status` reads
-	OpStatus    = "status"    // status.lua: `dispatcher status`'s read
-	OpForget    = "forget"    // forget.lua: a refusal's record cleared for a replay
-	OpStory     = "story"     // story.lua: `dispatcher message`'s read
-	OpDelivery  = "delivery"  // delivery.lua: the delivery counters `dispatcher status` reads
-	OpPool      = "pool"      // pool.lua: a sender pool's indexes built (a new pool, or once a day)
-	OpGiveBack  = "giveback"  // giveback.lua: a resend whose publish failed, given back for the sweep
+	// Not per message: the health of an idle account (at most one a
+	// heartbeat), and the operator's commands.
+	OpHealth   = "health"   // health.lua: an idle account's health
+	OpForget   = "forget"   // forget.lua: a refusal's record cleared for a replay
+	OpStory    = "story"    // story.lua: `dispatcher message`'s read
+	OpDelivery = "delivery" // delivery.lua: the delivery counters `dispatcher status` reads
+	OpPool     = "pool"     // pool.lua: a sender pool's indexes built (a new pool, or once a day)
+	OpGiveBack = "giveback" // giveback.lua: a resend whose publish failed, given back for the sweep
 )
 
-// scriptOps maps each script's SHA-1, in hex as EVALSHA takes it, to its
-// operation.
-var scriptOps = opsOf()
+func init() { registerOps() }
 
-func opsOf() map[string]string {
-	m := map[string]string{}
+// registerOps registers each script by its operation: scriptop.Of names
+// their calls.
+func registerOps() {
 	for op, src := range map[string]string{
 		OpAdmit: gcraLua, OpPenalty: penaltyLua, OpResume: resumeLua, OpPause: pauseLua, OpOverride: overrideLua,
-		OpClaim: claimLua, OpFinish: finishLua, OpRelease: releaseLua,
-		OpHeartbeat: heartbeatLua, OpHealth: healthLua, OpProcesses: processesLua, OpStatus: statusLua, OpForget: forgetLua,
+		OpClaim: claimLua, OpFinish: finishLua, OpRelease: releaseLua, OpHealth: healthLua, OpForget: forgetLua,
 		OpReceipt: receiptLua, OpStory: storyLua, OpDelivery: deliveryLua, OpPool: poolLua, OpGiveBack: givebackLua,
 	} {
-		sum := sha1.Sum([]byte(src))
-		m[hex.EncodeToString(sum[:])] = op
+		scriptop.Register(op, src)
 	}
-	return m
-}
-
-// ScriptOp names the operation of a Redis command, from its arguments as
-// go-redis gives them: EVALSHA or EVAL of one of this package's scripts is
-// the script's operation (OpAdmit, OpClaim, ...); anything else is "other".
-func ScriptOp(args []any) string {
-	if len(args) < 2 {
-		return "other"
-	}
-	name, _ := args[0].(string)
-	ref, _ := args[1].(string)
-	switch name {
-	case "evalsha", "EVALSHA", "evalsha_ro", "EVALSHA_RO":
-	case "eval", "EVAL", "eval_ro", "EVAL_RO":
-		sum := sha1.Sum([]byte(ref))
-		ref = hex.EncodeToString(sum[:])
-	default:
-		return "other"
-	}
-	if op, ok := scriptOps[ref]; ok {
-		return op
-	}
-	return "other"
-}
-
-// ScriptHash returns the SHA-1 (hex) of the script of operation op, or ""
-// for an unknown op.
-func ScriptHash(op string) string {
-	for sha, o := range scriptOps {
-		if o == op {
-			return sha
-		}
-	}
-	return ""
 }

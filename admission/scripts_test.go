@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/internal/scriptop"
 )
 
 // TestScriptOpNamesEveryCallByItsScript: the Redis calls of a sent
@@ -40,10 +41,7 @@ func TestScriptOpNamesEveryCallByItsScript(t *testing.T) {
 		{OpRelease, func() error { return claims.Release(ctx, "login-2", "b") }},
 		{OpPenalty, func() error { return lim.ReportThrottled(ctx, time.Millisecond) }},
 		{OpOverride, func() error { return lim.Override(ctx, 0, 0, 0) }},
-		{OpHeartbeat, func() error { return lim.Heartbeat(ctx, "pod-1", "host v a=ok") }},
 		{OpHealth, func() error { return lim.RefreshHealth(ctx) }},
-		{OpProcesses, func() error { _, _, err := lim.Processes(ctx); return err }},
-		{OpStatus, func() error { _, err := lim.Status(ctx, time.Now(), 2); return err }},
 		{OpForget, func() error { _, _, err := claims.Forget(ctx, "login-1"); return err }},
 		{OpReceipt, func() error { _, err := lim.Receipt(ctx, report("SM1", "delivered", "")); return err }},
 		{OpStory, func() error { _, _, err := lim.Story(ctx, "login-1"); return err }},
@@ -59,7 +57,7 @@ func TestScriptOpNamesEveryCallByItsScript(t *testing.T) {
 	var got []string
 	for _, args := range rec.Commands() {
 		// An EVALSHA answered NOSCRIPT is followed by its EVAL: one step.
-		if op := ScriptOp(args); op != "other" && (len(got) == 0 || got[len(got)-1] != op) {
+		if op := scriptop.Of(args); op != scriptop.Other && (len(got) == 0 || got[len(got)-1] != op) {
 			got = append(got, op)
 		}
 	}
@@ -71,10 +69,10 @@ func TestScriptOpNamesEveryCallByItsScript(t *testing.T) {
 			t.Fatalf("ops %v, want %v", got, want)
 		}
 	}
-	if op := ScriptOp([]any{"eval", gcraLua, "6"}); op != OpAdmit {
+	if op := scriptop.Of([]any{"eval", gcraLua, "6"}); op != OpAdmit {
 		t.Fatalf("EVAL of gcra.lua: %q, want %q", op, OpAdmit)
 	}
-	if op := ScriptOp([]any{"get", "{sms:a}:penalty"}); op != "other" {
+	if op := scriptop.Of([]any{"get", "{sms:a}:penalty"}); op != scriptop.Other {
 		t.Fatalf("GET: %q, want other", op)
 	}
 }
@@ -93,7 +91,7 @@ func TestScriptCallsFollowTheirHeaders(t *testing.T) {
 	}{
 		{"gcra.lua", admitCall{}}, {"penalty.lua", penaltyCall{}}, {"resume.lua", resumeCall{}}, {"pause.lua", pauseCall{}}, {"override.lua", overrideCall{}},
 		{"claim.lua", claimCall{}}, {"finish.lua", finishCall{}}, {"learned.lua", learnedCall{}}, {"forget.lua", forgetCall{}},
-		{"heartbeat.lua", heartbeatCall{}}, {"health.lua", healthCall{}}, {"processes.lua", processesCall{}}, {"status.lua", statusCall{}},
+		{"health.lua", healthCall{}},
 		{"receipt.lua", receiptCall{}}, {"story.lua", storyCall{}}, {"delivery.lua", deliveryCall{}},
 		{"pool.lua", poolCall{}}, {"giveback.lua", givebackCall{}},
 	} {

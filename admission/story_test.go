@@ -12,6 +12,7 @@ import (
 
 	"smsdispatcher/internal/redisstats"
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/internal/scriptop"
 )
 
 // TestASentMessageKeepsItsStoryInOneFinishCall: SettleStory writes the
@@ -39,7 +40,7 @@ func TestASentMessageKeepsItsStoryInOneFinishCall(t *testing.T) {
 	}
 	var ops []string
 	for _, args := range rec.Commands() {
-		if op := ScriptOp(args); len(ops) == 0 || ops[len(ops)-1] != op {
+		if op := scriptop.Of(args); len(ops) == 0 || ops[len(ops)-1] != op {
 			ops = append(ops, op)
 		}
 	}

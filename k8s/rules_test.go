@@ -30,6 +30,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
+	"smsdispatcher/internal/scriptop"
 	"smsdispatcher/nack"
 	"smsdispatcher/telemetry"
 )
@@ -159,7 +160,7 @@ func scrape(t *testing.T) map[string]*family {
 	process := m.RedisHook().ProcessHook(func(context.Context, redis.Cmder) error { return nil })
 	for _, op := range []string{admission.OpAdmit, admission.OpPenalty, admission.OpOverride,
 		admission.OpClaim, admission.OpFinish, admission.OpRelease} {
-		if err := process(ctx, redis.NewCmd(ctx, "evalsha", admission.ScriptHash(op), "1", "{sms:a}:key")); err != nil {
+		if err := process(ctx, redis.NewCmd(ctx, "evalsha", scriptop.Hash(op), "1", "{sms:a}:key")); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -71,6 +71,7 @@ type Server struct {
 	logger   *slog.Logger
 	id       string // the process's name in its heartbeats
 	rdb      Redis
+	circuit  *admission.Circuit // the limiters' view of Redis's health
 	d        *dispatch.Dispatcher
 	accounts []Account
 	limiters []*admission.Limiter // by account
@@ -99,11 +100,11 @@ func New(cfg config.Settings, accounts []Account, rdb Redis, ps *pubsub.Client, 
 	var setups []config.Account
 	// One view of Redis's health for the process: a Redis that is down is
 	// down for every account, and asked once, not once per account.
-	circuit := admission.NewCircuit(admission.DefaultRedisRetryAfter, s.logger)
+	s.circuit = admission.NewCircuit(admission.DefaultRedisRetryAfter, s.logger)
 	for _, a := range accounts {
 		lc := cfg.Limiter(a.Setup)
 		lc.Logger = s.logger
-		lim, err := admission.New(rdb, lc, admission.WithCircuit(circuit))
+		lim, err := admission.New(rdb, lc, admission.WithCircuit(s.circuit))
 		if err != nil && cfg.AccountsFile == "" {
 			return nil, config.LimiterError(err)
 		}
@@ -185,7 +186,8 @@ func (s *Server) Run(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		status.Heartbeats(hctx, s.id, s.opts.Version, s.limiters)
+		r := status.Redis{Client: s.rdb, Circuit: s.circuit, Timeout: s.cfg.RedisTimeout}
+		status.Heartbeats(hctx, s.id, s.opts.Version, r, s.limiters)
 	}()
 	err := s.d.Run(ctx)
 	stop()

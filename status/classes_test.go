@@ -38,7 +38,8 @@ func TestReadThreeClasses(t *testing.T) {
 	if len(cfg.Classes) != 3 {
 		t.Fatalf("the limiter's classes %v, want three", cfg.Classes)
 	}
-	lim, err := admission.New(redistest.Client(t), cfg, admission.WithClock(fixedClock{t0}))
+	rdb := redistest.Client(t)
+	lim, err := admission.New(rdb, cfg, admission.WithClock(fixedClock{t0}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestReadThreeClasses(t *testing.T) {
 		}
 	}
 
-	r, err := Read(ctx, []Setup{{Account: acct, Limiter: lim}}, config.Routing{}, t0.Add(time.Second))
+	r, err := Read(ctx, Redis{Client: rdb}, []Setup{{Account: acct, Limiter: lim}}, config.Routing{}, t0.Add(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

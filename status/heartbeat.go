@@ -15,19 +15,20 @@ import (
 // what state on each of its accounts.
 const heartbeatEvery = time.Second
 
-// Heartbeats beats as process id, of the given version, every
+// Heartbeats beats on r as process id, of the given version, every
 // heartbeatEvery until ctx ends; it returns then. Each beat is one script
-// call whatever the number of accounts of lims, and at most one more for the health of
-// an account no reply told lately (beat). A beat that fails (Redis down) is
-// skipped: the process shows silent.
-func Heartbeats(ctx context.Context, id, version string, lims []*admission.Limiter) {
+// call whatever the number of accounts of lims (their limiters, sharing
+// r), and at most one more for the health of an account no reply told
+// lately (beat). A beat that fails (Redis down) is skipped: the process
+// shows silent.
+func Heartbeats(ctx context.Context, id, version string, r Redis, lims []*admission.Limiter) {
 	if len(lims) == 0 {
 		return
 	}
 	t := time.NewTicker(heartbeatEvery)
 	defer t.Stop()
 	host, _ := os.Hostname()
-	b := beater{id: id, host: host, version: version, lims: lims}
+	b := beater{id: id, host: host, version: version, redis: r, lims: lims}
 	for {
 		b.beat(ctx)
 		select {
@@ -41,18 +42,18 @@ func Heartbeats(ctx context.Context, id, version string, lims []*admission.Limit
 // beater is a process's heartbeat.
 type beater struct {
 	id, host, version string
+	redis             Redis
 	lims              []*admission.Limiter // the process's accounts'
 	next              int                  // the account whose health is read next, round robin
 }
 
 // beat is one heartbeat: the process and its state on every account in one
-// call (any limiter of the process runs it: the registry is in a slot of
-// its own), then the health of at most one account that no script reply
+// call (the registry is in a slot of its own), then the health of at most one account that no script reply
 // told for more than a beat. An account the process sends on learns its
 // health from its admissions' replies; with N idle accounts, each is read
 // at least every N beats.
 func (b *beater) beat(ctx context.Context) {
-	_ = b.lims[0].Heartbeat(ctx, b.id, registryState(b.host, b.version, b.lims))
+	_ = b.redis.heartbeat(ctx, b.id, registryState(b.host, b.version, b.lims))
 	for i := range b.lims {
 		n := (b.next + i) % len(b.lims)
 		if b.lims[n].HealthAge() > heartbeatEvery {
@@ -71,7 +72,7 @@ func registryState(host, version string, lims []*admission.Limiter) string {
 	var b strings.Builder
 	b.WriteString(strings.ReplaceAll(host, " ", "_") + " " + version)
 	for _, l := range lims {
-		b.WriteString(" " + l.Account() + "=" + l.Mode())
+		b.WriteString(" " + l.Account() + "=" + modeOf(l))
 	}
 	return b.String()
 }

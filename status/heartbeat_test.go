@@ -11,6 +11,7 @@ import (
 	"smsdispatcher/admission"
 	"smsdispatcher/config"
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/internal/scriptop"
 )
 
 // accountsOn are n accounts with their limiters on rdb, named after the
@@ -32,13 +33,18 @@ func accountsOn(t *testing.T, rdb redis.Scripter, n int) ([]Setup, []*admission.
 	return setups, lims
 }
 
+// sharedBy is rdb as the limiters lims share it: their circuit, their timeout.
+func sharedBy(rdb redis.Scripter, lims []*admission.Limiter) Redis {
+	return Redis{Client: rdb, Circuit: lims[0].Circuit(), Timeout: 2 * time.Second}
+}
+
 // scriptCalls counts the script calls rec saw, by operation: each call's
 // EVALSHA, not the EVAL that follows a NOSCRIPT.
 func scriptCalls(rec *redistest.Recorder) map[string]int {
 	n := map[string]int{}
 	for _, args := range rec.Commands() {
 		if name := fmt.Sprint(args[0]); name == "evalsha" || name == "evalsha_ro" {
-			n[admission.ScriptOp(args)]++
+			n[scriptop.Of(args)]++
 		}
 	}
 	return n
@@ -59,7 +65,7 @@ func TestABeatCostsTheSameWhateverTheAccounts(t *testing.T) {
 				}
 				rdb.AddHook(rec)
 				_, lims := accountsOn(t, rdb, accounts)
-				b := beater{id: redistest.UniqueAccount(t), host: "h", version: "v", lims: lims}
+				b := beater{id: redistest.UniqueAccount(t), host: "h", version: "v", redis: sharedBy(rdb, lims), lims: lims}
 				const beats = 3
 				for range beats {
 					b.beat(context.Background())
@@ -70,7 +76,7 @@ func TestABeatCostsTheSameWhateverTheAccounts(t *testing.T) {
 					total += n
 				}
 				t.Logf("%d beats of %d accounts: %d script calls %v", beats, accounts, total, calls)
-				if calls[admission.OpHeartbeat] != beats || total > 2*beats {
+				if calls[OpHeartbeat] != beats || total > 2*beats {
 					t.Fatalf("%d beats of %d accounts made %d script calls %v; want %d heartbeats, at most %d calls",
 						beats, accounts, total, calls, beats, 2*beats)
 				}
@@ -92,7 +98,7 @@ func TestABeatReadsAnIdleAccountsHealth(t *testing.T) {
 	if err := rdb.Set(ctx, "{sms:"+setups[2].Name+"}:health", degraded, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	b := beater{id: redistest.UniqueAccount(t), host: "h", version: "v", lims: lims}
+	b := beater{id: redistest.UniqueAccount(t), host: "h", version: "v", redis: sharedBy(rdb, lims), lims: lims}
 	for range 3 {
 		b.beat(ctx)
 	}
@@ -119,13 +125,13 @@ func TestReadListsEachAccountsProcesses(t *testing.T) {
 	setups, lims := accountsOn(t, rdb, 2)
 	a, b := setups[0].Name, setups[1].Name
 	id := redistest.UniqueAccount(t)
-	both := beater{id: id + "-both", host: "h1", version: "v2", lims: lims}
+	both := beater{id: id + "-both", host: "h1", version: "v2", redis: sharedBy(rdb, lims), lims: lims}
 	both.beat(ctx)
-	onlyB := beater{id: id + "-b", host: "h2", version: "v2", lims: lims[1:]}
+	onlyB := beater{id: id + "-b", host: "h2", version: "v2", redis: sharedBy(rdb, lims), lims: lims[1:]}
 	onlyB.beat(ctx)
 	ago := float64(time.Now().Add(-10 * time.Second).UnixMicro())
 	for _, kv := range []struct{ z, h, id, state string }{
-		{admission.ProcessesKey, admission.ProcessStatesKey, id + "-silent", "h3 v2 " + a + "=fallback"},
+		{processesKey, processStatesKey, id + "-silent", "h3 v2 " + a + "=fallback"},
 		{"{sms:" + a + "}:processes", "{sms:" + a + "}:process-states", id + "-old", "ok h4 v1"},
 	} {
 		if err := rdb.ZAdd(ctx, kv.z, redis.Z{Score: ago, Member: kv.id}).Err(); err != nil {
@@ -138,7 +144,7 @@ func TestReadListsEachAccountsProcesses(t *testing.T) {
 	if err := rdb.ZAdd(ctx, "{sms:"+a+"}:processes", redis.Z{Score: float64(time.Now().UnixMicro()), Member: id + "-old"}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Read(ctx, setups, config.Routing{}, time.Now())
+	r, err := Read(ctx, Redis{Client: rdb}, setups, config.Routing{}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

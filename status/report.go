@@ -18,7 +18,7 @@ const seconds = 60
 
 // AliveWithin is how recent a process's last heartbeat must be for the
 // report to call it alive; a quieter one is silent (cut off from Redis, in
-// its fallback, or dead) until admission.HeartbeatKeep drops it.
+// its fallback, or dead) until heartbeatKeep drops it.
 const AliveWithin = 3 * heartbeatEvery
 
 // Setup is one account as the report needs it: the settings it shows
@@ -183,56 +183,56 @@ type Process struct {
 	Alive    bool    `json:"alive"`
 }
 
-// Read reads every account of setups at now; the report's routes are
+// Read reads every account of setups on r at now; the report's routes are
 // those of routing, every configured account's (setups may be fewer).
-func Read(ctx context.Context, setups []Setup, routing config.Routing, now time.Time) (Report, error) {
-	r := Report{Time: now.UTC(), Route: routing.Route.String(), Routes: routesOf(routing)}
+func Read(ctx context.Context, r Redis, setups []Setup, routing config.Routing, now time.Time) (Report, error) {
+	rep := Report{Time: now.UTC(), Route: routing.Route.String(), Routes: routesOf(routing)}
 	// The whole seconds before the current one: a second still being
 	// counted would read low.
 	last := now.Truncate(time.Second).Add(-time.Second)
-	var listed map[string][]admission.Process
+	var byAccount map[string][]listed
 	if len(setups) > 0 {
 		// One read for every account: each process lists its accounts.
-		_, registry, err := setups[0].Limiter.Processes(ctx)
+		_, registry, err := r.processes(ctx)
 		if err != nil {
 			return Report{}, err
 		}
-		listed = listings(registry)
+		byAccount = listings(registry)
 	}
 	for _, s := range setups {
-		st, err := s.Limiter.Status(ctx, last, seconds)
+		st, err := r.readAccount(ctx, s.Limiter, last, seconds)
 		if err != nil {
 			return Report{}, fmt.Errorf("account %s: %w", s.Name, err)
 		}
-		st.Processes = append(st.Processes, listed[s.Name]...)
+		st.Processes = append(st.Processes, byAccount[s.Name]...)
 		a := accountOf(s, st)
 		if err := readDelivery(ctx, s, &a); err != nil {
 			return Report{}, fmt.Errorf("account %s: %w", s.Name, err)
 		}
-		r.Accounts = append(r.Accounts, a)
+		rep.Accounts = append(rep.Accounts, a)
 	}
-	return r, nil
+	return rep, nil
 }
 
 // listings maps each account to the processes of the registry that list
 // it, each with its state there as an older process wrote it on the
 // account's keys ("<mode> <host> <version>"), which accountOf reads.
-func listings(registry []admission.Process) map[string][]admission.Process {
-	out := map[string][]admission.Process{}
+func listings(registry []listed) map[string][]listed {
+	out := map[string][]listed{}
 	for _, p := range registry {
 		host, version, modes, ok := parseRegistryState(p.State)
 		if !ok {
 			continue
 		}
 		for account, mode := range modes {
-			out[account] = append(out[account], admission.Process{ID: p.ID, State: state(mode, host, version), LastBeat: p.LastBeat})
+			out[account] = append(out[account], listed{ID: p.ID, State: state(mode, host, version), LastBeat: p.LastBeat})
 		}
 	}
 	return out
 }
 
 // accountOf is the report of account s from its state st.
-func accountOf(s Setup, st admission.AccountStatus) Account {
+func accountOf(s Setup, st accountState) Account {
 	a := Account{Name: s.Name, Provider: s.Provider, RateUnit: s.RateUnit,
 		ContractRPS: s.ContractRPS, TargetRPS: s.TargetRPS, MarketingRPS: s.MarketingRPS, InForceRPS: s.TargetRPS,
 		InFlight: st.InFlight, Sent: map[string]*Sent{}, ClassRates: []ClassRate{}, Processes: []Process{}}
@@ -327,7 +327,7 @@ func limitsOf(a config.Account) map[admission.Class]admission.ClassLimit {
 // healthOf is the report of an account's health h: a run of failures
 // that has not made the account degraded is still healthy, as the
 // admission treats it.
-func healthOf(h admission.HealthStatus) Health {
+func healthOf(h healthState) Health {
 	r := Health{State: "healthy", FailuresInARow: h.Failures}
 	if h.Health == admission.Degraded {
 		since := h.Since.UTC()
@@ -337,7 +337,7 @@ func healthOf(h admission.HealthStatus) Health {
 }
 
 // countedSeconds is how many seconds st counted the sends of.
-func countedSeconds(st admission.AccountStatus) int {
+func countedSeconds(st accountState) int {
 	for _, per := range st.Sent {
 		return len(per)
 	}

@@ -23,12 +23,12 @@ func TestAccountOfAState(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	sent := make([]int, seconds)
 	sent[seconds-1], sent[seconds-5], sent[0] = 2, 3, 4
-	st := admission.AccountStatus{
+	st := accountState{
 		Now:         t0,
-		Override:    &admission.Override{TargetRPS: 60, Left: time.Minute},
+		Override:    &overrideState{TargetRPS: 60, Left: time.Minute},
 		Learned:     admission.Learned{RPS: 40, Mode: "settled", Low: 40, High: 50},
 		PenaltyLeft: 90 * time.Second, PenaltyWhy: "account:suspended",
-		Processes: []admission.Process{
+		Processes: []listed{
 			{ID: "b", State: "fallback host-b v1", LastBeat: t0.Add(-AliveWithin - time.Second)},
 			{ID: "a", State: "ok host-a v1", LastBeat: t0.Add(-time.Second)},
 			{ID: "c", State: "garbled", LastBeat: t0},
@@ -75,21 +75,21 @@ func TestTheHealthInTheReport(t *testing.T) {
 	s := Setup{Account: config.Account{Name: "primary", Provider: "twilio", RateUnit: "message", Classes: []admission.Class{admission.OTP}}}
 	for _, tt := range []struct {
 		name     string
-		health   admission.HealthStatus
+		health   healthState
 		wantJSON string
 		wantLine string // "" for none
 	}{
-		{"degraded", admission.HealthStatus{Health: admission.Degraded, Since: t0.Add(-90 * time.Second).Local(), Failures: 5, ProbesOK: 1},
+		{"degraded", healthState{Health: admission.Degraded, Since: t0.Add(-90 * time.Second).Local(), Failures: 5, ProbesOK: 1},
 			`{"state":"degraded","since":"2025-12-31T23:58:30Z","failures_in_a_row":5,"probes_ok":1}`,
 			"  health          degraded for 1m30s (since 23:58:30 UTC), after 5 failures in a row: probes only, 1 succeeded in a row\n"},
-		{"a run of failures", admission.HealthStatus{Health: admission.Failing, Failures: 2},
+		{"a run of failures", healthState{Health: admission.Failing, Failures: 2},
 			`{"state":"healthy","since":null,"failures_in_a_row":2,"probes_ok":0}`,
 			"  health          healthy, 2 failures in a row counted\n"},
-		{"healthy", admission.HealthStatus{},
+		{"healthy", healthState{},
 			`{"state":"healthy","since":null,"failures_in_a_row":0,"probes_ok":0}`, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			st := admission.AccountStatus{Now: t0, Health: tt.health, Sent: map[admission.Class][]int{admission.OTP: make([]int, seconds), admission.Marketing: make([]int, seconds)},
+			st := accountState{Now: t0, Health: tt.health, Sent: map[admission.Class][]int{admission.OTP: make([]int, seconds), admission.Marketing: make([]int, seconds)},
 				Classes: []admission.Class{admission.OTP, admission.Marketing}}
 			r := Report{Time: t0, Accounts: []Account{accountOf(s, st)}}
 			b, err := json.Marshal(r.Accounts[0].Health)
@@ -171,7 +171,7 @@ func TestReportRoutes(t *testing.T) {
 		{Name: "jp", Classes: []admission.Class{admission.OTP}, Destinations: []string{"+81"}},
 		{Name: "world", Classes: []admission.Class{admission.OTP, admission.Marketing}, Destinations: []string{"+1", "+44"}},
 	}}
-	r, err := Read(context.Background(), nil, routing, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	r, err := Read(context.Background(), Redis{}, nil, routing, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestReportRoutes(t *testing.T) {
 // still reports sent.marketing (zeros) and its watch line marketing=0, as
 // before classes could be configured.
 func TestTheDefaultClassesAreAlwaysReported(t *testing.T) {
-	st := admission.AccountStatus{
+	st := accountState{
 		Now:     time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 		Sent:    map[admission.Class][]int{admission.OTP: make([]int, seconds)},
 		Classes: []admission.Class{admission.OTP},

@@ -20,6 +20,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
+	"smsdispatcher/internal/scriptop"
 	"smsdispatcher/nack"
 )
 
@@ -429,5 +430,5 @@ func (h redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 }
 
 func (h redisHook) count(ctx context.Context, args []any) {
-	h.m.redisCalls.Add(ctx, 1, metric.WithAttributes(AttrRedisOp.String(admission.ScriptOp(args))))
+	h.m.redisCalls.Add(ctx, 1, metric.WithAttributes(AttrRedisOp.String(scriptop.Of(args))))
 }

@@ -57,7 +57,8 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		accounts = append(accounts, status.Setup{Account: s, Limiter: lim})
 	}
-	read := func() (status.Report, error) { return status.Read(ctx, accounts, routing, time.Now()) }
+	r := status.Redis{Client: rdb, Timeout: timeout}
+	read := func() (status.Report, error) { return status.Read(ctx, r, accounts, routing, time.Now()) }
 	if !*watch {
 		r, err := read()
 		if err != nil {

@@ -46,7 +46,7 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "if pen > 0 then", "if false then"},
 	}, ""},
 	{"M4", "Redis error fails open", []edit{
-		{"admission/limiter.go", "		return l.fallbackAt(now, c, cost), nil\n	}\n	l.inFallback = false", "		return Decision{Allowed: true, Source: SourceFallback}, nil\n	}\n	l.inFallback = false"},
+		{"admission/limiter.go", "	return l.fallbackAt(now, c, cost)\n}", "	return Decision{Allowed: true, Source: SourceFallback}\n}"},
 	}, ""},
 	{"M5", "marketing checks only the global key", []edit{
 		{"admission/gcra.lua", "local tickets, capped = ARGV[8], ARGV[3] ~= '0'", "local tickets, capped = ARGV[8], false"},
@@ -65,7 +65,7 @@ var mutants = []mutant{
 		{"admission/fallback.go", "procs, scale := float64(cfg.MaxSenders), 1.0", "procs, scale := 1.0, 1.0"},
 	}, ""},
 	{"M10", "Acquire polls on a fixed tick", []edit{
-		{"admission/acquire.go", "wait := max(d.RetryAfter, minWait)", "wait := time.Millisecond + 0*max(d.RetryAfter, minWait)"},
+		{"admission/acquire.go", "wait = max(d.RetryAfter, minWait)", "wait = time.Millisecond + 0*max(d.RetryAfter, minWait)"},
 	}, ""},
 	{"M11", "no circuit: Redis tried on every call while down", []edit{
 		{"admission/circuit.go", "c.openUntil = now.Add(c.retryAfter)", "c.openUntil = now"},
@@ -82,7 +82,7 @@ var mutants = []mutant{
 	}, ""},
 
 	{"M15", "back from fallback without reserving the others' share", []edit{
-		{"admission/limiter.go", "	recovering := l.inFallback\n", "	recovering := l.inFallback && false\n"},
+		{"admission/limiter.go", "	recovering := l.stops.fallback\n", "	recovering := l.stops.fallback && false\n"},
 	}, ""},
 	{"M16", "marketing may take OTP's reserved slot", []edit{
 		{"admission/gcra.lua", "local g_tau = g_tau0 - reserve\n", "local g_tau = g_tau0\n"},
@@ -180,7 +180,7 @@ var mutants = []mutant{
 		{"admission/lease.go", "	if cost > 1 {\n		return Decision{RetryAfter: l.cfg.RedisRetryAfter, Source: SourceFallback, Reason: ReasonLong}\n	}\n", ""},
 	}, ""},
 	{"P6", "an account pause lapses while Redis cannot be asked", []edit{
-		{"admission/limiter.go", "	if err != nil && now.Before(l.pauseUntil) {\n", "	if false {\n"},
+		{"admission/stops.go", "	case s.pause.live(now):\n		return s.pauseUnchecked(now), true, false\n", "	case false:\n		return s.pauseUnchecked(now), true, false\n"},
 	}, ""},
 	{"P7", "an account pause does not stop the pulls", []edit{
 		{"dispatch/lane.go", "		l.paused, l.held = true, true\n		l.cancel()\n", "		_ = true\n"},
@@ -207,7 +207,7 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "tat_g = math.max(tat_g, at) + cost * g_int", "tat_g = math.max(tat_g, now) + cost * g_int"},
 	}, ""},
 	{"F4", "a booked slot is sent before it opens", []edit{
-		{"admission/acquire.go", "			if d.RetryAfter > 0 {\n", "			if d.RetryAfter > 0 && false {\n"},
+		{"admission/acquire.go", "	if d.RetryAfter > 0 {\n", "	if d.RetryAfter > 0 && false {\n"},
 	}, ""},
 	{"F5", "slots are booked without bound", []edit{
 		{"admission/acquire.go", "		lookahead := min(within, l.lookahead(c, cost))", "		lookahead := within"},
@@ -216,7 +216,7 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "if s[7] then\n  lookahead = 0\nend", "if false then\n  lookahead = 0\nend"},
 	}, ""},
 	{"F7", "a booked slot is sent after a 429 this process heard of", []edit{
-		{"admission/acquire.go", "				if p, stop := l.stopped(); stop {", "				if p, stop := l.stopped(); stop && false {"},
+		{"admission/acquire.go", "		if p, stop := l.stopped(); stop {", "		if p, stop := l.stopped(); stop && false {"},
 	}, ""},
 	{"F8", "a given-back claim loses its count of sends", []edit{
 		{"admission/finish.lua", "  elseif count then", "  elseif false then"},
@@ -274,11 +274,11 @@ var mutants = []mutant{
 		{"deadletter/subscription.go", "	r.modack(ctx, ids, 0)\n", "	r.ackIDs(ctx, ids)\n"},
 	}, "./deadletter/"},
 	{"O5", "status writes to the account's keys", []edit{
-		{"admission/status.lua", "local t = redis.call('TIME')", "redis.call('SET', KEYS[1] .. ':seen', 1)\nlocal t = redis.call('TIME')"},
-	}, ""},
+		{"status/status.lua", "local t = redis.call('TIME')", "redis.call('SET', KEYS[1] .. ':seen', 1)\nlocal t = redis.call('TIME')"},
+	}, "./status/"},
 	{"O6", "the call after a send counts nothing", []edit{
 		{"admission/finish.lua", "if units > 0 and redis.call('INCRBY', KEYS[3], units) == units then", "if false then"},
-	}, ""},
+	}, "./status/"},
 	{"HB1", "MAX_SEGMENTS unset is 6 whatever the rates", []edit{
 		{"config/validate.go", "			a.MaxSegments = a.fittingSegments(p)", "			a.MaxSegments = defaultMaxSegments"},
 	}, "./config/"},
@@ -308,10 +308,10 @@ var mutants = []mutant{
 		{"admission/penalty.go", "		retryAfter = l.cfg.MaxRetryAfter\n", ""},
 	}, ""},
 	{"HD2", "a cleared 429 penalty is not seen by the other processes", []edit{
-		{"admission/limiter.go", "if now.Before(l.penaltyUntil) && (!l.penaltyShared || now.Sub(l.penaltyChecked) < penaltyRecheck) {", "if now.Before(l.penaltyUntil) {"},
+		{"admission/stops.go", "if s.penalty.live(now) && (!s.penalty.shared || now.Sub(s.penalty.checked) < penaltyRecheck) {", "if s.penalty.live(now) {"},
 	}, ""},
 	{"HD3", "a caller waiting through a 429 penalty does not ask again", []edit{
-		{"admission/acquire.go", "			wait = min(wait, penaltyRecheck) // it may be cleared meanwhile\n", ""},
+		{"admission/acquire.go", "		wait = min(wait, penaltyRecheck) // it may be cleared meanwhile\n", ""},
 	}, ""},
 	{"FA1", "a degraded account still admits every send", []edit{
 		{"admission/gcra.lua", "  if now < due then\n", "  if false then\n"},
@@ -407,13 +407,13 @@ var mutants = []mutant{
 		{"status/heartbeat.go", "		if b.lims[n].HealthAge() > heartbeatEvery {", "		if false {"},
 	}, "./status/"},
 	{"HR3", "a reply's health not dated: idle accounts read though told", []edit{
-		{"admission/processes.go", "	l.healthAt.Store(l.clock.Now().UnixNano())\n", ""},
+		{"admission/health.go", "	l.healthAt.Store(l.clock.Now().UnixNano())\n", ""},
 	}, "./status/"},
 	{"HR4", "a silent process never dropped from the registry", []edit{
-		{"admission/heartbeat.lua", "local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - keep * 1000)", "local gone = {}"},
-	}, ""},
+		{"status/heartbeat.lua", "local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - keep * 1000)", "local gone = {}"},
+	}, "./status/"},
 	{"HR5", "status ignores an older process's beat on the account's keys", []edit{
-		{"status/report.go", "st.Processes = append(st.Processes, listed[s.Name]...)", "st.Processes = listed[s.Name]"},
+		{"status/report.go", "st.Processes = append(st.Processes, byAccount[s.Name]...)", "st.Processes = byAccount[s.Name]"},
 	}, "./status/"},
 	{"M30", "a success admitted while healthy is not reported: another process's run of failures goes on", []edit{
 		{"admission/health.go", "\tcase r == ResultOK:\n\t\treturn \"ok\"", "\tcase r == ResultOK && admitted != Healthy:\n\t\treturn \"ok\""},

@@ -28,6 +28,7 @@ import (
 	"smsdispatcher/config"
 	"smsdispatcher/internal/localstack"
 	"smsdispatcher/internal/redisconn"
+	"smsdispatcher/internal/scriptop"
 	"smsdispatcher/internal/topology"
 	"smsdispatcher/provider/providertest"
 	"smsdispatcher/server"
@@ -249,7 +250,7 @@ func accountsProcess(ctx context.Context, s accountsSpec) (*accountsRow, error) 
 	slices.Sort(ops)
 	span := endAt.Sub(halfAt).Seconds()
 	r.Window = span
-	r.Beats = float64(end[admission.OpHeartbeat]-half[admission.OpHeartbeat]) / span
+	r.Beats = float64(end[status.OpHeartbeat]-half[status.OpHeartbeat]) / span
 	r.Own, r.OwnOps = float64(notMessages)/span, strings.Join(ops, ", ")
 
 	// `dispatcher status`, as it reads: a limiter per account, then Read.
@@ -266,7 +267,7 @@ func accountsProcess(ctx context.Context, s accountsSpec) (*accountsRow, error) 
 	var took []float64
 	for range accountsStatusReads {
 		at := time.Now()
-		if _, err := status.Read(ctx, setups, routing, at); err != nil {
+		if _, err := status.Read(ctx, status.Redis{Client: rdb, Timeout: cfg.RedisTimeout}, setups, routing, at); err != nil {
 			return nil, fmt.Errorf("status: %w", err)
 		}
 		took = append(took, float64(time.Since(at).Microseconds())/1000)
@@ -281,7 +282,7 @@ func accountsProcess(ctx context.Context, s accountsSpec) (*accountsRow, error) 
 // heartbeats, an idle account's health).
 var messageOps = map[string]bool{
 	admission.OpAdmit: true, admission.OpFinish: true, admission.OpClaim: true, admission.OpRelease: true,
-	admission.OpPenalty: true, admission.OpReceipt: true, admission.OpPool: true, admission.OpGiveBack: true, "other": true,
+	admission.OpPenalty: true, admission.OpReceipt: true, admission.OpPool: true, admission.OpGiveBack: true, scriptop.Other: true,
 }
 
 // accountPrefix is the destination prefix account i serves.
@@ -343,7 +344,7 @@ func (c *opCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (c *opCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.count(admission.ScriptOp(cmd.Args()))
+		c.count(scriptop.Of(cmd.Args()))
 		return next(ctx, cmd)
 	}
 }
@@ -351,7 +352,7 @@ func (c *opCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (c *opCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, cmd := range cmds {
-			c.count(admission.ScriptOp(cmd.Args()))
+			c.count(scriptop.Of(cmd.Args()))
 		}
 		return next(ctx, cmds)
 	}
