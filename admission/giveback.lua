@@ -13,8 +13,15 @@
 -- expired, the message was delivered after all, or its event is no
 -- longer owed (no sweep would find it).
 
-local status = redis.call('HGET', KEYS[1], 'status')
-if not status or status == 'delivered' or not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+local got = redis.call('HMGET', KEYS[1], 'status', 'ov')
+local status, v = got[1], tonumber(got[2])
+-- The owed set's member of the story's version, as receipt.lua writes it:
+-- the id alone for the first version.
+local member = ARGV[1]
+if v and v > 1 and v < math.huge then
+  member = ARGV[1] .. '\t' .. string.format('%d', math.min(v, 2 ^ 53 - 1))
+end
+if not status or status == 'delivered' or not redis.call('ZSCORE', KEYS[2], member) then
   return 0
 end
 redis.call('HSET', KEYS[1], 'resend', ARGV[2])

@@ -13,10 +13,20 @@
 -- none; the story's fields (bounded: finish.lua keeps at most 64 parts);
 -- owed 1 when its status event is owed; resend 1 while its payload waits
 -- for a failure.
-local owed = redis.call('ZSCORE', KEYS[3], ARGV[1])
+local fields = redis.call('HGETALL', KEYS[2])
+-- The owed set's member of the story's version, as receipt.lua writes it:
+-- the id alone for the first version.
+local member = ARGV[1]
+for i = 1, #fields, 2 do
+  local v = tonumber(fields[i + 1])
+  if fields[i] == 'ov' and v and v > 1 and v < math.huge then
+    member = ARGV[1] .. '\t' .. string.format('%d', math.min(v, 2 ^ 53 - 1))
+  end
+end
+local owed = redis.call('ZSCORE', KEYS[3], member)
 return {
   redis.call('GET', KEYS[1]) or '',
-  redis.call('HGETALL', KEYS[2]),
+  fields,
   owed and 1 or 0,
   redis.call('EXISTS', KEYS[4]),
 }

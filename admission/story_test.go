@@ -320,3 +320,41 @@ func TestQuantileIsTheUpperBoundOfItsBucket(t *testing.T) {
 		}
 	}
 }
+
+// TestAStoryIsDatedByItsAdmissionsSlot: a sent message's story says it was
+// sent when Redis booked its slot to open (the admission's reply), on
+// Redis's clock, with no clock read of finish.lua's own; a send Redis did
+// not admit (an overflow account's, no claim) is dated by finish.lua's
+// clock, Redis's too.
+func TestAStoryIsDatedByItsAdmissionsSlot(t *testing.T) {
+	rdb := redistest.Client(t)
+	rec := &redistest.Recorder{}
+	rdb.AddHook(rec)
+	l := newLimiter(t, rdb, testConfig(t))
+	ctx := context.Background()
+
+	before := redisNow(t, rdb) / 1000
+	d, err := l.Admit(ctx, OTP, 1, time.Second, Claim{ID: "dated", Token: "t1"})
+	if err != nil || !d.Allowed {
+		t.Fatalf("Admit: %+v, %v", d, err)
+	}
+	if d.slotMS < before || d.slotMS > redisNow(t, rdb)/1000+d.RetryAfter.Milliseconds()+1 {
+		t.Fatalf("the admission's slot at %d ms, want Redis's clock from %d on", d.slotMS, before)
+	}
+	time.Sleep(20 * time.Millisecond) // a finish.lua TIME would date it later
+	if err := l.SettleStory(ctx, d, SentRecord("pd"), ResultOK, Story{Class: "otp", ProviderIDs: []string{"pd"}}); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := l.Story(ctx, "dated")
+	if err != nil || !ok || got.SentAt.UnixMilli() != d.slotMS {
+		t.Fatalf("Story: %+v %v %v, want sent at the admission's slot, %d ms", got, ok, err, d.slotMS)
+	}
+
+	before = redisNow(t, rdb) / 1000
+	keepStory(t, l, "undated", Story{Class: "otp", ProviderIDs: []string{"pu"}})
+	after := redisNow(t, rdb) / 1000
+	got, ok, err = l.Story(ctx, "undated")
+	if err != nil || !ok || got.SentAt.UnixMilli() < before || got.SentAt.UnixMilli() > after {
+		t.Fatalf("Story without an admission: %+v %v %v, want sent between %d and %d ms", got, ok, err, before, after)
+	}
+}

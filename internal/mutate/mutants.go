@@ -106,7 +106,7 @@ var mutants = []mutant{
 		{"admission/eval.go", `call.Lease = l.instance + "-" + strconv.FormatUint(l.leaseSeq.Add(1), 10)`, `call.Lease = l.instance + "-" + strconv.FormatUint(0*l.leaseSeq.Add(1), 10)`},
 	}, ""},
 	{"L3", "a finished send does not release its lease", []edit{
-		{"admission/finish.lua", "  redis.call('ZREM', KEYS[2], unpack(ARGV, 13))", "  -- mutant: leases kept"},
+		{"admission/finish.lua", "  redis.call('ZREM', KEYS[2], unpack(ARGV, 14))", "  -- mutant: leases kept"},
 	}, ""},
 	{"M21", "cluster clients keep go-redis's 60s slot-map reload", []edit{
 		{"admission/cluster.go", "	o.ClusterStateReloadInterval = ClusterStateReloadInterval\n", ""},
@@ -333,14 +333,14 @@ var mutants = []mutant{
 		{"admission/receipt.lua", "if (FINAL[old] and new ~= 'delivered') or", "if (FINAL[old] and FINAL[new] and new ~= 'delivered') or"},
 	}, ""},
 	{"RC2", "an owed status event never recorded as owed", []edit{
-		{"admission/receipt.lua", "  redis.call('ZADD', KEYS[2], now, id)\n", ""},
+		{"admission/receipt.lua", "  -- The owed set's lifetime is set by the sweeps and flushes.\n  redis.call('ZADD', KEYS[2], now, member(id, h.ov))\n", "  -- The owed set's lifetime is set by the sweeps and flushes.\n"},
 	}, ""},
 	{"RC3", "a later failure receipt overwrites delivered", []edit{
 		{"admission/receipt.lua", "if cur and (cur == 'delivered' or (FINAL[cur] and status ~= 'delivered') or", "if cur and ((cur == 'delivered' and not FINAL[status]) or (FINAL[cur] and cur ~= 'delivered' and status ~= 'delivered') or"},
 		{"admission/receipt.lua", "if (FINAL[old] and new ~= 'delivered') or", "if (FINAL[old] and old ~= 'delivered' and new ~= 'delivered') or"},
 	}, ""},
 	{"RC4", "an older event's publication clears the event owed since", []edit{
-		{"admission/receipt.lua", "  if not ov or ov == v then", "  if true then"},
+		{"admission/receipt.lua", "  if num(v) <= 1 then", "  if true then"},
 	}, ""},
 	{"RC5", "a resend whose publish failed is not given back: lost", []edit{
 		{"admission/giveback.lua", "redis.call('HSET', KEYS[1], 'resend', ARGV[2])\n", ""},
