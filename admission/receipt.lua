@@ -7,7 +7,10 @@
 -- sweep: it returns the messages whose event has been owed the longest.
 -- Either way it first clears the events published since the last call.
 --
--- A message's story is the hash {sms:<account>}:msg:<id>. finish.lua
+-- A message's story is the string {sms:<account>}:msg:<id>, a JSON object
+-- of string fields (cjson), read and written whole: one command each way,
+-- its lifetime kept (KEEPTTL); a story an older version kept as a hash of
+-- the same fields is read as one and written back as the string. finish.lua
 -- writes class, sender, n (its parts), p<i> (part i's provider id) and
 -- sent (when its send began: the admitted slot, ms on Redis's clock); this script
 -- writes s<i> and c<i> (part i's status and error code), status, code and
@@ -145,16 +148,33 @@ local function num(x)
   return math.min(math.max(x, 0), 2 ^ 53 - 1)
 end
 
+-- load reads the story at msg: its fields, or nil when there is none (or
+-- it is not an object of strings).
 local function load(msg)
-  local f = redis.call('HGETALL', msg)
-  if #f == 0 then
+  local v = redis.pcall('GET', msg)
+  if type(v) == 'table' and v.err then
+    local f = redis.call('HGETALL', msg) -- an older version's hash
+    local h = {}
+    for i = 1, #f, 2 do
+      h[f[i]] = f[i + 1]
+    end
+    return h
+  end
+  local ok, h = pcall(cjson.decode, v or '')
+  if not ok or type(h) ~= 'table' then
     return nil
   end
-  local h = {}
-  for i = 1, #f, 2 do
-    h[f[i]] = f[i + 1]
+  for k, x in pairs(h) do
+    if type(k) ~= 'string' or type(x) ~= 'string' then
+      return nil
+    end
   end
   return h
+end
+
+-- save writes story h at msg whole, keeping its lifetime.
+local function save(msg, h)
+  redis.call('SET', msg, cjson.encode(h), 'KEEPTTL')
 end
 
 -- member is the owed set's member of id's event of version v: the id for
@@ -203,10 +223,12 @@ if status == '' then
         redis.call('ZREM', KEYS[2], m)
       end
       if h and (not v or num(v) == num(h.ov)) then
+        local resend = h.resend or ''
         if h.resend then
-          redis.call('HDEL', msg, 'resend') -- taken: handed out once
+          h.resend = nil -- taken: handed out once
+          save(msg, h)
         end
-        out[#out + 1] = reply(id, h, true, h.resend or '')
+        out[#out + 1] = reply(id, h, true, resend)
       else
         redis.call('ZREM', KEYS[2], m) -- its story expired, or a version since owed: nothing to publish
       end
@@ -347,7 +369,6 @@ if not FINAL[status] or status == 'delivered' then
   code = ''
 end
 h['s' .. part], h['c' .. part] = status, code
-local writes = {'s' .. part, status, 'c' .. part, code}
 
 -- The message.
 local old, old_code = h.status or '', h.code or ''
@@ -383,14 +404,10 @@ if changed then
     when = math.min(at, 2 ^ 53 - 1)
   end
   h.status, h.code, h.at = new, new_code, string.format('%d', when)
-  writes[#writes + 1], writes[#writes + 2] = 'status', new
-  writes[#writes + 1], writes[#writes + 2] = 'code', new_code
-  writes[#writes + 1], writes[#writes + 2] = 'at', h.at
 end
 if owed then
   local before = h.ov
   h.ov = string.format('%d', num(h.ov) + 1)
-  writes[#writes + 1], writes[#writes + 2] = 'ov', h.ov
   -- The owed set's lifetime is set by the sweeps and flushes.
   redis.call('ZADD', KEYS[2], now, member(id, h.ov))
   if num(before) > 0 then
@@ -411,10 +428,8 @@ if owed then
     if FINAL[old] then
       redis.call('HINCRBY', dlr, 't', 1) -- counted final as the failure
     end
-    if h.resend then
-      -- Delivered after all: a resend not yet published is moot.
-      redis.call('HDEL', msg, 'resend')
-    end
+    -- Delivered after all: a resend not yet published is moot.
+    h.resend = nil
   else
     counted = redis.call('HINCRBY', dlr, 'f', 1)
     -- A failure made final: the resend payload, taken from its key and
@@ -423,7 +438,7 @@ if owed then
     resend = redis.call('GET', key) or ''
     if resend ~= '' then
       redis.call('DEL', key)
-      writes[#writes + 1], writes[#writes + 2] = 'resent', '1'
+      h.resent = '1'
     end
   end
   if counted == 1 then
@@ -433,5 +448,5 @@ if owed then
     route(h, new == 'delivered', not FINAL[old])
   end
 end
-redis.call('HSET', msg, unpack(writes))
+save(msg, h)
 return {changed and 1 or 0, reply(id, h, owed or still(h), resend)}

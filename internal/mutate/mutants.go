@@ -343,7 +343,7 @@ var mutants = []mutant{
 		{"admission/receipt.lua", "  if num(v) <= 1 then", "  if true then"},
 	}, ""},
 	{"RC5", "a resend whose publish failed is not given back: lost", []edit{
-		{"admission/giveback.lua", "redis.call('HSET', KEYS[1], 'resend', ARGV[2])\n", ""},
+		{"admission/giveback.lua", "h.resend = ARGV[2]\n", ""},
 	}, ""},
 	{"RC6", "publications noted for a failed call are dropped", []edit{
 		{"admission/receipt.go", "	l.published = append(call.Published, l.published...)", "	l.published = append(l.published[:0:0], l.published...)"},
@@ -422,8 +422,8 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "local function num(v)\n  v = tonumber(v)\n  if v and v >= 0 and v <= 2 ^ 53 - 1 then", "local function num(v)\n  v = tonumber(v)\n  if v then"},
 	}, ""},
 	{"M28", "a resend kept in the story and handed out again by every sweep while its event is owed", []edit{
-		{"admission/receipt.lua", "      writes[#writes + 1], writes[#writes + 2] = 'resent', '1'\n", "      writes[#writes + 1], writes[#writes + 2] = 'resend', resend\n      writes[#writes + 1], writes[#writes + 2] = 'resent', '1'\n"},
-		{"admission/receipt.lua", "          redis.call('HDEL', msg, 'resend') -- taken: handed out once\n", ""},
+		{"admission/receipt.lua", "      h.resent = '1'\n", "      h.resend, h.resent = resend, '1'\n"},
+		{"admission/receipt.lua", "          h.resend = nil -- taken: handed out once\n", ""},
 	}, "./receipts/"},
 	{"M28b", "a fold held for its event keeps its resend: every retry publishes it again", []edit{
 		{"receipts/events.go", "\t\tf.Resend = nil // out once: never again from this fold\n", ""},
