@@ -382,6 +382,12 @@ var mutants = []mutant{
 	{"RC7", "a full memory of owed events leaves a new one owed forever", []edit{
 		{"admission/receipt.go", "		case !ok:\n", "		case !ok && len(l.owedSeen) < maxOwedRemembered:\n"},
 	}, ""},
+	{"RC8", "a story dated by finish.lua's clock, not its admission's slot", []edit{
+		{"admission/finish.lua", "  local sent = math.min(tonumber(ARGV[13]) or 0, 2 ^ 53 - 1)\n", "  local sent = 0\n"},
+	}, ""},
+	{"RC9", "a failure turned delivered leaves its failure's event owed too", []edit{
+		{"admission/receipt.lua", "    redis.call('ZREM', KEYS[2], member(id, before))\n", ""},
+	}, ""},
 	{"RE2", "a receipt posted before its send's record is lost", []edit{
 		{"receipts/handler.go", "	for _, wait := range earlyWaits {\n", "	for _, wait := range earlyWaits[:0] {\n"},
 	}, "./receipts/"},
