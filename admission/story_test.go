@@ -330,8 +330,6 @@ func TestQuantileIsTheUpperBoundOfItsBucket(t *testing.T) {
 // clock, Redis's too.
 func TestAStoryIsDatedByItsAdmissionsSlot(t *testing.T) {
 	rdb := redistest.Client(t)
-	rec := &redistest.Recorder{}
-	rdb.AddHook(rec)
 	l := newLimiter(t, rdb, testConfig(t))
 	ctx := context.Background()
 
