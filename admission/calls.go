@@ -163,7 +163,8 @@ type finishCall struct {
 	ResendData   string   `lua:"ARGV[10] the resend payload"`
 	ResendMillis int64    `lua:"ARGV[11] the resend payload's lifetime in milliseconds"`
 	Prefix       string   `lua:"ARGV[12] the destination's prefix and number hash"`
-	Ended        []string `lua:"ARGV[13..] lease members to end"`
+	SentMillis   int64    `lua:"ARGV[13] when the send's slot opened"`
+	Ended        []string `lua:"ARGV[14..] lease members to end"`
 }
 
 func (c finishCall) keys() []string {
@@ -180,7 +181,7 @@ func (c finishCall) keys() []string {
 }
 
 func (c finishCall) argv() []any {
-	a := []any{c.Value, c.Millis, c.Token, c.Units, c.Result, c.Rule, c.ID, c.Class, c.Sender, c.ResendData, c.ResendMillis, c.Prefix}
+	a := []any{c.Value, c.Millis, c.Token, c.Units, c.Result, c.Rule, c.ID, c.Class, c.Sender, c.ResendData, c.ResendMillis, c.Prefix, c.SentMillis}
 	for _, m := range c.Ended {
 		a = append(a, m)
 	}

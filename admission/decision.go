@@ -123,4 +123,8 @@ type Decision struct {
 	class Class  // the class and units Redis admitted, for Settle's count of sends
 	units int
 	at    time.Time // when Admit let the send go (the Limiter's clock), for Settle's health report
+	// slotMS is when Redis booked the send's slot to open, ms on Redis's
+	// clock (0: not said): Settle dates the send's story by it, so that
+	// finish.lua needs no TIME of its own.
+	slotMS int64
 }

@@ -98,8 +98,8 @@ func (l *Limiter) eval(ctx context.Context, c *classState, cost int, recovering 
 }
 
 // parseReply turns gcra.lua's {allowed, wait_us, reason, next_us,
-// attempts, detail, sender, learned, ignored, health} into a Decision, and
-// the learned rate's thousandths.
+// attempts, detail, sender, learned, ignored, health[, slot_us]} into a
+// Decision, and the learned rate's thousandths.
 func parseReply(v []any) (Decision, int64, error) {
 	d, err := parseDecision(v)
 	if err != nil {
@@ -109,8 +109,8 @@ func parseReply(v []any) (Decision, int64, error) {
 }
 
 func parseDecision(v []any) (Decision, error) {
-	if len(v) != 10 {
-		return Decision{}, fmt.Errorf("%w: %d elements, want 10", ErrBadReply, len(v))
+	if len(v) != 10 && len(v) != 11 {
+		return Decision{}, fmt.Errorf("%w: %d elements, want 10 or 11", ErrBadReply, len(v))
 	}
 	detail, ok := v[5].(string)
 	if !ok {
@@ -142,6 +142,13 @@ func parseDecision(v []any) (Decision, error) {
 	switch {
 	case n[0] == 1 && n[2] == 0:
 		d.RetryAfter, d.Next = max(d.RetryAfter, 0), max(us(n[3]), 0)
+		if len(v) == 11 {
+			slot, ok := v[10].(int64)
+			if !ok || slot < 0 {
+				return Decision{}, fmt.Errorf("%w: element 10 is %v", ErrBadReply, v[10])
+			}
+			d.slotMS = slot / 1000
+		}
 	case n[0] == 0 && n[2] == 1:
 		d.Source, d.Reason = SourcePenalty, ReasonPenalty
 	case n[0] == 0 && n[2] == 2:

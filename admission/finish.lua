@@ -45,7 +45,7 @@
 --            last change. An account healthy again keeps 'h 0 0 0 0 0
 --            <since_us>' for <window_us> after its recovery, for the rule
 --            of ARGV[5]
--- KEYS[5] -> the message's story ({sms:<account>}:msg:<id>, a hash:
+-- KEYS[5] -> the message's story ({sms:<account>}:msg:<id>, a JSON object:
 --            receipt.lua's header gives its fields), written when
 --            KEYS[7..] are given (any key of the account otherwise)
 -- KEYS[6] -> the message's resend payload ({sms:<account>}:resend:<id>),
@@ -65,7 +65,9 @@
 -- ARGV[12] -> the destination's prefix and number hash ('+62 1a2b3c') of
 --            a first-class message, which receipt.lua counts its finals
 --            by ('' none), kept as the story's prefix
--- ARGV[13..] -> lease members to end (none, the send's, and any whose
+-- ARGV[13] -> when the send's slot opened, ms on Redis's clock (gcra.lua's
+--            slot_us): the story's 'sent'; below 1, this call's TIME
+-- ARGV[14..] -> lease members to end (none, the send's, and any whose
 --            admission reply or release was lost)
 --
 -- Returns {written, health}: written is 1 when the record was written or
@@ -131,31 +133,30 @@ local units = tonumber(ARGV[4]) or 0
 if units > 0 and redis.call('INCRBY', KEYS[3], units) == units then
   redis.call('PEXPIRE', KEYS[3], 70000)
 end
-if #ARGV > 12 then
-  redis.call('ZREM', KEYS[2], unpack(ARGV, 13))
+if #ARGV > 13 then
+  redis.call('ZREM', KEYS[2], unpack(ARGV, 14))
 end
 if story then
   -- The newest send's story replaces an older one's: its parts start
   -- with no status.
-  local t = redis.call('TIME')
-  local h = {'class', ARGV[8], 'sender', ARGV[9], 'n', #KEYS - 6,
-    'sent', string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))}
+  -- Dated by the admission's clock, Redis's: a TIME saved a send.
+  local sent = math.min(tonumber(ARGV[13]) or 0, 2 ^ 53 - 1)
+  if not (sent >= 1) then
+    local t = redis.call('TIME')
+    sent = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  local h = {class = ARGV[8], sender = ARGV[9], n = string.format('%d', #KEYS - 6), sent = string.format('%d', sent)}
   if (ARGV[12] or '') ~= '' then
-    h[#h + 1], h[#h + 2] = 'prefix', ARGV[12]
+    h.prefix = ARGV[12]
   end
   local pre = string.sub(KEYS[5], 1, #KEYS[5] - #ARGV[7] - 4) -- '{sms:<account>}:'
   for i = 7, #KEYS do
-    h[#h + 1] = 'p' .. (i - 6)
-    h[#h + 1] = string.sub(KEYS[i], #pre + 5)
+    h['p' .. (i - 6)] = string.sub(KEYS[i], #pre + 5)
     redis.call('SET', KEYS[i], (i - 6) .. ':' .. ARGV[7], 'PX', life)
   end
-  -- HSET counts the fields it added: fewer than it wrote, an older send's
-  -- story was there, and is replaced whole (rare: a call per story saved).
-  if redis.call('HSET', KEYS[5], unpack(h)) < #h / 2 then
-    redis.call('DEL', KEYS[5])
-    redis.call('HSET', KEYS[5], unpack(h))
-  end
-  redis.call('PEXPIRE', KEYS[5], life)
+  -- One string, whole, with its lifetime: it replaces an older send's
+  -- story of either form.
+  redis.call('SET', KEYS[5], cjson.encode(h), 'PX', life)
   if ARGV[10] ~= '' and resend_life >= 1 then
     redis.call('SET', KEYS[6], ARGV[10], 'PX', resend_life)
   end

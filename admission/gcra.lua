@@ -171,7 +171,7 @@
 --            cost of the hedge's wait for each probe that finds it not
 --
 -- Returns {allowed, wait_us, reason, next_us, attempts, detail, sender,
--- learned, ignored, health}:
+-- learned, ignored, health}, and when allowed slot_us:
 --   allowed  -> 1 when a slot was taken (and the claim, if asked), 0 when denied
 --   wait_us  -> allowed: microseconds until the booked slot opens (0: now);
 --               denied: until the caller should ask again (its wake
@@ -198,6 +198,9 @@
 --               with a run of failures counted (a success ends it: the
 --               caller reports it to finish.lua), 2 degraded (an allowed
 --               send is a probe)
+--   slot_us  -> allowed: when the booked slot opens, on Redis's clock
+--               (microseconds since the epoch): finish.lua dates the
+--               send's story by it
 --
 -- Reason 7 is a denial by the sender pool: no sender opens within the
 -- lookahead; wait_us is then when the first one opens. Reason 8 is a
@@ -737,4 +740,4 @@ if token ~= '' then
   end
   redis.call('SET', KEYS[9], v, 'PX', math.ceil(wait / 1000) + math.max(tonumber(ARGV[17]), 1))
 end
-return {1, wait, 0, nxt, attempts, '', pick or '', learned, ignored, health}
+return {1, wait, 0, nxt, attempts, '', pick or '', learned, ignored, health, at}

@@ -117,18 +117,15 @@ func TestAPenaltyMovesATATThatIsNoNumber(t *testing.T) {
 	}
 }
 
-// A story whose numbers are none (a hand-typed HSET) folds a receipt as
-// one without them: its parts one, its send's instant unknown.
+// A story whose numbers are none (hand-typed) folds a receipt as one
+// without them: its parts one, its send's instant unknown.
 func TestAReceiptReadsAStorysNumbersThatAreNoneAsNone(t *testing.T) {
 	rdb := redistest.Client(t)
-	ctx := context.Background()
 	for _, v := range notNumbers {
 		t.Run(v, func(t *testing.T) {
 			l := newLimiter(t, rdb, testConfig(t))
 			keepStory(t, l, "m", Story{Class: "otp", ProviderIDs: []string{"p"}})
-			if err := rdb.HSet(ctx, l.msgKey("m"), "n", v, "sent", v, "ov", v).Err(); err != nil {
-				t.Fatal(err)
-			}
+			plantStory(t, rdb, l.msgKey("m"), map[string]string{"n": v, "sent": v, "ov": v, "class": "otp", "p1": "p"})
 			f := fold(t, l, report("p", "delivered", ""))
 			if f.Status != "delivered" || !f.Final || !f.SentAt.IsZero() {
 				t.Fatalf("fold = %+v, want delivered, final, sent at an unknown instant", f)

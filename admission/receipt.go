@@ -67,7 +67,7 @@ var deliveryStatuses = map[string]bool{
 var ErrBadReport = errors.New("admission: a receipt's status is not one the fold knows")
 
 // DeliveryBuckets are the upper bounds of the latency buckets the delivery
-// counters keep (from the provider's acceptance to a delivered receipt);
+// counters keep (from the send, Fold.SentAt, to a delivered receipt);
 // one more bucket counts the rest. DeliveryStats's quantiles are these
 // bounds.
 var DeliveryBuckets = []time.Duration{

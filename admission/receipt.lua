@@ -7,9 +7,12 @@
 -- sweep: it returns the messages whose event has been owed the longest.
 -- Either way it first clears the events published since the last call.
 --
--- A message's story is the hash {sms:<account>}:msg:<id>. finish.lua
+-- A message's story is the string {sms:<account>}:msg:<id>, a JSON object
+-- of string fields (cjson), read and written whole: one command each way,
+-- its lifetime kept (KEEPTTL); a story an older version kept as a hash of
+-- the same fields is read as one and written back as the string. finish.lua
 -- writes class, sender, n (its parts), p<i> (part i's provider id) and
--- sent (when the provider accepted it, ms on Redis's clock); this script
+-- sent (when its send began: the admitted slot, ms on Redis's clock); this script
 -- writes s<i> and c<i> (part i's status and error code), status, code and
 -- at (the message's state, its error code, and when it became so, ms), ov
 -- (the owed event's version, one more each time an event is owed), resend
@@ -32,9 +35,11 @@
 --
 -- KEYS[1] -> the provider id's key ({sms:<account>}:pid:<provider id>,
 --            '<part>:<id>'; a sweep: the owed set again)
--- KEYS[2] -> the owed set ({sms:<account>}:owed, id by when its event was
---            owed, ms). The story, resend and counter keys are built from
---            its prefix, so they share its slot
+-- KEYS[2] -> the owed set ({sms:<account>}:owed: each event owed, by when
+--            it was owed, ms; its member is the id for the first version,
+--            '<id>\t<version>' for a later one: member below). The story,
+--            resend and counter keys are built from its prefix, so they
+--            share its slot
 -- ARGV[1] -> the receipt's status, one of the 11 names ('': a sweep)
 -- ARGV[2] -> its error code ('' none)
 -- ARGV[3] -> when the status happened, ms since the epoch (below 1:
@@ -66,7 +71,8 @@
 -- ARGV[9] -> '1' when the receipt is a failure whose code names the route
 --            (a carrier's filter), not the recipient
 -- ARGV[10..] -> the events published: pairs of an id and the owed version
---            published; an event owed again since (another version) stays
+--            published, cleared in one ZREM of their members; an event
+--            owed again since (another version, another member) stays
 --
 -- The delivery counters {sms:<account>}:dlr:<class>:<unix minute> (a hash
 -- living 10 minutes from its first count: f the failures made final, b<i>
@@ -142,16 +148,44 @@ local function num(x)
   return math.min(math.max(x, 0), 2 ^ 53 - 1)
 end
 
+-- load reads the story at msg: its fields, or nil when there is none (or
+-- it is not an object of strings).
 local function load(msg)
-  local f = redis.call('HGETALL', msg)
-  if #f == 0 then
+  local v = redis.pcall('GET', msg)
+  if type(v) == 'table' and v.err then
+    local f = redis.call('HGETALL', msg) -- an older version's hash
+    local h = {}
+    for i = 1, #f, 2 do
+      h[f[i]] = f[i + 1]
+    end
+    return h
+  end
+  local ok, h = pcall(cjson.decode, v or '')
+  if not ok or type(h) ~= 'table' then
     return nil
   end
-  local h = {}
-  for i = 1, #f, 2 do
-    h[f[i]] = f[i + 1]
+  for k, x in pairs(h) do
+    if type(k) ~= 'string' or type(x) ~= 'string' then
+      return nil
+    end
   end
   return h
+end
+
+-- save writes story h at msg whole, keeping its lifetime.
+local function save(msg, h)
+  redis.call('SET', msg, cjson.encode(h), 'KEEPTTL')
+end
+
+-- member is the owed set's member of id's event of version v: the id for
+-- the first (the owed set of older versions held ids alone), the id and v
+-- apart by a tab for a later one, so that clearing a version leaves the
+-- next one owed. A tab is in no id (ids are printable ASCII).
+local function member(id, v)
+  if num(v) <= 1 then
+    return id
+  end
+  return id .. '\t' .. string.format('%d', num(v))
 end
 
 local function reply(id, h, owed, resend)
@@ -159,17 +193,16 @@ local function reply(id, h, owed, resend)
     num(h.sent), num(h.at), owed and 1 or 0, num(h.ov), resend}
 end
 
-for i = 10, #ARGV - 1, 2 do
-  local id, v = ARGV[i], ARGV[i + 1]
-  local msg = pre .. 'msg:' .. id
-  local got = redis.call('HMGET', msg, 'ov', 'resend')
-  local ov = got[1]
-  if not ov or ov == v then
-    redis.call('ZREM', KEYS[2], id)
-    if got[2] then
-      redis.call('HDEL', msg, 'resend')
-    end
+-- The events published, in one call whatever their number. A resend
+-- given back to a story whose event is published this way stays in it
+-- unread: no sweep finds a story that is not owed, and a later delivered
+-- (the one event owed after a failure) deletes it.
+if #ARGV >= 10 then
+  local done = {}
+  for i = 10, #ARGV - 1, 2 do
+    done[#done + 1] = member(ARGV[i], ARGV[i + 1])
   end
+  redis.call('ZREM', KEYS[2], unpack(done))
 end
 
 if status == '' then
@@ -177,17 +210,27 @@ if status == '' then
   redis.call('PEXPIRE', KEYS[2], life)
   local out = {0}
   if most > 0 then
-    local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - age, 'LIMIT', 0, most)
-    for _, id in ipairs(ids) do
+    local members = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - age, 'LIMIT', 0, most)
+    for _, m in ipairs(members) do
+      local id, v = string.match(m, '^(.*)\t(%d+)$')
+      id = id or m
       local msg = pre .. 'msg:' .. id
       local h = load(msg)
-      if h then
+      if h and m ~= member(id, h.ov) and not v then
+        -- An id alone owed by an older version for a later event: owed
+        -- again under the member its clearing will remove.
+        redis.call('ZADD', KEYS[2], now, member(id, h.ov))
+        redis.call('ZREM', KEYS[2], m)
+      end
+      if h and (not v or num(v) == num(h.ov)) then
+        local resend = h.resend or ''
         if h.resend then
-          redis.call('HDEL', msg, 'resend') -- taken: handed out once
+          h.resend = nil -- taken: handed out once
+          save(msg, h)
         end
-        out[#out + 1] = reply(id, h, true, h.resend or '')
+        out[#out + 1] = reply(id, h, true, resend)
       else
-        redis.call('ZREM', KEYS[2], id) -- its story expired: nothing to publish
+        redis.call('ZREM', KEYS[2], m) -- its story expired, or a version since owed: nothing to publish
       end
     end
   end
@@ -312,7 +355,7 @@ local function still(h)
   if not (FINAL[status] and FINAL[h.status or '']) then
     return false
   end
-  local since = tonumber(redis.call('ZSCORE', KEYS[2], id))
+  local since = tonumber(redis.call('ZSCORE', KEYS[2], member(id, h.ov)))
   return since ~= nil and now - since >= age
 end
 
@@ -326,7 +369,6 @@ if not FINAL[status] or status == 'delivered' then
   code = ''
 end
 h['s' .. part], h['c' .. part] = status, code
-local writes = {'s' .. part, status, 'c' .. part, code}
 
 -- The message.
 local old, old_code = h.status or '', h.code or ''
@@ -362,15 +404,17 @@ if changed then
     when = math.min(at, 2 ^ 53 - 1)
   end
   h.status, h.code, h.at = new, new_code, string.format('%d', when)
-  writes[#writes + 1], writes[#writes + 2] = 'status', new
-  writes[#writes + 1], writes[#writes + 2] = 'code', new_code
-  writes[#writes + 1], writes[#writes + 2] = 'at', h.at
 end
 if owed then
+  local before = h.ov
   h.ov = string.format('%d', num(h.ov) + 1)
-  writes[#writes + 1], writes[#writes + 2] = 'ov', h.ov
   -- The owed set's lifetime is set by the sweeps and flushes.
-  redis.call('ZADD', KEYS[2], now, id)
+  redis.call('ZADD', KEYS[2], now, member(id, h.ov))
+  if num(before) > 0 then
+    -- A failure turned delivered: its failure's event, if still owed,
+    -- is owed no more, the delivered one stands for it.
+    redis.call('ZREM', KEYS[2], member(id, before))
+  end
   local dlr = pre .. 'dlr:' .. (h.class or '') .. ':' .. math.floor(now / 60000)
   local counted -- the count the call that made the counters' key returns: 1
   if new == 'delivered' then
@@ -384,10 +428,8 @@ if owed then
     if FINAL[old] then
       redis.call('HINCRBY', dlr, 't', 1) -- counted final as the failure
     end
-    if h.resend then
-      -- Delivered after all: a resend not yet published is moot.
-      redis.call('HDEL', msg, 'resend')
-    end
+    -- Delivered after all: a resend not yet published is moot.
+    h.resend = nil
   else
     counted = redis.call('HINCRBY', dlr, 'f', 1)
     -- A failure made final: the resend payload, taken from its key and
@@ -396,7 +438,7 @@ if owed then
     resend = redis.call('GET', key) or ''
     if resend ~= '' then
       redis.call('DEL', key)
-      writes[#writes + 1], writes[#writes + 2] = 'resent', '1'
+      h.resent = '1'
     end
   end
   if counted == 1 then
@@ -406,5 +448,5 @@ if owed then
     route(h, new == 'delivered', not FINAL[old])
   end
 end
-redis.call('HSET', msg, unpack(writes))
+save(msg, h)
 return {changed and 1 or 0, reply(id, h, owed or still(h), resend)}

@@ -404,3 +404,81 @@ func TestAPublishedEventOutlivesAFailedCall(t *testing.T) {
 		t.Fatalf("owed after the publication was carried: %+v, want none", got)
 	}
 }
+
+// TestAnOwedEventIsClearedByItsVersionsMember: the owed set holds one
+// member per event owed, the id alone for a message's first and the id and
+// its version for a later one; a failure turned delivered replaces its
+// failure's member with its own, publishing the failure's event then
+// leaves the delivered's owed, and the events published are cleared
+// together. A member of an older version's form (the id alone) for a
+// later event is moved to its version's member by the sweep, and cleared
+// by its publication.
+func TestAnOwedEventIsClearedByItsVersionsMember(t *testing.T) {
+	rdb := redistest.Client(t)
+	l := newLimiter(t, rdb, testConfig(t))
+	ctx := context.Background()
+	owedKey := l.tag + ":owed"
+	members := func() []string {
+		t.Helper()
+		m, err := rdb.ZRange(ctx, owedKey, 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(m)
+		return m
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		keepStory(t, l, id, Story{Class: "otp", ProviderIDs: []string{"p" + id}})
+	}
+	fold(t, l, report("pa", "failed", "30003"))
+	fold(t, l, report("pb", "delivered", ""))
+	if got := members(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("owed %q, want the ids alone", got)
+	}
+	if f := fold(t, l, report("pa", "delivered", "")); !f.Owed || f.version != 2 {
+		t.Fatalf("a failure turned delivered: %+v, want version 2 owed", f)
+	}
+	if got := members(); !slices.Equal(got, []string{"a\t2", "b"}) {
+		t.Fatalf("owed %q, want a's delivered in place of its failure", got)
+	}
+	l.EventPublished("a") // the failure's event: the delivered's stays owed
+	if err := l.FlushPublished(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := members(); !slices.Equal(got, []string{"a\t2", "b"}) {
+		t.Fatalf("owed %q after a's failure was published, want its delivered still", got)
+	}
+	l.EventPublished("a")
+	l.EventPublished("b")
+	if err := l.FlushPublished(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := members(); len(got) != 0 {
+		t.Fatalf("owed %q after both events were published, want none", got)
+	}
+
+	// An id alone owed for c's second event, as an older version wrote it.
+	fold(t, l, report("pc", "failed", ""))
+	fold(t, l, report("pc", "delivered", ""))
+	if err := rdb.ZRem(ctx, owedKey, "c\t2").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ZAdd(ctx, owedKey, redis.Z{Score: 1, Member: "c"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := owedIDs(t, l, 0); len(got) != 1 || got["c"].Status != "delivered" || got["c"].version != 2 {
+		t.Fatalf("the sweep: %+v, want c's delivered, version 2", got)
+	}
+	if got := members(); !slices.Equal(got, []string{"c\t2"}) {
+		t.Fatalf("owed %q after the sweep, want c's version's member", got)
+	}
+	for range 3 { // the fold's two versions, the sweep's
+		l.EventPublished("c")
+	}
+	if err := l.FlushPublished(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := members(); len(got) != 0 {
+		t.Fatalf("owed %q after c's event was published, want none", got)
+	}
+}

@@ -113,6 +113,7 @@ func (l *Limiter) SettleStory(ctx context.Context, d Decision, record string, re
 	}
 	if story {
 		l.withStory(&call, s.ID, s)
+		call.SentMillis = d.slotMS
 	}
 	if !d.Claimed && !counted && !story && len(call.Ended) == 0 && call.Result == "" {
 		return lost

@@ -73,7 +73,7 @@ type MessageStory struct {
 	Sender   string
 	// ProviderIDs are the parts' provider ids, in order.
 	ProviderIDs []string
-	SentAt      time.Time // when the provider accepted it, on Redis's clock
+	SentAt      time.Time // when its send began (the slot its admission booked), on Redis's clock
 	Status      string    // the receipts' state ("" none yet)
 	ErrorCode   string
 	StatusAt    time.Time
@@ -181,7 +181,7 @@ func readBack(s string) int64 {
 type DeliveryStats struct {
 	Finals, Delivered int64
 	// P50 and P99 are the delivered messages' latency quantiles (from the
-	// provider's acceptance to the delivered receipt), each the upper
+	// send, MessageStory.SentAt, to the delivered receipt), each the upper
 	// bound of its bucket (DeliveryBuckets; past the last, the last
 	// bound); 0 with none delivered.
 	P50, P99 time.Duration

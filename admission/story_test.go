@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -217,7 +218,8 @@ func TestStoryAndReceiptLifetimesAreClamped(t *testing.T) {
 		// with 64 parts (n clamped) of which this receipt delivers one. A
 		// story of a lifetime clamped to 1 ms may still be there, with that
 		// much left: it goes first, or the planted fields could run out
-		// with it before their own lifetime is set.
+		// with it before their own lifetime is set. They are planted as
+		// an older version kept a story, a hash.
 		if err := rdb.Del(ctx, l.msgKey(id)).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -319,5 +321,108 @@ func TestQuantileIsTheUpperBoundOfItsBucket(t *testing.T) {
 		if got := quantile(b, tt.q); got != tt.want {
 			t.Errorf("quantile %g: %v, want %v", tt.q, got, tt.want)
 		}
+	}
+}
+
+// TestAStoryIsDatedByItsAdmissionsSlot: a sent message's story says it was
+// sent when Redis booked its slot to open (the admission's reply), on
+// Redis's clock, with no clock read of finish.lua's own; a send Redis did
+// not admit (an overflow account's, no claim) is dated by finish.lua's
+// clock, Redis's too.
+func TestAStoryIsDatedByItsAdmissionsSlot(t *testing.T) {
+	rdb := redistest.Client(t)
+	l := newLimiter(t, rdb, testConfig(t))
+	ctx := context.Background()
+
+	before := redisNow(t, rdb) / 1000
+	d, err := l.Admit(ctx, OTP, 1, time.Second, Claim{ID: "dated", Token: "t1"})
+	if err != nil || !d.Allowed {
+		t.Fatalf("Admit: %+v, %v", d, err)
+	}
+	if d.slotMS < before || d.slotMS > redisNow(t, rdb)/1000+d.RetryAfter.Milliseconds()+1 {
+		t.Fatalf("the admission's slot at %d ms, want Redis's clock from %d on", d.slotMS, before)
+	}
+	time.Sleep(20 * time.Millisecond) // a finish.lua TIME would date it later
+	if err := l.SettleStory(ctx, d, SentRecord("pd"), ResultOK, Story{Class: "otp", ProviderIDs: []string{"pd"}}); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := l.Story(ctx, "dated")
+	if err != nil || !ok || got.SentAt.UnixMilli() != d.slotMS {
+		t.Fatalf("Story: %+v %v %v, want sent at the admission's slot, %d ms", got, ok, err, d.slotMS)
+	}
+
+	before = redisNow(t, rdb) / 1000
+	keepStory(t, l, "undated", Story{Class: "otp", ProviderIDs: []string{"pu"}})
+	after := redisNow(t, rdb) / 1000
+	got, ok, err = l.Story(ctx, "undated")
+	if err != nil || !ok || got.SentAt.UnixMilli() < before || got.SentAt.UnixMilli() > after {
+		t.Fatalf("Story without an admission: %+v %v %v, want sent between %d and %d ms", got, ok, err, before, after)
+	}
+}
+
+// plantStory overwrites the story at key with fields, as finish.lua and
+// receipt.lua write one (a JSON object of strings), keeping its lifetime.
+func plantStory(t *testing.T, rdb *redis.Client, key string, fields map[string]string) {
+	t.Helper()
+	b, err := json.Marshal(fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.SetArgs(context.Background(), key, b, redis.SetArgs{KeepTTL: true}).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAStoryIsOneStringReadAndWrittenWhole: finish.lua keeps a story as
+// one string with the record's lifetime, and a receipt's fold rewrites it
+// whole, its lifetime kept; a story an older version kept as a hash folds
+// the same and is written back as the string, its lifetime kept too.
+func TestAStoryIsOneStringReadAndWrittenWhole(t *testing.T) {
+	rdb := redistest.Client(t)
+	l := newLimiter(t, rdb, testConfig(t))
+	ctx := context.Background()
+	keepStory(t, l, "s", Story{Class: "otp", Sender: "Acme", ProviderIDs: []string{"ps1", "ps2"}})
+	if typ := rdb.Type(ctx, l.msgKey("s")).Val(); typ != "string" {
+		t.Fatalf("the story is a %s, want a string", typ)
+	}
+	var h map[string]string
+	if err := json.Unmarshal([]byte(rdb.Get(ctx, l.msgKey("s")).Val()), &h); err != nil || h["class"] != "otp" || h["sender"] != "Acme" ||
+		h["n"] != "2" || h["p1"] != "ps1" || h["p2"] != "ps2" || h["sent"] == "" {
+		t.Fatalf("the story %v (%v), want class, sender, n, p1, p2 and sent", h, err)
+	}
+	if err := rdb.PExpire(ctx, l.msgKey("s"), time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	fold(t, l, report("ps2", "failed", "30003"))
+	if ttl := rdb.PTTL(ctx, l.msgKey("s")).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+		t.Fatalf("the story lives %v after the fold, want its hour kept", ttl)
+	}
+	if err := json.Unmarshal([]byte(rdb.Get(ctx, l.msgKey("s")).Val()), &h); err != nil || h["s2"] != "failed" || h["c2"] != "30003" ||
+		h["status"] != "failed" || h["ov"] != "1" || h["class"] != "otp" {
+		t.Fatalf("the story after a failure %v (%v), want its part, state and version beside its fields", h, err)
+	}
+
+	// An older version's hash.
+	if err := rdb.Del(ctx, l.msgKey("o")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HSet(ctx, l.msgKey("o"), "class", "otp", "n", "1", "p1", "po", "sent", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Expire(ctx, l.msgKey("o"), time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Set(ctx, l.pidKey("po"), "1:o", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if f := fold(t, l, report("po", "delivered", "")); f.Status != "delivered" || !f.Owed || f.ProviderID != "po" {
+		t.Fatalf("a hash story's fold %+v, want delivered and owed", f)
+	}
+	if typ, ttl := rdb.Type(ctx, l.msgKey("o")).Val(), rdb.PTTL(ctx, l.msgKey("o")).Val(); typ != "string" || ttl <= 59*time.Minute {
+		t.Fatalf("the hash story after its fold: a %s living %v, want a string living its hour", typ, ttl)
+	}
+	got, ok, err := l.Story(ctx, "o")
+	if err != nil || !ok || got.Status != "delivered" || !got.Owed || got.Class != "otp" || len(got.ProviderIDs) != 1 {
+		t.Fatalf("Story of the rewritten hash: %+v %v %v", got, ok, err)
 	}
 }

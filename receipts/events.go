@@ -112,8 +112,9 @@ func (s *Server) handOut(ctx context.Context, a *account, f admission.Fold) erro
 // resendDue reports whether f's resend may still go out at now: before
 // the deadline its data holds (the dispatcher writes one into every
 // payload it keeps: dispatch.WithID), or, for data without one (kept by
-// an older version), within dispatch.ResendWithin of the provider's
-// acceptance, as docs/contract.md promises.
+// an older version), within dispatch.ResendWithin of its send
+// (Fold.SentAt: the provider's acceptance follows within the send's own
+// time), as docs/contract.md promises.
 func resendDue(f admission.Fold, now time.Time) bool {
 	until := f.SentAt.Add(dispatch.ResendWithin)
 	if m, err := dispatch.Decode(f.Resend, ""); err == nil && !m.Deadline.IsZero() {

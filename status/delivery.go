@@ -18,7 +18,7 @@ type Delivery struct {
 	// DeliveredRatio is Delivered / Finals; null with no finals.
 	DeliveredRatio *float64 `json:"delivered_ratio"`
 	// P50Seconds and P99Seconds are the quantiles of the time from the
-	// provider's acceptance to the delivered receipt's arrival, over the
+	// send (its admitted slot) to the delivered receipt's arrival, over the
 	// delivered messages, each the upper bound of its bucket
 	// (admission.DeliveryBuckets); 0 with none delivered.
 	P50Seconds float64 `json:"p50_seconds"`

@@ -119,6 +119,8 @@ var killers = map[string]string{
 	"RD1":  "TestAResendSkipsTheAccountThatSentTheOriginal",
 	"RD2":  "TestAnOverflowedOTPThatFailsIsResentThroughItsHome",
 	"RC7":  "TestAFullMemoryOfOwedEventsStillClearsNewOnes",
+	"RC8":  "TestAStoryIsDatedByItsAdmissionsSlot",
+	"RC9":  "TestAnOwedEventIsClearedByItsVersionsMember",
 	"RE2":  "TestAReceiptBeforeItsSendsRecordIsFoldedOnceItIsThere",
 	"RS1":  "TestARouteIsSkippedUnderTheRatioWithEnoughFinals",
 	"RS2":  "TestASkippedRouteDeniesTheFirstClassToItsPrefixOnly",

@@ -106,7 +106,7 @@ var mutants = []mutant{
 		{"admission/eval.go", `call.Lease = l.instance + "-" + strconv.FormatUint(l.leaseSeq.Add(1), 10)`, `call.Lease = l.instance + "-" + strconv.FormatUint(0*l.leaseSeq.Add(1), 10)`},
 	}, ""},
 	{"L3", "a finished send does not release its lease", []edit{
-		{"admission/finish.lua", "  redis.call('ZREM', KEYS[2], unpack(ARGV, 13))", "  -- mutant: leases kept"},
+		{"admission/finish.lua", "  redis.call('ZREM', KEYS[2], unpack(ARGV, 14))", "  -- mutant: leases kept"},
 	}, ""},
 	{"M21", "cluster clients keep go-redis's 60s slot-map reload", []edit{
 		{"admission/cluster.go", "	o.ClusterStateReloadInterval = ClusterStateReloadInterval\n", ""},
@@ -333,17 +333,17 @@ var mutants = []mutant{
 		{"admission/receipt.lua", "if (FINAL[old] and new ~= 'delivered') or", "if (FINAL[old] and FINAL[new] and new ~= 'delivered') or"},
 	}, ""},
 	{"RC2", "an owed status event never recorded as owed", []edit{
-		{"admission/receipt.lua", "  redis.call('ZADD', KEYS[2], now, id)\n", ""},
+		{"admission/receipt.lua", "  -- The owed set's lifetime is set by the sweeps and flushes.\n  redis.call('ZADD', KEYS[2], now, member(id, h.ov))\n", "  -- The owed set's lifetime is set by the sweeps and flushes.\n"},
 	}, ""},
 	{"RC3", "a later failure receipt overwrites delivered", []edit{
 		{"admission/receipt.lua", "if cur and (cur == 'delivered' or (FINAL[cur] and status ~= 'delivered') or", "if cur and ((cur == 'delivered' and not FINAL[status]) or (FINAL[cur] and cur ~= 'delivered' and status ~= 'delivered') or"},
 		{"admission/receipt.lua", "if (FINAL[old] and new ~= 'delivered') or", "if (FINAL[old] and old ~= 'delivered' and new ~= 'delivered') or"},
 	}, ""},
 	{"RC4", "an older event's publication clears the event owed since", []edit{
-		{"admission/receipt.lua", "  if not ov or ov == v then", "  if true then"},
+		{"admission/receipt.lua", "  if num(v) <= 1 then", "  if true then"},
 	}, ""},
 	{"RC5", "a resend whose publish failed is not given back: lost", []edit{
-		{"admission/giveback.lua", "redis.call('HSET', KEYS[1], 'resend', ARGV[2])\n", ""},
+		{"admission/giveback.lua", "h.resend = ARGV[2]\n", ""},
 	}, ""},
 	{"RC6", "publications noted for a failed call are dropped", []edit{
 		{"admission/receipt.go", "	l.published = append(call.Published, l.published...)", "	l.published = append(l.published[:0:0], l.published...)"},
@@ -381,6 +381,12 @@ var mutants = []mutant{
 	}, ""},
 	{"RC7", "a full memory of owed events leaves a new one owed forever", []edit{
 		{"admission/receipt.go", "		case !ok:\n", "		case !ok && len(l.owedSeen) < maxOwedRemembered:\n"},
+	}, ""},
+	{"RC8", "a story dated by finish.lua's clock, not its admission's slot", []edit{
+		{"admission/finish.lua", "  local sent = math.min(tonumber(ARGV[13]) or 0, 2 ^ 53 - 1)\n", "  local sent = 0\n"},
+	}, ""},
+	{"RC9", "a failure turned delivered leaves its failure's event owed too", []edit{
+		{"admission/receipt.lua", "    redis.call('ZREM', KEYS[2], member(id, before))\n", ""},
 	}, ""},
 	{"RE2", "a receipt posted before its send's record is lost", []edit{
 		{"receipts/handler.go", "	for _, wait := range earlyWaits {\n", "	for _, wait := range earlyWaits[:0] {\n"},
@@ -422,8 +428,8 @@ var mutants = []mutant{
 		{"admission/gcra.lua", "local function num(v)\n  v = tonumber(v)\n  if v and v >= 0 and v <= 2 ^ 53 - 1 then", "local function num(v)\n  v = tonumber(v)\n  if v then"},
 	}, ""},
 	{"M28", "a resend kept in the story and handed out again by every sweep while its event is owed", []edit{
-		{"admission/receipt.lua", "      writes[#writes + 1], writes[#writes + 2] = 'resent', '1'\n", "      writes[#writes + 1], writes[#writes + 2] = 'resend', resend\n      writes[#writes + 1], writes[#writes + 2] = 'resent', '1'\n"},
-		{"admission/receipt.lua", "          redis.call('HDEL', msg, 'resend') -- taken: handed out once\n", ""},
+		{"admission/receipt.lua", "      h.resent = '1'\n", "      h.resend, h.resent = resend, '1'\n"},
+		{"admission/receipt.lua", "          h.resend = nil -- taken: handed out once\n", ""},
 	}, "./receipts/"},
 	{"M28b", "a fold held for its event keeps its resend: every retry publishes it again", []edit{
 		{"receipts/events.go", "\t\tf.Resend = nil // out once: never again from this fold\n", ""},
