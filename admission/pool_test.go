@@ -15,7 +15,7 @@ import (
 )
 
 // TestASenderOfThePoolNeverExceedsItsRate runs random sequences of
-// gcra.lua calls on an account with a sender pool, on an injected clock,
+// The admission script calls on an account with a sender pool, on an injected clock,
 // and asserts that no sender's sends (a send of cost c is c units at its
 // slot) hold more than its rate in any window of 1 s + the arrival jitter:
 // the provider, seeing each send up to the jitter later, never sees more

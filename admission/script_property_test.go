@@ -35,7 +35,7 @@ type propSettings struct {
 	// handOverride and handLearned, when not "", are written by hand to
 	// the override's and the learned rate's keys (past Override's
 	// checks): rates from 1e-20 to 1e6, negative ones, strings that are
-	// no number. gcra.lua must ignore each value that is not a rate of at
+	// no number. The admission script must ignore each value that is not a rate of at
 	// least MinRPS, and report it.
 	handOverride, handLearned string
 	maxInFlight               int
@@ -50,7 +50,7 @@ func (s propSettings) String() string {
 		s.rate, s.marketingRate, s.burst, s.reserve, s.overrideTarget, s.overrideM, s.handOverride, s.handLearned, s.maxInFlight, s.leaseTTL, s.maxCost)
 }
 
-// rateInRedis returns v read as gcra.lua reads a rate from Redis: ok when
+// rateInRedis returns v read as the admission script reads a rate from Redis: ok when
 // it is a finite number of at least MinRPS.
 func rateInRedis(v string) (float64, bool) {
 	r, err := strconv.ParseFloat(v, 64)
@@ -61,7 +61,7 @@ func rateInRedis(v string) (float64, bool) {
 }
 
 // inRedis returns the override's rates and the learned rate in force (0:
-// none) and what gcra.lua must report ignored, for the settings s.
+// none) and what the admission script must report ignored, for the settings s.
 func (s propSettings) inRedis() (target, marketing, learned float64, ignored int64) {
 	target, marketing = s.overrideTarget, s.overrideM
 	if s.handOverride != "" {
@@ -88,7 +88,7 @@ func (s propSettings) inRedis() (target, marketing, learned float64, ignored int
 }
 
 // inForce returns the global and marketing emission intervals in
-// microseconds that gcra.lua uses, from the configured ones (its ARGV[1]
+// microseconds that the admission script uses, from the configured ones (its ARGV[1]
 // and ARGV[3]) and the rates in force (0: none), with the script's own
 // arithmetic (IEEE doubles, as Lua's numbers).
 func inForce(gInt, mInt, target, marketing, learned float64) (float64, float64) {
@@ -241,7 +241,7 @@ func overWindow(instants []int64, w int64, rate float64, burst int) (a int64, n 
 }
 
 // TestGCRAScriptNeverAdmitsMoreThanRateTimesWindowPlusBurst runs random
-// sequences of calls of gcra.lua, with the ARGV the Limiter builds, on a
+// sequences of calls of the admission script, with the ARGV the Limiter builds, on a
 // random non-decreasing injected clock, and asserts that the script never
 // errs, never books a slot beyond the caller's lookahead, and that no
 // window [a, a+W] starting at a send (at its slot) holds more than

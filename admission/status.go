@@ -39,7 +39,7 @@ type Process struct {
 type Override struct {
 	TargetRPS, MarketingRPS float64       // 0: that rate is not overridden
 	Left                    time.Duration // 0: until cleared
-	// Ignored is the key's value when gcra.lua ignores some of it (a rate
+	// Ignored is the key's value when the admission script ignores some of it (a rate
 	// that CheckOverrideRate refuses, which counts as 0 above, or a value
 	// of another shape); "" otherwise.
 	Ignored string
@@ -63,17 +63,17 @@ type AccountStatus struct {
 	Sent    map[Class][]int
 	Classes []Class
 
-	// LearnedIgnored is the learned rate's state when gcra.lua ignores it
+	// LearnedIgnored is the learned rate's state when the admission script ignores it
 	// (a rate below MinRPS, or not a state it can read); Learned is then
 	// zero. "" otherwise.
 	LearnedIgnored string
-	// Health is the account's health as gcra.lua reads it.
+	// Health is the account's health as the admission script reads it.
 	Health HealthStatus
 }
 
 // HealthStatus is an account's health as Redis holds it.
 type HealthStatus struct {
-	Health Health // Healthy with no key, or one of another shape (as gcra.lua reads it)
+	Health Health // Healthy with no key, or one of another shape (as the admission script reads it)
 	// Since is when the account became Degraded; zero unless it is.
 	Since time.Time
 	// Failures counts the run of failures in a row: so far while Failing,
@@ -84,8 +84,8 @@ type HealthStatus struct {
 	ProbesOK int
 }
 
-// parseHealth reads the health key's value (gcra.lua's header gives its
-// format); any other shape, "" among them, is healthy, as gcra.lua reads
+// parseHealth reads the health key's value (the admission script's header gives its
+// format); any other shape, "" among them, is healthy, as the admission script reads
 // it.
 func parseHealth(v string) HealthStatus {
 	f := strings.Split(v, " ")
@@ -148,7 +148,7 @@ func parseStatus(v []any, seconds int, classes []Class) (AccountStatus, error) {
 	}
 	st := AccountStatus{Now: time.UnixMicro(nowUS), InFlight: int(num(6)), Health: parseHealth(str(9))}
 	if o := str(1); o != "" {
-		// As gcra.lua reads it: '<target> <marketing>', each rate on its
+		// As the admission script reads it: '<target> <marketing>', each rate on its
 		// own.
 		ov := &Override{}
 		t, m, ok := strings.Cut(o, " ")

@@ -85,7 +85,7 @@ func TestStatusReadsWhatTheSendsAndProcessesLeft(t *testing.T) {
 // TestRefreshHealthTellsAProcessTheHealth: a process that sends nothing
 // on the account learns the health another process's failures wrote from
 // its next RefreshHealth, and again once the key says otherwise; a value
-// of another shape reads as healthy, as gcra.lua reads it.
+// of another shape reads as healthy, as the admission script reads it.
 func TestRefreshHealthTellsAProcessTheHealth(t *testing.T) {
 	rdb := redistest.Client(t)
 	cfg := testConfig(t)
@@ -145,7 +145,7 @@ func TestRefreshHealthTellsAProcessTheHealth(t *testing.T) {
 	}
 }
 
-// TestStatusReadsTheHealth: Status reads the health key as gcra.lua does:
+// TestStatusReadsTheHealth: Status reads the health key as the admission script does:
 // a degraded account with when it became so, the run that made it so and
 // its probes that succeeded; a run of failures counted on a healthy one;
 // healthy without the key or with a value of another shape.

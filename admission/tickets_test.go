@@ -167,7 +167,7 @@ func TestAClassAtTheAccountsRateFollowsNoShadow(t *testing.T) {
 // ticketNow is the test clock's now of a ticketRig, in µs.
 const ticketNow = 1_800_000_000_000_000
 
-// A ticketRig runs a limiter's gcra.lua calls on a real Redis at ticketNow.
+// A ticketRig runs a limiter's the admission script calls on a real Redis at ticketNow.
 type ticketRig struct {
 	t       *testing.T
 	ctx     context.Context
@@ -197,7 +197,7 @@ func (r *ticketRig) send(sc scriptCall) Decision {
 	r.t.Helper()
 	d, err := gcraReplyErr(r.scripts.send(r.ctx, r.rdb, sc, ticketNow))
 	if err != nil {
-		r.t.Fatalf("gcra.lua: %v", err)
+		r.t.Fatalf("the admission script: %v", err)
 	}
 	return d
 }
