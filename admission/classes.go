@@ -7,8 +7,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // A classState is what a Limiter keeps of one of its classes: its admission call,
@@ -17,7 +15,6 @@ type classState struct {
 	name    Class
 	pos     int           // its place in Config.Classes: 0 is served first
 	admit   admitCall     // its admission script's call, as New builds it
-	script  *redis.Script // its admission script: the parts its call uses (partsOf)
 	turn    chan int      // one waiter of the class talks to Redis; see Acquire
 	queued  atomic.Int32  // callers of Acquire waiting for the turn
 	costs   map[int]int   // how many of them wait with each cost; guarded by Limiter.mu
@@ -98,7 +95,7 @@ func overridden(cfg Config, i int) bool {
 	return i == len(cfg.Classes)-1 && (i > 0 || cfg.Classes[i].Name != OTP)
 }
 
-// newClasses builds each class's admission call and script from base (the account's
+// newClasses builds each class's admission call from base (the account's
 // keys and global level) and its fallback levels.
 func newClasses(cfg Config, tag string, base admitCall) (map[Class]*classState, []Class) {
 	all, ceiling, reserves := classLevels(cfg, tag)
@@ -158,7 +155,6 @@ func newClasses(cfg Config, tag string, base admitCall) (map[Class]*classState, 
 		}
 		a.WakePushes = strings.Join(pushes, " ")
 		a.Spacing = c.spacing.Microseconds()
-		c.script = admitScript(partsOf(*a))
 		byName[k.Name], order[i], list[i] = c, k.Name, c
 	}
 	for i := len(list) - 2; i >= 0; i-- {

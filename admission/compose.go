@@ -1,14 +1,19 @@
 package admission
 
 import (
+	"context"
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"maps"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -53,16 +58,24 @@ var admitPhases = []string{
 }
 
 // A partSet says which optional parts a script holds.
-type partSet uint8
+type partSet uint16
 
-// The optional parts; every other part is in every script.
+// The optional parts; every other part is in every script. Some follow
+// the configuration, others the call: a call that asks for no ticket,
+// takes no claim, has no recovery floor or names no route runs a script
+// without those parts.
 const (
 	withCeiling  partSet = 1 << iota // ceiling.lua: the class has a ceiling
 	withReserves                     // reserves.lua: the class is held to an earlier class's reserve
+	withPushes                       // pushes.lua: later classes' tickets to push
 	withSearch                       // search.lua: the account learns its rate
 	withPool                         // pool.lua: the account has a sender pool
 	withLeases                       // leases.lua: MaxInFlight
-	allParts     = withCeiling | withReserves | withSearch | withPool | withLeases
+	withRecord                       // record.lua: the call takes the id's claim
+	withTickets                      // wake.lua: the call asks for wake tickets
+	withFloor                        // floor.lua: the call comes back from the fallback
+	withRoute                        // route.lua: the call names a route's skip
+	allParts     = 1<<iota - 1
 )
 
 // admitParts are the parts after the prelude, in the fixed order in which
@@ -72,29 +85,27 @@ var admitParts = []struct {
 	name string
 	opt  partSet
 }{
-	{"record", 0}, {"override", 0}, {"learned", 0}, {"penalty", 0}, {"health", 0}, {"route", 0},
+	{"record", withRecord}, {"override", 0}, {"learned", 0}, {"penalty", 0}, {"health", 0}, {"route", withRoute},
 	{"search", withSearch}, {"global", 0}, {"ceiling", withCeiling}, {"reserves", withReserves},
-	{"wake", 0}, {"pool", withPool}, {"leases", withLeases}, {"floor", 0},
+	{"wake", withTickets}, {"pushes", withPushes}, {"pool", withPool}, {"leases", withLeases}, {"floor", withFloor},
 }
 
-// partsOf returns the parts a call of c's shape can use: a part whose
-// arguments are all empty would act on nothing.
+// partsOf returns the parts call c can use: a part whose arguments are
+// all empty would act on nothing.
 func partsOf(c admitCall) partSet {
 	var p partSet
-	if c.CeilingInterval != 0 {
-		p |= withCeiling
-	}
-	if len(c.Reserves) > 0 {
-		p |= withReserves
-	}
-	if c.Adaptive != "" {
-		p |= withSearch
-	}
-	if len(c.Senders) > 0 {
-		p |= withPool
-	}
-	if c.MaxInFlight > 0 {
-		p |= withLeases
+	for _, x := range []struct {
+		in  bool
+		set partSet
+	}{
+		{c.CeilingInterval != 0, withCeiling}, {len(c.Reserves) > 0, withReserves}, {len(c.LaterWakes) > 0, withPushes},
+		{c.Adaptive != "", withSearch}, {len(c.Senders) > 0, withPool}, {c.MaxInFlight > 0, withLeases},
+		{c.Token != "", withRecord}, {c.Tickets != ticketNone, withTickets}, {c.RecoveryFloor > 0, withFloor},
+		{!strings.HasSuffix(c.Skip, ":skip:"), withRoute}, // a prefix's skip: the call can fail over
+	} {
+		if x.in {
+			p |= x.set
+		}
 	}
 	return p
 }
@@ -220,6 +231,11 @@ func knownPhase(p string) bool {
 
 // composeAdmit returns the admission script of the parts in set.
 func composeAdmit(set partSet) string {
+	return composeParts(func(name string, opt partSet) bool { return opt == 0 || set&opt != 0 })
+}
+
+// composeParts returns the admission script of the parts keep keeps.
+func composeParts(keep func(name string, opt partSet) bool) string {
 	read := func(name string) string {
 		b, err := fs.ReadFile(partFiles, name+".lua")
 		if err != nil {
@@ -240,7 +256,7 @@ func composeAdmit(set partSet) string {
 	}
 	for _, phase := range admitPhases {
 		for i, p := range admitParts {
-			if sec, ok := parts[i][phase]; ok && (p.opt == 0 || set&p.opt != 0) {
+			if sec, ok := parts[i][phase]; ok && keep(p.name, p.opt) {
 				fmt.Fprintf(&b, "\n-- %s.lua: %s\n%s", p.name, phase, sec)
 			}
 		}
@@ -248,42 +264,124 @@ func composeAdmit(set partSet) string {
 	return b.String()
 }
 
-// admitScripts caches the composed scripts by their parts, and admitSHAs
-// their sources by SHA-1 (hex), for ScriptOp.
+// fixedKeys is how many KEYS of admitCall come before its lists.
+const fixedKeys = 11
+
+// An admitVariant is a composed admission script and its call's layout:
+// the parts' source names the KEYS and ARGV of admitCall's full layout;
+// the variant is sent only those its parts read, in the same order,
+// renumbered, so that an argument no part reads costs nothing.
+type admitVariant struct {
+	*redis.Script
+	src  string
+	sent atomic.Bool // run once by this process: Redis has it cached, unless flushed
+	keys []int       // the fixed KEYS sent, 1-based in the full layout; the lists follow them
+	args []int       // the ARGV sent, 1-based in the full layout
+}
+
+// run runs v with keys and args. Its first run in the process sends the
+// source (EVAL, which caches it), so that a variant's first call is one
+// call too (EVALSHA would be refused and sent again); later runs send the
+// SHA, and the source once more if Redis lost it.
+func (v *admitVariant) run(ctx context.Context, rdb redis.Scripter, keys []string, args ...any) *redis.Cmd {
+	if v.sent.CompareAndSwap(false, true) {
+		return v.Eval(ctx, rdb, keys, args...)
+	}
+	return v.Run(ctx, rdb, keys, args...)
+}
+
+// call returns c's KEYS and ARGV in v's layout.
+func (v *admitVariant) call(c admitCall) ([]string, []any) {
+	full, argv := c.keys(), c.argv()
+	keys := make([]string, 0, len(v.keys)+len(full)-fixedKeys)
+	for _, k := range v.keys {
+		keys = append(keys, full[k-1])
+	}
+	keys = append(keys, full[fixedKeys:]...)
+	args := make([]any, len(v.args))
+	for i, a := range v.args {
+		args[i] = argv[a-1]
+	}
+	return keys, args
+}
+
 var (
-	admitMu      sync.RWMutex
-	admitScripts = map[partSet]*redis.Script{}
-	admitSHAs    = map[string]string{}
+	refLine  = regexp.MustCompile(`\b(KEYS|ARGV|s)\[(\d+)\]`)
+	kvMarker = "--@layout\n"
+)
+
+// layout renumbers src's references to the full layout's KEYS, ARGV and
+// the MGET's values (s) to those src reads, and returns the variant.
+func layout(src string) *admitVariant {
+	used := map[string]map[int]bool{"KEYS": {}, "ARGV": {}}
+	for _, m := range refLine.FindAllStringSubmatch(src, -1) {
+		n, _ := strconv.Atoi(m[2])
+		if m[1] == "ARGV" {
+			used["ARGV"][n] = true
+		} else if n <= fixedKeys {
+			used["KEYS"][n] = true
+		}
+	}
+	v := &admitVariant{keys: slices.Sorted(maps.Keys(used["KEYS"])), args: slices.Sorted(maps.Keys(used["ARGV"]))}
+	at := func(list []int, n int) int { return slices.Index(list, n) + 1 }
+	src = refLine.ReplaceAllStringFunc(src, func(ref string) string {
+		m := refLine.FindStringSubmatch(ref)
+		n, _ := strconv.Atoi(m[2])
+		if m[1] == "ARGV" {
+			return fmt.Sprintf("ARGV[%d]", at(v.args, n))
+		}
+		return fmt.Sprintf("%s[%d]", m[1], at(v.keys, n))
+	})
+	v.src = strings.Replace(src, kvMarker, fmt.Sprintf("local KV = %d -- the first key of the lists\n", len(v.keys)+1), 1)
+	v.Script = redis.NewScript(v.src)
+	return v
+}
+
+// admitVariants caches the composed scripts by their parts, and admitSHAs
+// them by SHA-1 (hex), for ScriptOp.
+var (
+	admitMu       sync.RWMutex
+	admitVariants = map[partSet]*admitVariant{}
+	admitSHAs     = map[string]*admitVariant{}
 )
 
 // admitScript returns the admission script of the parts in set, composed
 // once.
-func admitScript(set partSet) *redis.Script {
+func admitScript(set partSet) *admitVariant {
 	admitMu.RLock()
-	sc := admitScripts[set]
+	v := admitVariants[set]
 	admitMu.RUnlock()
-	if sc != nil {
-		return sc
+	if v != nil {
+		return v
 	}
-	src := composeAdmit(set)
+	v = layout(composeAdmit(set))
 	admitMu.Lock()
 	defer admitMu.Unlock()
-	if sc := admitScripts[set]; sc != nil {
-		return sc
+	if old := admitVariants[set]; old != nil {
+		return old
 	}
-	sc = redis.NewScript(src)
-	admitScripts[set] = sc
-	admitSHAs[sc.Hash()] = src
-	return sc
+	admitVariants[set] = v
+	admitSHAs[v.Hash()] = v
+	return v
+}
+
+// admitBySHA returns the composed admission script whose SHA-1 (hex) is
+// sha, if this process composed it.
+func admitBySHA(sha string) (*admitVariant, bool) {
+	admitMu.RLock()
+	defer admitMu.RUnlock()
+	v, ok := admitSHAs[sha]
+	return v, ok
 }
 
 // admitSource returns the source of the composed admission script whose
 // SHA-1 (hex) is sha, if this process composed it.
 func admitSource(sha string) (string, bool) {
-	admitMu.RLock()
-	defer admitMu.RUnlock()
-	src, ok := admitSHAs[sha]
-	return src, ok
+	v, ok := admitBySHA(sha)
+	if !ok {
+		return "", false
+	}
+	return v.src, true
 }
 
 // resetAdmitScripts forgets the composed scripts: the parts changed
@@ -291,7 +389,7 @@ func admitSource(sha string) (string, bool) {
 func resetAdmitScripts() {
 	admitMu.Lock()
 	defer admitMu.Unlock()
-	admitScripts, admitSHAs = map[partSet]*redis.Script{}, map[string]string{}
+	admitVariants, admitSHAs = map[partSet]*admitVariant{}, map[string]*admitVariant{}
 }
 
 // shaOf returns src's SHA-1 in hex, as EVALSHA takes it.

@@ -11,7 +11,7 @@ import (
 // ErrBadReply reports a script reply of an unexpected shape.
 var ErrBadReply = errors.New("admission: unexpected script reply")
 
-// eval runs the class's admission script (compose.go) once for a send of cost units, taking claim's
+// eval runs the admission script (compose.go) of the parts the call uses once for a send of cost units, taking claim's
 // send-once claim with the slot when claim.Token is set. recovering says
 // this process is coming back from its fallback: others may still be in
 // theirs for up to one RedisRetryAfter, sending (MaxSenders-1)/MaxSenders
@@ -45,11 +45,12 @@ func (l *Limiter) eval(ctx context.Context, c *classState, cost int, recovering 
 		call.Skip = l.skipKey(claim.Prefix)
 	}
 	lease := call.Lease
+	script := admitScript(partsOf(call))
 	var v []any
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
-		keys, argv := call.keys(), call.argv()
+		keys, argv := script.call(call)
 		for built := false; ; built = true {
-			v, err = c.script.Run(ctx, l.rdb, keys, argv...).Slice()
+			v, err = script.run(ctx, l.rdb, keys, argv...).Slice()
 			if err != nil {
 				return fmt.Errorf("admission eval: %w", err)
 			}

@@ -85,14 +85,41 @@ type scriptCall struct {
 	args []any
 }
 
+// admitArg returns ARGV[n] of c, a recorded call of a composed admission
+// script, for a test to change: n is admitCall's (the full layout's),
+// which the variant may send at another place, or not at all.
+func (c scriptCall) admitArg(t testing.TB, n int) *any {
+	t.Helper()
+	v, ok := admitBySHA(c.sha)
+	i := slices.Index(v.args, n)
+	if !ok || i < 0 {
+		t.Fatalf("ARGV[%d] is not sent to the admission script %s", n, c.sha)
+	}
+	return &c.args[i]
+}
+
+// admitKey returns KEYS[n] (one of the fixed keys, 1-based as in
+// admitCall) of c, a recorded call of a composed admission script.
+func (c scriptCall) admitKey(t testing.TB, n int) string {
+	t.Helper()
+	v, ok := admitBySHA(c.sha)
+	i := slices.Index(v.keys, n)
+	if !ok || i < 0 {
+		t.Fatalf("KEYS[%d] is not sent to the admission script %s", n, c.sha)
+	}
+	return c.keys[i]
+}
+
 // A recorder is a redis.Scripter that records the script calls made on it
 // instead of sending them, so that a test can replay the ARGV the product
 // builds, in a pipeline and on a test-clock variant. It answers every call
 // with a success of the script's shape (the admission script: allowed; penalty.lua:
 // a 429's), so that no
 // caller sees a failure, which would open its circuit or orphan a lease.
-// Only EvalSha is implemented: Script.Run tries it first and, as it never
-// fails, never falls back to Eval; any other method panics (a test bug).
+// Only EvalSha and Eval are implemented: Script.Run tries EvalSha first
+// and, as it never fails, never falls back to Eval, which the admission
+// script's first run sends (admitVariant.run); any other method panics (a
+// test bug).
 type recorder struct {
 	redis.Scripter
 	calls []scriptCall
@@ -112,6 +139,12 @@ func (r *recorder) EvalSha(_ context.Context, sha string, keys []string, args ..
 		return redis.NewCmdResult([]any{int64(1), "throttled"}, nil)
 	}
 	return redis.NewCmdResult(int64(1), nil)
+}
+
+// Eval records a script sent whole (a composed admission script's first
+// run) as the EVALSHA of its SHA.
+func (r *recorder) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return r.EvalSha(ctx, shaOf(script), keys, args...)
 }
 
 // take runs call, which must make exactly one script call on r, and returns

@@ -339,10 +339,10 @@ func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, s propSetti
 			var g scriptCall
 			g, lease = gcraCall(t, l, rec, c.class, c.recovering, c.tickets, c.within, c.lookahead, Claim{})
 			if s.reserve >= 0 {
-				g.args[6] = strconv.FormatInt(s.reserve, 10) // ARGV[7]
+				*g.admitArg(t, 7) = strconv.FormatInt(s.reserve, 10)
 			}
-			g.args[13] = strconv.Itoa(max(c.cost, 1))                      // ARGV[14]
-			g.args[14] = strconv.FormatInt(c.lookahead.Microseconds(), 10) // ARGV[15]
+			*g.admitArg(t, 14) = strconv.Itoa(max(c.cost, 1))
+			*g.admitArg(t, 15) = strconv.FormatInt(c.lookahead.Microseconds(), 10)
 			cmds[i] = scripts.send(ctx, p, g, c.at)
 		}
 		gInt, mInt = float64(a.GlobalInterval), float64(a.CeilingInterval)

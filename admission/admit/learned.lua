@@ -24,7 +24,7 @@
 -- learned (the rate in force in thousandths, 0: none) and ignored (2).
 -- Lowers the account's rate as the override does, and the ceiling and
 -- reserves in proportion, so that every class keeps its share. Writes
--- nothing; learned_state writes the state in the MSET for search.lua.
+-- nothing.
 
 -- @read
 local adaptive = ARGV[19]
@@ -39,10 +39,6 @@ if s[8] then
   elseif math.ceil(1000000 / lrn.rate) > tonumber(ARGV[1]) then
     learned = math.floor(lrn.rate * 1000) -- in force: below the configured rate
   end
-end
-local function learned_state(r, mode, nx, pressed)
-  out[#out + 1] = KEYS[8]
-  out[#out + 1] = string.format('%.3f %.3f %.3f %d %s %d %d', r, lrn.lo, lrn.hi, nx, mode, lrn.cut, pressed and 1 or 0)
 end
 
 -- @scale

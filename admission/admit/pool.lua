@@ -34,7 +34,7 @@
 -- its index's score.
 
 -- @read
-senders = 12 + #res + #pushes -- the pool's floor key, then its indexes
+senders = KV + #res + #pushes -- the pool's floor key, then its indexes
 pool = ARGV[20] ~= ''
 
 -- @wait

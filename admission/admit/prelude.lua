@@ -67,8 +67,9 @@ local function num(v)
 end
 
 -- Every key in one MGET: s[i] is KEYS[i]'s value (nil for the leases,
--- a sorted set).
+-- a sorted set). The lists of keys start at KV (compose.go's layout).
 local s = redis.call('MGET', unpack(KEYS))
+--@layout
 
 -- What is written back, in one MSET at the end (the account's keys need
 -- no expiry: a TAT or ticket in the past means the same as none, and they
@@ -95,11 +96,25 @@ local reserve, spacing = tonumber(ARGV[7]), tonumber(ARGV[9])
 local capped, tat_m, m_int, m_tau = false, 0, 0, 0
 local res, pushes = {}, {} -- the reserves' levels, the later classes' ticket pushes
 local g_wait, m_wait, r_wait, s_wait = 0, -1, -1, -1
-local lookahead, open = tonumber(ARGV[15]), 0
+local lookahead, open, nxt = tonumber(ARGV[15]), 0, 0
 local pool, senders, pick = false, 0, nil
 -- What the reply says besides the decision (compose.go's reply table).
 local attempts, learned, ignored, health = 0, 0, 0, 0
 --@reply
+-- A wake-ticket key holds '<next> <global>': the next ticket of the class
+-- and its shadow of the global TAT (wake.lua). A value of one number (a
+-- version before the shadow) is the next ticket alone.
+local function wake(v)
+  local w, g = string.match(v or '', '^(%d+) (%d+)$')
+  if w then
+    return num(w) or 0, num(g) or 0
+  end
+  return num(v) or 0, 0
+end
+local function put_wake(key, w, g)
+  out[#out + 1] = key
+  out[#out + 1] = string.format('%d %d', clamp(w), clamp(g))
+end
 -- ticket (wake.lua) returns when a denied caller should ask again, in
 -- microseconds from now; press (search.lua) notes that the rate in force
 -- was pressed against.

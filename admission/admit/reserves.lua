@@ -21,7 +21,7 @@
 
 -- @read
 for iv, tau, r in string.gmatch(ARGV[24], '(%d+) (%d+) (%d+)') do
-  local k = 12 + #res
+  local k = KV + #res
   res[#res + 1] = {int = tonumber(iv), tau = tonumber(tau), reserve = tonumber(r), key = k,
     tat = math.max(num(s[k]) or 0, now)}
 end

@@ -13,6 +13,11 @@
 -- is written when it changes).
 
 -- @check
+-- learned_state writes the learned rate's state in the MSET.
+local function learned_state(r, mode, nx, pressed)
+  out[#out + 1] = KEYS[8]
+  out[#out + 1] = string.format('%.3f %.3f %.3f %d %s %d %d', r, lrn.lo, lrn.hi, nx, mode, lrn.cut, pressed and 1 or 0)
+end
 local searching = lrn and adaptive ~= '' and lrn.mode ~= 'P'
 if searching and now >= lrn.next and lrn.pressed then
   local a_target, a_min, a_step, a_probe = string.match(adaptive, '^(%S+) (%S+) (%S+) (%S+)$')

@@ -1,25 +1,14 @@
 -- wake.lua: wake tickets spread the waiters of all processes over the
 -- coming slots, each the cost of the one before it apart, instead of
 -- waking them all when the next slot opens (where one wins and the rest
--- pay a call for nothing). Always in the script (a caller asks for
--- tickets per call, ARGV[8]).
+-- pay a call for nothing). In the script of a call that asks for tickets
+-- (ARGV[8] not '0').
 --
 -- KEYS[4] -> wake-ticket key of the caller's class ({sms:<account>}:wake:<class>),
 --            '<next> <global>': the class's next ticket and its shadow of
 --            the global TAT (below)
--- KEYS[12+R..] -> the wake-ticket keys of the later classes held to a
---            level the caller's class is held to (the global level, and
---            its reserves), one per interval of ARGV[25]; W of them
 -- ARGV[10] -> the longest the caller will wait, in microseconds: a ticket
 --            further away is not taken (it would be wasted)
--- ARGV[25] -> the push of each wake ticket of KEYS[12+R..], in
---            microseconds per unit, space-separated ('' for none): an
---            admission takes a slot of a reserve a later class shares,
---            which that class's next ticket would otherwise point at, so
---            its next ticket is pushed one slot later (0: the class shares
---            no reserve with the caller's). It takes a slot of the global
---            level too: each later class's shadow of the global TAT moves
---            by the send's units, as the TAT does
 --
 -- A ticket is a hint of when to ask, never a slot: the TATs alone decide,
 -- and the lookahead lets a waiter that wakes a little early book its slot
@@ -36,10 +25,9 @@
 -- already); a shadow behind the real TAT counts as it. A value of one
 -- number (a version before the shadow) is the next ticket alone.
 --
--- Sets ticket (prelude.lua's deny takes one) and pushes; writes the
--- tickets taken, the later classes' pushes, and sets nxt: when allowed
--- with ARGV[8] = '2', when to ask for the next message (may be <= 0: at
--- once).
+-- Sets ticket (prelude.lua's deny takes one) and nxt: when allowed with
+-- ARGV[8] = '2', when to ask for the next message (may be <= 0: at once);
+-- writes the tickets taken. pushes.lua moves the later classes' tickets.
 
 -- @read
 -- The cost of the caller queued behind this one ('2 <n>'), which the next
@@ -47,20 +35,6 @@
 -- whose failed match returns no value at all would leave tonumber none.)
 local next_cost = string.match(tickets, '^2 (%d+)$')
 next_cost = math.max(tonumber(next_cost or '1'), 1)
-local function wake(v)
-  local w, g = string.match(v or '', '^(%d+) (%d+)$')
-  if w then
-    return num(w) or 0, num(g) or 0
-  end
-  return num(v) or 0, 0
-end
-local function put_wake(key, w, g)
-  out[#out + 1] = key
-  out[#out + 1] = string.format('%d %d', clamp(w), clamp(g))
-end
-for v in string.gmatch(ARGV[25], '%d+') do
-  pushes[#pushes + 1] = tonumber(v)
-end
 -- ticket returns when the caller should ask, in microseconds from now: the
 -- next free hint at or after open (at most 1 s per unit past it: a stale
 -- hint far ahead is not followed), and takes it for a send of units: the
@@ -90,20 +64,6 @@ ticket = function(open, units)
 end
 
 -- @commit
-for i, p in ipairs(pushes) do
-  local k = 11 + #res + i
-  local w, g = wake(s[k])
-  if (p > 0 and w > now) or g > now then
-    if p > 0 and w > now then
-      w = w + cost * p
-    end
-    if g > now then
-      g = g + cost * g_int -- every later class shares the global level
-    end
-    put_wake(KEYS[k], w, g)
-  end
-end
-local nxt = 0
 if string.sub(tickets, 1, 1) == '2' then
   nxt = ticket(open, next_cost)
 end
