@@ -393,7 +393,7 @@ var mutants = []mutant{
 		{"admission/admit/wake.lua", "  put_wake(KEYS[4], w + units * spacing, ", "  put_wake(KEYS[4], w + spacing, "},
 	}, ""},
 	{"M24", "an earlier class's send does not push the later classes' shadow of the global TAT", []edit{
-		{"admission/admit/wake.lua", "      g = g + cost * g_int -- every later class shares the global level\n", ""},
+		{"admission/admit/pushes.lua", "      g = g + cost * g_int -- every later class shares the global level\n", ""},
 	}, ""},
 	{"M25", "tickets do not wait for the global level's shadow", []edit{
 		{"admission/admit/wake.lua", "    w = math.max(w, g - (g_tau0 - reserve))\n", ""},
