@@ -340,15 +340,24 @@ func TestGCRAScriptNeverErrsAtExtremes(t *testing.T) {
 					var all []sent
 					scripts.pipeline(t, rdb, func(p redis.Pipeliner) {
 						all = all[:0]
+						n := 0
 						for _, tickets := range []string{ticketNone, ticketOnDenial, ticketAlways} {
 							for _, floor := range []bool{false, true} {
 								for _, f := range inFlight {
 									for _, class := range []Class{OTP, Marketing} {
 										for _, clock := range clocks {
+											pc := propConfigs[n%len(propConfigs)] // each configuration in turn
+											n++
 											cfg := Config{Account: redistest.UniqueAccount(t), TargetRPS: rate, MarketingRPS: rate, Burst: burst, MaxInFlight: f.max, LeaseTTL: f.lease}
+											pc.apply(&cfg, propSettings{rate: rate, marketingRate: rate})
 											rec := &recorder{}
 											l := newLimiter(t, rec, cfg)
-											what := fmt.Sprintf("tickets=%s floor=%v max_in_flight=%d class=%v clock=%s", tickets, floor, f.max, class, clock.name)
+											if len(cfg.Senders) > 0 {
+												if err := l.pool.build(ctx, rdb); err != nil {
+													t.Fatalf("the pool's indexes: %v", err)
+												}
+											}
+											what := fmt.Sprintf("config=%s tickets=%s floor=%v max_in_flight=%d class=%v clock=%s", pc.name, tickets, floor, f.max, class, clock.name)
 											if o.target > 0 || o.marketing > 0 {
 												c := rec.take(t, func() error { return l.Override(ctx, o.target, o.marketing, time.Minute) })
 												all = append(all, sent{what + " override", scripts.send(ctx, p, c, clock.us), false})
@@ -359,6 +368,9 @@ func TestGCRAScriptNeverErrsAtExtremes(t *testing.T) {
 												// Each with a claim living under a
 												// millisecond, counted every other time.
 												claim := Claim{ID: fmt.Sprint("m", i), Token: "t", TTL: time.Microsecond, Count: i%2 == 0}
+												if class == OTP {
+													claim.Prefix, claim.Failover = pc.claim.Prefix, pc.claim.Failover
+												}
 												c, _ := gcraCall(t, l, rec, class, floor && (i == 0 || i == 6), tickets, within, within, claim)
 												all = append(all, sent{fmt.Sprintf("%s call %d at +%v", what, i+1, off), scripts.send(ctx, p, c, clock.us+off.Microseconds()), true})
 											}

@@ -268,13 +268,51 @@ func TestGCRAScriptNeverAdmitsMoreThanRateTimesWindowPlusBurst(t *testing.T) {
 
 	// Every sequence is drawn first, on this goroutine, so that a seed
 	// always gives the same sequences however the parts interleave.
-	const sequences, calls, parts = 200, 200, 4
+	const sequences, calls = 200, 200
 	rng := rand.New(rand.NewPCG(seed, seed))
 	settings := make([]propSettings, sequences)
 	plans := make([][]propCall, sequences)
 	for i := range sequences {
 		settings[i], plans[i] = randomSequence(rng, calls)
 	}
+	for _, pc := range propConfigs {
+		t.Run("config="+pc.name, func(t *testing.T) {
+			runProperty(t, rdb, scripts, pc, settings, plans)
+		})
+	}
+}
+
+// A propConfig is a configuration the property holds at, each composing
+// the admission script of other parts (compose.go).
+type propConfig struct {
+	name string
+	// apply sets the configuration's own fields on cfg, drawn for s.
+	apply func(cfg *Config, s propSettings)
+	// claim is what each OTP call claims with its slot.
+	claim Claim
+}
+
+// propConfigs: the defaults (two classes); three classes with a sender
+// pool (a reserve, the pool's part); the learned rate with failover (the
+// search's part, and the route's for each OTP call).
+var propConfigs = []propConfig{
+	{name: "defaults", apply: func(*Config, propSettings) {}},
+	{name: "three-classes-pool", apply: func(cfg *Config, s propSettings) {
+		reserve := (s.rate - s.marketingRate) / 2 // leaves room for both classes after OTP
+		if reserve < MinRPS {
+			reserve = 0
+		}
+		cfg.Classes = []ClassLimit{{Name: OTP, Reserve: reserve}, {Name: "transactional", RPS: s.rate / 2}, {Name: Marketing, RPS: s.marketingRate}}
+		cfg.Senders = []Sender{{From: "A", RPS: s.rate}, {From: "B", RPS: s.rate / 2}}
+	}},
+	{name: "learned-failover", apply: func(cfg *Config, _ propSettings) { cfg.Adaptive = Adaptive{Enabled: true} },
+		claim: Claim{Prefix: "+62", Failover: true}},
+}
+
+// runProperty runs the sequences at the configuration pc.
+func runProperty(t *testing.T, rdb *redis.Client, scripts scriptSet, pc propConfig, settings []propSettings, plans [][]propCall) {
+	const parts = 4
+	sequences := len(settings)
 	for part := range parts {
 		t.Run(fmt.Sprintf("part=%d", part), func(t *testing.T) {
 			// Parallel: the Go side of one part overlaps Redis's side of
@@ -290,7 +328,7 @@ func TestGCRAScriptNeverAdmitsMoreThanRateTimesWindowPlusBurst(t *testing.T) {
 			}
 			for seq := part; seq < sequences; seq += parts {
 				s, plan := settings[seq], plans[seq]
-				for _, msg := range runSequence(t, rdb, scripts, s, plan) {
+				for _, msg := range runSequence(t, rdb, scripts, pc, s, plan) {
 					report("sequence %d (%v): %s", seq, s, msg)
 				}
 			}
@@ -303,7 +341,7 @@ func TestGCRAScriptNeverAdmitsMoreThanRateTimesWindowPlusBurst(t *testing.T) {
 
 // runSequence runs plan with settings s on a new account and returns what
 // went wrong, if anything.
-func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, s propSettings, plan []propCall) []string {
+func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, pc propConfig, s propSettings, plan []propCall) []string {
 	t.Helper()
 	ctx := context.Background()
 	// Every call of the sequence goes in one pipeline: the calls do not
@@ -317,8 +355,14 @@ func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, s propSetti
 			Account: redistest.UniqueAccount(t), TargetRPS: s.rate, MarketingRPS: s.marketingRate,
 			Burst: s.burst, MaxInFlight: s.maxInFlight, LeaseTTL: s.leaseTTL,
 		}
+		pc.apply(&cfg, s)
 		rec := &recorder{}
 		l := newLimiter(t, rec, cfg)
+		if len(cfg.Senders) > 0 {
+			if err := l.pool.build(ctx, rdb); err != nil {
+				t.Fatalf("the pool's indexes: %v", err)
+			}
+		}
 		if s.overrideTarget > 0 || s.overrideM > 0 {
 			c := rec.take(t, func() error { return l.Override(ctx, s.overrideTarget, s.overrideM, time.Minute) })
 			scripts.send(ctx, p, c, plan[0].at)
@@ -337,7 +381,11 @@ func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, s propSetti
 				scripts.send(ctx, p, r, c.at)
 			}
 			var g scriptCall
-			g, lease = gcraCall(t, l, rec, c.class, c.recovering, c.tickets, c.within, c.lookahead, Claim{})
+			claim := Claim{}
+			if c.class == OTP {
+				claim = pc.claim
+			}
+			g, lease = gcraCall(t, l, rec, c.class, c.recovering, c.tickets, c.within, c.lookahead, claim)
 			if s.reserve >= 0 {
 				*g.admitArg(t, 7) = strconv.FormatInt(s.reserve, 10)
 			}
