@@ -177,16 +177,13 @@ var admitReasons = [codeLen]struct {
 	codePoolMissing:  {"POOL_MISSING", ReasonNone, SourceRedis},
 }
 
-// replyLua returns the Lua of the reason codes' table and of reply(),
-// which the prelude's "--@reply" line stands for.
+// replyLua returns the Lua of reply(), which the prelude's "--@reply" line
+// stands for, and a comment naming the reason codes.
 func replyLua() string {
 	var b strings.Builder
-	b.WriteString("-- The reply's reason codes and layout (compose.go's tables).\nlocal R = {")
+	b.WriteString("-- The reply's layout and reason codes (compose.go's tables):")
 	for code, r := range admitReasons {
-		if code > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s = %d", r.lua, code)
+		fmt.Fprintf(&b, " %s %d", r.lua, code)
 	}
 	var params, fields []string
 	for _, f := range admitReply {
@@ -195,8 +192,26 @@ func replyLua() string {
 		}
 		fields = append(fields, f.lua)
 	}
-	fmt.Fprintf(&b, "}\nlocal function reply(%s)\n  return {%s}\nend\n", strings.Join(params, ", "), strings.Join(fields, ", "))
+	fmt.Fprintf(&b, "\nlocal function reply(%s)\n  return {%s}\nend\n", strings.Join(params, ", "), strings.Join(fields, ", "))
 	return b.String()
+}
+
+// reasonRef is how the parts name a reason code: R.<name> of admitReasons,
+// which the composer writes as its number (a table built on every call
+// would cost a call's time for nothing).
+var reasonRef = regexp.MustCompile(`\bR\.([A-Z_]+)\b`)
+
+// reasonCodes replaces each R.<name> of src with its code.
+func reasonCodes(src string) string {
+	return reasonRef.ReplaceAllStringFunc(src, func(ref string) string {
+		name := ref[2:]
+		for code, r := range admitReasons {
+			if r.lua == name {
+				return strconv.Itoa(code)
+			}
+		}
+		panic("admit: no reason code " + name)
+	})
 }
 
 var sectionLine = regexp.MustCompile(`(?m)^-- @(\w+)\n`)
@@ -261,7 +276,7 @@ func composeParts(keep func(name string, opt partSet) bool) string {
 			}
 		}
 	}
-	return b.String()
+	return reasonCodes(b.String())
 }
 
 // fixedKeys is how many KEYS of admitCall come before its lists.
