@@ -56,7 +56,9 @@ func TestEachPartOnARealRedis(t *testing.T) {
 			c := l.call(OTP)
 			setKey(t, rdb, c.Override, "nan 0")
 			return c
-		}, func(_ *testing.T, _ *Limiter, _ admitCall, v []any) bool { return v[replyIgnored] == int64(ignoredOverride) }},
+		}, func(_ *testing.T, _ *Limiter, _ admitCall, v []any) bool {
+			return v[replyIgnored] == int64(ignoredOverride)
+		}},
 		{"learned", func(t *testing.T, l *Limiter) admitCall {
 			c := l.call(OTP)
 			setKey(t, rdb, c.Learned, "1 0 0 0 P 0 0")
@@ -98,7 +100,9 @@ func TestEachPartOnARealRedis(t *testing.T) {
 			c := l.call(OTP)
 			setKey(t, rdb, c.LaterWakes[0], far+" "+far)
 			return c
-		}, func(t *testing.T, _ *Limiter, c admitCall, _ []any) bool { return getKey(t, rdb, c.LaterWakes[0]) != far+" "+far }},
+		}, func(t *testing.T, _ *Limiter, c admitCall, _ []any) bool {
+			return getKey(t, rdb, c.LaterWakes[0]) != far+" "+far
+		}},
 		{"floor", func(_ *testing.T, l *Limiter) admitCall {
 			c := l.call(OTP)
 			c.RecoveryFloor = time.Hour.Microseconds()
