@@ -20,7 +20,8 @@
 // a first-class message's resend payload is handed out once (given back
 // only when its publish failed: giveback.lua).
 //
-// Each decision is one Lua script call (the admission script): the penalty key is checked
+// Each decision is one Lua script call (the admission script, composed of
+// parts: compose.go, admit/): the penalty key is checked
 // first, then GCRA on the global key and on the levels of the caller's
 // class (its ceiling, the reserves of the classes before it: classes.go);
 // a denial advances no TAT. All keys of an account share the hash tag
@@ -37,7 +38,8 @@
 // process's fallback is jittered to make that unlikely).
 //
 // One concept per file: limiter.go (the Limiter and one decision),
-// acquire.go (waiting for a slot), eval.go (a the admission script call and its reply),
+// acquire.go (waiting for a slot), eval.go (an admission script call and its reply),
+// compose.go (the admission script composed of its parts),
 // penalty.go (a 429 for every process), override.go (an operator's
 // override), learned.go (the learned rate, as read, pinned and reset), lease.go (in-flight leases), fallback.go (deciding without
 // Redis), circuit.go (Redis's health), claim.go (send-once records),

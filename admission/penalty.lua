@@ -10,7 +10,7 @@
 -- ARGV[1] -> penalty length in milliseconds (below 1 counts as 1)
 -- ARGV[2] -> global tolerance tau in microseconds
 -- ARGV[3] -> why: 'throttled' for a 429, 'account:<reason>' for an
---            account-level failure (the admission script then answers reason 5)
+--            account-level failure (the admission script then answers ACCOUNT)
 -- ARGV[4] -> the learned rate's search, as the admission script's ARGV[19] ('' when
 --            the account does not learn)
 --

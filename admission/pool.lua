@@ -1,6 +1,6 @@
 #!lua
 -- pool.lua builds the indexes of an account's sender pool that the admission script
--- found missing (its reason 11): one sorted set per sender interval, each
+-- found missing (its reason POOL_MISSING): one sorted set per sender interval, each
 -- sender scored by its TAT, so that the admission script finds the sender whose slot
 -- opens first in O(log N) whatever the pool's size. An index that exists
 -- is left as it is: another process built it. Each index is built whole

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// reply is a the admission script reply as go-redis returns it.
+// reply is an admission script reply as go-redis returns it.
 func reply(allowed, wait, reason, next, attempts int64, detail string) []any {
 	return []any{allowed, wait, reason, next, attempts, detail, "", int64(0), int64(0), int64(0)}
 }

@@ -27,9 +27,7 @@
 --            stream of short ones, and any window of length W holds at
 --            most rate * W + BURST - 1 + cost units
 -- ARGV[15] -> lookahead in microseconds: a slot opening within this long
---            is booked now, and the caller sends when it opens (the reply
---            is then allowed, with the wait), instead of being denied and
---            asking again
+--            is booked now (allowed, with the wait), instead of a denial
 -- ARGV[16] -> claim token, unique per delivery attempt ('' takes no claim)
 --
 -- The lowest rate an override or a learned rate may set is min_rps
@@ -71,9 +69,8 @@ end
 local s = redis.call('MGET', unpack(KEYS))
 --@layout
 
--- What is written back, in one MSET at the end (the account's keys need
--- no expiry: a TAT or ticket in the past means the same as none, and they
--- are a fixed few).
+-- What is written back, in one MSET at the end (no expiry: a TAT or
+-- ticket in the past means none, and they are a fixed few).
 local out = {}
 local function clamp(v)
   if not (v < max_us) then
