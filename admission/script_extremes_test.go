@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,7 +181,8 @@ func gcraCall(t testing.TB, l *Limiter, rec *recorder, class Class, recovering b
 // they are.
 type scriptSet struct {
 	penalty *redis.Script
-	admit   map[string]*redis.Script // the test-clock variants, by the product's hash
+	admit   map[string]*redis.Script // the test-clock variants, by the product's hash; guarded by mu
+	mu      *sync.Mutex              // parallel tests share the set
 	product map[string]*redis.Script // by hash
 	t       testing.TB
 	rdb     *redis.Client // where a variant composed after loadScripts is loaded
@@ -193,6 +195,7 @@ func loadScripts(t testing.TB, rdb *redis.Client) scriptSet {
 	s := scriptSet{
 		penalty: testClockVariant(t, "penalty.lua", penaltyLua),
 		admit:   map[string]*redis.Script{},
+		mu:      &sync.Mutex{},
 		product: map[string]*redis.Script{},
 		t:       t,
 		rdb:     rdb,
@@ -215,7 +218,10 @@ func loadScripts(t testing.TB, rdb *redis.Client) scriptSet {
 // load loads every script of s on rdb.
 func (s scriptSet) load(t testing.TB, rdb *redis.Client) {
 	t.Helper()
-	for _, sc := range slices.Concat(slices.Collect(maps.Values(s.product)), slices.Collect(maps.Values(s.admit)), []*redis.Script{s.penalty}) {
+	s.mu.Lock()
+	admit := slices.Collect(maps.Values(s.admit))
+	s.mu.Unlock()
+	for _, sc := range slices.Concat(slices.Collect(maps.Values(s.product)), admit, []*redis.Script{s.penalty}) {
 		if err := sc.Load(context.Background(), rdb).Err(); err != nil {
 			t.Fatalf("SCRIPT LOAD: %v", err)
 		}
@@ -224,17 +230,20 @@ func (s scriptSet) load(t testing.TB, rdb *redis.Client) {
 
 // send runs c on rdb (or queues it, on a pipeline) at the injected clock us.
 func (s scriptSet) send(ctx context.Context, rdb redis.Scripter, c scriptCall, us int64) *redis.Cmd {
+	s.mu.Lock()
 	sc, ok := s.admit[c.sha]
 	if !ok {
 		// A variant composed since loadScripts: loaded now, outside any
 		// pipeline.
 		if sc = testAdmitVariant(s.t, c.sha); sc != nil {
 			if err := sc.Load(ctx, s.rdb).Err(); err != nil {
+				s.mu.Unlock()
 				return redis.NewCmdResult(nil, err)
 			}
 			s.admit[c.sha], ok = sc, true
 		}
 	}
+	s.mu.Unlock()
 	if ok {
 		return sc.Run(ctx, rdb, c.keys, slices.Concat(c.args, clockArgs(us))...)
 	}
