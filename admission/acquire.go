@@ -20,7 +20,7 @@ const minWait = 100 * time.Microsecond
 // Within a process only one caller per class talks to Redis at a time; the
 // others queue behind it. Across processes, a waiter does not wake when the
 // next slot opens (with every other process's waiter, one winning and the
-// rest paying a call for nothing): gcra.lua hands each waiter a wake ticket,
+// rest paying a call for nothing): The admission script hands each waiter a wake ticket,
 // as many intervals after the last one handed out as that one's send costs
 // (a 3-segment send takes three slots), and an admitted caller with
 // another caller queued behind it gets that caller's ticket in the same

@@ -204,7 +204,7 @@ func TestTheFallbackSharesTheLearnedRate(t *testing.T) {
 }
 
 // TestA429IgnoresRatesBelowTheMinimumInRedis: penalty.lua reads the
-// override, the learned state and the global TAT as gcra.lua does. A
+// override, the learned state and the global TAT as the admission script does. A
 // hand-written override of 1e-14 or a learned rate of 1e-20 does not drag
 // the learned rate below MinRPS on a 429 (the cut starts from the target),
 // and a TAT that is not a number does not make the 429 fail.

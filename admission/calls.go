@@ -6,7 +6,7 @@ package admission
 // checks both). Durations are in the unit the header gives. release.lua
 // takes lists and is called with them directly.
 
-// admitCall is one call of gcra.lua.
+// admitCall is one call of the admission script.
 type admitCall struct {
 	GlobalTAT  string   `lua:"KEYS[1] global TAT key"`
 	CeilingTAT string   `lua:"KEYS[2] the caller's class's ceiling TAT key"`

@@ -1,7 +1,7 @@
 #!lua
 -- claim.lua takes the send claim of one message id, so that one id is sent
 -- at most once across processes and redeliveries. The dispatcher takes it
--- with its slot (gcra.lua); this one is for a caller that wants the claim
+-- with its slot (the admission script); this one is for a caller that wants the claim
 -- alone.
 --
 -- KEYS[1] -> id record key ({sms:<account>}:id:<id>)
@@ -13,7 +13,7 @@
 --   'held'     -> another attempt holds a live claim
 --   any other  -> the id's record ('sent', 'sent:<provider id>', 'rejected', or 'refused:<reason>'
 --                 while a refusal's dead letter is pending): do not send
--- A record '<attempts>#<state>' (gcra.lua's, counting sends) is read as
+-- A record '<attempts>#<state>' (the admission script's, counting sends) is read as
 -- its state, and keeps its count.
 local v = redis.call('GET', KEYS[1])
 local n, state = string.match(v or '', '^(%d+)#(.*)$')

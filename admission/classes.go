@@ -9,12 +9,12 @@ import (
 	"time"
 )
 
-// A classState is what a Limiter keeps of one of its classes: gcra.lua's call,
+// A classState is what a Limiter keeps of one of its classes: its admission call,
 // the turn its waiters queue for, and the levels it is held to.
 type classState struct {
 	name    Class
 	pos     int           // its place in Config.Classes: 0 is served first
-	admit   admitCall     // gcra.lua's call, as New builds it
+	admit   admitCall     // its admission script's call, as New builds it
 	turn    chan int      // one waiter of the class talks to Redis; see Acquire
 	queued  atomic.Int32  // callers of Acquire waiting for the turn
 	costs   map[int]int   // how many of them wait with each cost; guarded by Limiter.mu
@@ -95,7 +95,7 @@ func overridden(cfg Config, i int) bool {
 	return i == len(cfg.Classes)-1 && (i > 0 || cfg.Classes[i].Name != OTP)
 }
 
-// newClasses builds each class's call of gcra.lua from base (the account's
+// newClasses builds each class's admission call from base (the account's
 // keys and global level) and its fallback levels.
 func newClasses(cfg Config, tag string, base admitCall) (map[Class]*classState, []Class) {
 	all, ceiling, reserves := classLevels(cfg, tag)

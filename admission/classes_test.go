@@ -168,7 +168,7 @@ func randomClasses(rng *rand.Rand, target float64) []ClassLimit {
 	return c
 }
 
-// TestThreeClassesKeepEveryLevel runs random sequences of gcra.lua calls of
+// TestThreeClassesKeepEveryLevel runs random sequences of the admission script calls of
 // three classes, with the ARGV the Limiter builds, on a random
 // non-decreasing injected clock, and asserts that no window holds more than
 // its level allows: every class under its ceiling, the classes after each

@@ -20,7 +20,8 @@
 // a first-class message's resend payload is handed out once (given back
 // only when its publish failed: giveback.lua).
 //
-// Each decision is one Lua script call (gcra.lua): the penalty key is checked
+// Each decision is one Lua script call (the admission script, composed of
+// parts: compose.go, admit/): the penalty key is checked
 // first, then GCRA on the global key and on the levels of the caller's
 // class (its ceiling, the reserves of the classes before it: classes.go);
 // a denial advances no TAT. All keys of an account share the hash tag
@@ -37,7 +38,8 @@
 // process's fallback is jittered to make that unlikely).
 //
 // One concept per file: limiter.go (the Limiter and one decision),
-// acquire.go (waiting for a slot), eval.go (a gcra.lua call and its reply),
+// acquire.go (waiting for a slot), eval.go (an admission script call and its reply),
+// compose.go (the admission script composed of its parts),
 // penalty.go (a 429 for every process), stops.go (the penalty, pause
 // and fallback this process knows of, as pure transitions at given
 // instants), override.go (an operator's

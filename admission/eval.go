@@ -11,7 +11,7 @@ import (
 // ErrBadReply reports a script reply of an unexpected shape.
 var ErrBadReply = errors.New("admission: unexpected script reply")
 
-// eval runs gcra.lua once for a send of cost units, taking claim's
+// eval runs the admission script (compose.go) of the parts the call uses once for a send of cost units, taking claim's
 // send-once claim with the slot when claim.Token is set. recovering says
 // this process is coming back from its fallback: others may still be in
 // theirs for up to one RedisRetryAfter, sending (MaxSenders-1)/MaxSenders
@@ -45,13 +45,14 @@ func (l *Limiter) eval(ctx context.Context, c *classState, cost int, recovering 
 		call.Skip = l.skipKey(claim.Prefix)
 	}
 	lease := call.Lease
+	script := admitScript(partsOf(call))
 	var v []any
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
-		keys, argv := call.keys(), call.argv()
+		keys, argv := script.call(call)
 		for built := false; ; built = true {
-			v, err = gcraScript.Run(ctx, l.rdb, keys, argv...).Slice()
+			v, err = script.run(ctx, l.rdb, keys, argv...).Slice()
 			if err != nil {
-				return fmt.Errorf("gcra eval: %w", err)
+				return fmt.Errorf("admission eval: %w", err)
 			}
 			if built || !poolMissing(v) {
 				return nil
@@ -84,9 +85,9 @@ func (l *Limiter) eval(ctx context.Context, c *classState, cost int, recovering 
 		l.learned.Store(learned)
 		l.setHealth(d.Health)
 		if d.Reason != ReasonRecord { // a record's denial returns before the rates are read
-			l.reportIgnored(v[8].(int64))
+			l.reportIgnored(v[replyIgnored].(int64))
 		}
-		d.Sender, err = l.pool.sender(v[6])
+		d.Sender, err = l.pool.sender(v[replySender])
 	}
 	if err == nil && d.Allowed {
 		d.Lease, d.class, d.units = lease, c.name, cost
@@ -97,32 +98,31 @@ func (l *Limiter) eval(ctx context.Context, c *classState, cost int, recovering 
 	return d, err
 }
 
-// parseReply turns gcra.lua's {allowed, wait_us, reason, next_us,
-// attempts, detail, sender, learned, ignored, health[, slot_us]} into a
-// Decision, and the learned rate's thousandths.
+// parseReply turns the admission script's reply (compose.go's admitReply)
+// into a Decision, and the learned rate's thousandths.
 func parseReply(v []any) (Decision, int64, error) {
 	d, err := parseDecision(v)
 	if err != nil {
 		return d, 0, err
 	}
-	return d, v[7].(int64), nil
+	return d, v[replyLearned].(int64), nil
 }
 
 func parseDecision(v []any) (Decision, error) {
-	if len(v) != 10 && len(v) != 11 {
-		return Decision{}, fmt.Errorf("%w: %d elements, want 10 or 11", ErrBadReply, len(v))
+	if len(v) != replyLen {
+		return Decision{}, fmt.Errorf("%w: %d elements, want %d", ErrBadReply, len(v), replyLen)
 	}
-	detail, ok := v[5].(string)
+	detail, ok := v[replyDetail].(string)
 	if !ok {
-		return Decision{}, fmt.Errorf("%w: element 5 is %T", ErrBadReply, v[5])
+		return Decision{}, fmt.Errorf("%w: element %d is %T", ErrBadReply, replyDetail, v[replyDetail])
 	}
-	sender, ok := v[6].(string)
+	sender, ok := v[replySender].(string)
 	if !ok {
-		return Decision{}, fmt.Errorf("%w: element 6 is %T", ErrBadReply, v[6])
+		return Decision{}, fmt.Errorf("%w: element %d is %T", ErrBadReply, replySender, v[replySender])
 	}
-	var n [10]int64
+	var n [replyLen]int64
 	for i := range n {
-		if i == 5 || i == 6 {
+		if i == replyDetail || i == replySender {
 			continue
 		}
 		x, ok := v[i].(int64)
@@ -131,43 +131,27 @@ func parseDecision(v []any) (Decision, error) {
 		}
 		n[i] = x
 	}
-	if sender != "" && (n[0] != 1 || n[2] != 0) {
+	allowed, code := n[replyAllowed] == 1, n[replyReason]
+	if sender != "" && (!allowed || code != codeAllowed) {
 		return Decision{}, fmt.Errorf("%w: a sender with a denial: %v", ErrBadReply, v)
 	}
 	us := func(x int64) time.Duration { return time.Duration(x) * time.Microsecond }
-	if n[9] < int64(Healthy) || n[9] > int64(Degraded) {
-		return Decision{}, fmt.Errorf("%w: health %d", ErrBadReply, n[9])
+	if n[replyHealth] < int64(Healthy) || n[replyHealth] > int64(Degraded) {
+		return Decision{}, fmt.Errorf("%w: health %d", ErrBadReply, n[replyHealth])
 	}
-	d := Decision{Allowed: n[0] == 1, RetryAfter: us(n[1]), Source: SourceRedis, Attempts: int(n[4]), Health: Health(n[9])}
+	d := Decision{Allowed: allowed, RetryAfter: us(n[replyWait]), Source: SourceRedis, Attempts: int(n[replyAttempts]), Health: Health(n[replyHealth])}
 	switch {
-	case n[0] == 1 && n[2] == 0:
-		d.RetryAfter, d.Next = max(d.RetryAfter, 0), max(us(n[3]), 0)
-		if len(v) == 11 {
-			slot, ok := v[10].(int64)
-			if !ok || slot < 0 {
-				return Decision{}, fmt.Errorf("%w: element 10 is %v", ErrBadReply, v[10])
-			}
-			d.slotMS = slot / 1000
+	case allowed && code == codeAllowed:
+		d.RetryAfter, d.Next = max(d.RetryAfter, 0), max(us(n[replyNext]), 0)
+		if n[replySlot] < 0 {
+			return Decision{}, fmt.Errorf("%w: slot %d", ErrBadReply, n[replySlot])
 		}
-	case n[0] == 0 && n[2] == 1:
-		d.Source, d.Reason = SourcePenalty, ReasonPenalty
-	case n[0] == 0 && n[2] == 2:
-		d.Reason = ReasonGlobal
-	case n[0] == 0 && n[2] == 3:
-		d.Reason = ReasonCeiling
-	case n[0] == 0 && n[2] == 10:
-		d.Reason = ReasonReserve
-	case n[0] == 0 && n[2] == 4:
-		d.Reason = ReasonInFlight
-	case n[0] == 0 && n[2] == 7:
-		d.Reason = ReasonSender
-	case n[0] == 0 && n[2] == 8:
-		d.Reason = ReasonDegraded
-	case n[0] == 0 && n[2] == 9:
-		d.Reason = ReasonRouteSkipped
-	case n[0] == 0 && n[2] == 5 && detail != "":
-		d.Source, d.Reason, d.Why = SourcePenalty, ReasonAccount, detail
-	case n[0] == 0 && n[2] == 6:
+		d.slotMS = n[replySlot] / 1000
+	case n[replyAllowed] != 0 || code <= codeAllowed || code >= codeLen || code == codePoolMissing:
+		return Decision{}, fmt.Errorf("%w: %v", ErrBadReply, v)
+	case code == codeAccount && detail == "":
+		return Decision{}, fmt.Errorf("%w: %v", ErrBadReply, v)
+	case code == codeRecord:
 		rec, err := parseRecord(detail)
 		if err != nil {
 			return Decision{}, err
@@ -175,10 +159,14 @@ func parseDecision(v []any) (Decision, error) {
 		d.Reason, d.Record, d.RetryAfter = ReasonRecord, rec, 0
 		return d, nil
 	default:
-		return Decision{}, fmt.Errorf("%w: %v", ErrBadReply, v)
+		r := admitReasons[code]
+		d.Source, d.Reason = r.source, r.reason
+		if code == codeAccount {
+			d.Why = detail
+		}
 	}
 	if detail != "" && d.Reason != ReasonAccount {
-		return Decision{}, fmt.Errorf("%w: a detail with reason %d", ErrBadReply, n[2])
+		return Decision{}, fmt.Errorf("%w: a detail with reason %d", ErrBadReply, code)
 	}
 	if !d.Allowed && d.RetryAfter <= 0 {
 		return Decision{}, fmt.Errorf("%w: denial without a wait: %v", ErrBadReply, v)
@@ -186,13 +174,13 @@ func parseDecision(v []any) (Decision, error) {
 	return d, nil
 }
 
-// What gcra.lua found in Redis and ignored (its reply's ignored), bits.
+// What the admission script found in Redis and ignored (its reply's ignored), bits.
 const (
 	ignoredOverride = 1 // the override: a rate not 0 nor a number of at least MinRPS
 	ignoredLearned  = 2 // the learned rate's state: a rate below MinRPS, or a field out of range
 )
 
-// reportIgnored logs what gcra.lua ignored in Redis when that changes: a
+// reportIgnored logs what the admission script ignored in Redis when that changes: a
 // value only a hand-written key or a bug can leave there, which would
 // otherwise hide behind the configured rates holding.
 func (l *Limiter) reportIgnored(bits int64) {

@@ -2,7 +2,7 @@ package admission
 
 import "time"
 
-// cell is one in-process GCRA state: the same algorithm as gcra.lua, on the
+// cell is one in-process GCRA state: the same algorithm as the admission script, on the
 // process clock, used only while Redis is unreachable. The zero value admits
 // at once. Not safe for concurrent use.
 type cell struct {
@@ -49,7 +49,7 @@ func newFallback(cfg Config) fallback {
 }
 
 // learnedRate sets the process's share from the account's learned rate
-// (0: none, the configured rates), the levels' in proportion, as gcra.lua
+// (0: none, the configured rates), the levels' in proportion, as the admission script
 // applies it: what the provider's 429s taught holds while Redis is down.
 func (f *fallback) learnedRate(cfg Config, learned float64) {
 	procs, scale := float64(cfg.MaxSenders), 1.0

@@ -7,7 +7,7 @@
 -- KEYS[3] -> the sends counter of the send's class and second
 --            ({sms:<account>}:sent:<class>:<unix second>), counted when
 --            ARGV[4] is above 0 (any key of the account otherwise)
--- KEYS[4] -> the account's health ({sms:<account>}:health; gcra.lua
+-- KEYS[4] -> the account's health ({sms:<account>}:health; the admission script
 --            reads it)
 -- ARGV[1] -> the record: 'sent', 'sent:<provider id>' or 'refused:<reason>'
 --            (refused, its dead letter not out yet), which overwrites any
@@ -40,7 +40,7 @@
 --            first (an older run starts again), or on <timeouts> timeouts
 --            in a row; any success ends the run.
 --            A degraded one is healthy again after <probes> successes in
---            a row (gcra.lua admits one probe per <probe_us>); a failure
+--            a row (the admission script admits one probe per <probe_us>); a failure
 --            starts the count again. The state lives <keep_ms> past its
 --            last change. An account healthy again keeps 'h 0 0 0 0 0
 --            <since_us>' for <window_us> after its recovery, for the rule
@@ -65,7 +65,7 @@
 -- ARGV[12] -> the destination's prefix and number hash ('+62 1a2b3c') of
 --            a first-class message, which receipt.lua counts its finals
 --            by ('' none), kept as the story's prefix
--- ARGV[13] -> when the send's slot opened, ms on Redis's clock (gcra.lua's
+-- ARGV[13] -> when the send's slot opened, ms on Redis's clock (the admission script's
 --            slot_us): the story's 'sent'; below 1, this call's TIME
 -- ARGV[14..] -> lease members to end (none, the send's, and any whose
 --            admission reply or release was lost)
@@ -74,7 +74,7 @@
 -- the claim given back, 0 when the claim was not the caller's any more
 -- (expired and taken by another attempt, or final) or a 'rejected' found
 -- no refusal, and the record was left alone; health is the account's
--- after this send, as gcra.lua reports it (0 healthy, 1 a run of failures
+-- after this send, as the admission script reports it (0 healthy, 1 a run of failures
 -- counted, 2 degraded; 0 when ARGV[5] is '').
 -- The health rule and the story's lifetimes are read before anything is
 -- written: a script that errors keeps the writes it made.

@@ -98,7 +98,7 @@ func TestSendsAreCountedAcrossGivenBackClaims(t *testing.T) {
 	}
 }
 
-// lostReply runs gcra.lua for real and then ends the caller's context
+// lostReply runs the admission script for real and then ends the caller's context
 // before the reply, as a shutdown mid-call would.
 type lostReply struct{ cancel context.CancelFunc }
 
@@ -264,7 +264,7 @@ func TestTheProbeAfterAPenaltyGoesAlone(t *testing.T) {
 }
 
 // afterAdmit is a go-redis hook that signals on admitted each time a call
-// of gcra.lua has been answered.
+// of the admission script has been answered.
 type afterAdmit chan struct{}
 
 func (afterAdmit) DialHook(next redis.DialHook) redis.DialHook { return next }

@@ -11,7 +11,7 @@ import (
 // timeouts, no connection), shared by every process in one key that the
 // admission call already reads (docs/decisions.md, "An account's health").
 // finish.lua keeps the state from what each send came to (Settle's
-// SendResult); gcra.lua admits only probes while the account is degraded.
+// SendResult); the admission script admits only probes while the account is degraded.
 
 // Health is an account's health as Redis last said it.
 type Health int

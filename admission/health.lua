@@ -5,9 +5,9 @@
 -- per heartbeat (status.Heartbeats). Run with EVALSHA_RO.
 --
 -- KEYS[1] -> the account's health ({sms:<account>}:health), read only:
---            finish.lua writes it, gcra.lua's header gives its format
+--            finish.lua writes it, the admission script's header gives its format
 --
--- Returns the account's health as gcra.lua reports it: 0 healthy (no key,
+-- Returns the account's health as the admission script reports it: 0 healthy (no key,
 -- or one of another shape), 1 mode 'h' with a run of failures counted, 2
 -- mode 'd' (degraded).
 

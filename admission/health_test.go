@@ -421,7 +421,7 @@ func TestASuccessOnAHealthyAccountCostsOneGet(t *testing.T) {
 // TestRefreshHealthTellsAProcessTheHealth: a process that sends nothing
 // on the account learns the health another process's failures wrote from
 // its next RefreshHealth, and again once the key says otherwise; a value
-// of another shape reads as healthy, as gcra.lua reads it.
+// of another shape reads as healthy, as the admission script reads it.
 func TestRefreshHealthTellsAProcessTheHealth(t *testing.T) {
 	rdb := redistest.Client(t)
 	cfg := testConfig(t)

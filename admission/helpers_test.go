@@ -125,7 +125,7 @@ func get(t *testing.T, rdb *redis.Client, key string) string {
 	return v
 }
 
-// call is gcra.lua's call of class c as New built it.
+// call is the admission script's call of class c as New built it.
 func (l *Limiter) call(c Class) admitCall { return l.classes[c].admit }
 
 // decideClass is decideAt for a class of the default two.
@@ -152,4 +152,14 @@ func recordedLimiters(t *testing.T, n int, cfg Config) ([]*Limiter, []*redistest
 		pods = append(pods, newLimiter(t, rdb, cfg))
 	}
 	return pods, recs
+}
+
+// fullAdmitLua returns the admission script with every part in.
+func fullAdmitLua(t testing.TB) string {
+	t.Helper()
+	src, ok := admitSource(admitFull.Hash())
+	if !ok {
+		t.Fatal("the full admission script is not composed")
+	}
+	return src
 }

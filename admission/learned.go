@@ -30,7 +30,7 @@ const maxScriptNumber = 1<<53 - 1
 
 var learnedModes = map[string]string{"s": "searching", "u": "probing", "p": "settled", "P": "pinned"}
 
-// ParseLearned reads learned.lua's and gcra.lua's state string, the
+// ParseLearned reads learned.lua's and the admission script's state string, the
 // learned rate's key as status reads it too. A state the scripts ignore
 // (a rate below MinRPS, a number past 2^53 or not a number) is an error
 // wrapping ErrBadReply: no process is held to it.

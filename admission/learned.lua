@@ -1,8 +1,8 @@
 #!lua
 -- learned.lua reads, pins or resets the account's learned rate (an
--- operator's command; the search itself lives in gcra.lua and penalty.lua).
+-- operator's command; the search itself lives in the admission script and penalty.lua).
 --
--- KEYS[1] -> learned rate ({sms:<account>}:learned), see gcra.lua
+-- KEYS[1] -> learned rate ({sms:<account>}:learned), see the admission script
 -- ARGV[1] -> 'get', 'reset' (back to the configured rates; the next 429
 --            starts a new search), or 'pin' (hold ARGV[2] until reset)
 -- ARGV[2] -> the rate to pin, in the account's unit per second

@@ -42,7 +42,7 @@ type Limiter struct {
 	circuit *Circuit // Redis left alone for RedisRetryAfter after an error
 	claims  *Claims  // the ids' records, under the account's hash tag
 
-	base       admitCall             // gcra.lua's call without a class: the account's keys
+	base       admitCall             // the admission script's call without a class: the account's keys
 	classes    map[Class]*classState // by name
 	order      []Class               // the classes in priority order
 	intervalGl time.Duration
@@ -60,7 +60,7 @@ type Limiter struct {
 	// Guarded by mu.
 	stops stops // the penalty, pause and fallback this process knows of
 	fb    fallback
-	pool  pool // the sender pool's keys of gcra.lua
+	pool  pool // the sender pool's keys of the admission script
 	// orphans are lease members that may hold a slot of MaxInFlight in
 	// Redis though no send uses them: the reply of the admission that took
 	// them, or their release, was lost. The next Settle frees them.
@@ -75,7 +75,7 @@ type Limiter struct {
 	handOutAfter time.Duration
 
 	learned    atomic.Int64 // the learned rate in thousandths (0: none), as Redis last said
-	ignored    atomic.Int64 // what gcra.lua last said it ignored in Redis (reportIgnored)
+	ignored    atomic.Int64 // what the admission script last said it ignored in Redis (reportIgnored)
 	health     atomic.Int32 // the account's Health as the last script reply said it
 	healthAt   atomic.Int64 // when (clock, Unix ns) a reply last said it; 0: never
 	healthRule string       // cfg.Health as finish.lua's argument
@@ -168,7 +168,7 @@ func (l *Limiter) TryAcquire(ctx context.Context, class Class) (Decision, error)
 	return l.tryAcquire(ctx, class, 1, ticketNone, 0, 0, Claim{})
 }
 
-// Wake-ticket modes of gcra.lua (admitCall.Tickets).
+// Wake-ticket modes of the admission script (admitCall.Tickets).
 const (
 	ticketNone     = "0" // the caller will not wait
 	ticketOnDenial = "1" // it will wait: spread it among the waiters

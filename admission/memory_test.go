@@ -50,7 +50,7 @@ func snapshot(t *testing.T, rdb *redis.Client) map[string]string {
 }
 
 // TestAFullRedisAdmitsNothingAndSettlesWhatItAdmitted: on a Redis at its
-// maxmemory under noeviction, gcra.lua is refused whole (OOM) and writes
+// maxmemory under noeviction, the admission script is refused whole (OOM) and writes
 // nothing, with in-flight leases on (its first write, the trim of expired
 // leases, does not grow memory and would let the rest through): the
 // Limiter decides in its fallback, marketing with a claim waits for Redis

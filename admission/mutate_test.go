@@ -9,7 +9,7 @@ import (
 
 // Under the mutation check (tools/cmd/mutate), a mutant of a script alone
 // runs this package's tests with SMS_MUTATE_SCRIPTS naming a directory of
-// the scripts, one of them mutated: the scripts are read from there, so
+// the scripts (and admit/, the admission script's parts), one of them mutated: the scripts are read from there, so
 // that every such mutant runs one test binary instead of building its own.
 func init() {
 	dir := os.Getenv("SMS_MUTATE_SCRIPTS")
@@ -20,8 +20,8 @@ func init() {
 		src    *string
 		script **redis.Script
 	}{
-		"gcra.lua": {&gcraLua, &gcraScript}, "penalty.lua": {&penaltyLua, &penaltyScript},
-		"pause.lua": {&pauseLua, &pauseScript}, "resume.lua": {&resumeLua, &resumeScript},
+		"penalty.lua": {&penaltyLua, &penaltyScript},
+		"pause.lua":   {&pauseLua, &pauseScript}, "resume.lua": {&resumeLua, &resumeScript},
 		"override.lua": {&overrideLua, &overrideScript}, "claim.lua": {&claimLua, &claimScript},
 		"finish.lua": {&finishLua, &finishScript}, "release.lua": {&releaseLua, &releaseScript},
 		"forget.lua": {&forgetLua, &forgetScript}, "receipt.lua": {&receiptLua, &receiptScript},
@@ -42,5 +42,9 @@ func init() {
 		}
 		*s.src, *s.script = string(b), redis.NewScript(string(b))
 	}
+	// The admission script's parts, in admit/ of the copy.
+	partFiles = os.DirFS(filepath.Join(dir, "admit"))
+	resetAdmitScripts()
+	admitFull = admitScript(allParts)
 	registerOps()
 }

@@ -135,8 +135,8 @@ func TestAReceiptReadsAStorysNumbersThatAreNoneAsNone(t *testing.T) {
 }
 
 // The scripts that read a TAT or a count read it with one helper, the same
-// text in each (a script cannot call another's): gcra.lua's num (status's
-// status.lua too: TestStatusReadsNumbersWithGcraLuasHelper).
+// text in each (a script cannot call another's): the admission script's
+// prelude's num (status's status.lua too: TestStatusReadsNumbersWithTheAdmissionScriptsHelper).
 func TestTheScriptsReadNumbersWithOneHelper(t *testing.T) {
 	def := func(name, src string) string {
 		t.Helper()
@@ -147,10 +147,10 @@ func TestTheScriptsReadNumbersWithOneHelper(t *testing.T) {
 		}
 		return src[i : i+j+5]
 	}
-	want := def("gcra.lua", gcraLua)
+	want := def("admit/prelude.lua", fullAdmitLua(t))
 	for name, src := range map[string]string{"penalty.lua": penaltyLua, "resume.lua": resumeLua} {
 		if got := def(name, src); got != want {
-			t.Errorf("%s's num:\n%s\nwant gcra.lua's:\n%s", name, got, want)
+			t.Errorf("%s's num:\n%s\nwant the prelude's:\n%s", name, got, want)
 		}
 	}
 }

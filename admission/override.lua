@@ -1,11 +1,11 @@
 #!lua
 -- override.lua sets or clears an operator's rate override for the account:
--- gcra.lua reads it on every call and applies each value only where it is
+-- The admission script reads it on every call and applies each value only where it is
 -- lower than the configured rate.
 --
 -- KEYS[1] -> override ({sms:<account>}:rate-override): '<target_rps> <marketing_rps>';
 --            a rate that is not a number of at least min_rps (0.01,
---            admission.MinRPS) is not in force, here as in gcra.lua
+--            admission.MinRPS) is not in force, here as in the admission script
 -- KEYS[2] -> global TAT key ({sms:<account>}:tat:global)
 -- KEYS[3] -> marketing TAT key ({sms:<account>}:tat:marketing)
 -- KEYS[4] -> OTP wake-ticket key ({sms:<account>}:wake:otp)
@@ -38,7 +38,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local min_rps, max_us = 0.01, 2 ^ 53 - 1
 
--- interval is the one gcra.lua uses for configured interval int under an
+-- interval is the one the admission script uses for configured interval int under an
 -- override of rps (not a number of at least min_rps: none; never shorter
 -- than int).
 local function interval(int, rps)

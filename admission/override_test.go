@@ -62,7 +62,7 @@ func TestOverrideRefusesRatesBelowTheMinimumAndANegativeTTL(t *testing.T) {
 // a learned rate by hand (as anything that can write the account's keys
 // could, past Override's checks): a rate below MinRPS, negative, not a
 // number, or a learned state with a field past 2^53. Two accounts alike but
-// for that key then get the same calls of gcra.lua at the same injected
+// for that key then get the same calls of the admission script at the same injected
 // instants (a burst of 50 OTP at one instant, then both classes over 20
 // s): every answer must be the same, and each must report the key
 // ignored. override.lua then clears the override on both, after their
@@ -169,12 +169,12 @@ func TestRatesBelowTheMinimumInRedisChangeNoAdmission(t *testing.T) {
 	}
 }
 
-// TestScriptsMinimumRateIsMinRPS: the minimum rate gcra.lua, override.lua
+// TestScriptsMinimumRateIsMinRPS: the minimum rate the admission script, override.lua
 // and penalty.lua take from Redis is MinRPS, the one Override and Validate
 // check.
 func TestScriptsMinimumRateIsMinRPS(t *testing.T) {
 	want := fmt.Sprintf("local min_rps, max_us = %v, 2 ^ 53 - 1\n", MinRPS)
-	for name, src := range map[string]string{"gcra.lua": gcraLua, "override.lua": overrideLua, "penalty.lua": penaltyLua} {
+	for name, src := range map[string]string{"the admission script": fullAdmitLua(t), "override.lua": overrideLua, "penalty.lua": penaltyLua} {
 		if n := strings.Count(src, want); n != 1 {
 			t.Errorf("%s has %d lines %q, want 1", name, n, want)
 		}
@@ -182,7 +182,7 @@ func TestScriptsMinimumRateIsMinRPS(t *testing.T) {
 }
 
 // TestAnIgnoredRateInRedisIsLoggedOncePerChange: a process logs what
-// gcra.lua reports ignored once when it changes, not on every call.
+// The admission script reports ignored once when it changes, not on every call.
 func TestAnIgnoredRateInRedisIsLoggedOncePerChange(t *testing.T) {
 	rdb := redistest.Client(t)
 	ctx := context.Background()
@@ -229,7 +229,7 @@ func TestAnIgnoredRateInRedisIsLoggedOncePerChange(t *testing.T) {
 // TestOverrideScriptIgnoresARateBelowTheMinimum: override.lua called with
 // a rate below MinRPS (past Override's check) on an account with slots
 // booked ahead neither fails nor rescales the TATs: the rate is not one
-// gcra.lua would put in force.
+// The admission script would put in force.
 func TestOverrideScriptIgnoresARateBelowTheMinimum(t *testing.T) {
 	rdb := redistest.Client(t)
 	scripts := loadScripts(t, rdb)

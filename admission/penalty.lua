@@ -4,14 +4,14 @@
 -- KEYS[1] -> penalty key ({sms:<account>}:penalty)
 -- KEYS[2] -> global TAT key ({sms:<account>}:tat:global)
 -- KEYS[3] -> probe key ({sms:<account>}:probe): lives 1 s past the
---            penalty's end, and while it does gcra.lua books no slot ahead
--- KEYS[4] -> learned rate ({sms:<account>}:learned), see gcra.lua
+--            penalty's end, and while it does the admission script books no slot ahead
+-- KEYS[4] -> learned rate ({sms:<account>}:learned), see the admission script
 -- KEYS[5] -> rate override ({sms:<account>}:rate-override)
 -- ARGV[1] -> penalty length in milliseconds (below 1 counts as 1)
 -- ARGV[2] -> global tolerance tau in microseconds
 -- ARGV[3] -> why: 'throttled' for a 429, 'account:<reason>' for an
---            account-level failure (gcra.lua then answers reason 5)
--- ARGV[4] -> the learned rate's search, as gcra.lua's ARGV[19] ('' when
+--            account-level failure (the admission script then answers ACCOUNT)
+-- ARGV[4] -> the learned rate's search, as the admission script's ARGV[19] ('' when
 --            the account does not learn)
 --
 -- Returns {remaining milliseconds, why} of the penalty after the call. A shorter
@@ -56,11 +56,11 @@ local function px(until_us)
   return math.max(math.ceil((until_us - now) / 1000), 0) + 1000
 end
 
--- As in gcra.lua: a rate below min_rps, or a number past 2^53, read from
+-- As in the admission script: a rate below min_rps, or a number past 2^53, read from
 -- Redis is ignored.
 local min_rps, max_us = 0.01, 2 ^ 53 - 1
 -- num returns v read as a count or an instant, nil unless it is a number
--- in [0, max_us] (NaN and inf are not), as gcra.lua's.
+-- in [0, max_us] (NaN and inf are not), as the admission script's.
 local function num(v)
   v = tonumber(v)
   if v and v >= 0 and v <= 2 ^ 53 - 1 then
@@ -86,7 +86,7 @@ if ARGV[3] == 'throttled' and ARGV[4] ~= '' then
   if st then
     local r, l, h, x, m, c = string.match(st, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) %S+$')
     r, l, h, x, c = tonumber(r), num(l), num(h), num(x), num(c)
-    -- A state gcra.lua would ignore (a rate below min_rps, not a number,
+    -- A state the admission script would ignore (a rate below min_rps, not a number,
     -- a field past 2^53) is ignored here too: the search starts again.
     if r and l and h and x and c and r >= min_rps and r < math.huge and string.match(m, '^[supP]$') then
       rate, lo, mode, cut = r, l, m, c

@@ -16,7 +16,7 @@ import (
 
 // The sender pool's limits: what the design is tested at (a pool's cost
 // per admission is O(log N), and pool.lua builds an index in one call)
-// and how many distinct sender rates it takes (gcra.lua reads each rate's
+// and how many distinct sender rates it takes (the admission script reads each rate's
 // index on every admission).
 const (
 	MaxPoolSize  = 10_000
@@ -28,11 +28,7 @@ const (
 // pool.lua) when it has.
 const poolIndexTTL = 24 * time.Hour
 
-// reasonPoolMissing is gcra.lua's reason when an index of the pool is
-// missing: nothing was decided.
-const reasonPoolMissing = 11
-
-// A pool is the sender pool's part of the keys of gcra.lua and pool.lua:
+// A pool is the sender pool's part of the keys of the admission script and pool.lua:
 // an index (a sorted set) per distinct sender interval, named by a hash of
 // the whole pool's configuration so that two configurations (a rolling
 // deploy) never read each other's members, while the senders' TAT keys,
@@ -40,7 +36,7 @@ const reasonPoolMissing = 11
 type pool struct {
 	floor     string   // {sms:<a>}:tat:sender:, the floor and the prefix of the senders' TAT keys
 	indexes   []string // one per interval, in the order of intervals
-	intervals string   // gcra.lua's ARGV[20]
+	intervals string   // the admission script's ARGV[20]
 	counts    string   // senders per index, space-separated
 	members   []string // the senders' From, index after index
 	from      map[string]bool
@@ -77,7 +73,7 @@ func newPool(cfg Config, tag string) pool {
 	return p
 }
 
-// keys returns gcra.lua's KEYS[12+R+W..]: the floor, then the indexes.
+// keys returns the admission script's KEYS[12+R+W..]: the floor, then the indexes.
 func (p pool) keys() []string {
 	if len(p.indexes) == 0 {
 		return nil
@@ -95,7 +91,7 @@ func (p pool) build(ctx context.Context, rdb redis.Scripter) error {
 	return nil
 }
 
-// sender checks the From gcra.lua answered ("": none).
+// sender checks the From the admission script answered ("": none).
 func (p pool) sender(v any) (string, error) {
 	s, ok := v.(string)
 	switch {
@@ -107,7 +103,7 @@ func (p pool) sender(v any) (string, error) {
 	return s, nil
 }
 
-// poolMissing says that v is gcra.lua's reply of a missing index.
+// poolMissing says that v is the admission script's reply of a missing index.
 func poolMissing(v []any) bool {
-	return len(v) == 10 && v[2] == int64(reasonPoolMissing)
+	return len(v) == replyLen && v[replyReason] == int64(codePoolMissing)
 }

@@ -1,13 +1,13 @@
 #!lua
--- pool.lua builds the indexes of an account's sender pool that gcra.lua
--- found missing (its reason 11): one sorted set per sender interval, each
--- sender scored by its TAT, so that gcra.lua finds the sender whose slot
+-- pool.lua builds the indexes of an account's sender pool that the admission script
+-- found missing (its reason POOL_MISSING): one sorted set per sender interval, each
+-- sender scored by its TAT, so that the admission script finds the sender whose slot
 -- opens first in O(log N) whatever the pool's size. An index that exists
 -- is left as it is: another process built it. Each index is built whole
--- in this one call, so that gcra.lua never sees part of one.
+-- in this one call, so that the admission script never sees part of one.
 --
 -- KEYS[1..] -> the pool's indexes ({sms:<account>}:pool:<hash>:<interval>),
---            as gcra.lua's KEYS[12+R+W..] after the floor
+--            as the admission script's KEYS[12+R+W..] after the floor
 -- ARGV[1] -> the prefix of the senders' TAT keys ({sms:<account>}:tat:sender:)
 -- ARGV[2] -> the indexes' lifetime in milliseconds: an index of a pool no
 --            longer configured goes away, and one in use is built again

@@ -15,7 +15,7 @@ import (
 )
 
 // TestASenderOfThePoolNeverExceedsItsRate runs random sequences of
-// gcra.lua calls on an account with a sender pool, on an injected clock,
+// The admission script calls on an account with a sender pool, on an injected clock,
 // and asserts that no sender's sends (a send of cost c is c units at its
 // slot) hold more than its rate in any window of 1 s + the arrival jitter:
 // the provider, seeing each send up to the jitter later, never sees more
@@ -78,8 +78,8 @@ func TestASenderOfThePoolNeverExceedsItsRate(t *testing.T) {
 			scripts.pipeline(t, rdb, func(p redis.Pipeliner) {
 				for i := first; i < min(first+1_000, len(plan)); i++ {
 					g, _ := gcraCall(t, l, rec, bothClasses[rng.IntN(2)], false, ticketOnDenial, time.Hour, 0, Claim{})
-					g.args[13] = strconv.Itoa(plan[i].cost)               // ARGV[14]
-					g.args[14] = strconv.FormatInt(plan[i].lookahead, 10) // ARGV[15]
+					*g.admitArg(t, 14) = strconv.Itoa(plan[i].cost)
+					*g.admitArg(t, 15) = strconv.FormatInt(plan[i].lookahead, 10)
 					cmds[i] = scripts.send(ctx, p, g, plan[i].at)
 				}
 			})

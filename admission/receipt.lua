@@ -64,7 +64,7 @@
 --            last <window_s> and fewer than <ratio> of the verdicts
 --            delivered, the route is skipped:
 --            {sms:<account>}:skip:<prefix> is set to its next probe,
---            <probe_us> from now on Redis's clock (gcra.lua reads it),
+--            <probe_us> from now on Redis's clock (the admission script reads it),
 --            living <keep_ms>, and each route failure while it lives keeps
 --            it <keep_ms> more. A delivered message sent since the skip
 --            was set (a probe) deletes it and the route's counts
@@ -139,7 +139,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 -- A number read back, within [0, 2^53); 0 when it is none (NaN and inf
--- are none, as in gcra.lua's num).
+-- are none, as in the admission script's num).
 local function num(x)
   x = tonumber(x)
   if not (x and x > -math.huge and x < math.huge) then

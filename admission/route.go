@@ -14,7 +14,7 @@ import (
 // counts each first-class final per (account, prefix) that says something
 // of the route, delivered or failed for the route (Report.RouteFailed),
 // and the numbers those failures went to, and sets the skip key
-// {sms:<account>}:skip:<prefix>; gcra.lua reads it in the MGET it already
+// {sms:<account>}:skip:<prefix>; the admission script reads it in the MGET it already
 // does, and denies the first class (ReasonRouteSkipped) but one probe per
 // RouteRule.ProbeEvery, to callers that can send elsewhere only: the last
 // account of a message's route is never skipped.

@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 	"smsdispatcher/internal/redistest"
 )
 
-// clockLine is how gcra.lua and penalty.lua read Redis's clock. The
+// clockLine is how the admission script and penalty.lua read Redis's clock. The
 // test-clock variants read TIME's two fields from their last two ARGV
 // instead: a test cannot set Redis's clock to the epoch or to the year
 // 2200.
@@ -25,7 +26,7 @@ const (
 	testClockLine = "local t = {ARGV[#ARGV - 1], ARGV[#ARGV]}\n"
 )
 
-// keepLine is how long gcra.lua keeps a sender's TAT key past the TAT, in
+// keepLine is how long the admission script keeps a sender's TAT key past the TAT, in
 // Redis's clock. Under an injected clock Redis still expires keys by its
 // own, which a long run of calls outpaces (24,000 calls take seconds of
 // it, a second of theirs): the test-clock variant keeps them an hour.
@@ -52,14 +53,26 @@ func testClockVariant(t testing.TB, name, src string) *redis.Script {
 	return redis.NewScript(strings.Replace(src, clockLine, testClockLine, 1))
 }
 
-// testKeepVariant returns gcra.lua's src with its keepLine replaced by
-// testKeepLine; it fails t unless the line occurs exactly once.
+// testKeepVariant returns the admission script src with its keepLine
+// replaced by testKeepLine; it fails t unless the line occurs exactly once
+// (a script without the pool has none, and keeps no sender's key).
 func testKeepVariant(t testing.TB, src string) string {
 	t.Helper()
-	if n := strings.Count(src, keepLine); n != 1 {
-		t.Fatalf("gcra.lua has %d lines %q, want exactly 1: update its test-clock variant", n, keepLine)
+	if n := strings.Count(src, keepLine); n > 1 || (n == 0 && strings.Contains(src, "-- pool.lua:")) {
+		t.Fatalf("the admission script has %d lines %q, want exactly 1: update its test-clock variant", n, keepLine)
 	}
 	return strings.Replace(src, keepLine, testKeepLine, 1)
+}
+
+// testAdmitVariant returns the test-clock variant of the composed
+// admission script whose SHA is sha, or nil if this process composed none.
+func testAdmitVariant(t testing.TB, sha string) *redis.Script {
+	t.Helper()
+	src, ok := admitSource(sha)
+	if !ok {
+		return nil
+	}
+	return testClockVariant(t, "the admission script", testKeepVariant(t, src))
 }
 
 // clockArgs returns the injected clock us (microseconds since the epoch) as
@@ -73,14 +86,41 @@ type scriptCall struct {
 	args []any
 }
 
+// admitArg returns ARGV[n] of c, a recorded call of a composed admission
+// script, for a test to change: n is admitCall's (the full layout's),
+// which the variant may send at another place, or not at all.
+func (c scriptCall) admitArg(t testing.TB, n int) *any {
+	t.Helper()
+	v, ok := admitBySHA(c.sha)
+	i := slices.Index(v.args, n)
+	if !ok || i < 0 {
+		t.Fatalf("ARGV[%d] is not sent to the admission script %s", n, c.sha)
+	}
+	return &c.args[i]
+}
+
+// admitKey returns KEYS[n] (one of the fixed keys, 1-based as in
+// admitCall) of c, a recorded call of a composed admission script.
+func (c scriptCall) admitKey(t testing.TB, n int) string {
+	t.Helper()
+	v, ok := admitBySHA(c.sha)
+	i := slices.Index(v.keys, n)
+	if !ok || i < 0 {
+		t.Fatalf("KEYS[%d] is not sent to the admission script %s", n, c.sha)
+	}
+	return c.keys[i]
+}
+
 // A recorder is a redis.Scripter that records the script calls made on it
 // instead of sending them, so that a test can replay the ARGV the product
 // builds, in a pipeline and on a test-clock variant. It answers every call
-// with a success of the script's shape (gcra.lua: allowed; penalty.lua:
+// with a success of the script's shape (the admission script: allowed; penalty.lua:
 // a 429's), so that no
 // caller sees a failure, which would open its circuit or orphan a lease.
-// Only EvalSha is implemented: Script.Run tries it first and, as it never
-// fails, never falls back to Eval; any other method panics (a test bug).
+// Only EvalSha and Eval are implemented: Script.Run tries EvalSha first
+// and, as it never fails, never falls back to Eval, which the admission
+// script's first run sends (admitVariant.run); any other method panics (a
+// test bug).
 type recorder struct {
 	redis.Scripter
 	calls []scriptCall
@@ -90,15 +130,22 @@ var _ redis.Scripter = (*recorder)(nil)
 
 func (r *recorder) EvalSha(_ context.Context, sha string, keys []string, args ...any) *redis.Cmd {
 	r.calls = append(r.calls, scriptCall{sha: sha, keys: slices.Clone(keys), args: slices.Clone(args)})
+	if _, ok := admitSource(sha); ok {
+		return redis.NewCmdResult([]any{int64(1), int64(0), int64(0), int64(0), int64(0), "", "", int64(0), int64(0), int64(0), int64(0)}, nil)
+	}
 	switch sha {
-	case gcraScript.Hash():
-		return redis.NewCmdResult([]any{int64(1), int64(0), int64(0), int64(0), int64(0), "", "", int64(0), int64(0), int64(0)}, nil)
 	case finishScript.Hash():
 		return redis.NewCmdResult([]any{int64(1), int64(0)}, nil)
 	case penaltyScript.Hash():
 		return redis.NewCmdResult([]any{int64(1), "throttled"}, nil)
 	}
 	return redis.NewCmdResult(int64(1), nil)
+}
+
+// Eval records a script sent whole (a composed admission script's first
+// run) as the EVALSHA of its SHA.
+func (r *recorder) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return r.EvalSha(ctx, shaOf(script), keys, args...)
 }
 
 // take runs call, which must make exactly one script call on r, and returns
@@ -115,7 +162,7 @@ func (r *recorder) take(t testing.TB, call func() error) scriptCall {
 	return r.calls[0]
 }
 
-// gcraCall returns the call to gcra.lua that l, built on rec, makes for one
+// gcraCall returns the call to the admission script that l, built on rec, makes for one
 // admission (booking a slot within lookahead, and taking claim's claim if
 // it has a token), and the lease that call takes ("" without MaxInFlight).
 func gcraCall(t testing.TB, l *Limiter, rec *recorder, class Class, recovering bool, tickets string, within, lookahead time.Duration, claim Claim) (scriptCall, string) {
@@ -129,11 +176,16 @@ func gcraCall(t testing.TB, l *Limiter, rec *recorder, class Class, recovering b
 	return c, lease
 }
 
-// A scriptSet runs recorded calls on a real Redis: gcra.lua's and
-// penalty.lua's on their test-clock variants, the others as they are.
+// A scriptSet runs recorded calls on a real Redis: the admission
+// scripts' and penalty.lua's on their test-clock variants, the others as
+// they are.
 type scriptSet struct {
-	gcra, penalty *redis.Script
-	product       map[string]*redis.Script // by hash
+	penalty *redis.Script
+	admit   map[string]*redis.Script // the test-clock variants, by the product's hash; guarded by mu
+	mu      *sync.Mutex              // parallel tests share the set
+	product map[string]*redis.Script // by hash
+	t       testing.TB
+	rdb     *redis.Client // where a variant composed after loadScripts is loaded
 }
 
 // loadScripts returns the scriptSet of the tests, loaded on rdb so that
@@ -141,12 +193,23 @@ type scriptSet struct {
 func loadScripts(t testing.TB, rdb *redis.Client) scriptSet {
 	t.Helper()
 	s := scriptSet{
-		gcra:    testClockVariant(t, "gcra.lua", testKeepVariant(t, gcraLua)),
 		penalty: testClockVariant(t, "penalty.lua", penaltyLua),
+		admit:   map[string]*redis.Script{},
+		mu:      &sync.Mutex{},
 		product: map[string]*redis.Script{},
+		t:       t,
+		rdb:     rdb,
 	}
 	for _, sc := range []*redis.Script{overrideScript, claimScript, finishScript, releaseScript} {
 		s.product[sc.Hash()] = sc
+	}
+	admitMu.RLock()
+	for sha := range admitSHAs {
+		s.admit[sha] = nil
+	}
+	admitMu.RUnlock()
+	for sha := range s.admit {
+		s.admit[sha] = testAdmitVariant(t, sha)
 	}
 	s.load(t, rdb)
 	return s
@@ -155,7 +218,10 @@ func loadScripts(t testing.TB, rdb *redis.Client) scriptSet {
 // load loads every script of s on rdb.
 func (s scriptSet) load(t testing.TB, rdb *redis.Client) {
 	t.Helper()
-	for _, sc := range append(slices.Collect(maps.Values(s.product)), s.gcra, s.penalty) {
+	s.mu.Lock()
+	admit := slices.Collect(maps.Values(s.admit))
+	s.mu.Unlock()
+	for _, sc := range slices.Concat(slices.Collect(maps.Values(s.product)), admit, []*redis.Script{s.penalty}) {
 		if err := sc.Load(context.Background(), rdb).Err(); err != nil {
 			t.Fatalf("SCRIPT LOAD: %v", err)
 		}
@@ -164,9 +230,24 @@ func (s scriptSet) load(t testing.TB, rdb *redis.Client) {
 
 // send runs c on rdb (or queues it, on a pipeline) at the injected clock us.
 func (s scriptSet) send(ctx context.Context, rdb redis.Scripter, c scriptCall, us int64) *redis.Cmd {
+	s.mu.Lock()
+	sc, ok := s.admit[c.sha]
+	if !ok {
+		// A variant composed since loadScripts: loaded now, outside any
+		// pipeline.
+		if sc = testAdmitVariant(s.t, c.sha); sc != nil {
+			if err := sc.Load(ctx, s.rdb).Err(); err != nil {
+				s.mu.Unlock()
+				return redis.NewCmdResult(nil, err)
+			}
+			s.admit[c.sha], ok = sc, true
+		}
+	}
+	s.mu.Unlock()
+	if ok {
+		return sc.Run(ctx, rdb, c.keys, slices.Concat(c.args, clockArgs(us))...)
+	}
 	switch c.sha {
-	case gcraScript.Hash():
-		return s.gcra.Run(ctx, rdb, c.keys, slices.Concat(c.args, clockArgs(us))...)
 	case penaltyScript.Hash():
 		return s.penalty.Run(ctx, rdb, c.keys, slices.Concat(c.args, clockArgs(us))...)
 	}
@@ -202,7 +283,7 @@ func (s scriptSet) pipeline(t testing.TB, rdb *redis.Client, build func(p redis.
 	}
 }
 
-// gcraReplyErr returns the error Redis answered to a call of gcra.lua, or
+// gcraReplyErr returns the error Redis answered to a call of the admission script, or
 // the product's complaint about the reply: either makes the Limiter fall
 // back as if Redis were down.
 func gcraReplyErr(cmd *redis.Cmd) (Decision, error) {
@@ -228,7 +309,7 @@ func deleteKeysAtEnd(t testing.TB, rdb *redis.Client, calls ...scriptCall) {
 	})
 }
 
-// TestGCRAScriptNeverErrsAtExtremes runs gcra.lua with the ARGV the Limiter
+// TestGCRAScriptNeverErrsAtExtremes runs the admission script with the ARGV the Limiter
 // builds over extreme settings, wake-ticket modes and clocks (the epoch,
 // now, the year 2200), and asserts that Redis never answers an error and
 // the Limiter parses every reply. An error comes after the script has
@@ -268,15 +349,24 @@ func TestGCRAScriptNeverErrsAtExtremes(t *testing.T) {
 					var all []sent
 					scripts.pipeline(t, rdb, func(p redis.Pipeliner) {
 						all = all[:0]
+						n := 0
 						for _, tickets := range []string{ticketNone, ticketOnDenial, ticketAlways} {
 							for _, floor := range []bool{false, true} {
 								for _, f := range inFlight {
 									for _, class := range []Class{OTP, Marketing} {
 										for _, clock := range clocks {
+											pc := propConfigs[n%len(propConfigs)] // each configuration in turn
+											n++
 											cfg := Config{Account: redistest.UniqueAccount(t), TargetRPS: rate, MarketingRPS: rate, Burst: burst, MaxInFlight: f.max, LeaseTTL: f.lease}
+											pc.apply(&cfg, propSettings{rate: rate, marketingRate: rate})
 											rec := &recorder{}
 											l := newLimiter(t, rec, cfg)
-											what := fmt.Sprintf("tickets=%s floor=%v max_in_flight=%d class=%v clock=%s", tickets, floor, f.max, class, clock.name)
+											if len(cfg.Senders) > 0 {
+												if err := l.pool.build(ctx, rdb); err != nil {
+													t.Fatalf("the pool's indexes: %v", err)
+												}
+											}
+											what := fmt.Sprintf("config=%s tickets=%s floor=%v max_in_flight=%d class=%v clock=%s", pc.name, tickets, floor, f.max, class, clock.name)
 											if o.target > 0 || o.marketing > 0 {
 												c := rec.take(t, func() error { return l.Override(ctx, o.target, o.marketing, time.Minute) })
 												all = append(all, sent{what + " override", scripts.send(ctx, p, c, clock.us), false})
@@ -287,6 +377,9 @@ func TestGCRAScriptNeverErrsAtExtremes(t *testing.T) {
 												// Each with a claim living under a
 												// millisecond, counted every other time.
 												claim := Claim{ID: fmt.Sprint("m", i), Token: "t", TTL: time.Microsecond, Count: i%2 == 0}
+												if class == OTP {
+													claim.Prefix, claim.Failover = pc.claim.Prefix, pc.claim.Failover
+												}
 												c, _ := gcraCall(t, l, rec, class, floor && (i == 0 || i == 6), tickets, within, within, claim)
 												all = append(all, sent{fmt.Sprintf("%s call %d at +%v", what, i+1, off), scripts.send(ctx, p, c, clock.us+off.Microseconds()), true})
 											}
@@ -363,7 +456,7 @@ func TestPenaltyScriptNeverErrsAtExtremes(t *testing.T) {
 						t.Errorf("clock=%s rate=%v: penalty.lua with ARGV %v: %v", clock.name, cfg.TargetRPS, pen.args, err)
 					}
 					if _, err := gcraReplyErr(scripts.send(ctx, rdb, gcra, clock.us)); err != nil {
-						t.Errorf("clock=%s rate=%v: gcra.lua after penalty.lua with ARGV %v: %v", clock.name, cfg.TargetRPS, pen.args, err)
+						t.Errorf("clock=%s rate=%v: The admission script after penalty.lua with ARGV %v: %v", clock.name, cfg.TargetRPS, pen.args, err)
 					}
 				}
 			}

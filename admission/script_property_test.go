@@ -35,7 +35,7 @@ type propSettings struct {
 	// handOverride and handLearned, when not "", are written by hand to
 	// the override's and the learned rate's keys (past Override's
 	// checks): rates from 1e-20 to 1e6, negative ones, strings that are
-	// no number. gcra.lua must ignore each value that is not a rate of at
+	// no number. The admission script must ignore each value that is not a rate of at
 	// least MinRPS, and report it.
 	handOverride, handLearned string
 	maxInFlight               int
@@ -50,7 +50,7 @@ func (s propSettings) String() string {
 		s.rate, s.marketingRate, s.burst, s.reserve, s.overrideTarget, s.overrideM, s.handOverride, s.handLearned, s.maxInFlight, s.leaseTTL, s.maxCost)
 }
 
-// rateInRedis returns v read as gcra.lua reads a rate from Redis: ok when
+// rateInRedis returns v read as the admission script reads a rate from Redis: ok when
 // it is a finite number of at least MinRPS.
 func rateInRedis(v string) (float64, bool) {
 	r, err := strconv.ParseFloat(v, 64)
@@ -61,7 +61,7 @@ func rateInRedis(v string) (float64, bool) {
 }
 
 // inRedis returns the override's rates and the learned rate in force (0:
-// none) and what gcra.lua must report ignored, for the settings s.
+// none) and what the admission script must report ignored, for the settings s.
 func (s propSettings) inRedis() (target, marketing, learned float64, ignored int64) {
 	target, marketing = s.overrideTarget, s.overrideM
 	if s.handOverride != "" {
@@ -88,7 +88,7 @@ func (s propSettings) inRedis() (target, marketing, learned float64, ignored int
 }
 
 // inForce returns the global and marketing emission intervals in
-// microseconds that gcra.lua uses, from the configured ones (its ARGV[1]
+// microseconds that the admission script uses, from the configured ones (its ARGV[1]
 // and ARGV[3]) and the rates in force (0: none), with the script's own
 // arithmetic (IEEE doubles, as Lua's numbers).
 func inForce(gInt, mInt, target, marketing, learned float64) (float64, float64) {
@@ -241,7 +241,7 @@ func overWindow(instants []int64, w int64, rate float64, burst int) (a int64, n 
 }
 
 // TestGCRAScriptNeverAdmitsMoreThanRateTimesWindowPlusBurst runs random
-// sequences of calls of gcra.lua, with the ARGV the Limiter builds, on a
+// sequences of calls of the admission script, with the ARGV the Limiter builds, on a
 // random non-decreasing injected clock, and asserts that the script never
 // errs, never books a slot beyond the caller's lookahead, and that no
 // window [a, a+W] starting at a send (at its slot) holds more than
@@ -268,13 +268,51 @@ func TestGCRAScriptNeverAdmitsMoreThanRateTimesWindowPlusBurst(t *testing.T) {
 
 	// Every sequence is drawn first, on this goroutine, so that a seed
 	// always gives the same sequences however the parts interleave.
-	const sequences, calls, parts = 200, 200, 4
+	const sequences, calls = 200, 200
 	rng := rand.New(rand.NewPCG(seed, seed))
 	settings := make([]propSettings, sequences)
 	plans := make([][]propCall, sequences)
 	for i := range sequences {
 		settings[i], plans[i] = randomSequence(rng, calls)
 	}
+	for _, pc := range propConfigs {
+		t.Run("config="+pc.name, func(t *testing.T) {
+			runProperty(t, rdb, scripts, pc, settings, plans)
+		})
+	}
+}
+
+// A propConfig is a configuration the property holds at, each composing
+// the admission script of other parts (compose.go).
+type propConfig struct {
+	name string
+	// apply sets the configuration's own fields on cfg, drawn for s.
+	apply func(cfg *Config, s propSettings)
+	// claim is what each OTP call claims with its slot.
+	claim Claim
+}
+
+// propConfigs: the defaults (two classes); three classes with a sender
+// pool (a reserve, the pool's part); the learned rate with failover (the
+// search's part, and the route's for each OTP call).
+var propConfigs = []propConfig{
+	{name: "defaults", apply: func(*Config, propSettings) {}},
+	{name: "three-classes-pool", apply: func(cfg *Config, s propSettings) {
+		reserve := (s.rate - s.marketingRate) / 2 // leaves room for both classes after OTP
+		if reserve < MinRPS {
+			reserve = 0
+		}
+		cfg.Classes = []ClassLimit{{Name: OTP, Reserve: reserve}, {Name: "transactional", RPS: s.rate / 2}, {Name: Marketing, RPS: s.marketingRate}}
+		cfg.Senders = []Sender{{From: "A", RPS: s.rate}, {From: "B", RPS: s.rate / 2}}
+	}},
+	{name: "learned-failover", apply: func(cfg *Config, _ propSettings) { cfg.Adaptive = Adaptive{Enabled: true} },
+		claim: Claim{Prefix: "+62", Failover: true}},
+}
+
+// runProperty runs the sequences at the configuration pc.
+func runProperty(t *testing.T, rdb *redis.Client, scripts scriptSet, pc propConfig, settings []propSettings, plans [][]propCall) {
+	const parts = 4
+	sequences := len(settings)
 	for part := range parts {
 		t.Run(fmt.Sprintf("part=%d", part), func(t *testing.T) {
 			// Parallel: the Go side of one part overlaps Redis's side of
@@ -290,7 +328,7 @@ func TestGCRAScriptNeverAdmitsMoreThanRateTimesWindowPlusBurst(t *testing.T) {
 			}
 			for seq := part; seq < sequences; seq += parts {
 				s, plan := settings[seq], plans[seq]
-				for _, msg := range runSequence(t, rdb, scripts, s, plan) {
+				for _, msg := range runSequence(t, rdb, scripts, pc, s, plan) {
 					report("sequence %d (%v): %s", seq, s, msg)
 				}
 			}
@@ -303,7 +341,7 @@ func TestGCRAScriptNeverAdmitsMoreThanRateTimesWindowPlusBurst(t *testing.T) {
 
 // runSequence runs plan with settings s on a new account and returns what
 // went wrong, if anything.
-func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, s propSettings, plan []propCall) []string {
+func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, pc propConfig, s propSettings, plan []propCall) []string {
 	t.Helper()
 	ctx := context.Background()
 	// Every call of the sequence goes in one pipeline: the calls do not
@@ -317,8 +355,14 @@ func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, s propSetti
 			Account: redistest.UniqueAccount(t), TargetRPS: s.rate, MarketingRPS: s.marketingRate,
 			Burst: s.burst, MaxInFlight: s.maxInFlight, LeaseTTL: s.leaseTTL,
 		}
+		pc.apply(&cfg, s)
 		rec := &recorder{}
 		l := newLimiter(t, rec, cfg)
+		if len(cfg.Senders) > 0 {
+			if err := l.pool.build(ctx, rdb); err != nil {
+				t.Fatalf("the pool's indexes: %v", err)
+			}
+		}
 		if s.overrideTarget > 0 || s.overrideM > 0 {
 			c := rec.take(t, func() error { return l.Override(ctx, s.overrideTarget, s.overrideM, time.Minute) })
 			scripts.send(ctx, p, c, plan[0].at)
@@ -337,12 +381,16 @@ func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, s propSetti
 				scripts.send(ctx, p, r, c.at)
 			}
 			var g scriptCall
-			g, lease = gcraCall(t, l, rec, c.class, c.recovering, c.tickets, c.within, c.lookahead, Claim{})
-			if s.reserve >= 0 {
-				g.args[6] = strconv.FormatInt(s.reserve, 10) // ARGV[7]
+			claim := Claim{}
+			if c.class == OTP {
+				claim = pc.claim
 			}
-			g.args[13] = strconv.Itoa(max(c.cost, 1))                      // ARGV[14]
-			g.args[14] = strconv.FormatInt(c.lookahead.Microseconds(), 10) // ARGV[15]
+			g, lease = gcraCall(t, l, rec, c.class, c.recovering, c.tickets, c.within, c.lookahead, claim)
+			if s.reserve >= 0 {
+				*g.admitArg(t, 7) = strconv.FormatInt(s.reserve, 10)
+			}
+			*g.admitArg(t, 14) = strconv.Itoa(max(c.cost, 1))
+			*g.admitArg(t, 15) = strconv.FormatInt(c.lookahead.Microseconds(), 10)
 			cmds[i] = scripts.send(ctx, p, g, c.at)
 		}
 		gInt, mInt = float64(a.GlobalInterval), float64(a.CeilingInterval)

@@ -15,14 +15,15 @@ import (
 var scriptFS embed.FS
 
 // The Lua scripts of the package, each opening with its KEYS/ARGV/Returns
-// contract. Each runs with EVALSHA, falling back to EVAL on NOSCRIPT.
+// contract (the admission script's parts each open with theirs:
+// compose.go). Each runs with EVALSHA, falling back to EVAL on NOSCRIPT.
 //
 // Each declares its flags (Redis 7's "#!lua" line), for a full Redis
 // (maxmemory reached, noeviction): a script without flags is refused
-// whole, before it runs, so that gcra.lua admits nothing, takes no claim,
+// whole, before it runs, so that the admission script admits nothing, takes no claim,
 // lease or TAT, and the Limiter decides in its fallback. Without the line
 // Redis would refuse only a script's first write that may grow memory, and
-// let the rest through once any write was done: gcra.lua, which trims
+// let the rest through once any write was done: the admission script, which trims
 // expired leases first, would go on admitting past maxmemory while
 // finish.lua, whose first write is the record, was refused. finish.lua and
 // release.lua (allow-oom) settle what Redis admitted before it filled: a
@@ -32,9 +33,10 @@ var scriptFS embed.FS
 // gives back is lost, and logged). pause.lua, story.lua and delivery.lua
 // (no-writes) only read.
 var (
-	//go:embed gcra.lua
-	gcraLua    string
-	gcraScript = redis.NewScript(gcraLua)
+	// admitFull is the admission script with every part in: the one whose
+	// SHA ScriptHash(OpAdmit) gives. A Limiter's classes run the variant
+	// of their parts (partsOf).
+	admitFull = admitScript(allParts)
 
 	//go:embed penalty.lua
 	penaltyLua    string
@@ -99,7 +101,7 @@ var (
 
 // Operations, one per script: the names scriptop.Of gives.
 const (
-	OpAdmit    = "admit"    // gcra.lua: a send slot, and the id's claim, lease and wake ticket
+	OpAdmit    = "admit"    // the admission script (compose.go): a send slot, and the id's claim, lease and wake ticket
 	OpPenalty  = "penalty"  // penalty.lua: a 429's Retry-After, or an account-level pause, for every process
 	OpResume   = "resume"   // resume.lua: an account-level pause, or a 429 penalty, ended early
 	OpPause    = "pause"    // pause.lua: whether an account-level pause still holds
@@ -124,7 +126,7 @@ func init() { registerOps() }
 // their calls.
 func registerOps() {
 	for op, src := range map[string]string{
-		OpAdmit: gcraLua, OpPenalty: penaltyLua, OpResume: resumeLua, OpPause: pauseLua, OpOverride: overrideLua,
+		OpAdmit: admitFull.src, OpPenalty: penaltyLua, OpResume: resumeLua, OpPause: pauseLua, OpOverride: overrideLua,
 		OpClaim: claimLua, OpFinish: finishLua, OpRelease: releaseLua, OpHealth: healthLua, OpForget: forgetLua,
 		OpReceipt: receiptLua, OpStory: storyLua, OpDelivery: deliveryLua, OpPool: poolLua, OpGiveBack: givebackLua,
 	} {

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -69,8 +70,8 @@ func TestScriptOpNamesEveryCallByItsScript(t *testing.T) {
 			t.Fatalf("ops %v, want %v", got, want)
 		}
 	}
-	if op := scriptop.Of([]any{"eval", gcraLua, "6"}); op != OpAdmit {
-		t.Fatalf("EVAL of gcra.lua: %q, want %q", op, OpAdmit)
+	if op := scriptop.Of([]any{"eval", fullAdmitLua(t), "6"}); op != OpAdmit {
+		t.Fatalf("EVAL of the admission script: %q, want %q", op, OpAdmit)
 	}
 	if op := scriptop.Of([]any{"get", "{sms:a}:penalty"}); op != scriptop.Other {
 		t.Fatalf("GET: %q, want other", op)
@@ -89,7 +90,7 @@ func TestScriptCallsFollowTheirHeaders(t *testing.T) {
 			argv() []any
 		}
 	}{
-		{"gcra.lua", admitCall{}}, {"penalty.lua", penaltyCall{}}, {"resume.lua", resumeCall{}}, {"pause.lua", pauseCall{}}, {"override.lua", overrideCall{}},
+		{"admit", admitCall{}}, {"penalty.lua", penaltyCall{}}, {"resume.lua", resumeCall{}}, {"pause.lua", pauseCall{}}, {"override.lua", overrideCall{}},
 		{"claim.lua", claimCall{}}, {"finish.lua", finishCall{}}, {"learned.lua", learnedCall{}}, {"forget.lua", forgetCall{}},
 		{"health.lua", healthCall{}},
 		{"receipt.lua", receiptCall{}}, {"story.lua", storyCall{}}, {"delivery.lua", deliveryCall{}},
@@ -97,6 +98,9 @@ func TestScriptCallsFollowTheirHeaders(t *testing.T) {
 	} {
 		t.Run(tt.script, func(t *testing.T) {
 			src, err := scriptFS.ReadFile(tt.script)
+			if tt.script == "admit" {
+				src, err = admitContracts()
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -158,4 +162,26 @@ func TestScriptCallsFollowTheirHeaders(t *testing.T) {
 			}
 		})
 	}
+}
+
+// admitContracts returns the admission script's parts' files one after
+// the other: each part's header gives the KEYS and ARGV it reads.
+func admitContracts() ([]byte, error) {
+	var all []byte
+	for _, name := range append([]string{"prelude"}, partNames()...) {
+		b, err := fs.ReadFile(partFiles, name+".lua")
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, b...)
+	}
+	return all, nil
+}
+
+func partNames() []string {
+	var names []string
+	for _, p := range admitParts {
+		names = append(names, p.name)
+	}
+	return names
 }

@@ -8,7 +8,7 @@ import (
 // stops is what this process knows of the account's stops: the latest
 // 429's penalty, the account-level pause, and whether it decides locally
 // because Redis did not answer (the fallback). Redis holds the stops of
-// every process (penalty.lua, gcra.lua); this is the process's copy, so
+// every process (penalty.lua, the admission script); this is the process's copy, so
 // that a live stop is decided without asking, and asked about again
 // often enough that another process ending it (ClearPenalty,
 // ResumeAccount) ends it here too.

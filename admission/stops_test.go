@@ -47,7 +47,7 @@ func penaltySaid(ago, left time.Duration, live string, throttled bool) stopEvent
 	}
 }
 
-// admitSaid is gcra.lua's answer d, received at now, to an admission asked
+// admitSaid is the admission script's answer d, received at now, to an admission asked
 // ago earlier; it returns the decision given and whether its slot goes
 // unused.
 func admitSaid(ago time.Duration, d Decision) stopEvent {

@@ -26,7 +26,7 @@ func TestWakeTicketsAreSpacedByTheirSendsCost(t *testing.T) {
 	// A denial takes a ticket for the caller's own cost.
 	deny := call(3, ticketOnDenial)
 	deleteKeysAtEnd(t, rdb, deny)
-	global, wake := deny.keys[0], deny.keys[3]
+	global, wake := deny.admitKey(t, 1), deny.admitKey(t, 4)
 	if err := rdb.Set(ctx, global, strconv.FormatInt(now+time.Second.Microseconds(), 10), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestAnEarlierClassesSendPushesTheLaterClassesTickets(t *testing.T) {
 	// The global level one µs past what marketing may take (BURST 5 less
 	// its reserve: 3 intervals); OTP may take one interval more.
 	g := interval(l.cfg.TargetRPS).Microseconds()
-	if err := rdb.Set(ctx, market.keys[0], strconv.FormatInt(now+3*g+1, 10), 0).Err(); err != nil {
+	if err := rdb.Set(ctx, market.admitKey(t, 1), strconv.FormatInt(now+3*g+1, 10), 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if d := send(market); d.Allowed || d.RetryAfter.Microseconds() != 1 {
@@ -147,7 +147,7 @@ func TestAClassAtTheAccountsRateFollowsNoShadow(t *testing.T) {
 	rdb, ctx, now := r.rdb, r.ctx, int64(ticketNow)
 	deny := r.call(Marketing, 1, ticketOnDenial)
 	deleteKeysAtEnd(t, rdb, deny)
-	global, wake := deny.keys[0], deny.keys[3]
+	global, wake := deny.admitKey(t, 1), deny.admitKey(t, 4)
 	open := now + (500 * time.Millisecond).Microseconds()
 	if err := rdb.Set(ctx, global, strconv.FormatInt(open, 10), 0).Err(); err != nil {
 		t.Fatal(err)
@@ -167,7 +167,7 @@ func TestAClassAtTheAccountsRateFollowsNoShadow(t *testing.T) {
 // ticketNow is the test clock's now of a ticketRig, in µs.
 const ticketNow = 1_800_000_000_000_000
 
-// A ticketRig runs a limiter's gcra.lua calls on a real Redis at ticketNow.
+// A ticketRig runs a limiter's the admission script calls on a real Redis at ticketNow.
 type ticketRig struct {
 	t       *testing.T
 	ctx     context.Context
@@ -197,7 +197,7 @@ func (r *ticketRig) send(sc scriptCall) Decision {
 	r.t.Helper()
 	d, err := gcraReplyErr(r.scripts.send(r.ctx, r.rdb, sc, ticketNow))
 	if err != nil {
-		r.t.Fatalf("gcra.lua: %v", err)
+		r.t.Fatalf("the admission script: %v", err)
 	}
 	return d
 }

@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// reply is a gcra.lua reply as go-redis returns it.
+// reply is an admission script reply as go-redis returns it.
 func reply(allowed, wait, reason, next, attempts int64, detail string) []any {
-	return []any{allowed, wait, reason, next, attempts, detail, "", int64(0), int64(0), int64(0)}
+	return []any{allowed, wait, reason, next, attempts, detail, "", int64(0), int64(0), int64(0), int64(0)}
 }
 
 func TestParseReply(t *testing.T) {
@@ -39,7 +39,7 @@ func TestParseReply(t *testing.T) {
 		{"route skipped", reply(0, 900, 9, 0, 0, ""), Decision{RetryAfter: 900 * time.Microsecond, Source: SourceRedis, Reason: ReasonRouteSkipped}, false},
 		{"sender", reply(0, 10, 7, 0, 0, ""), Decision{RetryAfter: 10 * time.Microsecond, Source: SourceRedis, Reason: ReasonSender}, false},
 		{"degraded", reply(0, 900, 8, 0, 0, ""), Decision{RetryAfter: 900 * time.Microsecond, Source: SourceRedis, Reason: ReasonDegraded}, false},
-		{"a probe", append(reply(1, 0, 0, 0, 0, "")[:9], int64(2)), Decision{Allowed: true, Source: SourceRedis, Health: Degraded}, false},
+		{"a probe", append(reply(1, 0, 0, 0, 0, "")[:9], int64(2), int64(0)), Decision{Allowed: true, Source: SourceRedis, Health: Degraded}, false},
 		{"unknown health", append(reply(1, 0, 0, 0, 0, "")[:9], int64(3)), Decision{}, true},
 		{"a sender with a denial", append(reply(0, 10, 2, 0, 0, "")[:6], "+15550000001", int64(0), int64(0), int64(0)), Decision{}, true},
 		{"denial without wait", reply(0, 0, 2, 0, 0, ""), Decision{}, true},

@@ -1494,7 +1494,7 @@ func TestDockerignoreKeepsTheBuildInputs(t *testing.T) {
 		}
 		inputs = append(inputs, filepath.ToSlash(rel))
 	}
-	if len(inputs) < 10 || !slices.Contains(inputs, "cmd/dispatcher/main.go") || !slices.Contains(inputs, "admission/gcra.lua") {
+	if len(inputs) < 10 || !slices.Contains(inputs, "cmd/dispatcher/main.go") || !slices.Contains(inputs, "admission/admit/global.lua") {
 		t.Fatalf("go list found only %v", inputs)
 	}
 	for _, in := range inputs {

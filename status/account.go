@@ -29,18 +29,18 @@ type accountState struct {
 	Sent    map[admission.Class][]int
 	Classes []admission.Class
 
-	// LearnedIgnored is the learned rate's state when gcra.lua ignores it
+	// LearnedIgnored is the learned rate's state when the admission script ignores it
 	// (a rate below admission.MinRPS, or not a state it can read); Learned
 	// is then zero. "" otherwise.
 	LearnedIgnored string
-	Health         healthState // as gcra.lua reads it
+	Health         healthState // as the admission script reads it
 }
 
 // overrideState is an operator's override in force.
 type overrideState struct {
 	TargetRPS, MarketingRPS float64       // 0: that rate is not overridden
 	Left                    time.Duration // 0: until cleared
-	// Ignored is the key's value when gcra.lua ignores some of it (a rate
+	// Ignored is the key's value when the admission script ignores some of it (a rate
 	// that admission.CheckOverrideRate refuses, which counts as 0 above,
 	// or a value of another shape); "" otherwise.
 	Ignored string
@@ -48,7 +48,7 @@ type overrideState struct {
 
 // healthState is an account's health as Redis holds it.
 type healthState struct {
-	Health admission.Health // Healthy with no key, or one of another shape (as gcra.lua reads it)
+	Health admission.Health // Healthy with no key, or one of another shape (as the admission script reads it)
 	// Since is when the account became Degraded; zero unless it is.
 	Since time.Time
 	// Failures counts the run of failures in a row: so far while Failing,
@@ -125,7 +125,7 @@ func parseAccount(v []any, seconds int, classes []admission.Class) (accountState
 }
 
 // parseOverride reads the override's value o, with ms left to run (0 or
-// less: until cleared), as gcra.lua reads it: '<target> <marketing>', each
+// less: until cleared), as the admission script reads it: '<target> <marketing>', each
 // rate on its own.
 func parseOverride(o string, ms int64) *overrideState {
 	ov := &overrideState{}
@@ -150,8 +150,8 @@ func parseOverride(o string, ms int64) *overrideState {
 	return ov
 }
 
-// parseHealth reads the health key's value (gcra.lua's header gives its
-// format); any other shape, "" among them, is healthy, as gcra.lua reads
+// parseHealth reads the health key's value (admit/health.lua's header gives its
+// format); any other shape, "" among them, is healthy, as the admission script reads
 // it.
 func parseHealth(v string) healthState {
 	f := strings.Split(v, " ")

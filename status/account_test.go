@@ -105,7 +105,7 @@ func TestStatusReadsWhatTheSendsAndProcessesLeft(t *testing.T) {
 	}
 }
 
-// TestStatusReadsTheHealth: readAccount reads the health key as gcra.lua does:
+// TestStatusReadsTheHealth: readAccount reads the health key as the admission script does:
 // a degraded account with when it became so, the run that made it so and
 // its probes that succeeded; a run of failures counted on a healthy one;
 // healthy without the key or with a value of another shape.
@@ -142,7 +142,7 @@ func TestStatusReadsTheHealth(t *testing.T) {
 }
 
 // TestStatusReportsTheRatesInRedisItIgnores: readAccount reads an
-// override's rate and a learned rate as gcra.lua does: one below
+// override's rate and a learned rate as the admission script does: one below
 // admission.MinRPS, or one it
 // cannot read, is not in force and is handed back as ignored, instead of
 // showing a rate of 1e-14/s in force or failing the whole read.
@@ -183,21 +183,21 @@ func TestStatusReportsTheRatesInRedisItIgnores(t *testing.T) {
 	}
 }
 
-// TestStatusReadsNumbersWithGcraLuasHelper: status.lua reads a count with
-// the same helper as admission's scripts, the same text (a script cannot
-// call another's): gcra.lua's num.
-func TestStatusReadsNumbersWithGcraLuasHelper(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "admission", "gcra.lua"))
+// TestStatusReadsNumbersWithTheAdmissionScriptsHelper: status.lua reads a
+// count with the same helper as admission's scripts, the same text (a
+// script cannot call another's): the admission script's prelude's num.
+func TestStatusReadsNumbersWithTheAdmissionScriptsHelper(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "admission", "admit", "prelude.lua"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	gcra := string(b)
-	i := strings.Index(gcra, "local function num(v)\n")
-	j := strings.Index(gcra[max(i, 0):], "\nend\n")
+	prelude := string(b)
+	i := strings.Index(prelude, "local function num(v)\n")
+	j := strings.Index(prelude[max(i, 0):], "\nend\n")
 	if i < 0 || j < 0 {
-		t.Fatal("gcra.lua defines no num(v)")
+		t.Fatal("admit/prelude.lua defines no num(v)")
 	}
-	if num := gcra[i : i+j+5]; !strings.Contains(statusLua, num) {
-		t.Errorf("status.lua does not define gcra.lua's num:\n%s", num)
+	if num := prelude[i : i+j+5]; !strings.Contains(statusLua, num) {
+		t.Errorf("status.lua does not define the prelude's num:\n%s", num)
 	}
 }

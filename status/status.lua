@@ -10,7 +10,7 @@
 --            an older process beats: a process of this version beats in
 --            the registry, processes.lua)
 -- KEYS[6] -> the processes' states ({sms:<account>}:process-states)
--- KEYS[7] -> the account's health ({sms:<account>}:health; gcra.lua's
+-- KEYS[7] -> the account's health ({sms:<account>}:health; the admission script's
 --            header gives its format)
 -- KEYS[8..] -> the sends counters to read ({sms:<account>}:sent:<class>:<second>)
 --
@@ -28,7 +28,7 @@ for i = 1, #beats, 2 do
   procs[#procs + 1] = redis.call('HGET', KEYS[6], beats[i]) or ''
 end
 -- num returns v read as a count or an instant, nil unless it is a number
--- in [0, 2^53) (NaN and inf are not), as gcra.lua's.
+-- in [0, 2^53) (NaN and inf are not), as the admission script's.
 local function num(v)
   v = tonumber(v)
   if v and v >= 0 and v <= 2 ^ 53 - 1 then

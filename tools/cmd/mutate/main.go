@@ -225,13 +225,19 @@ func copyScripts(root, dst string) error {
 	if err := os.MkdirAll(filepath.Join(dst, "admission"), 0o755); err != nil {
 		return err
 	}
-	files, err := filepath.Glob(filepath.Join(root, "admission", "*.lua"))
-	if err != nil {
-		return err
-	}
-	for _, f := range files {
-		if err := copyFile(f, filepath.Join(dst, "admission", filepath.Base(f))); err != nil {
+	// The scripts, and the admission script's parts in admit/.
+	for _, sub := range []string{"", "admit"} {
+		if err := os.MkdirAll(filepath.Join(dst, "admission", sub), 0o755); err != nil {
 			return err
+		}
+		files, err := filepath.Glob(filepath.Join(root, "admission", sub, "*.lua"))
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			if err := copyFile(f, filepath.Join(dst, "admission", sub, filepath.Base(f))); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

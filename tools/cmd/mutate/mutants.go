@@ -1,6 +1,9 @@
 package main
 
-import "path/filepath"
+import (
+	"path/filepath"
+	"strings"
+)
 
 // edit replaces Old by New, which must occur exactly once in File.
 type edit struct {
@@ -25,7 +28,7 @@ func (m mutant) pkg() string {
 // scripts beside the module, without a build.
 func (m mutant) scriptsOnly() bool {
 	for _, e := range m.Edits {
-		if filepath.Dir(e.File) != "admission" || filepath.Ext(e.File) != ".lua" {
+		if !strings.HasPrefix(e.File, "admission/") || filepath.Ext(e.File) != ".lua" {
 			return false
 		}
 	}
@@ -34,25 +37,26 @@ func (m mutant) scriptsOnly() bool {
 
 var mutants = []mutant{
 	{"M1", "process clock instead of TIME", []edit{
-		{"admission/gcra.lua", "local t = redis.call('TIME')\nlocal now = tonumber(t[1]) * 1000000 + tonumber(t[2])", "local now = tonumber(ARGV[6])\nARGV[6] = '0'"},
+		{"admission/admit/prelude.lua", "local t = redis.call('TIME')\nlocal now = tonumber(t[1]) * 1000000 + tonumber(t[2])", "local now = tonumber(ARGV[6])\nARGV[6] = '0'"},
 		{"admission/eval.go", "	lease := call.Lease\n", "	lease := call.Lease\n	call.RecoveryFloor = l.clock.Now().UnixMicro()\n"},
 	}, ""},
 	{"M2", "idle time banks credit", []edit{
-		{"admission/gcra.lua", "local tat_g, tat_m = math.max(num(s[1]) or 0, now), math.max(num(s[2]) or 0, now)", "local tat_g, tat_m = num(s[1]) or now, num(s[2]) or now"},
-		{"admission/gcra.lua", "tat_g = math.max(tat_g, at) + cost * g_int", "tat_g = tat_g + cost * g_int"},
-		{"admission/gcra.lua", "  tat_m = math.max(tat_m, at) + cost * m_int", "  tat_m = tat_m + cost * m_int"},
+		{"admission/admit/global.lua", "tat_g = math.max(num(s[1]) or 0, now)", "tat_g = num(s[1]) or now"},
+		{"admission/admit/ceiling.lua", "tat_m = math.max(num(s[2]) or 0, now)", "tat_m = num(s[2]) or now"},
+		{"admission/admit/global.lua", "tat_g = math.max(tat_g, at) + cost * g_int", "tat_g = tat_g + cost * g_int"},
+		{"admission/admit/ceiling.lua", "  tat_m = math.max(tat_m, at) + cost * m_int", "  tat_m = tat_m + cost * m_int"},
 	}, ""},
 	{"M3", "penalty not checked", []edit{
-		{"admission/gcra.lua", "if pen > 0 then", "if false then"},
+		{"admission/admit/penalty.lua", "if pen > 0 then", "if false then"},
 	}, ""},
 	{"M4", "Redis error fails open", []edit{
 		{"admission/limiter.go", "	return l.fallbackAt(now, c, cost)\n}", "	return Decision{Allowed: true, Source: SourceFallback}\n}"},
 	}, ""},
 	{"M5", "marketing checks only the global key", []edit{
-		{"admission/gcra.lua", "local tickets, capped = ARGV[8], ARGV[3] ~= '0'", "local tickets, capped = ARGV[8], false"},
+		{"admission/admit/ceiling.lua", "capped = ARGV[3] ~= '0'", "capped = false"},
 	}, ""},
 	{"M6", "marketing updates global even when denied", []edit{
-		{"admission/gcra.lua", "if wait > lookahead then", "if g_wait <= 0 then\n  redis.call('SET', KEYS[1], string.format('%d', tat_g + g_int))\nend\nif wait > lookahead then"},
+		{"admission/admit/global.lua", "if wait > lookahead then", "if g_wait <= 0 then\n  redis.call('SET', KEYS[1], string.format('%d', tat_g + g_int))\nend\nif wait > lookahead then"},
 	}, ""},
 	{"M7", "penalty shortened", []edit{
 		{"admission/penalty.lua", "if cur < want then", "if true then"},
@@ -74,8 +78,8 @@ var mutants = []mutant{
 		{"admission/limiter.go", "burst := time.Duration(cfg.Burst - 1)", "burst := time.Duration(cfg.Burst)"},
 	}, ""},
 	{"M13", "denial does not report its wait", []edit{
-		{"admission/gcra.lua", "    return deny(m_wait, 3)", "    return {0, 1, 3, 0, attempts, ''}"},
-		{"admission/gcra.lua", "  return deny(g_wait, 2)", "  return {0, 1, 2, 0, attempts, ''}"},
+		{"admission/admit/global.lua", "    return deny(m_wait, R.CEILING)", "    return {0, 1, R.CEILING, 0, attempts, ''}"},
+		{"admission/admit/global.lua", "  return deny(g_wait, R.GLOBAL)", "  return {0, 1, R.GLOBAL, 0, attempts, ''}"},
 	}, ""},
 	{"M14", "script reply not checked", []edit{
 		{"admission/eval.go", "		x, ok := v[i].(int64)\n		if !ok {", "		x, ok := v[i].(int64)\n		if ok && !ok {"},
@@ -85,22 +89,22 @@ var mutants = []mutant{
 		{"admission/limiter.go", "	recovering := l.stops.fallback\n", "	recovering := l.stops.fallback && false\n"},
 	}, ""},
 	{"M16", "marketing may take OTP's reserved slot", []edit{
-		{"admission/gcra.lua", "local g_tau = g_tau0 - reserve\n", "local g_tau = g_tau0\n"},
+		{"admission/admit/global.lua", "local g_tau = g_tau0 - reserve\n", "local g_tau = g_tau0\n"},
 	}, ""},
 	{"M17", "no wake tickets: every waiter wakes when the slot opens", []edit{
-		{"admission/gcra.lua", "local tickets, capped = ARGV[8], ARGV[3] ~= '0'", "local tickets, capped = '0', ARGV[3] ~= '0'"},
+		{"admission/admit/prelude.lua", "local tickets = ARGV[8]", "local tickets = '0'"},
 	}, ""},
 	{"M18", "the operator's override is ignored", []edit{
-		{"admission/gcra.lua", "  local o_g, o_m = tonumber(a), tonumber(b)", "  local o_g, o_m = nil, nil"},
+		{"admission/admit/override.lua", "  local o_g, o_m = tonumber(a), tonumber(b)", "  local o_g, o_m = nil, nil"},
 	}, ""},
 	{"M19", "an override can raise a rate", []edit{
-		{"admission/gcra.lua", "if o_g and o_g > 0 and math.ceil(1000000 / o_g) > g_int then", "if o_g and o_g > 0 then"},
+		{"admission/admit/override.lua", "if o_g and o_g > 0 and math.ceil(1000000 / o_g) > g_int then", "if o_g and o_g > 0 then"},
 	}, ""},
 	{"M20", "the account bursts when a penalty ends", []edit{
 		{"admission/penalty.lua", "if (num(redis.call('GET', KEYS[2])) or 0) < tat then", "if false then"},
 	}, ""},
 	{"L1", "stale leases of dead processes never reclaimed", []edit{
-		{"admission/gcra.lua", "  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)\n", ""},
+		{"admission/admit/leases.lua", "  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)\n", ""},
 	}, ""},
 	{"L2", "every lease of a process has the same member", []edit{
 		{"admission/eval.go", `call.Lease = l.instance + "-" + strconv.FormatUint(l.leaseSeq.Add(1), 10)`, `call.Lease = l.instance + "-" + strconv.FormatUint(0*l.leaseSeq.Add(1), 10)`},
@@ -119,7 +123,7 @@ var mutants = []mutant{
 		{"dispatch/pipeline.go", "return !m.Deadline.IsZero() && !d.now().Before(m.Deadline)", "return false"},
 	}, "./dispatch/"},
 	{"D3", "the send-once record is not consulted", []edit{
-		{"admission/gcra.lua", "  if state ~= '' and state ~= 'claim:' .. token then", "  if false then"},
+		{"admission/admit/record.lua", "  if state ~= '' and state ~= 'claim:' .. token then", "  if false then"},
 	}, "./dispatch/"},
 	{"D4", "no admission before sending", []edit{
 		{"dispatch/pipeline.go", "dec, err := a.Limiter.Admit(actx, class, cost, maxWait-time.Since(start), claim)", "dec, err := admission.Decision{Allowed: true, Tries: int(time.Since(start)), Attempts: len(claim.ID) * 0 * cost}, error(actx.Err())"},
@@ -139,7 +143,7 @@ var mutants = []mutant{
 		{"dispatch/settle.go", "		return admission.RefusedRecord(t.err.Error())", "		return admission.RecordRejected"},
 	}, "./dispatch/"},
 	{"R2", "a claim's lifetime under 1 ms: SET PX <= 0 fails after the TATs are written", []edit{
-		{"admission/gcra.lua", "math.ceil(wait / 1000) + math.max(tonumber(ARGV[17]), 1)", "math.ceil(wait / 1000) + tonumber(ARGV[17])"},
+		{"admission/admit/record.lua", "math.ceil(wait / 1000) + math.max(tonumber(ARGV[17]), 1)", "math.ceil(wait / 1000) + tonumber(ARGV[17])"},
 	}, ""},
 	{"R3", "the send-once claims ignore the Redis circuit", []edit{
 		{"admission/claim.go", "	err := c.circuit.do(ctx, c.timeout, func(ctx context.Context) (err error) {\n		call := claimCall{", "	err := (*Circuit)(nil).do(ctx, c.timeout, func(ctx context.Context) (err error) {\n		call := claimCall{"},
@@ -174,7 +178,7 @@ var mutants = []mutant{
 		{"dispatch/dispatcher.go", "		if err := a.Limiter.ResumeAccount(ctx); err != nil {", "		if err := error(nil); err != nil {"},
 	}, "./dispatch/"},
 	{"P4", "a send of several units is charged one", []edit{
-		{"admission/gcra.lua", "tat_g = math.max(tat_g, at) + cost * g_int", "tat_g = math.max(tat_g, at) + g_int"},
+		{"admission/admit/global.lua", "tat_g = math.max(tat_g, at) + cost * g_int", "tat_g = math.max(tat_g, at) + g_int"},
 	}, ""},
 	{"P5", "a long message is sent in the Redis-down fallback", []edit{
 		{"admission/lease.go", "	if cost > 1 {\n		return Decision{RetryAfter: l.cfg.RedisRetryAfter, Source: SourceFallback, Reason: ReasonLong}\n	}\n", ""},
@@ -198,13 +202,13 @@ var mutants = []mutant{
 	// Two calls a message: the claim taken with the slot, the record with
 	// the lease's end, and slots booked a little ahead.
 	{"F1", "a denial writes the claim", []edit{
-		{"admission/gcra.lua", "local function deny(wait, reason, detail)\n", "local function deny(wait, reason, detail)\n  if token ~= '' then\n    redis.call('SET', KEYS[9], 'claim:' .. token, 'PX', 60000)\n  end\n"},
+		{"admission/admit/prelude.lua", "local function deny(wait, reason, detail)\n", "local function deny(wait, reason, detail)\n  if token ~= '' then\n    redis.call('SET', KEYS[9], 'claim:' .. token, 'PX', 60000)\n  end\n"},
 	}, ""},
 	{"F2", "a duplicate takes a slot", []edit{
-		{"admission/gcra.lua", "    return {0, 0, 6, 0, attempts, state, '', learned, ignored, health}", "    redis.call('SET', KEYS[1], string.format('%d', math.max(tonumber(s[1]) or 0, now) + tonumber(ARGV[1])))\n    return {0, 0, 6, 0, attempts, state, '', learned, ignored, health}"},
+		{"admission/admit/record.lua", "    return stop(0, R.RECORD, state)", "    redis.call('SET', KEYS[1], string.format('%d', math.max(tonumber(s[1]) or 0, now) + tonumber(ARGV[1])))\n    return stop(0, R.RECORD, state)"},
 	}, ""},
 	{"F3", "a booked slot's TAT counts from the call, not from the slot", []edit{
-		{"admission/gcra.lua", "tat_g = math.max(tat_g, at) + cost * g_int", "tat_g = math.max(tat_g, now) + cost * g_int"},
+		{"admission/admit/global.lua", "tat_g = math.max(tat_g, at) + cost * g_int", "tat_g = math.max(tat_g, now) + cost * g_int"},
 	}, ""},
 	{"F4", "a booked slot is sent before it opens", []edit{
 		{"admission/acquire.go", "	if d.RetryAfter > 0 {\n", "	if d.RetryAfter > 0 && false {\n"},
@@ -213,7 +217,7 @@ var mutants = []mutant{
 		{"admission/acquire.go", "		lookahead := min(within, l.lookahead(c, cost))", "		lookahead := within"},
 	}, ""},
 	{"F6", "the probe after a penalty does not go alone", []edit{
-		{"admission/gcra.lua", "if s[7] then\n  lookahead = 0\nend", "if false then\n  lookahead = 0\nend"},
+		{"admission/admit/penalty.lua", "if s[7] then\n  lookahead = 0\nend", "if false then\n  lookahead = 0\nend"},
 	}, ""},
 	{"F7", "a booked slot is sent after a 429 this process heard of", []edit{
 		{"admission/acquire.go", "		if p, stop := l.stopped(); stop {", "		if p, stop := l.stopped(); stop && false {"},
@@ -225,25 +229,25 @@ var mutants = []mutant{
 		{"dispatch/accounts.go", "(dec.Reason == admission.ReasonPenalty || dec.Reason == admission.ReasonAccount ||", "(dec.Reason == admission.ReasonPenalty || dec.Reason == admission.ReasonGlobal || dec.Reason == admission.ReasonAccount ||"},
 	}, "./dispatch/"},
 	{"A2", "a sender's slot does not wait for a long message's whole cost", []edit{
-		{"admission/gcra.lua", "    local w = tat + (cost - 1) * iv - now", "    local w = tat - now"},
+		{"admission/admit/pool.lua", "    local w = tat + (cost - 1) * iv - now", "    local w = tat - now"},
 	}, ""},
 	{"A3", "a sender's TAT does not move", []edit{
-		{"admission/gcra.lua", "redis.call('SET', KEYS[senders] .. pick, string.format('%d', v),", "redis.call('SET', KEYS[senders] .. pick, string.format('%d', s_tat),"},
+		{"admission/admit/pool.lua", "redis.call('SET', KEYS[senders] .. pick, string.format('%d', v),", "redis.call('SET', KEYS[senders] .. pick, string.format('%d', s_tat),"},
 	}, ""},
 	{"S1", "the pool takes a sender out of order (its index's last, not its first)", []edit{
-		{"admission/gcra.lua", "redis.call('ZRANGE', KEYS[k], 0, 0, 'WITHSCORES')", "redis.call('ZRANGE', KEYS[k], -1, -1, 'WITHSCORES')"},
+		{"admission/admit/pool.lua", "redis.call('ZRANGE', KEYS[k], 0, 0, 'WITHSCORES')", "redis.call('ZRANGE', KEYS[k], -1, -1, 'WITHSCORES')"},
 	}, ""},
 	{"S2", "a sender above its rate: its index's score taken for its TAT", []edit{
-		{"admission/gcra.lua", "tat = math.max(num(redis.call('GET', KEYS[senders] .. m)) or 0, pfloor)", "tat = math.max(num(top[2]) or 0, pfloor)"},
+		{"admission/admit/pool.lua", "tat = math.max(num(redis.call('GET', KEYS[senders] .. m)) or 0, pfloor)", "tat = math.max(num(top[2]) or 0, pfloor)"},
 	}, ""},
 	{"A4", "the learned rate climbs above the target", []edit{
-		{"admission/gcra.lua", "  r = math.max(math.min(r, a_target), a_min)", "  r = math.max(r, a_min)"},
+		{"admission/admit/search.lua", "  r = math.max(math.min(r, a_target), a_min)", "  r = math.max(r, a_min)"},
 	}, ""},
 	{"A6", "marketing overflows too", []edit{
 		{"dispatch/accounts.go", "return class == d.lanes[0].class || slices.Contains(a.FailoverClasses, class)", "return true || slices.Contains(a.FailoverClasses, class)"},
 	}, "./dispatch/"},
 	{"A7", "the learned rate climbs without pressure", []edit{
-		{"admission/gcra.lua", "if searching and now >= lrn.next and lrn.pressed then", "if searching and now >= lrn.next then"},
+		{"admission/admit/search.lua", "if searching and now >= lrn.next and lrn.pressed then", "if searching and now >= lrn.next then"},
 	}, ""},
 	{"K1", "a later class books past an earlier one (no rank reserves)", []edit{
 		{"admission/classes.go", "		a.Reserve = (min(burst, time.Duration(i)) * gi).Microseconds()", "		a.Reserve = 0"},
@@ -253,10 +257,10 @@ var mutants = []mutant{
 		{"admission/acquire.go", "		la = min(la, time.Duration(lookaheadSlots*cost)*l.lastSpacing)", "		la = max(la, time.Duration(lookaheadSlots*cost)*l.lastSpacing)"},
 	}, ""},
 	{"K3", "a class's ceiling is not applied", []edit{
-		{"admission/gcra.lua", "if capped then\n  m_wait = tat_m - now - m_tau\nend", "if false then\n  m_wait = tat_m - now - m_tau\nend"},
+		{"admission/admit/ceiling.lua", "if capped then\n  m_wait = tat_m - now - m_tau\nend", "if false then\n  m_wait = tat_m - now - m_tau\nend"},
 	}, ""},
 	{"K4", "an earlier class's reserve is not applied", []edit{
-		{"admission/gcra.lua", "  r_wait = math.max(r_wait, v.tat - now - (v.tau - v.reserve))", "  r_wait = math.max(r_wait, -1)"},
+		{"admission/admit/reserves.lua", "  r_wait = math.max(r_wait, v.tat - now - (v.tau - v.reserve))", "  r_wait = math.max(r_wait, -1)"},
 	}, ""},
 	{"A5", "a 429 does not lower the learned rate", []edit{
 		{"admission/penalty.lua", "if ARGV[3] == 'throttled' and ARGV[4] ~= '' then", "if false then"},
@@ -289,8 +293,8 @@ var mutants = []mutant{
 		{"config/accounts.go", "		if j, ok := owners[id]; ok {", "		if j, ok := owners[id]; ok && false {"},
 	}, "./config/"},
 	{"HA1", "an override or a learned rate below the minimum is in force", []edit{
-		{"admission/gcra.lua", "  o_g, o_m = rate(o_g), rate(o_m) -- 0, or one ignored: that rate is not overridden\n", ""},
-		{"admission/gcra.lua", "  lrn = {rate = rate(r),", "  lrn = {rate = tonumber(r),"},
+		{"admission/admit/override.lua", "  o_g, o_m = rate(o_g), rate(o_m) -- 0, or one ignored: that rate is not overridden\n", ""},
+		{"admission/admit/learned.lua", "  lrn = {rate = rate(r),", "  lrn = {rate = tonumber(r),"},
 	}, ""},
 	{"HE1", "a subscription without an answer from Pub/Sub never makes the pod unready", []edit{
 		{"internal/pullwatch/watch.go", "return d, d >= Silence", "return d, false"},
@@ -314,13 +318,13 @@ var mutants = []mutant{
 		{"admission/acquire.go", "		wait = min(wait, penaltyRecheck) // it may be cleared meanwhile\n", ""},
 	}, ""},
 	{"FA1", "a degraded account still admits every send", []edit{
-		{"admission/gcra.lua", "  if now < due then\n", "  if false then\n"},
+		{"admission/admit/health.lua", "  if now < due then\n", "  if false then\n"},
 	}, ""},
 	{"FA2", "a degraded home still takes OTP (no failover)", []edit{
 		{"dispatch/accounts.go", "dec.Reason == admission.ReasonAccount ||\n\t\tdec.Reason == admission.ReasonDegraded)", "dec.Reason == admission.ReasonAccount)"},
 	}, "./dispatch/"},
 	{"FA4", "a degraded account's probes are not spaced", []edit{
-		{"admission/gcra.lua", "if health == 2 then\n  -- This send is the probe", "if false then\n  -- This send is the probe"},
+		{"admission/admit/health.lua", "if health == 2 then\n  -- This send is the probe", "if false then\n  -- This send is the probe"},
 	}, ""},
 	{"FA5", "a destination served by the wrong account", []edit{
 		{"dispatch/route.go", "if len(p) >= len(d) && p[:len(d)] == d {", "if true {"},
@@ -377,7 +381,7 @@ var mutants = []mutant{
 		{"dispatch/accounts.go", "	if dec.Reason == admission.ReasonRouteSkipped {", "	if false {"},
 	}, "./dispatch/"},
 	{"RS4", "a skipped route's probes are not spaced", []edit{
-		{"admission/gcra.lua", "if route_due then\n  -- This send is the route's probe", "if false then\n  -- This send is the route's probe"},
+		{"admission/admit/route.lua", "if route_due then\n  -- This send is the route's probe", "if false then\n  -- This send is the route's probe"},
 	}, ""},
 	{"RC7", "a full memory of owed events leaves a new one owed forever", []edit{
 		{"admission/receipt.go", "		case !ok:\n", "		case !ok && len(l.owedSeen) < maxOwedRemembered:\n"},
@@ -392,16 +396,16 @@ var mutants = []mutant{
 		{"receipts/handler.go", "	for _, wait := range earlyWaits {\n", "	for _, wait := range earlyWaits[:0] {\n"},
 	}, "./receipts/"},
 	{"M22", "wake tickets one interval apart whatever the sends' cost", []edit{
-		{"admission/gcra.lua", "  put_wake(KEYS[4], w + units * spacing, ", "  put_wake(KEYS[4], w + spacing, "},
+		{"admission/admit/wake.lua", "  put_wake(KEYS[4], w + units * spacing, ", "  put_wake(KEYS[4], w + spacing, "},
 	}, ""},
 	{"M24", "an earlier class's send does not push the later classes' shadow of the global TAT", []edit{
-		{"admission/gcra.lua", "      g = g + cost * g_int -- every later class shares the global level\n", ""},
+		{"admission/admit/pushes.lua", "      g = g + cost * g_int -- every later class shares the global level\n", ""},
 	}, ""},
 	{"M25", "tickets do not wait for the global level's shadow", []edit{
-		{"admission/gcra.lua", "    w = math.max(w, g - (g_tau0 - reserve))\n", ""},
+		{"admission/admit/wake.lua", "    w = math.max(w, g - (g_tau0 - reserve))\n", ""},
 	}, ""},
 	{"M26", "a class at the account's rate waits for the global level's shadow too", []edit{
-		{"admission/gcra.lua", "  if spacing > g_int then\n", "  if spacing >= g_int then\n"},
+		{"admission/admit/wake.lua", "  if spacing > g_int then\n", "  if spacing >= g_int then\n"},
 	}, ""},
 	{"M23", "the ticket of the queued is for the costliest of them (late)", []edit{
 		{"admission/acquire.go", "		if next == 0 || cost < next {\n", "		if next == 0 || cost > next {\n"},
@@ -425,7 +429,7 @@ var mutants = []mutant{
 		{"admission/health.go", "\tcase r == ResultOK:\n\t\treturn \"ok\"", "\tcase r == ResultOK && admitted != Healthy:\n\t\treturn \"ok\""},
 	}, ""},
 	{"M31", "a number read from Redis unguarded: a 'nan' TAT admits once, then locks the account", []edit{
-		{"admission/gcra.lua", "local function num(v)\n  v = tonumber(v)\n  if v and v >= 0 and v <= 2 ^ 53 - 1 then", "local function num(v)\n  v = tonumber(v)\n  if v then"},
+		{"admission/admit/prelude.lua", "local function num(v)\n  v = tonumber(v)\n  if v and v >= 0 and v <= 2 ^ 53 - 1 then", "local function num(v)\n  v = tonumber(v)\n  if v then"},
 	}, ""},
 	{"M28", "a resend kept in the story and handed out again by every sweep while its event is owed", []edit{
 		{"admission/receipt.lua", "      h.resent = '1'\n", "      h.resend, h.resent = resend, '1'\n"},
