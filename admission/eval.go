@@ -40,8 +40,9 @@ func (l *Limiter) eval(ctx context.Context, c *classState, cost int, recovering 
 	}
 	if c.policy.SkipsFailingRoute && claim.Prefix != "" && claim.Failover {
 		// Only a class that skips a failing route (OTP) is skipped, and
-		// only for a caller that can send elsewhere: the last account of a route is
-		// never skipped (a skip there would leave the prefix with none).
+		// only for a caller that can send elsewhere: the last account of
+		// a route is never skipped (a skip there would leave the prefix
+		// with none).
 		call.Skip = l.skipKey(claim.Prefix)
 	}
 	lease := call.Lease

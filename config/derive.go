@@ -35,8 +35,8 @@ func Home(accounts []Account, class admission.Class) int {
 // Outstanding sizes the flow control of class's lane, whose home is the
 // account home: no more messages in hand than home could send within the
 // class's max wait, and never fewer than 10. The first class (its
-// policy's TargetOnly) has the whole target rate in one process; any other class its ceiling on home,
-// shared among MAX_SENDERS processes. The rate is in messages: with rates
+// policy's TargetOnly) has the whole target rate in one process; any
+// other class its ceiling on home, shared among MAX_SENDERS processes. The rate is in messages: with rates
 // in segments, the rate over the longest message's segments, so that a
 // backlog of long messages is not pulled faster than it can go (it would
 // be nacked, or its leases run out while it waits).
