@@ -7,12 +7,15 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"smsdispatcher/config/policy"
 )
 
 // A classState is what a Limiter keeps of one of its classes: its admission call,
 // the turn its waiters queue for, and the levels it is held to.
 type classState struct {
 	name    Class
+	policy  policy.Class  // its rules (ClassLimit.Policy)
 	pos     int           // its place in Config.Classes: 0 is served first
 	admit   admitCall     // its admission script's call, as New builds it
 	turn    chan int      // one waiter of the class talks to Redis; see Acquire
@@ -89,10 +92,10 @@ func classLevels(cfg Config, tag string) (all []level, ceiling []int, reserves [
 
 // overridden reports whether the operator's override's second rate
 // (Limiter.Override) lowers the ceiling of cfg's class i: the last class,
-// unless it is the only one and named otp (an account of OTP alone, which
-// the override's first rate alone lowers).
+// unless it is the only one and its policy spares it (an account of OTP
+// alone, which the override's first rate alone lowers).
 func overridden(cfg Config, i int) bool {
-	return i == len(cfg.Classes)-1 && (i > 0 || cfg.Classes[i].Name != OTP)
+	return i == len(cfg.Classes)-1 && (i > 0 || !cfg.Classes[i].Policy.OverrideSparesAlone)
 }
 
 // newClasses builds each class's admission call from base (the account's
@@ -105,7 +108,7 @@ func newClasses(cfg Config, tag string, base admitCall) (map[Class]*classState, 
 	order := make([]Class, len(cfg.Classes))
 	list := make([]*classState, len(cfg.Classes))
 	for i, k := range cfg.Classes {
-		c := &classState{name: k.Name, pos: i, admit: base, turn: make(chan int, 1), spacing: gi, costs: map[int]int{}}
+		c := &classState{name: k.Name, policy: k.Policy, pos: i, admit: base, turn: make(chan int, 1), spacing: gi, costs: map[int]int{}}
 		a := &c.admit
 		a.Wake = tag + ":wake:" + string(k.Name)
 		a.CeilingTAT = tag + ":tat:" + string(k.Name)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"smsdispatcher/config/policy"
 	"smsdispatcher/internal/redistest"
 )
 
@@ -441,10 +442,10 @@ func TestTheOverridesSecondRateHasACeilingToLower(t *testing.T) {
 		want    bool
 	}{
 		{"the default two", nil, Marketing, true},
-		{"marketing at the account's rate", []ClassLimit{{Name: OTP}, {Name: Marketing, RPS: 90}}, Marketing, true},
+		{"marketing at the account's rate", []ClassLimit{{Name: OTP, Policy: policy.Default("otp")}, {Name: Marketing, RPS: 90}}, Marketing, true},
 		{"an account of marketing alone", []ClassLimit{{Name: Marketing, RPS: 70}}, Marketing, true},
 		{"an account of marketing alone, at the account's rate", []ClassLimit{{Name: Marketing}}, Marketing, true},
-		{"an account of OTP alone", []ClassLimit{{Name: OTP}}, OTP, false},
+		{"an account of OTP alone", []ClassLimit{{Name: OTP, Policy: policy.Default("otp")}}, OTP, false},
 	} {
 		cfg := testConfig(t)
 		cfg.Classes = tt.classes

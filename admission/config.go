@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"smsdispatcher/config/policy"
 )
 
 // Defaults of Config; docs/contract.md section 4 names them.
@@ -104,6 +106,10 @@ type Config struct {
 // A ClassLimit is one class of the account's, in Config.Classes.
 type ClassLimit struct {
 	Name Class
+	// Policy is the class's rules as config computes them (policy.Of):
+	// the limiter reads them, never the class's name or position. The
+	// default classes have policy.Default's.
+	Policy policy.Class
 	// RPS is the class's ceiling on the account. 0: what the reserves of
 	// the classes before it leave it (TargetRPS without one).
 	RPS float64
@@ -149,7 +155,10 @@ func (c Config) withDefaults() Config {
 	c.TargetRPS = cmp.Or(c.TargetRPS, DefaultTargetRPS)
 	c.MarketingRPS = cmp.Or(c.MarketingRPS, DefaultMarketingRPS)
 	if len(c.Classes) == 0 {
-		c.Classes = []ClassLimit{{Name: OTP}, {Name: Marketing, RPS: c.MarketingRPS}}
+		c.Classes = []ClassLimit{
+			{Name: OTP, Policy: policy.Default(OTP.String())},
+			{Name: Marketing, RPS: c.MarketingRPS, Policy: policy.Default(Marketing.String())},
+		}
 	} else {
 		c.Classes = slices.Clone(c.Classes)
 	}

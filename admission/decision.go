@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"smsdispatcher/config/policy"
 )
 
 // Class names a priority class of messages: 1 to 32 of [a-z0-9_-]. The
@@ -14,8 +16,9 @@ type Class string
 const (
 	// OTP is the first class of the default two: served first, limited
 	// only by the account's target rate. A class of this name keeps the
-	// rules that are OTP's (a resend on a failed receipt, the route skip).
-	OTP Class = "otp"
+	// rules that are OTP's (a resend on a failed receipt, the route skip):
+	// config/policy decides them, ClassLimit.Policy carries them.
+	OTP Class = policy.OTP
 	// Marketing is the second of the default two: limited by the target
 	// rate and by its own ceiling (MarketingRPS).
 	Marketing Class = "marketing"

@@ -38,10 +38,11 @@ func (l *Limiter) eval(ctx context.Context, c *classState, cost int, recovering 
 	if claim.Failover && claim.Hedged {
 		call.HedgedProbe = l.cfg.Health.HedgedProbeEvery.Microseconds()
 	}
-	if c.name == OTP && claim.Prefix != "" && claim.Failover {
-		// The first class's route alone is ever skipped, and only for a
-		// caller that can send elsewhere: the last account of a route is
-		// never skipped (a skip there would leave the prefix with none).
+	if c.policy.SkipsFailingRoute && claim.Prefix != "" && claim.Failover {
+		// Only a class that skips a failing route (OTP) is skipped, and
+		// only for a caller that can send elsewhere: the last account of
+		// a route is never skipped (a skip there would leave the prefix
+		// with none).
 		call.Skip = l.skipKey(claim.Prefix)
 	}
 	lease := call.Lease

@@ -279,10 +279,10 @@ func (l *Limiter) withoutRedis(now time.Time, c *classState, cost int, claim Cla
 		l.cfg.Logger.Warn("admission: deciding locally until redis answers",
 			"rate_per_process", l.cfg.TargetRPS/float64(l.cfg.MaxSenders), "err", err)
 	}
-	if claim.Token != "" && c.name != OTP {
-		// Without its send-once record a message of any class but OTP
-		// waits for Redis (a duplicate OTP beats a lost one; not so a
-		// campaign's).
+	if claim.Token != "" && !c.policy.SendsWithoutRecord {
+		// Without its send-once record a message of any class but
+		// OTP's (policy.Class.SendsWithoutRecord) waits for Redis (a
+		// duplicate OTP beats a lost one; not so a campaign's).
 		return Decision{RetryAfter: l.cfg.RedisRetryAfter, Source: SourceFallback, Reason: ReasonNoRecord}
 	}
 	return l.fallbackAt(now, c, cost)

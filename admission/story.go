@@ -37,7 +37,7 @@ type Story struct {
 // withStory adds s, the story of message id, to c.
 func (l *Limiter) withStory(c *finishCall, id string, s Story) {
 	c.Msg, c.Resend, c.ID, c.Class, c.Sender = l.msgKey(id), l.tag+":resend:"+id, id, s.Class, s.Sender
-	if s.Class == OTP.String() && !l.cfg.Route.Off() {
+	if k := l.classes[Class(s.Class)]; k != nil && k.policy.SkipsFailingRoute && !l.cfg.Route.Off() {
 		c.Prefix = routeOf(s.Prefix, s.To)
 	}
 	for _, p := range s.ProviderIDs {

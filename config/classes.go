@@ -13,12 +13,13 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config/policy"
 )
 
 // Defaults of a class of ACCOUNTS_FILE's classes that leaves max_wait out.
 const (
-	DefaultFirstMaxWait = time.Second     // the first class's
-	DefaultLaterMaxWait = 8 * time.Second // any other's
+	DefaultFirstMaxWait = policy.FirstMaxWait // the first class's
+	DefaultLaterMaxWait = policy.LaterMaxWait // any other's
 )
 
 // LoadClasses returns the classes of ACCOUNTS_FILE at path, in priority
@@ -78,10 +79,7 @@ func (l *accountsLoader) classes(p Process, list []classYAML) ([]Class, error) {
 		}
 		names[name] = i
 		k := Class{Name: name, Topic: strings.TrimSpace(c.Topic), Subscription: strings.TrimSpace(c.Subscription)}
-		topic, sub, wait := "sms-"+raw, "sms-"+raw+"-dispatcher", DefaultLaterMaxWait
-		if i == 0 {
-			wait = DefaultFirstMaxWait
-		}
+		topic, sub, wait := "sms-"+raw, "sms-"+raw+"-dispatcher", policy.Of(name.String(), i).MaxWait
 		switch name {
 		case admission.OTP:
 			topic, sub, wait = p.OTPTopic, p.OTPSubscription, p.OTPMaxWait
@@ -216,7 +214,7 @@ func classRates(classRPS, reserveRPS map[string]float64, served, all []admission
 		switch {
 		case !slices.Contains(all, c):
 			return nil, nil, keyErrorf(key, "unknown class (class_rps takes %s)", strings.Join(strs(all), ", "))
-		case c == all[0]:
+		case policy.Of(name, slices.Index(all, c)).TargetOnly:
 			who := c.String()
 			if c == admission.OTP {
 				who = "OTP"

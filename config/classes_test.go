@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config/policy"
 	"smsdispatcher/internal/topology"
 )
 
@@ -63,7 +64,11 @@ func TestThreeClassesLoad(t *testing.T) {
 		t.Errorf("account classes %v, class_rps %v, reserve_rps %v", a.Classes, a.ClassRPS, a.ReserveRPS)
 	}
 	lc := cfg.Limiter(a)
-	want := []admission.ClassLimit{{Name: "otp", RPS: 90, Reserve: 20}, {Name: "transactional", RPS: 30}, {Name: "marketing", RPS: 70}}
+	want := []admission.ClassLimit{
+		{Name: "otp", RPS: 90, Reserve: 20, Policy: policy.Of("otp", 0)},
+		{Name: "transactional", RPS: 30, Policy: policy.Of("transactional", 1)},
+		{Name: "marketing", RPS: 70, Policy: policy.Of("marketing", 2)},
+	}
 	if !reflect.DeepEqual(lc.Classes, want) {
 		t.Errorf("limiter classes %+v, want %+v", lc.Classes, want)
 	}
@@ -79,7 +84,7 @@ func TestThreeClassesLoad(t *testing.T) {
 	}
 	top := cfg.Topology()
 	wantLanes := []topology.Lane{
-		{Topic: "sms-otp", Subscription: "sms-otp-dispatcher"},
+		{Topic: "sms-otp", Subscription: "sms-otp-dispatcher", RetriedSoon: true},
 		{Topic: "sms-transactional", Subscription: "sms-transactional-dispatcher"},
 		{Topic: "sms-marketing", Subscription: "sms-marketing-dispatcher"},
 	}

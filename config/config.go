@@ -2,9 +2,11 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config/policy"
 	"smsdispatcher/provider"
 )
 
@@ -67,6 +69,14 @@ func (p Process) ClassList() []Class {
 		{Name: admission.OTP, Topic: p.OTPTopic, Subscription: p.OTPSubscription, MaxWait: p.OTPMaxWait},
 		{Name: admission.Marketing, Topic: p.MarketingTopic, Subscription: p.MarketingSubscription, MaxWait: p.MarketingMaxWait},
 	}
+}
+
+// Policy returns class's rules (policy.Of) at its place in p's ClassList:
+// the one reading of a class's name and position that the packages below
+// config take their rules from. A class p does not list has a later
+// class's rules.
+func (p Process) Policy(class admission.Class) policy.Class {
+	return policy.Of(class.String(), slices.IndexFunc(p.ClassList(), func(c Class) bool { return c.Name == class }))
 }
 
 // Account holds the settings of one provider account: its name (its keys

@@ -34,17 +34,19 @@ func Home(accounts []Account, class admission.Class) int {
 
 // Outstanding sizes the flow control of class's lane, whose home is the
 // account home: no more messages in hand than home could send within the
-// class's max wait, and never fewer than 10. The first class has the
-// whole target rate in one process; any other class its ceiling on home,
-// shared among MAX_SENDERS processes. The rate is in messages: with rates
+// class's max wait, and never fewer than 10. The first class (its
+// policy's TargetOnly) has the whole target rate in one process; any
+// other class its ceiling on home, shared among MAX_SENDERS processes. The rate is in messages: with rates
 // in segments, the rate over the longest message's segments, so that a
 // backlog of long messages is not pulled faster than it can go (it would
 // be nacked, or its leases run out while it waits).
 func (p Process) Outstanding(class admission.Class, home Account) int {
 	classes := p.ClassList()
-	rps, maxWait, senders := home.TargetRPS, classes[0].MaxWait, 1
-	if i := slices.IndexFunc(classes, func(c Class) bool { return c.Name == class }); i > 0 {
-		rps, maxWait, senders = home.ceiling(class), classes[i].MaxWait, p.MaxSenders
+	// A class not configured is sized as the first.
+	c := classes[max(slices.IndexFunc(classes, func(c Class) bool { return c.Name == class }), 0)]
+	rps, maxWait, senders := home.TargetRPS, c.MaxWait, 1
+	if !p.Policy(c.Name).TargetOnly {
+		rps, senders = home.ceiling(class), p.MaxSenders
 	}
 	rps /= float64(home.MaxCost())
 	return max(10, int(math.Ceil(rps*maxWait.Seconds()/float64(senders))))
@@ -88,7 +90,7 @@ func (p Process) Topology() topology.Topology {
 		SendTimeout: p.SendTimeout,
 	}
 	for _, c := range p.ClassList() {
-		t.Lanes = append(t.Lanes, topology.Lane{Topic: c.Topic, Subscription: c.Subscription})
+		t.Lanes = append(t.Lanes, topology.Lane{Topic: c.Topic, Subscription: c.Subscription, RetriedSoon: p.Policy(c.Name).RetriedSoon})
 		t.MaxWait = max(t.MaxWait, c.MaxWait)
 	}
 	return t

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"smsdispatcher/dispatch"
 	"smsdispatcher/provider"
 	"smsdispatcher/receipts"
 )
@@ -53,7 +54,7 @@ func TestEveryValidNameReachesItsReceipts(t *testing.T) {
 		srv, err := receipts.New(receipts.Config{
 			PublicURL: p.ReceiptsPublicURL,
 			Accounts:  []receipts.Account{{Name: name, Reader: reader, Ledger: noLedger{}}},
-			Status:    noPublisher{}, Resend: noPublisher{},
+			Status:    noPublisher{}, Resend: noPublisher{}, Deadline: dispatch.PayloadDeadline,
 		})
 		if err != nil {
 			t.Fatalf("account %q: %v", name, err)

@@ -235,17 +235,17 @@ func (p Process) Limiter(a Account) admission.Config {
 		Burst: a.Burst, MaxSenders: p.MaxSenders, RedisTimeout: p.RedisTimeout,
 		MaxInFlight: a.MaxInFlight, LeaseTTL: p.SendTimeout + 10*time.Second,
 		MaxCost: a.MaxCost(), Senders: a.Senders, ArrivalJitter: p.ArrivalJitter, Adaptive: a.Adaptive,
-		MaxRetryAfter: p.MaxRetryAfter, Route: routeRule(a.MinDeliveredRatio), Classes: a.limits(),
+		MaxRetryAfter: p.MaxRetryAfter, Route: routeRule(a.MinDeliveredRatio), Classes: p.limits(a),
 	}
 }
 
 // limits are the admission classes of a: the classes it serves, in
-// priority order, with their ceilings and reserves; nil (the default two)
-// when it names none.
-func (a Account) limits() []admission.ClassLimit {
+// priority order, with their ceilings, reserves and rules under p; nil
+// (the default two) when it names none.
+func (p Process) limits(a Account) []admission.ClassLimit {
 	var out []admission.ClassLimit
 	for _, c := range a.Classes {
-		out = append(out, admission.ClassLimit{Name: c, RPS: a.ceiling(c), Reserve: a.ReserveRPS[c]})
+		out = append(out, admission.ClassLimit{Name: c, RPS: a.ceiling(c), Reserve: a.ReserveRPS[c], Policy: p.Policy(c)})
 	}
 	return out
 }

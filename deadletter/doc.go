@@ -4,8 +4,8 @@
 // the inspect subscription and Replay republishes the letters whose cause
 // is fixed. Each returns what it found; the commands print it.
 //
-// Invariant: the attributes of a dead letter are named, written and read
-// here only. List consumes no dead letter: every one it reads is held under
+// Invariant: the attributes of a dead letter are written and read here
+// only (their names are internal/attr's, which the dispatcher reads too). List consumes no dead letter: every one it reads is held under
 // a lease and given back (a nack) at the end. Replay acks a dead letter only
 // once its republish is confirmed, or once its id's send-once record says
 // it was sent, and clears an id's record only when it says the provider
@@ -13,8 +13,7 @@
 // (an unacked one comes back when its lease runs out) and no id is sent
 // twice.
 //
-// One concept per file: format.go (the attributes, the writer, the
-// reader), subscription.go (reading the inspect subscription: leases,
+// One concept per file: format.go (the writer, the reader), subscription.go (reading the inspect subscription: leases,
 // acks, nacks), filter.go (the selection both commands share), list.go
 // (listing and its output), replay.go (the replay policy) and result.go
 // (what replay did with each dead letter).

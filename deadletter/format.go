@@ -14,52 +14,32 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/internal/attr"
 	"smsdispatcher/provider"
 )
 
-// Attributes the dispatcher sets on a dead letter, over the producer's
-// (docs/levers.md, "Dead letters").
-const (
-	// AttrRejectReason says why the message will never be sent.
-	AttrRejectReason = "reject_reason"
-	// AttrClass is the message's class: otp or marketing.
-	AttrClass = "class"
-	// AttrOriginalMessageID is the Pub/Sub message ID of the original,
-	// which stands in for the id of a message whose data has none.
-	AttrOriginalMessageID = "original_message_id"
-	// AttrOriginalDataBytes is set on a dead letter whose data was cut:
-	// the size of the data the producer sent.
-	AttrOriginalDataBytes = "original_data_bytes"
-)
-
-// AttrReplays counts the replays of a message: Replay sets it on what it
-// republishes, and a dead letter keeps it as one of the producer's
-// attributes.
-const AttrReplays = "replays"
-
-// PubSubAttrPrefix starts the attributes Pub/Sub adds to a message its
-// subscription's dead-letter policy forwards
-// (CloudPubSubDeadLetterSourceSubscription, ...).
-const PubSubAttrPrefix = "CloudPubSubDeadLetter"
+// A dead letter's attributes, which the dispatcher sets over the
+// producer's (docs/levers.md, "Dead letters"), are named in
+// internal/attr, which the dispatcher reads too.
 
 // sourceSubscriptionAttr names the subscription a letter that Pub/Sub's
 // dead-letter policy forwarded came from.
-const sourceSubscriptionAttr = PubSubAttrPrefix + "SourceSubscription"
+const sourceSubscriptionAttr = attr.PubSubPrefix + "SourceSubscription"
 
 // maxAttributes is Pub/Sub's limit of attributes per message.
 const maxAttributes = 100
 
 // reserved reports whether a dead letter's attribute named k says what the
 // dispatcher (reject_reason, class, original_message_id,
-// original_data_bytes) or Pub/Sub (PubSubAttrPrefix...) made of the
+// original_data_bytes) or Pub/Sub (attr.PubSubPrefix...) made of the
 // message: a producer's attribute of that name is not copied into a dead
 // letter, where it would steer what a replay does with it.
 func reserved(k string) bool {
 	switch k {
-	case AttrRejectReason, AttrClass, AttrOriginalMessageID, AttrOriginalDataBytes:
+	case attr.RejectReason, attr.Class, attr.OriginalMessageID, attr.OriginalDataBytes:
 		return true
 	}
-	return strings.HasPrefix(k, PubSubAttrPrefix)
+	return strings.HasPrefix(k, attr.PubSubPrefix)
 }
 
 // New returns the dead letter of m, which will never be sent for reason:
@@ -78,11 +58,11 @@ func New(m *pubsub.Message, class admission.Class, reason string, maxData int) *
 	data := m.Data
 	if len(data) > maxData {
 		data = data[:maxData]
-		attrs[AttrOriginalDataBytes] = strconv.Itoa(len(m.Data))
+		attrs[attr.OriginalDataBytes] = strconv.Itoa(len(m.Data))
 	}
-	attrs[AttrRejectReason] = reason
-	attrs[AttrClass] = class.String()
-	attrs[AttrOriginalMessageID] = m.ID
+	attrs[attr.RejectReason] = reason
+	attrs[attr.Class] = class.String()
+	attrs[attr.OriginalMessageID] = m.ID
 	return &pubsub.Message{Data: data, Attributes: attrs}
 }
 
@@ -129,7 +109,7 @@ func Parse(m *pubsubpb.PubsubMessage, sources []Source) *Letter {
 	if l.Attributes == nil {
 		l.Attributes = map[string]string{}
 	}
-	l.Replays, _ = strconv.Atoi(l.Attributes[AttrReplays]) // absent or unreadable: 0
+	l.Replays, _ = strconv.Atoi(l.Attributes[attr.Replays]) // absent or unreadable: 0
 	l.Replays = max(l.Replays, 0)
 	if src, forwarded := l.Attributes[sourceSubscriptionAttr]; forwarded {
 		// Forwarded by a subscription's dead-letter policy, with the
@@ -145,10 +125,10 @@ func Parse(m *pubsubpb.PubsubMessage, sources []Source) *Letter {
 		}
 	} else {
 		// Made by the dispatcher, which sets these over the producer's.
-		l.Class = l.Attributes[AttrClass]
-		l.OriginalID = l.Attributes[AttrOriginalMessageID]
-		l.Reason = l.Attributes[AttrRejectReason]
-		_, l.Truncated = l.Attributes[AttrOriginalDataBytes]
+		l.Class = l.Attributes[attr.Class]
+		l.OriginalID = l.Attributes[attr.OriginalMessageID]
+		l.Reason = l.Attributes[attr.RejectReason]
+		_, l.Truncated = l.Attributes[attr.OriginalDataBytes]
 	}
 	if _, err := admission.ParseClass(l.Class); err != nil {
 		l.Class = ""

@@ -9,6 +9,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/internal/attr"
 )
 
 func TestDeadlettersMaskNumber(t *testing.T) {
@@ -41,7 +42,7 @@ func TestDeadlettersMaskNumber(t *testing.T) {
 // the producer's) is read by its attributes.
 func TestADeadLetterSaysItsClassByWhoMadeIt(t *testing.T) {
 	sources := []Source{{"sms-otp-dispatcher", admission.OTP}, {"sms-marketing-dispatcher", admission.Marketing}}
-	producers := map[string]string{AttrClass: "otp", AttrRejectReason: "forged", AttrOriginalMessageID: "forged-id", "original_data_bytes": "70000", "keep": "1"}
+	producers := map[string]string{attr.Class: "otp", attr.RejectReason: "forged", attr.OriginalMessageID: "forged-id", "original_data_bytes": "70000", "keep": "1"}
 	with := func(more ...string) map[string]string {
 		a := maps.Clone(producers)
 		for i := 0; i+1 < len(more); i += 2 {
@@ -59,7 +60,7 @@ func TestADeadLetterSaysItsClassByWhoMadeIt(t *testing.T) {
 	}{
 		{"forwarded from the marketing subscription", with(sourceSubscriptionAttr, "projects/p/subscriptions/sms-marketing-dispatcher"), "marketing", "", "", false},
 		{"forwarded from another subscription", with(sourceSubscriptionAttr, "projects/p/subscriptions/elsewhere"), "", "", "", false},
-		{"made by the dispatcher", map[string]string{AttrClass: "otp", AttrRejectReason: "invalid: bad_to: x", AttrOriginalMessageID: "1001", "original_data_bytes": "70000"}, "otp", "invalid: bad_to: x", "1001", true},
+		{"made by the dispatcher", map[string]string{attr.Class: "otp", attr.RejectReason: "invalid: bad_to: x", attr.OriginalMessageID: "1001", "original_data_bytes": "70000"}, "otp", "invalid: bad_to: x", "1001", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,13 +77,13 @@ func TestADeadLetterSaysItsClassByWhoMadeIt(t *testing.T) {
 // back, and a producer's attribute of a reserved name is the writer's.
 func TestParseReadsWhatNewWrote(t *testing.T) {
 	m := &pubsub.Message{ID: "m1", Data: []byte(`{"to":"+819012345678","body":"hello, world"}`),
-		Attributes: map[string]string{AttrClass: "otp", AttrOriginalDataBytes: "70000", AttrReplays: "2", "team": "auth"}}
+		Attributes: map[string]string{attr.Class: "otp", attr.OriginalDataBytes: "70000", attr.Replays: "2", "team": "auth"}}
 	dl := New(m, admission.Marketing, "invalid: too_large: x", 16)
 	l := Parse(&pubsubpb.PubsubMessage{MessageId: "d1", Data: dl.Data, Attributes: dl.Attributes}, nil)
 	if l.Class != "marketing" || l.Reason != "invalid: too_large: x" || l.OriginalID != "m1" || !l.Truncated || l.Replays != 2 {
 		t.Errorf("read %+v, want marketing, the reason, m1, truncated, 2 replays", l)
 	}
-	if got := l.Attributes[AttrOriginalDataBytes]; got != strconv.Itoa(len(m.Data)) || len(l.Data) != 16 || l.Attributes["team"] != "auth" {
+	if got := l.Attributes[attr.OriginalDataBytes]; got != strconv.Itoa(len(m.Data)) || len(l.Data) != 16 || l.Attributes["team"] != "auth" {
 		t.Errorf("original_data_bytes %q, %d bytes of data, team %q; want %d, 16, auth", got, len(l.Data), l.Attributes["team"], len(m.Data))
 	}
 }

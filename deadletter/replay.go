@@ -12,6 +12,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/internal/attr"
 )
 
 // recordMargin is how much younger than the send-once record's lifetime a
@@ -145,7 +146,7 @@ func (p *replayer) handle(ctx context.Context, dl *Letter) {
 		p.skip(dl, SkipMalformed, dl.Reason+" (it would only come back; --force replays it)")
 		return
 	case dl.Truncated:
-		p.skip(dl, SkipTruncated, fmt.Sprintf("its data was cut from %s bytes to 64 KiB: the message is gone", dl.Attributes[AttrOriginalDataBytes]))
+		p.skip(dl, SkipTruncated, fmt.Sprintf("its data was cut from %s bytes to 64 KiB: the message is gone", dl.Attributes[attr.OriginalDataBytes]))
 		return
 	case dl.Replays >= p.opts.MaxReplays:
 		p.skip(dl, SkipMaxReplays, fmt.Sprintf("replayed %d times already (--max-replays %d)", dl.Replays, p.opts.MaxReplays))
@@ -196,11 +197,11 @@ func (p *replayer) handle(ctx context.Context, dl *Letter) {
 
 	attrs := map[string]string{}
 	for k, v := range dl.Attributes {
-		if !reserved(k) && k != AttrReplays {
+		if !reserved(k) && k != attr.Replays {
 			attrs[k] = v
 		}
 	}
-	attrs[AttrReplays] = strconv.Itoa(dl.Replays + 1)
+	attrs[attr.Replays] = strconv.Itoa(dl.Replays + 1)
 	if p.opts.DryRun {
 		p.done(dl, Replayed, "", fmt.Sprintf("to %s (replays %d)%s", topic, dl.Replays+1, note))
 		return

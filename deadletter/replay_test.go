@@ -14,6 +14,7 @@ import (
 	"smsdispatcher/admission"
 	"smsdispatcher/deadletter"
 	"smsdispatcher/dispatch"
+	"smsdispatcher/internal/attr"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/topology"
 )
@@ -66,7 +67,7 @@ func (h *letters) addTo(id, to string) string {
 	pub := h.client.Publisher("dead")
 	defer pub.Stop()
 	data := fmt.Sprintf(`{"id":%q,"to":%q,"body":"hi"}`, id, to)
-	attrs := map[string]string{deadletter.AttrClass: "otp", deadletter.AttrRejectReason: "provider: status 400"}
+	attrs := map[string]string{attr.Class: "otp", attr.RejectReason: "provider: status 400"}
 	mid, err := pub.Publish(context.Background(), &pubsub.Message{Data: []byte(data), Attributes: attrs}).Get(context.Background())
 	if err != nil {
 		h.t.Fatal(err)
@@ -274,7 +275,7 @@ func TestReplayGoesToItsClassesTopic(t *testing.T) {
 	}
 	pub := h.client.Publisher("dead")
 	for id, class := range map[string]string{"cart-1": "transactional", "old-1": "cart"} {
-		attrs := map[string]string{deadletter.AttrClass: class, deadletter.AttrRejectReason: "provider: status 400"}
+		attrs := map[string]string{attr.Class: class, attr.RejectReason: "provider: status 400"}
 		data := fmt.Sprintf(`{"id":%q,"to":"+819012345678","body":"hi"}`, id)
 		if _, err := pub.Publish(ctx, &pubsub.Message{Data: []byte(data), Attributes: attrs}).Get(ctx); err != nil {
 			t.Fatal(err)

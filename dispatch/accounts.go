@@ -129,11 +129,11 @@ func route(all []*account, class admission.Class) []*account {
 }
 
 // failsOver reports whether class may go on from a to the next account of
-// its route: the first class (OTP by default) always, another only when a
-// lists it in FailoverClasses (a second provider's price, paid on
-// purpose).
+// its route: a class whose policy fails over (the first class) always,
+// another only when a lists it in FailoverClasses (a second provider's
+// price, paid on purpose).
 func (d *Dispatcher) failsOver(a *account, class admission.Class) bool {
-	return class == d.lanes[0].class || slices.Contains(a.FailoverClasses, class)
+	return d.policy(class).FailsOver || slices.Contains(a.FailoverClasses, class)
 }
 
 // overflows reports whether a denial sends a class that fails over on to

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config/policy"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
@@ -47,7 +48,7 @@ func laneDispatcher(t *testing.T, deps Deps) *Dispatcher {
 	t.Helper()
 	subs := subscribers(t, "a", "b", "c")
 	for i, c := range threeClasses {
-		deps.Lanes = append(deps.Lanes, Lane{Class: c, Subscriber: subs[i]})
+		deps.Lanes = append(deps.Lanes, Lane{Class: c, Subscriber: subs[i], Policy: policy.Of(c.String(), i)})
 	}
 	d, err := New(Config{}, deps)
 	if err != nil {
@@ -153,6 +154,7 @@ func TestNewRefusesLanesItCannotServe(t *testing.T) {
 	account := func(classes ...admission.Class) []Account {
 		return []Account{{Name: "main", Classes: classes, Limiter: lim, Claims: &fakeClaims{}, Sender: &fakeSender{}}}
 	}
+	first, later := policy.Default("otp"), policy.Default("marketing")
 	tests := []struct {
 		name     string
 		lanes    []Lane
@@ -161,21 +163,27 @@ func TestNewRefusesLanesItCannotServe(t *testing.T) {
 	}{
 		{
 			name:     "a class no account serves",
-			lanes:    []Lane{{Class: admission.OTP, Subscriber: subs[0]}, {Class: transactional, Subscriber: subs[1]}, {Class: admission.Marketing, Subscriber: subs[2]}},
+			lanes:    []Lane{{Class: admission.OTP, Subscriber: subs[0], Policy: first}, {Class: transactional, Subscriber: subs[1], Policy: later}, {Class: admission.Marketing, Subscriber: subs[2], Policy: later}},
 			accounts: account(admission.OTP, admission.Marketing),
 			want:     "no account serves transactional",
 		},
 		{
 			name:     "a class listed twice",
-			lanes:    []Lane{{Class: admission.OTP, Subscriber: subs[0]}, {Class: admission.OTP, Subscriber: subs[1]}},
+			lanes:    []Lane{{Class: admission.OTP, Subscriber: subs[0], Policy: first}, {Class: admission.OTP, Subscriber: subs[1], Policy: first}},
 			accounts: account(admission.OTP),
 			want:     `lane "otp" is listed twice`,
 		},
 		{
 			name:     "a lane without a subscription",
-			lanes:    []Lane{{Class: admission.OTP, Subscriber: subs[0]}, {Class: transactional}},
+			lanes:    []Lane{{Class: admission.OTP, Subscriber: subs[0], Policy: first}, {Class: transactional, Policy: later}},
 			accounts: account(admission.OTP, transactional),
 			want:     `lane "transactional" has no Subscriber`,
+		},
+		{
+			name:     "a lane without its policy",
+			lanes:    []Lane{{Class: admission.OTP, Subscriber: subs[0], Policy: first}, {Class: transactional, Subscriber: subs[1]}},
+			accounts: account(admission.OTP, transactional),
+			want:     `lane "transactional" has no Policy`,
 		},
 	}
 	for _, tt := range tests {
@@ -197,9 +205,9 @@ func TestLanesDefaultsAndReadiness(t *testing.T) {
 	lim := &fakeLimiter{}
 	d, err := New(Config{}, Deps{
 		Lanes: []Lane{
-			{Class: admission.OTP, Subscriber: subs[0]},
-			{Class: transactional, Subscriber: subs[1], MaxWait: 4 * time.Second},
-			{Class: admission.Marketing, Subscriber: subs[2]},
+			{Class: admission.OTP, Subscriber: subs[0], Policy: policy.Of("otp", 0)},
+			{Class: transactional, Subscriber: subs[1], Policy: policy.Of("transactional", 1), MaxWait: 4 * time.Second},
+			{Class: admission.Marketing, Subscriber: subs[2], Policy: policy.Of("marketing", 2)},
 		},
 		Limiter: lim, Claims: &fakeClaims{}, Sender: &fakeSender{}, DeadLetter: &fakeDLQ{}, Observer: &eventLog{},
 	})

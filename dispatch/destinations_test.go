@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/admission"
-	"smsdispatcher/deadletter"
+	"smsdispatcher/internal/attr"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
@@ -87,7 +87,7 @@ func TestEachDestinationGoesThroughTheAccountThatServesIt(t *testing.T) {
 	if ev := got[lost]; ev.Outcome != nack.Invalid || ev.Action != nack.DeadLetter || ev.NoRoute != "999" {
 		t.Fatalf("a number no account serves: %v, %v, country %q; want dead-lettered invalid with country 999", ev.Outcome, ev.Action, ev.NoRoute)
 	}
-	if r := h.deadLetters(1)[0].Attributes[deadletter.AttrRejectReason]; !strings.HasPrefix(r, "invalid: no_route") || strings.Contains(r, "12345678") {
+	if r := h.deadLetters(1)[0].Attributes[attr.RejectReason]; !strings.HasPrefix(r, "invalid: no_route") || strings.Contains(r, "12345678") {
 		t.Fatalf("its dead letter's reason = %q, want invalid: no_route without the number", r)
 	}
 

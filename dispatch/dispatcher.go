@@ -15,14 +15,15 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config/policy"
 	"smsdispatcher/nack"
 	"smsdispatcher/priority"
 )
 
 // Defaults of Config.
 const (
-	DefaultOTPMaxWait       = time.Second
-	DefaultMarketingMaxWait = 8 * time.Second
+	DefaultOTPMaxWait       = policy.FirstMaxWait
+	DefaultMarketingMaxWait = policy.LaterMaxWait
 	DefaultSendTimeout      = 10 * time.Second
 	DefaultGrace            = 10 * time.Second
 	DefaultBackoffInitial   = 500 * time.Millisecond
@@ -149,7 +150,7 @@ type Deps struct {
 	// Lanes are the classes' subscriptions in priority order: a message
 	// never waits for one of a later lane (docs/decisions.md, "Classes").
 	// Empty: OTP then Marketing, with Config's max waits and outstanding
-	// caps.
+	// caps and policy.Default's rules.
 	Lanes          []Lane
 	OTP, Marketing *pubsub.Subscriber
 	// Accounts are the provider accounts, in routing order. Empty: one
@@ -174,9 +175,12 @@ type Deps struct {
 type Lane struct {
 	Class      admission.Class
 	Subscriber *pubsub.Subscriber
+	// Policy is the class's rules as config computes them
+	// (config.Process.Policy): the Dispatcher reads them, never the
+	// class's name or position. Required.
+	Policy policy.Class
 	// MaxWait bounds how long a message waits for a send slot before it
-	// is nacked. Default DefaultOTPMaxWait for the first lane,
-	// DefaultMarketingMaxWait for the others.
+	// is nacked. Default Policy.MaxWait.
 	MaxWait time.Duration
 	// Outstanding caps the messages the lane holds (Pub/Sub flow
 	// control). Zero means the client's default.
@@ -192,8 +196,8 @@ func (deps Deps) lanes(cfg Config) ([]Lane, error) {
 			return nil, errors.New("dispatch: Deps needs Lanes, or OTP and Marketing")
 		}
 		ls = []Lane{
-			{Class: admission.OTP, Subscriber: deps.OTP, MaxWait: cfg.OTPMaxWait, Outstanding: cfg.OTPOutstanding},
-			{Class: admission.Marketing, Subscriber: deps.Marketing, MaxWait: cfg.MarketingMaxWait, Outstanding: cfg.MarketingOutstanding},
+			{Class: admission.OTP, Subscriber: deps.OTP, Policy: policy.Default(admission.OTP.String()), MaxWait: cfg.OTPMaxWait, Outstanding: cfg.OTPOutstanding},
+			{Class: admission.Marketing, Subscriber: deps.Marketing, Policy: policy.Default(admission.Marketing.String()), MaxWait: cfg.MarketingMaxWait, Outstanding: cfg.MarketingOutstanding},
 		}
 	}
 	ls = slices.Clone(ls)
@@ -205,13 +209,12 @@ func (deps Deps) lanes(cfg Config) ([]Lane, error) {
 			return nil, fmt.Errorf("dispatch: lane %q has no Subscriber", l.Class)
 		case seen[l.Class]:
 			return nil, fmt.Errorf("dispatch: lane %q is listed twice", l.Class)
+		case l.Policy.MaxWait <= 0:
+			return nil, fmt.Errorf("dispatch: lane %q has no Policy", l.Class)
 		}
 		seen[l.Class] = true
 		if l.MaxWait <= 0 {
-			l.MaxWait = DefaultMarketingMaxWait
-			if i == 0 {
-				l.MaxWait = DefaultOTPMaxWait
-			}
+			l.MaxWait = l.Policy.MaxWait
 		}
 	}
 	return ls, nil
@@ -236,7 +239,7 @@ type Event struct {
 	NoRoute         string             // when no account serves its destination (invalid: no_route): the number's country code, never the number
 	HedgedFrom      string             // when its home had not answered within the hedge's bound and it went out on the next account too: the home
 	Sender          string             // the sender of the account's pool it went From, if any
-	ResendReason    string             // when it is a resend (AttrResendAvoid): why, its AttrResendReason (printable ASCII, at most 64 bytes)
+	ResendReason    string             // when it is a resend (attr.ResendAvoid): why, its attr.ResendReason (printable ASCII, at most 64 bytes)
 	Finished        time.Time
 	Err             error // why, for outcomes other than sent; never holds a phone number
 	// Panicked is set when the handling of this delivery panicked: it was
@@ -373,6 +376,15 @@ func (d *Dispatcher) Accounts() []string {
 		names = append(names, a.Name)
 	}
 	return names
+}
+
+// policy returns class's rules (Lane.Policy); a class without a lane has
+// none.
+func (d *Dispatcher) policy(class admission.Class) policy.Class {
+	if l := d.laneOf[class]; l != nil {
+		return l.policy
+	}
+	return policy.Class{}
 }
 
 // BudgetTokens returns the retry budget's tokens, for metrics.

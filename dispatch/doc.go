@@ -17,8 +17,11 @@
 // penalty, retry budget);
 // the action nack.ActionFor gives the outcome (ack, nack, dead-letter); and
 // the id's record (sent, refused, rejected), which, with receipts on, keeps
-// the message's story for its delivery receipts; a resend after a failed
-// delivery is routed around the accounts that sent it (resend.go).
+// the message's story for its delivery receipts (settle.go, top-down); a
+// resend after a failed delivery is routed around the accounts that sent
+// it (resend.go). What a class is owed (failover, hedge, the gate, the
+// send without a record, the resend) is its Lane.Policy, computed by
+// config/policy: dispatch never compares a class's name or position.
 // dispatcher.go holds the Dispatcher and Run, lane.go each class's Receive
 // loop. dispatch knows no Lua, no HTTP status code and no OTel: those live
 // in admission, provider and nack, and behind Observer.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
-	"smsdispatcher/deadletter"
+	"smsdispatcher/internal/attr"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider/providertest"
 )
@@ -161,8 +161,8 @@ func TestMalformedMessageIsDeadLetteredAndNeverSent(t *testing.T) {
 	}
 	reasons := map[string]string{}
 	for _, m := range h.deadLetters(2) {
-		reasons[m.Attributes[deadletter.AttrOriginalMessageID]] = m.Attributes[deadletter.AttrRejectReason]
-		if m.Attributes[deadletter.AttrClass] == "" {
+		reasons[m.Attributes[attr.OriginalMessageID]] = m.Attributes[attr.RejectReason]
+		if m.Attributes[attr.Class] == "" {
 			t.Errorf("dead letter without a class attribute: %v", m.Attributes)
 		}
 	}
@@ -190,7 +190,7 @@ func TestProviderRejectionIsDeadLettered(t *testing.T) {
 	if ev.Outcome != nack.Rejected || ev.Action != nack.DeadLetter {
 		t.Fatalf("refused message: %v/%v, want rejected and dead-lettered", ev.Outcome, ev.Action)
 	}
-	if got := h.deadLetters(1)[0].Attributes[deadletter.AttrRejectReason]; got == "" {
+	if got := h.deadLetters(1)[0].Attributes[attr.RejectReason]; got == "" {
 		t.Fatal("dead letter without reject_reason")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config/policy"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
@@ -125,7 +126,7 @@ func (h *harness) addClass(class admission.Class, maxWait time.Duration) {
 		h.topic(topic, topic+"-dispatcher")
 		h.pubs[class] = h.publisher(topic)
 	}
-	h.lanes = append(h.lanes, Lane{Class: class, MaxWait: maxWait})
+	h.lanes = append(h.lanes, Lane{Class: class, Policy: policy.Of(class.String(), len(h.lanes)), MaxWait: maxWait})
 }
 
 func (h *harness) client() *pubsub.Client {

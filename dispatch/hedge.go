@@ -81,11 +81,12 @@ func (a *answers) hedgeAfter() time.Duration {
 	return min(max(s[int(hedgeQuantile*float64(len(s)-1))], HedgeFloor), HedgeCeiling)
 }
 
-// hedges reports whether class is hedged from r's home: the first class,
-// with an account after the home. Another class that fails over is not:
-// a duplicate beats a loss only for the first class (docs/contract.md).
+// hedges reports whether class is hedged from r's home: a class whose
+// policy hedges (the first class), with an account after the home.
+// Another class that fails over is not: a duplicate beats a loss only for
+// the first class (docs/contract.md).
 func (d *Dispatcher) hedges(class admission.Class, r []*account) bool {
-	return class == d.lanes[0].class && len(r) > 1
+	return d.policy(class).Hedged && len(r) > 1
 }
 
 // sendHedged sends m on r's home, which admitted it (t.decision, taking

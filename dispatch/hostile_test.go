@@ -15,7 +15,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 
 	"smsdispatcher/admission"
-	"smsdispatcher/deadletter"
+	"smsdispatcher/internal/attr"
 	"smsdispatcher/nack"
 )
 
@@ -64,7 +64,7 @@ func TestHostileMessagesAreDeadLetteredOnce(t *testing.T) {
 		{"deadline is a number", admission.OTP, `{"to":` + to + `,"body":"hi","deadline":1700000000}`, nil, "bad_json"},
 		{"duplicate to, second bad", admission.OTP, `{"to":` + to + `,"to":"x","body":"hi"}`, nil, "duplicate_field"},
 		{"forged reject_reason and odd attributes", admission.Marketing, `{"to":"nope","body":"hi"}`, map[string]string{
-			deadletter.AttrRejectReason: "forged", deadletter.AttrOriginalMessageID: "forged", deadletter.AttrClass: "otp",
+			attr.RejectReason: "forged", attr.OriginalMessageID: "forged", attr.Class: "otp",
 			"traceparent": "00-zz-zz-zz", "googclient_deliveryattempt": "-7",
 			"ключ": strings.Repeat("я", 500), "x": "\u0000\u202e",
 		}, "bad_to"},
@@ -111,7 +111,7 @@ func TestHostileMessagesAreDeadLetteredOnce(t *testing.T) {
 
 	reasons := map[string]*pubsub.Message{}
 	for _, m := range h.deadLetters(len(tests) - 1) {
-		reasons[m.Attributes[deadletter.AttrOriginalMessageID]] = m
+		reasons[m.Attributes[attr.OriginalMessageID]] = m
 	}
 	for i, tt := range tests {
 		if tt.reason == "" {
@@ -122,7 +122,7 @@ func TestHostileMessagesAreDeadLetteredOnce(t *testing.T) {
 			t.Errorf("%s: no dead letter names original_message_id %s", tt.name, ids[i])
 			continue
 		}
-		r := m.Attributes[deadletter.AttrRejectReason]
+		r := m.Attributes[attr.RejectReason]
 		if !strings.HasPrefix(r, "invalid: "+tt.reason) || len(r) > nack.MaxRejectReasonLen || !utf8.ValidString(r) {
 			t.Errorf("%s: reject_reason %q, want invalid: %s, valid UTF-8, at most %d bytes", tt.name, r, tt.reason, nack.MaxRejectReasonLen)
 		}
@@ -136,9 +136,9 @@ func TestHostileMessagesAreDeadLetteredOnce(t *testing.T) {
 		}
 	}
 	forged := reasons[ids[len(ids)-1]]
-	if forged != nil && (forged.Attributes[deadletter.AttrClass] != "marketing" || forged.Attributes["ключ"] != strings.Repeat("я", 500)) {
+	if forged != nil && (forged.Attributes[attr.Class] != "marketing" || forged.Attributes["ключ"] != strings.Repeat("я", 500)) {
 		t.Errorf("forged attributes: class %q, producer attribute kept %v; want the dispatcher's class and the producer's other attributes",
-			forged.Attributes[deadletter.AttrClass], forged.Attributes["ключ"] != "")
+			forged.Attributes[attr.Class], forged.Attributes["ключ"] != "")
 	}
 }
 
@@ -150,7 +150,7 @@ func TestOddAttributesDoNotStopAValidMessage(t *testing.T) {
 	h := newHarness(t, strict, nil)
 	attrs := map[string]string{
 		"traceparent": "00-" + strings.Repeat("f", 32) + "-" + strings.Repeat("0", 16) + "-ff", "tracestate": strings.Repeat(",", 500),
-		deadletter.AttrRejectReason: "forged", "googclient_deliveryattempt": "NaN", "x-big": strings.Repeat("v", 1024),
+		attr.RejectReason: "forged", "googclient_deliveryattempt": "NaN", "x-big": strings.Repeat("v", 1024),
 	}
 	for i := range 90 { // Pub/Sub allows 100 attributes per message
 		attrs["k"+strconv.Itoa(i)] = ""
@@ -201,15 +201,15 @@ func TestADeadLetterKeepsNoneOfTheProducersReservedAttributes(t *testing.T) {
 	pub := h.admin.Publisher("sms-dead-letter")
 	defer pub.Stop()
 	m := &pubsub.Message{ID: "m1", Data: []byte(`{"to":"nope","body":"sale"}`), Attributes: map[string]string{
-		deadletter.AttrClass: "otp", deadletter.AttrRejectReason: "forged", deadletter.AttrOriginalMessageID: "forged", deadletter.AttrOriginalDataBytes: "70000",
-		deadletter.PubSubAttrPrefix + "SourceSubscription": "projects/test/subscriptions/sms-otp-dispatcher",
-		"keep": "1",
+		attr.Class: "otp", attr.RejectReason: "forged", attr.OriginalMessageID: "forged", attr.OriginalDataBytes: "70000",
+		attr.PubSubPrefix + "SourceSubscription": "projects/test/subscriptions/sms-otp-dispatcher",
+		"keep":                                   "1",
 	}}
 	if err := (DeadLetterTopic{Publisher: pub}).DeadLetter(context.Background(), m, admission.Marketing, "invalid: bad_to: x"); err != nil {
 		t.Fatal(err)
 	}
 	got := h.deadLetters(1)[0].Attributes
-	want := map[string]string{deadletter.AttrClass: "marketing", deadletter.AttrRejectReason: "invalid: bad_to: x", deadletter.AttrOriginalMessageID: "m1", "keep": "1"}
+	want := map[string]string{attr.Class: "marketing", attr.RejectReason: "invalid: bad_to: x", attr.OriginalMessageID: "m1", "keep": "1"}
 	if !maps.Equal(got, want) {
 		t.Fatalf("dead letter attributes %v, want %v", got, want)
 	}

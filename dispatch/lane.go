@@ -10,6 +10,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config/policy"
 	"smsdispatcher/nack"
 )
 
@@ -18,6 +19,7 @@ import (
 type lane struct {
 	d         *Dispatcher
 	class     admission.Class
+	policy    policy.Class  // Lane.Policy: the class's rules
 	pos       int           // its place in the priority order: 0 first
 	maxWait   time.Duration // Lane.MaxWait
 	sub       *pubsub.Subscriber
@@ -81,7 +83,7 @@ func newLane(d *Dispatcher, ln Lane, pos int) *lane {
 	// (the least Pub/Sub allows) bounds that at 10s instead of 60s.
 	sub.ReceiveSettings.MaxDurationPerAckExtension = 10 * time.Second
 	return &lane{
-		d: d, class: ln.Class, pos: pos, maxWait: ln.MaxWait, sub: sub, slots: slots,
+		d: d, class: ln.Class, policy: ln.Policy, pos: pos, maxWait: ln.MaxWait, sub: sub, slots: slots,
 		backoff: nack.NewFullJitter(d.cfg.BackoffInitial, d.cfg.BackoffMax),
 		errWait: nack.NewFullJitter(receiveRetryInitial, receiveRetryMax),
 	}

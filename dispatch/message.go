@@ -36,7 +36,7 @@ type Message struct {
 	// (admission.Story.Resend), set by handle when the message may be
 	// resent; never by Decode.
 	resend []byte
-	// resent says the message is a resend (AttrResendAvoid): its
+	// resent says the message is a resend (attr.ResendAvoid): its
 	// send-once record is its own (recordID), set by handle.
 	resent bool
 }
@@ -122,6 +122,17 @@ func Decode(data []byte, pubsubID string) (Message, error) {
 		m.Deadline = t
 	}
 	return m, nil
+}
+
+// PayloadDeadline is the deadline data, a message's payload, holds (WithID
+// writes one into every payload a resend keeps); zero when it holds none
+// or does not decode. The receipts read a resend's window by it.
+func PayloadDeadline(data []byte) time.Time {
+	m, err := Decode(data, "")
+	if err != nil {
+		return time.Time{}
+	}
+	return m.Deadline
 }
 
 // WithID returns data, a valid message, with the id and the deadline it

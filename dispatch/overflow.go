@@ -26,7 +26,7 @@ func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, r []*a
 	// send, as a claim taken with the slot does.
 	rec, cerr := home.Claims.Claim(ctx, m.recordID(), claim.Token, wait+claim.TTL)
 	switch {
-	case cerr != nil && class != admission.OTP:
+	case cerr != nil && !d.policy(class).SendsWithoutRecord:
 		// Only OTP goes without its record (Redis down): a duplicate OTP
 		// beats a lost one, not so a campaign's message.
 		t.err = fmt.Errorf("send-once record unavailable: %w", cerr)

@@ -338,7 +338,7 @@ func (d *Dispatcher) admit(ctx context.Context, class admission.Class, a *accoun
 	ln.waiting.Add(1)
 	defer ln.waiting.Add(-1)
 	pos := ln.pos
-	if pos == 0 {
+	if ln.policy.HoldsGate {
 		// A waiting message of the first class holds the later classes
 		// back until its slot is decided. Deferred: a panic in Admit must
 		// not hold them for good. The later classes hold none: each waits
@@ -347,7 +347,7 @@ func (d *Dispatcher) admit(ctx context.Context, class admission.Class, a *accoun
 		// waste the room its ceiling leaves. Redis keeps their order
 		// across processes (each later class leaves the earlier ones a
 		// part of the levels they share).
-		defer d.gate.Enter(0)()
+		defer d.gate.Enter(pos)()
 	} else if d.gate.Ahead(pos) > 0 {
 		gctx, cancel := context.WithTimeout(ctx, maxWait)
 		err := d.gate.Wait(gctx, pos)

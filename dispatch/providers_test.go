@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
-	"smsdispatcher/deadletter"
+	"smsdispatcher/internal/attr"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
@@ -202,7 +202,7 @@ func TestProvidersRefusedNumberIsDeadLettered(t *testing.T) {
 				t.Fatalf("valid number: %v (%v), provider id %q; want sent with the provider's id", ev.Outcome, ev.Err, ev.ProviderID)
 			}
 			dl := h.deadLetters(1)
-			if reason := dl[0].Attributes[deadletter.AttrRejectReason]; !strings.Contains(reason, kind.refuseCode) || strings.Contains(reason, "9000000001") {
+			if reason := dl[0].Attributes[attr.RejectReason]; !strings.Contains(reason, kind.refuseCode) || strings.Contains(reason, "9000000001") {
 				t.Fatalf("reject_reason %q: want the provider's %s, and never the number", reason, kind.refuseCode)
 			}
 		})

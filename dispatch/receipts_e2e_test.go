@@ -176,7 +176,7 @@ func newRig(t *testing.T, accts []e2eAccount, o rigOptions) *rig {
 		raccts = append(raccts, receipts.Account{Name: a.name, Reader: adapter, Ledger: lim})
 	}
 	rs, err := receipts.New(receipts.Config{
-		Addr: "127.0.0.1:0", PublicURL: publicURL, Accounts: raccts,
+		Addr: "127.0.0.1:0", PublicURL: publicURL, Accounts: raccts, Deadline: dispatch.PayloadDeadline,
 		Status: publishFunc(func(ctx context.Context, data []byte, attrs map[string]string) error {
 			r.statusTry.Add(1)
 			r.wake()

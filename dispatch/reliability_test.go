@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"smsdispatcher/admission"
-	"smsdispatcher/deadletter"
+	"smsdispatcher/internal/attr"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/nack"
 )
@@ -103,10 +103,10 @@ func TestRefusedMessagesSurviveADeadLetterOutage(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, m := range h.deadLetters(n) {
-		if r := m.Attributes[deadletter.AttrRejectReason]; !strings.HasPrefix(r, "provider: ") || !strings.Contains(r, "422") {
-			t.Errorf("dead letter %s: reject_reason %q, want the provider's refusal", m.Attributes[deadletter.AttrOriginalMessageID], r)
+		if r := m.Attributes[attr.RejectReason]; !strings.HasPrefix(r, "provider: ") || !strings.Contains(r, "422") {
+			t.Errorf("dead letter %s: reject_reason %q, want the provider's refusal", m.Attributes[attr.OriginalMessageID], r)
 		}
-		seen[m.Attributes[deadletter.AttrOriginalMessageID]] = true
+		seen[m.Attributes[attr.OriginalMessageID]] = true
 	}
 	for _, id := range ids {
 		if !seen[id] {

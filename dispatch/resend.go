@@ -1,34 +1,21 @@
 package dispatch
 
 import (
-	"context"
 	"errors"
 	"strings"
-	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 
 	"smsdispatcher/admission"
-	"smsdispatcher/nack"
+	"smsdispatcher/internal/attr"
 )
 
 // The receipts' side of the pipeline: a resend's route, without the
-// accounts that sent it before, and the story a sent message's record
-// keeps for its receipts (admission.Story).
+// accounts that sent it before. The story a sent message's record keeps
+// for its receipts is the settle step's (settle.go).
 
-// The Pub/Sub attributes of a resend (docs/contract.md section 2).
-const (
-	// AttrResendAvoid names the accounts a resend must not go through,
-	// comma-separated: those that sent it before.
-	AttrResendAvoid = "sms-resend-avoid"
-	// AttrResendReason is why it is sent again: the final status, then
-	// the provider's error code when there is one ("undelivered 30007").
-	AttrResendReason = "sms-resend-reason"
-)
-
-// ResendWithin is how long after its acceptance a message without a
-// deadline may still be resent: past it, a login code is stale.
-const ResendWithin = 5 * time.Minute
+// The Pub/Sub attributes of a resend (docs/contract.md section 2) are
+// named in internal/attr, which the receipts read too.
 
 // maxResendReason bounds Event.ResendReason: the attribute crosses the
 // topic like a producer's, and goes on the trace.
@@ -43,15 +30,15 @@ var errResendNoAccount = errors.New("resend_no_account: every account on its rou
 // resend is never resent again; another first-class message with
 // ResendOnFailure gets its data as msg.resend when receipts are on.
 func (d *Dispatcher) resendRoute(class admission.Class, m *pubsub.Message, msg *Message, r []*account) ([]*account, string) {
-	avoid, ok := m.Attributes[AttrResendAvoid]
+	avoid, ok := m.Attributes[attr.ResendAvoid]
 	if !ok {
-		if d.cfg.Receipts && class == admission.OTP && msg.ResendOnFailure {
+		if d.cfg.Receipts && d.policy(class).Resent && msg.ResendOnFailure {
 			msg.resend = m.Data
 		}
 		return r, ""
 	}
 	msg.resent = true
-	return avoiding(r, avoid), resendReason(m.Attributes[AttrResendReason])
+	return avoiding(r, avoid), resendReason(m.Attributes[attr.ResendReason])
 }
 
 // avoiding returns the accounts of r not named in avoid, a comma-separated
@@ -88,41 +75,4 @@ func resendReason(s string) string {
 		}
 	}
 	return b.String()
-}
-
-// story is what the account that sent m keeps of t's send for its
-// receipts: the class, the sender, the destination's prefix and number
-// (its account's route, counted by the receipts; admission keeps only a
-// hash of the number), the provider's ids (every part's when
-// it names parts), and m's data for a resend until m's deadline, or
-// ResendWithin of now without one. A message past that keeps no payload.
-// The payload holds m's id and that deadline (WithID): a producer's data
-// without them would make each copy of the resend another message, sent
-// at any time.
-func (d *Dispatcher) story(class admission.Class, m Message, t try) admission.Story {
-	s := admission.Story{ID: m.ID, Class: class.String(), Sender: t.decision.Sender, ProviderIDs: t.receipt.Parts,
-		Prefix: destinationPrefix(m.To), To: m.To}
-	if len(s.ProviderIDs) == 0 && t.receipt.ID != "" {
-		s.ProviderIDs = []string{t.receipt.ID}
-	}
-	if m.resend != nil {
-		now := d.now()
-		until := m.Deadline
-		if until.IsZero() {
-			until = now.Add(ResendWithin)
-		}
-		if until.After(now) {
-			s.Resend, s.ResendUntil = WithID(m.resend, m.ID, until), until
-		}
-	}
-	return s
-}
-
-// settleOn is a's Settle of t's send, keeping m's story with a sent
-// record when receipts are on.
-func (d *Dispatcher) settleOn(ctx context.Context, a *account, class admission.Class, m Message, dec admission.Decision, t try) error {
-	if d.cfg.Receipts && t.outcome == nack.Sent {
-		return a.Limiter.SettleStory(ctx, dec, t.record(), t.result, d.story(class, m, t))
-	}
-	return a.Limiter.Settle(ctx, dec, t.record(), t.result)
 }

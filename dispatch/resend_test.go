@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/internal/attr"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
 	"smsdispatcher/provider/providertest"
@@ -68,11 +69,11 @@ func TestTheStoryASentMessageKeeps(t *testing.T) {
 		{name: "resend_on_failure false: no payload", fields: `,"resend_on_failure":false`,
 			receipt: provider.Receipt{ID: "p1"}, ids: []string{"p1"}},
 		{name: "marketing is never resent", class: admission.Marketing, receipt: provider.Receipt{ID: "p1"}, ids: []string{"p1"}},
-		{name: "a resend is not resent again", attrs: map[string]string{AttrResendAvoid: "b", AttrResendReason: "undelivered 30007"},
+		{name: "a resend is not resent again", attrs: map[string]string{attr.ResendAvoid: "b", attr.ResendReason: "undelivered 30007"},
 			receipt: provider.Receipt{ID: "p2"}, ids: []string{"p2"}, reason: "undelivered 30007"},
-		{name: "a resend's reason is cut to printable ASCII", attrs: map[string]string{AttrResendAvoid: "b", AttrResendReason: "failed\x1b[2J " + strings.Repeat("9", 80)},
+		{name: "a resend's reason is cut to printable ASCII", attrs: map[string]string{attr.ResendAvoid: "b", attr.ResendReason: "failed\x1b[2J " + strings.Repeat("9", 80)},
 			receipt: provider.Receipt{ID: "p2"}, ids: []string{"p2"}, reason: ("failed[2J " + strings.Repeat("9", 80))[:maxResendReason]},
-		{name: "a resend every account of its route sent: acked unsent", attrs: map[string]string{AttrResendAvoid: "b, a", AttrResendReason: "failed"},
+		{name: "a resend every account of its route sent: acked unsent", attrs: map[string]string{attr.ResendAvoid: "b, a", attr.ResendReason: "failed"},
 			noStory: true, reason: "failed", outcome: nack.Duplicate, unsent: true},
 		{name: "receipts off: the record alone", off: true, receipt: provider.Receipt{ID: "p1"}, noStory: true},
 		{name: "refused: no story", sendErr: &provider.Error{Status: 422, Message: "number blocked"}, noStory: true, outcome: nack.Rejected},
@@ -203,7 +204,7 @@ func TestAResendSkipsTheAccountThatSentTheOriginal(t *testing.T) {
 	// primary. On primary its record would make it a duplicate.
 	resend := func(avoid string) string {
 		id, err := h.pubs[admission.OTP].Publish(context.Background(), &pubsub.Message{Data: login,
-			Attributes: map[string]string{AttrResendAvoid: avoid, AttrResendReason: "undelivered 30007"}}).Get(context.Background())
+			Attributes: map[string]string{attr.ResendAvoid: avoid, attr.ResendReason: "undelivered 30007"}}).Get(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,27 +4,15 @@ import (
 	"context"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/internal/attr"
 	"smsdispatcher/nack"
 )
 
-// The settle step: after a send, the id's send-once record of what came of
-// it and the end of the send's lease, on the account that admitted it.
-
-// record is the id's send-once record of what came of t's send: the
-// provider's acceptance; its refusal, recorded before the dead letter is
-// published, so that if that fails the redelivery is dead-lettered without
-// a second send; or "" when it will be retried, which gives the claim back
-// so that the next delivery claims it at once. Without a claim (an
-// overflow's account) only a sent record counts: the lease ends either way.
-func (t try) record() string {
-	switch t.outcome {
-	case nack.Sent:
-		return admission.SentRecord(t.receipt.ID)
-	case nack.Rejected:
-		return admission.RefusedRecord(t.err.Error())
-	}
-	return ""
-}
+// The settle step, top-down: after a send, on the account that admitted
+// it, the id's send-once record of what came of it (record), with the
+// story its receipts need when they are on (story), and the end of the
+// send's lease, in one call to the limiter (settleOn); after an overflow,
+// the home's record apart (settleApart).
 
 // settle keeps the id's record of what came of its send and ends the
 // send's lease, in one call that outlives the delivery's context
@@ -41,6 +29,59 @@ func (d *Dispatcher) settle(ctx context.Context, class admission.Class, m Messag
 	if err := d.settleOn(context.WithoutCancel(ctx), t.account, class, m, dec, t); err != nil {
 		d.cfg.Logger.Warn(what, "id", m.ID, "err", err)
 	}
+}
+
+// settleOn is a's Settle of t's send, keeping m's story with a sent
+// record when receipts are on.
+func (d *Dispatcher) settleOn(ctx context.Context, a *account, class admission.Class, m Message, dec admission.Decision, t try) error {
+	if d.cfg.Receipts && t.outcome == nack.Sent {
+		return a.Limiter.SettleStory(ctx, dec, t.record(), t.result, d.story(class, m, t))
+	}
+	return a.Limiter.Settle(ctx, dec, t.record(), t.result)
+}
+
+// story is what the account that sent m keeps of t's send for its
+// receipts: the class, the sender, the destination's prefix and number
+// (its account's route, counted by the receipts; admission keeps only a
+// hash of the number), the provider's ids (every part's when it names
+// parts), and m's data for a resend until m's deadline, or
+// attr.ResendWithin of now without one. A message past that keeps no
+// payload. The payload holds m's id and that deadline (WithID): a
+// producer's data without them would make each copy of the resend
+// another message, sent at any time.
+func (d *Dispatcher) story(class admission.Class, m Message, t try) admission.Story {
+	s := admission.Story{ID: m.ID, Class: class.String(), Sender: t.decision.Sender, ProviderIDs: t.receipt.Parts,
+		Prefix: destinationPrefix(m.To), To: m.To}
+	if len(s.ProviderIDs) == 0 && t.receipt.ID != "" {
+		s.ProviderIDs = []string{t.receipt.ID}
+	}
+	if m.resend != nil {
+		now := d.now()
+		until := m.Deadline
+		if until.IsZero() {
+			until = now.Add(attr.ResendWithin)
+		}
+		if until.After(now) {
+			s.Resend, s.ResendUntil = WithID(m.resend, m.ID, until), until
+		}
+	}
+	return s
+}
+
+// record is the id's send-once record of what came of t's send: the
+// provider's acceptance; its refusal, recorded before the dead letter is
+// published, so that if that fails the redelivery is dead-lettered without
+// a second send; or "" when it will be retried, which gives the claim back
+// so that the next delivery claims it at once. Without a claim (an
+// overflow's account) only a sent record counts: the lease ends either way.
+func (t try) record() string {
+	switch t.outcome {
+	case nack.Sent:
+		return admission.SentRecord(t.receipt.ID)
+	case nack.Rejected:
+		return admission.RefusedRecord(t.err.Error())
+	}
+	return ""
 }
 
 // settleApart keeps the id's record on the home account after an

@@ -300,6 +300,7 @@ func newRig(t *testing.T) *rig {
 		Accounts:  []Account{{Name: "acct", Reader: r.reader, Ledger: r.ledger}},
 		Status:    testPublisher{"sms-status", r.pubs},
 		Resend:    testPublisher{"sms-otp", r.pubs},
+		Deadline:  payloadDeadline,
 		Metrics:   r.metrics,
 		Logger:    slog.New(slog.NewTextHandler(r.logs, nil)),
 	})

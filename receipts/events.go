@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
-	"smsdispatcher/dispatch"
+	"smsdispatcher/internal/attr"
 
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/cenkalti/backoff/v4"
@@ -60,7 +60,7 @@ func resendAttrs(account string, f admission.Fold) map[string]string {
 	if f.ErrorCode != "" {
 		reason += " " + f.ErrorCode
 	}
-	return map[string]string{dispatch.AttrResendAvoid: account, dispatch.AttrResendReason: reason}
+	return map[string]string{attr.ResendAvoid: account, attr.ResendReason: reason}
 }
 
 // publishOwed publishes what f owes: its resend first (what the message's
@@ -90,7 +90,7 @@ func (s *Server) publishOwed(ctx context.Context, a *account, f *admission.Fold)
 // sweep to hand out with the event: one payload is never out twice,
 // whatever becomes of the status event.
 func (s *Server) handOut(ctx context.Context, a *account, f admission.Fold) error {
-	if now := s.now(); !resendDue(f, now) {
+	if now := s.now(); !s.resendDue(f, now) {
 		s.metrics.ResendLate(a.Name)
 		if held, ok := a.late.allow(now); ok {
 			s.logger.Warn("receipts: a resend past its window was dropped unsent", "account", a.Name, "id", f.ID, "unlogged", held)
@@ -111,14 +111,14 @@ func (s *Server) handOut(ctx context.Context, a *account, f admission.Fold) erro
 
 // resendDue reports whether f's resend may still go out at now: before
 // the deadline its data holds (the dispatcher writes one into every
-// payload it keeps: dispatch.WithID), or, for data without one (kept by
-// an older version), within dispatch.ResendWithin of its send
-// (Fold.SentAt: the provider's acceptance follows within the send's own
-// time), as docs/contract.md promises.
-func resendDue(f admission.Fold, now time.Time) bool {
-	until := f.SentAt.Add(dispatch.ResendWithin)
-	if m, err := dispatch.Decode(f.Resend, ""); err == nil && !m.Deadline.IsZero() {
-		until = m.Deadline
+// payload it keeps: dispatch.WithID; Config.Deadline reads it), or, for
+// data without one (kept by an older version), within attr.ResendWithin
+// of its send (Fold.SentAt: the provider's acceptance follows within the
+// send's own time), as docs/contract.md promises.
+func (s *Server) resendDue(f admission.Fold, now time.Time) bool {
+	until := f.SentAt.Add(attr.ResendWithin)
+	if d := s.cfg.Deadline(f.Resend); !d.IsZero() {
+		until = d
 	}
 	return now.Before(until)
 }

@@ -64,7 +64,7 @@ func TestStatusEventAndResendOnPubSub(t *testing.T) {
 	srv, err := New(Config{
 		PublicURL: testPublicURL + "/",
 		Accounts:  []Account{{Name: "acct", Reader: reader, Ledger: ledger}},
-		Status:    pubs[0], Resend: pubs[1],
+		Status:    pubs[0], Resend: pubs[1], Deadline: payloadDeadline,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

@@ -21,8 +21,12 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
+	"smsdispatcher/internal/attr"
 	"smsdispatcher/internal/redistest"
 )
+
+// payloadDeadline is Config.Deadline as the dispatcher hands it in.
+var payloadDeadline = dispatch.PayloadDeadline
 
 // The resend's hand-out on a real limiter (redis-server) and pstest: once
 // whatever becomes of the status event, and never past its window.
@@ -95,6 +99,7 @@ func newHandOutRig(t *testing.T, statusTopic bool) *handOutRig {
 		Accounts:  []Account{{Name: "acct", Reader: r.reader, Ledger: r.lim}},
 		Status:    switched{publisher("sms-status"), &r.statusUp},
 		Resend:    switched{publisher("sms-otp"), &r.resendUp},
+		Deadline:  payloadDeadline,
 		Metrics:   r.metrics,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OwedAge:   time.Millisecond,
@@ -158,7 +163,7 @@ func TestAResendIsPublishedOnceWhileItsStatusEventFails(t *testing.T) {
 	r := newHandOutRig(t, false)
 	ctx := context.Background()
 	data := []byte(`{"to":"+6281234567890","body":"Your code is 482913"}`)
-	r.send("ps-1", "SM1", data, time.Now().Add(dispatch.ResendWithin))
+	r.send("ps-1", "SM1", data, time.Now().Add(attr.ResendWithin))
 
 	r.post("SM1", "undelivered", "30007")
 	for range 3 {
@@ -234,7 +239,7 @@ func TestAResendPastItsWindowIsDropped(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newHandOutRig(t, true)
 			ctx := context.Background()
-			until := time.Now().Add(dispatch.ResendWithin)
+			until := time.Now().Add(attr.ResendWithin)
 			data := []byte(`{"id":"login-1","to":"+6281234567890","body":"Your code is 482913"}`)
 			if tt.deadline {
 				data = dispatch.WithID(data, "login-1", until)

@@ -65,7 +65,7 @@ func newRealRig(t *testing.T, ledger func(*admission.Limiter) Ledger) *realRig {
 	}
 	r.srv, err = New(Config{
 		PublicURL: testPublicURL, Accounts: []Account{{Name: "acct", Reader: &testReader{secret: "s3cret"}, Ledger: l}},
-		Status: pubs[0], Resend: pubs[1], Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Status: pubs[0], Resend: pubs[1], Deadline: payloadDeadline, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		SweepEvery: time.Hour, OwedAge: time.Hour, // no sweep: what is published is the process's own doing
 	})
 	if err != nil {

@@ -66,9 +66,14 @@ type Config struct {
 	PublicURL string // RECEIPTS_PUBLIC_URL: the base URL providers are told; a trailing slash is dropped
 	Accounts  []Account
 	Status    Publisher    // the status topic
-	Resend    Publisher    // the first class's topic
+	Resend    Publisher    // the resent class's topic
 	Metrics   Metrics      // nil: none
 	Logger    *slog.Logger // nil: slog.Default()
+	// Deadline reads the deadline a resend's data holds, zero when it
+	// holds none or does not decode: the dispatcher's reading of a
+	// message (dispatch.PayloadDeadline), handed in so that the receipts
+	// need not import the dispatcher. Required.
+	Deadline func(data []byte) time.Time
 	// SweepEvery is how often Run publishes again the status events owed
 	// for longer than OwedAge. Zero or negative: 10s and 30s (a test
 	// shortens them).
@@ -186,6 +191,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Status == nil || cfg.Resend == nil {
 		return nil, errors.New("receipts: a status publisher and a resend publisher are required")
+	}
+	if cfg.Deadline == nil {
+		return nil, errors.New("receipts: a reader of a resend's deadline is required")
 	}
 	s := &Server{cfg: cfg, accounts: map[string]*account{}, metrics: cfg.Metrics, logger: cfg.Logger, publishBound: 3 * time.Second, now: time.Now}
 	if s.metrics == nil {

@@ -31,7 +31,7 @@ func TestCallbackURL(t *testing.T) {
 func TestNewRefusesAnIncompleteConfig(t *testing.T) {
 	reader, ledger, pub := &testReader{}, newTestLedger(), testPublisher{"t", &publishLog{}}
 	good := func() Config {
-		return Config{PublicURL: testPublicURL, Accounts: []Account{{"a", reader, ledger}}, Status: pub, Resend: pub}
+		return Config{PublicURL: testPublicURL, Accounts: []Account{{"a", reader, ledger}}, Status: pub, Resend: pub, Deadline: payloadDeadline}
 	}
 	tests := []struct {
 		name   string
@@ -42,6 +42,7 @@ func TestNewRefusesAnIncompleteConfig(t *testing.T) {
 		{"no account", func(c *Config) { c.Accounts = nil }, "no account"},
 		{"no status publisher", func(c *Config) { c.Status = nil }, "publisher"},
 		{"no resend publisher", func(c *Config) { c.Resend = nil }, "publisher"},
+		{"no reader of a resend's deadline", func(c *Config) { c.Deadline = nil }, "deadline"},
 		{"no reader", func(c *Config) { c.Accounts[0].Reader = nil }, `"a" needs`},
 		{"no ledger", func(c *Config) { c.Accounts[0].Ledger = nil }, `"a" needs`},
 		{"an account twice", func(c *Config) { c.Accounts = append(c.Accounts, c.Accounts[0]) }, `"a" twice`},

@@ -36,7 +36,7 @@ func TestReceiptVerifiedBeforeItIsParsed(t *testing.T) {
 	}
 	metrics := &testMetrics{}
 	srv, err := New(Config{
-		PublicURL: testPublicURL,
+		PublicURL: testPublicURL, Deadline: payloadDeadline,
 		Accounts: []Account{
 			{Name: "tw", Reader: tw, Ledger: newTestLedger()},
 			{Name: "vo", Reader: vo, Ledger: newTestLedger()},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 	"smsdispatcher/internal/pullwatch"
 )
 
@@ -47,7 +48,7 @@ func (s *Server) handler(stopping <-chan struct{}, metrics http.Handler) http.Ha
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
-	first := s.cfg.ClassList()[0].Name
+	first := failingOver(s.cfg.Process)
 	var accounts []readyAccount
 	for n, a := range s.accounts {
 		accounts = append(accounts, readyAccount{name: a.Setup.Name, otp: slices.Contains(a.Setup.Classes, first), lim: s.limiters[n]})
@@ -55,6 +56,13 @@ func (s *Server) handler(stopping <-chan struct{}, metrics http.Handler) http.Ha
 	mux.Handle("GET /readyz", readyz{rdb: s.rdb, lanes: s.d, first: first, accounts: accounts, pulls: s.opts.Pulls, subs: s.opts.Subscriptions, stopping: stopping})
 	mux.Handle("GET /metrics", metrics)
 	return mux
+}
+
+// failingOver is the class whose policy fails over (the first class):
+// /readyz wants an account serving it that sends.
+func failingOver(p config.Process) admission.Class {
+	classes := p.ClassList()
+	return classes[max(slices.IndexFunc(classes, func(c config.Class) bool { return p.Policy(c.Name).FailsOver }), 0)].Name
 }
 
 // lanes is what /readyz asks of the dispatcher (*dispatch.Dispatcher).
@@ -73,7 +81,7 @@ type accountState interface {
 // readyAccount is one account as /readyz sees it.
 type readyAccount struct {
 	name string
-	otp  bool // it serves the first class
+	otp  bool // it serves the class that fails over (failingOver)
 	lim  accountState
 }
 
@@ -82,7 +90,7 @@ type readyAccount struct {
 type readyz struct {
 	rdb      Redis
 	lanes    lanes
-	first    admission.Class // the first class; "": otp
+	first    admission.Class // the class that fails over; "": otp
 	accounts []readyAccount
 	pulls    *pullwatch.Watch // watches subs
 	subs     []string

@@ -2,10 +2,10 @@ package server
 
 import (
 	"fmt"
+	"slices"
 
 	"cloud.google.com/go/pubsub/v2"
 
-	"smsdispatcher/admission"
 	"smsdispatcher/config"
 	"smsdispatcher/dispatch"
 	"smsdispatcher/provider"
@@ -15,7 +15,7 @@ import (
 // newReceipts is the receipts' server of s when RECEIPTS_ADDR is set (nil
 // otherwise): each account's adapter verifies and reads its receipts, its
 // limiter folds them, the states go out on STATUS_TOPIC and the resends
-// on otp's topic (resendTopic). stop flushes both publishers once the
+// on the resent class's topic (resendTopic). stop flushes both publishers once the
 // server's Run has returned.
 func (s *Server) newReceipts(ps *pubsub.Client) (r Receipts, stop func(), err error) {
 	if !s.cfg.ReceiptsOn() {
@@ -29,7 +29,7 @@ func (s *Server) newReceipts(ps *pubsub.Client) (r Receipts, stop func(), err er
 		}
 		accounts = append(accounts, receipts.Account{Name: a.Setup.Name, Reader: reader, Ledger: s.limiters[i]})
 	}
-	status, resend := ps.Publisher(s.cfg.StatusTopic), ps.Publisher(resendTopic(s.cfg.ClassList()))
+	status, resend := ps.Publisher(s.cfg.StatusTopic), ps.Publisher(resendTopic(s.cfg.Process))
 	stop = func() { status.Stop(); resend.Stop() }
 	var metrics receipts.Metrics
 	if s.opts.Telemetry != nil {
@@ -38,7 +38,7 @@ func (s *Server) newReceipts(ps *pubsub.Client) (r Receipts, stop func(), err er
 	srv, err := receipts.New(receipts.Config{
 		Addr: s.cfg.ReceiptsAddr, PublicURL: s.cfg.ReceiptsPublicURL, Accounts: accounts,
 		Status: receipts.TopicPublisher{Publisher: status}, Resend: receipts.TopicPublisher{Publisher: resend},
-		Metrics: metrics, Logger: s.logger,
+		Metrics: metrics, Logger: s.logger, Deadline: dispatch.PayloadDeadline,
 	})
 	if err != nil {
 		stop()
@@ -51,13 +51,10 @@ func (s *Server) newReceipts(ps *pubsub.Client) (r Receipts, stop func(), err er
 // its receipts when on.
 func receiptsDispatch(c *dispatch.Config, on bool) { c.Receipts = on }
 
-// resendTopic is where a resend goes: otp's topic (only otp is resent on
-// a failed receipt), the first class's when none is named otp.
-func resendTopic(classes []config.Class) string {
-	for _, c := range classes {
-		if c.Name == admission.OTP {
-			return c.Topic
-		}
-	}
-	return classes[0].Topic
+// resendTopic is where a resend goes: the topic of the class whose policy
+// resends it on a failed receipt (otp), the first class's when none does
+// (its publisher then idles).
+func resendTopic(p config.Process) string {
+	classes := p.ClassList()
+	return classes[max(slices.IndexFunc(classes, func(c config.Class) bool { return p.Policy(c.Name).Resent }), 0)].Topic
 }

@@ -125,7 +125,7 @@ func New(cfg config.Settings, accounts []Account, rdb Redis, ps *pubsub.Client, 
 	// class, whatever its destinations.
 	var lanes []dispatch.Lane
 	for _, c := range cfg.ClassList() {
-		lanes = append(lanes, dispatch.Lane{Class: c.Name, Subscriber: ps.Subscriber(c.Subscription), MaxWait: c.MaxWait,
+		lanes = append(lanes, dispatch.Lane{Class: c.Name, Subscriber: ps.Subscriber(c.Subscription), Policy: cfg.Policy(c.Name), MaxWait: c.MaxWait,
 			Outstanding: cfg.Outstanding(c.Name, setups[config.Home(setups, c.Name)])})
 	}
 	dlq := ps.Publisher(cfg.DeadLetterTopic)

@@ -255,7 +255,7 @@ func (a Account) line(t time.Time) string {
 	for _, class := range a.Classes {
 		fmt.Fprintf(&sent, " %s=%d", class, a.sent(class).Last1s)
 	}
-	for _, class := range []string{"otp", "marketing"} { // always there, as before classes were configured
+	for _, class := range []string{admission.OTP.String(), admission.Marketing.String()} { // always there, as before classes were configured
 		if !slices.Contains(a.Classes, class) {
 			fmt.Fprintf(&sent, " %s=%d", class, a.sent(class).Last1s)
 		}

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	"smsdispatcher/config/policy"
 )
 
 // Topology is what Setup creates: the topics and subscriptions (ids in
@@ -42,47 +44,52 @@ type Topology struct {
 // dispatcher's subscription on it.
 type Lane struct {
 	Topic, Subscription string
+	// RetriedSoon: the class's policy has its nacked messages redelivered
+	// soon (policy.Class.RetriedSoon, the first class's).
+	RetriedSoon bool
 }
 
-// lanes are t's lanes: Lanes, or the OTP one then the marketing one.
+// lanes are t's lanes: Lanes, or the OTP one then the marketing one, with
+// the default classes' policies.
 func (t Topology) lanes() []Lane {
 	if len(t.Lanes) > 0 {
 		return t.Lanes
 	}
-	return []Lane{{t.OTPTopic, t.OTPSubscription}, {t.MarketingTopic, t.MarketingSubscription}}
+	return []Lane{
+		{t.OTPTopic, t.OTPSubscription, policy.Default(policy.OTP).RetriedSoon},
+		{t.MarketingTopic, t.MarketingSubscription, policy.Default("marketing").RetriedSoon},
+	}
 }
 
-// Redelivery backoff of nacked messages, by the class's position (the
-// subscription's RetryPolicy: the one place a nack is delayed): the first
-// class's is short, as OTP's; every later class's is marketing's.
+// Redelivery backoff of nacked messages, by the class's policy (the
+// subscription's RetryPolicy: the one place a nack is delayed): a class
+// retried soon (the first) has a short one, as OTP's; every other class
+// marketing's.
 var (
-	firstRetry = &pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(time.Second), MaximumBackoff: durationpb.New(10 * time.Second)}
+	soonRetry  = &pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(time.Second), MaximumBackoff: durationpb.New(10 * time.Second)}
 	laterRetry = &pubsubpb.RetryPolicy{MinimumBackoff: durationpb.New(5 * time.Second), MaximumBackoff: durationpb.New(60 * time.Second)}
 )
 
-// retryPolicy is the retry policy of the subscription of the class at
-// position i of the priority order.
-func retryPolicy(i int) *pubsubpb.RetryPolicy {
-	if i == 0 {
-		return firstRetry
+// retryPolicy is the retry policy of a subscription whose class is
+// retried soon, or not.
+func retryPolicy(soon bool) *pubsubpb.RetryPolicy {
+	if soon {
+		return soonRetry
 	}
 	return laterRetry
 }
 
 // MinimumBackoff is how long Pub/Sub holds a nacked message of class
-// before it delivers it again, at least, with the default classes: "otp"
-// has the first class's backoff, any other name a later class's.
+// before it delivers it again, at least, with the default classes
+// (policy.Default): otp has the first class's backoff, any other name a
+// later class's.
 func MinimumBackoff(class string) time.Duration {
-	if class == "otp" {
-		return LaneBackoff(0)
-	}
-	return LaneBackoff(1)
+	return LaneBackoff(policy.Default(class).RetriedSoon)
 }
 
-// LaneBackoff is MinimumBackoff of the class at position i of the
-// priority order.
-func LaneBackoff(i int) time.Duration {
-	return retryPolicy(i).MinimumBackoff.AsDuration()
+// LaneBackoff is MinimumBackoff of a class retried soon, or not.
+func LaneBackoff(soon bool) time.Duration {
+	return retryPolicy(soon).MinimumBackoff.AsDuration()
 }
 
 // retention keeps unacked messages (a campaign backlog, or everything while
@@ -140,10 +147,10 @@ func Setup(ctx context.Context, c *pubsub.Client, t Topology, report func(kind, 
 		{Name: sub(t.DeadLetterInspect), Topic: topic(t.DeadLetterTopic), AckDeadlineSeconds: 60,
 			MessageRetentionDuration: durationpb.New(t.DeadLetterRetention)},
 	}
-	for i, l := range lanes {
+	for _, l := range lanes {
 		subs = append(subs, &pubsubpb.Subscription{Name: sub(l.Subscription), Topic: topic(l.Topic), AckDeadlineSeconds: deadline,
 			MessageRetentionDuration: retention,
-			RetryPolicy:              retryPolicy(i),
+			RetryPolicy:              retryPolicy(l.RetriedSoon),
 			DeadLetterPolicy:         &pubsubpb.DeadLetterPolicy{DeadLetterTopic: topic(t.DeadLetterTopic), MaxDeliveryAttempts: MaxDeliveryAttempts}})
 	}
 	if t.StatusTopic != "" && t.StatusInspect != "" {

@@ -67,7 +67,7 @@ func TestSetupCreatesEveryLane(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	top := Topology{Lanes: []Lane{{"sms-otp", "otp-sub"}, {"sms-transactional", "tx-sub"}, {"sms-marketing", "mkt-sub"}},
+	top := Topology{Lanes: []Lane{{"sms-otp", "otp-sub", true}, {"sms-transactional", "tx-sub", false}, {"sms-marketing", "mkt-sub", false}},
 		OTPTopic: "unused", DeadLetterTopic: "dl", DeadLetterInspect: "dl-inspect",
 		DeadLetterRetention: 24 * time.Hour, MaxWait: 8 * time.Second, SendTimeout: 10 * time.Second}
 	var created []string
@@ -85,11 +85,11 @@ func TestSetupCreatesEveryLane(t *testing.T) {
 			t.Fatal(err)
 		}
 		backoff := sub.GetRetryPolicy().GetMinimumBackoff().AsDuration()
-		if backoff != LaneBackoff(i) || sub.GetDeadLetterPolicy().GetMaxDeliveryAttempts() != MaxDeliveryAttempts || !strings.HasSuffix(sub.Topic, "/"+top.Lanes[i].Topic) {
-			t.Errorf("subscription %s: backoff %v, topic %s, dead letter %v; want %v, %s, %d attempts", id, backoff, sub.Topic, sub.GetDeadLetterPolicy(), LaneBackoff(i), top.Lanes[i].Topic, MaxDeliveryAttempts)
+		if backoff != LaneBackoff(i == 0) || sub.GetDeadLetterPolicy().GetMaxDeliveryAttempts() != MaxDeliveryAttempts || !strings.HasSuffix(sub.Topic, "/"+top.Lanes[i].Topic) {
+			t.Errorf("subscription %s: backoff %v, topic %s, dead letter %v; want %v, %s, %d attempts", id, backoff, sub.Topic, sub.GetDeadLetterPolicy(), LaneBackoff(i == 0), top.Lanes[i].Topic, MaxDeliveryAttempts)
 		}
 	}
-	if LaneBackoff(0) != MinimumBackoff("otp") || LaneBackoff(1) != MinimumBackoff("marketing") || LaneBackoff(0) == LaneBackoff(1) {
-		t.Errorf("backoffs: first %v, later %v; otp %v, marketing %v", LaneBackoff(0), LaneBackoff(1), MinimumBackoff("otp"), MinimumBackoff("marketing"))
+	if LaneBackoff(true) != MinimumBackoff("otp") || LaneBackoff(false) != MinimumBackoff("marketing") || LaneBackoff(true) == LaneBackoff(false) {
+		t.Errorf("backoffs: first %v, later %v; otp %v, marketing %v", LaneBackoff(true), LaneBackoff(false), MinimumBackoff("otp"), MinimumBackoff("marketing"))
 	}
 }

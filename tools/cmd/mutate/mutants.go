@@ -244,7 +244,7 @@ var mutants = []mutant{
 		{"admission/admit/search.lua", "  r = math.max(math.min(r, a_target), a_min)", "  r = math.max(r, a_min)"},
 	}, ""},
 	{"A6", "marketing overflows too", []edit{
-		{"dispatch/accounts.go", "return class == d.lanes[0].class || slices.Contains(a.FailoverClasses, class)", "return true || slices.Contains(a.FailoverClasses, class)"},
+		{"dispatch/accounts.go", "return d.policy(class).FailsOver || slices.Contains(a.FailoverClasses, class)", "return true || slices.Contains(a.FailoverClasses, class)"},
 	}, "./dispatch/"},
 	{"A7", "the learned rate climbs without pressure", []edit{
 		{"admission/admit/search.lua", "if searching and now >= lrn.next and lrn.pressed then", "if searching and now >= lrn.next then"},
@@ -300,7 +300,7 @@ var mutants = []mutant{
 		{"internal/pullwatch/watch.go", "return d, d >= Silence", "return d, false"},
 	}, "./internal/pullwatch/"},
 	{"HC1", "replay believes the class attribute of a letter Pub/Sub forwarded", []edit{
-		{"deadletter/format.go", "	if src, forwarded := l.Attributes[sourceSubscriptionAttr]; forwarded {", "	if src, forwarded := l.Attributes[sourceSubscriptionAttr]; forwarded && l.Attributes[AttrClass] == \"\" {"},
+		{"deadletter/format.go", "	if src, forwarded := l.Attributes[sourceSubscriptionAttr]; forwarded {", "	if src, forwarded := l.Attributes[sourceSubscriptionAttr]; forwarded && l.Attributes[attr.Class] == \"\" {"},
 	}, "./deadletter/"},
 	{"HC2", "a panic in the message handler is not recovered", []edit{
 		{"dispatch/pipeline.go", "		if r := recover(); r != nil {\n			d.recoverPanic(", "		if r := any(nil); r != nil {\n			d.recoverPanic("},
@@ -440,7 +440,7 @@ var mutants = []mutant{
 		{"receipts/handler.go", "\t\t\tif f.Resend == nil {\n\t\t\t\ta.hold(f)", "\t\t\tif true {\n\t\t\t\ta.hold(f)"},
 	}, "./receipts/"},
 	{"M29", "a resend handed out past its window", []edit{
-		{"receipts/events.go", "	if now := s.now(); !resendDue(f, now) {", "	if now := s.now(); false {"},
+		{"receipts/events.go", "	if now := s.now(); !s.resendDue(f, now) {", "	if now := s.now(); false {"},
 	}, "./receipts/"},
 	{"M32", "every failure of an OTP counts against its route, a handset's and a number's too", []edit{
 		{"admission/receipt.lua", "  if not prefix or not (delivered or ARGV[9] == '1') then", "  if not prefix then"},

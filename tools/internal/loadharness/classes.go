@@ -373,7 +373,7 @@ func newClassesInstance(ctx context.Context, s classesSpec, p config.Process, a 
 	closers = append(closers, sender.CloseIdleConnections)
 	var lanes []dispatch.Lane
 	for _, c := range p.ClassList() {
-		lanes = append(lanes, dispatch.Lane{Class: c.Name, Subscriber: ps.Subscriber(c.Subscription), MaxWait: c.MaxWait,
+		lanes = append(lanes, dispatch.Lane{Class: c.Name, Subscriber: ps.Subscriber(c.Subscription), Policy: p.Policy(c.Name), MaxWait: c.MaxWait,
 			Outstanding: p.Outstanding(c.Name, a)})
 	}
 	dlq := ps.Publisher(failoverTopology.DeadLetterTopic)

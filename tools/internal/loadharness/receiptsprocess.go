@@ -70,7 +70,7 @@ func newReceiptsInstance(ctx context.Context, ns, redisURL string, stack *locals
 	if inst.receipts, err = receipts.New(receipts.Config{
 		Addr: addr, PublicURL: publicURL, Accounts: served,
 		Status: receipts.TopicPublisher{Publisher: status}, Resend: run.resends,
-		Metrics: run.metrics, Logger: logger,
+		Metrics: run.metrics, Logger: logger, Deadline: dispatch.PayloadDeadline,
 	}); err != nil {
 		return nil, closers, err
 	}

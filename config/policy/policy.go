@@ -1,0 +1,107 @@
+// Package policy decides what each class of messages is owed: its rules,
+// computed once from its name and its place in the process's priority
+// order (Of), and read as fields by every package below config
+// (admission, dispatch, server) instead of comparing a class's name or
+// position.
+//
+// Invariant: Of is the one place a class's rules are decided. A rule of
+// the first class follows the position (a first class of any name fails
+// over, is hedged and holds the others at the gate); a rule of OTP's own
+// follows the name otp, wherever it stands (the send without its record,
+// the route skip, the resend on a failed receipt), as docs/design.md
+// "Classes" describes.
+//
+// It imports nothing of the project's, so that admission and dispatch,
+// which config imports, can read it.
+package policy
+
+import "time"
+
+// Class is one class's rules.
+type Class struct {
+	// First class: the one served first.
+
+	// FailsOver: a message its home account cannot take (under a penalty,
+	// paused, degraded, or skipping the route to its destination prefix)
+	// goes on to the next account of its route, on every account; another
+	// class does only on an account listing it in failover_classes.
+	FailsOver bool
+	// Hedged: a message whose home has not answered within the hedge's
+	// bound goes out on the next account of its route as well (a
+	// duplicate beats a loss).
+	Hedged bool
+	// HoldsGate: while one of its messages waits for a send slot, the
+	// later classes of the process wait at the priority gate.
+	HoldsGate bool
+	// TargetOnly: only the account's target rate caps it (no class_rps),
+	// and its lane's flow control is sized on that whole rate in one
+	// process.
+	TargetOnly bool
+	// RetriedSoon: its subscription redelivers a nacked message after 1 s
+	// to 10 s, a later class's after 5 s to 60 s.
+	RetriedSoon bool
+	// MaxWait is how long a message of it waits for a send slot by
+	// default (a class's max_wait, or OTP_MAX_WAIT, MARKETING_MAX_WAIT,
+	// replaces it).
+	MaxWait time.Duration
+
+	// OTP's own: a class named otp.
+
+	// SendsWithoutRecord: while Redis is down a message of it is sent
+	// without its send-once record (a duplicate beats a loss); any other
+	// class's waits for Redis (admission.ReasonNoRecord).
+	SendsWithoutRecord bool
+	// SkipsFailingRoute: its receipts judge each account's route to a
+	// destination prefix, and an account whose route fails is skipped for
+	// it while the caller can send elsewhere (admission.RouteRule).
+	SkipsFailingRoute bool
+	// Resent: with receipts on, a message of it whose final receipt says
+	// it did not arrive is sent once more through another account, unless
+	// its producer said resend_on_failure false.
+	Resent bool
+	// OverrideSparesAlone: the override's second rate does not lower its
+	// ceiling on an account it is the only class of (the first rate alone
+	// does); it lowers the ceiling of any other account's last class.
+	OverrideSparesAlone bool
+
+	// The coming rules each add a field here, decided in Of: a number's
+	// opt-out (suppression), the hours a class may be sent in (send
+	// windows), and the guard against traffic pumping.
+}
+
+// OTP is the name whose class keeps OTP's own rules (admission.OTP is
+// it).
+const OTP = "otp"
+
+// Default max waits: the first class's, and any later one's.
+const (
+	FirstMaxWait = time.Second
+	LaterMaxWait = 8 * time.Second
+)
+
+// Of returns the rules of the class named name at position pos of the
+// process's priority order (0: served first).
+func Of(name string, pos int) Class {
+	first := pos == 0
+	c := Class{
+		FailsOver: first, Hedged: first, HoldsGate: first, TargetOnly: first, RetriedSoon: first,
+		MaxWait: LaterMaxWait,
+	}
+	if first {
+		c.MaxWait = FirstMaxWait
+	}
+	if name == OTP {
+		c.SendsWithoutRecord, c.SkipsFailingRoute, c.Resent, c.OverrideSparesAlone = true, true, true, true
+	}
+	return c
+}
+
+// Default returns the rules of the class named name among the default
+// classes, otp then marketing: otp's are the first class's, any other
+// name's a later class's.
+func Default(name string) Class {
+	if name == OTP {
+		return Of(name, 0)
+	}
+	return Of(name, 1)
+}
