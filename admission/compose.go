@@ -254,32 +254,54 @@ func composeAdmit(set partSet) string {
 
 // composeParts returns the admission script of the parts keep keeps.
 func composeParts(keep func(name string, opt partSet) bool) string {
-	read := func(name string) string {
-		b, err := fs.ReadFile(partFiles, name+".lua")
-		if err != nil {
-			panic(err)
-		}
-		return string(b)
-	}
-	prelude := read("prelude")
-	if strings.Count(prelude, "\n--@reply\n") != 1 {
-		panic("admit/prelude.lua: want one --@reply line")
-	}
+	src := parsedParts()
 	var b strings.Builder
-	b.WriteString("#!lua\n-- The admission script, composed by admission/compose.go from admit/*.lua.\n")
-	b.WriteString(strings.Replace(prelude, "--@reply\n", replyLua(), 1))
-	parts := make([]map[string]string, len(admitParts))
-	for i, p := range admitParts {
-		parts[i] = sections(p.name, read(p.name))
-	}
+	b.WriteString(src.head)
 	for _, phase := range admitPhases {
 		for i, p := range admitParts {
-			if sec, ok := parts[i][phase]; ok && keep(p.name, p.opt) {
+			if sec, ok := src.parts[i][phase]; ok && keep(p.name, p.opt) {
 				fmt.Fprintf(&b, "\n-- %s.lua: %s\n%s", p.name, phase, sec)
 			}
 		}
 	}
-	return reasonCodes(b.String())
+	return b.String()
+}
+
+// partSources are the parts read and split into their sections once (the
+// reason codes written as numbers), for every variant to compose from.
+type partSources struct {
+	head  string              // the script's first lines and the prelude
+	parts []map[string]string // admitParts' sections, by phase
+}
+
+var (
+	partsOnce sync.Once
+	partsRead partSources
+)
+
+// parsedParts returns the parts of partFiles, read once (resetAdmitScripts
+// reads them again).
+func parsedParts() partSources {
+	partsOnce.Do(func() {
+		read := func(name string) string {
+			b, err := fs.ReadFile(partFiles, name+".lua")
+			if err != nil {
+				panic(err)
+			}
+			return reasonCodes(string(b))
+		}
+		prelude := read("prelude")
+		if strings.Count(prelude, "\n--@reply\n") != 1 {
+			panic("admit/prelude.lua: want one --@reply line")
+		}
+		partsRead.head = "#!lua\n-- The admission script, composed by admission/compose.go from admit/*.lua.\n" +
+			strings.Replace(prelude, "--@reply\n", replyLua(), 1)
+		partsRead.parts = make([]map[string]string, len(admitParts))
+		for i, p := range admitParts {
+			partsRead.parts[i] = sections(p.name, read(p.name))
+		}
+	})
+	return partsRead
 }
 
 // fixedKeys is how many KEYS of admitCall come before its lists.
@@ -331,10 +353,11 @@ var (
 // layout renumbers src's references to the full layout's KEYS, ARGV and
 // the MGET's values (s) to those src reads, and returns the variant.
 func layout(src string) *admitVariant {
+	refs := refLine.FindAllStringSubmatchIndex(src, -1)
 	used := map[string]map[int]bool{"KEYS": {}, "ARGV": {}}
-	for _, m := range refLine.FindAllStringSubmatch(src, -1) {
-		n, _ := strconv.Atoi(m[2])
-		if m[1] == "ARGV" {
+	for _, m := range refs {
+		n, _ := strconv.Atoi(src[m[4]:m[5]])
+		if name := src[m[2]:m[3]]; name == "ARGV" {
 			used["ARGV"][n] = true
 		} else if n <= fixedKeys {
 			used["KEYS"][n] = true
@@ -342,14 +365,20 @@ func layout(src string) *admitVariant {
 	}
 	v := &admitVariant{keys: slices.Sorted(maps.Keys(used["KEYS"])), args: slices.Sorted(maps.Keys(used["ARGV"]))}
 	at := func(list []int, n int) int { return slices.Index(list, n) + 1 }
-	src = refLine.ReplaceAllStringFunc(src, func(ref string) string {
-		m := refLine.FindStringSubmatch(ref)
-		n, _ := strconv.Atoi(m[2])
-		if m[1] == "ARGV" {
-			return fmt.Sprintf("ARGV[%d]", at(v.args, n))
+	var b strings.Builder
+	last := 0
+	for _, m := range refs {
+		name := src[m[2]:m[3]]
+		n, _ := strconv.Atoi(src[m[4]:m[5]])
+		list := v.keys
+		if name == "ARGV" {
+			list = v.args
 		}
-		return fmt.Sprintf("%s[%d]", m[1], at(v.keys, n))
-	})
+		fmt.Fprintf(&b, "%s%s[%d]", src[last:m[0]], name, at(list, n))
+		last = m[1]
+	}
+	b.WriteString(src[last:])
+	src = b.String()
 	v.src = strings.Replace(src, kvMarker, fmt.Sprintf("local KV = %d -- the first key of the lists\n", len(v.keys)+1), 1)
 	v.Script = redis.NewScript(v.src)
 	return v
@@ -409,6 +438,7 @@ func resetAdmitScripts() {
 	admitMu.Lock()
 	defer admitMu.Unlock()
 	admitVariants, admitSHAs = map[partSet]*admitVariant{}, map[string]*admitVariant{}
+	partsOnce = sync.Once{}
 }
 
 // shaOf returns src's SHA-1 in hex, as EVALSHA takes it.
