@@ -11,40 +11,16 @@ import (
 // ErrBadReply reports a script reply of an unexpected shape.
 var ErrBadReply = errors.New("admission: unexpected script reply")
 
-// eval runs the admission script (compose.go) of the parts the call uses once for a send of cost units, taking claim's
-// send-once claim with the slot when claim.Token is set. recovering says
-// this process is coming back from its fallback: others may still be in
-// theirs for up to one RedisRetryAfter, sending (MaxSenders-1)/MaxSenders
-// of the target between them, so the script first reserves that much time
-// on both keys. A slot opening within lookahead is booked: the Decision is
-// allowed with RetryAfter the wait until it opens.
+// eval runs the admission script (compose.go) of the parts the call uses
+// once for a send of cost units, taking claim's send-once claim with the
+// slot when claim.Token is set. recovering says this process is coming
+// back from its fallback: others may still be in theirs for up to one
+// RedisRetryAfter, sending (MaxSenders-1)/MaxSenders of the target between
+// them, so the script first reserves that much time on both keys. A slot
+// opening within lookahead is booked: the Decision is allowed with
+// RetryAfter the wait until it opens.
 func (l *Limiter) eval(ctx context.Context, c *classState, cost int, recovering bool, tickets string, within, lookahead time.Duration, claim Claim) (Decision, error) {
-	call := c.admit
-	call.Tickets, call.Within, call.Cost, call.Lookahead = tickets, within.Microseconds(), cost, lookahead.Microseconds()
-	if recovering {
-		call.RecoveryFloor = l.recoveryFloor
-	}
-	if l.cfg.MaxInFlight > 0 {
-		call.Lease = l.instance + "-" + strconv.FormatUint(l.leaseSeq.Add(1), 10)
-	}
-	if claim.Token != "" {
-		ttl := claim.TTL
-		if ttl <= 0 {
-			ttl = DefaultClaimTTL
-		}
-		call.Record, call.Token, call.ClaimMillis, call.Count = l.claims.Key(claim.ID), claim.Token, ttl.Milliseconds(), claim.Count
-	}
-	call.Failover = claim.Failover
-	if claim.Failover && claim.Hedged {
-		call.HedgedProbe = l.cfg.Health.HedgedProbeEvery.Microseconds()
-	}
-	if c.policy.SkipsFailingRoute && claim.Prefix != "" && claim.Failover {
-		// Only a class that skips a failing route (OTP) is skipped, and
-		// only for a caller that can send elsewhere: the last account of
-		// a route is never skipped (a skip there would leave the prefix
-		// with none).
-		call.Skip = l.skipKey(claim.Prefix)
-	}
+	call := l.admitCallOf(c, cost, recovering, tickets, within, lookahead, claim)
 	lease := call.Lease
 	script := admitScript(partsOf(call))
 	var v []any
@@ -97,6 +73,38 @@ func (l *Limiter) eval(ctx context.Context, c *classState, cost int, recovering 
 		}
 	}
 	return d, err
+}
+
+// admitCallOf is c's admission call for one send: its class's keys and
+// rates, with this send's cost, wait bounds, lease and claim.
+func (l *Limiter) admitCallOf(c *classState, cost int, recovering bool, tickets string, within, lookahead time.Duration, claim Claim) admitCall {
+	call := c.admit
+	call.Tickets, call.Within, call.Cost, call.Lookahead = tickets, within.Microseconds(), cost, lookahead.Microseconds()
+	if recovering {
+		call.RecoveryFloor = l.recoveryFloor
+	}
+	if l.cfg.MaxInFlight > 0 {
+		call.Lease = l.instance + "-" + strconv.FormatUint(l.leaseSeq.Add(1), 10)
+	}
+	if claim.Token != "" {
+		ttl := claim.TTL
+		if ttl <= 0 {
+			ttl = DefaultClaimTTL
+		}
+		call.Record, call.Token, call.ClaimMillis, call.Count = l.claims.Key(claim.ID), claim.Token, ttl.Milliseconds(), claim.Count
+	}
+	call.Failover = claim.Failover
+	if claim.Failover && claim.Hedged {
+		call.HedgedProbe = l.cfg.Health.HedgedProbeEvery.Microseconds()
+	}
+	if c.policy.SkipsFailingRoute && claim.Prefix != "" && claim.Failover {
+		// Only a class that skips a failing route (OTP) is skipped, and
+		// only for a caller that can send elsewhere: the last account of
+		// a route is never skipped (a skip there would leave the prefix
+		// with none).
+		call.Skip = l.skipKey(claim.Prefix)
+	}
+	return call
 }
 
 // parseReply turns the admission script's reply (compose.go's admitReply)
