@@ -1,5 +1,7 @@
 // Package keys builds every Redis key name of the dispatcher, as
-// asynq's internal/base does: no other package writes a key name.
+// asynq's internal/base does: no other package of the product spells one.
+// An account's names are methods of Account, so a caller builds the
+// account's tag once (admission keeps it in its Limiter).
 //
 // The invariant: every key of a provider account begins with the
 // account's hash tag {sms:<account>}, so all of them hash to one cluster
@@ -13,13 +15,17 @@
 //   - receipt.lua, from Owed: msg:<id>, route:<prefix>, skip:<prefix>,
 //     dlr:<class>:<unix minute>, resend:<id>;
 //   - delivery.lua, from Owed: dlr:<class>:<unix minute>;
-//   - finish.lua, from Msg: the provider ids it records in the story;
+//   - finish.lua cuts the prefix and "pid:" off the PID keys it is given,
+//     to write the provider ids into the story;
 //   - the admission script's pool part, from SenderTATs: tat:sender:<from>.
 //
 // The package holds no state and never talks to Redis.
 package keys
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // Account is the key names of one provider account: its hash tag
 // {sms:<account>}, the start of every name its methods return.
@@ -78,6 +84,9 @@ func (a Account) Record(id string) string { return string(a) + ":id:" + id }
 // Skip holds the skip of the route to prefix while its failures last; Skip("") is never set (a call with no route).
 func (a Account) Skip(prefix string) string { return string(a) + ":skip:" + prefix }
 
+// RouteSkipped reports whether key is the Skip of a route (a prefix), not Skip("").
+func RouteSkipped(key string) bool { return !strings.HasSuffix(key, ":skip:") }
+
 // Route holds the route to prefix's delivery counts (receipt.lua), for the route rule's window.
 func (a Account) Route(prefix string) string { return string(a) + ":route:" + prefix }
 
@@ -108,6 +117,11 @@ func (a Account) LegacyProcesses() string { return string(a) + ":processes" }
 
 // LegacyProcessStates holds those older processes' states; read only now.
 func (a Account) LegacyProcessStates() string { return string(a) + ":process-states" }
+
+// IsGlobalTAT reports whether key is an account's GlobalTAT.
+func IsGlobalTAT(key string) bool {
+	return strings.HasPrefix(key, "{sms:") && strings.HasSuffix(key, "}:tat:global")
+}
 
 // Processes holds every process's last beat (a sorted set, µs of Redis's clock), each until it is silent too long.
 func Processes() string { return "{sms:processes}" }

@@ -52,6 +52,23 @@ func TestNames(t *testing.T) {
 	}
 }
 
+// TestRecognised: the names two callers recognise, and near misses.
+func TestRecognised(t *testing.T) {
+	a := For("acme")
+	if RouteSkipped(a.Skip("")) || !RouteSkipped(a.Skip("+62")) {
+		t.Errorf("RouteSkipped(%q), RouteSkipped(%q) = %v, %v; want false, true",
+			a.Skip(""), a.Skip("+62"), RouteSkipped(a.Skip("")), RouteSkipped(a.Skip("+62")))
+	}
+	for key, want := range map[string]bool{
+		a.GlobalTAT(): true, For("tat:global").GlobalTAT(): true,
+		a.ClassTAT("marketing"): false, a.AfterTAT("global"): false, "sms:acme:tat:global": false,
+	} {
+		if got := IsGlobalTAT(key); got != want {
+			t.Errorf("IsGlobalTAT(%q) = %v, want %v", key, got, want)
+		}
+	}
+}
+
 // hashTag is the part of key Redis Cluster hashes: between the first {
 // and the next }, if not empty; the whole key otherwise.
 func hashTag(key string) string {
