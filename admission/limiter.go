@@ -98,7 +98,7 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 	call := admitCall{
 		GlobalTAT: key.GlobalTAT(), Penalty: key.Penalty(),
 		Override: key.RateOverride(), Leases: key.Leases(), Probe: key.Probe(),
-		Learned: key.Learned(), Record: key.Record(""), Health: key.Health(),
+		Learned: key.Learned(), Record: key.Records(), Health: key.Health(),
 		Skip:       key.Skip(""), // no prefix: never a route's skip
 		ProbeEvery: cfg.Health.ProbeEvery.Microseconds(), RouteProbeEvery: cfg.Route.ProbeEvery.Microseconds(),
 		GlobalInterval: gi.Microseconds(), GlobalTau: (burst * gi).Microseconds(),

@@ -81,6 +81,9 @@ func (a Account) Health() string { return string(a) + ":health" }
 // Record holds id's send-once claim, then its record, for the claim's then the record's lifetime.
 func (a Account) Record(id string) string { return string(a) + ":id:" + id }
 
+// Records is the name each Record continues (Record(id) is Records()+":"+id); an admission call taking no claim passes it, its value unused.
+func (a Account) Records() string { return string(a) + ":id" }
+
 // Skip holds the skip of the route to prefix while its failures last; Skip("") is never set (a call with no route).
 func (a Account) Skip(prefix string) string { return string(a) + ":skip:" + prefix }
 

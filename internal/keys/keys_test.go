@@ -25,6 +25,7 @@ func TestNames(t *testing.T) {
 		{a.Learned(), "{sms:acme}:learned"},
 		{a.Health(), "{sms:acme}:health"},
 		{a.Record("m-1"), "{sms:acme}:id:m-1"},
+		{a.Records() + ":m-1", a.Record("m-1")},
 		{a.Skip("+62"), "{sms:acme}:skip:+62"},
 		{a.Skip(""), "{sms:acme}:skip:"},
 		{a.Route("+62"), "{sms:acme}:route:+62"},
