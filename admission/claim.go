@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"smsdispatcher/internal/keys"
 )
 
 // ClaimState is the state of a message id's send record.
@@ -115,8 +117,7 @@ const (
 // Idempotency-Key is what closes that window.
 type Claims struct {
 	rdb       redis.Scripter
-	tag       string // {sms:<account>}:
-	prefix    string // tag + "id:"
+	key       keys.Account
 	claimTTL  time.Duration
 	recordTTL time.Duration
 	timeout   time.Duration
@@ -147,12 +148,11 @@ func NewClaims(rdb redis.Scripter, account string, claimTTL, recordTTL, timeout 
 	if timeout <= 0 {
 		timeout = DefaultRedisTimeout
 	}
-	tag := "{sms:" + cfg.Account + "}:"
-	return &Claims{rdb: rdb, tag: tag, prefix: tag + "id:", claimTTL: claimTTL, recordTTL: recordTTL, timeout: timeout, circuit: circuit}
+	return &Claims{rdb: rdb, key: keys.For(cfg.Account), claimTTL: claimTTL, recordTTL: recordTTL, timeout: timeout, circuit: circuit}
 }
 
 // Key returns the Redis key of id's record.
-func (c *Claims) Key(id string) string { return c.prefix + id }
+func (c *Claims) Key(id string) string { return c.key.Record(id) }
 
 // Claim takes the send claim of id for the attempt named token, for ttl
 // (zero means the Claims' default). The claim must outlive the attempt's
@@ -278,7 +278,7 @@ func (c *Claims) Finish(ctx context.Context, id, record string) error {
 
 func (c *Claims) finish(ctx context.Context, id, record string) error {
 	return c.circuit.do(ctx, c.timeout, func(ctx context.Context) error {
-		call := finishCall{Record: c.Key(id), Leases: c.tag + "leases", Value: record, Millis: c.recordTTL.Milliseconds()}
+		call := finishCall{Record: c.Key(id), Leases: c.key.Leases(), Value: record, Millis: c.recordTTL.Milliseconds()}
 		if err := finishScript.Run(ctx, c.rdb, call.keys(), call.argv()...).Err(); err != nil {
 			return fmt.Errorf("finish %.16s: %w", record, err)
 		}
@@ -335,12 +335,12 @@ func (c *Claims) releaseLeftovers(ctx context.Context) {
 }
 
 func (c *Claims) release(ctx context.Context, refs []claimRef) error {
-	keys, tokens := make([]string, len(refs)), make([]any, len(refs))
+	records, tokens := make([]string, len(refs)), make([]any, len(refs))
 	for i, r := range refs {
-		keys[i], tokens[i] = c.Key(r.id), r.token
+		records[i], tokens[i] = c.Key(r.id), r.token
 	}
 	return c.circuit.do(ctx, c.timeout, func(ctx context.Context) error {
-		if err := releaseScript.Run(ctx, c.rdb, keys, tokens...).Err(); err != nil {
+		if err := releaseScript.Run(ctx, c.rdb, records, tokens...).Err(); err != nil {
 			return fmt.Errorf("release eval: %w", err)
 		}
 		return nil

@@ -14,7 +14,7 @@ func TestClaims(t *testing.T) {
 	ctx := context.Background()
 	c := NewClaims(rdb, redistest.UniqueAccount(t), time.Minute, time.Hour, 0, nil)
 	other := NewClaims(redistest.Client(t), "", 0, 0, 0, nil)
-	other.tag, other.prefix = c.tag, c.prefix // a second process on the same account
+	other.key = c.key // a second process on the same account
 
 	step := func(name string, got Record, err error, want ClaimState) {
 		t.Helper()

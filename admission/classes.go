@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"smsdispatcher/config/policy"
+	"smsdispatcher/internal/keys"
 )
 
 // A classState is what a Limiter keeps of one of its classes: its admission call,
@@ -44,7 +45,7 @@ type level struct {
 // earlier reserve is as tight) is left out; one held by a single class is
 // that class's ceiling, so that the default classes have today's two keys
 // and no more.
-func classLevels(cfg Config, tag string) (all []level, ceiling []int, reserves [][]int) {
+func classLevels(cfg Config, key keys.Account) (all []level, ceiling []int, reserves [][]int) {
 	n := len(cfg.Classes)
 	ceilingRPS := make([]float64, n)
 	for i, k := range cfg.Classes {
@@ -70,7 +71,7 @@ func classLevels(cfg Config, tag string) (all []level, ceiling []int, reserves [
 		if room >= sum {
 			continue // the classes after it can never take more
 		}
-		lv := level{key: tag + ":tat:after:" + string(e.Name), rps: room}
+		lv := level{key: key.AfterTAT(string(e.Name)), rps: room}
 		for j := i + 1; j < n; j++ {
 			lv.members = append(lv.members, j)
 			reserves[j] = append(reserves[j], len(all))
@@ -84,7 +85,7 @@ func classLevels(cfg Config, tag string) (all []level, ceiling []int, reserves [
 		// about has one even at the account's rate.
 		if ceilingRPS[i] < cfg.TargetRPS || overridden(cfg, i) {
 			ceiling[i] = len(all)
-			all = append(all, level{key: tag + ":tat:" + string(k.Name), rps: ceilingRPS[i], members: []int{i}})
+			all = append(all, level{key: key.ClassTAT(string(k.Name)), rps: ceilingRPS[i], members: []int{i}})
 		}
 	}
 	return all, ceiling, reserves
@@ -100,8 +101,8 @@ func overridden(cfg Config, i int) bool {
 
 // newClasses builds each class's admission call from base (the account's
 // keys and global level) and its fallback levels.
-func newClasses(cfg Config, tag string, base admitCall) (map[Class]*classState, []Class) {
-	all, ceiling, reserves := classLevels(cfg, tag)
+func newClasses(cfg Config, key keys.Account, base admitCall) (map[Class]*classState, []Class) {
+	all, ceiling, reserves := classLevels(cfg, key)
 	gi := interval(cfg.TargetRPS)
 	burst := time.Duration(cfg.Burst - 1)
 	byName := make(map[Class]*classState, len(cfg.Classes))
@@ -110,8 +111,8 @@ func newClasses(cfg Config, tag string, base admitCall) (map[Class]*classState, 
 	for i, k := range cfg.Classes {
 		c := &classState{name: k.Name, policy: k.Policy, pos: i, admit: base, turn: make(chan int, 1), spacing: gi, costs: map[int]int{}}
 		a := &c.admit
-		a.Wake = tag + ":wake:" + string(k.Name)
-		a.CeilingTAT = tag + ":tat:" + string(k.Name)
+		a.Wake = key.Wake(string(k.Name))
+		a.CeilingTAT = key.ClassTAT(string(k.Name))
 		// A class after the first may not use one interval of the global
 		// tolerance for each class before it (none when BURST is 1): an
 		// earlier class finds a slot at once after its burst.
@@ -153,7 +154,7 @@ func newClasses(cfg Config, tag string, base admitCall) (map[Class]*classState, 
 					push = max(push, interval(all[r].rps))
 				}
 			}
-			a.LaterWakes = append(a.LaterWakes, tag+":wake:"+string(cfg.Classes[j].Name))
+			a.LaterWakes = append(a.LaterWakes, key.Wake(string(cfg.Classes[j].Name)))
 			pushes = append(pushes, strconv.FormatInt(push.Microseconds(), 10))
 		}
 		a.WakePushes = strings.Join(pushes, " ")
@@ -209,9 +210,9 @@ func (l *Limiter) classStrings() []string {
 // middleWakes are the wake-ticket keys of the classes between the first
 // and the last, which the override drops with theirs.
 func (l *Limiter) middleWakes() []string {
-	var keys []string
+	var wakes []string
 	for _, c := range l.order[min(1, len(l.order)):max(len(l.order)-1, 1)] {
-		keys = append(keys, l.classes[c].admit.Wake)
+		wakes = append(wakes, l.classes[c].admit.Wake)
 	}
-	return keys
+	return wakes
 }

@@ -11,6 +11,7 @@ import (
 	"regexp"
 
 	"slices"
+	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/scriptop"
 	"strconv"
 	"strings"
@@ -103,7 +104,7 @@ func partsOf(c admitCall) partSet {
 		{c.CeilingInterval != 0, withCeiling}, {len(c.Reserves) > 0, withReserves}, {len(c.LaterWakes) > 0, withPushes},
 		{c.Adaptive != "", withSearch}, {len(c.Senders) > 0, withPool}, {c.MaxInFlight > 0, withLeases},
 		{c.Token != "", withRecord}, {c.Tickets != ticketNone, withTickets}, {c.RecoveryFloor > 0, withFloor},
-		{!strings.HasSuffix(c.Skip, ":skip:"), withRoute}, // a prefix's skip: the call can fail over
+		{keys.RouteSkipped(c.Skip), withRoute}, // a prefix's skip: the call can fail over
 	} {
 		if x.in {
 			p |= x.set

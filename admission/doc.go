@@ -25,7 +25,8 @@
 // first, then GCRA on the global key and on the levels of the caller's
 // class (its ceiling, the reserves of the classes before it: classes.go);
 // a denial advances no TAT. All keys of an account share the hash tag
-// {sms:<account>} so the script runs on Redis Cluster.
+// {sms:<account>} so the script runs on Redis Cluster; package
+// internal/keys builds every name.
 //
 // When Redis fails or times out (or, full under noeviction, refuses a
 // script: memory.go), a Limiter decides locally at

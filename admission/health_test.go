@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/redisstats"
 	"smsdispatcher/internal/redistest"
 )
@@ -466,7 +467,7 @@ func TestRefreshHealthTellsAProcessTheHealth(t *testing.T) {
 	if h := beat(); h != Degraded {
 		t.Fatalf("after its next beat: %v, want degraded", h)
 	}
-	key := "{sms:" + cfg.Account + "}:health"
+	key := keys.For(cfg.Account).Health()
 	if err := rdb.Set(ctx, key, "d 5 0 1 x 2 3", 0).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"smsdispatcher/internal/keys"
 )
 
 // A Clock tells the process time. The decision never depends on it (Redis
@@ -80,7 +82,7 @@ type Limiter struct {
 	healthAt   atomic.Int64 // when (clock, Unix ns) a reply last said it; 0: never
 	healthRule string       // cfg.Health as finish.lua's argument
 	routeRule  string       // cfg.Route as receipt.lua's argument
-	tag        string       // {sms:<account>}
+	key        keys.Account // the account's key names
 }
 
 // New returns a Limiter that keeps its state in rdb. It returns a
@@ -90,25 +92,25 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	tag := "{sms:" + cfg.Account + "}"
+	key := keys.For(cfg.Account)
 	gi := interval(cfg.TargetRPS)
 	burst := time.Duration(cfg.Burst - 1)
 	call := admitCall{
-		GlobalTAT: tag + ":tat:global", Penalty: tag + ":penalty",
-		Override: tag + ":rate-override", Leases: tag + ":leases", Probe: tag + ":probe",
-		Learned: tag + ":learned", Record: tag + ":id", Health: tag + ":health",
-		Skip:       tag + ":skip:", // no prefix: never a route's skip
+		GlobalTAT: key.GlobalTAT(), Penalty: key.Penalty(),
+		Override: key.RateOverride(), Leases: key.Leases(), Probe: key.Probe(),
+		Learned: key.Learned(), Record: key.Records(), Health: key.Health(),
+		Skip:       key.Skip(""), // no prefix: never a route's skip
 		ProbeEvery: cfg.Health.ProbeEvery.Microseconds(), RouteProbeEvery: cfg.Route.ProbeEvery.Microseconds(),
 		GlobalInterval: gi.Microseconds(), GlobalTau: (burst * gi).Microseconds(),
 		Tickets: ticketNone, MaxInFlight: cfg.MaxInFlight, LeaseTTL: cfg.LeaseTTL.Microseconds(),
 	}
-	pool := newPool(cfg, tag)
+	pool := newPool(cfg, key)
 	call.Senders, call.SenderIntervals = pool.keys(), pool.intervals
 	if a := cfg.Adaptive; a.Enabled {
 		call.Adaptive = fmt.Sprintf("%g %g %d %d", cfg.TargetRPS, a.MinRPS, a.Step.Microseconds(), a.ProbeInterval.Microseconds())
 	}
 	l := &Limiter{
-		tag:           tag,
+		key:           key,
 		healthRule:    cfg.Health.arg(),
 		routeRule:     cfg.Route.arg(cfg.Health.Keep),
 		rdb:           rdb,
@@ -123,7 +125,7 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 		handOutAfter:  handOutAfter,
 		recoveryFloor: (cfg.RedisRetryAfter * time.Duration(cfg.MaxSenders-1) / time.Duration(cfg.MaxSenders)).Microseconds(),
 	}
-	l.classes, l.order = newClasses(cfg, tag, call)
+	l.classes, l.order = newClasses(cfg, key, call)
 	l.lastSpacing = l.classes[l.order[len(l.order)-1]].spacing
 	for _, o := range opts {
 		o(l)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/redistest"
 )
 
@@ -118,18 +119,19 @@ func TestAnAccountLeavesAFixedSetOfKeys(t *testing.T) {
 	if err := l.ReportThrottled(ctx, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	keys, err := rdb.Keys(ctx, "{sms:"+cfg.Account+"}:*").Result()
+	prefix := keys.For(cfg.Account).Prefix()
+	names, err := rdb.Keys(ctx, prefix+"*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	lasting := map[string]bool{}
-	for _, k := range keys {
+	for _, k := range names {
 		ttl, err := rdb.PTTL(ctx, k).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if ttl < 0 {
-			lasting[strings.TrimPrefix(k, "{sms:"+cfg.Account+"}:")] = true
+			lasting[strings.TrimPrefix(k, prefix)] = true
 		}
 	}
 	want := map[string]bool{"tat:global": true, "tat:marketing": true, "wake:otp": true, "wake:marketing": true}

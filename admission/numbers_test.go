@@ -83,7 +83,7 @@ func TestANumberInRedisThatIsNoneIsReadAsNone(t *testing.T) {
 		for _, v := range notNumbers {
 			t.Run(fmt.Sprintf("%s=%s,%s", tt.key, v, tt.class), func(t *testing.T) {
 				l := newLimiter(t, rdb, cfg())
-				if err := rdb.Set(ctx, l.tag+tt.key, v, 0).Err(); err != nil {
+				if err := rdb.Set(ctx, l.key.Tag()+tt.key, v, 0).Err(); err != nil {
 					t.Fatal(err)
 				}
 				if got := decisions(t, l, tt.class); fmt.Sprint(got) != fmt.Sprint(want) {

@@ -208,8 +208,8 @@ func TestAnIgnoredRateInRedisIsLoggedOncePerChange(t *testing.T) {
 		{"the same again", func() {}, 1},
 		{"a duplicate's denial between (its reply reads no override)", func() {
 			id := redistest.UniqueAccount(t)
-			set(a.Record+":"+id, "sent:SM1")
-			t.Cleanup(func() { rdb.Del(ctx, a.Record+":"+id) })
+			set(l.claims.Key(id), "sent:SM1")
+			t.Cleanup(func() { rdb.Del(ctx, l.claims.Key(id)) })
 			if d, err := l.Admit(ctx, Marketing, 1, time.Second, Claim{ID: id, Token: "b"}); err != nil || d.Reason != ReasonRecord {
 				t.Fatalf("duplicate: %+v, %v; want a record's denial", d, err)
 			}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"smsdispatcher/internal/keys"
 )
 
 // The sender pool's limits: what the design is tested at (a pool's cost
@@ -43,7 +45,7 @@ type pool struct {
 }
 
 // newPool returns the pool of cfg's senders (the zero pool without one).
-func newPool(cfg Config, tag string) pool {
+func newPool(cfg Config, key keys.Account) pool {
 	if len(cfg.Senders) == 0 {
 		return pool{}
 	}
@@ -57,12 +59,12 @@ func newPool(cfg Config, tag string) pool {
 	slices.Sort(lines)
 	sum := sha256.Sum256([]byte(strings.Join(lines, "\n")))
 	hash := hex.EncodeToString(sum[:8])
-	p := pool{floor: tag + ":tat:sender:", from: map[string]bool{}}
+	p := pool{floor: key.SenderTATs(), from: map[string]bool{}}
 	var ivs, counts []string
 	for _, iv := range slices.Sorted(maps.Keys(byInterval)) {
 		s := strconv.FormatInt(iv, 10)
 		ivs = append(ivs, s)
-		p.indexes = append(p.indexes, tag+":pool:"+hash+":"+s)
+		p.indexes = append(p.indexes, key.PoolIndex(hash, s))
 		counts = append(counts, strconv.Itoa(len(byInterval[iv])))
 		p.members = append(p.members, byInterval[iv]...)
 	}

@@ -161,7 +161,7 @@ func (l *Limiter) EventPublished(id string) {
 // was delivered after all, its story expired, or its event is no longer
 // owed).
 func (l *Limiter) GiveBackResend(ctx context.Context, f Fold) (bool, error) {
-	call := givebackCall{Msg: l.msgKey(f.ID), Owed: l.tag + ":owed", ID: f.ID, Payload: string(f.Resend)}
+	call := givebackCall{Msg: l.msgKey(f.ID), Owed: l.key.Owed(), ID: f.ID, Payload: string(f.Resend)}
 	var n int64
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
 		n, err = givebackScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Int64()
@@ -203,7 +203,7 @@ func (l *Limiter) Owed(ctx context.Context, age time.Duration, n int) ([]Fold, e
 // sweepCall is receipt.lua's call of a sweep that returns nothing: it
 // only clears.
 func (l *Limiter) sweepCall() receiptCall {
-	return receiptCall{Owed: l.tag + ":owed", Millis: l.claims.recordTTL.Milliseconds(), Buckets: deliveryBucketsArg, Route: l.routeRule}
+	return receiptCall{Owed: l.key.Owed(), Millis: l.claims.recordTTL.Milliseconds(), Buckets: deliveryBucketsArg, Route: l.routeRule}
 }
 
 // runReceipt runs call with the published events pending (put back if the

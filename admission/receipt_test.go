@@ -203,7 +203,7 @@ func TestAnOwedEventStaysOwedUntilItIsPublished(t *testing.T) {
 	}
 
 	// An owed id whose story expired is dropped by the sweep.
-	owedKey := l.tag + ":owed"
+	owedKey := l.key.Owed()
 	if err := rdb.ZAdd(ctx, owedKey, redis.Z{Score: 1, Member: "gone"}).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestAResendIsHandedOutOnceWhateverBecomesOfItsEvent(t *testing.T) {
 	if !f.Owed || string(f.Resend) != string(payload) {
 		t.Fatalf("the failure made final: %+v, want owed with the resend", f)
 	}
-	if n := rdb.Exists(ctx, l.tag+":resend:r").Val(); n != 0 {
+	if n := rdb.Exists(ctx, l.key.Resend("r")).Val(); n != 0 {
 		t.Fatal("the resend key outlived its handing out")
 	}
 	if f := fold(t, l, report("pr", "undelivered", "30003")); f.Owed || f.Resend != nil || f.Status != "failed" {
@@ -361,7 +361,7 @@ func TestAnUnknownReceiptWritesNothing(t *testing.T) {
 	if err := receiptScript.Run(ctx, rdb, call.keys(), call.argv()...).Err(); err == nil {
 		t.Fatal("receipt.lua took the status \"read\"")
 	}
-	keys, err := rdb.Keys(ctx, l.tag+"*").Result()
+	keys, err := rdb.Keys(ctx, l.key.Tag()+"*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +417,7 @@ func TestAnOwedEventIsClearedByItsVersionsMember(t *testing.T) {
 	rdb := redistest.Client(t)
 	l := newLimiter(t, rdb, testConfig(t))
 	ctx := context.Background()
-	owedKey := l.tag + ":owed"
+	owedKey := l.key.Owed()
 	members := func() []string {
 		t.Helper()
 		m, err := rdb.ZRange(ctx, owedKey, 0, -1).Result()

@@ -108,7 +108,7 @@ func (r RouteRule) arg(keep time.Duration) string {
 // skipKey is the key of the skip of the account's route to prefix; ""
 // gives the account's key no route is ever skipped under, for a call
 // with no prefix.
-func (l *Limiter) skipKey(prefix string) string { return l.tag + ":skip:" + prefix }
+func (l *Limiter) skipKey(prefix string) string { return l.key.Skip(prefix) }
 
 // routeOf is a first-class message's route as its story keeps it
 // (finish.lua's ARGV[12]): '<prefix> <number>', number a 24-bit hash of

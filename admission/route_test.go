@@ -186,7 +186,7 @@ func TestADeliveredProbeClearsTheSkip(t *testing.T) {
 	if skipped(t, l, "+62") {
 		t.Fatal("a delivered probe left the route skipped")
 	}
-	if n := rdb.Exists(ctx, l.tag+":route:+62").Val(); n != 0 {
+	if n := rdb.Exists(ctx, l.key.Route("+62")).Val(); n != 0 {
 		t.Fatal("a delivered probe left the route's counts: the next failure would skip it again at once")
 	}
 	if d := admitTo(t, l, OTP, "+62", true); !d.Allowed {
@@ -205,7 +205,7 @@ func TestTheRouteRuleOffCountsNothing(t *testing.T) {
 	cfg.Route.MinDeliveredRatio = -1
 	l := newLimiter(t, rdb, cfg)
 	finals(t, l, "+62", 12, 0)
-	if skipped(t, l, "+62") || rdb.Exists(context.Background(), l.tag+":route:+62").Val() != 0 {
+	if skipped(t, l, "+62") || rdb.Exists(context.Background(), l.key.Route("+62")).Val() != 0 {
 		t.Fatal("the rule turned off counted or skipped the route")
 	}
 }
@@ -220,7 +220,7 @@ func TestRouteFieldsStayBounded(t *testing.T) {
 	cfg.Route.MinNumbers = 4
 	l := newLimiter(t, rdb, cfg)
 	ctx := context.Background()
-	key := l.tag + ":route:+62"
+	key := l.key.Route("+62")
 	// Buckets from long ago, as a route left for a while leaves them.
 	for b := range 20 {
 		if err := rdb.HSet(ctx, key, fmt.Sprint("f", b), 3, fmt.Sprint("d", b), 0, fmt.Sprintf("n%06x", b), b).Err(); err != nil {
@@ -274,7 +274,7 @@ func TestOnlyRouteFailuresCountAgainstTheRoute(t *testing.T) {
 			final(t, l, "+62", newNumber("+62"), status, code, false)
 		}
 	}
-	if skipped(t, l, "+62") || rdb.Exists(context.Background(), l.tag+":route:+62").Val() != 0 {
+	if skipped(t, l, "+62") || rdb.Exists(context.Background(), l.key.Route("+62")).Val() != 0 {
 		t.Fatal("35 failures for their recipients (30003, 30005, 21211...) counted against the route")
 	}
 	finals(t, l, "+62", 10, 0)
@@ -342,7 +342,7 @@ func TestAHealthyHistoryOlderThanTheWindowIsForgotten(t *testing.T) {
 		history[fmt.Sprint("d", ms/bucket)]++
 	}
 	for k, n := range history {
-		if err := rdb.HIncrBy(ctx, l.tag+":route:+62", k, int64(n)).Err(); err != nil {
+		if err := rdb.HIncrBy(ctx, l.key.Route("+62"), k, int64(n)).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

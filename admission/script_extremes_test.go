@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/redistest"
 )
 
@@ -474,7 +475,7 @@ func TestScriptsNeverErrOnNonPositiveLifetimes(t *testing.T) {
 	scripts := loadScripts(t, rdb)
 	ctx := context.Background()
 	idKey := func(t *testing.T, kind string) []string {
-		return []string{"{sms:" + redistest.UniqueAccount(t) + "}:" + kind + ":1"}
+		return []string{keys.For(redistest.UniqueAccount(t)).Prefix() + kind + ":1"}
 	}
 
 	// Each builds the script's call with lifetime ms, ARGV as its opening

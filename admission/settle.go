@@ -145,7 +145,7 @@ func (l *Limiter) SettleStory(ctx context.Context, d Decision, record string, re
 // counts them there, with the send's record, for `dispatcher status`. The
 // second is the process's clock: pods' clocks agree within far less.
 func (l *Limiter) SentKey(class Class, t time.Time) string {
-	return l.tag + ":sent:" + class.String() + ":" + strconv.FormatInt(t.Unix(), 10)
+	return l.key.Sent(class.String(), t.Unix())
 }
 
 // takeOrphans returns the leases lost before, and lease when not empty, to

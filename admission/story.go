@@ -36,7 +36,7 @@ type Story struct {
 
 // withStory adds s, the story of message id, to c.
 func (l *Limiter) withStory(c *finishCall, id string, s Story) {
-	c.Msg, c.Resend, c.ID, c.Class, c.Sender = l.msgKey(id), l.tag+":resend:"+id, id, s.Class, s.Sender
+	c.Msg, c.Resend, c.ID, c.Class, c.Sender = l.msgKey(id), l.key.Resend(id), id, s.Class, s.Sender
 	if k := l.classes[Class(s.Class)]; k != nil && k.policy.SkipsFailingRoute && !l.cfg.Route.Off() {
 		c.Prefix = routeOf(s.Prefix, s.To)
 	}
@@ -53,12 +53,12 @@ func (l *Limiter) withStory(c *finishCall, id string, s Story) {
 }
 
 // msgKey is the key of id's story ({sms:<account>}:msg:<id>).
-func (l *Limiter) msgKey(id string) string { return l.tag + ":msg:" + id }
+func (l *Limiter) msgKey(id string) string { return l.key.Msg(id) }
 
 // pidKey is the key of a provider id ({sms:<account>}:pid:<provider id>),
 // the id cut to maxProviderID as a record keeps it.
 func (l *Limiter) pidKey(pid string) string {
-	return l.tag + ":pid:" + pid[:min(len(pid), maxProviderID)]
+	return l.key.PID(pid[:min(len(pid), maxProviderID)])
 }
 
 // MessageStory is an id's whole story on this account, for `dispatcher
@@ -90,7 +90,7 @@ func ResendID(id string) string { return id + "/resend" }
 // Story returns id's whole story on this account; false when the account
 // has nothing of it (no record, no story).
 func (l *Limiter) Story(ctx context.Context, id string) (MessageStory, bool, error) {
-	call := storyCall{Record: l.claims.Key(id), Msg: l.msgKey(id), Owed: l.tag + ":owed", Resend: l.tag + ":resend:" + id, ID: id}
+	call := storyCall{Record: l.claims.Key(id), Msg: l.msgKey(id), Owed: l.key.Owed(), Resend: l.key.Resend(id), ID: id}
 	var v []any
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
 		v, err = storyScript.RunRO(ctx, l.rdb, call.keys(), call.argv()...).Slice()
@@ -191,7 +191,7 @@ type DeliveryStats struct {
 // window (whole minutes, the current one included, at most 10) of final
 // receipts on this account.
 func (l *Limiter) DeliveryStats(ctx context.Context, window time.Duration) (map[string]DeliveryStats, error) {
-	call := deliveryCall{Owed: l.tag + ":owed", Minutes: max(int64(window/time.Minute), 1),
+	call := deliveryCall{Owed: l.key.Owed(), Minutes: max(int64(window/time.Minute), 1),
 		Minute: l.clock.Now().Unix() / 60, Classes: l.classStrings()}
 	var v []any
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {

@@ -53,7 +53,7 @@ func TestASentMessageKeepsItsStoryInOneFinishCall(t *testing.T) {
 			t.Errorf("%s lives %v, want the record's hour", key, ttl)
 		}
 	}
-	if ttl := rdb.PTTL(ctx, l.tag+":resend:login-1").Val(); ttl <= 0 || ttl > time.Minute {
+	if ttl := rdb.PTTL(ctx, l.key.Resend("login-1")).Val(); ttl <= 0 || ttl > time.Minute {
 		t.Errorf("the resend payload lives %v, want at most a minute", ttl)
 	}
 	fold(t, l, report("p2", "delivered", ""))
@@ -205,7 +205,7 @@ func TestStoryAndReceiptLifetimesAreClamped(t *testing.T) {
 	ctx := context.Background()
 	for i, ms := range []string{"0", "-1", fmt.Sprint(int64(math.MinInt64)), fmt.Sprint(int64(math.MaxInt64)), "1e300"} {
 		id, pid := fmt.Sprint("id", i), fmt.Sprint("pid", i)
-		call := finishCall{Record: l.claims.Key(id), Leases: l.tag + ":leases", Health: l.tag + ":health", Value: RecordSent,
+		call := finishCall{Record: l.claims.Key(id), Leases: l.key.Leases(), Health: l.key.Health(), Value: RecordSent,
 			ID: id, Class: "otp", ResendData: "x"}
 		call.withStoryKeys(l, id, pid)
 		argv := call.argv()
@@ -246,7 +246,7 @@ func TestStoryAndReceiptLifetimesAreClamped(t *testing.T) {
 		if err != nil || len(folds) != 1 || folds[0].Status != "buffered" || !folds[0].SentAt.IsZero() {
 			t.Fatalf("receipt.lua with %s ms and numbers out of range: %+v %v", ms, folds, err)
 		}
-		if ttl := rdb.PTTL(ctx, l.tag+":owed").Val(); ttl > time.Duration(1<<40)*time.Millisecond {
+		if ttl := rdb.PTTL(ctx, l.key.Owed()).Val(); ttl > time.Duration(1<<40)*time.Millisecond {
 			t.Fatalf("lifetime %s ms: the owed set lives %v, past 2^40 ms", ms, ttl)
 		}
 	}
@@ -254,7 +254,7 @@ func TestStoryAndReceiptLifetimesAreClamped(t *testing.T) {
 
 // withStoryKeys sets c's story keys for message id of one part pid.
 func (c *finishCall) withStoryKeys(l *Limiter, id, pid string) {
-	c.Msg, c.Resend, c.Parts = l.msgKey(id), l.tag+":resend:"+id, []string{l.pidKey(pid)}
+	c.Msg, c.Resend, c.Parts = l.msgKey(id), l.key.Resend(id), []string{l.pidKey(pid)}
 }
 
 // TestDeliveryStatsCountTheFinalsOfTheLastMinutes: each message counts
@@ -298,7 +298,7 @@ func TestDeliveryStatsCountTheFinalsOfTheLastMinutes(t *testing.T) {
 	// writes them, read the same.
 	minute := time.Now().Unix() / 60
 	for _, m := range []int64{minute - 2, minute} {
-		if err := rdb.HSet(ctx, fmt.Sprintf("%s:dlr:marketing:%d", l.tag, m), "finals", 2, "delivered", 1, "b1", 1).Err(); err != nil {
+		if err := rdb.HSet(ctx, l.key.Delivery("marketing", m), "finals", 2, "delivered", 1, "b1", 1).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
@@ -224,11 +225,11 @@ func TestA429StormNeverDegradesTheAccount(t *testing.T) {
 // plantSkip skips the route of the account whose limiter is lim to
 // prefix, its next probe in probeIn, as receipt.lua does when the first
 // class's messages there stop arriving.
-func plantSkip(t *testing.T, lim interface{ Keys() []string }, prefix string, probeIn time.Duration) string {
+func plantSkip(t *testing.T, lim interface{ Account() string }, prefix string, probeIn time.Duration) string {
 	t.Helper()
 	rdb := redistest.Client(t)
 	ctx := context.Background()
-	key := strings.TrimSuffix(lim.Keys()[0], ":tat:global") + ":skip:" + prefix
+	key := keys.For(lim.Account()).Skip(prefix)
 	now, err := rdb.Time(ctx).Result()
 	if err != nil {
 		t.Fatal(err)

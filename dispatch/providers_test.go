@@ -15,6 +15,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/attr"
+	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
@@ -282,7 +283,7 @@ func TestProvidersWrongCredentialStopsSendingAndRecovers(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				t.Fatal("no instance saw the fixed credential file")
 			}
-			if n := redistest.Client(t).Exists(context.Background(), "{sms:"+h.account+"}:penalty").Val(); n != 0 {
+			if n := redistest.Client(t).Exists(context.Background(), keys.For(h.account).Penalty()).Val(); n != 0 {
 				t.Fatal("the account's pause is still in Redis after an instance saw the fixed credential")
 			}
 			// Well within the pause's minute: the fixed file ends it.

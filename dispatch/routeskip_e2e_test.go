@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
+	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/redistest"
 )
 
@@ -82,7 +82,7 @@ func TestMeasureTheRouteMove(t *testing.T) {
 	)
 	r := newRig(t, primaryAndBackup(), rigOptions{dispatch: dispatch.Config{OTPMaxWait: 500 * time.Millisecond}})
 	rdb := redistest.Client(t)
-	skip := strings.TrimSuffix(r.limiters["primary"].Keys()[0], ":tat:global") + ":skip:+62"
+	skip := keys.For(r.limiters["primary"].Account()).Skip("+62")
 	published := map[string]time.Time{}
 	var ids []string
 	var filterAt, movedAt time.Time

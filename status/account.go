@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/internal/keys"
 )
 
 // accountState is an account's state as Redis holds it (status.lua).
@@ -64,20 +65,19 @@ type healthState struct {
 // and health, and the units sent in each of the seconds from-seconds+1 to
 // from (the process's clock, as the limiter counts them).
 func (r Redis) readAccount(ctx context.Context, lim *admission.Limiter, from time.Time, seconds int) (accountState, error) {
-	// The account's keys, as admission names them.
-	tag := "{sms:" + lim.Account() + "}"
-	keys := []string{tag + ":rate-override", tag + ":learned", tag + ":penalty", tag + ":leases",
-		tag + ":processes", tag + ":process-states", tag + ":health"}
+	key := keys.For(lim.Account())
+	names := []string{key.RateOverride(), key.Learned(), key.Penalty(), key.Leases(),
+		key.LegacyProcesses(), key.LegacyProcessStates(), key.Health()}
 	for _, c := range lim.Classes() {
 		for i := seconds - 1; i >= 0; i-- {
-			keys = append(keys, lim.SentKey(c, from.Add(-time.Duration(i)*time.Second)))
+			names = append(names, lim.SentKey(c, from.Add(-time.Duration(i)*time.Second)))
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.readTimeout())
 	defer cancel()
 	// EVALSHA_RO: Redis refuses any write the script would make, so that
 	// reading the state can never change it.
-	v, err := statusScript.RunRO(ctx, r.Client, keys).Slice()
+	v, err := statusScript.RunRO(ctx, r.Client, names).Slice()
 	if err != nil {
 		return accountState{}, fmt.Errorf("status: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/redistest"
 )
 
@@ -60,11 +61,11 @@ func TestStatusReadsWhatTheSendsAndProcessesLeft(t *testing.T) {
 	settle(admission.Marketing, 1, "m2", admission.RefusedRecord("provider: 400"))
 	settle(admission.Marketing, 1, "m3", "")
 	// As heartbeat.lua wrote it before the registry.
-	tag := "{sms:" + l.Account() + "}"
-	if err := rdb.ZAdd(ctx, tag+":processes", redis.Z{Score: float64(time.Now().UnixMicro()), Member: "pod-a"}).Err(); err != nil {
+	key := keys.For(l.Account())
+	if err := rdb.ZAdd(ctx, key.LegacyProcesses(), redis.Z{Score: float64(time.Now().UnixMicro()), Member: "pod-a"}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.HSet(ctx, tag+":process-states", "pod-a", "ok pod-a dev").Err(); err != nil {
+	if err := rdb.HSet(ctx, key.LegacyProcessStates(), "pod-a", "ok pod-a dev").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Override(ctx, 50, 0, time.Minute); err != nil {
@@ -73,12 +74,12 @@ func TestStatusReadsWhatTheSendsAndProcessesLeft(t *testing.T) {
 	if err := l.ReportThrottled(ctx, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	before, _ := rdb.Keys(ctx, tag+"*").Result()
+	before, _ := rdb.Keys(ctx, key.Tag()+"*").Result()
 	st, err := readAccount(t, rdb, l, time.Now(), 60)
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, _ := rdb.Keys(ctx, tag+"*").Result()
+	after, _ := rdb.Keys(ctx, key.Tag()+"*").Result()
 	if len(after) != len(before) {
 		t.Fatalf("the read wrote keys: %v, then %v", before, after)
 	}
@@ -113,7 +114,7 @@ func TestStatusReadsTheHealth(t *testing.T) {
 	rdb := redistest.Client(t)
 	l := limiterOn(t, rdb, nil)
 	ctx := context.Background()
-	key := "{sms:" + l.Account() + "}:health"
+	key := keys.For(l.Account()).Health()
 	since := time.UnixMicro(1_790_000_000_123_456)
 	for _, tt := range []struct {
 		value string // "" deletes the key
@@ -150,7 +151,7 @@ func TestStatusReportsTheRatesInRedisItIgnores(t *testing.T) {
 	rdb := redistest.Client(t)
 	ctx := context.Background()
 	l := limiterOn(t, rdb, nil)
-	override, learned := "{sms:"+l.Account()+"}:rate-override", "{sms:"+l.Account()+"}:learned"
+	override, learned := keys.For(l.Account()).RateOverride(), keys.For(l.Account()).Learned()
 	t.Cleanup(func() { rdb.Del(ctx, override, learned) })
 	for _, tt := range []struct {
 		override, learned string

@@ -10,6 +10,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/config"
+	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/scriptop"
 )
@@ -95,7 +96,7 @@ func TestABeatReadsAnIdleAccountsHealth(t *testing.T) {
 	rdb.AddHook(rec)
 	setups, lims := accountsOn(t, rdb, 3)
 	degraded := fmt.Sprintf("d 5 0 0 0 0 %d", time.Now().UnixMicro())
-	if err := rdb.Set(ctx, "{sms:"+setups[2].Name+"}:health", degraded, time.Minute).Err(); err != nil {
+	if err := rdb.Set(ctx, keys.For(setups[2].Name).Health(), degraded, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	b := beater{id: redistest.UniqueAccount(t), host: "h", version: "v", redis: sharedBy(rdb, lims), lims: lims}
@@ -131,8 +132,8 @@ func TestReadListsEachAccountsProcesses(t *testing.T) {
 	onlyB.beat(ctx)
 	ago := float64(time.Now().Add(-10 * time.Second).UnixMicro())
 	for _, kv := range []struct{ z, h, id, state string }{
-		{processesKey, processStatesKey, id + "-silent", "h3 v2 " + a + "=fallback"},
-		{"{sms:" + a + "}:processes", "{sms:" + a + "}:process-states", id + "-old", "ok h4 v1"},
+		{keys.Processes(), keys.ProcessStates(), id + "-silent", "h3 v2 " + a + "=fallback"},
+		{keys.For(a).LegacyProcesses(), keys.For(a).LegacyProcessStates(), id + "-old", "ok h4 v1"},
 	} {
 		if err := rdb.ZAdd(ctx, kv.z, redis.Z{Score: ago, Member: kv.id}).Err(); err != nil {
 			t.Fatal(err)
@@ -141,7 +142,7 @@ func TestReadListsEachAccountsProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := rdb.ZAdd(ctx, "{sms:"+a+"}:processes", redis.Z{Score: float64(time.Now().UnixMicro()), Member: id + "-old"}).Err(); err != nil {
+	if err := rdb.ZAdd(ctx, keys.For(a).LegacyProcesses(), redis.Z{Score: float64(time.Now().UnixMicro()), Member: id + "-old"}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	r, err := Read(ctx, Redis{Client: rdb}, setups, config.Routing{}, time.Now())

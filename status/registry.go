@@ -10,14 +10,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/internal/keys"
 )
 
 // The process registry: every process's heartbeat, whatever its accounts,
-// in a hash slot of its own (docs/decisions.md, "Operators read the same keys").
-const (
-	processesKey     = "{sms:processes}"        // process id -> its last beat (µs, Redis TIME)
-	processStatesKey = "{sms:processes}:states" // process id -> its state
-)
+// in a hash slot of its own (docs/decisions.md, "Operators read the same
+// keys"): keys.Processes, process id -> its last beat (µs, Redis TIME), and
+// keys.ProcessStates, process id -> its state.
 
 // heartbeatKeep is how long a process that stopped beating stays listed
 // in the registry: a process cut off from Redis (in its fallback) stops
@@ -57,8 +56,8 @@ type listed struct {
 // asked).
 func (r Redis) heartbeat(ctx context.Context, id, state string) error {
 	return r.Circuit.Do(ctx, r.timeout(), func(ctx context.Context) error {
-		keys := []string{processesKey, processStatesKey}
-		if err := heartbeatScript.Run(ctx, r.Client, keys, id, state, heartbeatKeep.Milliseconds()).Err(); err != nil {
+		registry := []string{keys.Processes(), keys.ProcessStates()}
+		if err := heartbeatScript.Run(ctx, r.Client, registry, id, state, heartbeatKeep.Milliseconds()).Err(); err != nil {
 			return fmt.Errorf("heartbeat: %w", err)
 		}
 		return nil
@@ -70,7 +69,7 @@ func (r Redis) heartbeat(ctx context.Context, id, state string) error {
 func (r Redis) processes(ctx context.Context) (time.Time, []listed, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.readTimeout())
 	defer cancel()
-	v, err := processesScript.RunRO(ctx, r.Client, []string{processesKey, processStatesKey}).Slice()
+	v, err := processesScript.RunRO(ctx, r.Client, []string{keys.Processes(), keys.ProcessStates()}).Slice()
 	if err != nil {
 		return time.Time{}, nil, fmt.Errorf("processes: %w", err)
 	}

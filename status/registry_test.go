@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/scriptop"
 )
@@ -29,10 +30,10 @@ func TestHeartbeatKeepsTheRegistry(t *testing.T) {
 		id  string
 		ago time.Duration
 	}{{silent, 10 * time.Second}, {gone, heartbeatKeep + 5*time.Second}} {
-		if err := rdb.ZAdd(ctx, processesKey, redis.Z{Score: float64(now.Add(-p.ago).UnixMicro()), Member: p.id}).Err(); err != nil {
+		if err := rdb.ZAdd(ctx, keys.Processes(), redis.Z{Score: float64(now.Add(-p.ago).UnixMicro()), Member: p.id}).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := rdb.HSet(ctx, processStatesKey, p.id, "h v a=ok").Err(); err != nil {
+		if err := rdb.HSet(ctx, keys.ProcessStates(), p.id, "h v a=ok").Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -56,10 +57,10 @@ func TestHeartbeatKeepsTheRegistry(t *testing.T) {
 	if _, ok := byID[gone]; ok {
 		t.Errorf("the process silent past heartbeatKeep is still listed")
 	}
-	if n, _ := rdb.HExists(ctx, processStatesKey, gone).Result(); n {
+	if n, _ := rdb.HExists(ctx, keys.ProcessStates(), gone).Result(); n {
 		t.Errorf("the dropped process's state is still kept")
 	}
-	if ms, _ := rdb.PTTL(ctx, processStatesKey).Result(); ms <= 0 || ms > heartbeatKeep {
+	if ms, _ := rdb.PTTL(ctx, keys.ProcessStates()).Result(); ms <= 0 || ms > heartbeatKeep {
 		t.Errorf("the states' TTL %v, want at most heartbeatKeep", ms)
 	}
 }
@@ -103,7 +104,7 @@ func TestAFullRedisRefusesAHeartbeat(t *testing.T) {
 	if err := r.heartbeat(ctx, "p0", "h v a=ok"); err != nil {
 		t.Fatal(err)
 	}
-	before, err := rdb.ZRangeWithScores(ctx, processesKey, 0, -1).Result()
+	before, err := rdb.ZRangeWithScores(ctx, keys.Processes(), 0, -1).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestAFullRedisRefusesAHeartbeat(t *testing.T) {
 	if err := r.heartbeat(ctx, "p1", "h v a=ok"); err == nil || !strings.Contains(err.Error(), "OOM") {
 		t.Errorf("heartbeat on a full Redis: %v, want refused (OOM)", err)
 	}
-	after, err := rdb.ZRangeWithScores(ctx, processesKey, 0, -1).Result()
+	after, err := rdb.ZRangeWithScores(ctx, keys.Processes(), 0, -1).Result()
 	if err != nil || fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("a full Redis's registry changed: %v, then %v (%v)", before, after, err)
 	}

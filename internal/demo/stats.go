@@ -12,6 +12,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
+	"smsdispatcher/internal/keys"
 	"smsdispatcher/nack"
 )
 
@@ -106,7 +107,7 @@ func (c *counter) count(args []any) {
 		return
 	}
 	c.cmds.Add(1)
-	if (name == "evalsha" || name == "eval") && len(args) > 3 && strings.HasSuffix(fmt.Sprint(args[3]), ":tat:global") {
+	if (name == "evalsha" || name == "eval") && len(args) > 3 && keys.IsGlobalTAT(fmt.Sprint(args[3])) {
 		c.scripts.Add(1)
 	}
 }

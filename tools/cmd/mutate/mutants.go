@@ -62,7 +62,7 @@ var mutants = []mutant{
 		{"admission/penalty.lua", "if cur < want then", "if true then"},
 	}, ""},
 	{"M8", "keys without hash tag", []edit{
-		{"admission/limiter.go", `tag := "{sms:" + cfg.Account + "}"`, `tag := "sms:" + cfg.Account`},
+		{"internal/keys/keys.go", `Account("{sms:" + account + "}")`, `Account("sms:" + account)`},
 	}, ""},
 	{"M9", "fallback at full TARGET_RPS per process", []edit{
 		{"admission/fallback.go", "n := float64(cfg.MaxSenders)", "n := 1.0"},
