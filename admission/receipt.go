@@ -53,7 +53,8 @@ type Fold struct {
 	Resend  []byte
 	Account string // the account the fold ran on
 
-	version int64 // the owed event's version, for EventPublished
+	version int64  // the owed event's version, for EventPublished
+	story   string // the story's key, for GiveBackResend
 }
 
 // Delivery statuses as receipt.lua folds them, final or intermediate.
@@ -161,7 +162,7 @@ func (l *Limiter) EventPublished(id string) {
 // was delivered after all, its story expired, or its event is no longer
 // owed).
 func (l *Limiter) GiveBackResend(ctx context.Context, f Fold) (bool, error) {
-	call := givebackCall{Msg: l.msgKey(f.ID), Owed: l.tag + ":owed", ID: f.ID, Payload: string(f.Resend)}
+	call := givebackCall{Msg: f.story, Owed: l.tag + ":owed", ID: f.ID, Payload: string(f.Resend)}
 	var n int64
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
 		n, err = givebackScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Int64()
@@ -284,14 +285,14 @@ func (l *Limiter) parseFolds(v []any) ([]Fold, bool, error) {
 
 // parseFold reads one message of receipt.lua's reply: {id, class, sender,
 // first provider id, status, error code, sent_ms, status_ms, owed,
-// version, resend}.
+// version, resend, story key}.
 func (l *Limiter) parseFold(m any) (Fold, error) {
 	t, ok := m.([]any)
-	if !ok || len(t) != 11 {
+	if !ok || len(t) != 12 {
 		return Fold{}, fmt.Errorf("%w: receipt.lua's message is %v", ErrBadReply, m)
 	}
-	var s [7]string
-	for i, j := range []int{0, 1, 2, 3, 4, 5, 10} {
+	var s [8]string
+	for i, j := range []int{0, 1, 2, 3, 4, 5, 10, 11} {
 		if s[i], ok = t[j].(string); !ok {
 			return Fold{}, fmt.Errorf("%w: receipt.lua's message field %d is %T", ErrBadReply, j, t[j])
 		}
@@ -307,7 +308,8 @@ func (l *Limiter) parseFold(m any) (Fold, error) {
 		return Fold{}, fmt.Errorf("%w: receipt.lua's status %q", ErrBadReply, s[4])
 	}
 	f := Fold{Known: true, ID: s[0], Class: s[1], Sender: s[2], ProviderID: s[3], Status: s[4], ErrorCode: s[5],
-		SentAt: msTime(n[0]), StatusAt: msTime(n[1]), Final: final, Owed: n[2] == 1, version: n[3], Account: l.cfg.Account}
+		SentAt: msTime(n[0]), StatusAt: msTime(n[1]), Final: final, Owed: n[2] == 1, version: n[3], Account: l.cfg.Account,
+		story: s[7]}
 	if s[6] != "" {
 		f.Resend = []byte(s[6])
 	}

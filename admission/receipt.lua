@@ -1,18 +1,23 @@
 #!lua
 -- receipt.lua folds one delivery receipt into its message's state, in one
--- call: the provider id's key names the message, the receipt is folded
--- into its part, the parts into the message, and what changed is returned;
+-- call: the provider id's key holds the message's story or leads to it,
+-- the receipt is folded into its part, the parts into the message, and what changed is returned;
 -- a final state owes a status event (the owed set) and is counted in the
 -- account's delivery counters. With no receipt (ARGV[1] '') it is the
 -- sweep: it returns the messages whose event has been owed the longest.
 -- Either way it first clears the events published since the last call.
 --
--- A message's story is the string {sms:<account>}:msg:<id>, a JSON object
--- of string fields (cjson), read and written whole: one command each way,
--- its lifetime kept (KEEPTTL); a story an older version kept as a hash of
--- the same fields is read as one and written back as the string. finish.lua
--- writes class, sender, n (its parts), p<i> (part i's provider id) and
--- sent (when its send began: the admitted slot, ms on Redis's clock); this script
+-- A message's story is the string at its first part's provider id's key,
+-- {sms:<account>}:pid:<p1>, a JSON object of string fields (cjson), read
+-- and written whole: one command each way, its lifetime kept (KEEPTTL).
+-- A later part's key holds '<part>\t<p1>'; the id's key
+-- {sms:<account>}:msg:<id> holds '1\t<p1>' when the id's record here does
+-- not name the story (find, below). An older version kept the story at
+-- the id's key, as this string or as a hash of the same fields, and each
+-- part's key as '<part>:<id>': such a story is read where it is, as one,
+-- and written back there as the string. finish.lua writes id, class,
+-- sender, n (its parts), p<i> (part i's provider id) and sent (when its
+-- send began: the admitted slot, ms on Redis's clock); this script
 -- writes s<i> and c<i> (part i's status and error code), status, code and
 -- at (the message's state, its error code, and when it became so, ms), ov
 -- (the owed event's version, one more each time an event is owed), resend
@@ -33,13 +38,13 @@
 -- delivered part counts as the furthest, 'buffered', so that the state
 -- does not hang on whether a part's intermediates came before its final).
 --
--- KEYS[1] -> the provider id's key ({sms:<account>}:pid:<provider id>,
---            '<part>:<id>'; a sweep: the owed set again)
+-- KEYS[1] -> the provider id's key ({sms:<account>}:pid:<provider id>:
+--            the story, or the way to it; a sweep: the owed set again)
 -- KEYS[2] -> the owed set ({sms:<account>}:owed: each event owed, by when
 --            it was owed, ms; its member is the id for the first version,
 --            '<id>\t<version>' for a later one: member below). The story,
---            resend and counter keys are built from its prefix, so they
---            share its slot
+--            record, resend and counter keys are built from its prefix, so
+--            they share its slot
 -- ARGV[1] -> the receipt's status, one of the 11 names ('': a sweep)
 -- ARGV[2] -> its error code ('' none)
 -- ARGV[3] -> when the status happened, ms since the epoch (below 1:
@@ -94,7 +99,8 @@
 --
 -- Returns {changed, message...}: changed is 1 when the receipt changed its
 -- message's state; each message is {id, class, sender, first provider id,
--- status, error code, sent_ms, status_ms, owed, version, resend}: owed 1
+-- status, error code, sent_ms, status_ms, owed, version, resend, story
+-- key}: owed 1
 -- when an event is owed for this state (made owed now, or owed still: a
 -- final state whose id is in the owed set), version its ov, resend the
 -- payload to publish ('' none; handed out, it is no longer in Redis). A
@@ -148,19 +154,18 @@ local function num(x)
   return math.min(math.max(x, 0), 2 ^ 53 - 1)
 end
 
--- load reads the story at msg: its fields, or nil when there is none (or
--- it is not an object of strings).
-local function load(msg)
-  local v = redis.pcall('GET', msg)
+-- read is the story v, the GET of key: its fields, or nil when there is
+-- none (or it is not an object of strings).
+local function read(key, v)
   if type(v) == 'table' and v.err then
-    local f = redis.call('HGETALL', msg) -- an older version's hash
+    local f = redis.call('HGETALL', key) -- an older version's hash
     local h = {}
     for i = 1, #f, 2 do
       h[f[i]] = f[i + 1]
     end
     return h
   end
-  local ok, h = pcall(cjson.decode, v or '')
+  local ok, h = pcall(cjson.decode, type(v) == 'string' and v or '')
   if not ok or type(h) ~= 'table' then
     return nil
   end
@@ -170,6 +175,49 @@ local function load(msg)
     end
   end
   return h
+end
+
+-- find reads the story key leads to, key a provider id's or an id's (id,
+-- or nil when unknown): the story, its key, the part key names and the
+-- message's id; nil when it leads to none. One GET when key holds the
+-- story, two when it points to it.
+local function find(key, id)
+  local v = redis.pcall('GET', key)
+  local part, to = string.match(type(v) == 'string' and v or '', '^(%d+)\t(.+)$')
+  if not part then
+    part, to = string.match(type(v) == 'string' and v or '', '^(%d+):(.+)$')
+    if part then -- an older version's part key: the story at the id's key
+      id, key = to, pre .. 'msg:' .. to
+      v = redis.pcall('GET', key)
+    end
+  else
+    key = pre .. 'pid:' .. to -- a later part's key, or the id's
+    v = redis.pcall('GET', key)
+  end
+  local h = read(key, v)
+  id = h and h.id or id -- an older version's story keeps no id
+  if not h or not id then
+    return nil
+  end
+  return h, key, tonumber(part) or 1, id
+end
+
+-- byID finds id's story on the account: at the key of the provider id its
+-- record names, else through the id's key (a send whose record is not
+-- here, or is another id's), where an older version kept the story itself.
+local function byID(id)
+  local pid = string.match(redis.call('GET', pre .. 'id:' .. id) or '', '^%d*#?sent:(.+)$')
+  if pid then
+    local h, key, _, found = find(pre .. 'pid:' .. pid)
+    if h and found == id then
+      return h, key
+    end
+  end
+  local h, key, _, found = find(pre .. 'msg:' .. id, id)
+  if h and found == id then
+    return h, key
+  end
+  return nil
 end
 
 -- save writes story h at msg whole, keeping its lifetime.
@@ -188,9 +236,9 @@ local function member(id, v)
   return id .. '\t' .. string.format('%d', num(v))
 end
 
-local function reply(id, h, owed, resend)
+local function reply(id, h, owed, resend, key)
   return {id, h.class or '', h.sender or '', h.p1 or '', h.status or '', h.code or '',
-    num(h.sent), num(h.at), owed and 1 or 0, num(h.ov), resend}
+    num(h.sent), num(h.at), owed and 1 or 0, num(h.ov), resend, key}
 end
 
 -- The events published, in one call whatever their number. A resend
@@ -214,8 +262,7 @@ if status == '' then
     for _, m in ipairs(members) do
       local id, v = string.match(m, '^(.*)\t(%d+)$')
       id = id or m
-      local msg = pre .. 'msg:' .. id
-      local h = load(msg)
+      local h, msg = byID(id)
       if h and m ~= member(id, h.ov) and not v then
         -- An id alone owed by an older version for a later event: owed
         -- again under the member its clearing will remove.
@@ -228,7 +275,7 @@ if status == '' then
           h.resend = nil -- taken: handed out once
           save(msg, h)
         end
-        out[#out + 1] = reply(id, h, true, resend)
+        out[#out + 1] = reply(id, h, true, resend, msg)
       else
         redis.call('ZREM', KEYS[2], m) -- its story expired, or a version since owed: nothing to publish
       end
@@ -330,16 +377,13 @@ local function route(h, delivered, first)
   end
 end
 
-local part, id = string.match(redis.call('GET', KEYS[1]) or '', '^(%d+):(.+)$')
-if not part then
-  return {0}
+local h, msg, part, id = find(KEYS[1])
+if not h then
+  return {0} -- unknown, or the story expired
 end
-local msg = pre .. 'msg:' .. id
-local h = load(msg)
-local n = math.min(math.max(num(h and h.n), 1), MAX_PARTS)
-part = tonumber(part)
-if not h or part < 1 or part > n then
-  return {0} -- the story expired, or the key is of another one
+local n = math.min(math.max(num(h.n), 1), MAX_PARTS)
+if part < 1 or part > n then
+  return {0} -- the key is of another story
 end
 
 -- still says whether the final state of message h is owed an event that
@@ -363,7 +407,7 @@ end
 local cur = h['s' .. part]
 if cur and (cur == 'delivered' or (FINAL[cur] and status ~= 'delivered') or
     (not FINAL[cur] and not FINAL[status] and RANK[status] <= (RANK[cur] or 0))) then
-  return {0, reply(id, h, still(h), '')}
+  return {0, reply(id, h, still(h), '', msg)}
 end
 if not FINAL[status] or status == 'delivered' then
   code = ''
@@ -449,4 +493,4 @@ if owed then
   end
 end
 save(msg, h)
-return {changed and 1 or 0, reply(id, h, owed or still(h), resend)}
+return {changed and 1 or 0, reply(id, h, owed or still(h), resend, msg)}

@@ -322,13 +322,15 @@ func TestAResendIsHandedOutOnceWhateverBecomesOfItsEvent(t *testing.T) {
 		t.Fatalf("r's story: %+v, want resent, not owed", s)
 	}
 
-	if f := fold(t, l, report("ps", "delivered", "")); f.Resend != nil {
-		t.Fatalf("delivered: %+v, want no resend", f)
+	delivered := fold(t, l, report("ps", "delivered", ""))
+	if delivered.Resend != nil {
+		t.Fatalf("delivered: %+v, want no resend", delivered)
 	}
 	if f := fold(t, l, report("ps", "failed", "")); f.Resend != nil || f.Status != "delivered" {
 		t.Fatalf("a failure after delivered: %+v, want delivered, no resend", f)
 	}
-	if giveBack(Fold{ID: "s", Resend: payload}) || giveBack(Fold{ID: "gone", Resend: payload}) {
+	delivered.Resend = payload
+	if giveBack(delivered) || giveBack(Fold{ID: "gone", Resend: payload, story: l.pidKey("gone")}) {
 		t.Fatal("a resend given back to a delivered message, or to a story that is gone")
 	}
 	if f := fold(t, l, report("pu", "failed", "")); !f.Owed || f.Resend != nil {

@@ -121,6 +121,8 @@ var killers = map[string]string{
 	"RC7":  "TestAFullMemoryOfOwedEventsStillClearsNewOnes",
 	"RC8":  "TestAStoryIsDatedByItsAdmissionsSlot",
 	"RC9":  "TestAnOwedEventIsClearedByItsVersionsMember",
+	"RC10": "TestAStoryIsFoundByItsProviderIDsAndByItsID",
+	"RC11": "TestAStoryIsFoundByItsProviderIDsAndByItsID",
 	"RE2":  "TestAReceiptBeforeItsSendsRecordIsFoldedOnceItIsThere",
 	"RS1":  "TestARouteIsSkippedUnderTheRatioWithEnoughFinals",
 	"RS2":  "TestASkippedRouteDeniesTheFirstClassToItsPrefixOnly",
