@@ -232,7 +232,8 @@ type receiptCall struct {
 	Most        int      `lua:"ARGV[7] the most events a sweep returns"`
 	Route       string   `lua:"ARGV[8] the route rule"`
 	RouteFailed bool     `lua:"ARGV[9] '1' when the receipt is a failure whose code names the route"`
-	Published   []string `lua:"ARGV[10..] the events published"`
+	Counts      string   `lua:"ARGV[10] the delivery counts the process kept since its last write"`
+	Published   []string `lua:"ARGV[11..] the events published"`
 }
 
 func (c receiptCall) keys() []string {
@@ -243,7 +244,7 @@ func (c receiptCall) keys() []string {
 }
 
 func (c receiptCall) argv() []any {
-	a := []any{c.Status, c.Code, c.At, c.Millis, c.Buckets, c.Age, c.Most, c.Route, flag(c.RouteFailed)}
+	a := []any{c.Status, c.Code, c.At, c.Millis, c.Buckets, c.Age, c.Most, c.Route, flag(c.RouteFailed), c.Counts}
 	for _, p := range c.Published {
 		a = append(a, p)
 	}

@@ -1,11 +1,14 @@
 #!lua
 -- receipt.lua folds one delivery receipt into its message's state, in one
 -- call: the provider id's key holds the message's story or leads to it,
--- the receipt is folded into its part, the parts into the message, and what changed is returned;
--- a final state owes a status event (the owed set) and is counted in the
--- account's delivery counters. With no receipt (ARGV[1] '') it is the
--- sweep: it returns the messages whose event has been owed the longest.
--- Either way it first clears the events published since the last call.
+-- the receipt is folded into its part, the parts into the message, and
+-- what changed is returned; a final state owes a status event (the owed
+-- set) and is counted in the account's delivery counters (by the
+-- process: it returns what it counted, and a later call writes it,
+-- ARGV[10]). With no receipt (ARGV[1] '') it is the sweep: it returns the
+-- messages whose event has been owed the longest.
+-- Either way it first clears the events published since the last call,
+-- and writes the delivery counts it is given.
 --
 -- A message's story is the string at its first part's provider id's key,
 -- {sms:<account>}:pid:<p1>, a JSON object of string fields (cjson), read
@@ -75,7 +78,11 @@
 --            was set (a probe) deletes it and the route's counts
 -- ARGV[9] -> '1' when the receipt is a failure whose code names the route
 --            (a carrier's filter), not the recipient
--- ARGV[10..] -> the events published: pairs of an id and the owed version
+-- ARGV[10] -> the delivery counts the process kept since its last write:
+--            space-separated triples '<key> <field> <n>', key the counters'
+--            'dlr:<class>:<unix minute>' after the account's tag, each
+--            added with one HINCRBY ('' none)
+-- ARGV[11..] -> the events published: pairs of an id and the owed version
 --            published, cleared in one ZREM of their members; an event
 --            owed again since (another version, another member) stays
 --
@@ -84,7 +91,8 @@
 -- the delivered ones by latency bucket, the latency from 'sent' to the
 -- receipt's arrival, t the failures turned delivered) count each message
 -- once when it becomes final (f or a b<i>), and a failure that turns
--- delivered once more in its b<i> and in t: the finals are f + the b<i> -
+-- delivered once more in its b<i> and in t; the fold returns those fields
+-- and the process adds them up, written by a later call (ARGV[10]): the finals are f + the b<i> -
 -- t, the delivered the b<i>. Counters written before this form also hold
 -- finals and delivered (DeliveryStats reads both forms).
 --
@@ -100,10 +108,12 @@
 -- Returns {changed, message...}: changed is 1 when the receipt changed its
 -- message's state; each message is {id, class, sender, first provider id,
 -- status, error code, sent_ms, status_ms, owed, version, resend, story
--- key}: owed 1
+-- key, counters' key, fields counted}: owed 1
 -- when an event is owed for this state (made owed now, or owed still: a
 -- final state whose id is in the owed set), version its ov, resend the
--- payload to publish ('' none; handed out, it is no longer in Redis). A
+-- payload to publish ('' none; handed out, it is no longer in Redis),
+-- the counters' key ('dlr:<class>:<unix minute>', '' when nothing was
+-- counted) and the fields it counted one each ('f', 'b<i>', 'b<i> t'). A
 -- receipt returns one message, or none when its provider id is unknown
 -- (nothing written but the clearing).
 -- Everything is read and checked before the first write: a script that
@@ -119,7 +129,7 @@ if status ~= '' and not FINAL[status] and not RANK[status] then
   return redis.error_reply('receipt.lua: unknown status')
 end
 local at, life, age, most = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6]), tonumber(ARGV[7])
-if not (at and life and age and most) or #ARGV < 9 or (#ARGV - 9) % 2 ~= 0 then
+if not (at and life and age and most) or #ARGV < 10 or (#ARGV - 10) % 2 ~= 0 then
   return redis.error_reply('receipt.lua: arguments not of the header\'s form')
 end
 local rule
@@ -140,6 +150,15 @@ for b in string.gmatch(ARGV[5] or '', '%d+') do
   bounds[#bounds + 1] = tonumber(b)
 end
 local pre = string.sub(KEYS[2], 1, -5) -- '{sms:<account>}:'
+local counts = {}
+for w in string.gmatch(ARGV[10], '%S+') do
+  counts[#counts + 1] = w
+end
+for i = 1, #counts, 3 do
+  if string.sub(counts[i], 1, 4) ~= 'dlr:' or not counts[i + 1] or not string.match(counts[i + 2] or '', '^%d%d?%d?%d?%d?%d?%d?%d?%d?$') then
+    return redis.error_reply('receipt.lua: delivery counts not of the header\'s form')
+  end
+end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -236,21 +255,30 @@ local function member(id, v)
   return id .. '\t' .. string.format('%d', num(v))
 end
 
-local function reply(id, h, owed, resend, key)
+local function reply(id, h, owed, resend, key, dlr, counted)
   return {id, h.class or '', h.sender or '', h.p1 or '', h.status or '', h.code or '',
-    num(h.sent), num(h.at), owed and 1 or 0, num(h.ov), resend, key}
+    num(h.sent), num(h.at), owed and 1 or 0, num(h.ov), resend, key, dlr or '', counted or ''}
 end
 
 -- The events published, in one call whatever their number. A resend
 -- given back to a story whose event is published this way stays in it
 -- unread: no sweep finds a story that is not owed, and a later delivered
 -- (the one event owed after a failure) deletes it.
-if #ARGV >= 10 then
+if #ARGV >= 11 then
   local done = {}
-  for i = 10, #ARGV - 1, 2 do
+  for i = 11, #ARGV - 1, 2 do
     done[#done + 1] = member(ARGV[i], ARGV[i + 1])
   end
   redis.call('ZREM', KEYS[2], unpack(done))
+end
+
+-- The delivery counts the process kept, one HINCRBY each; a field's first
+-- count gives the counters their lifetime.
+for i = 1, #counts, 3 do
+  local key = pre .. counts[i]
+  if redis.call('HINCRBY', key, counts[i + 1], counts[i + 2]) == tonumber(counts[i + 2]) then
+    redis.call('PEXPIRE', key, 600000)
+  end
 end
 
 if status == '' then
@@ -441,7 +469,7 @@ end
 
 local changed = new ~= old or new_code ~= old_code
 local owed = (FINAL[new] and not FINAL[old]) or (new == 'delivered' and FINAL[old] and old ~= 'delivered')
-local resend = ''
+local resend, dlr, counted = ''
 if changed then
   local when = now
   if at >= 1 then
@@ -459,8 +487,8 @@ if owed then
     -- is owed no more, the delivered one stands for it.
     redis.call('ZREM', KEYS[2], member(id, before))
   end
-  local dlr = pre .. 'dlr:' .. (h.class or '') .. ':' .. math.floor(now / 60000)
-  local counted -- the count the call that made the counters' key returns: 1
+  -- Counted by the process, written by a later call.
+  dlr = 'dlr:' .. (h.class or '') .. ':' .. string.format('%d', math.floor(now / 60000))
   if new == 'delivered' then
     local latency, b = math.max(now - num(h.sent), 0), #bounds + 1
     for i = #bounds, 1, -1 do
@@ -468,14 +496,14 @@ if owed then
         b = i
       end
     end
-    counted = redis.call('HINCRBY', dlr, 'b' .. b, 1)
+    counted = 'b' .. b
     if FINAL[old] then
-      redis.call('HINCRBY', dlr, 't', 1) -- counted final as the failure
+      counted = counted .. ' t' -- counted final as the failure
     end
     -- Delivered after all: a resend not yet published is moot.
     h.resend = nil
   else
-    counted = redis.call('HINCRBY', dlr, 'f', 1)
+    counted = 'f'
     -- A failure made final: the resend payload, taken from its key and
     -- handed out once (a publish that fails gives it back: giveback.lua).
     local key = pre .. 'resend:' .. id
@@ -485,12 +513,9 @@ if owed then
       h.resent = '1'
     end
   end
-  if counted == 1 then
-    redis.call('PEXPIRE', dlr, 600000)
-  end
   if rule and (h.prefix or '') ~= '' then
     route(h, new == 'delivered', not FINAL[old])
   end
 end
 save(msg, h)
-return {changed and 1 or 0, reply(id, h, owed or still(h), resend, msg)}
+return {changed and 1 or 0, reply(id, h, owed or still(h), resend, msg, dlr, counted)}

@@ -123,6 +123,8 @@ var killers = map[string]string{
 	"RC9":  "TestAnOwedEventIsClearedByItsVersionsMember",
 	"RC10": "TestAStoryIsFoundByItsProviderIDsAndByItsID",
 	"RC11": "TestAStoryIsFoundByItsProviderIDsAndByItsID",
+	"RC12": "TestDeliveryCountsAreWrittenWithinASecondAndAtTheStop",
+	"RE3":  "TestAStoppingProcessWritesTheDeliveryCountsItKept",
 	"RE2":  "TestAReceiptBeforeItsSendsRecordIsFoldedOnceItIsThere",
 	"RS1":  "TestARouteIsSkippedUnderTheRatioWithEnoughFinals",
 	"RS2":  "TestASkippedRouteDeniesTheFirstClassToItsPrefixOnly",

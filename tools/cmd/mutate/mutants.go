@@ -398,6 +398,12 @@ var mutants = []mutant{
 	{"RC11", "a resend's story, its record another id's, kept without the id's key: read by id, it is not found", []edit{
 		{"admission/story.go", "	if !d.Claimed || d.claim.ID != id || !named {\n", "	if !d.Claimed || !named {\n"},
 	}, ""},
+	{"RC12", "the delivery counts kept with no flush on a timer: they wait for the next receipt, however late", []edit{
+		{"admission/counts.go", "	l.armCounts(countsEvery)\n", ""},
+	}, ""},
+	{"RE3", "a stopping process that published nothing keeps its delivery counts: they are lost", []edit{
+		{"receipts/sweep.go", "	if !a.pending.Swap(false) && !stopping {\n", "	if !a.pending.Swap(false) {\n"},
+	}, "./receipts/"},
 	{"RE2", "a receipt posted before its send's record is lost", []edit{
 		{"receipts/handler.go", "	for _, wait := range earlyWaits {\n", "	for _, wait := range earlyWaits[:0] {\n"},
 	}, "./receipts/"},
