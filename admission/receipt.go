@@ -107,9 +107,15 @@ const (
 	handOutAfter = 250 * time.Millisecond
 )
 
+// clearEvery is how often a receipt's call carries the events published
+// at most: their one ZREM is paid once per clearEvery, not per receipt. A
+// sweep's and a flush's call carry them always.
+const clearEvery = 100 * time.Millisecond
+
 // Receipt folds r into its message's state in ONE Redis call (receipt.lua),
-// also carrying the ids whose events were published since the last call
-// (EventPublished) to clear them from the owed set. A provider id this
+// also carrying, once clearEvery has passed since a call last did, the ids
+// whose events were published (EventPublished) to clear them from the
+// owed set, and the delivery counts due (counts.go). A provider id this
 // account never kept (expired, another system's) is Fold.Known false.
 func (l *Limiter) Receipt(ctx context.Context, r Report) (Fold, error) {
 	final, ok := deliveryStatuses[r.Status]
@@ -139,8 +145,8 @@ func (l *Limiter) Receipt(ctx context.Context, r Report) (Fold, error) {
 	return folds[0], nil
 }
 
-// EventPublished notes that id's owed event is out; the next
-// Receipt or FlushPublished clears it. It clears the oldest event this
+// EventPublished notes that id's owed event is out; a Receipt within
+// clearEvery, or the next Owed or FlushPublished, clears it. It clears the oldest event this
 // Limiter returned for id (from Receipt or Owed) and not yet noted, and
 // only while that is still the event owed: one owed since (a failure
 // turned delivered) stays owed, and a sweep returns it again. Publishes
@@ -213,13 +219,20 @@ func (l *Limiter) sweepCall() receiptCall {
 	return receiptCall{Owed: l.tag + ":owed", Millis: l.claims.recordTTL.Milliseconds(), Buckets: deliveryBucketsArg, Route: l.routeRule}
 }
 
-// runReceipt runs call with the published events pending and the
-// delivery counts due (all of them with now; put back if the call fails),
-// remembers the owed versions it returns and keeps the counts it made.
+// runReceipt runs call with the published events pending (a receipt's
+// call: once clearEvery has passed since a call last carried some) and
+// the delivery counts due (all of them with now; both put back if the
+// call fails), remembers the owed versions it returns and keeps the
+// counts it made.
 func (l *Limiter) runReceipt(ctx context.Context, call receiptCall, now bool) ([]Fold, bool, error) {
 	l.mu.Lock()
-	call.Published = slices.Clone(l.published[:min(len(l.published), 2*publishedPerCall)])
-	l.published = l.published[len(call.Published):]
+	if call.Status == "" || time.Since(l.cleared) >= clearEvery {
+		call.Published = slices.Clone(l.published[:min(len(l.published), 2*publishedPerCall)])
+		l.published = l.published[len(call.Published):]
+		if len(call.Published) > 0 {
+			l.cleared = time.Now()
+		}
+	}
 	counts := l.takeCounts(now)
 	l.mu.Unlock()
 	call.Counts = counts.arg()

@@ -124,6 +124,7 @@ var killers = map[string]string{
 	"RC10": "TestAStoryIsFoundByItsProviderIDsAndByItsID",
 	"RC11": "TestAStoryIsFoundByItsProviderIDsAndByItsID",
 	"RC12": "TestDeliveryCountsAreWrittenWithinASecondAndAtTheStop",
+	"RC13": "TestAReceiptCarriesThePublishedEventsAtMostEveryClearEvery",
 	"RE3":  "TestAStoppingProcessWritesTheDeliveryCountsItKept",
 	"RE2":  "TestAReceiptBeforeItsSendsRecordIsFoldedOnceItIsThere",
 	"RS1":  "TestARouteIsSkippedUnderTheRatioWithEnoughFinals",

@@ -404,6 +404,9 @@ var mutants = []mutant{
 	{"RE3", "a stopping process that published nothing keeps its delivery counts: they are lost", []edit{
 		{"receipts/sweep.go", "	if !a.pending.Swap(false) && !stopping {\n", "	if !a.pending.Swap(false) {\n"},
 	}, "./receipts/"},
+	{"RC13", "a sweep's call carries the published events only as a receipt's does: it returns events already out", []edit{
+		{"admission/receipt.go", "	if call.Status == \"\" || time.Since(l.cleared) >= clearEvery {\n", "	if time.Since(l.cleared) >= clearEvery {\n"},
+	}, ""},
 	{"RE2", "a receipt posted before its send's record is lost", []edit{
 		{"receipts/handler.go", "	for _, wait := range earlyWaits {\n", "	for _, wait := range earlyWaits[:0] {\n"},
 	}, "./receipts/"},
