@@ -147,7 +147,7 @@ type finishCall struct {
 	Leases  string   `lua:"KEYS[2] in-flight leases"`
 	Counter string   `lua:"KEYS[3] the sends counter"`
 	Health  string   `lua:"KEYS[4] the account's health"`
-	Msg     string   `lua:"KEYS[5] the message's story"`
+	Msg     string   `lua:"KEYS[5] the id's key"`
 	Resend  string   `lua:"KEYS[6] the message's resend payload"`
 	Parts   []string `lua:"KEYS[7..] the provider's ids of the message's parts, in order"`
 
@@ -164,7 +164,8 @@ type finishCall struct {
 	ResendMillis int64    `lua:"ARGV[11] the resend payload's lifetime in milliseconds"`
 	Prefix       string   `lua:"ARGV[12] the destination's prefix and number hash"`
 	SentMillis   int64    `lua:"ARGV[13] when the send's slot opened"`
-	Ended        []string `lua:"ARGV[14..] lease members to end"`
+	ByID         bool     `lua:"ARGV[14] '1' to set KEYS[5]"`
+	Ended        []string `lua:"ARGV[15..] lease members to end"`
 }
 
 func (c finishCall) keys() []string {
@@ -181,7 +182,7 @@ func (c finishCall) keys() []string {
 }
 
 func (c finishCall) argv() []any {
-	a := []any{c.Value, c.Millis, c.Token, c.Units, c.Result, c.Rule, c.ID, c.Class, c.Sender, c.ResendData, c.ResendMillis, c.Prefix, c.SentMillis}
+	a := []any{c.Value, c.Millis, c.Token, c.Units, c.Result, c.Rule, c.ID, c.Class, c.Sender, c.ResendData, c.ResendMillis, c.Prefix, c.SentMillis, flag(c.ByID)}
 	for _, m := range c.Ended {
 		a = append(a, m)
 	}
@@ -231,7 +232,8 @@ type receiptCall struct {
 	Most        int      `lua:"ARGV[7] the most events a sweep returns"`
 	Route       string   `lua:"ARGV[8] the route rule"`
 	RouteFailed bool     `lua:"ARGV[9] '1' when the receipt is a failure whose code names the route"`
-	Published   []string `lua:"ARGV[10..] the events published"`
+	Counts      string   `lua:"ARGV[10] the delivery counts the process kept since its last write"`
+	Published   []string `lua:"ARGV[11..] the events published"`
 }
 
 func (c receiptCall) keys() []string {
@@ -242,7 +244,7 @@ func (c receiptCall) keys() []string {
 }
 
 func (c receiptCall) argv() []any {
-	a := []any{c.Status, c.Code, c.At, c.Millis, c.Buckets, c.Age, c.Most, c.Route, flag(c.RouteFailed)}
+	a := []any{c.Status, c.Code, c.At, c.Millis, c.Buckets, c.Age, c.Most, c.Route, flag(c.RouteFailed), c.Counts}
 	for _, p := range c.Published {
 		a = append(a, p)
 	}
@@ -252,7 +254,7 @@ func (c receiptCall) argv() []any {
 // storyCall is one call of story.lua.
 type storyCall struct {
 	Record string `lua:"KEYS[1] id record key"`
-	Msg    string `lua:"KEYS[2] the message's story"`
+	Msg    string `lua:"KEYS[2] the id's key"`
 	Owed   string `lua:"KEYS[3] the owed set"`
 	Resend string `lua:"KEYS[4] the message's resend payload"`
 

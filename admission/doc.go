@@ -49,7 +49,8 @@
 // memory.go (Redis's maxmemory-policy), story.go (a sent message's
 // story, kept by SettleStory, and what `dispatcher message` and `status`
 // read of it), receipt.go (a delivery receipt folded into it, its owed
-// status events and its resend given back), route.go (a first-class route to a destination
+// status events and its resend given back), counts.go (the delivery
+// counts a process keeps and writes once a second), route.go (a first-class route to a destination
 // prefix skipped while its messages do not arrive),
 // calls.go (each script's KEYS and ARGV as a struct) and scripts.go (the
 // scripts and their operation names). The process registry, the

@@ -45,15 +45,18 @@
 --            last change. An account healthy again keeps 'h 0 0 0 0 0
 --            <since_us>' for <window_us> after its recovery, for the rule
 --            of ARGV[5]
--- KEYS[5] -> the message's story ({sms:<account>}:msg:<id>, a JSON object:
---            receipt.lua's header gives its fields), written when
---            KEYS[7..] are given (any key of the account otherwise)
+-- KEYS[5] -> the id's key ({sms:<account>}:msg:<id>), set to
+--            '1\t<first provider id>' when ARGV[14] is '1': the way to the
+--            story of a send whose record here does not name it (any key
+--            of the account otherwise)
 -- KEYS[6] -> the message's resend payload ({sms:<account>}:resend:<id>),
 --            written when ARGV[10] is not '' (any key of the account
 --            otherwise)
 -- KEYS[7..] -> the provider's ids of the message's parts, in order
---            ({sms:<account>}:pid:<provider id>): each is set to
---            '<part>:<id>' and the story is written; none: no story
+--            ({sms:<account>}:pid:<provider id>): the first part's is set
+--            to the story (a JSON object: receipt.lua's header gives its
+--            fields), each later one to '<part>\t<first provider id>';
+--            none: no story
 -- The story's arguments, read only with KEYS[7..]:
 -- ARGV[7] -> the message's id
 -- ARGV[8] -> its class's name
@@ -67,7 +70,10 @@
 --            by ('' none), kept as the story's prefix
 -- ARGV[13] -> when the send's slot opened, ms on Redis's clock (the admission script's
 --            slot_us): the story's 'sent'; below 1, this call's TIME
--- ARGV[14..] -> lease members to end (none, the send's, and any whose
+-- ARGV[14] -> '1' to set KEYS[5]: the record this call writes (KEYS[1]) is
+--            not the id's or names none of the parts (an overflow
+--            account's send, a resend's record, a provider id apart)
+-- ARGV[15..] -> lease members to end (none, the send's, and any whose
 --            admission reply or release was lost)
 --
 -- Returns {written, health}: written is 1 when the record was written or
@@ -133,8 +139,8 @@ local units = tonumber(ARGV[4]) or 0
 if units > 0 and redis.call('INCRBY', KEYS[3], units) == units then
   redis.call('PEXPIRE', KEYS[3], 70000)
 end
-if #ARGV > 13 then
-  redis.call('ZREM', KEYS[2], unpack(ARGV, 14))
+if #ARGV > 14 then
+  redis.call('ZREM', KEYS[2], unpack(ARGV, 15))
 end
 if story then
   -- The newest send's story replaces an older one's: its parts start
@@ -145,18 +151,27 @@ if story then
     local t = redis.call('TIME')
     sent = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
-  local h = {class = ARGV[8], sender = ARGV[9], n = string.format('%d', #KEYS - 6), sent = string.format('%d', sent)}
+  local h = {id = ARGV[7], class = ARGV[8], sender = ARGV[9], n = string.format('%d', #KEYS - 6), sent = string.format('%d', sent)}
   if (ARGV[12] or '') ~= '' then
     h.prefix = ARGV[12]
   end
-  local pre = string.sub(KEYS[5], 1, #KEYS[5] - #ARGV[7] - 4) -- '{sms:<account>}:'
+  local pre = string.sub(KEYS[2], 1, -7) -- '{sms:<account>}:' of '{sms:<account>}:leases'
   for i = 7, #KEYS do
     h['p' .. (i - 6)] = string.sub(KEYS[i], #pre + 5)
-    redis.call('SET', KEYS[i], (i - 6) .. ':' .. ARGV[7], 'PX', life)
   end
-  -- One string, whole, with its lifetime: it replaces an older send's
-  -- story of either form.
-  redis.call('SET', KEYS[5], cjson.encode(h), 'PX', life)
+  -- One string, whole, with its lifetime, at the first part's key: a
+  -- receipt of a one-part message reads it with one GET. It replaces an
+  -- older send's story of either form.
+  local first = '\t' .. h.p1
+  redis.call('SET', KEYS[7], cjson.encode(h), 'PX', life)
+  for i = 8, #KEYS do
+    if KEYS[i] ~= KEYS[7] then -- a part named as the first keeps the story
+      redis.call('SET', KEYS[i], (i - 6) .. first, 'PX', life)
+    end
+  end
+  if ARGV[14] == '1' then
+    redis.call('SET', KEYS[5], '1' .. first, 'PX', life)
+  end
   if ARGV[10] ~= '' and resend_life >= 1 then
     redis.call('SET', KEYS[6], ARGV[10], 'PX', resend_life)
   end

@@ -4,8 +4,10 @@
 -- sweep takes it again with the status event still owed. Handed out and
 -- given back in turn, one payload is never out twice.
 --
--- KEYS[1] -> the message's story ({sms:<account>}:msg:<id>, receipt.lua's
---            JSON object of string fields, or an older version's hash)
+-- KEYS[1] -> the message's story (the key receipt.lua's reply gives:
+--            {sms:<account>}:pid:<first provider id>, or an older
+--            version's {sms:<account>}:msg:<id>; receipt.lua's JSON object
+--            of string fields, or an older version's hash)
 -- KEYS[2] -> the owed set ({sms:<account>}:owed)
 -- ARGV[1] -> the message's id
 -- ARGV[2] -> the resend payload

@@ -73,6 +73,13 @@ type Limiter struct {
 	// returned, by id, oldest first.
 	published []string
 	owedSeen  map[string][]int64
+	cleared   time.Time // when a receipt.lua call last carried published events
+	// counts are the delivery counts the folds made and no call wrote
+	// yet; countsWritten is when a call last took them, countsTimer the
+	// flush armed while some wait (counts.go).
+	counts        deliveryCounts
+	countsWritten time.Time
+	countsTimer   *time.Timer
 	// handOutAfter is the package's handOutAfter; a test changes it.
 	handOutAfter time.Duration
 

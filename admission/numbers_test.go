@@ -125,7 +125,7 @@ func TestAReceiptReadsAStorysNumbersThatAreNoneAsNone(t *testing.T) {
 		t.Run(v, func(t *testing.T) {
 			l := newLimiter(t, rdb, testConfig(t))
 			keepStory(t, l, "m", Story{Class: "otp", ProviderIDs: []string{"p"}})
-			plantStory(t, rdb, l.msgKey("m"), map[string]string{"n": v, "sent": v, "ov": v, "class": "otp", "p1": "p"})
+			plantStory(t, rdb, l.pidKey("p"), map[string]string{"id": "m", "n": v, "sent": v, "ov": v, "class": "otp", "p1": "p"})
 			f := fold(t, l, report("p", "delivered", ""))
 			if f.Status != "delivered" || !f.Final || !f.SentAt.IsZero() {
 				t.Fatalf("fold = %+v, want delivered, final, sent at an unknown instant", f)

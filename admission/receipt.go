@@ -53,7 +53,13 @@ type Fold struct {
 	Resend  []byte
 	Account string // the account the fold ran on
 
-	version int64 // the owed event's version, for EventPublished
+	version int64  // the owed event's version, for EventPublished
+	story   string // the story's key, for GiveBackResend
+	// dlr and counted are what the fold counted: the delivery counters'
+	// key after the tag ('dlr:<class>:<unix minute>', "" none) and its
+	// fields, space-separated, one each; the Limiter writes them later
+	// (counts.go).
+	dlr, counted string
 }
 
 // Delivery statuses as receipt.lua folds them, final or intermediate.
@@ -101,9 +107,15 @@ const (
 	handOutAfter = 250 * time.Millisecond
 )
 
+// clearEvery is how often a receipt's call carries the events published
+// at most: their one ZREM is paid once per clearEvery, not per receipt. A
+// sweep's and a flush's call carry them always.
+const clearEvery = 100 * time.Millisecond
+
 // Receipt folds r into its message's state in ONE Redis call (receipt.lua),
-// also carrying the ids whose events were published since the last call
-// (EventPublished) to clear them from the owed set. A provider id this
+// also carrying, once clearEvery has passed since a call last did, the ids
+// whose events were published (EventPublished) to clear them from the
+// owed set, and the delivery counts due (counts.go). A provider id this
 // account never kept (expired, another system's) is Fold.Known false.
 func (l *Limiter) Receipt(ctx context.Context, r Report) (Fold, error) {
 	final, ok := deliveryStatuses[r.Status]
@@ -122,7 +134,7 @@ func (l *Limiter) Receipt(ctx context.Context, r Report) (Fold, error) {
 	if !r.At.IsZero() {
 		call.At = max(r.At.UnixMilli(), 1)
 	}
-	folds, changed, err := l.runReceipt(ctx, call)
+	folds, changed, err := l.runReceipt(ctx, call, false)
 	if err != nil {
 		return Fold{}, err
 	}
@@ -133,8 +145,8 @@ func (l *Limiter) Receipt(ctx context.Context, r Report) (Fold, error) {
 	return folds[0], nil
 }
 
-// EventPublished notes that id's owed event is out; the next
-// Receipt or FlushPublished clears it. It clears the oldest event this
+// EventPublished notes that id's owed event is out; a Receipt within
+// clearEvery, or the next Owed or FlushPublished, clears it. It clears the oldest event this
 // Limiter returned for id (from Receipt or Owed) and not yet noted, and
 // only while that is still the event owed: one owed since (a failure
 // turned delivered) stays owed, and a sweep returns it again. Publishes
@@ -161,7 +173,7 @@ func (l *Limiter) EventPublished(id string) {
 // was delivered after all, its story expired, or its event is no longer
 // owed).
 func (l *Limiter) GiveBackResend(ctx context.Context, f Fold) (bool, error) {
-	call := givebackCall{Msg: l.msgKey(f.ID), Owed: l.key.Owed(), ID: f.ID, Payload: string(f.Resend)}
+	call := givebackCall{Msg: f.story, Owed: l.key.Owed(), ID: f.ID, Payload: string(f.Resend)}
 	var n int64
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
 		n, err = givebackScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Int64()
@@ -174,16 +186,17 @@ func (l *Limiter) GiveBackResend(ctx context.Context, f Fold) (bool, error) {
 }
 
 // FlushPublished clears from the owed set the events EventPublished noted,
-// in as few calls as it takes (64 a call).
+// in as few calls as it takes (64 a call), and writes the delivery counts
+// kept (counts.go) at once: a stopping process's last call.
 func (l *Limiter) FlushPublished(ctx context.Context) error {
 	for {
 		l.mu.Lock()
-		pending := len(l.published)
+		pending := len(l.published) + len(l.counts)
 		l.mu.Unlock()
 		if pending == 0 {
 			return nil
 		}
-		if _, _, err := l.runReceipt(ctx, l.sweepCall()); err != nil {
+		if _, _, err := l.runReceipt(ctx, l.sweepCall(), true); err != nil {
 			return err
 		}
 	}
@@ -196,7 +209,7 @@ func (l *Limiter) FlushPublished(ctx context.Context) error {
 func (l *Limiter) Owed(ctx context.Context, age time.Duration, n int) ([]Fold, error) {
 	call := l.sweepCall()
 	call.Age, call.Most = max(age.Milliseconds(), 0), min(max(n, 0), maxOwedPerSweep)
-	folds, _, err := l.runReceipt(ctx, call)
+	folds, _, err := l.runReceipt(ctx, call, false)
 	return folds, err
 }
 
@@ -206,13 +219,23 @@ func (l *Limiter) sweepCall() receiptCall {
 	return receiptCall{Owed: l.key.Owed(), Millis: l.claims.recordTTL.Milliseconds(), Buckets: deliveryBucketsArg, Route: l.routeRule}
 }
 
-// runReceipt runs call with the published events pending (put back if the
-// call fails), and remembers the owed versions it returns.
-func (l *Limiter) runReceipt(ctx context.Context, call receiptCall) ([]Fold, bool, error) {
+// runReceipt runs call with the published events pending (a receipt's
+// call: once clearEvery has passed since a call last carried some) and
+// the delivery counts due (all of them with now; both put back if the
+// call fails), remembers the owed versions it returns and keeps the
+// counts it made.
+func (l *Limiter) runReceipt(ctx context.Context, call receiptCall, now bool) ([]Fold, bool, error) {
 	l.mu.Lock()
-	call.Published = slices.Clone(l.published[:min(len(l.published), 2*publishedPerCall)])
-	l.published = l.published[len(call.Published):]
+	if call.Status == "" || time.Since(l.cleared) >= clearEvery {
+		call.Published = slices.Clone(l.published[:min(len(l.published), 2*publishedPerCall)])
+		l.published = l.published[len(call.Published):]
+		if len(call.Published) > 0 {
+			l.cleared = time.Now()
+		}
+	}
+	counts := l.takeCounts(now)
 	l.mu.Unlock()
+	call.Counts = counts.arg()
 	var v []any
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
 		v, err = receiptScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Slice()
@@ -226,12 +249,14 @@ func (l *Limiter) runReceipt(ctx context.Context, call receiptCall) ([]Fold, boo
 		var changed bool
 		if folds, changed, err = l.parseFolds(v); err == nil {
 			l.rememberOwed(folds)
+			l.keepCounts(folds)
 			return folds, changed, nil
 		}
 	}
 	l.mu.Lock()
 	l.published = append(call.Published, l.published...)
 	l.mu.Unlock()
+	l.putBackCounts(counts)
 	return nil, false, err
 }
 
@@ -284,14 +309,14 @@ func (l *Limiter) parseFolds(v []any) ([]Fold, bool, error) {
 
 // parseFold reads one message of receipt.lua's reply: {id, class, sender,
 // first provider id, status, error code, sent_ms, status_ms, owed,
-// version, resend}.
+// version, resend, story key, counters' key, fields counted}.
 func (l *Limiter) parseFold(m any) (Fold, error) {
 	t, ok := m.([]any)
-	if !ok || len(t) != 11 {
+	if !ok || len(t) != 14 {
 		return Fold{}, fmt.Errorf("%w: receipt.lua's message is %v", ErrBadReply, m)
 	}
-	var s [7]string
-	for i, j := range []int{0, 1, 2, 3, 4, 5, 10} {
+	var s [10]string
+	for i, j := range []int{0, 1, 2, 3, 4, 5, 10, 11, 12, 13} {
 		if s[i], ok = t[j].(string); !ok {
 			return Fold{}, fmt.Errorf("%w: receipt.lua's message field %d is %T", ErrBadReply, j, t[j])
 		}
@@ -307,7 +332,8 @@ func (l *Limiter) parseFold(m any) (Fold, error) {
 		return Fold{}, fmt.Errorf("%w: receipt.lua's status %q", ErrBadReply, s[4])
 	}
 	f := Fold{Known: true, ID: s[0], Class: s[1], Sender: s[2], ProviderID: s[3], Status: s[4], ErrorCode: s[5],
-		SentAt: msTime(n[0]), StatusAt: msTime(n[1]), Final: final, Owed: n[2] == 1, version: n[3], Account: l.cfg.Account}
+		SentAt: msTime(n[0]), StatusAt: msTime(n[1]), Final: final, Owed: n[2] == 1, version: n[3], Account: l.cfg.Account,
+		story: s[7], dlr: s[8], counted: s[9]}
 	if s[6] != "" {
 		f.Resend = []byte(s[6])
 	}

@@ -1,18 +1,26 @@
 #!lua
 -- receipt.lua folds one delivery receipt into its message's state, in one
--- call: the provider id's key names the message, the receipt is folded
--- into its part, the parts into the message, and what changed is returned;
--- a final state owes a status event (the owed set) and is counted in the
--- account's delivery counters. With no receipt (ARGV[1] '') it is the
--- sweep: it returns the messages whose event has been owed the longest.
--- Either way it first clears the events published since the last call.
+-- call: the provider id's key holds the message's story or leads to it,
+-- the receipt is folded into its part, the parts into the message, and
+-- what changed is returned; a final state owes a status event (the owed
+-- set) and is counted in the account's delivery counters (by the
+-- process: it returns what it counted, and a later call writes it,
+-- ARGV[10]). With no receipt (ARGV[1] '') it is the sweep: it returns the
+-- messages whose event has been owed the longest.
+-- Either way it first clears the events published since the last call,
+-- and writes the delivery counts it is given.
 --
--- A message's story is the string {sms:<account>}:msg:<id>, a JSON object
--- of string fields (cjson), read and written whole: one command each way,
--- its lifetime kept (KEEPTTL); a story an older version kept as a hash of
--- the same fields is read as one and written back as the string. finish.lua
--- writes class, sender, n (its parts), p<i> (part i's provider id) and
--- sent (when its send began: the admitted slot, ms on Redis's clock); this script
+-- A message's story is the string at its first part's provider id's key,
+-- {sms:<account>}:pid:<p1>, a JSON object of string fields (cjson), read
+-- and written whole: one command each way, its lifetime kept (KEEPTTL).
+-- A later part's key holds '<part>\t<p1>'; the id's key
+-- {sms:<account>}:msg:<id> holds '1\t<p1>' when the id's record here does
+-- not name the story (find, below). An older version kept the story at
+-- the id's key, as this string or as a hash of the same fields, and each
+-- part's key as '<part>:<id>': such a story is read where it is, as one,
+-- and written back there as the string. finish.lua writes id, class,
+-- sender, n (its parts), p<i> (part i's provider id) and sent (when its
+-- send began: the admitted slot, ms on Redis's clock); this script
 -- writes s<i> and c<i> (part i's status and error code), status, code and
 -- at (the message's state, its error code, and when it became so, ms), ov
 -- (the owed event's version, one more each time an event is owed), resend
@@ -33,13 +41,13 @@
 -- delivered part counts as the furthest, 'buffered', so that the state
 -- does not hang on whether a part's intermediates came before its final).
 --
--- KEYS[1] -> the provider id's key ({sms:<account>}:pid:<provider id>,
---            '<part>:<id>'; a sweep: the owed set again)
+-- KEYS[1] -> the provider id's key ({sms:<account>}:pid:<provider id>:
+--            the story, or the way to it; a sweep: the owed set again)
 -- KEYS[2] -> the owed set ({sms:<account>}:owed: each event owed, by when
 --            it was owed, ms; its member is the id for the first version,
 --            '<id>\t<version>' for a later one: member below). The story,
---            resend and counter keys are built from its prefix, so they
---            share its slot
+--            record, resend and counter keys are built from its prefix, so
+--            they share its slot
 -- ARGV[1] -> the receipt's status, one of the 11 names ('': a sweep)
 -- ARGV[2] -> its error code ('' none)
 -- ARGV[3] -> when the status happened, ms since the epoch (below 1:
@@ -70,7 +78,11 @@
 --            was set (a probe) deletes it and the route's counts
 -- ARGV[9] -> '1' when the receipt is a failure whose code names the route
 --            (a carrier's filter), not the recipient
--- ARGV[10..] -> the events published: pairs of an id and the owed version
+-- ARGV[10] -> the delivery counts the process kept since its last write:
+--            space-separated triples '<key> <field> <n>', key the counters'
+--            'dlr:<class>:<unix minute>' after the account's tag, each
+--            added with one HINCRBY ('' none)
+-- ARGV[11..] -> the events published: pairs of an id and the owed version
 --            published, cleared in one ZREM of their members; an event
 --            owed again since (another version, another member) stays
 --
@@ -79,7 +91,8 @@
 -- the delivered ones by latency bucket, the latency from 'sent' to the
 -- receipt's arrival, t the failures turned delivered) count each message
 -- once when it becomes final (f or a b<i>), and a failure that turns
--- delivered once more in its b<i> and in t: the finals are f + the b<i> -
+-- delivered once more in its b<i> and in t; the fold returns those fields
+-- and the process adds them up, written by a later call (ARGV[10]): the finals are f + the b<i> -
 -- t, the delivered the b<i>. Counters written before this form also hold
 -- finals and delivered (DeliveryStats reads both forms).
 --
@@ -94,10 +107,13 @@
 --
 -- Returns {changed, message...}: changed is 1 when the receipt changed its
 -- message's state; each message is {id, class, sender, first provider id,
--- status, error code, sent_ms, status_ms, owed, version, resend}: owed 1
+-- status, error code, sent_ms, status_ms, owed, version, resend, story
+-- key, counters' key, fields counted}: owed 1
 -- when an event is owed for this state (made owed now, or owed still: a
 -- final state whose id is in the owed set), version its ov, resend the
--- payload to publish ('' none; handed out, it is no longer in Redis). A
+-- payload to publish ('' none; handed out, it is no longer in Redis),
+-- the counters' key ('dlr:<class>:<unix minute>', '' when nothing was
+-- counted) and the fields it counted one each ('f', 'b<i>', 'b<i> t'). A
 -- receipt returns one message, or none when its provider id is unknown
 -- (nothing written but the clearing).
 -- Everything is read and checked before the first write: a script that
@@ -113,7 +129,7 @@ if status ~= '' and not FINAL[status] and not RANK[status] then
   return redis.error_reply('receipt.lua: unknown status')
 end
 local at, life, age, most = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6]), tonumber(ARGV[7])
-if not (at and life and age and most) or #ARGV < 9 or (#ARGV - 9) % 2 ~= 0 then
+if not (at and life and age and most) or #ARGV < 10 or (#ARGV - 10) % 2 ~= 0 then
   return redis.error_reply('receipt.lua: arguments not of the header\'s form')
 end
 local rule
@@ -134,6 +150,15 @@ for b in string.gmatch(ARGV[5] or '', '%d+') do
   bounds[#bounds + 1] = tonumber(b)
 end
 local pre = string.sub(KEYS[2], 1, -5) -- '{sms:<account>}:'
+local counts = {}
+for w in string.gmatch(ARGV[10], '%S+') do
+  counts[#counts + 1] = w
+end
+for i = 1, #counts, 3 do
+  if string.sub(counts[i], 1, 4) ~= 'dlr:' or not counts[i + 1] or not string.match(counts[i + 2] or '', '^%d%d?%d?%d?%d?%d?%d?%d?%d?$') then
+    return redis.error_reply('receipt.lua: delivery counts not of the header\'s form')
+  end
+end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -148,19 +173,18 @@ local function num(x)
   return math.min(math.max(x, 0), 2 ^ 53 - 1)
 end
 
--- load reads the story at msg: its fields, or nil when there is none (or
--- it is not an object of strings).
-local function load(msg)
-  local v = redis.pcall('GET', msg)
+-- read is the story v, the GET of key: its fields, or nil when there is
+-- none (or it is not an object of strings).
+local function read(key, v)
   if type(v) == 'table' and v.err then
-    local f = redis.call('HGETALL', msg) -- an older version's hash
+    local f = redis.call('HGETALL', key) -- an older version's hash
     local h = {}
     for i = 1, #f, 2 do
       h[f[i]] = f[i + 1]
     end
     return h
   end
-  local ok, h = pcall(cjson.decode, v or '')
+  local ok, h = pcall(cjson.decode, type(v) == 'string' and v or '')
   if not ok or type(h) ~= 'table' then
     return nil
   end
@@ -170,6 +194,49 @@ local function load(msg)
     end
   end
   return h
+end
+
+-- find reads the story key leads to, key a provider id's or an id's (id,
+-- or nil when unknown): the story, its key, the part key names and the
+-- message's id; nil when it leads to none. One GET when key holds the
+-- story, two when it points to it.
+local function find(key, id)
+  local v = redis.pcall('GET', key)
+  local part, to = string.match(type(v) == 'string' and v or '', '^(%d+)\t(.+)$')
+  if not part then
+    part, to = string.match(type(v) == 'string' and v or '', '^(%d+):(.+)$')
+    if part then -- an older version's part key: the story at the id's key
+      id, key = to, pre .. 'msg:' .. to
+      v = redis.pcall('GET', key)
+    end
+  else
+    key = pre .. 'pid:' .. to -- a later part's key, or the id's
+    v = redis.pcall('GET', key)
+  end
+  local h = read(key, v)
+  id = h and h.id or id -- an older version's story keeps no id
+  if not h or not id then
+    return nil
+  end
+  return h, key, tonumber(part) or 1, id
+end
+
+-- byID finds id's story on the account: at the key of the provider id its
+-- record names, else through the id's key (a send whose record is not
+-- here, or is another id's), where an older version kept the story itself.
+local function byID(id)
+  local pid = string.match(redis.call('GET', pre .. 'id:' .. id) or '', '^%d*#?sent:(.+)$')
+  if pid then
+    local h, key, _, found = find(pre .. 'pid:' .. pid)
+    if h and found == id then
+      return h, key
+    end
+  end
+  local h, key, _, found = find(pre .. 'msg:' .. id, id)
+  if h and found == id then
+    return h, key
+  end
+  return nil
 end
 
 -- save writes story h at msg whole, keeping its lifetime.
@@ -188,21 +255,30 @@ local function member(id, v)
   return id .. '\t' .. string.format('%d', num(v))
 end
 
-local function reply(id, h, owed, resend)
+local function reply(id, h, owed, resend, key, dlr, counted)
   return {id, h.class or '', h.sender or '', h.p1 or '', h.status or '', h.code or '',
-    num(h.sent), num(h.at), owed and 1 or 0, num(h.ov), resend}
+    num(h.sent), num(h.at), owed and 1 or 0, num(h.ov), resend, key, dlr or '', counted or ''}
 end
 
 -- The events published, in one call whatever their number. A resend
 -- given back to a story whose event is published this way stays in it
 -- unread: no sweep finds a story that is not owed, and a later delivered
 -- (the one event owed after a failure) deletes it.
-if #ARGV >= 10 then
+if #ARGV >= 11 then
   local done = {}
-  for i = 10, #ARGV - 1, 2 do
+  for i = 11, #ARGV - 1, 2 do
     done[#done + 1] = member(ARGV[i], ARGV[i + 1])
   end
   redis.call('ZREM', KEYS[2], unpack(done))
+end
+
+-- The delivery counts the process kept, one HINCRBY each; a field's first
+-- count gives the counters their lifetime.
+for i = 1, #counts, 3 do
+  local key = pre .. counts[i]
+  if redis.call('HINCRBY', key, counts[i + 1], counts[i + 2]) == tonumber(counts[i + 2]) then
+    redis.call('PEXPIRE', key, 600000)
+  end
 end
 
 if status == '' then
@@ -214,8 +290,7 @@ if status == '' then
     for _, m in ipairs(members) do
       local id, v = string.match(m, '^(.*)\t(%d+)$')
       id = id or m
-      local msg = pre .. 'msg:' .. id
-      local h = load(msg)
+      local h, msg = byID(id)
       if h and m ~= member(id, h.ov) and not v then
         -- An id alone owed by an older version for a later event: owed
         -- again under the member its clearing will remove.
@@ -228,7 +303,7 @@ if status == '' then
           h.resend = nil -- taken: handed out once
           save(msg, h)
         end
-        out[#out + 1] = reply(id, h, true, resend)
+        out[#out + 1] = reply(id, h, true, resend, msg)
       else
         redis.call('ZREM', KEYS[2], m) -- its story expired, or a version since owed: nothing to publish
       end
@@ -330,16 +405,13 @@ local function route(h, delivered, first)
   end
 end
 
-local part, id = string.match(redis.call('GET', KEYS[1]) or '', '^(%d+):(.+)$')
-if not part then
-  return {0}
+local h, msg, part, id = find(KEYS[1])
+if not h then
+  return {0} -- unknown, or the story expired
 end
-local msg = pre .. 'msg:' .. id
-local h = load(msg)
-local n = math.min(math.max(num(h and h.n), 1), MAX_PARTS)
-part = tonumber(part)
-if not h or part < 1 or part > n then
-  return {0} -- the story expired, or the key is of another one
+local n = math.min(math.max(num(h.n), 1), MAX_PARTS)
+if part < 1 or part > n then
+  return {0} -- the key is of another story
 end
 
 -- still says whether the final state of message h is owed an event that
@@ -363,7 +435,7 @@ end
 local cur = h['s' .. part]
 if cur and (cur == 'delivered' or (FINAL[cur] and status ~= 'delivered') or
     (not FINAL[cur] and not FINAL[status] and RANK[status] <= (RANK[cur] or 0))) then
-  return {0, reply(id, h, still(h), '')}
+  return {0, reply(id, h, still(h), '', msg)}
 end
 if not FINAL[status] or status == 'delivered' then
   code = ''
@@ -397,7 +469,7 @@ end
 
 local changed = new ~= old or new_code ~= old_code
 local owed = (FINAL[new] and not FINAL[old]) or (new == 'delivered' and FINAL[old] and old ~= 'delivered')
-local resend = ''
+local resend, dlr, counted = ''
 if changed then
   local when = now
   if at >= 1 then
@@ -415,8 +487,8 @@ if owed then
     -- is owed no more, the delivered one stands for it.
     redis.call('ZREM', KEYS[2], member(id, before))
   end
-  local dlr = pre .. 'dlr:' .. (h.class or '') .. ':' .. math.floor(now / 60000)
-  local counted -- the count the call that made the counters' key returns: 1
+  -- Counted by the process, written by a later call.
+  dlr = 'dlr:' .. (h.class or '') .. ':' .. string.format('%d', math.floor(now / 60000))
   if new == 'delivered' then
     local latency, b = math.max(now - num(h.sent), 0), #bounds + 1
     for i = #bounds, 1, -1 do
@@ -424,14 +496,14 @@ if owed then
         b = i
       end
     end
-    counted = redis.call('HINCRBY', dlr, 'b' .. b, 1)
+    counted = 'b' .. b
     if FINAL[old] then
-      redis.call('HINCRBY', dlr, 't', 1) -- counted final as the failure
+      counted = counted .. ' t' -- counted final as the failure
     end
     -- Delivered after all: a resend not yet published is moot.
     h.resend = nil
   else
-    counted = redis.call('HINCRBY', dlr, 'f', 1)
+    counted = 'f'
     -- A failure made final: the resend payload, taken from its key and
     -- handed out once (a publish that fails gives it back: giveback.lua).
     local key = pre .. 'resend:' .. id
@@ -441,12 +513,9 @@ if owed then
       h.resent = '1'
     end
   end
-  if counted == 1 then
-    redis.call('PEXPIRE', dlr, 600000)
-  end
   if rule and (h.prefix or '') ~= '' then
     route(h, new == 'delivered', not FINAL[old])
   end
 end
 save(msg, h)
-return {changed and 1 or 0, reply(id, h, owed or still(h), resend)}
+return {changed and 1 or 0, reply(id, h, owed or still(h), resend, msg, dlr, counted)}

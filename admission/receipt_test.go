@@ -322,13 +322,15 @@ func TestAResendIsHandedOutOnceWhateverBecomesOfItsEvent(t *testing.T) {
 		t.Fatalf("r's story: %+v, want resent, not owed", s)
 	}
 
-	if f := fold(t, l, report("ps", "delivered", "")); f.Resend != nil {
-		t.Fatalf("delivered: %+v, want no resend", f)
+	delivered := fold(t, l, report("ps", "delivered", ""))
+	if delivered.Resend != nil {
+		t.Fatalf("delivered: %+v, want no resend", delivered)
 	}
 	if f := fold(t, l, report("ps", "failed", "")); f.Resend != nil || f.Status != "delivered" {
 		t.Fatalf("a failure after delivered: %+v, want delivered, no resend", f)
 	}
-	if giveBack(Fold{ID: "s", Resend: payload}) || giveBack(Fold{ID: "gone", Resend: payload}) {
+	delivered.Resend = payload
+	if giveBack(delivered) || giveBack(Fold{ID: "gone", Resend: payload, story: l.pidKey("gone")}) {
 		t.Fatal("a resend given back to a delivered message, or to a story that is gone")
 	}
 	if f := fold(t, l, report("pu", "failed", "")); !f.Owed || f.Resend != nil {
@@ -480,5 +482,58 @@ func TestAnOwedEventIsClearedByItsVersionsMember(t *testing.T) {
 	}
 	if got := members(); len(got) != 0 {
 		t.Fatalf("owed %q after c's event was published, want none", got)
+	}
+}
+
+// TestAReceiptCarriesThePublishedEventsAtMostEveryClearEvery: a receipt's
+// call clears the events published since the last clearing only once
+// clearEvery has passed since it; until then they stay owed in Redis (a
+// duplicate at worst, after a crash), and a sweep's call clears them
+// whenever it runs.
+func TestAReceiptCarriesThePublishedEventsAtMostEveryClearEvery(t *testing.T) {
+	rdb := redistest.Client(t)
+	l := newLimiter(t, rdb, testConfig(t))
+	ctx := context.Background()
+	owed := func(id string) bool {
+		t.Helper()
+		err := rdb.ZScore(ctx, l.key.Owed(), id).Err()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	for _, id := range []string{"a", "b", "c", "d"} {
+		keepStory(t, l, id, Story{Class: "otp", ProviderIDs: []string{"p" + id}})
+	}
+	fold(t, l, report("pa", "delivered", ""))
+	l.EventPublished("a")
+	fold(t, l, report("pb", "delivered", "")) // none cleared for clearEvery before: it carries a's
+	if owed("a") || !owed("b") {
+		t.Fatalf("a owed %t, b owed %t: want a cleared by the next receipt, b owed", owed("a"), owed("b"))
+	}
+	l.EventPublished("b")
+	l.mu.Lock()
+	l.cleared = time.Now() // a clearing just now, as a receipt's a moment ago
+	l.mu.Unlock()
+	fold(t, l, report("pc", "delivered", ""))
+	if !owed("b") {
+		t.Fatal("a receipt within clearEvery of the last clearing cleared b's published event")
+	}
+	l.mu.Lock()
+	l.cleared = time.Now().Add(-clearEvery)
+	l.mu.Unlock()
+	fold(t, l, report("pd", "sent", ""))
+	if owed("b") {
+		t.Fatal("a receipt clearEvery after the last clearing left b's published event owed")
+	}
+	l.EventPublished("c")
+	l.mu.Lock()
+	l.cleared = time.Now()
+	l.mu.Unlock()
+	if _, err := l.Owed(ctx, time.Hour, 10); err != nil {
+		t.Fatal(err)
+	}
+	if owed("c") {
+		t.Fatal("a sweep left c's published event owed")
 	}
 }

@@ -64,8 +64,10 @@ func (l *Limiter) Settle(ctx context.Context, d Decision, record string, result 
 
 // SettleStory is Settle that, when record is a sent record (RecordSent,
 // SentRecord's) and s.ProviderIDs is not empty, also keeps s in the same
-// finish.lua call: the message's story ({sms:<account>}:msg:<id>) and a key
-// per part ({sms:<account>}:pid:<provider id>), living as the record
+// finish.lua call: the message's story at its first part's provider id
+// ({sms:<account>}:pid:<provider id>), a key per later part pointing
+// there (and the id's, {sms:<account>}:msg:<id>, when the record does not
+// name the story: no claim, a resend's record), living as the record
 // (Config.RecordTTL), and s.Resend in {sms:<account>}:resend:<id> until
 // s.ResendUntil. It works with and without a claim (an overflow account's
 // admission has none: the story lives on the account that sent), and
@@ -112,7 +114,7 @@ func (l *Limiter) SettleStory(ctx context.Context, d Decision, record string, re
 		call.Counter, call.Units = l.SentKey(d.class, l.clock.Now()), d.units
 	}
 	if story {
-		l.withStory(&call, s.ID, s)
+		l.withStory(&call, d, record, s)
 		call.SentMillis = d.slotMS
 	}
 	if !d.Claimed && !counted && !story && len(call.Ended) == 0 && call.Result == "" {

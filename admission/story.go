@@ -34,16 +34,29 @@ type Story struct {
 	ResendUntil time.Time // when that resend stops being worth it (zero: no resend)
 }
 
-// withStory adds s, the story of message id, to c.
-func (l *Limiter) withStory(c *finishCall, id string, s Story) {
-	c.Msg, c.Resend, c.ID, c.Class, c.Sender = l.msgKey(id), l.key.Resend(id), id, s.Class, s.Sender
+// withStory adds s, the story of message s.ID, to c, the finish.lua call
+// of d's send writing record: the story at its first part's key, each
+// later part's key pointing there, and, when a reader by id cannot follow
+// the record to it, the id's key pointing there too.
+func (l *Limiter) withStory(c *finishCall, d Decision, record string, s Story) {
+	id := s.ID
+	c.Resend, c.ID, c.Class, c.Sender = l.key.Resend(id), id, s.Class, s.Sender
 	if k := l.classes[Class(s.Class)]; k != nil && k.policy.SkipsFailingRoute && !l.cfg.Route.Off() {
 		c.Prefix = routeOf(s.Prefix, s.To)
 	}
+	named := false // the record names a part's provider id
 	for _, p := range s.ProviderIDs {
 		if p != "" && len(c.Parts) < maxParts {
 			c.Parts = append(c.Parts, l.pidKey(p))
+			named = named || record == SentRecord(p)
 		}
+	}
+	// A reader by id (story.lua, the sweep) reads the id's record here and
+	// the key of the provider id it names. A send whose record is not here
+	// (an overflow account's), is another id's (a resend's), or names none
+	// of the parts keeps the id's key instead: one SET more, on those only.
+	if !d.Claimed || d.claim.ID != id || !named {
+		c.Msg, c.ByID = l.msgKey(id), true
 	}
 	if len(s.Resend) > 0 && !s.ResendUntil.IsZero() {
 		// finish.lua keeps no payload whose lifetime is below 1 ms, nor
@@ -52,11 +65,14 @@ func (l *Limiter) withStory(c *finishCall, id string, s Story) {
 	}
 }
 
-// msgKey is the key of id's story ({sms:<account>}:msg:<id>).
+// msgKey is id's key ({sms:<account>}:msg:<id>): the way to its story
+// when its record does not name it (finish.lua), or an older version's
+// story itself.
 func (l *Limiter) msgKey(id string) string { return l.key.Msg(id) }
 
 // pidKey is the key of a provider id ({sms:<account>}:pid:<provider id>),
-// the id cut to maxProviderID as a record keeps it.
+// the id cut to maxProviderID as a record keeps it: a message's story at
+// its first part's, the way to it at the others'.
 func (l *Limiter) pidKey(pid string) string {
 	return l.key.PID(pid[:min(len(pid), maxProviderID)])
 }

@@ -48,10 +48,13 @@ func TestASentMessageKeepsItsStoryInOneFinishCall(t *testing.T) {
 	if len(ops) != 1 || ops[0] != OpFinish {
 		t.Fatalf("SettleStory's calls: %v, want one finish", ops)
 	}
-	for _, key := range []string{l.msgKey("login-1"), l.pidKey("p1"), l.pidKey("p2"), l.pidKey("p3")} {
+	for _, key := range []string{l.pidKey("p1"), l.pidKey("p2"), l.pidKey("p3")} {
 		if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 || ttl > time.Hour {
 			t.Errorf("%s lives %v, want the record's hour", key, ttl)
 		}
+	}
+	if n := rdb.Exists(ctx, l.msgKey("login-1")).Val(); n != 0 {
+		t.Error("a send whose record names its story also wrote the id's key")
 	}
 	if ttl := rdb.PTTL(ctx, l.key.Resend("login-1")).Val(); ttl <= 0 || ttl > time.Minute {
 		t.Errorf("the resend payload lives %v, want at most a minute", ttl)
@@ -122,16 +125,26 @@ func TestReceiptsCostOneRedisCall(t *testing.T) {
 		return s
 	}
 	settle := func(id string, s Story) {
-		if err := l.SettleStory(ctx, Decision{id: id, Claimed: true, claim: Claim{ID: id, Token: "t"}}, RecordSent, ResultNone, s); err != nil {
+		record := RecordSent
+		if len(s.ProviderIDs) > 0 {
+			record = SentRecord(s.ProviderIDs[0]) // the record names the story
+		}
+		// Dated by its admission, as a send is: no TIME of finish.lua's.
+		d := Decision{id: id, Claimed: true, claim: Claim{ID: id, Token: "t"}, slotMS: time.Now().UnixMilli()}
+		if err := l.SettleStory(ctx, d, record, ResultNone, s); err != nil {
 			t.Fatal(err)
 		}
 	}
 	settle("w", Story{Class: "otp", ProviderIDs: []string{"w"}})
 	bare := measure("a sent record", func() { settle("a", Story{}) })
 	one := measure("a sent record with a story of one part", func() { settle("b", Story{Class: "otp", ProviderIDs: []string{"pb"}}) })
-	t.Logf("the story adds %d commands", one.Executed()-bare.Executed())
+	if n := one.Executed() - bare.Executed(); n != 1 {
+		t.Errorf("the story adds %d commands, want 1: its SET at its provider id's key", n)
+	}
 	measure("an intermediate receipt", func() { fold(t, l, report("pb", "sent", "")) })
-	measure("a final receipt", func() { fold(t, l, report("pb", "delivered", "")) })
+	if s := measure("a final receipt", func() { fold(t, l, report("pb", "delivered", "")) }); s["get"] != 1 {
+		t.Errorf("a final receipt of a one-part message ran %d GETs, want 1: its story at its provider id's key", s["get"])
+	}
 	measure("a duplicate receipt", func() { fold(t, l, report("pb", "delivered", "")) })
 	measure("an unknown receipt", func() { fold(t, l, report("nope", "delivered", "")) })
 	// A first-class final to a prefix counts in its account's route
@@ -213,7 +226,7 @@ func TestStoryAndReceiptLifetimesAreClamped(t *testing.T) {
 		if err := finishScript.Run(ctx, rdb, call.keys(), argv...).Err(); err != nil {
 			t.Fatalf("finish.lua with lifetimes %s ms: %v", ms, err)
 		}
-		if ttl := rdb.PTTL(ctx, l.msgKey(id)).Val(); ttl > time.Duration(1<<40)*time.Millisecond {
+		if ttl := rdb.PTTL(ctx, l.pidKey(pid)).Val(); ttl > time.Duration(1<<40)*time.Millisecond {
 			t.Fatalf("lifetime %s ms: the story lives %v, past 2^40 ms", ms, ttl)
 		}
 		// The story's keys may have run out: plant them for the receipt,
@@ -221,7 +234,7 @@ func TestStoryAndReceiptLifetimesAreClamped(t *testing.T) {
 		// story of a lifetime clamped to 1 ms may still be there, with that
 		// much left: it goes first, or the planted fields could run out
 		// with it before their own lifetime is set. They are planted as
-		// an older version kept a story, a hash.
+		// an older version kept a story, a hash at the id's key.
 		if err := rdb.Del(ctx, l.msgKey(id)).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +267,7 @@ func TestStoryAndReceiptLifetimesAreClamped(t *testing.T) {
 
 // withStoryKeys sets c's story keys for message id of one part pid.
 func (c *finishCall) withStoryKeys(l *Limiter, id, pid string) {
-	c.Msg, c.Resend, c.Parts = l.msgKey(id), l.key.Resend(id), []string{l.pidKey(pid)}
+	c.Resend, c.Parts = l.key.Resend(id), []string{l.pidKey(pid)}
 }
 
 // TestDeliveryStatsCountTheFinalsOfTheLastMinutes: each message counts
@@ -275,6 +288,11 @@ func TestDeliveryStatsCountTheFinalsOfTheLastMinutes(t *testing.T) {
 		report("m1", "expired", ""),
 	} {
 		fold(t, l, r)
+	}
+	// The counts this process kept, written now rather than within the
+	// second (TestDeliveryCountsAreWrittenWithinASecondAndAtTheStop).
+	if err := l.FlushPublished(ctx); err != nil {
+		t.Fatal(err)
 	}
 	st, err := l.DeliveryStats(ctx, 5*time.Minute)
 	if err != nil {
@@ -384,27 +402,29 @@ func TestAStoryIsOneStringReadAndWrittenWhole(t *testing.T) {
 	l := newLimiter(t, rdb, testConfig(t))
 	ctx := context.Background()
 	keepStory(t, l, "s", Story{Class: "otp", Sender: "Acme", ProviderIDs: []string{"ps1", "ps2"}})
-	if typ := rdb.Type(ctx, l.msgKey("s")).Val(); typ != "string" {
+	story := l.pidKey("ps1") // the first part's
+	if typ := rdb.Type(ctx, story).Val(); typ != "string" {
 		t.Fatalf("the story is a %s, want a string", typ)
 	}
 	var h map[string]string
-	if err := json.Unmarshal([]byte(rdb.Get(ctx, l.msgKey("s")).Val()), &h); err != nil || h["class"] != "otp" || h["sender"] != "Acme" ||
-		h["n"] != "2" || h["p1"] != "ps1" || h["p2"] != "ps2" || h["sent"] == "" {
-		t.Fatalf("the story %v (%v), want class, sender, n, p1, p2 and sent", h, err)
+	if err := json.Unmarshal([]byte(rdb.Get(ctx, story).Val()), &h); err != nil || h["class"] != "otp" || h["sender"] != "Acme" ||
+		h["n"] != "2" || h["p1"] != "ps1" || h["p2"] != "ps2" || h["sent"] == "" || h["id"] != "s" {
+		t.Fatalf("the story %v (%v), want id, class, sender, n, p1, p2 and sent", h, err)
 	}
-	if err := rdb.PExpire(ctx, l.msgKey("s"), time.Hour).Err(); err != nil {
+	if err := rdb.PExpire(ctx, story, time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
 	fold(t, l, report("ps2", "failed", "30003"))
-	if ttl := rdb.PTTL(ctx, l.msgKey("s")).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+	if ttl := rdb.PTTL(ctx, story).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
 		t.Fatalf("the story lives %v after the fold, want its hour kept", ttl)
 	}
-	if err := json.Unmarshal([]byte(rdb.Get(ctx, l.msgKey("s")).Val()), &h); err != nil || h["s2"] != "failed" || h["c2"] != "30003" ||
+	if err := json.Unmarshal([]byte(rdb.Get(ctx, story).Val()), &h); err != nil || h["s2"] != "failed" || h["c2"] != "30003" ||
 		h["status"] != "failed" || h["ov"] != "1" || h["class"] != "otp" {
 		t.Fatalf("the story after a failure %v (%v), want its part, state and version beside its fields", h, err)
 	}
 
-	// An older version's hash.
+	// An older version's hash, at the id's key, its part's key naming the
+	// id.
 	if err := rdb.Del(ctx, l.msgKey("o")).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -426,5 +446,153 @@ func TestAStoryIsOneStringReadAndWrittenWhole(t *testing.T) {
 	got, ok, err := l.Story(ctx, "o")
 	if err != nil || !ok || got.Status != "delivered" || !got.Owed || got.Class != "otp" || len(got.ProviderIDs) != 1 {
 		t.Fatalf("Story of the rewritten hash: %+v %v %v", got, ok, err)
+	}
+}
+
+// TestAStoryIsFoundByItsProviderIDsAndByItsID: a story is kept at its
+// first part's provider id's key, each later part's key leading to it, so
+// that a receipt of any part folds into it; the readers by id (Story, the
+// sweep, GiveBackResend through the fold) find it through the id's
+// record, or, for a send whose record here is another id's (a resend's)
+// or is not here (an overflow's), through the id's key, which only such a
+// send writes.
+func TestAStoryIsFoundByItsProviderIDsAndByItsID(t *testing.T) {
+	rdb := redistest.Client(t)
+	l := newLimiter(t, rdb, testConfig(t))
+	ctx := context.Background()
+	settle := func(id, claim, record string, s Story) {
+		t.Helper()
+		d, err := l.Admit(ctx, OTP, 1, time.Second, Claim{ID: claim, Token: "t-" + claim})
+		if err != nil || !d.Allowed || !d.Claimed {
+			t.Fatalf("Admit(%s): %+v %v", claim, d, err)
+		}
+		s.ID = id
+		if err := l.SettleStory(ctx, d, record, ResultOK, s); err != nil {
+			t.Fatalf("SettleStory(%s): %v", id, err)
+		}
+	}
+	payload := []byte("again")
+	soon := time.Now().Add(time.Minute)
+
+	// Three parts, the record naming the second (a provider that refused
+	// the first part with an id).
+	settle("multi", "multi", SentRecord("m2"), Story{Class: "otp", ProviderIDs: []string{"m1", "m2", "m3"}, Resend: payload, ResendUntil: soon})
+	if n := rdb.Exists(ctx, l.msgKey("multi")).Val(); n != 0 {
+		t.Fatal("a send whose record names a part wrote the id's key")
+	}
+	if v := rdb.Get(ctx, l.pidKey("m3")).Val(); v != "3\tm1" {
+		t.Fatalf("the third part's key holds %q, want the way to the first's", v)
+	}
+	if f := fold(t, l, report("m3", "delivered", "")); !f.Known || f.ID != "multi" || f.Status != "buffered" || f.Owed {
+		t.Fatalf("the third part delivered: %+v", f)
+	}
+	f := fold(t, l, report("m2", "failed", "30007"))
+	if f.ID != "multi" || f.Status != "failed" || !f.Owed || string(f.Resend) != "again" || f.ProviderID != "m1" {
+		t.Fatalf("the second part failed: %+v, want the message failed, owed, its resend", f)
+	}
+	got, ok, err := l.Story(ctx, "multi")
+	if err != nil || !ok || got.Record != RecordSent || strings.Join(got.ProviderIDs, " ") != "m1 m2 m3" ||
+		got.Parts["m2"] != "failed" || got.Parts["m3"] != "delivered" || !got.Owed || !got.Resent {
+		t.Fatalf("Story(multi): %+v %v %v", got, ok, err)
+	}
+	if ok, err := l.GiveBackResend(ctx, f); !ok || err != nil {
+		t.Fatalf("GiveBackResend(multi): %v %v, want given back to its story", ok, err)
+	}
+	if got := owedIDs(t, l, 0); got["multi"].Status != "failed" || string(got["multi"].Resend) != "again" {
+		t.Fatalf("the sweep: %+v, want multi's event with its resend, found through its record", got["multi"])
+	}
+
+	// A resend: its record is its own id's, its story the message's.
+	settle("again", ResendID("again"), SentRecord("r1"), Story{Class: "otp", ProviderIDs: []string{"r1"}})
+	if v := rdb.Get(ctx, l.msgKey("again")).Val(); v != "1\tr1" {
+		t.Fatalf("the resend's id key holds %q, want the way to its story", v)
+	}
+	if f := fold(t, l, report("r1", "undelivered", "30003")); f.ID != "again" || !f.Owed {
+		t.Fatalf("the resend's receipt: %+v", f)
+	}
+	if got, ok, err := l.Story(ctx, "again"); err != nil || !ok || got.Record != "" || got.Status != "undelivered" || !got.Owed {
+		t.Fatalf("Story(again): %+v %v %v, want its story without a record", got, ok, err)
+	}
+	if got, ok, err := l.Story(ctx, ResendID("again")); err != nil || !ok || got.Record != RecordSent || got.Status != "" {
+		t.Fatalf("Story of the resend's record: %+v %v %v, want its record, no story of its own", got, ok, err)
+	}
+	if got := owedIDs(t, l, 0); got["again"].Status != "undelivered" {
+		t.Fatalf("the sweep: %+v, want the resend's event, found through the id's key", got)
+	}
+
+	// A record of the id naming a provider id of another account (an
+	// overflow's home is another): the id's key still finds the story.
+	if err := rdb.Set(ctx, l.claims.Key("again"), SentRecord("elsewhere"), time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := l.Story(ctx, "again"); err != nil || !ok || got.Status != "undelivered" || got.Record != RecordSent {
+		t.Fatalf("Story(again) beside a record naming another account's send: %+v %v %v", got, ok, err)
+	}
+}
+
+// TestDeliveryCountsAreWrittenWithinASecondAndAtTheStop: the folds' counts
+// are kept by the process and written by one HINCRBY per counter's field,
+// whatever the finals they add up: carried by a call once a second has
+// passed since the last write, by a timer's flush within the second
+// without any call, and at once by FlushPublished (the stop); another
+// process reads them then.
+func TestDeliveryCountsAreWrittenWithinASecondAndAtTheStop(t *testing.T) {
+	o := redistest.Options(redistest.Private(t))
+	o.Network = "unix"
+	rdb := redis.NewClient(o)
+	t.Cleanup(func() { rdb.Close() })
+	cfg := testConfig(t)
+	l, reader := newLimiter(t, rdb, cfg), newLimiter(t, rdb, cfg)
+	ctx := context.Background()
+	finals := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			pid := fmt.Sprint("c", i)
+			keepStory(t, l, fmt.Sprint("count-", i), Story{Class: "otp", ProviderIDs: []string{pid}})
+			fold(t, l, report(pid, "delivered", ""))
+		}
+	}
+	read := func() int64 {
+		t.Helper()
+		st, err := reader.DeliveryStats(ctx, 5*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st["otp"].Finals
+	}
+
+	if err := redisstats.Reset(ctx, rdb); err != nil {
+		t.Fatal(err)
+	}
+	finals(0, 20)
+	deadline := time.Now().Add(countsEvery + 2*time.Second)
+	for read() != 20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 20 finals counted %v after them, want all within a second of the last, by the timer's flush", read(), countsEvery+2*time.Second)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stats, err := redisstats.Read(ctx, rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// At most one write of the first final and one of the rest, each one
+	// HINCRBY of the one field (a minute may turn: twice that).
+	if n := stats["hincrby"]; n < 1 || n > 4 {
+		t.Fatalf("20 finals of one bucket written by %d HINCRBYs, want one a write", n)
+	}
+
+	finals(20, 25)
+	if err := l.FlushPublished(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := read(); n != 25 {
+		t.Fatalf("%d finals counted after the stop's flush, want 25", n)
+	}
+	l.mu.Lock()
+	left := len(l.counts)
+	l.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d counts kept after the stop's flush, want none", left)
 	}
 }

@@ -240,3 +240,31 @@ func TestTheRetryOfAFoldAnswered503PublishesItsEvent(t *testing.T) {
 		t.Fatalf("events after the retry: %q, want m1's", ev)
 	}
 }
+
+// TestAStoppingProcessWritesTheDeliveryCountsItKept: the delivery counts
+// a Limiter keeps up to a second (admission's counts.go) are written when
+// the process stops, whatever it published (here nothing: the status
+// topic refuses): another process's status reads them once it is gone.
+func TestAStoppingProcessWritesTheDeliveryCountsItKept(t *testing.T) {
+	r := newRealRig(t, nil)
+	r.srv.publishBound = 300 * time.Millisecond
+	r.sent(t, "m1", "SM1")
+	r.down.down.Store(true)
+	if code := r.post(t, "SM1 delivered"); code != http.StatusOK {
+		t.Fatalf("the receipt: %d, want 200", code)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	reader, err := admission.New(redistest.Client(t), admission.Config{Account: r.lim.Account(), TargetRPS: 90, MarketingRPS: 70, Burst: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := reader.DeliveryStats(context.Background(), 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := st[admission.Marketing.String()]; m.Finals != 1 || m.Delivered != 1 {
+		t.Fatalf("marketing once the process stopped: %+v, want its final delivered", m)
+	}
+}

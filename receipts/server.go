@@ -24,6 +24,9 @@ var _ Ledger = (*admission.Limiter)(nil)
 type Ledger interface {
 	Receipt(ctx context.Context, r admission.Report) (admission.Fold, error)
 	EventPublished(id string)
+	// FlushPublished clears the events marked published, and writes what
+	// the ledger keeps to write later (a Limiter's delivery counts): the
+	// stop's last call.
 	FlushPublished(ctx context.Context) error
 	Owed(ctx context.Context, age time.Duration, n int) ([]admission.Fold, error)
 	GiveBackResend(ctx context.Context, f admission.Fold) (bool, error)
@@ -286,7 +289,7 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	// event not cleared is published again by the next process's sweep.
 	flushCtx, cancelFlush := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancelFlush()
-	s.flush(flushCtx)
+	s.flush(flushCtx, true)
 	return err
 }
 

@@ -51,7 +51,7 @@ func (s *Server) sweepLoop(ctx context.Context) {
 		case <-retry.C:
 			s.publishHeld(ctx, false)
 		case <-flush.C:
-			s.flush(ctx)
+			s.flush(ctx, false)
 		}
 	}
 }
@@ -144,7 +144,7 @@ func (s *Server) sweep(ctx context.Context, a *account) {
 		}
 		failed := s.publishAll(ctx, a, owed)
 		// The next batch would hold this one again until it is cleared.
-		s.flushAccount(ctx, a)
+		s.flushAccount(ctx, a, false)
 		if failed || len(owed) < sweepBatch {
 			return
 		}
@@ -184,16 +184,19 @@ func (s *Server) publishAll(ctx context.Context, a *account, owed []admission.Fo
 	return first != nil
 }
 
-// flush clears in Redis the events marked published on every account.
-func (s *Server) flush(ctx context.Context) {
+// flush clears in Redis the events marked published on every account;
+// stopping, it also writes what the ledgers kept to write later (the
+// delivery counts of their last second).
+func (s *Server) flush(ctx context.Context, stopping bool) {
 	for _, a := range s.order {
-		s.flushAccount(ctx, a)
+		s.flushAccount(ctx, a, stopping)
 	}
 }
 
-// flushAccount clears in Redis the events marked published on a, if any.
-func (s *Server) flushAccount(ctx context.Context, a *account) {
-	if !a.pending.Swap(false) {
+// flushAccount clears in Redis the events marked published on a, if any,
+// or, stopping, flushes a's ledger whatever it holds.
+func (s *Server) flushAccount(ctx context.Context, a *account, stopping bool) {
+	if !a.pending.Swap(false) && !stopping {
 		return
 	}
 	if err := a.Ledger.FlushPublished(ctx); err != nil {

@@ -45,6 +45,11 @@ func TestMessageAndStatusTellTheReceipts(t *testing.T) {
 	if err != nil || !fold.Known || !fold.Final {
 		t.Fatalf("receipt: %+v, %v", fold, err)
 	}
+	// Its delivery count written now, as the process's flush does within
+	// the second (admission's counts.go), for status to read below.
+	if err := lim.FlushPublished(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	var out bytes.Buffer
 	if err := run(ctx, []string{"message", id}, &out, io.Discard); err != nil {

@@ -110,7 +110,7 @@ var mutants = []mutant{
 		{"admission/eval.go", `call.Lease = l.instance + "-" + strconv.FormatUint(l.leaseSeq.Add(1), 10)`, `call.Lease = l.instance + "-" + strconv.FormatUint(0*l.leaseSeq.Add(1), 10)`},
 	}, ""},
 	{"L3", "a finished send does not release its lease", []edit{
-		{"admission/finish.lua", "  redis.call('ZREM', KEYS[2], unpack(ARGV, 14))", "  -- mutant: leases kept"},
+		{"admission/finish.lua", "  redis.call('ZREM', KEYS[2], unpack(ARGV, 15))", "  -- mutant: leases kept"},
 	}, ""},
 	{"M21", "cluster clients keep go-redis's 60s slot-map reload", []edit{
 		{"admission/cluster.go", "	o.ClusterStateReloadInterval = ClusterStateReloadInterval\n", ""},
@@ -391,6 +391,21 @@ var mutants = []mutant{
 	}, ""},
 	{"RC9", "a failure turned delivered leaves its failure's event owed too", []edit{
 		{"admission/receipt.lua", "    redis.call('ZREM', KEYS[2], member(id, before))\n", ""},
+	}, ""},
+	{"RC10", "a later part's key names the message, not its first part: its receipts find no story", []edit{
+		{"admission/finish.lua", "      redis.call('SET', KEYS[i], (i - 6) .. first, 'PX', life)\n", "      redis.call('SET', KEYS[i], (i - 6) .. ':' .. ARGV[7], 'PX', life)\n"},
+	}, ""},
+	{"RC11", "a resend's story, its record another id's, kept without the id's key: read by id, it is not found", []edit{
+		{"admission/story.go", "	if !d.Claimed || d.claim.ID != id || !named {\n", "	if !d.Claimed || !named {\n"},
+	}, ""},
+	{"RC12", "the delivery counts kept with no flush on a timer: they wait for the next receipt, however late", []edit{
+		{"admission/counts.go", "	l.armCounts(countsEvery)\n", ""},
+	}, ""},
+	{"RE3", "a stopping process that published nothing keeps its delivery counts: they are lost", []edit{
+		{"receipts/sweep.go", "	if !a.pending.Swap(false) && !stopping {\n", "	if !a.pending.Swap(false) {\n"},
+	}, "./receipts/"},
+	{"RC13", "a sweep's call carries the published events only as a receipt's does: it returns events already out", []edit{
+		{"admission/receipt.go", "	if call.Status == \"\" || time.Since(l.cleared) >= clearEvery {\n", "	if time.Since(l.cleared) >= clearEvery {\n"},
 	}, ""},
 	{"RE2", "a receipt posted before its send's record is lost", []edit{
 		{"receipts/handler.go", "	for _, wait := range earlyWaits {\n", "	for _, wait := range earlyWaits[:0] {\n"},
