@@ -34,7 +34,7 @@ func printDelivery(w io.Writer, classes []admission.Class, delivery map[string]D
 			fmt.Fprintf(w, "  %-*s delivered / final receipts none\n", width, class)
 			continue
 		}
-		fmt.Fprintf(w, "  %-*s delivered / final receipts %d / %d = %.3f, acceptance→receipt p50 / p99 %v / %v\n",
+		fmt.Fprintf(w, "  %-*s delivered / final receipts %d / %d = %.3f, send→receipt p50 / p99 %v / %v\n",
 			width, class, d.Delivered, d.Finals, float64(d.Delivered)/float64(d.Finals), d.P50.Round(time.Millisecond), d.P99.Round(time.Millisecond))
 	}
 }

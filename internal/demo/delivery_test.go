@@ -17,7 +17,7 @@ func TestPrintDelivery(t *testing.T) {
 		"otp":       {Finals: 40, Delivered: 38, P50: 1200 * time.Millisecond, P99: 4500 * time.Millisecond},
 		"marketing": {},
 	})
-	want := "  otp       delivered / final receipts 38 / 40 = 0.950, acceptance→receipt p50 / p99 1.2s / 4.5s\n" +
+	want := "  otp       delivered / final receipts 38 / 40 = 0.950, send→receipt p50 / p99 1.2s / 4.5s\n" +
 		"  marketing delivered / final receipts none\n"
 	if out.String() != want {
 		t.Fatalf("printed\n%q\nwant\n%q", out.String(), want)
