@@ -11,6 +11,12 @@ func reply(allowed, wait, reason, next, attempts int64, detail string) []any {
 	return []any{allowed, wait, reason, next, attempts, detail, "", int64(0), int64(0), int64(0), int64(0)}
 }
 
+// replyWith is v with its element i set to x.
+func replyWith(v []any, i int, x any) []any {
+	v[i] = x
+	return v
+}
+
 func TestParseReply(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -32,9 +38,10 @@ func TestParseReply(t *testing.T) {
 		{"detail with a rate denial", reply(0, 7, 2, 0, 0, "x"), Decision{}, true},
 		{"short", []any{int64(1)}, Decision{}, true},
 		{"three elements", []any{int64(1), int64(0), int64(0)}, Decision{}, true},
-		{"string element", []any{"1", int64(0), int64(0), int64(0), int64(0), "", "", int64(0), int64(0), int64(0)}, Decision{}, true},
-		{"nil element", []any{int64(1), nil, int64(0), int64(0), int64(0), "", "", int64(0), int64(0), int64(0)}, Decision{}, true},
-		{"sender by number", []any{int64(1), int64(0), int64(0), int64(0), int64(0), "", int64(2), int64(0), int64(0), int64(0)}, Decision{}, true},
+		{"one element short", reply(1, 0, 0, 0, 0, "")[:replyLen-1], Decision{}, true},
+		{"string element", replyWith(reply(1, 0, 0, 0, 0, ""), replyAllowed, "1"), Decision{}, true},
+		{"nil element", replyWith(reply(1, 0, 0, 0, 0, ""), replyWait, nil), Decision{}, true},
+		{"sender by number", replyWith(reply(1, 0, 0, 0, 0, ""), replySender, int64(2)), Decision{}, true},
 		{"unknown reason", reply(0, 10, 12, 0, 0, ""), Decision{}, true},
 		{"route skipped", reply(0, 900, 9, 0, 0, ""), Decision{RetryAfter: 900 * time.Microsecond, Source: SourceRedis, Reason: ReasonRouteSkipped}, false},
 		{"sender", reply(0, 10, 7, 0, 0, ""), Decision{RetryAfter: 10 * time.Microsecond, Source: SourceRedis, Reason: ReasonSender}, false},
