@@ -11,14 +11,16 @@ import (
 	"regexp"
 
 	"slices"
-	"smsdispatcher/internal/keys"
-	"smsdispatcher/internal/scriptop"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
+
+	"smsdispatcher/internal/keys"
+	"smsdispatcher/internal/luapart"
+	"smsdispatcher/internal/scriptop"
 )
 
 // The admission script is composed at start-up from parts, one Lua file
@@ -218,36 +220,6 @@ func reasonCodes(src string) string {
 	})
 }
 
-var sectionLine = regexp.MustCompile(`(?m)^-- @(\w+)\n`)
-
-// sections splits a part's source into its sections by phase; what comes
-// before the first is its contract.
-func sections(name, src string) map[string]string {
-	marks := sectionLine.FindAllStringSubmatchIndex(src, -1)
-	out := map[string]string{}
-	for i, m := range marks {
-		phase := src[m[2]:m[3]]
-		end := len(src)
-		if i+1 < len(marks) {
-			end = marks[i+1][0]
-		}
-		if _, dup := out[phase]; dup || !knownPhase(phase) {
-			panic(fmt.Sprintf("admit/%s.lua: section %q unknown or twice", name, phase))
-		}
-		out[phase] = strings.TrimRight(src[m[1]:end], "\n") + "\n"
-	}
-	return out
-}
-
-func knownPhase(p string) bool {
-	for _, q := range admitPhases {
-		if q == p {
-			return true
-		}
-	}
-	return false
-}
-
 // composeAdmit returns the admission script of the parts in set.
 func composeAdmit(set partSet) string {
 	return composeParts(func(name string, opt partSet) bool { return opt == 0 || set&opt != 0 })
@@ -256,16 +228,13 @@ func composeAdmit(set partSet) string {
 // composeParts returns the admission script of the parts keep keeps.
 func composeParts(keep func(name string, opt partSet) bool) string {
 	src := parsedParts()
-	var b strings.Builder
-	b.WriteString(src.head)
-	for _, phase := range admitPhases {
-		for i, p := range admitParts {
-			if sec, ok := src.parts[i][phase]; ok && keep(p.name, p.opt) {
-				fmt.Fprintf(&b, "\n-- %s.lua: %s\n%s", p.name, phase, sec)
-			}
+	var parts []luapart.Part
+	for i, p := range admitParts {
+		if keep(p.name, p.opt) {
+			parts = append(parts, luapart.Part{Name: p.name, Sections: src.parts[i]})
 		}
 	}
-	return b.String()
+	return luapart.Compose(src.head, admitPhases, parts)
 }
 
 // partSources are the parts read and split into their sections once (the
@@ -296,10 +265,10 @@ func parsedParts() partSources {
 			panic("admit/prelude.lua: want one --@reply line")
 		}
 		partsRead.head = "#!lua\n-- The admission script, composed by admission/compose.go from admit/*.lua.\n" +
-			strings.Replace(prelude, "--@reply\n", replyLua(), 1)
+			luapart.Shared(strings.Replace(prelude, "--@reply\n", replyLua(), 1))
 		partsRead.parts = make([]map[string]string, len(admitParts))
 		for i, p := range admitParts {
-			partsRead.parts[i] = sections(p.name, read(p.name))
+			partsRead.parts[i] = luapart.Sections("admit/"+p.name, read(p.name), admitPhases)
 		}
 	})
 	return partsRead

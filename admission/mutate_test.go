@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 
 	"github.com/redis/go-redis/v9"
+
+	"smsdispatcher/internal/luapart"
 )
 
 // Under the mutation check (tools/cmd/mutate), a mutant of a script alone
@@ -40,7 +42,8 @@ func init() {
 		if err != nil {
 			panic(err)
 		}
-		*s.src, *s.script = string(b), redis.NewScript(string(b))
+		src := luapart.Shared(string(b))
+		*s.src, *s.script = src, redis.NewScript(src)
 	}
 	// The admission script's parts, in admit/ of the copy.
 	partFiles = os.DirFS(filepath.Join(dir, "admit"))

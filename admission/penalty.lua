@@ -59,15 +59,7 @@ end
 -- As in the admission script: a rate below min_rps, or a number past 2^53, read from
 -- Redis is ignored.
 local min_rps, max_us = 0.01, 2 ^ 53 - 1
--- num returns v read as a count or an instant, nil unless it is a number
--- in [0, max_us] (NaN and inf are not), as the admission script's.
-local function num(v)
-  v = tonumber(v)
-  if v and v >= 0 and v <= 2 ^ 53 - 1 then
-    return v
-  end
-  return nil
-end
+--@num
 
 local tat = now + cur * 1000 + tonumber(ARGV[2])
 if (num(redis.call('GET', KEYS[2])) or 0) < tat then

@@ -31,15 +31,7 @@ redis.call('DEL', KEYS[1])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local tat = now + tonumber(ARGV[1])
--- num returns v read as a count or an instant, nil unless it is a number
--- in [0, 2^53) (NaN and inf are not), as the admission script's.
-local function num(v)
-  v = tonumber(v)
-  if v and v >= 0 and v <= 2 ^ 53 - 1 then
-    return v
-  end
-  return nil
-end
+--@num
 if (num(redis.call('GET', KEYS[2])) or 0) > tat then
   redis.call('SET', KEYS[2], string.format('%d', tat), 'PX', math.ceil(tonumber(ARGV[1]) / 1000) + 1000)
 end

@@ -5,6 +5,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"smsdispatcher/internal/luapart"
 	"smsdispatcher/internal/scriptop"
 )
 
@@ -39,7 +40,8 @@ var (
 	admitFull = admitScript(allParts)
 
 	//go:embed penalty.lua
-	penaltyLua    string
+	penaltyFile   string
+	penaltyLua    = luapart.Shared(penaltyFile) // with the shared helpers it marks
 	penaltyScript = redis.NewScript(penaltyLua)
 
 	//go:embed pause.lua
@@ -47,7 +49,8 @@ var (
 	pauseScript = redis.NewScript(pauseLua)
 
 	//go:embed resume.lua
-	resumeLua    string
+	resumeFile   string
+	resumeLua    = luapart.Shared(resumeFile) // with the shared helpers it marks
 	resumeScript = redis.NewScript(resumeLua)
 
 	//go:embed override.lua

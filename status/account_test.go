@@ -12,6 +12,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/keys"
+	"smsdispatcher/internal/luapart"
 	"smsdispatcher/internal/redistest"
 )
 
@@ -186,13 +187,14 @@ func TestStatusReportsTheRatesInRedisItIgnores(t *testing.T) {
 
 // TestStatusReadsNumbersWithTheAdmissionScriptsHelper: status.lua reads a
 // count with the same helper as admission's scripts, the same text (a
-// script cannot call another's): the admission script's prelude's num.
+// script cannot call another's): the shared num (internal/luapart) that
+// the admission script's prelude marks too.
 func TestStatusReadsNumbersWithTheAdmissionScriptsHelper(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "admission", "admit", "prelude.lua"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	prelude := string(b)
+	prelude := luapart.Shared(string(b))
 	i := strings.Index(prelude, "local function num(v)\n")
 	j := strings.Index(prelude[max(i, 0):], "\nend\n")
 	if i < 0 || j < 0 {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"smsdispatcher/internal/luapart"
 	"smsdispatcher/internal/scriptop"
 )
 
@@ -23,7 +24,9 @@ var (
 	processesScript = redis.NewScript(processesLua)
 
 	//go:embed status.lua
-	statusLua    string
+	statusFile string
+	// statusLua is status.lua with the shared helpers it marks.
+	statusLua    = luapart.Shared(statusFile)
 	statusScript = redis.NewScript(statusLua)
 )
 

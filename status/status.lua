@@ -27,15 +27,7 @@ for i = 1, #beats, 2 do
   procs[#procs + 1] = beats[i + 1]
   procs[#procs + 1] = redis.call('HGET', KEYS[6], beats[i]) or ''
 end
--- num returns v read as a count or an instant, nil unless it is a number
--- in [0, 2^53) (NaN and inf are not), as the admission script's.
-local function num(v)
-  v = tonumber(v)
-  if v and v >= 0 and v <= 2 ^ 53 - 1 then
-    return v
-  end
-  return nil
-end
+--@num
 local sent = {}
 if #KEYS > 7 then
   local v = redis.call('MGET', unpack(KEYS, 8))

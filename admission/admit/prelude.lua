@@ -52,17 +52,7 @@ local function rate(v)
   end
   return nil
 end
--- num returns v read as a count or an instant, nil unless it is a number in
--- [0, max_us] (NaN and inf are not: a hand-typed 'nan' TAT would admit
--- once and then be written as max_us). Every number read from Redis goes
--- through it, as in override.lua.
-local function num(v)
-  v = tonumber(v)
-  if v and v >= 0 and v <= 2 ^ 53 - 1 then
-    return v
-  end
-  return nil
-end
+--@num
 
 -- Every key in one MGET: s[i] is KEYS[i]'s value (nil for the leases,
 -- a sorted set). The lists of keys start at KV (compose.go's layout).

@@ -1,0 +1,77 @@
+// Package luapart composes Lua scripts from parts: files that each hold
+// one mechanism, its contract at the top, split into sections by phase
+// ("-- @<phase>" lines); a script is the sections of its parts, phase
+// by phase, in the parts' order. It also holds the helpers several
+// scripts share (num.lua), written once and put in by Shared.
+//
+// Invariant: a composed script is the same text for the same parts, so
+// its SHA-1 is stable across processes of one version; the parts are
+// read once, never per call.
+package luapart
+
+import (
+	_ "embed"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+//go:embed num.lua
+var numLua string
+
+// sharedParts are the shared helpers by the mark that stands for each.
+var sharedParts = map[string]string{"--@num\n": numLua}
+
+// Shared returns src with each shared helper's mark ("--@num" alone on a
+// line) replaced by the helper. A script marks the place where the
+// helper is defined, after its contract and before its first use.
+func Shared(src string) string {
+	for mark, part := range sharedParts {
+		src = strings.ReplaceAll(src, mark, part)
+	}
+	return src
+}
+
+var sectionLine = regexp.MustCompile(`(?m)^-- @(\w+)\n`)
+
+// Sections splits part name's source into its sections by phase; what
+// comes before the first is its contract. A phase not in phases, or
+// twice, is a bug of the part: it panics.
+func Sections(name, src string, phases []string) map[string]string {
+	marks := sectionLine.FindAllStringSubmatchIndex(src, -1)
+	out := map[string]string{}
+	for i, m := range marks {
+		phase := src[m[2]:m[3]]
+		end := len(src)
+		if i+1 < len(marks) {
+			end = marks[i+1][0]
+		}
+		if _, dup := out[phase]; dup || !slices.Contains(phases, phase) {
+			panic(fmt.Sprintf("%s.lua: section %q unknown or twice", name, phase))
+		}
+		out[phase] = strings.TrimRight(src[m[1]:end], "\n") + "\n"
+	}
+	return out
+}
+
+// A Part is a part's name and its sections by phase.
+type Part struct {
+	Name     string
+	Sections map[string]string
+}
+
+// Compose returns head then, phase by phase, each part's section of the
+// phase, in parts' order, each after a line naming its part.
+func Compose(head string, phases []string, parts []Part) string {
+	var b strings.Builder
+	b.WriteString(head)
+	for _, phase := range phases {
+		for _, p := range parts {
+			if sec, ok := p.Sections[phase]; ok {
+				fmt.Fprintf(&b, "\n-- %s.lua: %s\n%s", p.Name, phase, sec)
+			}
+		}
+	}
+	return b.String()
+}
