@@ -25,8 +25,8 @@ func init() {
 		"penalty.lua": {&penaltyLua, &penaltyScript},
 		"pause.lua":   {&pauseLua, &pauseScript}, "resume.lua": {&resumeLua, &resumeScript},
 		"override.lua": {&overrideLua, &overrideScript}, "claim.lua": {&claimLua, &claimScript},
-		"finish.lua": {&finishLua, &finishScript}, "release.lua": {&releaseLua, &releaseScript},
-		"forget.lua": {&forgetLua, &forgetScript}, "receipt.lua": {&receiptLua, &receiptScript},
+		"release.lua": {&releaseLua, &releaseScript},
+		"forget.lua":  {&forgetLua, &forgetScript}, "receipt.lua": {&receiptLua, &receiptScript},
 		"story.lua": {&storyLua, &storyScript}, "delivery.lua": {&deliveryLua, &deliveryScript},
 		"learned.lua": {&learnedLua, &learnedScript}, "pool.lua": {&poolLua, &poolScript},
 		"health.lua": {&healthLua, &healthScript}, "giveback.lua": {&givebackLua, &givebackScript},
@@ -45,6 +45,10 @@ func init() {
 		src := luapart.Shared(string(b))
 		*s.src, *s.script = src, redis.NewScript(src)
 	}
+	// The composed scripts' parts, in their directories of the copy.
+	scriptParts = os.DirFS(dir)
+	finishLua = finishParts.compose(scriptParts)
+	finishScript = redis.NewScript(finishLua)
 	// The admission script's parts, in admit/ of the copy.
 	partFiles = os.DirFS(filepath.Join(dir, "admit"))
 	resetAdmitScripts()

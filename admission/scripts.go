@@ -61,8 +61,7 @@ var (
 	claimLua    string
 	claimScript = redis.NewScript(claimLua)
 
-	//go:embed finish.lua
-	finishLua    string
+	finishLua    = finishParts.compose(scriptParts) // parts.go
 	finishScript = redis.NewScript(finishLua)
 
 	//go:embed release.lua

@@ -110,7 +110,7 @@ var mutants = []mutant{
 		{"admission/eval.go", `call.Lease = l.instance + "-" + strconv.FormatUint(l.leaseSeq.Add(1), 10)`, `call.Lease = l.instance + "-" + strconv.FormatUint(0*l.leaseSeq.Add(1), 10)`},
 	}, ""},
 	{"L3", "a finished send does not release its lease", []edit{
-		{"admission/finish.lua", "  redis.call('ZREM', KEYS[2], unpack(ARGV, 15))", "  -- mutant: leases kept"},
+		{"admission/finish/lease.lua", "  redis.call('ZREM', KEYS[2], unpack(ARGV, 15))", "  -- mutant: leases kept"},
 	}, ""},
 	{"M21", "cluster clients keep go-redis's 60s slot-map reload", []edit{
 		{"admission/cluster.go", "	o.ClusterStateReloadInterval = ClusterStateReloadInterval\n", ""},
@@ -223,7 +223,7 @@ var mutants = []mutant{
 		{"admission/acquire.go", "		if p, stop := l.stopped(); stop {", "		if p, stop := l.stopped(); stop && false {"},
 	}, ""},
 	{"F8", "a given-back claim loses its count of sends", []edit{
-		{"admission/finish.lua", "  elseif count then", "  elseif false then"},
+		{"admission/finish/record.lua", "  elseif count then", "  elseif false then"},
 	}, ""},
 	{"A1", "an OTP overflows for its account's ordinary rate", []edit{
 		{"dispatch/accounts.go", "(dec.Reason == admission.ReasonPenalty || dec.Reason == admission.ReasonAccount ||", "(dec.Reason == admission.ReasonPenalty || dec.Reason == admission.ReasonGlobal || dec.Reason == admission.ReasonAccount ||"},
@@ -281,7 +281,7 @@ var mutants = []mutant{
 		{"status/status.lua", "local t = redis.call('TIME')", "redis.call('SET', KEYS[1] .. ':seen', 1)\nlocal t = redis.call('TIME')"},
 	}, "./status/"},
 	{"O6", "the call after a send counts nothing", []edit{
-		{"admission/finish.lua", "if units > 0 and redis.call('INCRBY', KEYS[3], units) == units then", "if false then"},
+		{"admission/finish/sent.lua", "if units > 0 and redis.call('INCRBY', KEYS[3], units) == units then", "if false then"},
 	}, "./status/"},
 	{"HB1", "MAX_SEGMENTS unset is 6 whatever the rates", []edit{
 		{"config/validate.go", "			a.MaxSegments = a.fittingSegments(p)", "			a.MaxSegments = defaultMaxSegments"},
@@ -387,13 +387,13 @@ var mutants = []mutant{
 		{"admission/receipt.go", "		case !ok:\n", "		case !ok && len(l.owedSeen) < maxOwedRemembered:\n"},
 	}, ""},
 	{"RC8", "a story dated by finish.lua's clock, not its admission's slot", []edit{
-		{"admission/finish.lua", "  local sent = math.min(tonumber(ARGV[13]) or 0, 2 ^ 53 - 1)\n", "  local sent = 0\n"},
+		{"admission/finish/story.lua", "  local sent = math.min(tonumber(ARGV[13]) or 0, 2 ^ 53 - 1)\n", "  local sent = 0\n"},
 	}, ""},
 	{"RC9", "a failure turned delivered leaves its failure's event owed too", []edit{
 		{"admission/receipt.lua", "    redis.call('ZREM', KEYS[2], member(id, before))\n", ""},
 	}, ""},
 	{"RC10", "a later part's key names the message, not its first part: its receipts find no story", []edit{
-		{"admission/finish.lua", "      redis.call('SET', KEYS[i], (i - 6) .. first, 'PX', life)\n", "      redis.call('SET', KEYS[i], (i - 6) .. ':' .. ARGV[7], 'PX', life)\n"},
+		{"admission/finish/story.lua", "      redis.call('SET', KEYS[i], (i - 6) .. first, 'PX', life)\n", "      redis.call('SET', KEYS[i], (i - 6) .. ':' .. ARGV[7], 'PX', life)\n"},
 	}, ""},
 	{"RC11", "a resend's story, its record another id's, kept without the id's key: read by id, it is not found", []edit{
 		{"admission/story.go", "	if !d.Claimed || d.claim.ID != id || !named {\n", "	if !d.Claimed || !named {\n"},
@@ -467,6 +467,6 @@ var mutants = []mutant{
 		{"dispatch/pipeline.go", "	claim.Hedged = claim.Failover && d.hedges(class, r)\n", "	claim.Hedged = false\n"},
 	}, "./dispatch/"},
 	{"M27b", "a failure of a send begun before the account's recovery counts against it", []edit{
-		{"admission/finish.lua", "elseif began < since or (mode == 'd' and ok > 0 and began < start) then", "elseif false then"},
+		{"admission/finish/health.lua", "elseif began < since or (mode == 'd' and ok > 0 and began < start) then", "elseif false then"},
 	}, ""},
 }

@@ -1,0 +1,15 @@
+#!lua flags=allow-oom
+-- finish.lua is the one call after a send: it writes the id's record of
+-- what became of it, counts the units sent, ends the send's in-flight
+-- lease, keeps the message's story and counts the send in the account's
+-- health. Composed by admission/parts.go from finish/*.lua: each part's
+-- contract gives the KEYS and ARGV it reads; the arguments are read and
+-- checked before anything is written (a script that errors keeps the
+-- writes it made).
+--
+-- Returns {written, health}: written is 1 when the record was written or
+-- the claim given back, 0 when the claim was not the caller's any more
+-- (expired and taken by another attempt, or final) or a 'rejected' found
+-- no refusal, and the record was left alone; health is the account's
+-- after this send, as the admission script reports it (0 healthy, 1 a
+-- run of failures counted, 2 degraded; 0 when ARGV[5] is '').
