@@ -26,8 +26,7 @@ func init() {
 		"pause.lua":   {&pauseLua, &pauseScript}, "resume.lua": {&resumeLua, &resumeScript},
 		"override.lua": {&overrideLua, &overrideScript}, "claim.lua": {&claimLua, &claimScript},
 		"release.lua": {&releaseLua, &releaseScript},
-		"forget.lua":  {&forgetLua, &forgetScript}, "receipt.lua": {&receiptLua, &receiptScript},
-		"story.lua": {&storyLua, &storyScript}, "delivery.lua": {&deliveryLua, &deliveryScript},
+		"forget.lua":  {&forgetLua, &forgetScript}, "delivery.lua": {&deliveryLua, &deliveryScript},
 		"learned.lua": {&learnedLua, &learnedScript}, "pool.lua": {&poolLua, &poolScript},
 		"health.lua": {&healthLua, &healthScript}, "giveback.lua": {&givebackLua, &givebackScript},
 	}
@@ -47,8 +46,14 @@ func init() {
 	}
 	// The composed scripts' parts, in their directories of the copy.
 	scriptParts = os.DirFS(dir)
-	finishLua = finishParts.compose(scriptParts)
-	finishScript = redis.NewScript(finishLua)
+	for _, s := range []struct {
+		parts  partsScript
+		src    *string
+		script **redis.Script
+	}{{finishParts, &finishLua, &finishScript}, {receiptParts, &receiptLua, &receiptScript}, {storyParts, &storyLua, &storyScript}} {
+		*s.src = s.parts.compose(scriptParts)
+		*s.script = redis.NewScript(*s.src)
+	}
 	// The admission script's parts, in admit/ of the copy.
 	partFiles = os.DirFS(filepath.Join(dir, "admit"))
 	resetAdmitScripts()

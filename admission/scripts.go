@@ -76,12 +76,10 @@ var (
 	forgetLua    string
 	forgetScript = redis.NewScript(forgetLua)
 
-	//go:embed receipt.lua
-	receiptLua    string
+	receiptLua    = receiptParts.compose(scriptParts) // parts.go
 	receiptScript = redis.NewScript(receiptLua)
 
-	//go:embed story.lua
-	storyLua    string
+	storyLua    = storyParts.compose(scriptParts) // parts.go
 	storyScript = redis.NewScript(storyLua)
 
 	//go:embed delivery.lua

@@ -101,8 +101,9 @@ func TestScriptCallsFollowTheirHeaders(t *testing.T) {
 			switch tt.script {
 			case "admit":
 				src, err = admitContracts()
-			case "finish.lua":
-				src, err = []byte(finishParts.contracts(scriptParts)), nil
+			case "finish.lua", "receipt.lua", "story.lua":
+				parts := map[string]partsScript{"finish.lua": finishParts, "receipt.lua": receiptParts, "story.lua": storyParts}[tt.script]
+				src, err = []byte(parts.contracts(scriptParts)), nil
 			}
 			if err != nil {
 				t.Fatal(err)

@@ -225,8 +225,8 @@ func copyScripts(root, dst string) error {
 	if err := os.MkdirAll(filepath.Join(dst, "admission"), 0o755); err != nil {
 		return err
 	}
-	// The scripts, the admission script's parts in admit/ and finish.lua's in finish/.
-	for _, sub := range []string{"", "admit", "finish"} {
+	// The scripts, and the parts of the composed ones in their directories.
+	for _, sub := range []string{"", "admit", "finish", "receipt", "story"} {
 		if err := os.MkdirAll(filepath.Join(dst, "admission", sub), 0o755); err != nil {
 			return err
 		}

@@ -333,18 +333,18 @@ var mutants = []mutant{
 		{"dispatch/route.go", "if t.mode == RouteLongestPrefix {", "if false {"},
 	}, "./dispatch/"},
 	{"RC1", "a receipt's final state overwritten by an intermediate one", []edit{
-		{"admission/receipt.lua", "if cur and (cur == 'delivered' or (FINAL[cur] and status ~= 'delivered') or", "if cur and ((cur == 'delivered' and FINAL[status]) or (FINAL[cur] and FINAL[status] and status ~= 'delivered') or"},
-		{"admission/receipt.lua", "if (FINAL[old] and new ~= 'delivered') or", "if (FINAL[old] and FINAL[new] and new ~= 'delivered') or"},
+		{"admission/receipt/fold.lua", "if cur and (cur == 'delivered' or (FINAL[cur] and status ~= 'delivered') or", "if cur and ((cur == 'delivered' and FINAL[status]) or (FINAL[cur] and FINAL[status] and status ~= 'delivered') or"},
+		{"admission/receipt/fold.lua", "if (FINAL[old] and new ~= 'delivered') or", "if (FINAL[old] and FINAL[new] and new ~= 'delivered') or"},
 	}, ""},
 	{"RC2", "an owed status event never recorded as owed", []edit{
-		{"admission/receipt.lua", "  -- The owed set's lifetime is set by the sweeps and flushes.\n  redis.call('ZADD', KEYS[2], now, member(id, h.ov))\n", "  -- The owed set's lifetime is set by the sweeps and flushes.\n"},
+		{"admission/receipt/fold.lua", "  -- The owed set's lifetime is set by the sweeps and flushes.\n  redis.call('ZADD', KEYS[2], now, member(id, h.ov))\n", "  -- The owed set's lifetime is set by the sweeps and flushes.\n"},
 	}, ""},
 	{"RC3", "a later failure receipt overwrites delivered", []edit{
-		{"admission/receipt.lua", "if cur and (cur == 'delivered' or (FINAL[cur] and status ~= 'delivered') or", "if cur and ((cur == 'delivered' and not FINAL[status]) or (FINAL[cur] and cur ~= 'delivered' and status ~= 'delivered') or"},
-		{"admission/receipt.lua", "if (FINAL[old] and new ~= 'delivered') or", "if (FINAL[old] and old ~= 'delivered' and new ~= 'delivered') or"},
+		{"admission/receipt/fold.lua", "if cur and (cur == 'delivered' or (FINAL[cur] and status ~= 'delivered') or", "if cur and ((cur == 'delivered' and not FINAL[status]) or (FINAL[cur] and cur ~= 'delivered' and status ~= 'delivered') or"},
+		{"admission/receipt/fold.lua", "if (FINAL[old] and new ~= 'delivered') or", "if (FINAL[old] and old ~= 'delivered' and new ~= 'delivered') or"},
 	}, ""},
 	{"RC4", "an older event's publication clears the event owed since", []edit{
-		{"admission/receipt.lua", "  if num(v) <= 1 then", "  if true then"},
+		{"admission/receipt/owed.lua", "  if num(v) <= 1 then", "  if true then"},
 	}, ""},
 	{"RC5", "a resend whose publish failed is not given back: lost", []edit{
 		{"admission/giveback.lua", "h.resend = ARGV[2]\n", ""},
@@ -371,10 +371,10 @@ var mutants = []mutant{
 		{"dispatch/message.go", "		return admission.ResendID(m.ID)\n", "		return admission.ResendID(m.ID)[:len(m.ID)]\n"},
 	}, "./dispatch/"},
 	{"RS1", "a route whose OTPs stop arriving is never skipped", []edit{
-		{"admission/receipt.lua", "  if not skipped and numbers >= rule.least and got < rule.ratio * (got + fails) then", "  if false then"},
+		{"admission/receipt/route.lua", "  if not skipped and numbers >= rule.least and got < rule.ratio * (got + fails) then", "  if false then"},
 	}, ""},
 	{"RS2", "a route's skip ignores the prefix: every prefix is skipped", []edit{
-		{"admission/receipt.lua", "local key, skip = pre .. 'route:' .. prefix, pre .. 'skip:' .. prefix", "local key, skip = pre .. 'route:' .. prefix, pre .. 'skip:'"},
+		{"admission/receipt/route.lua", "local key, skip = pre .. 'route:' .. prefix, pre .. 'skip:' .. prefix", "local key, skip = pre .. 'route:' .. prefix, pre .. 'skip:'"},
 		{"admission/eval.go", "		call.Skip = l.skipKey(claim.Prefix)\n", "		call.Skip = l.skipKey(\"\")\n"},
 	}, ""},
 	{"RS3", "an OTP to a skipped route waits at home (no failover)", []edit{
@@ -390,7 +390,7 @@ var mutants = []mutant{
 		{"admission/finish/story.lua", "  local sent = math.min(tonumber(ARGV[13]) or 0, 2 ^ 53 - 1)\n", "  local sent = 0\n"},
 	}, ""},
 	{"RC9", "a failure turned delivered leaves its failure's event owed too", []edit{
-		{"admission/receipt.lua", "    redis.call('ZREM', KEYS[2], member(id, before))\n", ""},
+		{"admission/receipt/fold.lua", "    redis.call('ZREM', KEYS[2], member(id, before))\n", ""},
 	}, ""},
 	{"RC10", "a later part's key names the message, not its first part: its receipts find no story", []edit{
 		{"admission/finish/story.lua", "      redis.call('SET', KEYS[i], (i - 6) .. first, 'PX', life)\n", "      redis.call('SET', KEYS[i], (i - 6) .. ':' .. ARGV[7], 'PX', life)\n"},
@@ -444,11 +444,11 @@ var mutants = []mutant{
 		{"admission/health.go", "\tcase r == ResultOK:\n\t\treturn \"ok\"", "\tcase r == ResultOK && admitted != Healthy:\n\t\treturn \"ok\""},
 	}, ""},
 	{"M31", "a number read from Redis unguarded: a 'nan' TAT admits once, then locks the account", []edit{
-		{"admission/admit/prelude.lua", "local function num(v)\n  v = tonumber(v)\n  if v and v >= 0 and v <= 2 ^ 53 - 1 then", "local function num(v)\n  v = tonumber(v)\n  if v then"},
+		{"internal/luapart/num.lua", "local function num(v)\n  v = tonumber(v)\n  if v and v >= 0 and v <= 2 ^ 53 - 1 then", "local function num(v)\n  v = tonumber(v)\n  if v then"},
 	}, ""},
 	{"M28", "a resend kept in the story and handed out again by every sweep while its event is owed", []edit{
-		{"admission/receipt.lua", "      h.resent = '1'\n", "      h.resend, h.resent = resend, '1'\n"},
-		{"admission/receipt.lua", "          h.resend = nil -- taken: handed out once\n", ""},
+		{"admission/receipt/fold.lua", "      h.resent = '1'\n", "      h.resend, h.resent = resend, '1'\n"},
+		{"admission/receipt/sweep.lua", "          h.resend = nil -- taken: handed out once\n", ""},
 	}, "./receipts/"},
 	{"M28b", "a fold held for its event keeps its resend: every retry publishes it again", []edit{
 		{"receipts/events.go", "\t\tf.Resend = nil // out once: never again from this fold\n", ""},
@@ -458,7 +458,7 @@ var mutants = []mutant{
 		{"receipts/events.go", "	if now := s.now(); !s.resendDue(f, now) {", "	if now := s.now(); false {"},
 	}, "./receipts/"},
 	{"M32", "every failure of an OTP counts against its route, a handset's and a number's too", []edit{
-		{"admission/receipt.lua", "  if not prefix or not (delivered or ARGV[9] == '1') then", "  if not prefix then"},
+		{"admission/receipt/route.lua", "  if not prefix or not (delivered or ARGV[9] == '1') then", "  if not prefix then"},
 	}, ""},
 	{"M32b", "the last account of a route is skipped too: its OTPs wait for the probe", []edit{
 		{"admission/eval.go", "claim.Prefix != \"\" && claim.Failover {", "claim.Prefix != \"\" {"},

@@ -1,0 +1,33 @@
+#!lua
+-- receipt.lua folds one delivery receipt into its message's state, in one
+-- call: the provider id's key holds the message's story or leads to it,
+-- the receipt is folded into its part, the parts into the message, and
+-- what changed is returned; a final state owes a status event (the owed
+-- set) and is counted in the account's delivery counters (by the
+-- process: it returns what it counted, and a later call writes it,
+-- ARGV[10]). With no receipt (ARGV[1] '') it is the sweep: it returns the
+-- messages whose event has been owed the longest.
+-- Either way it first clears the events published since the last call,
+-- and writes the delivery counts it is given.
+--
+-- A resend payload is handed out once: the fold that makes a failure
+-- final takes it from its key, a sweep takes a payload given back from the
+-- story; whatever becomes of the status event, it is never handed out
+-- twice.
+--
+-- Composed by admission/parts.go from receipt/*.lua: each part's contract
+-- gives the KEYS and ARGV it reads and what it sets for the others.
+--
+-- Returns {changed, message...}: changed is 1 when the receipt changed its
+-- message's state; each message is {id, class, sender, first provider id,
+-- status, error code, sent_ms, status_ms, owed, version, resend, story
+-- key, counters' key, fields counted}: owed 1
+-- when an event is owed for this state (made owed now, or owed still: a
+-- final state whose id is in the owed set), version its ov, resend the
+-- payload to publish ('' none; handed out, it is no longer in Redis),
+-- the counters' key ('dlr:<class>:<unix minute>', '' when nothing was
+-- counted) and the fields it counted one each ('f', 'b<i>', 'b<i> t'). A
+-- receipt returns one message, or none when its provider id is unknown
+-- (nothing written but the clearing).
+-- Everything is read and checked before the first write: a script that
+-- errors keeps the writes it made.

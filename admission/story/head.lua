@@ -1,0 +1,21 @@
+#!lua flags=no-writes
+-- story.lua reads an id's whole story on the account, for `dispatcher
+-- message`, in one call that writes nothing (run with EVALSHA_RO).
+-- Composed by admission/parts.go: read.lua, with receipt.lua's find.lua
+-- to find the story as the receipts do.
+--
+-- KEYS[1] -> id record key ({sms:<account>}:id:<id>): the story is at the
+--            key of the provider id its 'sent:<provider id>' names
+--            ({sms:<account>}:pid:<provider id>, the story or the way to
+--            it; receipt.lua's header gives both forms)
+-- KEYS[2] -> the id's key ({sms:<account>}:msg:<id>): the way to the
+--            story when the record does not name it, or an older
+--            version's story itself
+-- KEYS[3] -> the owed set ({sms:<account>}:owed)
+-- KEYS[4] -> the message's resend payload ({sms:<account>}:resend:<id>)
+-- ARGV[1] -> the message's id
+--
+-- Returns {record, {field, value, ...}, owed, resend}: record '' when
+-- none; the story's fields (bounded: finish.lua keeps at most 64 parts);
+-- owed 1 when its status event is owed; resend 1 while its payload waits
+-- for a failure.
