@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/ledger"
 )
 
 // TestClaimsAndLimiterShareOneCircuit: Redis hangs. The first claim pays
@@ -39,7 +40,7 @@ func TestClaimsAndLimiterShareOneCircuit(t *testing.T) {
 	if err := claims.Release(ctx, "login-2", "b"); !errors.Is(err, ErrRedisDown) {
 		t.Fatalf("release with the circuit open: %v, want ErrRedisDown", err)
 	}
-	if err := claims.Finish(ctx, "login-2", RecordSent); !errors.Is(err, ErrRedisDown) {
+	if err := claims.Finish(ctx, "login-2", ledger.RecordSent); !errors.Is(err, ErrRedisDown) {
 		t.Fatalf("finish with the circuit open: %v, want ErrRedisDown", err)
 	}
 	if d := try(t, lim, OTP); d.Source != SourceFallback {
@@ -74,7 +75,7 @@ func TestClaimsAndLimiterShareOneCircuit(t *testing.T) {
 	if d := try(t, lim, OTP); d.Source != SourceRedis {
 		t.Fatalf("after the retry interval: %+v, want a Redis decision", d)
 	}
-	if r, err := claims.Claim(ctx, "login-3", "c", 0); err != nil || r.State != Claimed {
+	if r, err := claims.Claim(ctx, "login-3", "c", 0); err != nil || r.State != ledger.Claimed {
 		t.Fatalf("claim once Redis answers: %+v, %v; want claimed", r, err)
 	}
 }
@@ -94,7 +95,7 @@ func TestAClaimReleaseThatMissedRedisIsDoneWhenItAnswers(t *testing.T) {
 	other := NewClaims(redistest.Client(t), cfg.Account, 0, 0, 0, nil) // another pod
 	ctx := context.Background()
 
-	if r, err := claims.Claim(ctx, "promo-1", "a", 0); err != nil || r.State != Claimed {
+	if r, err := claims.Claim(ctx, "promo-1", "a", 0); err != nil || r.State != ledger.Claimed {
 		t.Fatalf("claim: %+v, %v", r, err)
 	}
 	proxy.SetMode(redistest.Refuse)
@@ -103,13 +104,13 @@ func TestAClaimReleaseThatMissedRedisIsDoneWhenItAnswers(t *testing.T) {
 	}
 	proxy.SetMode(redistest.Up)
 	clock.Add(cfg.RedisRetryAfter + time.Millisecond)
-	if r, err := other.Claim(ctx, "promo-1", "b", 0); err != nil || r.State != Held {
+	if r, err := other.Claim(ctx, "promo-1", "b", 0); err != nil || r.State != ledger.Held {
 		t.Fatalf("before this pod reaches Redis again: %+v, %v; want held", r, err)
 	}
 	if _, err := claims.Claim(ctx, "login-9", "c", 0); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := other.Claim(ctx, "promo-1", "b", 0); err != nil || r.State != Claimed {
+	if r, err := other.Claim(ctx, "promo-1", "b", 0); err != nil || r.State != ledger.Claimed {
 		t.Fatalf("once this pod reached Redis again: %+v, %v; want the released claim free", r, err)
 	}
 }

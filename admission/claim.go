@@ -4,103 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/internal/keys"
+	"smsdispatcher/ledger"
 )
-
-// ClaimState is the state of a message id's send record.
-type ClaimState int
-
-const (
-	// Claimed means the caller holds the claim and may send.
-	Claimed ClaimState = iota
-	// Held means another attempt holds a live claim: it may be sending now.
-	Held
-	// Finished means the id already has a final record (sent, or rejected
-	// for good and dead-lettered): it must not be sent again.
-	Finished
-	// Refused means the provider refused the id for good but its dead
-	// letter may not be published yet: dead-letter it with the recorded
-	// reason, never send it again.
-	Refused
-	// Unrecorded means the id has no record. Forget and Recorded report it;
-	// Claim takes the claim instead.
-	Unrecorded
-)
-
-func (s ClaimState) String() string {
-	return [...]string{"claimed", "held", "finished", "refused", "unrecorded"}[s]
-}
-
-// Record is what an id's send-once record says: what Claim found, or what
-// Forget and Recorded read.
-type Record struct {
-	State ClaimState
-	// Rejected is, when State is Finished, whether the record is
-	// RecordRejected (refused, and dead-lettered) rather than a send's.
-	Rejected bool
-	// RejectReason is, when State is Refused, the refusal as recorded.
-	RejectReason string
-	// ProviderID is, when State is Finished by a send, the provider's id
-	// of the message if it gave one.
-	ProviderID string
-}
-
-// String returns the record as Redis keeps it: "" when there is none,
-// "held" for another attempt's live claim, "claimed" for the caller's, else
-// the final record (RecordSent, SentRecord's, RecordRejected) or a
-// refusal's ("refused:<reason>").
-func (r Record) String() string {
-	switch r.State {
-	case Claimed:
-		return "claimed"
-	case Held:
-		return "held"
-	case Finished:
-		if r.Rejected {
-			return RecordRejected
-		}
-		return SentRecord(r.ProviderID)
-	case Refused:
-		return refusedPrefix + r.RejectReason
-	}
-	return ""
-}
-
-// Final records of an id.
-const (
-	RecordSent     = "sent"
-	RecordRejected = "rejected" // refused, and dead-lettered
-)
-
-// sentPrefix starts the record of a send the provider gave an id to.
-const sentPrefix = RecordSent + ":"
-
-// maxProviderID bounds the provider id kept in a record: providers' ids
-// are short (Twilio's 34 characters), and a record is no place for more.
-const maxProviderID = 128
-
-// SentRecord is the final record of a send the provider accepted as
-// providerID (RecordSent when it gave none), so that an operator finds the
-// provider's message from the dispatcher's id.
-func SentRecord(providerID string) string {
-	if providerID == "" {
-		return RecordSent
-	}
-	if len(providerID) > maxProviderID {
-		providerID = providerID[:maxProviderID]
-	}
-	return sentPrefix + providerID
-}
-
-// refusedPrefix starts the record of a refusal whose dead letter is not
-// published yet; the reason follows it.
-const refusedPrefix = "refused:"
 
 // Default lifetimes of Claims.
 const (
@@ -157,7 +68,7 @@ func (c *Claims) Key(id string) string { return c.key.Record(id) }
 // Claim takes the send claim of id for the attempt named token, for ttl
 // (zero means the Claims' default). The claim must outlive the attempt's
 // wait for a slot and its send.
-func (c *Claims) Claim(ctx context.Context, id, token string, ttl time.Duration) (Record, error) {
+func (c *Claims) Claim(ctx context.Context, id, token string, ttl time.Duration) (ledger.Record, error) {
 	if ttl <= 0 {
 		ttl = c.claimTTL
 	}
@@ -171,47 +82,14 @@ func (c *Claims) Claim(ctx context.Context, id, token string, ttl time.Duration)
 		return nil
 	})
 	if err != nil {
-		return Record{}, err
+		return ledger.Record{}, err
 	}
 	c.releaseLeftovers(ctx)
 	if v == "claimed" {
-		return Record{State: Claimed}, nil
+		return ledger.Record{State: ledger.Claimed}, nil
 	}
-	return parseRecord(v)
+	return ledger.ParseRecord(v)
 }
-
-// parseRecord reads an id's record that says not to send: "held" (another
-// attempt's live claim) or a final record.
-func parseRecord(v string) (Record, error) {
-	switch v {
-	case "held":
-		return Record{State: Held}, nil
-	case RecordSent:
-		return Record{State: Finished}, nil
-	case RecordRejected:
-		return Record{State: Finished, Rejected: true}, nil
-	}
-	if strings.HasPrefix(v, sentPrefix) {
-		return Record{State: Finished, ProviderID: v[len(sentPrefix):]}, nil
-	}
-	if reason, ok := strings.CutPrefix(v, refusedPrefix); ok {
-		return Record{State: Refused, RejectReason: reason}, nil
-	}
-	return Record{}, &UnknownRecordError{Record: v}
-}
-
-// UnknownRecordError is an id's record in a form this package does not
-// know: a reply of the right shape whose record says something else. It
-// wraps ErrBadReply; a reply of the wrong shape is an ErrBadReply alone.
-type UnknownRecordError struct {
-	Record string // as Redis keeps it
-}
-
-func (e *UnknownRecordError) Error() string {
-	return fmt.Sprintf("%v: record %q", ErrBadReply, e.Record)
-}
-
-func (e *UnknownRecordError) Unwrap() error { return ErrBadReply }
 
 // Forget clears id's record when it says the provider refused the id
 // (RefusedRecord's, RecordRejected), so that a replay of its dead letter
@@ -219,18 +97,18 @@ func (e *UnknownRecordError) Unwrap() error { return ErrBadReply }
 // Held for a live claim) and whether it was cleared. A record of a send is
 // never cleared. A record this package does not know is an
 // *UnknownRecordError.
-func (c *Claims) Forget(ctx context.Context, id string) (was Record, cleared bool, err error) {
+func (c *Claims) Forget(ctx context.Context, id string) (was ledger.Record, cleared bool, err error) {
 	return c.forget(ctx, id, true)
 }
 
 // Recorded reports what id's record says, as Forget does, and changes
 // nothing: a replay's dry run.
-func (c *Claims) Recorded(ctx context.Context, id string) (Record, error) {
+func (c *Claims) Recorded(ctx context.Context, id string) (ledger.Record, error) {
 	was, _, err := c.forget(ctx, id, false)
 	return was, err
 }
 
-func (c *Claims) forget(ctx context.Context, id string, clear bool) (Record, bool, error) {
+func (c *Claims) forget(ctx context.Context, id string, clear bool) (ledger.Record, bool, error) {
 	var v []any
 	err := c.circuit.do(ctx, c.timeout, func(ctx context.Context) (err error) {
 		call := forgetCall{Record: c.Key(id), Clear: clear}
@@ -241,7 +119,7 @@ func (c *Claims) forget(ctx context.Context, id string, clear bool) (Record, boo
 		return nil
 	})
 	if err != nil {
-		return Record{}, false, err
+		return ledger.Record{}, false, err
 	}
 	var (
 		state string
@@ -255,12 +133,12 @@ func (c *Claims) forget(ctx context.Context, id string, clear bool) (Record, boo
 		n, ok = v[1].(int64)
 	}
 	if !ok {
-		return Record{}, false, fmt.Errorf("%w: forget.lua answered %v", ErrBadReply, v)
+		return ledger.Record{}, false, fmt.Errorf("%w: forget.lua answered %v", ErrBadReply, v)
 	}
 	if state == "" {
-		return Record{State: Unrecorded}, false, nil
+		return ledger.Record{State: ledger.Unrecorded}, false, nil
 	}
-	rec, err := parseRecord(state)
+	rec, err := ledger.ParseRecord(state)
 	return rec, n == 1, err
 }
 
@@ -270,7 +148,7 @@ func (c *Claims) forget(ctx context.Context, id string, clear bool) (Record, boo
 // record Refuse wrote: a replay of the dead letter may have cleared it
 // and sent the id meanwhile, and that send's record stands.
 func (c *Claims) Finish(ctx context.Context, id, record string) error {
-	if record != RecordSent && record != RecordRejected && !strings.HasPrefix(record, sentPrefix) {
+	if record != ledger.RecordSent && record != ledger.RecordRejected && !ledger.IsSent(record) {
 		return errors.New("admission: Finish wants RecordSent, a SentRecord or RecordRejected")
 	}
 	return c.finish(ctx, id, record)
@@ -291,7 +169,7 @@ func (c *Claims) finish(ctx context.Context, id, record string) error {
 // dead-lettered without a second send. Finish(RecordRejected) follows once
 // the dead letter is published. The record lives recordTTL.
 func (c *Claims) Refuse(ctx context.Context, id, reason string) error {
-	return c.finish(ctx, id, refusedPrefix+reason)
+	return c.finish(ctx, id, ledger.RefusedRecord(reason))
 }
 
 // Release gives token's claim on id back so that a retry need not wait for

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/ledger"
 )
 
 func TestClaims(t *testing.T) {
@@ -16,60 +17,60 @@ func TestClaims(t *testing.T) {
 	other := NewClaims(redistest.Client(t), "", 0, 0, 0, nil)
 	other.key = c.key // a second process on the same account
 
-	step := func(name string, got Record, err error, want ClaimState) {
+	step := func(name string, got ledger.Record, err error, want ledger.ClaimState) {
 		t.Helper()
 		if err != nil || got.State != want {
 			t.Fatalf("%s: %v, %v; want %v", name, got, err, want)
 		}
 	}
 	s, err := c.Claim(ctx, "login-1", "a", 0)
-	step("first claim", s, err, Claimed)
+	step("first claim", s, err, ledger.Claimed)
 	s, err = c.Claim(ctx, "login-1", "a", 0)
-	step("same attempt again", s, err, Claimed)
+	step("same attempt again", s, err, ledger.Claimed)
 	s, err = other.Claim(ctx, "login-1", "b", 0)
-	step("another attempt while held", s, err, Held)
+	step("another attempt while held", s, err, ledger.Held)
 
 	if err := other.Release(ctx, "login-1", "b"); err != nil {
 		t.Fatal(err)
 	}
 	s, err = other.Claim(ctx, "login-1", "b", 0)
-	step("a release by a non-holder is a no-op", s, err, Held)
+	step("a release by a non-holder is a no-op", s, err, ledger.Held)
 
 	if err := c.Release(ctx, "login-1", "a"); err != nil {
 		t.Fatal(err)
 	}
 	s, err = other.Claim(ctx, "login-1", "b", 0)
-	step("after the holder released", s, err, Claimed)
+	step("after the holder released", s, err, ledger.Claimed)
 
-	if err := other.Finish(ctx, "login-1", RecordSent); err != nil {
+	if err := other.Finish(ctx, "login-1", ledger.RecordSent); err != nil {
 		t.Fatal(err)
 	}
 	s, err = c.Claim(ctx, "login-1", "c", 0)
-	step("after sent", s, err, Finished)
+	step("after sent", s, err, ledger.Finished)
 	if ttl := rdb.PTTL(ctx, c.Key("login-1")).Val(); ttl < 59*time.Minute {
 		t.Fatalf("sent record PTTL = %v, want the record lifetime (1h)", ttl)
 	}
 
 	// A refusal is kept, with its reason, until its dead letter is out.
 	s, err = c.Claim(ctx, "promo-9", "d", 0)
-	step("promo claim", s, err, Claimed)
+	step("promo claim", s, err, ledger.Claimed)
 	const reason = "status 400: code 21211: invalid 'To' number"
 	if err := c.Refuse(ctx, "promo-9", reason); err != nil {
 		t.Fatal(err)
 	}
 	s, err = other.Claim(ctx, "promo-9", "e", 0)
-	step("after refused, dead letter pending", s, err, Refused)
+	step("after refused, dead letter pending", s, err, ledger.Refused)
 	if s.RejectReason != reason {
 		t.Fatalf("refused record reason = %q, want %q", s.RejectReason, reason)
 	}
 	if ttl := rdb.PTTL(ctx, c.Key("promo-9")).Val(); ttl < 59*time.Minute {
 		t.Fatalf("refused record PTTL = %v, want the record lifetime (1h)", ttl)
 	}
-	if err := other.Finish(ctx, "promo-9", RecordRejected); err != nil {
+	if err := other.Finish(ctx, "promo-9", ledger.RecordRejected); err != nil {
 		t.Fatal(err)
 	}
 	s, err = c.Claim(ctx, "promo-9", "f", 0)
-	step("after dead-lettered", s, err, Finished)
+	step("after dead-lettered", s, err, ledger.Finished)
 }
 
 func TestClaimExpiresWhenItsHolderDies(t *testing.T) {
@@ -90,7 +91,7 @@ func TestForgetClearsOnlyARefusal(t *testing.T) {
 	rdb := redistest.Client(t)
 	c := NewClaims(rdb, redistest.UniqueAccount(t), 0, 0, 0, nil)
 	ctx := context.Background()
-	if err := c.Finish(ctx, "sent-1", SentRecord("SM1")); err != nil {
+	if err := c.Finish(ctx, "sent-1", ledger.SentRecord("SM1")); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Refuse(ctx, "refused-1", "provider: 400 bad number"); err != nil {
@@ -99,7 +100,7 @@ func TestForgetClearsOnlyARefusal(t *testing.T) {
 	if err := c.Refuse(ctx, "rejected-1", "provider: 400 bad number"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Finish(ctx, "rejected-1", RecordRejected); err != nil {
+	if err := c.Finish(ctx, "rejected-1", ledger.RecordRejected); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Claim(ctx, "held-1", "tok", time.Minute); err != nil {
@@ -126,7 +127,7 @@ func TestForgetClearsOnlyARefusal(t *testing.T) {
 	}
 	for id, wantClaimed := range map[string]bool{"sent-1": false, "refused-1": true, "rejected-1": true} {
 		rec, err := c.Claim(ctx, id, "again", time.Minute)
-		if err != nil || (rec.State == Claimed) != wantClaimed {
+		if err != nil || (rec.State == ledger.Claimed) != wantClaimed {
 			t.Errorf("Claim(%s) after Forget = %+v, %v; claimable %v", id, rec, err, wantClaimed)
 		}
 	}
@@ -153,14 +154,14 @@ func TestALateRejectedNeverOverwritesAReplay(t *testing.T) {
 		replay func(id string) // after Refuse, before the late Finish
 		want   string
 	}{
-		{"no replay", func(string) {}, RecordRejected},
-		{"a refusal counted twice", func(id string) { must(rdb.Set(ctx, c.Key(id), "2#refused:x", time.Hour).Err()) }, "2#" + RecordRejected},
+		{"no replay", func(string) {}, ledger.RecordRejected},
+		{"a refusal counted twice", func(id string) { must(rdb.Set(ctx, c.Key(id), "2#refused:x", time.Hour).Err()) }, "2#" + ledger.RecordRejected},
 		{"replayed and sent", func(id string) {
 			_, _, err := c.Forget(ctx, id)
 			must(err)
 			_, err = c.Claim(ctx, id, "replay", time.Minute)
 			must(err)
-			must(c.Finish(ctx, id, SentRecord("SM2")))
+			must(c.Finish(ctx, id, ledger.SentRecord("SM2")))
 		}, "sent:SM2"},
 		{"replayed, its send under way", func(id string) {
 			_, _, err := c.Forget(ctx, id)
@@ -177,7 +178,7 @@ func TestALateRejectedNeverOverwritesAReplay(t *testing.T) {
 			id := "promo-" + tt.name
 			must(c.Refuse(ctx, id, "provider: 400 bad number"))
 			tt.replay(id)
-			must(c.Finish(ctx, id, RecordRejected))
+			must(c.Finish(ctx, id, ledger.RecordRejected))
 			if got := get(t, rdb, c.Key(id)); got != tt.want {
 				t.Fatalf("record after the late RecordRejected: %q, want %q", got, tt.want)
 			}
@@ -188,13 +189,13 @@ func TestALateRejectedNeverOverwritesAReplay(t *testing.T) {
 // TestARecordReadsAsWritten: every record the scripts answer parses into
 // a Record whose String is that record again.
 func TestARecordReadsAsWritten(t *testing.T) {
-	for _, v := range []string{"held", RecordSent, SentRecord("SM1"), RecordRejected, "refused:provider: 400 bad number"} {
-		rec, err := parseRecord(v)
+	for _, v := range []string{"held", ledger.RecordSent, ledger.SentRecord("SM1"), ledger.RecordRejected, "refused:provider: 400 bad number"} {
+		rec, err := ledger.ParseRecord(v)
 		if err != nil || rec.String() != v {
-			t.Errorf("parseRecord(%q) = %+v, %v; reads back as %q", v, rec, err, rec.String())
+			t.Errorf("ledger.ParseRecord(%q) = %+v, %v; reads back as %q", v, rec, err, rec.String())
 		}
 	}
-	if rec, err := parseRecord("archived"); !errors.Is(err, ErrBadReply) {
-		t.Errorf("parseRecord(archived) = %+v, %v; want ErrBadReply", rec, err)
+	if rec, err := ledger.ParseRecord("archived"); !errors.Is(err, ErrBadReply) {
+		t.Errorf("ledger.ParseRecord(archived) = %+v, %v; want ErrBadReply", rec, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"smsdispatcher/config/policy"
+	"smsdispatcher/ledger"
 )
 
 // Class names a priority class of messages: 1 to 32 of [a-z0-9_-]. The
@@ -110,7 +111,7 @@ type Decision struct {
 	Claimed bool
 	// Record is, for ReasonRecord, what the id's record says: another
 	// attempt holds its claim (Held), or it has a final record.
-	Record Record
+	Record ledger.Record
 	// Attempts is, for an admission whose Claim counts, how many sends of
 	// the id were counted before this one: the trace's resend count.
 	Attempts int

@@ -2,14 +2,16 @@ package admission
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
+
+	"smsdispatcher/ledger"
 )
 
-// ErrBadReply reports a script reply of an unexpected shape.
-var ErrBadReply = errors.New("admission: unexpected script reply")
+// ErrBadReply reports a script reply of an unexpected shape: the
+// ledger's, one error for every script of an account.
+var ErrBadReply = ledger.ErrBadReply
 
 // eval runs the admission script (compose.go) of the parts the call uses
 // once for a send of cost units, taking claim's send-once claim with the
@@ -161,7 +163,7 @@ func parseDecision(v []any) (Decision, error) {
 	case code == codeAccount && detail == "":
 		return Decision{}, fmt.Errorf("%w: %v", ErrBadReply, v)
 	case code == codeRecord:
-		rec, err := parseRecord(detail)
+		rec, err := ledger.ParseRecord(detail)
 		if err != nil {
 			return Decision{}, err
 		}

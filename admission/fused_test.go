@@ -10,6 +10,7 @@ import (
 
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/scriptop"
+	"smsdispatcher/ledger"
 )
 
 // The fused calls: the id's claim taken with the slot (Admit), and its
@@ -52,7 +53,7 @@ func TestADuplicateTakesNoSlot(t *testing.T) {
 	if err != nil || !d.Claimed {
 		t.Fatalf("first: %+v, %v", d, err)
 	}
-	if err := l.Settle(ctx, d, SentRecord("SM1"), ResultNone); err != nil {
+	if err := l.Settle(ctx, d, ledger.SentRecord("SM1"), ResultNone); err != nil {
 		t.Fatal(err)
 	}
 	if d, err := l.Admit(ctx, OTP, 1, time.Second, Claim{ID: "held", Token: "b"}); err != nil || !d.Claimed {
@@ -62,10 +63,10 @@ func TestADuplicateTakesNoSlot(t *testing.T) {
 	before := []string{get(t, rdb, keys[0]), get(t, rdb, keys[1])}
 	for _, tt := range []struct {
 		id   string
-		want Record
+		want ledger.Record
 	}{
-		{"sent", Record{State: Finished, ProviderID: "SM1"}},
-		{"held", Record{State: Held}},
+		{"sent", ledger.Record{State: ledger.Finished, ProviderID: "SM1"}},
+		{"held", ledger.Record{State: ledger.Held}},
 	} {
 		d, err := l.Admit(ctx, Marketing, 1, time.Second, Claim{ID: tt.id, Token: "c"})
 		if err != nil || d.Allowed || d.Reason != ReasonRecord || d.Record != tt.want {
@@ -93,7 +94,7 @@ func TestSendsAreCountedAcrossGivenBackClaims(t *testing.T) {
 		}
 	}
 	// A claim given back is free to claim for any attempt.
-	if rec, err := l.Claims().Claim(ctx, "retried", "z", 0); err != nil || rec.State != Claimed {
+	if rec, err := l.Claims().Claim(ctx, "retried", "z", 0); err != nil || rec.State != ledger.Claimed {
 		t.Fatalf("claim after the count: %+v, %v", rec, err)
 	}
 }
@@ -208,7 +209,7 @@ func TestTheRecoveryFloorIsRaisedEvenByADuplicate(t *testing.T) {
 	rdb := redistest.Client(t)
 	l := newLimiter(t, rdb, testConfig(t))
 	ctx := context.Background()
-	if err := rdb.Set(ctx, l.Claims().Key("again"), RecordSent, time.Minute).Err(); err != nil {
+	if err := rdb.Set(ctx, l.Claims().Key("again"), ledger.RecordSent, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	l.mu.Lock()

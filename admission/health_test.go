@@ -15,6 +15,7 @@ import (
 	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/redisstats"
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/ledger"
 )
 
 // healthConfig admits as fast as a test asks: the account's health, not
@@ -40,7 +41,7 @@ func sendOnce(t *testing.T, l *Limiter, result SendResult, wait time.Duration, f
 	}
 	record := ""
 	if result == ResultOK {
-		record = RecordSent
+		record = ledger.RecordSent
 	}
 	if err := l.Settle(ctx, d, record, result); err != nil {
 		t.Fatal(err)
@@ -280,7 +281,7 @@ func TestOnlyProbesEndADegradedState(t *testing.T) {
 		sendOnce(t, l, ResultFailed, time.Second, false)
 	}
 	for _, d := range early {
-		if err := l.Settle(ctx, d, RecordSent, ResultOK); err != nil {
+		if err := l.Settle(ctx, d, ledger.RecordSent, ResultOK); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -354,7 +355,7 @@ func TestABrokenProcessNeverDegradesAnAccountOthersSucceedOn(t *testing.T) {
 	}
 	for i, d := range held {
 		sendOnce(t, broken, ResultFailed, time.Second, false)
-		if err := good.Settle(ctx, d, RecordSent, ResultOK); err != nil {
+		if err := good.Settle(ctx, d, ledger.RecordSent, ResultOK); err != nil {
 			t.Fatal(err)
 		}
 		if h := broken.Health(); h == Degraded {
@@ -396,7 +397,7 @@ func TestASuccessOnAHealthyAccountCostsOneGet(t *testing.T) {
 		if err := redisstats.Reset(ctx, rdb); err != nil {
 			t.Fatal(err)
 		}
-		if err := l.Settle(ctx, d, RecordSent, result); err != nil {
+		if err := l.Settle(ctx, d, ledger.RecordSent, result); err != nil {
 			t.Fatal(err)
 		}
 		s, err := redisstats.Read(ctx, rdb)

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/ledger"
 )
 
 // Fixed instants for pure-logic tests.
@@ -162,4 +163,43 @@ func fullAdmitLua(t testing.TB) string {
 		t.Fatal("the full admission script is not composed")
 	}
 	return src
+}
+
+// finalStatuses are the final delivery statuses, as the fold knows them.
+var finalStatuses = map[string]bool{"delivered": true, "undelivered": true, "failed": true, "expired": true, "rejected": true}
+
+// report is a receipt of pid saying status.
+func report(pid, status, code string) ledger.Report {
+	return ledger.Report{ProviderID: pid, Status: status, Final: finalStatuses[status], Delivered: status == "delivered", ErrorCode: code}
+}
+
+// keepStory settles a send of id on l, without a claim, keeping s: the
+// story as an overflow account keeps it.
+func keepStory(t *testing.T, l *Limiter, id string, s ledger.Story) {
+	t.Helper()
+	if err := l.SettleStory(context.Background(), Decision{id: id}, ledger.SentRecord(s.ProviderIDs[0]), ResultNone, s); err != nil {
+		t.Fatalf("SettleStory(%s): %v", id, err)
+	}
+}
+
+func fold(t *testing.T, l *Limiter, r ledger.Report) ledger.Fold {
+	t.Helper()
+	f, err := l.ledger.Receipt(context.Background(), r)
+	if err != nil {
+		t.Fatalf("Receipt(%+v): %v", r, err)
+	}
+	return f
+}
+
+func owedIDs(t *testing.T, l *Limiter, age time.Duration) map[string]ledger.Fold {
+	t.Helper()
+	folds, err := l.ledger.Owed(context.Background(), age, 100)
+	if err != nil {
+		t.Fatalf("Owed: %v", err)
+	}
+	m := map[string]ledger.Fold{}
+	for _, f := range folds {
+		m[f.ID] = f
+	}
+	return m
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/internal/keys"
+	"smsdispatcher/ledger"
 )
 
 // A Clock tells the process time. The decision never depends on it (Redis
@@ -41,8 +42,9 @@ type Limiter struct {
 	rdb     redis.Scripter // *redis.Client or *redis.ClusterClient; only scripts run on it
 	cfg     Config
 	clock   Clock
-	circuit *Circuit // Redis left alone for RedisRetryAfter after an error
-	claims  *Claims  // the ids' records, under the account's hash tag
+	circuit *Circuit       // Redis left alone for RedisRetryAfter after an error
+	claims  *Claims        // the ids' records, under the account's hash tag
+	ledger  *ledger.Ledger // the sent messages' stories, receipts and statistics
 
 	base       admitCall             // the admission script's call without a class: the account's keys
 	classes    map[Class]*classState // by name
@@ -67,28 +69,12 @@ type Limiter struct {
 	// Redis though no send uses them: the reply of the admission that took
 	// them, or their release, was lost. The next Settle frees them.
 	orphans []string
-	// published are the events EventPublished noted, pairs of an id and
-	// the owed version published, for the next receipt.lua call to clear;
-	// owedSeen are the owed versions of the events Receipt or Owed
-	// returned, by id, oldest first.
-	published []string
-	owedSeen  map[string][]int64
-	cleared   time.Time // when a receipt.lua call last carried published events
-	// counts are the delivery counts the folds made and no call wrote
-	// yet; countsWritten is when a call last took them, countsTimer the
-	// flush armed while some wait (counts.go).
-	counts        deliveryCounts
-	countsWritten time.Time
-	countsTimer   *time.Timer
-	// handOutAfter is the package's handOutAfter; a test changes it.
-	handOutAfter time.Duration
 
 	learned    atomic.Int64 // the learned rate in thousandths (0: none), as Redis last said
 	ignored    atomic.Int64 // what the admission script last said it ignored in Redis (reportIgnored)
 	health     atomic.Int32 // the account's Health as the last script reply said it
 	healthAt   atomic.Int64 // when (clock, Unix ns) a reply last said it; 0: never
 	healthRule string       // cfg.Health as finish.lua's argument
-	routeRule  string       // cfg.Route as receipt.lua's argument
 	key        keys.Account // the account's key names
 }
 
@@ -119,7 +105,6 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 	l := &Limiter{
 		key:           key,
 		healthRule:    cfg.Health.arg(),
-		routeRule:     cfg.Route.arg(cfg.Health.Keep),
 		rdb:           rdb,
 		cfg:           cfg,
 		clock:         systemClock{},
@@ -128,8 +113,6 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 		intervalGl:    gi,
 		fb:            newFallback(cfg),
 		pool:          pool,
-		owedSeen:      map[string][]int64{},
-		handOutAfter:  handOutAfter,
 		recoveryFloor: (cfg.RedisRetryAfter * time.Duration(cfg.MaxSenders-1) / time.Duration(cfg.MaxSenders)).Microseconds(),
 	}
 	l.classes, l.order = newClasses(cfg, key, call)
@@ -141,11 +124,17 @@ func New(rdb redis.Scripter, cfg Config, opts ...Option) (*Limiter, error) {
 		l.circuit = newCircuit(cfg.RedisRetryAfter, cfg.Logger, l.clock)
 	}
 	l.claims = NewClaims(rdb, cfg.Account, 0, cfg.RecordTTL, cfg.RedisTimeout, l.circuit)
+	l.ledger = ledger.New(rdb, ledger.Config{Account: cfg.Account, RecordTTL: l.claims.recordTTL, Timeout: cfg.RedisTimeout,
+		Route: cfg.Route.arg(cfg.Health.Keep), Classes: l.classStrings(), Guard: l.circuit, Now: l.clock.Now})
 	return l, nil
 }
 
 // Account is the account the limiter admits on.
 func (l *Limiter) Account() string { return l.cfg.Account }
+
+// Ledger returns the ledger of the account's sent messages: their
+// stories, receipts and statistics, kept through the Limiter's circuit.
+func (l *Limiter) Ledger() *ledger.Ledger { return l.ledger }
 
 // Circuit returns the Limiter's view of Redis's health, to share with
 // Claims.

@@ -12,6 +12,7 @@ import (
 
 	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/ledger"
 )
 
 func TestBurstThenExactSpacing(t *testing.T) {
@@ -112,7 +113,7 @@ func TestAnAccountLeavesAFixedSetOfKeys(t *testing.T) {
 		if err != nil || !d.Allowed {
 			t.Fatalf("send %d: %+v, %v", i, d, err)
 		}
-		if err := l.Settle(ctx, d, RecordSent, ResultNone); err != nil {
+		if err := l.Settle(ctx, d, ledger.RecordSent, ResultNone); err != nil {
 			t.Fatal(err)
 		}
 	}

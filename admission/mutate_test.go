@@ -26,9 +26,9 @@ func init() {
 		"pause.lua":   {&pauseLua, &pauseScript}, "resume.lua": {&resumeLua, &resumeScript},
 		"override.lua": {&overrideLua, &overrideScript}, "claim.lua": {&claimLua, &claimScript},
 		"release.lua": {&releaseLua, &releaseScript},
-		"forget.lua":  {&forgetLua, &forgetScript}, "delivery.lua": {&deliveryLua, &deliveryScript},
+		"forget.lua":  {&forgetLua, &forgetScript},
 		"learned.lua": {&learnedLua, &learnedScript}, "pool.lua": {&poolLua, &poolScript},
-		"health.lua": {&healthLua, &healthScript}, "giveback.lua": {&givebackLua, &givebackScript},
+		"health.lua": {&healthLua, &healthScript},
 	}
 	files, _ := scriptFS.ReadDir(".")
 	for _, f := range files {
@@ -46,14 +46,8 @@ func init() {
 	}
 	// The composed scripts' parts, in their directories of the copy.
 	scriptParts = os.DirFS(dir)
-	for _, s := range []struct {
-		parts  partsScript
-		src    *string
-		script **redis.Script
-	}{{finishParts, &finishLua, &finishScript}, {receiptParts, &receiptLua, &receiptScript}, {storyParts, &storyLua, &storyScript}} {
-		*s.src = s.parts.compose(scriptParts)
-		*s.script = redis.NewScript(*s.src)
-	}
+	finishLua = finishParts.Compose(scriptParts)
+	finishScript = redis.NewScript(finishLua)
 	// The admission script's parts, in admit/ of the copy.
 	partFiles = os.DirFS(filepath.Join(dir, "admit"))
 	resetAdmitScripts()

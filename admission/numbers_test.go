@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/ledger"
 )
 
 // notNumbers are values a hand-typed SET may leave in a key the scripts
@@ -124,8 +125,8 @@ func TestAReceiptReadsAStorysNumbersThatAreNoneAsNone(t *testing.T) {
 	for _, v := range notNumbers {
 		t.Run(v, func(t *testing.T) {
 			l := newLimiter(t, rdb, testConfig(t))
-			keepStory(t, l, "m", Story{Class: "otp", ProviderIDs: []string{"p"}})
-			plantStory(t, rdb, l.pidKey("p"), map[string]string{"id": "m", "n": v, "sent": v, "ov": v, "class": "otp", "p1": "p"})
+			keepStory(t, l, "m", ledger.Story{Class: "otp", ProviderIDs: []string{"p"}})
+			plantStory(t, rdb, ledger.PIDKey(l.key, "p"), map[string]string{"id": "m", "n": v, "sent": v, "ov": v, "class": "otp", "p1": "p"})
 			f := fold(t, l, report("p", "delivered", ""))
 			if f.Status != "delivered" || !f.Final || !f.SentAt.IsZero() {
 				t.Fatalf("fold = %+v, want delivered, final, sent at an unknown instant", f)

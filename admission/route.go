@@ -126,3 +126,7 @@ func routeOf(prefix, to string) string {
 	h.Write([]byte(to))
 	return fmt.Sprintf("%s %06x", prefix, h.Sum32()&0xffffff)
 }
+
+// maxPrefix is how many characters of a destination's prefix a story keeps
+// ("+" and a country code).
+const maxPrefix = 8

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/ledger"
 )
 
 // routeConfig admits as fast as a test asks, and probes a skipped route
@@ -47,7 +48,7 @@ func newNumber(prefix string) string {
 func final(t *testing.T, l *Limiter, prefix, to, status, code string, routeFailed bool) {
 	t.Helper()
 	id := fmt.Sprintf("%s-%d", prefix, numbers.Add(1))
-	keepStory(t, l, id, Story{Class: "otp", Prefix: prefix, To: to, ProviderIDs: []string{"p" + id}})
+	keepStory(t, l, id, ledger.Story{Class: "otp", Prefix: prefix, To: to, ProviderIDs: []string{"p" + id}})
 	r := report("p"+id, status, code)
 	r.RouteFailed = routeFailed
 	if f := fold(t, l, r); !f.Owed {
@@ -151,7 +152,7 @@ func TestADeliveredProbeClearsTheSkip(t *testing.T) {
 	cfg.Route.ProbeEvery = time.Minute // the test makes the probe due by hand
 	l := newLimiter(t, rdb, cfg)
 	ctx := context.Background()
-	keepStory(t, l, "early", Story{Class: "otp", Prefix: "+62", ProviderIDs: []string{"p-early"}})
+	keepStory(t, l, "early", ledger.Story{Class: "otp", Prefix: "+62", ProviderIDs: []string{"p-early"}})
 	finals(t, l, "+62", 10, 0)
 	if !skipped(t, l, "+62") {
 		t.Fatal("10 undelivered finals did not skip the route")
@@ -169,7 +170,7 @@ func TestADeliveredProbeClearsTheSkip(t *testing.T) {
 		if err != nil || !d.Allowed {
 			t.Fatalf("the due probe: %+v %v", d, err)
 		}
-		if err := l.SettleStory(ctx, d, SentRecord("p-"+id), ResultOK, Story{Class: "otp", Prefix: "+62", To: newNumber("+62"), ProviderIDs: []string{"p-" + id}}); err != nil {
+		if err := l.SettleStory(ctx, d, ledger.SentRecord("p-"+id), ResultOK, ledger.Story{Class: "otp", Prefix: "+62", To: newNumber("+62"), ProviderIDs: []string{"p-" + id}}); err != nil {
 			t.Fatal(err)
 		}
 		r := report("p-"+id, status, "")

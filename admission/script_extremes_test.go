@@ -16,6 +16,7 @@ import (
 
 	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/ledger"
 )
 
 // clockLine is how the admission script and penalty.lua read Redis's clock. The
@@ -489,7 +490,7 @@ func TestScriptsNeverErrOnNonPositiveLifetimes(t *testing.T) {
 		}},
 		{"finish", func(t *testing.T, ms string) scriptCall {
 			k := idKey(t, "id")
-			return scriptCall{finishScript.Hash(), append(k, k[0]+":leases", k[0]+":sent", k[0]+":health"), []any{RecordSent, ms, "", "1", "", ""}}
+			return scriptCall{finishScript.Hash(), append(k, k[0]+":leases", k[0]+":sent", k[0]+":health"), []any{ledger.RecordSent, ms, "", "1", "", ""}}
 		}},
 		{"finish counting a failure in the health", func(t *testing.T, ms string) scriptCall {
 			k := idKey(t, "id")

@@ -61,7 +61,7 @@ var (
 	claimLua    string
 	claimScript = redis.NewScript(claimLua)
 
-	finishLua    = finishParts.compose(scriptParts) // parts.go
+	finishLua    = finishParts.Compose(scriptParts) // parts.go
 	finishScript = redis.NewScript(finishLua)
 
 	//go:embed release.lua
@@ -76,16 +76,6 @@ var (
 	forgetLua    string
 	forgetScript = redis.NewScript(forgetLua)
 
-	receiptLua    = receiptParts.compose(scriptParts) // parts.go
-	receiptScript = redis.NewScript(receiptLua)
-
-	storyLua    = storyParts.compose(scriptParts) // parts.go
-	storyScript = redis.NewScript(storyLua)
-
-	//go:embed delivery.lua
-	deliveryLua    string
-	deliveryScript = redis.NewScript(deliveryLua)
-
 	//go:embed learned.lua
 	learnedLua    string
 	learnedScript = redis.NewScript(learnedLua)
@@ -93,10 +83,6 @@ var (
 	//go:embed pool.lua
 	poolLua    string
 	poolScript = redis.NewScript(poolLua)
-
-	//go:embed giveback.lua
-	givebackLua    string
-	givebackScript = redis.NewScript(givebackLua)
 )
 
 // Operations, one per script: the names scriptop.Of gives.
@@ -109,15 +95,11 @@ const (
 	OpClaim    = "claim"    // claim.lua: an id's send claim
 	OpFinish   = "finish"   // finish.lua: an id's record (sent, refused, rejected, claim given back) and the lease's end
 	OpRelease  = "release"  // release.lua: an id's claim given back
-	OpReceipt  = "receipt"  // receipt.lua: a delivery receipt folded, or the owed events swept
 	// Not per message: the health of an idle account (at most one a
 	// heartbeat), and the operator's commands.
-	OpHealth   = "health"   // health.lua: an idle account's health
-	OpForget   = "forget"   // forget.lua: a refusal's record cleared for a replay
-	OpStory    = "story"    // story.lua: `dispatcher message`'s read
-	OpDelivery = "delivery" // delivery.lua: the delivery counters `dispatcher status` reads
-	OpPool     = "pool"     // pool.lua: a sender pool's indexes built (a new pool, or once a day)
-	OpGiveBack = "giveback" // giveback.lua: a resend whose publish failed, given back for the sweep
+	OpHealth = "health" // health.lua: an idle account's health
+	OpForget = "forget" // forget.lua: a refusal's record cleared for a replay
+	OpPool   = "pool"   // pool.lua: a sender pool's indexes built (a new pool, or once a day)
 )
 
 func init() { registerOps() }
@@ -128,7 +110,7 @@ func registerOps() {
 	for op, src := range map[string]string{
 		OpAdmit: admitFull.src, OpPenalty: penaltyLua, OpResume: resumeLua, OpPause: pauseLua, OpOverride: overrideLua,
 		OpClaim: claimLua, OpFinish: finishLua, OpRelease: releaseLua, OpHealth: healthLua, OpForget: forgetLua,
-		OpReceipt: receiptLua, OpStory: storyLua, OpDelivery: deliveryLua, OpPool: poolLua, OpGiveBack: givebackLua,
+		OpPool: poolLua,
 	} {
 		scriptop.Register(op, src)
 	}

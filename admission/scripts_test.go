@@ -13,6 +13,7 @@ import (
 
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/scriptop"
+	"smsdispatcher/ledger"
 )
 
 // TestScriptOpNamesEveryCallByItsScript: the Redis calls of a sent
@@ -37,16 +38,16 @@ func TestScriptOpNamesEveryCallByItsScript(t *testing.T) {
 			d, err = lim.Admit(ctx, OTP, 1, time.Second, Claim{ID: "login-1", Token: "a", Count: true})
 			return err
 		}},
-		{OpFinish, func() error { return lim.Settle(ctx, d, RecordSent, ResultNone) }},
+		{OpFinish, func() error { return lim.Settle(ctx, d, ledger.RecordSent, ResultNone) }},
 		{OpClaim, func() error { _, err := claims.Claim(ctx, "login-2", "b", 0); return err }},
 		{OpRelease, func() error { return claims.Release(ctx, "login-2", "b") }},
 		{OpPenalty, func() error { return lim.ReportThrottled(ctx, time.Millisecond) }},
 		{OpOverride, func() error { return lim.Override(ctx, 0, 0, 0) }},
 		{OpHealth, func() error { return lim.RefreshHealth(ctx) }},
 		{OpForget, func() error { _, _, err := claims.Forget(ctx, "login-1"); return err }},
-		{OpReceipt, func() error { _, err := lim.Receipt(ctx, report("SM1", "delivered", "")); return err }},
-		{OpStory, func() error { _, _, err := lim.Story(ctx, "login-1"); return err }},
-		{OpDelivery, func() error { _, err := lim.DeliveryStats(ctx, time.Minute); return err }},
+		{ledger.OpReceipt, func() error { _, err := lim.ledger.Receipt(ctx, report("SM1", "delivered", "")); return err }},
+		{ledger.OpStory, func() error { _, _, err := lim.ledger.Story(ctx, "login-1"); return err }},
+		{ledger.OpDelivery, func() error { _, err := lim.ledger.DeliveryStats(ctx, time.Minute); return err }},
 	}
 	var want []string
 	for _, s := range steps {
@@ -93,17 +94,15 @@ func TestScriptCallsFollowTheirHeaders(t *testing.T) {
 		{"admit", admitCall{}}, {"penalty.lua", penaltyCall{}}, {"resume.lua", resumeCall{}}, {"pause.lua", pauseCall{}}, {"override.lua", overrideCall{}},
 		{"claim.lua", claimCall{}}, {"finish.lua", finishCall{}}, {"learned.lua", learnedCall{}}, {"forget.lua", forgetCall{}},
 		{"health.lua", healthCall{}},
-		{"receipt.lua", receiptCall{}}, {"story.lua", storyCall{}}, {"delivery.lua", deliveryCall{}},
-		{"pool.lua", poolCall{}}, {"giveback.lua", givebackCall{}},
+		{"pool.lua", poolCall{}},
 	} {
 		t.Run(tt.script, func(t *testing.T) {
 			src, err := scriptFS.ReadFile(tt.script)
 			switch tt.script {
 			case "admit":
 				src, err = admitContracts()
-			case "finish.lua", "receipt.lua", "story.lua":
-				parts := map[string]partsScript{"finish.lua": finishParts, "receipt.lua": receiptParts, "story.lua": storyParts}[tt.script]
-				src, err = []byte(parts.contracts(scriptParts)), nil
+			case "finish.lua":
+				src, err = []byte(finishParts.Contracts(scriptParts)), nil
 			}
 			if err != nil {
 				t.Fatal(err)

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
+
+	"smsdispatcher/ledger"
 )
 
 // A Claim asks an admission to take, in the same Redis call as the slot,
@@ -43,12 +44,6 @@ type Claim struct {
 	Prefix string
 }
 
-// RefusedRecord is the record of a provider's refusal whose dead letter is
-// not published yet: a redelivery finds it (Record.State Refused) and is
-// dead-lettered with reason, never sent again. Claims.Finish with
-// RecordRejected follows once the dead letter is out.
-func RefusedRecord(reason string) string { return refusedPrefix + reason }
-
 // Settle is the one call after a send, and the one undo of an admission:
 // it writes the id's record of what became of it (RecordSent, SentRecord's,
 // RefusedRecord's), or with record "" gives back the claim d took so that a
@@ -59,7 +54,7 @@ func RefusedRecord(reason string) string { return refusedPrefix + reason }
 // back once it answers again; a lease, with the next Settle, past that it
 // expires after LeaseTTL.
 func (l *Limiter) Settle(ctx context.Context, d Decision, record string, result SendResult) error {
-	return l.SettleStory(ctx, d, record, result, Story{})
+	return l.SettleStory(ctx, d, record, result, ledger.Story{})
 }
 
 // SettleStory is Settle that, when record is a sent record (RecordSent,
@@ -73,18 +68,18 @@ func (l *Limiter) Settle(ctx context.Context, d Decision, record string, result 
 // admission has none: the story lives on the account that sent), and
 // needs the message's id from d (Claim.ID given to Admit): without it the
 // send is settled, the story is not kept, and the error says so.
-func (l *Limiter) SettleStory(ctx context.Context, d Decision, record string, result SendResult, s Story) error {
-	if record != "" && record != RecordSent && !strings.HasPrefix(record, sentPrefix) && !strings.HasPrefix(record, refusedPrefix) {
+func (l *Limiter) SettleStory(ctx context.Context, d Decision, record string, result SendResult, s ledger.Story) error {
+	if record != "" && !ledger.IsSent(record) && !ledger.IsRefused(record) {
 		return errors.New("admission: Settle wants \"\", RecordSent, a SentRecord or a RefusedRecord")
 	}
-	sent := record == RecordSent || strings.HasPrefix(record, sentPrefix)
+	sent := ledger.IsSent(record)
 	counted := sent && d.units > 0 // Redis admitted it: Redis counts it
 	var lost error
 	if s.ID == "" {
 		s.ID = d.id
 	}
 	if sent && len(s.ProviderIDs) > 0 && s.ID == "" {
-		s, lost = Story{}, errors.New("admission: a story without the message's id (Claim.ID at Admit) is not kept")
+		s, lost = ledger.Story{}, errors.New("admission: a story without the message's id (Claim.ID at Admit) is not kept")
 	}
 	story := sent && len(s.ProviderIDs) > 0
 	lease := d.Lease
@@ -168,4 +163,35 @@ func (l *Limiter) orphan(lease string) {
 	l.mu.Lock()
 	l.orphans = keepLeftovers(l.orphans, lease)
 	l.mu.Unlock()
+}
+
+// withStory adds s, the story of message s.ID, to c, the finish.lua call
+// of d's send writing record: the story at its first part's key, each
+// later part's key pointing there, and, when a reader by id cannot follow
+// the record to it, the id's key pointing there too.
+func (l *Limiter) withStory(c *finishCall, d Decision, record string, s ledger.Story) {
+	id := s.ID
+	c.Resend, c.ID, c.Class, c.Sender = l.key.Resend(id), id, s.Class, s.Sender
+	if k := l.classes[Class(s.Class)]; k != nil && k.policy.SkipsFailingRoute && !l.cfg.Route.Off() {
+		c.Prefix = routeOf(s.Prefix, s.To)
+	}
+	named := false // the record names a part's provider id
+	for _, p := range s.ProviderIDs {
+		if p != "" && len(c.Parts) < ledger.MaxParts {
+			c.Parts = append(c.Parts, ledger.PIDKey(l.key, p))
+			named = named || record == ledger.SentRecord(p)
+		}
+	}
+	// A reader by id (story.lua, the sweep) reads the id's record here and
+	// the key of the provider id it names. A send whose record is not here
+	// (an overflow account's), is another id's (a resend's), or names none
+	// of the parts keeps the id's key instead: one SET more, on those only.
+	if !d.Claimed || d.claim.ID != id || !named {
+		c.Msg, c.ByID = l.key.Msg(id), true
+	}
+	if len(s.Resend) > 0 && !s.ResendUntil.IsZero() {
+		// finish.lua keeps no payload whose lifetime is below 1 ms, nor
+		// one past the story's (a far deadline would leave it alone).
+		c.ResendData, c.ResendMillis = string(s.Resend), min(s.ResendUntil.Sub(l.clock.Now()), l.claims.recordTTL).Milliseconds()
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"smsdispatcher/internal/redisstats"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/scriptop"
+	"smsdispatcher/ledger"
 )
 
 // TestASentMessageKeepsItsStoryInOneFinishCall: SettleStory writes the
@@ -35,8 +36,8 @@ func TestASentMessageKeepsItsStoryInOneFinishCall(t *testing.T) {
 		t.Fatalf("Admit: %+v, %v", d, err)
 	}
 	rec.Reset()
-	s := Story{Class: "otp", Sender: "Acme", ProviderIDs: []string{"p1", "", "p2", "p3"}, Resend: []byte("data"), ResendUntil: time.Now().Add(time.Minute)}
-	if err := l.SettleStory(ctx, d, SentRecord("p1"), ResultOK, s); err != nil {
+	s := ledger.Story{Class: "otp", Sender: "Acme", ProviderIDs: []string{"p1", "", "p2", "p3"}, Resend: []byte("data"), ResendUntil: time.Now().Add(time.Minute)}
+	if err := l.SettleStory(ctx, d, ledger.SentRecord("p1"), ResultOK, s); err != nil {
 		t.Fatalf("SettleStory: %v", err)
 	}
 	var ops []string
@@ -48,23 +49,23 @@ func TestASentMessageKeepsItsStoryInOneFinishCall(t *testing.T) {
 	if len(ops) != 1 || ops[0] != OpFinish {
 		t.Fatalf("SettleStory's calls: %v, want one finish", ops)
 	}
-	for _, key := range []string{l.pidKey("p1"), l.pidKey("p2"), l.pidKey("p3")} {
+	for _, key := range []string{ledger.PIDKey(l.key, "p1"), ledger.PIDKey(l.key, "p2"), ledger.PIDKey(l.key, "p3")} {
 		if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 || ttl > time.Hour {
 			t.Errorf("%s lives %v, want the record's hour", key, ttl)
 		}
 	}
-	if n := rdb.Exists(ctx, l.msgKey("login-1")).Val(); n != 0 {
+	if n := rdb.Exists(ctx, l.key.Msg("login-1")).Val(); n != 0 {
 		t.Error("a send whose record names its story also wrote the id's key")
 	}
 	if ttl := rdb.PTTL(ctx, l.key.Resend("login-1")).Val(); ttl <= 0 || ttl > time.Minute {
 		t.Errorf("the resend payload lives %v, want at most a minute", ttl)
 	}
 	fold(t, l, report("p2", "delivered", ""))
-	got, ok, err := l.Story(ctx, "login-1")
+	got, ok, err := l.ledger.Story(ctx, "login-1")
 	if err != nil || !ok {
 		t.Fatalf("Story: %v %v", ok, err)
 	}
-	if got.Record != RecordSent || got.Attempts != 1 || got.Class != "otp" || got.Sender != "Acme" || got.Account != cfg.Account ||
+	if got.Record != ledger.RecordSent || got.Attempts != 1 || got.Class != "otp" || got.Sender != "Acme" || got.Account != cfg.Account ||
 		strings.Join(got.ProviderIDs, " ") != "p1 p2 p3" || got.Status != "buffered" || got.Parts["p2"] != "delivered" || got.Parts["p1"] != "" ||
 		time.Since(got.SentAt).Abs() > time.Minute || got.Owed || got.Resent {
 		t.Fatalf("Story: %+v", got)
@@ -75,10 +76,10 @@ func TestASentMessageKeepsItsStoryInOneFinishCall(t *testing.T) {
 	if err != nil || !d.Allowed || d.Claimed {
 		t.Fatalf("Admit without a token: %+v, %v", d, err)
 	}
-	if err := l.SettleStory(ctx, d, RecordSent, ResultOK, Story{Class: "otp", ProviderIDs: []string{"p4"}}); err != nil {
+	if err := l.SettleStory(ctx, d, ledger.RecordSent, ResultOK, ledger.Story{Class: "otp", ProviderIDs: []string{"p4"}}); err != nil {
 		t.Fatalf("SettleStory without a claim: %v", err)
 	}
-	if got, ok, _ := l.Story(ctx, "login-2"); !ok || got.Record != "" || got.ProviderIDs[0] != "p4" {
+	if got, ok, _ := l.ledger.Story(ctx, "login-2"); !ok || got.Record != "" || got.ProviderIDs[0] != "p4" {
 		t.Fatalf("Story without a claim: %+v %v, want the story without a record", got, ok)
 	}
 	if f := fold(t, l, report("p4", "delivered", "")); f.ID != "login-2" || !f.Owed {
@@ -86,13 +87,13 @@ func TestASentMessageKeepsItsStoryInOneFinishCall(t *testing.T) {
 	}
 
 	d = try(t, l, OTP)
-	if err := l.SettleStory(ctx, d, RecordSent, ResultOK, Story{Class: "otp", ProviderIDs: []string{"p5"}}); err == nil {
+	if err := l.SettleStory(ctx, d, ledger.RecordSent, ResultOK, ledger.Story{Class: "otp", ProviderIDs: []string{"p5"}}); err == nil {
 		t.Fatal("SettleStory without the message's id kept no story and said nothing")
 	}
-	if n := rdb.Exists(ctx, l.pidKey("p5")).Val(); n != 0 {
+	if n := rdb.Exists(ctx, ledger.PIDKey(l.key, "p5")).Val(); n != 0 {
 		t.Fatal("a story without the message's id wrote its part's key")
 	}
-	if _, ok, err := l.Story(ctx, "never-sent"); ok || err != nil {
+	if _, ok, err := l.ledger.Story(ctx, "never-sent"); ok || err != nil {
 		t.Fatalf("Story of an id never sent: %v %v, want nothing", ok, err)
 	}
 }
@@ -124,10 +125,10 @@ func TestReceiptsCostOneRedisCall(t *testing.T) {
 		t.Logf("%s: 1 script call, %d commands executed", what, s.Executed())
 		return s
 	}
-	settle := func(id string, s Story) {
-		record := RecordSent
+	settle := func(id string, s ledger.Story) {
+		record := ledger.RecordSent
 		if len(s.ProviderIDs) > 0 {
-			record = SentRecord(s.ProviderIDs[0]) // the record names the story
+			record = ledger.SentRecord(s.ProviderIDs[0]) // the record names the story
 		}
 		// Dated by its admission, as a send is: no TIME of finish.lua's.
 		d := Decision{id: id, Claimed: true, claim: Claim{ID: id, Token: "t"}, slotMS: time.Now().UnixMilli()}
@@ -135,9 +136,9 @@ func TestReceiptsCostOneRedisCall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	settle("w", Story{Class: "otp", ProviderIDs: []string{"w"}})
-	bare := measure("a sent record", func() { settle("a", Story{}) })
-	one := measure("a sent record with a story of one part", func() { settle("b", Story{Class: "otp", ProviderIDs: []string{"pb"}}) })
+	settle("w", ledger.Story{Class: "otp", ProviderIDs: []string{"w"}})
+	bare := measure("a sent record", func() { settle("a", ledger.Story{}) })
+	one := measure("a sent record with a story of one part", func() { settle("b", ledger.Story{Class: "otp", ProviderIDs: []string{"pb"}}) })
 	if n := one.Executed() - bare.Executed(); n != 1 {
 		t.Errorf("the story adds %d commands, want 1: its SET at its provider id's key", n)
 	}
@@ -152,7 +153,7 @@ func TestReceiptsCostOneRedisCall(t *testing.T) {
 	// sets the counts' lifetime. A failure for its recipient counts
 	// nowhere.
 	for i, what := range []string{"no prefix", "a prefix, the first of its bucket", "a prefix, the next", "a prefix, for its recipient"} {
-		pid, s := fmt.Sprint("pf", i), Story{Class: "otp", Prefix: "+62", To: fmt.Sprint("+6281234567", i)}
+		pid, s := fmt.Sprint("pf", i), ledger.Story{Class: "otp", Prefix: "+62", To: fmt.Sprint("+6281234567", i)}
 		if i == 0 {
 			s.Prefix = ""
 		}
@@ -185,8 +186,8 @@ func TestReceiptsStayInTheAccountsClusterSlot(t *testing.T) {
 	if err != nil || !d.Allowed {
 		t.Fatalf("Admit: %+v %v", d, err)
 	}
-	resend := Story{Class: "otp", ProviderIDs: []string{"pc"}, Resend: []byte("x"), ResendUntil: time.Now().Add(time.Minute)}
-	if err := l.SettleStory(ctx, d, SentRecord("pc"), ResultOK, resend); err != nil {
+	resend := ledger.Story{Class: "otp", ProviderIDs: []string{"pc"}, Resend: []byte("x"), ResendUntil: time.Now().Add(time.Minute)}
+	if err := l.SettleStory(ctx, d, ledger.SentRecord("pc"), ResultOK, resend); err != nil {
 		t.Fatalf("SettleStory: %v", err)
 	}
 	f := fold(t, l, report("pc", "undelivered", "30003"))
@@ -196,29 +197,28 @@ func TestReceiptsStayInTheAccountsClusterSlot(t *testing.T) {
 	if got := owedIDs(t, l, 0); got["c-1"].Status != "undelivered" {
 		t.Fatalf("the sweep on the cluster: %+v", got)
 	}
-	l.EventPublished("c-1")
-	if err := l.FlushPublished(ctx); err != nil {
+	l.ledger.EventPublished("c-1")
+	if err := l.ledger.FlushPublished(ctx); err != nil {
 		t.Fatalf("FlushPublished: %v", err)
 	}
-	if s, ok, err := l.Story(ctx, "c-1"); err != nil || !ok || s.Status != "undelivered" || s.Owed {
+	if s, ok, err := l.ledger.Story(ctx, "c-1"); err != nil || !ok || s.Status != "undelivered" || s.Owed {
 		t.Fatalf("Story on the cluster: %+v %v %v", s, ok, err)
 	}
-	if st, err := l.DeliveryStats(ctx, time.Minute); err != nil || st["otp"].Finals != 1 {
+	if st, err := l.ledger.DeliveryStats(ctx, time.Minute); err != nil || st["otp"].Finals != 1 {
 		t.Fatalf("DeliveryStats on the cluster: %+v %v", st, err)
 	}
 }
 
-// TestStoryAndReceiptLifetimesAreClamped: finish.lua's story and
-// receipt.lua's owed set take any lifetime without an error (below 1 ms
-// counts as 1, past 2^40 ms as 2^40), and receipt.lua reads back numbers
-// out of range, or not numbers, as clamped.
-func TestStoryAndReceiptLifetimesAreClamped(t *testing.T) {
+// TestStoryLifetimesAreClamped: finish.lua's story takes any lifetime
+// without an error (below 1 ms counts as 1, past 2^40 ms as 2^40);
+// receipt.lua's side is the ledger's TestReceiptLifetimesAreClamped.
+func TestStoryLifetimesAreClamped(t *testing.T) {
 	rdb := redistest.Client(t)
 	l := newLimiter(t, rdb, testConfig(t))
 	ctx := context.Background()
 	for i, ms := range []string{"0", "-1", fmt.Sprint(int64(math.MinInt64)), fmt.Sprint(int64(math.MaxInt64)), "1e300"} {
 		id, pid := fmt.Sprint("id", i), fmt.Sprint("pid", i)
-		call := finishCall{Record: l.claims.Key(id), Leases: l.key.Leases(), Health: l.key.Health(), Value: RecordSent,
+		call := finishCall{Record: l.claims.Key(id), Leases: l.key.Leases(), Health: l.key.Health(), Value: ledger.RecordSent,
 			ID: id, Class: "otp", ResendData: "x"}
 		call.withStoryKeys(l, id, pid)
 		argv := call.argv()
@@ -226,48 +226,15 @@ func TestStoryAndReceiptLifetimesAreClamped(t *testing.T) {
 		if err := finishScript.Run(ctx, rdb, call.keys(), argv...).Err(); err != nil {
 			t.Fatalf("finish.lua with lifetimes %s ms: %v", ms, err)
 		}
-		if ttl := rdb.PTTL(ctx, l.pidKey(pid)).Val(); ttl > time.Duration(1<<40)*time.Millisecond {
+		if ttl := rdb.PTTL(ctx, ledger.PIDKey(l.key, pid)).Val(); ttl > time.Duration(1<<40)*time.Millisecond {
 			t.Fatalf("lifetime %s ms: the story lives %v, past 2^40 ms", ms, ttl)
-		}
-		// The story's keys may have run out: plant them for the receipt,
-		// with 64 parts (n clamped) of which this receipt delivers one. A
-		// story of a lifetime clamped to 1 ms may still be there, with that
-		// much left: it goes first, or the planted fields could run out
-		// with it before their own lifetime is set. They are planted as
-		// an older version kept a story, a hash at the id's key.
-		if err := rdb.Del(ctx, l.msgKey(id)).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := rdb.HSet(ctx, l.msgKey(id), "n", "1e300", "sent", "-7", "ov", "x", "class", "otp").Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := rdb.Expire(ctx, l.msgKey(id), time.Minute).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := rdb.Set(ctx, l.pidKey(pid), "1:"+id, time.Minute).Err(); err != nil {
-			t.Fatal(err)
-		}
-		rc := l.sweepCall()
-		rc.PID, rc.Status = l.pidKey(pid), "delivered"
-		argv = rc.argv()
-		argv[2], argv[3] = ms, ms // when it happened, the owed set's lifetime
-		v, err := receiptScript.Run(ctx, rdb, rc.keys(), argv...).Slice()
-		if err != nil {
-			t.Fatalf("receipt.lua with %s ms: %v", ms, err)
-		}
-		folds, _, err := l.parseFolds(v)
-		if err != nil || len(folds) != 1 || folds[0].Status != "buffered" || !folds[0].SentAt.IsZero() {
-			t.Fatalf("receipt.lua with %s ms and numbers out of range: %+v %v", ms, folds, err)
-		}
-		if ttl := rdb.PTTL(ctx, l.key.Owed()).Val(); ttl > time.Duration(1<<40)*time.Millisecond {
-			t.Fatalf("lifetime %s ms: the owed set lives %v, past 2^40 ms", ms, ttl)
 		}
 	}
 }
 
 // withStoryKeys sets c's story keys for message id of one part pid.
 func (c *finishCall) withStoryKeys(l *Limiter, id, pid string) {
-	c.Resend, c.Parts = l.key.Resend(id), []string{l.pidKey(pid)}
+	c.Resend, c.Parts = l.key.Resend(id), []string{ledger.PIDKey(l.key, pid)}
 }
 
 // TestDeliveryStatsCountTheFinalsOfTheLastMinutes: each message counts
@@ -279,9 +246,9 @@ func TestDeliveryStatsCountTheFinalsOfTheLastMinutes(t *testing.T) {
 	l := newLimiter(t, rdb, testConfig(t))
 	ctx := context.Background()
 	for i, r := range []struct{ class, pid string }{{"otp", "o1"}, {"otp", "o2"}, {"otp", "o3"}, {"marketing", "m1"}} {
-		keepStory(t, l, fmt.Sprint("s", i), Story{Class: r.class, ProviderIDs: []string{r.pid}})
+		keepStory(t, l, fmt.Sprint("s", i), ledger.Story{Class: r.class, ProviderIDs: []string{r.pid}})
 	}
-	for _, r := range []Report{
+	for _, r := range []ledger.Report{
 		report("o1", "delivered", ""), report("o1", "delivered", ""),
 		report("o2", "failed", "1"), report("o2", "delivered", ""),
 		report("o3", "sent", ""), report("o3", "undelivered", ""),
@@ -291,16 +258,16 @@ func TestDeliveryStatsCountTheFinalsOfTheLastMinutes(t *testing.T) {
 	}
 	// The counts this process kept, written now rather than within the
 	// second (TestDeliveryCountsAreWrittenWithinASecondAndAtTheStop).
-	if err := l.FlushPublished(ctx); err != nil {
+	if err := l.ledger.FlushPublished(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st, err := l.DeliveryStats(ctx, 5*time.Minute)
+	st, err := l.ledger.DeliveryStats(ctx, 5*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A minute may have turned between the receipts: five minutes read
 	// all of them.
-	if o := st["otp"]; o.Finals != 3 || o.Delivered != 2 || o.P50 != DeliveryBuckets[0] || o.P99 != DeliveryBuckets[0] {
+	if o := st["otp"]; o.Finals != 3 || o.Delivered != 2 || o.P50 != ledger.DeliveryBuckets[0] || o.P99 != ledger.DeliveryBuckets[0] {
 		t.Fatalf("otp: %+v, want 3 finals, 2 delivered within the first bucket", o)
 	}
 	if m := st["marketing"]; m.Finals != 1 || m.Delivered != 0 || m.P50 != 0 {
@@ -320,27 +287,11 @@ func TestDeliveryStatsCountTheFinalsOfTheLastMinutes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if st, err = l.DeliveryStats(ctx, 5*time.Minute); err != nil {
+	if st, err = l.ledger.DeliveryStats(ctx, 5*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if m := st["marketing"]; m.Finals != 5 || m.Delivered != 2 {
 		t.Fatalf("marketing with counters of the old form: %+v, want 5 finals, 2 delivered", m)
-	}
-}
-
-func TestQuantileIsTheUpperBoundOfItsBucket(t *testing.T) {
-	b := make([]int64, len(DeliveryBuckets)+1)
-	if q := quantile(b, 0.5); q != 0 {
-		t.Fatalf("no latencies: %v, want 0", q)
-	}
-	b[2], b[7], b[len(b)-1] = 98, 1, 1 // 98 within 1 s, 1 within 10 s, 1 past the last bound
-	for _, tt := range []struct {
-		q    float64
-		want time.Duration
-	}{{0.5, time.Second}, {0.98, time.Second}, {0.99, 10 * time.Second}, {1, DeliveryBuckets[len(DeliveryBuckets)-1]}} {
-		if got := quantile(b, tt.q); got != tt.want {
-			t.Errorf("quantile %g: %v, want %v", tt.q, got, tt.want)
-		}
 	}
 }
 
@@ -363,18 +314,18 @@ func TestAStoryIsDatedByItsAdmissionsSlot(t *testing.T) {
 		t.Fatalf("the admission's slot at %d ms, want Redis's clock from %d on", d.slotMS, before)
 	}
 	time.Sleep(20 * time.Millisecond) // a finish.lua TIME would date it later
-	if err := l.SettleStory(ctx, d, SentRecord("pd"), ResultOK, Story{Class: "otp", ProviderIDs: []string{"pd"}}); err != nil {
+	if err := l.SettleStory(ctx, d, ledger.SentRecord("pd"), ResultOK, ledger.Story{Class: "otp", ProviderIDs: []string{"pd"}}); err != nil {
 		t.Fatal(err)
 	}
-	got, ok, err := l.Story(ctx, "dated")
+	got, ok, err := l.ledger.Story(ctx, "dated")
 	if err != nil || !ok || got.SentAt.UnixMilli() != d.slotMS {
 		t.Fatalf("Story: %+v %v %v, want sent at the admission's slot, %d ms", got, ok, err, d.slotMS)
 	}
 
 	before = redisNow(t, rdb) / 1000
-	keepStory(t, l, "undated", Story{Class: "otp", ProviderIDs: []string{"pu"}})
+	keepStory(t, l, "undated", ledger.Story{Class: "otp", ProviderIDs: []string{"pu"}})
 	after := redisNow(t, rdb) / 1000
-	got, ok, err = l.Story(ctx, "undated")
+	got, ok, err = l.ledger.Story(ctx, "undated")
 	if err != nil || !ok || got.SentAt.UnixMilli() < before || got.SentAt.UnixMilli() > after {
 		t.Fatalf("Story without an admission: %+v %v %v, want sent between %d and %d ms", got, ok, err, before, after)
 	}
@@ -401,8 +352,8 @@ func TestAStoryIsOneStringReadAndWrittenWhole(t *testing.T) {
 	rdb := redistest.Client(t)
 	l := newLimiter(t, rdb, testConfig(t))
 	ctx := context.Background()
-	keepStory(t, l, "s", Story{Class: "otp", Sender: "Acme", ProviderIDs: []string{"ps1", "ps2"}})
-	story := l.pidKey("ps1") // the first part's
+	keepStory(t, l, "s", ledger.Story{Class: "otp", Sender: "Acme", ProviderIDs: []string{"ps1", "ps2"}})
+	story := ledger.PIDKey(l.key, "ps1") // the first part's
 	if typ := rdb.Type(ctx, story).Val(); typ != "string" {
 		t.Fatalf("the story is a %s, want a string", typ)
 	}
@@ -425,25 +376,25 @@ func TestAStoryIsOneStringReadAndWrittenWhole(t *testing.T) {
 
 	// An older version's hash, at the id's key, its part's key naming the
 	// id.
-	if err := rdb.Del(ctx, l.msgKey("o")).Err(); err != nil {
+	if err := rdb.Del(ctx, l.key.Msg("o")).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.HSet(ctx, l.msgKey("o"), "class", "otp", "n", "1", "p1", "po", "sent", "1").Err(); err != nil {
+	if err := rdb.HSet(ctx, l.key.Msg("o"), "class", "otp", "n", "1", "p1", "po", "sent", "1").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.Expire(ctx, l.msgKey("o"), time.Hour).Err(); err != nil {
+	if err := rdb.Expire(ctx, l.key.Msg("o"), time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.Set(ctx, l.pidKey("po"), "1:o", time.Hour).Err(); err != nil {
+	if err := rdb.Set(ctx, ledger.PIDKey(l.key, "po"), "1:o", time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if f := fold(t, l, report("po", "delivered", "")); f.Status != "delivered" || !f.Owed || f.ProviderID != "po" {
 		t.Fatalf("a hash story's fold %+v, want delivered and owed", f)
 	}
-	if typ, ttl := rdb.Type(ctx, l.msgKey("o")).Val(), rdb.PTTL(ctx, l.msgKey("o")).Val(); typ != "string" || ttl <= 59*time.Minute {
+	if typ, ttl := rdb.Type(ctx, l.key.Msg("o")).Val(), rdb.PTTL(ctx, l.key.Msg("o")).Val(); typ != "string" || ttl <= 59*time.Minute {
 		t.Fatalf("the hash story after its fold: a %s living %v, want a string living its hour", typ, ttl)
 	}
-	got, ok, err := l.Story(ctx, "o")
+	got, ok, err := l.ledger.Story(ctx, "o")
 	if err != nil || !ok || got.Status != "delivered" || !got.Owed || got.Class != "otp" || len(got.ProviderIDs) != 1 {
 		t.Fatalf("Story of the rewritten hash: %+v %v %v", got, ok, err)
 	}
@@ -460,7 +411,7 @@ func TestAStoryIsFoundByItsProviderIDsAndByItsID(t *testing.T) {
 	rdb := redistest.Client(t)
 	l := newLimiter(t, rdb, testConfig(t))
 	ctx := context.Background()
-	settle := func(id, claim, record string, s Story) {
+	settle := func(id, claim, record string, s ledger.Story) {
 		t.Helper()
 		d, err := l.Admit(ctx, OTP, 1, time.Second, Claim{ID: claim, Token: "t-" + claim})
 		if err != nil || !d.Allowed || !d.Claimed {
@@ -476,11 +427,11 @@ func TestAStoryIsFoundByItsProviderIDsAndByItsID(t *testing.T) {
 
 	// Three parts, the record naming the second (a provider that refused
 	// the first part with an id).
-	settle("multi", "multi", SentRecord("m2"), Story{Class: "otp", ProviderIDs: []string{"m1", "m2", "m3"}, Resend: payload, ResendUntil: soon})
-	if n := rdb.Exists(ctx, l.msgKey("multi")).Val(); n != 0 {
+	settle("multi", "multi", ledger.SentRecord("m2"), ledger.Story{Class: "otp", ProviderIDs: []string{"m1", "m2", "m3"}, Resend: payload, ResendUntil: soon})
+	if n := rdb.Exists(ctx, l.key.Msg("multi")).Val(); n != 0 {
 		t.Fatal("a send whose record names a part wrote the id's key")
 	}
-	if v := rdb.Get(ctx, l.pidKey("m3")).Val(); v != "3\tm1" {
+	if v := rdb.Get(ctx, ledger.PIDKey(l.key, "m3")).Val(); v != "3\tm1" {
 		t.Fatalf("the third part's key holds %q, want the way to the first's", v)
 	}
 	if f := fold(t, l, report("m3", "delivered", "")); !f.Known || f.ID != "multi" || f.Status != "buffered" || f.Owed {
@@ -490,12 +441,12 @@ func TestAStoryIsFoundByItsProviderIDsAndByItsID(t *testing.T) {
 	if f.ID != "multi" || f.Status != "failed" || !f.Owed || string(f.Resend) != "again" || f.ProviderID != "m1" {
 		t.Fatalf("the second part failed: %+v, want the message failed, owed, its resend", f)
 	}
-	got, ok, err := l.Story(ctx, "multi")
-	if err != nil || !ok || got.Record != RecordSent || strings.Join(got.ProviderIDs, " ") != "m1 m2 m3" ||
+	got, ok, err := l.ledger.Story(ctx, "multi")
+	if err != nil || !ok || got.Record != ledger.RecordSent || strings.Join(got.ProviderIDs, " ") != "m1 m2 m3" ||
 		got.Parts["m2"] != "failed" || got.Parts["m3"] != "delivered" || !got.Owed || !got.Resent {
 		t.Fatalf("Story(multi): %+v %v %v", got, ok, err)
 	}
-	if ok, err := l.GiveBackResend(ctx, f); !ok || err != nil {
+	if ok, err := l.ledger.GiveBackResend(ctx, f); !ok || err != nil {
 		t.Fatalf("GiveBackResend(multi): %v %v, want given back to its story", ok, err)
 	}
 	if got := owedIDs(t, l, 0); got["multi"].Status != "failed" || string(got["multi"].Resend) != "again" {
@@ -503,17 +454,17 @@ func TestAStoryIsFoundByItsProviderIDsAndByItsID(t *testing.T) {
 	}
 
 	// A resend: its record is its own id's, its story the message's.
-	settle("again", ResendID("again"), SentRecord("r1"), Story{Class: "otp", ProviderIDs: []string{"r1"}})
-	if v := rdb.Get(ctx, l.msgKey("again")).Val(); v != "1\tr1" {
+	settle("again", ledger.ResendID("again"), ledger.SentRecord("r1"), ledger.Story{Class: "otp", ProviderIDs: []string{"r1"}})
+	if v := rdb.Get(ctx, l.key.Msg("again")).Val(); v != "1\tr1" {
 		t.Fatalf("the resend's id key holds %q, want the way to its story", v)
 	}
 	if f := fold(t, l, report("r1", "undelivered", "30003")); f.ID != "again" || !f.Owed {
 		t.Fatalf("the resend's receipt: %+v", f)
 	}
-	if got, ok, err := l.Story(ctx, "again"); err != nil || !ok || got.Record != "" || got.Status != "undelivered" || !got.Owed {
+	if got, ok, err := l.ledger.Story(ctx, "again"); err != nil || !ok || got.Record != "" || got.Status != "undelivered" || !got.Owed {
 		t.Fatalf("Story(again): %+v %v %v, want its story without a record", got, ok, err)
 	}
-	if got, ok, err := l.Story(ctx, ResendID("again")); err != nil || !ok || got.Record != RecordSent || got.Status != "" {
+	if got, ok, err := l.ledger.Story(ctx, ledger.ResendID("again")); err != nil || !ok || got.Record != ledger.RecordSent || got.Status != "" {
 		t.Fatalf("Story of the resend's record: %+v %v %v, want its record, no story of its own", got, ok, err)
 	}
 	if got := owedIDs(t, l, 0); got["again"].Status != "undelivered" {
@@ -522,77 +473,10 @@ func TestAStoryIsFoundByItsProviderIDsAndByItsID(t *testing.T) {
 
 	// A record of the id naming a provider id of another account (an
 	// overflow's home is another): the id's key still finds the story.
-	if err := rdb.Set(ctx, l.claims.Key("again"), SentRecord("elsewhere"), time.Minute).Err(); err != nil {
+	if err := rdb.Set(ctx, l.claims.Key("again"), ledger.SentRecord("elsewhere"), time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if got, ok, err := l.Story(ctx, "again"); err != nil || !ok || got.Status != "undelivered" || got.Record != RecordSent {
+	if got, ok, err := l.ledger.Story(ctx, "again"); err != nil || !ok || got.Status != "undelivered" || got.Record != ledger.RecordSent {
 		t.Fatalf("Story(again) beside a record naming another account's send: %+v %v %v", got, ok, err)
-	}
-}
-
-// TestDeliveryCountsAreWrittenWithinASecondAndAtTheStop: the folds' counts
-// are kept by the process and written by one HINCRBY per counter's field,
-// whatever the finals they add up: carried by a call once a second has
-// passed since the last write, by a timer's flush within the second
-// without any call, and at once by FlushPublished (the stop); another
-// process reads them then.
-func TestDeliveryCountsAreWrittenWithinASecondAndAtTheStop(t *testing.T) {
-	o := redistest.Options(redistest.Private(t))
-	o.Network = "unix"
-	rdb := redis.NewClient(o)
-	t.Cleanup(func() { rdb.Close() })
-	cfg := testConfig(t)
-	l, reader := newLimiter(t, rdb, cfg), newLimiter(t, rdb, cfg)
-	ctx := context.Background()
-	finals := func(from, to int) {
-		t.Helper()
-		for i := from; i < to; i++ {
-			pid := fmt.Sprint("c", i)
-			keepStory(t, l, fmt.Sprint("count-", i), Story{Class: "otp", ProviderIDs: []string{pid}})
-			fold(t, l, report(pid, "delivered", ""))
-		}
-	}
-	read := func() int64 {
-		t.Helper()
-		st, err := reader.DeliveryStats(ctx, 5*time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st["otp"].Finals
-	}
-
-	if err := redisstats.Reset(ctx, rdb); err != nil {
-		t.Fatal(err)
-	}
-	finals(0, 20)
-	deadline := time.Now().Add(countsEvery + 2*time.Second)
-	for read() != 20 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of 20 finals counted %v after them, want all within a second of the last, by the timer's flush", read(), countsEvery+2*time.Second)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	stats, err := redisstats.Read(ctx, rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// At most one write of the first final and one of the rest, each one
-	// HINCRBY of the one field (a minute may turn: twice that).
-	if n := stats["hincrby"]; n < 1 || n > 4 {
-		t.Fatalf("20 finals of one bucket written by %d HINCRBYs, want one a write", n)
-	}
-
-	finals(20, 25)
-	if err := l.FlushPublished(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n := read(); n != 25 {
-		t.Fatalf("%d finals counted after the stop's flush, want 25", n)
-	}
-	l.mu.Lock()
-	left := len(l.counts)
-	l.mu.Unlock()
-	if left != 0 {
-		t.Fatalf("%d counts kept after the stop's flush, want none", left)
 	}
 }

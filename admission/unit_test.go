@@ -1,6 +1,8 @@
 package admission
 
 import (
+	"smsdispatcher/ledger"
+
 	"errors"
 	"testing"
 	"time"
@@ -30,9 +32,9 @@ func TestParseReply(t *testing.T) {
 		{"global", reply(0, 11112, 2, 0, 0, ""), Decision{RetryAfter: 11112 * time.Microsecond, Source: SourceRedis, Reason: ReasonGlobal}, false},
 		{"marketing", reply(0, 7, 3, 0, 0, ""), Decision{RetryAfter: 7 * time.Microsecond, Source: SourceRedis, Reason: ReasonCeiling}, false},
 		{"account", reply(0, 7, 5, 0, 0, "account:401"), Decision{RetryAfter: 7 * time.Microsecond, Source: SourcePenalty, Reason: ReasonAccount, Why: "account:401"}, false},
-		{"held", reply(0, 0, 6, 0, 1, "held"), Decision{Source: SourceRedis, Reason: ReasonRecord, Record: Record{State: Held}, Attempts: 1}, false},
-		{"sent", reply(0, 0, 6, 0, 0, "sent:SM1"), Decision{Source: SourceRedis, Reason: ReasonRecord, Record: Record{State: Finished, ProviderID: "SM1"}}, false},
-		{"refused", reply(0, 0, 6, 0, 0, "refused:bad number"), Decision{Source: SourceRedis, Reason: ReasonRecord, Record: Record{State: Refused, RejectReason: "bad number"}}, false},
+		{"held", reply(0, 0, 6, 0, 1, "held"), Decision{Source: SourceRedis, Reason: ReasonRecord, Record: ledger.Record{State: ledger.Held}, Attempts: 1}, false},
+		{"sent", reply(0, 0, 6, 0, 0, "sent:SM1"), Decision{Source: SourceRedis, Reason: ReasonRecord, Record: ledger.Record{State: ledger.Finished, ProviderID: "SM1"}}, false},
+		{"refused", reply(0, 0, 6, 0, 0, "refused:bad number"), Decision{Source: SourceRedis, Reason: ReasonRecord, Record: ledger.Record{State: ledger.Refused, RejectReason: "bad number"}}, false},
 		{"unknown record", reply(0, 0, 6, 0, 0, "claimed?"), Decision{}, true},
 		{"account without why", reply(0, 7, 5, 0, 0, ""), Decision{}, true},
 		{"detail with a rate denial", reply(0, 7, 2, 0, 0, "x"), Decision{}, true},

@@ -13,6 +13,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/attr"
+	"smsdispatcher/ledger"
 )
 
 // recordMargin is how much younger than the send-once record's lifetime a
@@ -25,8 +26,8 @@ const replayPublishTimeout = 30 * time.Second
 // Records reads and clears the send-once records of ids
 // (admission.Claims).
 type Records interface {
-	Forget(ctx context.Context, id string) (was admission.Record, cleared bool, err error)
-	Recorded(ctx context.Context, id string) (admission.Record, error)
+	Forget(ctx context.Context, id string) (was ledger.Record, cleared bool, err error)
+	Recorded(ctx context.Context, id string) (ledger.Record, error)
 }
 
 var _ Records = (*admission.Claims)(nil)
@@ -238,7 +239,7 @@ func (p *replayer) handle(ctx context.Context, dl *Letter) {
 // reported (and, found sent, acked).
 func (p *replayer) checkRecord(ctx context.Context, dl *Letter, class admission.Class, to, id string) (note string, ok bool) {
 	was, cleared, err := p.record(ctx, class, to, id)
-	if unknown := (*admission.UnknownRecordError)(nil); errors.As(err, &unknown) {
+	if unknown := (*ledger.UnknownRecordError)(nil); errors.As(err, &unknown) {
 		p.skip(dl, SkipUnknownRecord, fmt.Sprintf("its send-once record says %q: left listed", unknown.Record))
 		return "", false
 	}
@@ -247,7 +248,7 @@ func (p *replayer) checkRecord(ctx context.Context, dl *Letter, class admission.
 		return "", false
 	}
 	switch {
-	case was.State == admission.Finished && !was.Rejected:
+	case was.State == ledger.Finished && !was.Rejected:
 		if p.opts.DryRun {
 			p.skip(dl, SkipSent, fmt.Sprintf("already sent (record %q): would not be republished; the dead letter would be acked", was))
 			return "", false
@@ -258,18 +259,18 @@ func (p *replayer) checkRecord(ctx context.Context, dl *Letter, class admission.
 		}
 		p.skip(dl, SkipSent, fmt.Sprintf("already sent (record %q): not republished; dead letter acked", was))
 		return "", false
-	case was.State == admission.Held:
+	case was.State == ledger.Held:
 		p.skip(dl, SkipHeld, "being sent right now (a live send claim): left listed")
 		return "", false
-	case was.State == admission.Unrecorded && time.Since(dl.Published) > admission.DefaultRecordTTL-recordMargin && !p.opts.Force:
+	case was.State == ledger.Unrecorded && time.Since(dl.Published) > admission.DefaultRecordTTL-recordMargin && !p.opts.Force:
 		// The record of a dead letter this old may have said sent and
 		// expired since (a replay that was killed before its ack).
 		p.skip(dl, SkipExpired, fmt.Sprintf("dead-lettered %s ago, and send-once records live %s: it may have been sent since (--force replays it)",
 			time.Since(dl.Published).Round(time.Minute), admission.DefaultRecordTTL))
 		return "", false
-	case was.State == admission.Unrecorded:
+	case was.State == ledger.Unrecorded:
 		return "", true
-	case was.State == admission.Refused || was.Rejected:
+	case was.State == ledger.Refused || was.Rejected:
 		switch {
 		case p.opts.DryRun:
 			return fmt.Sprintf("; its record %q would be cleared", was), true
@@ -288,10 +289,10 @@ func (p *replayer) checkRecord(ctx context.Context, dl *Letter, class admission.
 // to and, unless this is a dry run, clears it when it says the provider
 // refused the id (admission.Claims.Forget). It returns what the record
 // said.
-func (p *replayer) record(ctx context.Context, class admission.Class, to, id string) (was admission.Record, cleared bool, err error) {
+func (p *replayer) record(ctx context.Context, class admission.Class, to, id string) (was ledger.Record, cleared bool, err error) {
 	recs, err := p.opts.Records(ctx, class, to)
 	if err != nil {
-		return admission.Record{}, false, err
+		return ledger.Record{}, false, err
 	}
 	if p.opts.DryRun {
 		was, err := recs.Recorded(ctx, id)

@@ -17,6 +17,7 @@ import (
 	"smsdispatcher/internal/attr"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/topology"
+	"smsdispatcher/ledger"
 )
 
 const project = "proj"
@@ -134,7 +135,7 @@ func TestReplayDecidesByTheRecord(t *testing.T) {
 	h := newLetters(t)
 	ctx := context.Background()
 	sent, refused, unknown := h.add("sent-1"), h.add("refused-1"), h.add("unknown-1")
-	if err := h.claims.Finish(ctx, "sent-1", admission.RecordSent); err != nil {
+	if err := h.claims.Finish(ctx, "sent-1", ledger.RecordSent); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.claims.Refuse(ctx, "refused-1", "provider: status 400"); err != nil {
@@ -159,7 +160,7 @@ func TestReplayDecidesByTheRecord(t *testing.T) {
 	if ackedBefore != 0 {
 		t.Errorf("refused id acked %d times before its republish was confirmed, want 0", ackedBefore)
 	}
-	if rec, err := h.claims.Recorded(ctx, "refused-1"); err != nil || rec.State != admission.Unrecorded {
+	if rec, err := h.claims.Recorded(ctx, "refused-1"); err != nil || rec.State != ledger.Unrecorded {
 		t.Errorf("refused id's record after replay: %v, %v; want cleared", rec, err)
 	}
 	want := deadletter.Result{ID: "unknown-1", Class: "otp", Action: deadletter.Skipped, Reason: deadletter.SkipUnknownRecord,
@@ -195,10 +196,10 @@ func TestReplayFindsTheRecordByDestination(t *testing.T) {
 	}
 	// The other account's record of each id says sent: read there, the
 	// replay would skip it.
-	if err := world.Finish(ctx, "jp-1", admission.RecordSent); err != nil {
+	if err := world.Finish(ctx, "jp-1", ledger.RecordSent); err != nil {
 		t.Fatal(err)
 	}
-	if err := jp.Finish(ctx, "us-1", admission.RecordSent); err != nil {
+	if err := jp.Finish(ctx, "us-1", ledger.RecordSent); err != nil {
 		t.Fatal(err)
 	}
 	got, sum := h.replayBy(func(class admission.Class, to string) deadletter.Records {
@@ -210,8 +211,8 @@ func TestReplayFindsTheRecordByDestination(t *testing.T) {
 	for _, r := range []struct {
 		claims *admission.Claims
 		id     string
-		want   admission.ClaimState
-	}{{jp, "jp-1", admission.Unrecorded}, {world, "us-1", admission.Unrecorded}, {world, "jp-1", admission.Finished}, {jp, "us-1", admission.Finished}} {
+		want   ledger.ClaimState
+	}{{jp, "jp-1", ledger.Unrecorded}, {world, "us-1", ledger.Unrecorded}, {world, "jp-1", ledger.Finished}, {jp, "us-1", ledger.Finished}} {
 		if rec, err := r.claims.Recorded(ctx, r.id); err != nil || rec.State != r.want {
 			t.Errorf("%s's record: %v, %v; want state %v", r.id, rec, err, r.want)
 		}
@@ -222,12 +223,12 @@ func TestReplayFindsTheRecordByDestination(t *testing.T) {
 // shape.
 type badReply struct{}
 
-func (badReply) Forget(context.Context, string) (admission.Record, bool, error) {
-	return admission.Record{}, false, fmt.Errorf("%w: forget.lua answered [x]", admission.ErrBadReply)
+func (badReply) Forget(context.Context, string) (ledger.Record, bool, error) {
+	return ledger.Record{}, false, fmt.Errorf("%w: forget.lua answered [x]", admission.ErrBadReply)
 }
 
-func (badReply) Recorded(context.Context, string) (admission.Record, error) {
-	return admission.Record{}, errors.New("not called")
+func (badReply) Recorded(context.Context, string) (ledger.Record, error) {
+	return ledger.Record{}, errors.New("not called")
 }
 
 var _ deadletter.Records = badReply{}

@@ -9,6 +9,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/ledger"
 	"smsdispatcher/provider"
 )
 
@@ -37,7 +38,7 @@ func (openLimiter) Admit(context.Context, admission.Class, int, time.Duration, a
 func (openLimiter) Settle(context.Context, admission.Decision, string, admission.SendResult) error {
 	return nil
 }
-func (openLimiter) SettleStory(context.Context, admission.Decision, string, admission.SendResult, admission.Story) error {
+func (openLimiter) SettleStory(context.Context, admission.Decision, string, admission.SendResult, ledger.Story) error {
 	return nil
 }
 func (openLimiter) Health() admission.Health                             { return admission.Healthy }
@@ -53,8 +54,8 @@ func (openLimiter) AccountPause() (string, time.Duration, bool) {
 	return "", 0, false
 }
 func (memClaims) Finish(context.Context, string, string) error { return nil }
-func (memClaims) Claim(context.Context, string, string, time.Duration) (admission.Record, error) {
-	return admission.Record{}, nil
+func (memClaims) Claim(context.Context, string, string, time.Duration) (ledger.Record, error) {
+	return ledger.Record{}, nil
 }
 func (memClaims) Refuse(context.Context, string, string) error  { return nil }
 func (memClaims) Release(context.Context, string, string) error { return nil }

@@ -8,6 +8,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/deadletter"
+	"smsdispatcher/ledger"
 	"smsdispatcher/provider"
 )
 
@@ -24,7 +25,7 @@ type Limiter interface {
 	// SettleStory is Settle that also keeps, with a sent record, what the
 	// message's receipts need (Config.Receipts): on the account that sent
 	// it, with or without its claim.
-	SettleStory(ctx context.Context, d admission.Decision, record string, result admission.SendResult, s admission.Story) error
+	SettleStory(ctx context.Context, d admission.Decision, record string, result admission.SendResult, s ledger.Story) error
 	// Health is the account's health as this process last heard it.
 	Health() admission.Health
 	ReportThrottled(ctx context.Context, retryAfter time.Duration) error
@@ -48,7 +49,7 @@ type Claimer interface {
 	// Claim, Refuse and Release keep the record apart from an admission:
 	// for an OTP sent on another account than the one keeping its
 	// records (an overflow).
-	Claim(ctx context.Context, id, token string, ttl time.Duration) (admission.Record, error)
+	Claim(ctx context.Context, id, token string, ttl time.Duration) (ledger.Record, error)
 	Refuse(ctx context.Context, id, reason string) error
 	Release(ctx context.Context, id, token string) error
 }

@@ -89,7 +89,7 @@ type Config struct {
 	// (NewTable). Default RouteFirst.
 	Route RouteMode
 	// Receipts makes each sent message's record keep its story for its
-	// delivery receipts (admission.Story): the provider's ids and, for a
+	// delivery receipts (ledger.Story): the provider's ids and, for a
 	// first-class message that may be resent, its data. False: the record
 	// alone, as without receipts.
 	Receipts bool

@@ -9,7 +9,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"smsdispatcher/admission"
+	"smsdispatcher/ledger"
 )
 
 // Limits of docs/contract.md section 2.
@@ -33,7 +33,7 @@ type Message struct {
 	ResendOnFailure bool
 
 	// resend is the Pub/Sub data a failed delivery sends once more
-	// (admission.Story.Resend), set by handle when the message may be
+	// (ledger.Story.Resend), set by handle when the message may be
 	// resent; never by Decode.
 	resend []byte
 	// resent says the message is a resend (attr.ResendAvoid): its
@@ -42,10 +42,10 @@ type Message struct {
 }
 
 // recordID is the id m's send-once record is kept under: its id, or for
-// a resend admission.ResendID's.
+// a resend ledger.ResendID's.
 func (m Message) recordID() string {
 	if m.resent {
-		return admission.ResendID(m.ID)
+		return ledger.ResendID(m.ID)
 	}
 	return m.ID
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/ledger"
 	"smsdispatcher/nack"
 )
 
@@ -36,13 +37,13 @@ func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, r []*a
 		// meanwhile ends the admission below, and the claim, if it was
 		// taken, is given back.)
 		d.cfg.Logger.Warn("send-once record unavailable; sending without it", "class", class, "id", m.ID, "err", cerr)
-	case rec.State == admission.Held:
+	case rec.State == ledger.Held:
 		t.outcome, t.err = nack.InFlightElsewhere, nil
 		return t
-	case rec.State == admission.Refused:
+	case rec.State == ledger.Refused:
 		t.outcome, t.err = nack.Rejected, refusedEarlier(rec.RejectReason)
 		return t
-	case rec.State != admission.Claimed:
+	case rec.State != ledger.Claimed:
 		t.outcome, t.err = nack.Duplicate, nil
 		return t
 	}

@@ -10,6 +10,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/ledger"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
 )
@@ -209,7 +210,7 @@ func (d *Dispatcher) act(ctx context.Context, class admission.Class, r []*accoun
 			return nack.Nack, why
 		}
 		if ev.Outcome == nack.Rejected && len(r) > 0 {
-			if err := r[0].Claims.Finish(context.WithoutCancel(ctx), ev.ID, admission.RecordRejected); err != nil {
+			if err := r[0].Claims.Finish(context.WithoutCancel(ctx), ev.ID, ledger.RecordRejected); err != nil {
 				d.cfg.Logger.Warn("could not record a dead-lettered id; a redelivery would be dead-lettered again",
 					"id", ev.ID, "err", err)
 			}
@@ -256,9 +257,9 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, r 
 		return t
 	case dec.Reason == admission.ReasonRecord:
 		switch dec.Record.State {
-		case admission.Held:
+		case ledger.Held:
 			t.outcome = nack.InFlightElsewhere
-		case admission.Refused:
+		case ledger.Refused:
 			t.outcome, t.err = nack.Rejected, refusedEarlier(dec.Record.RejectReason)
 		default:
 			t.outcome = nack.Duplicate

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/ledger"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
 )
@@ -36,10 +37,10 @@ type (
 		costs     []int           // guarded by mu: the cost of each Admit
 		// The id's record as Admit finds it, and the Redis error it meets
 		// (ErrRedisDown: the fallback decides, and claims nothing).
-		rec      admission.Record
+		rec      ledger.Record
 		claimErr error
-		claims   *fakeClaims       // if set, the claims taken and settled are noted in its log
-		stories  []admission.Story // guarded by mu: what each SettleStory was given
+		claims   *fakeClaims    // if set, the claims taken and settled are noted in its log
+		stories  []ledger.Story // guarded by mu: what each SettleStory was given
 	}
 	fakeClaims struct {
 		mu  sync.Mutex
@@ -82,7 +83,7 @@ func (l *fakeLimiter) Admit(_ context.Context, class admission.Class, cost int, 
 		d := l.dec
 		d.Source = admission.SourceFallback
 		return d, nil
-	case l.rec.State != admission.Claimed:
+	case l.rec.State != ledger.Claimed:
 		return admission.Decision{Source: admission.SourceRedis, Reason: admission.ReasonRecord, Record: l.rec}, nil
 	}
 	d := l.dec
@@ -108,7 +109,7 @@ func (l *fakeLimiter) Settle(_ context.Context, d admission.Decision, record str
 	return nil
 }
 
-func (l *fakeLimiter) SettleStory(ctx context.Context, d admission.Decision, record string, result admission.SendResult, s admission.Story) error {
+func (l *fakeLimiter) SettleStory(ctx context.Context, d admission.Decision, record string, result admission.SendResult, s ledger.Story) error {
 	l.mu.Lock()
 	l.stories = append(l.stories, s)
 	l.mu.Unlock()
@@ -172,9 +173,9 @@ func (c *fakeClaims) Finish(_ context.Context, _, record string) error {
 	c.note("finish " + record)
 	return nil
 }
-func (c *fakeClaims) Claim(context.Context, string, string, time.Duration) (admission.Record, error) {
+func (c *fakeClaims) Claim(context.Context, string, string, time.Duration) (ledger.Record, error) {
 	c.note("claim")
-	return admission.Record{State: admission.Claimed}, nil
+	return ledger.Record{State: ledger.Claimed}, nil
 }
 func (c *fakeClaims) Refuse(_ context.Context, _, reason string) error {
 	c.note("refuse " + reason)
@@ -248,7 +249,7 @@ func TestPipelineBranches(t *testing.T) {
 		deadline  time.Duration   // from t0; 0: none
 		waits     time.Duration   // the clock moves this much while Acquire waits
 		dec       admission.Decision
-		rec       admission.Record // what Admit finds of the id's record
+		rec       ledger.Record // what Admit finds of the id's record
 		claimErr  error
 		sendErr   error
 		dlqErr    error
@@ -275,11 +276,11 @@ func TestPipelineBranches(t *testing.T) {
 		{name: "refused, dead letter fails: nacked, the refusal kept", dec: allowed, sendErr: &provider.Error{Status: 422, Message: "number blocked"}, dlqErr: errors.New("topic not found"),
 			want: nack.Rejected, action: nack.Nack, sends: 1, claimLog: "claim; refuse provider: status 422: number blocked", reason: "provider: status 422: number blocked"},
 		{name: "refused earlier: dead-lettered with the recorded reason, not sent", dec: allowed,
-			rec:  admission.Record{State: admission.Refused, RejectReason: "provider: status 422: number blocked"},
+			rec:  ledger.Record{State: ledger.Refused, RejectReason: "provider: status 422: number blocked"},
 			want: nack.Rejected, action: nack.DeadLetter, claimLog: "finish rejected", reason: "provider: status 422: number blocked"},
-		{name: "already sent", dec: allowed, rec: admission.Record{State: admission.Finished},
+		{name: "already sent", dec: allowed, rec: ledger.Record{State: ledger.Finished},
 			want: nack.Duplicate, action: nack.Ack},
-		{name: "held elsewhere", dec: allowed, rec: admission.Record{State: admission.Held},
+		{name: "held elsewhere", dec: allowed, rec: ledger.Record{State: ledger.Held},
 			want: nack.InFlightElsewhere, action: nack.Nack},
 		{name: "OTP without the record: sent anyway", dec: allowed, claimErr: admission.ErrRedisDown,
 			want: nack.Sent, action: nack.Ack, sends: 1},

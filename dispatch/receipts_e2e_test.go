@@ -173,7 +173,7 @@ func newRig(t *testing.T, accts []e2eAccount, o rigOptions) *rig {
 		}
 		r.limiters[a.name], r.sims[a.name] = lim, a.sim
 		daccts = append(daccts, dispatch.Account{Name: a.name, Classes: a.classes, Destinations: a.destinations, Limiter: lim, Claims: lim.Claims(), Sender: adapter})
-		raccts = append(raccts, receipts.Account{Name: a.name, Reader: adapter, Ledger: lim})
+		raccts = append(raccts, receipts.Account{Name: a.name, Reader: adapter, Ledger: lim.Ledger()})
 	}
 	rs, err := receipts.New(receipts.Config{
 		Addr: "127.0.0.1:0", PublicURL: publicURL, Accounts: raccts, Deadline: dispatch.PayloadDeadline,
@@ -488,7 +488,7 @@ func TestReceiptsEndToEnd(t *testing.T) {
 			if st := sim.ReceiptStats(); st.Duplicated == 0 || st.Reordered == 0 || st.Replayed == 0 || st.Forged != 0 || st.Failed != 0 {
 				t.Fatalf("receipt stats %+v: want duplicated, reordered and replayed receipts, all taken", st)
 			}
-			if err := lim.FlushPublished(context.Background()); err != nil {
+			if err := lim.Ledger().FlushPublished(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			for _, m := range msgs {
@@ -501,7 +501,7 @@ func TestReceiptsEndToEnd(t *testing.T) {
 					t.Fatalf("%s: %d status events, want exactly 1 whatever the duplicates and replays", m.id, len(evs))
 				}
 				checkEvent(t, evs[0], m.id, "delivered", "", sent[0].ProviderID, "acct", m.class.String())
-				s, ok, err := lim.Story(context.Background(), m.id)
+				s, ok, err := lim.Ledger().Story(context.Background(), m.id)
 				if err != nil || !ok {
 					t.Fatalf("Story(%s): %v, %v", m.id, ok, err)
 				}
@@ -542,7 +542,7 @@ func TestReceiptsEndToEnd(t *testing.T) {
 				if evs := r.statusOf(id); len(evs) != 0 {
 					t.Fatalf("%s: status events %+v from forged receipts", id, evs)
 				}
-				s, ok, err := lim.Story(context.Background(), id)
+				s, ok, err := lim.Ledger().Story(context.Background(), id)
 				if err != nil || !ok || s.Record != "sent" || s.Status != "" || s.Owed {
 					t.Fatalf("Story(%s) = %+v, %v, %v: want sent, no receipt state", id, s, ok, err)
 				}
@@ -716,13 +716,13 @@ func TestAFailedOTPIsDeliveredThroughTheBackup(t *testing.T) {
 	// The story on each account: the original's on the primary, resent;
 	// the resend's on the backup, its record its own.
 	ctx := context.Background()
-	if s, ok, err := r.limiters["primary"].Story(ctx, "otp62-0"); err != nil || !ok || s.Record != "sent" || s.Status != "undelivered" || s.ErrorCode != "30007" || !s.Resent {
+	if s, ok, err := r.limiters["primary"].Ledger().Story(ctx, "otp62-0"); err != nil || !ok || s.Record != "sent" || s.Status != "undelivered" || s.ErrorCode != "30007" || !s.Resent {
 		t.Fatalf("otp62-0's story on the primary: %+v, %v, %v; want sent, undelivered 30007, resent", s, ok, err)
 	}
-	if s, ok, err := r.limiters["backup"].Story(ctx, "otp62-0"); err != nil || !ok || s.Status != "delivered" || s.Resent {
+	if s, ok, err := r.limiters["backup"].Ledger().Story(ctx, "otp62-0"); err != nil || !ok || s.Status != "delivered" || s.Resent {
 		t.Fatalf("otp62-0's story on the backup: %+v, %v, %v; want delivered", s, ok, err)
 	}
-	if s, ok, err := r.limiters["backup"].Story(ctx, "otp62-0/resend"); err != nil || !ok || s.Record != "sent" {
+	if s, ok, err := r.limiters["backup"].Ledger().Story(ctx, "otp62-0/resend"); err != nil || !ok || s.Record != "sent" {
 		t.Fatalf("the resend's record on the backup: %+v, %v, %v; want sent", s, ok, err)
 	}
 }
@@ -754,13 +754,13 @@ func TestAnOverflowedOTPThatFailsIsResentThroughItsHome(t *testing.T) {
 
 	sent := checkSends(t, r, "over", "undelivered 30007", "backup", "primary")
 	checkStatuses(t, r, "over", "otp", sent, "undelivered 30007", "delivered")
-	if s, ok, err := r.limiters["primary"].Story(ctx, "over"); err != nil || !ok || s.Record != "sent" || s.Status != "delivered" {
+	if s, ok, err := r.limiters["primary"].Ledger().Story(ctx, "over"); err != nil || !ok || s.Record != "sent" || s.Status != "delivered" {
 		t.Fatalf("the primary's story of the overflowed OTP: %+v, %v, %v; want its record sent (the overflow's), delivered", s, ok, err)
 	}
-	if s, ok, err := r.limiters["primary"].Story(ctx, "over/resend"); err != nil || !ok || s.Record != "sent" {
+	if s, ok, err := r.limiters["primary"].Ledger().Story(ctx, "over/resend"); err != nil || !ok || s.Record != "sent" {
 		t.Fatalf("the resend's record on the primary: %+v, %v, %v; want sent", s, ok, err)
 	}
-	if s, ok, err := r.limiters["backup"].Story(ctx, "over"); err != nil || !ok || s.Status != "undelivered" || !s.Resent {
+	if s, ok, err := r.limiters["backup"].Ledger().Story(ctx, "over"); err != nil || !ok || s.Status != "undelivered" || !s.Resent {
 		t.Fatalf("the backup's story of the overflowed OTP: %+v, %v, %v; want undelivered, resent", s, ok, err)
 	}
 	if n := r.sims["primary"].Stats().Accepted; n != 1 {
@@ -787,7 +787,7 @@ func TestAnOwedStatusEventOutlivesTheTopicsOutage(t *testing.T) {
 	r.waitFor("a status publish tried", 10*time.Second, func() bool { return r.statusTry.Load() > 0 })
 	// The receipt is answered once its publish has given up.
 	r.settle()
-	if s, ok, err := lim.Story(ctx, "login-1"); err != nil || !ok || s.Status != "delivered" || !s.Owed {
+	if s, ok, err := lim.Ledger().Story(ctx, "login-1"); err != nil || !ok || s.Status != "delivered" || !s.Owed {
 		t.Fatalf("the story while the topic is down: %+v, %v, %v; want delivered, its event owed", s, ok, err)
 	}
 	if evs := r.statusOf("login-1"); len(evs) != 0 {
@@ -803,7 +803,7 @@ func TestAnOwedStatusEventOutlivesTheTopicsOutage(t *testing.T) {
 		t.Fatalf("%d status events once the topic is back, want 1", len(evs))
 	}
 	checkEvent(t, evs[0], "login-1", "delivered", "", r.sends("login-1")[0].ProviderID, "acct", "otp")
-	if s, _, err := lim.Story(ctx, "login-1"); err != nil || s.Owed || s.Status != "delivered" {
+	if s, _, err := lim.Ledger().Story(ctx, "login-1"); err != nil || s.Owed || s.Status != "delivered" {
 		t.Fatalf("the story after the sweep: %+v, %v; want delivered, nothing owed", s, err)
 	}
 	t.Logf("status publishes tried during the outage: %d", tried)

@@ -20,6 +20,7 @@ import (
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/attr"
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/ledger"
 	"smsdispatcher/nack"
 )
 
@@ -204,7 +205,7 @@ func TestASendCutOffByGraceIsShuttingDown(t *testing.T) {
 	claims := admission.NewClaims(rdb, h.account, 0, 0, 0, nil)
 	// Given back, the record keeps only the count of sends: another
 	// attempt claims the id at once.
-	if rec, err := claims.Claim(context.Background(), "login-grace", "next", 0); err != nil || rec.State != admission.Claimed {
+	if rec, err := claims.Claim(context.Background(), "login-grace", "next", 0); err != nil || rec.State != ledger.Claimed {
 		v, _ := rdb.Get(context.Background(), claims.Key("login-grace")).Result()
 		t.Fatalf("another attempt's claim: %v, %v (record %q), want it claimed: the cut-off send's claim was left behind", rec.State, err, v)
 	}

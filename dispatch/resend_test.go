@@ -16,12 +16,13 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/attr"
+	"smsdispatcher/ledger"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
 	"smsdispatcher/provider/providertest"
 )
 
-// What a sent message's record keeps for its receipts (admission.Story):
+// What a sent message's record keeps for its receipts (ledger.Story):
 // a first-class message's data for one resend, until its deadline or 5
 // minutes after its acceptance, with the id and that deadline written
 // into it when it has none, unless it opted out, is a resend itself, or
@@ -112,7 +113,7 @@ func TestTheStoryASentMessageKeeps(t *testing.T) {
 			if len(lim.stories) != 1 {
 				t.Fatalf("%d stories kept, want 1", len(lim.stories))
 			}
-			want := admission.Story{ID: id, Class: tt.class.String(), Sender: allowed.Sender, ProviderIDs: tt.ids, Prefix: "+81", To: "+819012345678"}
+			want := ledger.Story{ID: id, Class: tt.class.String(), Sender: allowed.Sender, ProviderIDs: tt.ids, Prefix: "+81", To: "+819012345678"}
 			if tt.resend {
 				want.Resend, want.ResendUntil = data, t0.Add(tt.until)
 				if tt.payload != "" {
@@ -130,7 +131,7 @@ func TestTheStoryASentMessageKeeps(t *testing.T) {
 // real limiter that keeps it.
 type storyLog struct {
 	mu      sync.Mutex
-	stories map[string][]admission.Story // by account; guarded by mu
+	stories map[string][]ledger.Story // by account; guarded by mu
 }
 
 type storyLimiter struct {
@@ -139,7 +140,7 @@ type storyLimiter struct {
 	log     *storyLog
 }
 
-func (l storyLimiter) SettleStory(ctx context.Context, d admission.Decision, record string, result admission.SendResult, s admission.Story) error {
+func (l storyLimiter) SettleStory(ctx context.Context, d admission.Decision, record string, result admission.SendResult, s ledger.Story) error {
 	l.log.mu.Lock()
 	l.log.stories[l.account] = append(l.log.stories[l.account], s)
 	l.log.mu.Unlock()
@@ -147,10 +148,10 @@ func (l storyLimiter) SettleStory(ctx context.Context, d admission.Decision, rec
 }
 
 // of returns the stories account kept of the provider id pid.
-func (l *storyLog) of(account, pid string) []admission.Story {
+func (l *storyLog) of(account, pid string) []ledger.Story {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []admission.Story
+	var out []ledger.Story
 	for _, s := range l.stories[account] {
 		if slices.Contains(s.ProviderIDs, pid) {
 			out = append(out, s)
@@ -167,7 +168,7 @@ func (l *storyLog) of(account, pid string) []admission.Story {
 func TestAResendSkipsTheAccountThatSentTheOriginal(t *testing.T) {
 	h := newHarness(t, providertest.Config{}, nil)
 	primary, backup, limiters := twoAccounts(t, h, false, nil)
-	log := &storyLog{stories: map[string][]admission.Story{}}
+	log := &storyLog{stories: map[string][]ledger.Story{}}
 	build := h.accounts
 	h.accounts = func(rdb redis.Scripter) []Account {
 		accts := build(rdb)

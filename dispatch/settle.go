@@ -5,6 +5,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/attr"
+	"smsdispatcher/ledger"
 	"smsdispatcher/nack"
 )
 
@@ -49,8 +50,8 @@ func (d *Dispatcher) settleOn(ctx context.Context, a *account, class admission.C
 // payload. The payload holds m's id and that deadline (WithID): a
 // producer's data without them would make each copy of the resend
 // another message, sent at any time.
-func (d *Dispatcher) story(class admission.Class, m Message, t try) admission.Story {
-	s := admission.Story{ID: m.ID, Class: class.String(), Sender: t.decision.Sender, ProviderIDs: t.receipt.Parts,
+func (d *Dispatcher) story(class admission.Class, m Message, t try) ledger.Story {
+	s := ledger.Story{ID: m.ID, Class: class.String(), Sender: t.decision.Sender, ProviderIDs: t.receipt.Parts,
 		Prefix: destinationPrefix(m.To), To: m.To}
 	if len(s.ProviderIDs) == 0 && t.receipt.ID != "" {
 		s.ProviderIDs = []string{t.receipt.ID}
@@ -77,9 +78,9 @@ func (d *Dispatcher) story(class admission.Class, m Message, t try) admission.St
 func (t try) record() string {
 	switch t.outcome {
 	case nack.Sent:
-		return admission.SentRecord(t.receipt.ID)
+		return ledger.SentRecord(t.receipt.ID)
 	case nack.Rejected:
-		return admission.RefusedRecord(t.err.Error())
+		return ledger.RefusedRecord(t.err.Error())
 	}
 	return ""
 }

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"smsdispatcher/admission"
+	"smsdispatcher/ledger"
 	"smsdispatcher/provider"
 )
 
@@ -82,7 +82,7 @@ type testLedger struct {
 }
 
 type testMsg struct {
-	fold      admission.Fold
+	fold      ledger.Fold
 	resend    []byte // the resend payload, until a failure takes it
 	givenBack []byte // a payload given back, until a sweep takes it
 }
@@ -99,12 +99,12 @@ func (l *testLedger) add(id, providerID, class string, sentAt time.Time, resend 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.msgs[providerID] = &testMsg{
-		fold:   admission.Fold{Known: true, ID: id, Class: class, ProviderID: providerID, Status: "sent", SentAt: sentAt, StatusAt: sentAt, Account: "acct"},
+		fold:   ledger.Fold{Known: true, ID: id, Class: class, ProviderID: providerID, Status: "sent", SentAt: sentAt, StatusAt: sentAt, Account: "acct"},
 		resend: resend,
 	}
 }
 
-func (l *testLedger) Receipt(ctx context.Context, r admission.Report) (admission.Fold, error) {
+func (l *testLedger) Receipt(ctx context.Context, r ledger.Report) (ledger.Fold, error) {
 	l.mu.Lock()
 	block := l.block
 	l.receipts++
@@ -115,12 +115,12 @@ func (l *testLedger) Receipt(ctx context.Context, r admission.Report) (admission
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
-		return admission.Fold{}, l.err
+		return ledger.Fold{}, l.err
 	}
 	l.clearPublished() // carried by the same call, as admission's is
 	m, ok := l.msgs[r.ProviderID]
 	if !ok {
-		return admission.Fold{}, nil
+		return ledger.Fold{}, nil
 	}
 	f := m.fold
 	if (r.Final && (!f.Final || (r.Delivered && f.Status != "delivered"))) || (!r.Final && !f.Final && r.Status != f.Status) {
@@ -165,10 +165,10 @@ func (l *testLedger) clearPublished() {
 	l.published = nil
 }
 
-func (l *testLedger) Owed(ctx context.Context, age time.Duration, n int) ([]admission.Fold, error) {
+func (l *testLedger) Owed(ctx context.Context, age time.Duration, n int) ([]ledger.Fold, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var owed []admission.Fold
+	var owed []ledger.Fold
 	for _, m := range l.msgs {
 		if since, ok := l.owedSince[m.fold.ID]; ok && !time.Now().Before(since.Add(age)) && len(owed) < n {
 			f := m.fold
@@ -176,11 +176,11 @@ func (l *testLedger) Owed(ctx context.Context, age time.Duration, n int) ([]admi
 			owed = append(owed, f)
 		}
 	}
-	slices.SortFunc(owed, func(a, b admission.Fold) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(owed, func(a, b ledger.Fold) int { return strings.Compare(a.ID, b.ID) })
 	return owed, nil
 }
 
-func (l *testLedger) GiveBackResend(ctx context.Context, f admission.Fold) (bool, error) {
+func (l *testLedger) GiveBackResend(ctx context.Context, f ledger.Fold) (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, m := range l.msgs {

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"smsdispatcher/admission"
 	"smsdispatcher/internal/attr"
+	"smsdispatcher/ledger"
 
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/cenkalti/backoff/v4"
@@ -38,7 +38,7 @@ type StatusEvent struct {
 
 // statusEvent returns f's status event on account: its data and
 // attributes.
-func statusEvent(account string, f admission.Fold) ([]byte, map[string]string) {
+func statusEvent(account string, f ledger.Fold) ([]byte, map[string]string) {
 	data, _ := json.Marshal(StatusEvent{ // strings only: it cannot fail
 		ID: f.ID, Status: f.Status, ErrorCode: f.ErrorCode, ProviderID: f.ProviderID,
 		Account: account, Class: f.Class, SentAt: eventTime(f.SentAt), StatusAt: eventTime(f.StatusAt),
@@ -55,7 +55,7 @@ func eventTime(t time.Time) string {
 
 // resendAttrs are the attributes of f's resend, which account failed to
 // deliver.
-func resendAttrs(account string, f admission.Fold) map[string]string {
+func resendAttrs(account string, f ledger.Fold) map[string]string {
 	reason := f.Status
 	if f.ErrorCode != "" {
 		reason += " " + f.ErrorCode
@@ -68,7 +68,7 @@ func resendAttrs(account string, f admission.Fold) map[string]string {
 // ledger is told, and the next flush clears it in Redis. On an error the
 // event stays owed and a sweep publishes it again; the resend, handed out
 // once, goes again only if it was given back (handOut).
-func (s *Server) publishOwed(ctx context.Context, a *account, f *admission.Fold) error {
+func (s *Server) publishOwed(ctx context.Context, a *account, f *ledger.Fold) error {
 	if f.Resend != nil {
 		if err := s.handOut(ctx, a, *f); err != nil {
 			return err
@@ -89,7 +89,7 @@ func (s *Server) publishOwed(ctx context.Context, a *account, f *admission.Fold)
 // publish that fails gives the payload back to the ledger, for the next
 // sweep to hand out with the event: one payload is never out twice,
 // whatever becomes of the status event.
-func (s *Server) handOut(ctx context.Context, a *account, f admission.Fold) error {
+func (s *Server) handOut(ctx context.Context, a *account, f ledger.Fold) error {
 	if now := s.now(); !s.resendDue(f, now) {
 		s.metrics.ResendLate(a.Name)
 		if held, ok := a.late.allow(now); ok {
@@ -115,7 +115,7 @@ func (s *Server) handOut(ctx context.Context, a *account, f admission.Fold) erro
 // data without one (kept by an older version), within attr.ResendWithin
 // of its send (Fold.SentAt: the provider's acceptance follows within the
 // send's own time), as docs/contract.md promises.
-func (s *Server) resendDue(f admission.Fold, now time.Time) bool {
+func (s *Server) resendDue(f ledger.Fold, now time.Time) bool {
 	until := f.SentAt.Add(attr.ResendWithin)
 	if d := s.cfg.Deadline(f.Resend); !d.IsZero() {
 		until = d

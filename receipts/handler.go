@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"smsdispatcher/admission"
+	"smsdispatcher/ledger"
 	"smsdispatcher/provider"
 )
 
@@ -132,7 +132,7 @@ var earlyWaits = []time.Duration{100 * time.Millisecond, 400 * time.Millisecond,
 
 // fold folds rep on a's ledger, again after each of earlyWaits while its
 // provider id is unknown there.
-func (s *Server) fold(ctx context.Context, a *account, rep admission.Report) (admission.Fold, error) {
+func (s *Server) fold(ctx context.Context, a *account, rep ledger.Report) (ledger.Fold, error) {
 	f, err := a.Ledger.Receipt(ctx, rep)
 	for _, wait := range earlyWaits {
 		if err != nil || f.Known {
@@ -151,8 +151,8 @@ func (s *Server) fold(ctx context.Context, a *account, rep admission.Report) (ad
 }
 
 // reportOf is dr in the fold's terms.
-func reportOf(dr provider.DeliveryReport) admission.Report {
-	return admission.Report{
+func reportOf(dr provider.DeliveryReport) ledger.Report {
+	return ledger.Report{
 		ProviderID:  dr.ProviderID,
 		Status:      string(dr.Status),
 		Final:       dr.Status.Final(),

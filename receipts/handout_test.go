@@ -23,6 +23,7 @@ import (
 	"smsdispatcher/dispatch"
 	"smsdispatcher/internal/attr"
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/ledger"
 )
 
 // payloadDeadline is Config.Deadline as the dispatcher hands it in.
@@ -96,7 +97,7 @@ func newHandOutRig(t *testing.T, statusTopic bool) *handOutRig {
 	r.statusUp.Store(true)
 	r.srv, err = New(Config{
 		PublicURL: testPublicURL,
-		Accounts:  []Account{{Name: "acct", Reader: r.reader, Ledger: r.lim}},
+		Accounts:  []Account{{Name: "acct", Reader: r.reader, Ledger: r.lim.Ledger()}},
 		Status:    switched{publisher("sms-status"), &r.statusUp},
 		Resend:    switched{publisher("sms-otp"), &r.resendUp},
 		Deadline:  payloadDeadline,
@@ -121,8 +122,8 @@ func (r *handOutRig) send(id, pid string, payload []byte, until time.Time) {
 	if err != nil || !d.Allowed {
 		r.t.Fatalf("Admit(%s): %+v, %v", id, d, err)
 	}
-	s := admission.Story{ID: id, Class: "otp", ProviderIDs: []string{pid}, Resend: payload, ResendUntil: until}
-	if err := r.lim.SettleStory(ctx, d, admission.SentRecord(pid), admission.ResultNone, s); err != nil {
+	s := ledger.Story{ID: id, Class: "otp", ProviderIDs: []string{pid}, Resend: payload, ResendUntil: until}
+	if err := r.lim.SettleStory(ctx, d, ledger.SentRecord(pid), admission.ResultNone, s); err != nil {
 		r.t.Fatalf("SettleStory(%s): %v", id, err)
 	}
 }
@@ -179,11 +180,11 @@ func TestAResendIsPublishedOnceWhileItsStatusEventFails(t *testing.T) {
 		if err != nil {
 			t.Fatalf("a resend that does not decode: %q: %v", m.Data, err)
 		}
-		rec, err := backup.Claim(ctx, admission.ResendID(msg.ID), "tok-"+m.ID, 0)
+		rec, err := backup.Claim(ctx, ledger.ResendID(msg.ID), "tok-"+m.ID, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec.State == admission.Claimed {
+		if rec.State == ledger.Claimed {
 			records++
 		}
 	}
@@ -193,7 +194,7 @@ func TestAResendIsPublishedOnceWhileItsStatusEventFails(t *testing.T) {
 	if got := r.metrics.get(); strings.Count(strings.Join(got, "\n"), "resend acct undelivered") != 1 {
 		t.Errorf("metrics %q: want one resend counted", got)
 	}
-	if s, _, err := r.lim.Story(ctx, "ps-1"); err != nil || !s.Owed || !s.Resent {
+	if s, _, err := r.lim.Ledger().Story(ctx, "ps-1"); err != nil || !s.Owed || !s.Resent {
 		t.Errorf("the story: %+v, %v; want its event still owed, resent", s, err)
 	}
 }
@@ -263,7 +264,7 @@ func TestAResendPastItsWindowIsDropped(t *testing.T) {
 			if want := map[bool]int{true: 0, false: 1}[tt.resent]; late != want {
 				t.Errorf("%d resends counted late, want %d (metrics %q)", late, want, r.metrics.get())
 			}
-			if s, _, err := r.lim.Story(ctx, "login-1"); err != nil || s.Owed {
+			if s, _, err := r.lim.Ledger().Story(ctx, "login-1"); err != nil || s.Owed {
 				t.Errorf("the story: %+v, %v; want its event published", s, err)
 			}
 		})

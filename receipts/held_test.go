@@ -20,6 +20,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/ledger"
 )
 
 // statusDown is a pstest reactor that refuses every publish while down is
@@ -47,8 +48,8 @@ type realRig struct {
 	stop func() error
 }
 
-// newRealRig starts a realRig whose ledger is ledger(lim) (nil: lim).
-func newRealRig(t *testing.T, ledger func(*admission.Limiter) Ledger) *realRig {
+// newRealRig starts a realRig whose ledger is wrap(lim's) (nil: lim's).
+func newRealRig(t *testing.T, wrap func(*ledger.Ledger) Ledger) *realRig {
 	t.Helper()
 	r := &realRig{down: &statusDown{}}
 	var pubs []TopicPublisher
@@ -59,9 +60,9 @@ func newRealRig(t *testing.T, ledger func(*admission.Limiter) Ledger) *realRig {
 		t.Fatal(err)
 	}
 	r.lim = lim
-	var l Ledger = lim
-	if ledger != nil {
-		l = ledger(lim)
+	var l Ledger = lim.Ledger()
+	if wrap != nil {
+		l = wrap(lim.Ledger())
 	}
 	r.srv, err = New(Config{
 		PublicURL: testPublicURL, Accounts: []Account{{Name: "acct", Reader: &testReader{secret: "s3cret"}, Ledger: l}},
@@ -102,8 +103,8 @@ func (r *realRig) sent(t *testing.T, id, providerID string) {
 	if err != nil || !d.Allowed {
 		t.Fatalf("Admit(%s): %+v %v", id, d, err)
 	}
-	if err := r.lim.SettleStory(ctx, d, admission.SentRecord(providerID), admission.ResultNone,
-		admission.Story{ID: id, Class: admission.Marketing.String(), ProviderIDs: []string{providerID}}); err != nil {
+	if err := r.lim.SettleStory(ctx, d, ledger.SentRecord(providerID), admission.ResultNone,
+		ledger.Story{ID: id, Class: admission.Marketing.String(), ProviderIDs: []string{providerID}}); err != nil {
 		t.Fatalf("SettleStory(%s): %v", id, err)
 	}
 }
@@ -135,7 +136,7 @@ func (r *realRig) events() []string {
 // owed returns the ids whose event is owed in Redis.
 func (r *realRig) owed(t *testing.T) []string {
 	t.Helper()
-	folds, err := r.lim.Owed(context.Background(), 0, 100)
+	folds, err := r.lim.Ledger().Owed(context.Background(), 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,14 +205,14 @@ func TestAnEventNotPublishedAtItsReceiptIsPublishedWithinASecond(t *testing.T) {
 // lostAnswer is a Ledger whose first Receipt call is run in Redis but
 // answers an error, as a call whose reply came after its timeout.
 type lostAnswer struct {
-	*admission.Limiter
+	*ledger.Ledger
 	lost atomic.Bool
 }
 
-func (l *lostAnswer) Receipt(ctx context.Context, rep admission.Report) (admission.Fold, error) {
-	f, err := l.Limiter.Receipt(ctx, rep)
+func (l *lostAnswer) Receipt(ctx context.Context, rep ledger.Report) (ledger.Fold, error) {
+	f, err := l.Ledger.Receipt(ctx, rep)
 	if err == nil && l.lost.CompareAndSwap(false, true) {
-		return admission.Fold{}, errors.New("receipt eval: context deadline exceeded")
+		return ledger.Fold{}, errors.New("receipt eval: context deadline exceeded")
 	}
 	return f, err
 }
@@ -221,7 +222,7 @@ func (l *lostAnswer) Receipt(ctx context.Context, rep admission.Report) (admissi
 // the provider posts it again, and that fold, which changes nothing,
 // publishes the event still owed, at once rather than at the sweep.
 func TestTheRetryOfAFoldAnswered503PublishesItsEvent(t *testing.T) {
-	r := newRealRig(t, func(lim *admission.Limiter) Ledger { return &lostAnswer{Limiter: lim} })
+	r := newRealRig(t, func(g *ledger.Ledger) Ledger { return &lostAnswer{Ledger: g} })
 	r.sent(t, "m1", "SM1")
 	if code := r.post(t, "SM1 delivered"); code != http.StatusServiceUnavailable {
 		t.Fatalf("the receipt whose fold's answer was lost: %d, want 503", code)
@@ -260,7 +261,7 @@ func TestAStoppingProcessWritesTheDeliveryCountsItKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := reader.DeliveryStats(context.Background(), 5*time.Minute)
+	st, err := reader.Ledger().DeliveryStats(context.Background(), 5*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,23 +13,23 @@ import (
 	"sync/atomic"
 	"time"
 
-	"smsdispatcher/admission"
+	"smsdispatcher/ledger"
 	"smsdispatcher/provider"
 )
 
-var _ Ledger = (*admission.Limiter)(nil)
+var _ Ledger = (*ledger.Ledger)(nil)
 
 // Ledger is what a receipt needs of its account's state in Redis
-// (*admission.Limiter).
+// (*ledger.Ledger).
 type Ledger interface {
-	Receipt(ctx context.Context, r admission.Report) (admission.Fold, error)
+	Receipt(ctx context.Context, r ledger.Report) (ledger.Fold, error)
 	EventPublished(id string)
 	// FlushPublished clears the events marked published, and writes what
-	// the ledger keeps to write later (a Limiter's delivery counts): the
+	// the ledger keeps to write later (its delivery counts): the
 	// stop's last call.
 	FlushPublished(ctx context.Context) error
-	Owed(ctx context.Context, age time.Duration, n int) ([]admission.Fold, error)
-	GiveBackResend(ctx context.Context, f admission.Fold) (bool, error)
+	Owed(ctx context.Context, age time.Duration, n int) ([]ledger.Fold, error)
+	GiveBackResend(ctx context.Context, f ledger.Fold) (bool, error)
 }
 
 // Publisher publishes one message to a topic; Publish returns once the
@@ -137,12 +137,12 @@ type account struct {
 	// before Run returns, rather than leave them to a sweep 30 s on (or to
 	// none, when every process stops). Guarded by heldMu.
 	heldMu sync.Mutex
-	held   map[string]*admission.Fold
+	held   map[string]*ledger.Fold
 
 	// again are the provider ids of the receipts this process answered
 	// 503 (their fold failed, or its reply came late), for their retries
 	// to hand out the event a late reply may have left owed
-	// (admission.Report.Again). Guarded by heldMu.
+	// (ledger.Report.Again). Guarded by heldMu.
 	again map[string]time.Time
 
 	forged, ledgerErr, publishErr, late quietLog
@@ -218,7 +218,7 @@ func New(cfg Config) (*Server, error) {
 		if _, dup := s.accounts[a.Name]; dup {
 			return nil, fmt.Errorf("receipts: account %q twice", a.Name)
 		}
-		acc := &account{Account: a, url: CallbackURL(cfg.PublicURL, a.Name), held: map[string]*admission.Fold{}, again: map[string]time.Time{}}
+		acc := &account{Account: a, url: CallbackURL(cfg.PublicURL, a.Name), held: map[string]*ledger.Fold{}, again: map[string]time.Time{}}
 		s.accounts[a.Name] = acc
 		s.order = append(s.order, acc)
 	}

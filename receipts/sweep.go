@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"smsdispatcher/admission"
+	"smsdispatcher/ledger"
 )
 
 // The sweep: every sweepEvery, the events owed for longer than owedAge
@@ -60,7 +60,7 @@ func (s *Server) sweepLoop(ctx context.Context) {
 // newer fold of its message replaces it. f holds no resend: publishOwed
 // took it out once it was out, and a resend that is not out went back to
 // the ledger, for the sweep to hand out with the event.
-func (a *account) hold(f admission.Fold) {
+func (a *account) hold(f ledger.Fold) {
 	a.heldMu.Lock()
 	defer a.heldMu.Unlock()
 	if _, ok := a.held[f.ID]; ok || len(a.held) < maxHeld {
@@ -70,7 +70,7 @@ func (a *account) hold(f admission.Fold) {
 
 // release forgets the held fold of id once its event is out: f, or any
 // when f is nil (its receipt published it).
-func (a *account) release(id string, f *admission.Fold) {
+func (a *account) release(id string, f *ledger.Fold) {
 	a.heldMu.Lock()
 	defer a.heldMu.Unlock()
 	if h, ok := a.held[id]; ok && (f == nil || h == f) {
@@ -85,7 +85,7 @@ func (a *account) release(id string, f *admission.Fold) {
 func (s *Server) publishHeld(ctx context.Context, stopping bool) {
 	for _, a := range s.order {
 		a.heldMu.Lock()
-		held := make([]*admission.Fold, 0, len(a.held))
+		held := make([]*ledger.Fold, 0, len(a.held))
 		for _, f := range a.held {
 			held = append(held, f)
 		}
@@ -153,7 +153,7 @@ func (s *Server) sweep(ctx context.Context, a *account) {
 
 // publishAll publishes the events of owed at once, each within
 // publishBound, and reports whether one failed.
-func (s *Server) publishAll(ctx context.Context, a *account, owed []admission.Fold) (failed bool) {
+func (s *Server) publishAll(ctx context.Context, a *account, owed []ledger.Fold) (failed bool) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var first error // guarded by mu

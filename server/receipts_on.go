@@ -27,7 +27,7 @@ func (s *Server) newReceipts(ps *pubsub.Client) (r Receipts, stop func(), err er
 		if !ok {
 			return nil, nil, fmt.Errorf("receipts: the adapter of account %s reads no receipts", a.Setup.Name)
 		}
-		accounts = append(accounts, receipts.Account{Name: a.Setup.Name, Reader: reader, Ledger: s.limiters[i]})
+		accounts = append(accounts, receipts.Account{Name: a.Setup.Name, Reader: reader, Ledger: s.limiters[i].Ledger()})
 	}
 	status, resend := ps.Publisher(s.cfg.StatusTopic), ps.Publisher(resendTopic(s.cfg.Process))
 	stop = func() { status.Stop(); resend.Stop() }

@@ -14,6 +14,7 @@ import (
 	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/luapart"
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/ledger"
 )
 
 // limiterOn is a limiter of an account of the test's own on rdb, as
@@ -57,9 +58,9 @@ func TestStatusReadsWhatTheSendsAndProcessesLeft(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	settle(admission.OTP, 1, "o1", admission.SentRecord("SM1"))
-	settle(admission.Marketing, 3, "m1", admission.RecordSent)
-	settle(admission.Marketing, 1, "m2", admission.RefusedRecord("provider: 400"))
+	settle(admission.OTP, 1, "o1", ledger.SentRecord("SM1"))
+	settle(admission.Marketing, 3, "m1", ledger.RecordSent)
+	settle(admission.Marketing, 1, "m2", ledger.RefusedRecord("provider: 400"))
 	settle(admission.Marketing, 1, "m3", "")
 	// As heartbeat.lua wrote it before the registry.
 	key := keys.For(l.Account())

@@ -12,6 +12,7 @@ import (
 	"smsdispatcher/admission"
 	"smsdispatcher/config"
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/ledger"
 )
 
 // fixedClock is a Limiter's clock stopped at one instant, so that every
@@ -50,7 +51,7 @@ func TestReadThreeClasses(t *testing.T) {
 			if err != nil || !d.Allowed {
 				t.Fatalf("acquire %s: %+v (%v)", class, d, err)
 			}
-			if err := lim.Settle(ctx, d, admission.RecordSent, admission.ResultNone); err != nil {
+			if err := lim.Settle(ctx, d, ledger.RecordSent, admission.ResultNone); err != nil {
 				t.Fatal(err)
 			}
 		}

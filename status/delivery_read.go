@@ -5,7 +5,7 @@ import "context"
 // readDelivery reads into a the final receipts of each class a serves
 // over the last DeliveryWindow (admission's per-minute counters).
 func readDelivery(ctx context.Context, s Setup, a *Account) error {
-	stats, err := s.Limiter.DeliveryStats(ctx, DeliveryWindow)
+	stats, err := s.Limiter.Ledger().DeliveryStats(ctx, DeliveryWindow)
 	if err != nil {
 		return err
 	}

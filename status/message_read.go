@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"smsdispatcher/admission"
+	"smsdispatcher/ledger"
 )
 
 // ReadMessage reads the story of the message id on every account of
@@ -12,7 +12,7 @@ import (
 func ReadMessage(ctx context.Context, setups []Setup, id string) (Message, error) {
 	m := Message{ID: id, Accounts: []MessageStory{}}
 	for _, s := range setups {
-		st, ok, err := s.Limiter.Story(ctx, id)
+		st, ok, err := s.Limiter.Ledger().Story(ctx, id)
 		if err != nil {
 			return Message{}, fmt.Errorf("account %s: %w", s.Name, err)
 		}
@@ -22,7 +22,7 @@ func ReadMessage(ctx context.Context, setups []Setup, id string) (Message, error
 		resend := false
 		if st.Record == "" {
 			// A resend's record is its own: the story is the message's.
-			rs, found, err := s.Limiter.Story(ctx, admission.ResendID(id))
+			rs, found, err := s.Limiter.Ledger().Story(ctx, ledger.ResendID(id))
 			if err != nil {
 				return Message{}, fmt.Errorf("account %s: %w", s.Name, err)
 			}

@@ -12,6 +12,7 @@ import (
 	"smsdispatcher/admission"
 	"smsdispatcher/config"
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/ledger"
 )
 
 // TestMessageText: a message's story says each account's record,
@@ -101,7 +102,7 @@ func TestDeliveryPart(t *testing.T) {
 
 // TestReadMessageFindsAResendsOwnRecord: the account that sent a resend
 // keeps the message's story under its id and its send-once record under
-// the resend's (admission.ResendID): `dispatcher message` shows both, the
+// the resend's (ledger.ResendID): `dispatcher message` shows both, the
 // record marked as the resend's.
 func TestReadMessageFindsAResendsOwnRecord(t *testing.T) {
 	ctx := context.Background()
@@ -110,11 +111,11 @@ func TestReadMessageFindsAResendsOwnRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lim.SettleStory(ctx, admission.Decision{}, admission.SentRecord("p1"), admission.ResultNone,
-		admission.Story{ID: "m1", Class: "otp", ProviderIDs: []string{"p1"}}); err != nil {
+	if err := lim.SettleStory(ctx, admission.Decision{}, ledger.SentRecord("p1"), admission.ResultNone,
+		ledger.Story{ID: "m1", Class: "otp", ProviderIDs: []string{"p1"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := lim.Claims().Finish(ctx, admission.ResendID("m1"), admission.SentRecord("p1")); err != nil {
+	if err := lim.Claims().Finish(ctx, ledger.ResendID("m1"), ledger.SentRecord("p1")); err != nil {
 		t.Fatal(err)
 	}
 	m, err := ReadMessage(ctx, []Setup{{Account: config.Account{Name: account}, Limiter: lim}}, "m1")

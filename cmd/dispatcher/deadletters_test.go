@@ -27,6 +27,7 @@ import (
 	"smsdispatcher/deadletter"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/topology"
+	"smsdispatcher/ledger"
 	"smsdispatcher/provider/providertest"
 )
 
@@ -150,7 +151,7 @@ func (h *dlHarness) refused(id string) {
 	if err := h.claims.Refuse(context.Background(), id, providerReason); err != nil {
 		h.t.Fatal(err)
 	}
-	if err := h.claims.Finish(context.Background(), id, admission.RecordRejected); err != nil {
+	if err := h.claims.Finish(context.Background(), id, ledger.RecordRejected); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -422,11 +423,11 @@ func TestDeadlettersReplayNeverResendsASentID(t *testing.T) {
 	h := newDLHarness(t)
 	ctx := context.Background()
 	h.deadLetter(msgJSON("was-sent", "+819012345678", "Hello"), dlAttrs("otp", providerReason, "2001"))
-	if err := h.claims.Finish(ctx, "was-sent", admission.SentRecord("msg-42")); err != nil {
+	if err := h.claims.Finish(ctx, "was-sent", ledger.SentRecord("msg-42")); err != nil {
 		t.Fatal(err)
 	}
 	h.deadLetter(msgJSON("in-flight", "+819012345678", "Hello"), dlAttrs("otp", providerReason, "2002"))
-	if rec, err := h.claims.Claim(ctx, "in-flight", "another-process", time.Minute); err != nil || rec.State != admission.Claimed {
+	if rec, err := h.claims.Claim(ctx, "in-flight", "another-process", time.Minute); err != nil || rec.State != ledger.Claimed {
 		t.Fatalf("claim: %v %v", rec, err)
 	}
 	h.deadLetter(msgJSON("was-refused", "+819012345678", "Hello"), dlAttrs("otp", providerReason, "2003", "team", "auth"))
@@ -440,7 +441,7 @@ func TestDeadlettersReplayNeverResendsASentID(t *testing.T) {
 	if !strings.Contains(out, "dry run, nothing changed: would replay 1, would skip 2 (held 1, sent 1), failed 0") {
 		t.Errorf("dry run summary:\n%s", out)
 	}
-	if len(h.listedIDs()) != 3 || len(h.published("sms-otp")) != 0 || h.record("was-refused") != admission.RecordRejected {
+	if len(h.listedIDs()) != 3 || len(h.published("sms-otp")) != 0 || h.record("was-refused") != ledger.RecordRejected {
 		t.Fatalf("the dry run changed something: listed %v, published %d, record %q",
 			h.listedIDs(), len(h.published("sms-otp")), h.record("was-refused"))
 	}
@@ -471,7 +472,7 @@ func TestDeadlettersReplayNeverResendsASentID(t *testing.T) {
 	if rec := h.record("was-refused"); rec != "" {
 		t.Errorf("was-refused's record %q after the replay, want it cleared", rec)
 	}
-	if rec := h.record("was-sent"); rec != admission.SentRecord("msg-42") {
+	if rec := h.record("was-sent"); rec != ledger.SentRecord("msg-42") {
 		t.Errorf("was-sent's record %q, want it kept", rec)
 	}
 	if got := h.listedIDs(); !slices.Equal(got, []string{"in-flight"}) {
@@ -526,7 +527,7 @@ func TestDeadlettersReplayStopsAtMaxReplays(t *testing.T) {
 	if err != nil || !strings.Contains(out, "replayed 0, skipped 1 (max_replays 1), failed 0") {
 		t.Fatalf("replay: %v\n%s", err, out)
 	}
-	if len(h.listedIDs()) != 1 || len(h.published("sms-otp")) != 0 || h.record("4001") != admission.RecordRejected {
+	if len(h.listedIDs()) != 1 || len(h.published("sms-otp")) != 0 || h.record("4001") != ledger.RecordRejected {
 		t.Fatal("a dead letter at --max-replays was replayed, consumed or its record cleared")
 	}
 

@@ -23,6 +23,7 @@ import (
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/topology"
+	"smsdispatcher/ledger"
 	"smsdispatcher/provider/providertest"
 )
 
@@ -169,7 +170,7 @@ func TestSIGKILLMidFloodLosesNothing(t *testing.T) {
 			t.Fatalf("redis: %v", err)
 		}
 		for i, v := range vals {
-			if s, ok := v.(string); ok && (s == admission.RecordSent || s == admission.RecordRejected) {
+			if s, ok := v.(string); ok && (s == ledger.RecordSent || s == ledger.RecordRejected) {
 				recorded[ids[i]] = true
 			}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/ledger"
 	"smsdispatcher/status"
 )
 
@@ -37,17 +38,17 @@ func TestMessageAndStatusTellTheReceipts(t *testing.T) {
 	if err != nil || !d.Allowed {
 		t.Fatalf("admit: %+v, %v", d, err)
 	}
-	story := admission.Story{Class: "otp", Sender: "+15550000001", ProviderIDs: []string{"SM1"}}
-	if err := lim.SettleStory(ctx, d, admission.SentRecord("SM1"), admission.ResultOK, story); err != nil {
+	story := ledger.Story{Class: "otp", Sender: "+15550000001", ProviderIDs: []string{"SM1"}}
+	if err := lim.SettleStory(ctx, d, ledger.SentRecord("SM1"), admission.ResultOK, story); err != nil {
 		t.Fatal(err)
 	}
-	fold, err := lim.Receipt(ctx, admission.Report{ProviderID: "SM1", Status: "undelivered", Final: true, ErrorCode: "30007"})
+	fold, err := lim.Ledger().Receipt(ctx, ledger.Report{ProviderID: "SM1", Status: "undelivered", Final: true, ErrorCode: "30007"})
 	if err != nil || !fold.Known || !fold.Final {
 		t.Fatalf("receipt: %+v, %v", fold, err)
 	}
 	// Its delivery count written now, as the process's flush does within
 	// the second (admission's counts.go), for status to read below.
-	if err := lim.FlushPublished(ctx); err != nil {
+	if err := lim.Ledger().FlushPublished(ctx); err != nil {
 		t.Fatal(err)
 	}
 

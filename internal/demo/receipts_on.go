@@ -52,7 +52,7 @@ func (r *run) waitDelivery(ctx context.Context, rdb redis.UniversalClient, sent 
 	window := max(status.DeliveryWindow, time.Since(r.start).Truncate(time.Minute)+2*time.Minute)
 	deadline := time.Now().Add(receiptsSettle)
 	for {
-		stats, err := lim.DeliveryStats(ctx, window)
+		stats, err := lim.Ledger().DeliveryStats(ctx, window)
 		var finals int64
 		for _, st := range stats {
 			finals += st.Finals

@@ -12,6 +12,7 @@ package luapart
 import (
 	_ "embed"
 	"fmt"
+	"io/fs"
 	"regexp"
 	"slices"
 	"strings"
@@ -72,6 +73,44 @@ func Compose(head string, phases []string, parts []Part) string {
 				fmt.Fprintf(&b, "\n-- %s.lua: %s\n%s", p.Name, phase, sec)
 			}
 		}
+	}
+	return b.String()
+}
+
+// A Script is a script composed of parts in a file system, each named by
+// its path without ".lua": its head (the flags line and what the whole
+// returns, written first) and its parts, every one always in.
+type Script struct {
+	Head   string
+	Phases []string
+	Parts  []string // in the order their sections run within each phase
+}
+
+// read returns the part at path in files, with the shared helpers it
+// marks.
+func read(files fs.FS, path string) string {
+	b, err := fs.ReadFile(files, path+".lua")
+	if err != nil {
+		panic(err)
+	}
+	return Shared(string(b))
+}
+
+// Compose returns the script of s's parts in files.
+func (s Script) Compose(files fs.FS) string {
+	parts := make([]Part, len(s.Parts))
+	for i, path := range s.Parts {
+		parts[i] = Part{Name: path, Sections: Sections(path, read(files, path), s.Phases)}
+	}
+	return Compose(read(files, s.Head), s.Phases, parts)
+}
+
+// Contracts returns s's head and parts' files one after the other: each
+// part's contract gives the KEYS and ARGV it reads.
+func (s Script) Contracts(files fs.FS) string {
+	var b strings.Builder
+	for _, path := range append([]string{s.Head}, s.Parts...) {
+		b.WriteString(read(files, path))
 	}
 	return b.String()
 }

@@ -30,6 +30,7 @@ import (
 	"smsdispatcher/internal/redisconn"
 	"smsdispatcher/internal/scriptop"
 	"smsdispatcher/internal/topology"
+	"smsdispatcher/ledger"
 	"smsdispatcher/provider/providertest"
 	"smsdispatcher/server"
 	"smsdispatcher/status"
@@ -282,7 +283,7 @@ func accountsProcess(ctx context.Context, s accountsSpec) (*accountsRow, error) 
 // heartbeats, an idle account's health).
 var messageOps = map[string]bool{
 	admission.OpAdmit: true, admission.OpFinish: true, admission.OpClaim: true, admission.OpRelease: true,
-	admission.OpPenalty: true, admission.OpReceipt: true, admission.OpPool: true, admission.OpGiveBack: true, scriptop.Other: true,
+	admission.OpPenalty: true, ledger.OpReceipt: true, admission.OpPool: true, ledger.OpGiveBack: true, scriptop.Other: true,
 }
 
 // accountPrefix is the destination prefix account i serves.

@@ -62,7 +62,7 @@ func newReceiptsInstance(ctx context.Context, ns, redisURL string, stack *locals
 		}
 		accounts = append(accounts, dispatch.Account{Name: a.Name, Classes: classes, Destinations: []string{ra.prefix},
 			Limiter: lim, Claims: lim.Claims(), Sender: adapter, RateUnit: a.Unit(), MaxSegments: a.MaxSegments})
-		served = append(served, receipts.Account{Name: a.Name, Reader: adapter, Ledger: lim})
+		served = append(served, receipts.Account{Name: a.Name, Reader: adapter, Ledger: lim.Ledger()})
 	}
 	status := ps.Publisher(receiptsStatus)
 	status.PublishSettings.DelayThreshold = time.Millisecond

@@ -189,7 +189,7 @@ func measureReceipts(ctx context.Context, run *receiptsRun) (*receiptsRow, error
 	// after it was owed): not lost, but counted.
 	owed := map[string]bool{}
 	for _, lim := range run.limiters {
-		folds, err := lim.Owed(ctx, 0, 1000)
+		folds, err := lim.Ledger().Owed(ctx, 0, 1000)
 		if err != nil {
 			return nil, fmt.Errorf("owed events: %w", err)
 		}
@@ -212,7 +212,7 @@ func measureReceipts(ctx context.Context, run *receiptsRun) (*receiptsRow, error
 		if i < 0 {
 			return nil, fmt.Errorf("message %s sent by an account not of the run: %q", id, account)
 		}
-		st, ok, err := run.limiters[i].Story(ctx, id)
+		st, ok, err := run.limiters[i].Ledger().Story(ctx, id)
 		if err != nil {
 			return nil, fmt.Errorf("story of %s: %w", id, err)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/internal/sleep"
+	"smsdispatcher/ledger"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
 )
@@ -227,7 +228,7 @@ func (p gcraPolicy) handle(ctx context.Context, s *sender, m msg) {
 		return // the run is over
 	}
 	if d.Reason == admission.ReasonRecord {
-		if d.Record.State == admission.Held {
+		if d.Record.State == ledger.Held {
 			s.st.nacks.Add(1)
 			s.load.nack(m)
 		}
@@ -249,9 +250,9 @@ func (p gcraPolicy) handle(ctx context.Context, s *sender, m msg) {
 	record := ""
 	switch out {
 	case nack.Sent:
-		record = admission.RecordSent
+		record = ledger.RecordSent
 	case nack.Rejected:
-		record = admission.RefusedRecord(err.Error())
+		record = ledger.RefusedRecord(err.Error())
 	}
 	if serr := p.lim.Settle(context.WithoutCancel(ctx), d, record, admission.ResultNone); serr != nil {
 		s.st.redisErrors.Add(1)

@@ -1,6 +1,7 @@
-package admission
+package ledger_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,46 +12,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"smsdispatcher/admission"
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/ledger"
 )
-
-// report is a receipt of pid saying status.
-func report(pid, status, code string) Report {
-	return Report{ProviderID: pid, Status: status, Final: deliveryStatuses[status], Delivered: status == "delivered", ErrorCode: code}
-}
-
-// keepStory settles a send of id on l, without a claim, keeping s: the
-// story as an overflow account keeps it.
-func keepStory(t *testing.T, l *Limiter, id string, s Story) {
-	t.Helper()
-	if err := l.SettleStory(context.Background(), Decision{id: id}, SentRecord(s.ProviderIDs[0]), ResultNone, s); err != nil {
-		t.Fatalf("SettleStory(%s): %v", id, err)
-	}
-}
-
-func fold(t *testing.T, l *Limiter, r Report) Fold {
-	t.Helper()
-	f, err := l.Receipt(context.Background(), r)
-	if err != nil {
-		t.Fatalf("Receipt(%+v): %v", r, err)
-	}
-	return f
-}
-
-func owedIDs(t *testing.T, l *Limiter, age time.Duration) map[string]Fold {
-	t.Helper()
-	folds, err := l.Owed(context.Background(), age, 100)
-	if err != nil {
-		t.Fatalf("Owed: %v", err)
-	}
-	m := map[string]Fold{}
-	for _, f := range folds {
-		m[f.ID] = f
-	}
-	return m
-}
-
-func isFailure(status string) bool { return deliveryStatuses[status] && status != "delivered" }
 
 // TestTheFoldEndsTheSameWhateverTheOrder: a message's receipts (1 part, 3
 // parts), shuffled and duplicated, always fold into the same final state
@@ -61,14 +26,14 @@ func isFailure(status string) bool { return deliveryStatuses[status] && status !
 // becomes final or a failure turns delivered.
 func TestTheFoldEndsTheSameWhateverTheOrder(t *testing.T) {
 	l := newLimiter(t, redistest.Client(t), testConfig(t))
-	l.handOutAfter = time.Hour // no event is handed out again
+	ledger.SetHandOutAfter(l.Ledger(), time.Hour) // no event is handed out again
 	rng := rand.New(rand.NewPCG(29, 1))
 	intermediates := []string{"queued", "accepted", "sending", "sent", "buffered", "unknown"}
 	failures := []string{"undelivered", "failed", "expired", "rejected"}
 	for trial := range 40 {
 		parts := []int{1, 3}[trial%2]
 		fail, code := failures[rng.IntN(len(failures))], fmt.Sprint(30000+rng.IntN(10))
-		var receipts []Report
+		var receipts []ledger.Report
 		var pids []string
 		delivered, failed, complete := 0, false, true
 		for p := range parts {
@@ -110,7 +75,7 @@ func TestTheFoldEndsTheSameWhateverTheOrder(t *testing.T) {
 		var ends []string
 		for order := range 4 {
 			id := fmt.Sprintf("m%d-%d", trial, order)
-			keepStory(t, l, id, Story{Class: "otp", ProviderIDs: pids})
+			keepStory(t, l, id, ledger.Story{Class: "otp", ProviderIDs: pids})
 			rng.Shuffle(len(receipts), func(i, j int) { receipts[i], receipts[j] = receipts[j], receipts[i] })
 			prev, version := "", int64(0)
 			for _, r := range receipts {
@@ -119,24 +84,24 @@ func TestTheFoldEndsTheSameWhateverTheOrder(t *testing.T) {
 					t.Fatalf("trial %d: %+v folded into %+v, want message %s", trial, r, f, id)
 				}
 				switch {
-				case deliveryStatuses[prev] && !f.Final:
+				case ledger.DeliveryStatuses[prev] && !f.Final:
 					t.Fatalf("trial %d: %s after final %s: the intermediate %s replaced it", trial, r.Status, prev, f.Status)
 				case prev == "delivered" && f.Status != "delivered":
 					t.Fatalf("trial %d: %s after delivered replaced it", trial, f.Status)
 				case isFailure(prev) && isFailure(f.Status) && f.Status != prev:
 					t.Fatalf("trial %d: a later failure %s replaced %s", trial, f.Status, prev)
 				}
-				owed := (f.Final && !deliveryStatuses[prev]) || (isFailure(prev) && f.Status == "delivered")
-				if f.Owed != owed || (f.version != version) != owed {
-					t.Fatalf("trial %d: %s -> %s: owed %t at version %d (was %d), want owed %t", trial, prev, f.Status, f.Owed, f.version, version, owed)
+				owed := (f.Final && !ledger.DeliveryStatuses[prev]) || (isFailure(prev) && f.Status == "delivered")
+				if f.Owed != owed || (f.Version() != version) != owed {
+					t.Fatalf("trial %d: %s -> %s: owed %t at version %d (was %d), want owed %t", trial, prev, f.Status, f.Owed, f.Version(), version, owed)
 				}
-				version = f.version
+				version = f.Version()
 				if f.Changed != (f.Status != prev) {
 					t.Fatalf("trial %d: %s -> %s: changed %t", trial, prev, f.Status, f.Changed)
 				}
 				prev = f.Status
 			}
-			s, ok, err := l.Story(context.Background(), id)
+			s, ok, err := l.Ledger().Story(context.Background(), id)
 			if err != nil || !ok {
 				t.Fatalf("Story(%s): %v %v", id, ok, err)
 			}
@@ -165,8 +130,8 @@ func TestAnOwedEventStaysOwedUntilItIsPublished(t *testing.T) {
 	cfg := testConfig(t)
 	l := newLimiter(t, rdb, cfg)
 	ctx := context.Background()
-	keepStory(t, l, "a", Story{Class: "otp", ProviderIDs: []string{"pa"}})
-	keepStory(t, l, "b", Story{Class: "marketing", ProviderIDs: []string{"pb1", "pb2"}})
+	keepStory(t, l, "a", ledger.Story{Class: "otp", ProviderIDs: []string{"pa"}})
+	keepStory(t, l, "b", ledger.Story{Class: "marketing", ProviderIDs: []string{"pb1", "pb2"}})
 
 	if f := fold(t, l, report("pa", "undelivered", "30003")); !f.Owed || !f.Final || f.Status != "undelivered" || f.ErrorCode != "30003" {
 		t.Fatalf("a final failure: %+v, want owed", f)
@@ -185,17 +150,17 @@ func TestAnOwedEventStaysOwedUntilItIsPublished(t *testing.T) {
 	if f := fold(t, l, report("pa", "delivered", "")); !f.Owed || f.Status != "delivered" || !f.Changed {
 		t.Fatalf("a failure turned delivered: %+v, want owed again", f)
 	}
-	l.EventPublished("a") // the failure's event
-	if err := l.FlushPublished(ctx); err != nil {
+	l.Ledger().EventPublished("a") // the failure's event
+	if err := l.Ledger().FlushPublished(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := owedIDs(t, l, 0); got["a"].Status != "delivered" {
 		t.Fatalf("after the failure's event was published: %+v, want a's delivered still owed", got)
 	}
-	l.EventPublished("a") // the delivered's
-	l.EventPublished("a") // nothing more owed: nothing noted
-	l.EventPublished("never-returned")
-	if err := l.FlushPublished(ctx); err != nil {
+	l.Ledger().EventPublished("a") // the delivered's
+	l.Ledger().EventPublished("a") // nothing more owed: nothing noted
+	l.Ledger().EventPublished("never-returned")
+	if err := l.Ledger().FlushPublished(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := owedIDs(t, l, 0); len(got) != 0 {
@@ -203,7 +168,7 @@ func TestAnOwedEventStaysOwedUntilItIsPublished(t *testing.T) {
 	}
 
 	// An owed id whose story expired is dropped by the sweep.
-	owedKey := l.key.Owed()
+	owedKey := key(l).Owed()
 	if err := rdb.ZAdd(ctx, owedKey, redis.Z{Score: 1, Member: "gone"}).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -213,8 +178,8 @@ func TestAnOwedEventStaysOwedUntilItIsPublished(t *testing.T) {
 	if n := rdb.ZCard(ctx, owedKey).Val(); n != 0 {
 		t.Fatalf("the owed set holds %d after the sweep, want 0", n)
 	}
-	if ttl := rdb.PTTL(ctx, owedKey).Val(); ttl > cfg.withDefaults().RecordTTL {
-		t.Fatalf("the owed set lives %v, want at most the record's %v", ttl, cfg.withDefaults().RecordTTL)
+	if ttl := rdb.PTTL(ctx, owedKey).Val(); ttl > cmp.Or(cfg.RecordTTL, admission.DefaultRecordTTL) {
+		t.Fatalf("the owed set lives %v, want at most the record's %v", ttl, cmp.Or(cfg.RecordTTL, admission.DefaultRecordTTL))
 	}
 }
 
@@ -228,17 +193,17 @@ func TestAnOwedEventStaysOwedUntilItIsPublished(t *testing.T) {
 // cleared, a duplicate owes nothing.
 func TestAReceiptOfAnOwedStateHandsItsEventOutAgain(t *testing.T) {
 	l := newLimiter(t, redistest.Client(t), testConfig(t))
-	l.handOutAfter = 0 // the receipts below come as soon as they may
+	ledger.SetHandOutAfter(l.Ledger(), 0) // the receipts below come as soon as they may
 	ctx := context.Background()
-	keepStory(t, l, "d", Story{Class: "marketing", ProviderIDs: []string{"pd1", "pd2"}})
+	keepStory(t, l, "d", ledger.Story{Class: "marketing", ProviderIDs: []string{"pd1", "pd2"}})
 	first := fold(t, l, report("pd1", "failed", "30008"))
 	if !first.Owed || !first.Changed {
 		t.Fatalf("a part failed: %+v, want the message final and owed", first)
 	}
 	// Its publish failed, or the answer never reached the provider.
-	for _, r := range []Report{report("pd1", "failed", "30008"), report("pd2", "undelivered", "30003")} {
-		if f := fold(t, l, r); !f.Owed || f.Changed || f.Status != "failed" || f.version != first.version {
-			t.Fatalf("%s %s while the event is owed: %+v, want failed, owed again at version %d", r.ProviderID, r.Status, f, first.version)
+	for _, r := range []ledger.Report{report("pd1", "failed", "30008"), report("pd2", "undelivered", "30003")} {
+		if f := fold(t, l, r); !f.Owed || f.Changed || f.Status != "failed" || f.Version() != first.Version() {
+			t.Fatalf("%s %s while the event is owed: %+v, want failed, owed again at version %d", r.ProviderID, r.Status, f, first.Version())
 		}
 	}
 	// Intermediates come out of order around the final, while its fold
@@ -246,12 +211,12 @@ func TestAReceiptOfAnOwedStateHandsItsEventOutAgain(t *testing.T) {
 	if f := fold(t, l, report("pd1", "sent", "")); f.Owed {
 		t.Fatalf("an intermediate after the final: %+v, want nothing owed", f)
 	}
-	l.handOutAfter = time.Hour
+	ledger.SetHandOutAfter(l.Ledger(), time.Hour)
 	if f := fold(t, l, report("pd1", "failed", "30008")); f.Owed {
 		t.Fatalf("a duplicate within handOutAfter of the event owed: %+v, want nothing owed", f)
 	}
-	l.EventPublished("d")
-	if err := l.FlushPublished(ctx); err != nil {
+	l.Ledger().EventPublished("d")
+	if err := l.Ledger().FlushPublished(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if f := fold(t, l, report("pd1", "failed", "30008")); f.Owed {
@@ -272,12 +237,12 @@ func TestAResendIsHandedOutOnceWhateverBecomesOfItsEvent(t *testing.T) {
 	ctx := context.Background()
 	payload := []byte(`{"id":"r","to":"+6281234567"}`)
 	soon := time.Now().Add(time.Minute)
-	keepStory(t, l, "r", Story{Class: "otp", ProviderIDs: []string{"pr"}, Resend: payload, ResendUntil: soon})
-	keepStory(t, l, "s", Story{Class: "otp", ProviderIDs: []string{"ps"}, Resend: payload, ResendUntil: soon})
-	keepStory(t, l, "u", Story{Class: "otp", ProviderIDs: []string{"pu"}, Resend: payload, ResendUntil: time.Now().Add(-time.Second)})
-	giveBack := func(f Fold) bool {
+	keepStory(t, l, "r", ledger.Story{Class: "otp", ProviderIDs: []string{"pr"}, Resend: payload, ResendUntil: soon})
+	keepStory(t, l, "s", ledger.Story{Class: "otp", ProviderIDs: []string{"ps"}, Resend: payload, ResendUntil: soon})
+	keepStory(t, l, "u", ledger.Story{Class: "otp", ProviderIDs: []string{"pu"}, Resend: payload, ResendUntil: time.Now().Add(-time.Second)})
+	giveBack := func(f ledger.Fold) bool {
 		t.Helper()
-		ok, err := l.GiveBackResend(ctx, f)
+		ok, err := l.Ledger().GiveBackResend(ctx, f)
 		if err != nil {
 			t.Fatalf("GiveBackResend(%s): %v", f.ID, err)
 		}
@@ -288,7 +253,7 @@ func TestAResendIsHandedOutOnceWhateverBecomesOfItsEvent(t *testing.T) {
 	if !f.Owed || string(f.Resend) != string(payload) {
 		t.Fatalf("the failure made final: %+v, want owed with the resend", f)
 	}
-	if n := rdb.Exists(ctx, l.key.Resend("r")).Val(); n != 0 {
+	if n := rdb.Exists(ctx, key(l).Resend("r")).Val(); n != 0 {
 		t.Fatal("the resend key outlived its handing out")
 	}
 	if f := fold(t, l, report("pr", "undelivered", "30003")); f.Owed || f.Resend != nil || f.Status != "failed" {
@@ -308,8 +273,8 @@ func TestAResendIsHandedOutOnceWhateverBecomesOfItsEvent(t *testing.T) {
 	if got := owedIDs(t, l, 0); got["r"].Resend != nil {
 		t.Fatalf("the next sweep: %+v, want the resend handed out once", got["r"])
 	}
-	l.EventPublished("r")
-	if err := l.FlushPublished(ctx); err != nil {
+	l.Ledger().EventPublished("r")
+	if err := l.Ledger().FlushPublished(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := owedIDs(t, l, 0); len(got) != 0 {
@@ -318,7 +283,7 @@ func TestAResendIsHandedOutOnceWhateverBecomesOfItsEvent(t *testing.T) {
 	if giveBack(f) {
 		t.Fatal("a resend given back after its event was published: no sweep would hand it out")
 	}
-	if s, _, _ := l.Story(ctx, "r"); !s.Resent || s.Owed {
+	if s, _, _ := l.Ledger().Story(ctx, "r"); !s.Resent || s.Owed {
 		t.Fatalf("r's story: %+v, want resent, not owed", s)
 	}
 
@@ -330,7 +295,7 @@ func TestAResendIsHandedOutOnceWhateverBecomesOfItsEvent(t *testing.T) {
 		t.Fatalf("a failure after delivered: %+v, want delivered, no resend", f)
 	}
 	delivered.Resend = payload
-	if giveBack(delivered) || giveBack(Fold{ID: "gone", Resend: payload, story: l.pidKey("gone")}) {
+	if giveBack(delivered) || giveBack(ledger.FoldOf("gone", payload, pidKey(l, "gone"))) {
 		t.Fatal("a resend given back to a delivered message, or to a story that is gone")
 	}
 	if f := fold(t, l, report("pu", "failed", "")); !f.Owed || f.Resend != nil {
@@ -346,33 +311,31 @@ func TestAnUnknownReceiptWritesNothing(t *testing.T) {
 	rdb := redistest.Client(t)
 	l := newLimiter(t, rdb, testConfig(t))
 	ctx := context.Background()
-	if f := fold(t, l, report("SMnever", "delivered", "")); f.Known || f.Account != l.cfg.Account {
+	if f := fold(t, l, report("SMnever", "delivered", "")); f.Known || f.Account != l.Account() {
 		t.Fatalf("an unknown provider id: %+v, want not known", f)
 	}
 	if f := fold(t, l, report("", "delivered", "")); f.Known {
 		t.Fatalf("no provider id: %+v, want not known", f)
 	}
-	for _, r := range []Report{{ProviderID: "x", Status: "read"}, {ProviderID: "x", Status: "delivered"}, {ProviderID: "x", Status: "sent", Final: true}} {
-		if _, err := l.Receipt(ctx, r); !errors.Is(err, ErrBadReport) {
+	for _, r := range []ledger.Report{{ProviderID: "x", Status: "read"}, {ProviderID: "x", Status: "delivered"}, {ProviderID: "x", Status: "sent", Final: true}} {
+		if _, err := l.Ledger().Receipt(ctx, r); !errors.Is(err, ledger.ErrBadReport) {
 			t.Errorf("Receipt(%+v): %v, want ErrBadReport", r, err)
 		}
 	}
-	keepStory(t, l, "k", Story{Class: "otp", ProviderIDs: []string{"pk"}})
-	call := l.sweepCall()
-	call.PID, call.Status = l.pidKey("pk"), "read"
-	if err := receiptScript.Run(ctx, rdb, call.keys(), call.argv()...).Err(); err == nil {
+	keepStory(t, l, "k", ledger.Story{Class: "otp", ProviderIDs: []string{"pk"}})
+	if err := ledger.RunReceipt(ctx, l.Ledger(), "pk", "read"); err == nil {
 		t.Fatal("receipt.lua took the status \"read\"")
 	}
-	keys, err := rdb.Keys(ctx, l.key.Tag()+"*").Result()
+	keys, err := rdb.Keys(ctx, key(l).Tag()+"*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	slices.Sort(keys)
-	want := []string{l.msgKey("k"), l.pidKey("pk")}
+	want := []string{key(l).Msg("k"), pidKey(l, "pk")}
 	if !slices.Equal(keys, want) {
 		t.Fatalf("keys %v, want only k's story %v", keys, want)
 	}
-	if s, _, _ := l.Story(ctx, "k"); s.Status != "" || s.Parts["pk"] != "" {
+	if s, _, _ := l.Ledger().Story(ctx, "k"); s.Status != "" || s.Parts["pk"] != "" {
 		t.Fatalf("k's story after a refused receipt: %+v, want no status", s)
 	}
 }
@@ -386,20 +349,20 @@ func TestAPublishedEventOutlivesAFailedCall(t *testing.T) {
 	clock := &fakeClock{t: t0}
 	cfg := testConfig(t)
 	cfg.RedisTimeout, cfg.RedisRetryAfter = 500*time.Millisecond, time.Second
-	l := newLimiter(t, redistest.ClientOf(t, proxy.Addr()), cfg, WithClock(clock))
+	l := newLimiter(t, redistest.ClientOf(t, proxy.Addr()), cfg, admission.WithClock(clock))
 	ctx := context.Background()
-	keepStory(t, l, "p", Story{Class: "otp", ProviderIDs: []string{"pp"}})
+	keepStory(t, l, "p", ledger.Story{Class: "otp", ProviderIDs: []string{"pp"}})
 	if f := fold(t, l, report("pp", "delivered", "")); !f.Owed {
 		t.Fatalf("delivered: %+v, want owed", f)
 	}
-	l.EventPublished("p")
+	l.Ledger().EventPublished("p")
 	proxy.SetMode(redistest.Refuse)
-	if err := l.FlushPublished(ctx); err == nil {
+	if err := l.Ledger().FlushPublished(ctx); err == nil {
 		t.Fatal("FlushPublished with Redis down: no error")
 	}
 	proxy.SetMode(redistest.Up)
 	clock.Add(cfg.RedisRetryAfter + time.Millisecond)
-	if err := l.FlushPublished(ctx); err != nil {
+	if err := l.Ledger().FlushPublished(ctx); err != nil {
 		t.Fatalf("FlushPublished with Redis back: %v", err)
 	}
 	if got := owedIDs(t, l, 0); len(got) != 0 {
@@ -419,7 +382,7 @@ func TestAnOwedEventIsClearedByItsVersionsMember(t *testing.T) {
 	rdb := redistest.Client(t)
 	l := newLimiter(t, rdb, testConfig(t))
 	ctx := context.Background()
-	owedKey := l.key.Owed()
+	owedKey := key(l).Owed()
 	members := func() []string {
 		t.Helper()
 		m, err := rdb.ZRange(ctx, owedKey, 0, -1).Result()
@@ -430,29 +393,29 @@ func TestAnOwedEventIsClearedByItsVersionsMember(t *testing.T) {
 		return m
 	}
 	for _, id := range []string{"a", "b", "c"} {
-		keepStory(t, l, id, Story{Class: "otp", ProviderIDs: []string{"p" + id}})
+		keepStory(t, l, id, ledger.Story{Class: "otp", ProviderIDs: []string{"p" + id}})
 	}
 	fold(t, l, report("pa", "failed", "30003"))
 	fold(t, l, report("pb", "delivered", ""))
 	if got := members(); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("owed %q, want the ids alone", got)
 	}
-	if f := fold(t, l, report("pa", "delivered", "")); !f.Owed || f.version != 2 {
+	if f := fold(t, l, report("pa", "delivered", "")); !f.Owed || f.Version() != 2 {
 		t.Fatalf("a failure turned delivered: %+v, want version 2 owed", f)
 	}
 	if got := members(); !slices.Equal(got, []string{"a\t2", "b"}) {
 		t.Fatalf("owed %q, want a's delivered in place of its failure", got)
 	}
-	l.EventPublished("a") // the failure's event: the delivered's stays owed
-	if err := l.FlushPublished(ctx); err != nil {
+	l.Ledger().EventPublished("a") // the failure's event: the delivered's stays owed
+	if err := l.Ledger().FlushPublished(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := members(); !slices.Equal(got, []string{"a\t2", "b"}) {
 		t.Fatalf("owed %q after a's failure was published, want its delivered still", got)
 	}
-	l.EventPublished("a")
-	l.EventPublished("b")
-	if err := l.FlushPublished(ctx); err != nil {
+	l.Ledger().EventPublished("a")
+	l.Ledger().EventPublished("b")
+	if err := l.Ledger().FlushPublished(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := members(); len(got) != 0 {
@@ -468,16 +431,16 @@ func TestAnOwedEventIsClearedByItsVersionsMember(t *testing.T) {
 	if err := rdb.ZAdd(ctx, owedKey, redis.Z{Score: 1, Member: "c"}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if got := owedIDs(t, l, 0); len(got) != 1 || got["c"].Status != "delivered" || got["c"].version != 2 {
+	if got := owedIDs(t, l, 0); len(got) != 1 || got["c"].Status != "delivered" || got["c"].Version() != 2 {
 		t.Fatalf("the sweep: %+v, want c's delivered, version 2", got)
 	}
 	if got := members(); !slices.Equal(got, []string{"c\t2"}) {
 		t.Fatalf("owed %q after the sweep, want c's version's member", got)
 	}
 	for range 3 { // the fold's two versions, the sweep's
-		l.EventPublished("c")
+		l.Ledger().EventPublished("c")
 	}
-	if err := l.FlushPublished(ctx); err != nil {
+	if err := l.Ledger().FlushPublished(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := members(); len(got) != 0 {
@@ -496,41 +459,35 @@ func TestAReceiptCarriesThePublishedEventsAtMostEveryClearEvery(t *testing.T) {
 	ctx := context.Background()
 	owed := func(id string) bool {
 		t.Helper()
-		err := rdb.ZScore(ctx, l.key.Owed(), id).Err()
+		err := rdb.ZScore(ctx, key(l).Owed(), id).Err()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			t.Fatal(err)
 		}
 		return err == nil
 	}
 	for _, id := range []string{"a", "b", "c", "d"} {
-		keepStory(t, l, id, Story{Class: "otp", ProviderIDs: []string{"p" + id}})
+		keepStory(t, l, id, ledger.Story{Class: "otp", ProviderIDs: []string{"p" + id}})
 	}
 	fold(t, l, report("pa", "delivered", ""))
-	l.EventPublished("a")
-	fold(t, l, report("pb", "delivered", "")) // none cleared for clearEvery before: it carries a's
+	l.Ledger().EventPublished("a")
+	fold(t, l, report("pb", "delivered", "")) // none cleared for ledger.ClearEvery before: it carries a's
 	if owed("a") || !owed("b") {
 		t.Fatalf("a owed %t, b owed %t: want a cleared by the next receipt, b owed", owed("a"), owed("b"))
 	}
-	l.EventPublished("b")
-	l.mu.Lock()
-	l.cleared = time.Now() // a clearing just now, as a receipt's a moment ago
-	l.mu.Unlock()
+	l.Ledger().EventPublished("b")
+	ledger.SetCleared(l.Ledger(), time.Now()) // a clearing just now, as a receipt's a moment ago
 	fold(t, l, report("pc", "delivered", ""))
 	if !owed("b") {
 		t.Fatal("a receipt within clearEvery of the last clearing cleared b's published event")
 	}
-	l.mu.Lock()
-	l.cleared = time.Now().Add(-clearEvery)
-	l.mu.Unlock()
+	ledger.SetCleared(l.Ledger(), time.Now().Add(-ledger.ClearEvery))
 	fold(t, l, report("pd", "sent", ""))
 	if owed("b") {
 		t.Fatal("a receipt clearEvery after the last clearing left b's published event owed")
 	}
-	l.EventPublished("c")
-	l.mu.Lock()
-	l.cleared = time.Now()
-	l.mu.Unlock()
-	if _, err := l.Owed(ctx, time.Hour, 10); err != nil {
+	l.Ledger().EventPublished("c")
+	ledger.SetCleared(l.Ledger(), time.Now())
+	if _, err := l.Ledger().Owed(ctx, time.Hour, 10); err != nil {
 		t.Fatal(err)
 	}
 	if owed("c") {

@@ -1,4 +1,4 @@
-package admission
+package ledger
 
 import (
 	"context"
@@ -34,49 +34,6 @@ type Story struct {
 	ResendUntil time.Time // when that resend stops being worth it (zero: no resend)
 }
 
-// withStory adds s, the story of message s.ID, to c, the finish.lua call
-// of d's send writing record: the story at its first part's key, each
-// later part's key pointing there, and, when a reader by id cannot follow
-// the record to it, the id's key pointing there too.
-func (l *Limiter) withStory(c *finishCall, d Decision, record string, s Story) {
-	id := s.ID
-	c.Resend, c.ID, c.Class, c.Sender = l.key.Resend(id), id, s.Class, s.Sender
-	if k := l.classes[Class(s.Class)]; k != nil && k.policy.SkipsFailingRoute && !l.cfg.Route.Off() {
-		c.Prefix = routeOf(s.Prefix, s.To)
-	}
-	named := false // the record names a part's provider id
-	for _, p := range s.ProviderIDs {
-		if p != "" && len(c.Parts) < maxParts {
-			c.Parts = append(c.Parts, l.pidKey(p))
-			named = named || record == SentRecord(p)
-		}
-	}
-	// A reader by id (story.lua, the sweep) reads the id's record here and
-	// the key of the provider id it names. A send whose record is not here
-	// (an overflow account's), is another id's (a resend's), or names none
-	// of the parts keeps the id's key instead: one SET more, on those only.
-	if !d.Claimed || d.claim.ID != id || !named {
-		c.Msg, c.ByID = l.msgKey(id), true
-	}
-	if len(s.Resend) > 0 && !s.ResendUntil.IsZero() {
-		// finish.lua keeps no payload whose lifetime is below 1 ms, nor
-		// one past the story's (a far deadline would leave it alone).
-		c.ResendData, c.ResendMillis = string(s.Resend), min(s.ResendUntil.Sub(l.clock.Now()), l.claims.recordTTL).Milliseconds()
-	}
-}
-
-// msgKey is id's key ({sms:<account>}:msg:<id>): the way to its story
-// when its record does not name it (finish.lua), or an older version's
-// story itself.
-func (l *Limiter) msgKey(id string) string { return l.key.Msg(id) }
-
-// pidKey is the key of a provider id ({sms:<account>}:pid:<provider id>),
-// the id cut to maxProviderID as a record keeps it: a message's story at
-// its first part's, the way to it at the others'.
-func (l *Limiter) pidKey(pid string) string {
-	return l.key.PID(pid[:min(len(pid), maxProviderID)])
-}
-
 // MessageStory is an id's whole story on this account, for `dispatcher
 // message`.
 type MessageStory struct {
@@ -98,18 +55,13 @@ type MessageStory struct {
 	Resent      bool              // its resend payload was handed out
 }
 
-// ResendID is the id a resend of message id keeps its send-once record
-// under: apart from the original's, which, on the account that kept it,
-// says sent and would make the resend a duplicate. Its story is id's.
-func ResendID(id string) string { return id + "/resend" }
-
 // Story returns id's whole story on this account; false when the account
 // has nothing of it (no record, no story).
-func (l *Limiter) Story(ctx context.Context, id string) (MessageStory, bool, error) {
-	call := storyCall{Record: l.claims.Key(id), Msg: l.msgKey(id), Owed: l.key.Owed(), Resend: l.key.Resend(id), ID: id}
+func (g *Ledger) Story(ctx context.Context, id string) (MessageStory, bool, error) {
+	call := storyCall{Record: g.key.Record(id), Msg: g.key.Msg(id), Owed: g.key.Owed(), Resend: g.key.Resend(id), ID: id}
 	var v []any
-	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
-		v, err = storyScript.RunRO(ctx, l.rdb, call.keys(), call.argv()...).Slice()
+	err := g.do(ctx, func(ctx context.Context) (err error) {
+		v, err = storyScript.RunRO(ctx, g.rdb, call.keys(), call.argv()...).Slice()
 		if err != nil {
 			return fmt.Errorf("story eval: %w", err)
 		}
@@ -144,10 +96,10 @@ func (l *Limiter) Story(ctx context.Context, id string) (MessageStory, bool, err
 	if record == "" && len(h) == 0 {
 		return MessageStory{}, false, nil
 	}
-	s := MessageStory{Account: l.cfg.Account, Class: h["class"], Sender: h["sender"], Status: h["status"], ErrorCode: h["code"],
+	s := MessageStory{Account: g.cfg.Account, Class: h["class"], Sender: h["sender"], Status: h["status"], ErrorCode: h["code"],
 		SentAt: msTime(readBack(h["sent"])), StatusAt: msTime(readBack(h["at"])), Owed: owed == 1, Resent: h["resent"] == "1"}
 	s.Record, s.Attempts = storyRecord(record)
-	n := min(readBack(h["n"]), maxParts)
+	n := min(readBack(h["n"]), MaxParts)
 	for i := int64(1); i <= n; i++ {
 		p := h["p"+strconv.FormatInt(i, 10)]
 		s.ProviderIDs = append(s.ProviderIDs, p)
@@ -206,12 +158,12 @@ type DeliveryStats struct {
 // DeliveryStats returns, per class that had a final receipt, the last
 // window (whole minutes, the current one included, at most 10) of final
 // receipts on this account.
-func (l *Limiter) DeliveryStats(ctx context.Context, window time.Duration) (map[string]DeliveryStats, error) {
-	call := deliveryCall{Owed: l.key.Owed(), Minutes: max(int64(window/time.Minute), 1),
-		Minute: l.clock.Now().Unix() / 60, Classes: l.classStrings()}
+func (g *Ledger) DeliveryStats(ctx context.Context, window time.Duration) (map[string]DeliveryStats, error) {
+	call := deliveryCall{Owed: g.key.Owed(), Minutes: max(int64(window/time.Minute), 1),
+		Minute: g.cfg.Now().Unix() / 60, Classes: g.cfg.Classes}
 	var v []any
-	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
-		v, err = deliveryScript.RunRO(ctx, l.rdb, call.keys(), call.argv()...).Slice()
+	err := g.do(ctx, func(ctx context.Context) (err error) {
+		v, err = deliveryScript.RunRO(ctx, g.rdb, call.keys(), call.argv()...).Slice()
 		if err != nil {
 			return fmt.Errorf("delivery eval: %w", err)
 		}

@@ -1,4 +1,4 @@
-package admission
+package ledger
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 // The delivery counters (receipt.lua's dlr keys, read by DeliveryStats)
 // are counted by the process: each fold returns what it counted, the
-// Limiter adds them up, and a receipt.lua call writes them, one HINCRBY
+// Ledger adds them up, and a receipt.lua call writes them, one HINCRBY
 // per counter's field, at most once per countsEvery: the next call of a
 // receipt, a sweep or a flush once countsEvery has passed since the last
 // write, else a timer's flush countsEvery after the first count kept, and
@@ -21,9 +21,9 @@ import (
 // its own, and a call that timed out after Redis ran it counts what it
 // carried twice: it is carried again. The route's skip counts in the
 // fold, at once, and the sends counter is finish.lua's: neither waits.
-// The timer's clock is the system's, not the Limiter's Clock.
+// The timer's clock is the system's, not the Ledger's Clock.
 
-// countsEvery is how often a Limiter writes its delivery counts at most,
+// countsEvery is how often a Ledger writes its delivery counts at most,
 // and how long a count waits at most while Redis answers.
 const countsEvery = time.Second
 
@@ -44,59 +44,59 @@ func (c deliveryCounts) arg() string {
 }
 
 // takeCounts returns the counts kept and forgets them, when countsEvery
-// has passed since the last write or now is true; else none. l.mu is held.
-func (l *Limiter) takeCounts(now bool) deliveryCounts {
+// has passed since the last write or now is true; else none. g.mu is held.
+func (g *Ledger) takeCounts(now bool) deliveryCounts {
 	at := time.Now()
-	if len(l.counts) == 0 || !now && at.Sub(l.countsWritten) < countsEvery {
+	if len(g.counts) == 0 || !now && at.Sub(g.countsWritten) < countsEvery {
 		return nil
 	}
-	c := l.counts
-	l.counts, l.countsWritten = nil, at
+	c := g.counts
+	g.counts, g.countsWritten = nil, at
 	return c
 }
 
 // keepCounts adds what folds counted, and arms the flush that writes it
 // within countsEvery.
-func (l *Limiter) keepCounts(folds []Fold) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+func (g *Ledger) keepCounts(folds []Fold) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	for _, f := range folds {
 		if f.dlr == "" || strings.ContainsAny(f.dlr, " \t\n") {
 			continue // nothing counted, or a class no counter's key can carry
 		}
 		for _, field := range strings.Fields(f.counted) {
-			l.addCount(f.dlr, field, 1)
+			g.addCount(f.dlr, field, 1)
 		}
 	}
-	l.armCounts(countsEvery)
+	g.armCounts(countsEvery)
 }
 
 // putBackCounts keeps c again, its call having failed: the next call or
 // flush carries it.
-func (l *Limiter) putBackCounts(c deliveryCounts) {
+func (g *Ledger) putBackCounts(c deliveryCounts) {
 	if len(c) == 0 {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	for k, n := range c {
-		l.addCount(k[0], k[1], n)
+		g.addCount(k[0], k[1], n)
 	}
 }
 
-// addCount adds n to the count of key's field. l.mu is held.
-func (l *Limiter) addCount(key, field string, n int64) {
-	if l.counts == nil {
-		l.counts = deliveryCounts{}
+// addCount adds n to the count of key's field. g.mu is held.
+func (g *Ledger) addCount(key, field string, n int64) {
+	if g.counts == nil {
+		g.counts = deliveryCounts{}
 	}
-	l.counts[[2]string{key, field}] += n
+	g.counts[[2]string{key, field}] += n
 }
 
 // armCounts arms the flush in d, unless one is armed or nothing waits.
-// l.mu is held.
-func (l *Limiter) armCounts(d time.Duration) {
-	if l.countsTimer == nil && len(l.counts) > 0 {
-		l.countsTimer = time.AfterFunc(d, l.flushCounts)
+// g.mu is held.
+func (g *Ledger) armCounts(d time.Duration) {
+	if g.countsTimer == nil && len(g.counts) > 0 {
+		g.countsTimer = time.AfterFunc(d, g.flushCounts)
 	}
 }
 
@@ -105,16 +105,16 @@ func (l *Limiter) armCounts(d time.Duration) {
 // some since it was armed: the rest waits for the rest of its second). A
 // flush that fails arms none: the next call, or the next count's timer,
 // carries them.
-func (l *Limiter) flushCounts() {
-	l.mu.Lock()
-	l.countsTimer = nil
-	wait := countsEvery - time.Since(l.countsWritten)
+func (g *Ledger) flushCounts() {
+	g.mu.Lock()
+	g.countsTimer = nil
+	wait := countsEvery - time.Since(g.countsWritten)
 	if wait > 0 {
-		l.armCounts(wait)
+		g.armCounts(wait)
 	}
-	due := wait <= 0 && len(l.counts) > 0
-	l.mu.Unlock()
+	due := wait <= 0 && len(g.counts) > 0
+	g.mu.Unlock()
 	if due {
-		_, _, _ = l.runReceipt(context.Background(), l.sweepCall(), false)
+		_, _, _ = g.runReceipt(context.Background(), g.sweepCall(), false)
 	}
 }

@@ -1,4 +1,4 @@
-package admission
+package ledger_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/ledger"
 )
 
 // TestAFullMemoryOfOwedEventsStillClearsNewOnes: the ids whose owed
@@ -17,23 +18,21 @@ import (
 func TestAFullMemoryOfOwedEventsStillClearsNewOnes(t *testing.T) {
 	l := newLimiter(t, redistest.Client(t), testConfig(t))
 	ctx := context.Background()
-	l.mu.Lock()
-	for i := range maxOwedRemembered {
-		l.owedSeen["stale-"+strconv.Itoa(i)] = []int64{1}
+	for i := range ledger.MaxOwedRemembered {
+		ledger.RememberOwed(l.Ledger(), "stale-"+strconv.Itoa(i), 1)
 	}
-	l.mu.Unlock()
-	keepStory(t, l, "n", Story{Class: "otp", ProviderIDs: []string{"pn"}})
+	keepStory(t, l, "n", ledger.Story{Class: "otp", ProviderIDs: []string{"pn"}})
 	if f := fold(t, l, report("pn", "undelivered", "30003")); !f.Owed {
 		t.Fatalf("a failure made final: %+v, want its event owed", f)
 	}
-	l.EventPublished("n")
-	if err := l.FlushPublished(ctx); err != nil {
+	l.Ledger().EventPublished("n")
+	if err := l.Ledger().FlushPublished(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := owedIDs(t, l, 0); len(got) != 0 {
 		t.Fatalf("after its event was published: %+v, want none owed", got)
 	}
-	if n := len(l.owedSeen); n > maxOwedRemembered {
-		t.Fatalf("%d ids remembered, want at most %d", n, maxOwedRemembered)
+	if n := ledger.OwedRemembered(l.Ledger()); n > ledger.MaxOwedRemembered {
+		t.Fatalf("%d ids remembered, want at most %d", n, ledger.MaxOwedRemembered)
 	}
 }

@@ -1,4 +1,4 @@
-package admission
+package ledger
 
 import (
 	"context"
@@ -57,7 +57,7 @@ type Fold struct {
 	story   string // the story's key, for GiveBackResend
 	// dlr and counted are what the fold counted: the delivery counters'
 	// key after the tag ('dlr:<class>:<unix minute>', "" none) and its
-	// fields, space-separated, one each; the Limiter writes them later
+	// fields, space-separated, one each; the Ledger writes them later
 	// (counts.go).
 	dlr, counted string
 }
@@ -91,10 +91,9 @@ var deliveryBucketsArg = func() string {
 	return strings.Join(b, " ")
 }()
 
-// Bounds of what the Limiter keeps for the receipts.
+// Bounds of what the Ledger keeps for the receipts.
 const (
-	maxParts          = 64    // parts of a message kept in its story (receipt.lua's MAX_PARTS)
-	maxPrefix         = 8     // characters of a destination's prefix kept ("+" and a country code)
+	MaxParts          = 64    // parts of a message kept in its story (receipt.lua's MAX_PARTS)
 	maxErrorCode      = 64    // characters of a receipt's error code kept
 	publishedPerCall  = 64    // published events cleared per receipt.lua call
 	maxOwedRemembered = 10000 // ids whose owed versions are remembered for EventPublished
@@ -117,29 +116,29 @@ const clearEvery = 100 * time.Millisecond
 // whose events were published (EventPublished) to clear them from the
 // owed set, and the delivery counts due (counts.go). A provider id this
 // account never kept (expired, another system's) is Fold.Known false.
-func (l *Limiter) Receipt(ctx context.Context, r Report) (Fold, error) {
+func (g *Ledger) Receipt(ctx context.Context, r Report) (Fold, error) {
 	final, ok := deliveryStatuses[r.Status]
 	if !ok || r.Final != final || r.Delivered != (r.Status == "delivered") {
 		return Fold{}, fmt.Errorf("%w: %q final %t delivered %t", ErrBadReport, r.Status, r.Final, r.Delivered)
 	}
 	if r.ProviderID == "" {
-		return Fold{Account: l.cfg.Account}, nil
+		return Fold{Account: g.cfg.Account}, nil
 	}
-	call := l.sweepCall()
-	call.PID, call.Status, call.Code = l.pidKey(r.ProviderID), r.Status, r.ErrorCode[:min(len(r.ErrorCode), maxErrorCode)]
+	call := g.sweepCall()
+	call.PID, call.Status, call.Code = g.pidKey(r.ProviderID), r.Status, r.ErrorCode[:min(len(r.ErrorCode), maxErrorCode)]
 	call.RouteFailed = r.RouteFailed && r.Final && !r.Delivered
 	if !r.Again {
-		call.Age = l.handOutAfter.Milliseconds()
+		call.Age = g.handOutAfter.Milliseconds()
 	}
 	if !r.At.IsZero() {
 		call.At = max(r.At.UnixMilli(), 1)
 	}
-	folds, changed, err := l.runReceipt(ctx, call, false)
+	folds, changed, err := g.runReceipt(ctx, call, false)
 	if err != nil {
 		return Fold{}, err
 	}
 	if len(folds) == 0 {
-		return Fold{Account: l.cfg.Account}, nil
+		return Fold{Account: g.cfg.Account}, nil
 	}
 	folds[0].Changed = changed
 	return folds[0], nil
@@ -151,20 +150,20 @@ func (l *Limiter) Receipt(ctx context.Context, r Report) (Fold, error) {
 // only while that is still the event owed: one owed since (a failure
 // turned delivered) stays owed, and a sweep returns it again. Publishes
 // that end out of order cost a duplicate event, never a lost one; so does
-// an id this Limiter returned no event for.
-func (l *Limiter) EventPublished(id string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	vs := l.owedSeen[id]
+// an id this Ledger returned no event for.
+func (g *Ledger) EventPublished(id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	vs := g.owedSeen[id]
 	if len(vs) == 0 {
 		return
 	}
 	if len(vs) == 1 {
-		delete(l.owedSeen, id)
+		delete(g.owedSeen, id)
 	} else {
-		l.owedSeen[id] = vs[1:]
+		g.owedSeen[id] = vs[1:]
 	}
-	l.published = append(l.published, id, strconv.FormatInt(vs[0], 10))
+	g.published = append(g.published, id, strconv.FormatInt(vs[0], 10))
 }
 
 // GiveBackResend gives back the resend payload of f, a Fold whose Resend
@@ -172,11 +171,11 @@ func (l *Limiter) EventPublished(id string) {
 // reports whether it was given back: false when it is moot (the message
 // was delivered after all, its story expired, or its event is no longer
 // owed).
-func (l *Limiter) GiveBackResend(ctx context.Context, f Fold) (bool, error) {
-	call := givebackCall{Msg: f.story, Owed: l.key.Owed(), ID: f.ID, Payload: string(f.Resend)}
+func (g *Ledger) GiveBackResend(ctx context.Context, f Fold) (bool, error) {
+	call := givebackCall{Msg: f.story, Owed: g.key.Owed(), ID: f.ID, Payload: string(f.Resend)}
 	var n int64
-	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
-		n, err = givebackScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Int64()
+	err := g.do(ctx, func(ctx context.Context) (err error) {
+		n, err = givebackScript.Run(ctx, g.rdb, call.keys(), call.argv()...).Int64()
 		if err != nil {
 			return fmt.Errorf("giveback eval: %w", err)
 		}
@@ -188,15 +187,15 @@ func (l *Limiter) GiveBackResend(ctx context.Context, f Fold) (bool, error) {
 // FlushPublished clears from the owed set the events EventPublished noted,
 // in as few calls as it takes (64 a call), and writes the delivery counts
 // kept (counts.go) at once: a stopping process's last call.
-func (l *Limiter) FlushPublished(ctx context.Context) error {
+func (g *Ledger) FlushPublished(ctx context.Context) error {
 	for {
-		l.mu.Lock()
-		pending := len(l.published) + len(l.counts)
-		l.mu.Unlock()
+		g.mu.Lock()
+		pending := len(g.published) + len(g.counts)
+		g.mu.Unlock()
 		if pending == 0 {
 			return nil
 		}
-		if _, _, err := l.runReceipt(ctx, l.sweepCall(), true); err != nil {
+		if _, _, err := g.runReceipt(ctx, g.sweepCall(), true); err != nil {
 			return err
 		}
 	}
@@ -206,17 +205,17 @@ func (l *Limiter) FlushPublished(ctx context.Context) error {
 // age (a sweep publishes them again; Fold.Resend when a resend was given
 // back, taken from Redis), and clears the events published meanwhile. n
 // is at most 1000.
-func (l *Limiter) Owed(ctx context.Context, age time.Duration, n int) ([]Fold, error) {
-	call := l.sweepCall()
+func (g *Ledger) Owed(ctx context.Context, age time.Duration, n int) ([]Fold, error) {
+	call := g.sweepCall()
 	call.Age, call.Most = max(age.Milliseconds(), 0), min(max(n, 0), maxOwedPerSweep)
-	folds, _, err := l.runReceipt(ctx, call, false)
+	folds, _, err := g.runReceipt(ctx, call, false)
 	return folds, err
 }
 
 // sweepCall is receipt.lua's call of a sweep that returns nothing: it
 // only clears.
-func (l *Limiter) sweepCall() receiptCall {
-	return receiptCall{Owed: l.key.Owed(), Millis: l.claims.recordTTL.Milliseconds(), Buckets: deliveryBucketsArg, Route: l.routeRule}
+func (g *Ledger) sweepCall() receiptCall {
+	return receiptCall{Owed: g.key.Owed(), Millis: g.cfg.RecordTTL.Milliseconds(), Buckets: deliveryBucketsArg, Route: g.cfg.Route}
 }
 
 // runReceipt runs call with the published events pending (a receipt's
@@ -224,21 +223,21 @@ func (l *Limiter) sweepCall() receiptCall {
 // the delivery counts due (all of them with now; both put back if the
 // call fails), remembers the owed versions it returns and keeps the
 // counts it made.
-func (l *Limiter) runReceipt(ctx context.Context, call receiptCall, now bool) ([]Fold, bool, error) {
-	l.mu.Lock()
-	if call.Status == "" || time.Since(l.cleared) >= clearEvery {
-		call.Published = slices.Clone(l.published[:min(len(l.published), 2*publishedPerCall)])
-		l.published = l.published[len(call.Published):]
+func (g *Ledger) runReceipt(ctx context.Context, call receiptCall, now bool) ([]Fold, bool, error) {
+	g.mu.Lock()
+	if call.Status == "" || time.Since(g.cleared) >= clearEvery {
+		call.Published = slices.Clone(g.published[:min(len(g.published), 2*publishedPerCall)])
+		g.published = g.published[len(call.Published):]
 		if len(call.Published) > 0 {
-			l.cleared = time.Now()
+			g.cleared = time.Now()
 		}
 	}
-	counts := l.takeCounts(now)
-	l.mu.Unlock()
+	counts := g.takeCounts(now)
+	g.mu.Unlock()
 	call.Counts = counts.arg()
 	var v []any
-	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
-		v, err = receiptScript.Run(ctx, l.rdb, call.keys(), call.argv()...).Slice()
+	err := g.do(ctx, func(ctx context.Context) (err error) {
+		v, err = receiptScript.Run(ctx, g.rdb, call.keys(), call.argv()...).Slice()
 		if err != nil {
 			return fmt.Errorf("receipt eval: %w", err)
 		}
@@ -247,48 +246,48 @@ func (l *Limiter) runReceipt(ctx context.Context, call receiptCall, now bool) ([
 	if err == nil {
 		var folds []Fold
 		var changed bool
-		if folds, changed, err = l.parseFolds(v); err == nil {
-			l.rememberOwed(folds)
-			l.keepCounts(folds)
+		if folds, changed, err = g.parseFolds(v); err == nil {
+			g.rememberOwed(folds)
+			g.keepCounts(folds)
 			return folds, changed, nil
 		}
 	}
-	l.mu.Lock()
-	l.published = append(call.Published, l.published...)
-	l.mu.Unlock()
-	l.putBackCounts(counts)
+	g.mu.Lock()
+	g.published = append(call.Published, g.published...)
+	g.mu.Unlock()
+	g.putBackCounts(counts)
 	return nil, false, err
 }
 
 // rememberOwed keeps the owed versions of folds for EventPublished, a few
 // per id, oldest first.
-func (l *Limiter) rememberOwed(folds []Fold) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+func (g *Ledger) rememberOwed(folds []Fold) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	for _, f := range folds {
-		vs, ok := l.owedSeen[f.ID]
+		vs, ok := g.owedSeen[f.ID]
 		switch {
 		case !f.Owed, len(vs) > 0 && vs[len(vs)-1] == f.version:
 		case ok && len(vs) < maxVersionsPerID:
-			l.owedSeen[f.ID] = append(vs, f.version)
+			g.owedSeen[f.ID] = append(vs, f.version)
 		case !ok:
-			if len(l.owedSeen) >= maxOwedRemembered {
+			if len(g.owedSeen) >= maxOwedRemembered {
 				// Full of ids that may never be published here (another
 				// process's sweep did, or their story expired): one goes,
 				// an arbitrary one. Its event, if still owed, is published
 				// again by a sweep, which returns it here again.
-				for k := range l.owedSeen {
-					delete(l.owedSeen, k)
+				for k := range g.owedSeen {
+					delete(g.owedSeen, k)
 					break
 				}
 			}
-			l.owedSeen[f.ID] = []int64{f.version}
+			g.owedSeen[f.ID] = []int64{f.version}
 		}
 	}
 }
 
 // parseFolds reads receipt.lua's {changed, message...}.
-func (l *Limiter) parseFolds(v []any) ([]Fold, bool, error) {
+func (g *Ledger) parseFolds(v []any) ([]Fold, bool, error) {
 	if len(v) == 0 {
 		return nil, false, fmt.Errorf("%w: receipt.lua answered nothing", ErrBadReply)
 	}
@@ -298,7 +297,7 @@ func (l *Limiter) parseFolds(v []any) ([]Fold, bool, error) {
 	}
 	folds := make([]Fold, 0, len(v)-1)
 	for _, m := range v[1:] {
-		f, err := l.parseFold(m)
+		f, err := g.parseFold(m)
 		if err != nil {
 			return nil, false, err
 		}
@@ -310,7 +309,7 @@ func (l *Limiter) parseFolds(v []any) ([]Fold, bool, error) {
 // parseFold reads one message of receipt.lua's reply: {id, class, sender,
 // first provider id, status, error code, sent_ms, status_ms, owed,
 // version, resend, story key, counters' key, fields counted}.
-func (l *Limiter) parseFold(m any) (Fold, error) {
+func (g *Ledger) parseFold(m any) (Fold, error) {
 	t, ok := m.([]any)
 	if !ok || len(t) != 14 {
 		return Fold{}, fmt.Errorf("%w: receipt.lua's message is %v", ErrBadReply, m)
@@ -332,7 +331,7 @@ func (l *Limiter) parseFold(m any) (Fold, error) {
 		return Fold{}, fmt.Errorf("%w: receipt.lua's status %q", ErrBadReply, s[4])
 	}
 	f := Fold{Known: true, ID: s[0], Class: s[1], Sender: s[2], ProviderID: s[3], Status: s[4], ErrorCode: s[5],
-		SentAt: msTime(n[0]), StatusAt: msTime(n[1]), Final: final, Owed: n[2] == 1, version: n[3], Account: l.cfg.Account,
+		SentAt: msTime(n[0]), StatusAt: msTime(n[1]), Final: final, Owed: n[2] == 1, version: n[3], Account: g.cfg.Account,
 		story: s[7], dlr: s[8], counted: s[9]}
 	if s[6] != "" {
 		f.Resend = []byte(s[6])
