@@ -180,16 +180,17 @@ var failLine = regexp.MustCompile(`^\s*--- FAIL: (\S+)`)
 // m's package, and puts back the files it edited. It returns the first
 // failing test, or "" if every test passed.
 //
-// A mutant of admission's scripts alone is applied beside dir instead, to
-// a copy of the scripts in dir+"-scripts" that admission's tests read
-// (admission/mutate_test.go): the package's test binary, unchanged, comes
-// from the build cache instead of a build for each such mutant.
+// A mutant of one package's scripts alone (admission's, the ledger's) is
+// applied beside dir instead, to a copy of the scripts in dir+"-scripts"
+// that the package's tests read (its mutate_test.go): the package's test
+// binary, unchanged, comes from the build cache instead of a build for
+// each such mutant.
 func try(root, dir string, m mutant) (killer, output string, err error) {
 	edited, env := dir, []string(nil)
-	if m.scriptsOnly() {
+	if pkg, ok := m.scriptsOnly(); ok {
 		edited = dir + "-scripts"
-		env = []string{"SMS_MUTATE_SCRIPTS=" + filepath.Join(edited, "admission")}
-		if err := copyScripts(root, edited); err != nil {
+		env = []string{"SMS_MUTATE_SCRIPTS=" + filepath.Join(edited, pkg)}
+		if err := copyScripts(root, edited, pkg); err != nil {
 			return "", "", err
 		}
 	}
@@ -216,31 +217,26 @@ func try(root, dir string, m mutant) (killer, output string, err error) {
 	return goTest(dir, env, m.pkg(), "-failfast")
 }
 
-// copyScripts copies admission's scripts from the module at root to
-// dst/admission, once per dst.
-func copyScripts(root, dst string) error {
-	if _, err := os.Stat(filepath.Join(dst, "admission")); err == nil {
+// copyScripts copies the scripts of package pkg (a directory of the
+// module at root) to dst/pkg, with the parts of the composed ones in its
+// subdirectories, once per dst and pkg.
+func copyScripts(root, dst, pkg string) error {
+	if _, err := os.Stat(filepath.Join(dst, pkg)); err == nil {
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Join(dst, "admission"), 0o755); err != nil {
-		return err
-	}
-	// The scripts, and the parts of the composed ones in their directories.
-	for _, sub := range []string{"", "admit", "finish", "receipt", "story"} {
-		if err := os.MkdirAll(filepath.Join(dst, "admission", sub), 0o755); err != nil {
+	return filepath.WalkDir(filepath.Join(root, pkg), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(path) != ".lua" {
 			return err
 		}
-		files, err := filepath.Glob(filepath.Join(root, "admission", sub, "*.lua"))
+		rel, err := filepath.Rel(root, path)
 		if err != nil {
 			return err
 		}
-		for _, f := range files {
-			if err := copyFile(f, filepath.Join(dst, "admission", sub, filepath.Base(f))); err != nil {
-				return err
-			}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dst, rel)), 0o755); err != nil {
+			return err
 		}
-	}
-	return nil
+		return copyFile(path, filepath.Join(dst, rel))
+	})
 }
 
 // prebuild builds the tests of the mutants' packages in dir, running none.

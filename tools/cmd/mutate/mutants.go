@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -23,16 +24,25 @@ func (m mutant) pkg() string {
 	return m.Pkg
 }
 
-// scriptsOnly reports whether m edits admission's scripts and nothing
-// else, and admission's tests judge it: try then runs them on a copy of the
-// scripts beside the module, without a build.
-func (m mutant) scriptsOnly() bool {
+// scriptDirs are the packages whose tests read their scripts from a copy
+// named by SMS_MUTATE_SCRIPTS (their mutate_test.go).
+var scriptDirs = []string{"admission", "ledger"}
+
+// scriptsOnly reports whether m edits the scripts of one package of
+// scriptDirs and nothing else, and that package's tests judge it: try
+// then runs them on a copy of the scripts beside the module, without a
+// build. It returns the package's directory.
+func (m mutant) scriptsOnly() (string, bool) {
+	dir := strings.Trim(m.pkg(), "./")
+	if !slices.Contains(scriptDirs, dir) {
+		return "", false
+	}
 	for _, e := range m.Edits {
-		if !strings.HasPrefix(e.File, "admission/") || filepath.Ext(e.File) != ".lua" {
-			return false
+		if !strings.HasPrefix(e.File, dir+"/") || filepath.Ext(e.File) != ".lua" {
+			return "", false
 		}
 	}
-	return m.pkg() == "./admission/"
+	return dir, true
 }
 
 var mutants = []mutant{
@@ -140,7 +150,7 @@ var mutants = []mutant{
 
 	// Reliability faults (R): each fix, undone.
 	{"R1", "a refusal is recorded final before its dead letter is out", []edit{
-		{"dispatch/settle.go", "		return admission.RefusedRecord(t.err.Error())", "		return admission.RecordRejected"},
+		{"dispatch/settle.go", "		return ledger.RefusedRecord(t.err.Error())", "		return ledger.RecordRejected"},
 	}, "./dispatch/"},
 	{"R2", "a claim's lifetime under 1 ms: SET PX <= 0 fails after the TATs are written", []edit{
 		{"admission/admit/record.lua", "math.ceil(wait / 1000) + math.max(tonumber(ARGV[17]), 1)", "math.ceil(wait / 1000) + tonumber(ARGV[17])"},
@@ -333,25 +343,25 @@ var mutants = []mutant{
 		{"dispatch/route.go", "if t.mode == RouteLongestPrefix {", "if false {"},
 	}, "./dispatch/"},
 	{"RC1", "a receipt's final state overwritten by an intermediate one", []edit{
-		{"admission/receipt/fold.lua", "if cur and (cur == 'delivered' or (FINAL[cur] and status ~= 'delivered') or", "if cur and ((cur == 'delivered' and FINAL[status]) or (FINAL[cur] and FINAL[status] and status ~= 'delivered') or"},
-		{"admission/receipt/fold.lua", "if (FINAL[old] and new ~= 'delivered') or", "if (FINAL[old] and FINAL[new] and new ~= 'delivered') or"},
-	}, ""},
+		{"ledger/receipt/fold.lua", "if cur and (cur == 'delivered' or (FINAL[cur] and status ~= 'delivered') or", "if cur and ((cur == 'delivered' and FINAL[status]) or (FINAL[cur] and FINAL[status] and status ~= 'delivered') or"},
+		{"ledger/receipt/fold.lua", "if (FINAL[old] and new ~= 'delivered') or", "if (FINAL[old] and FINAL[new] and new ~= 'delivered') or"},
+	}, "./ledger/"},
 	{"RC2", "an owed status event never recorded as owed", []edit{
-		{"admission/receipt/fold.lua", "  -- The owed set's lifetime is set by the sweeps and flushes.\n  redis.call('ZADD', KEYS[2], now, member(id, h.ov))\n", "  -- The owed set's lifetime is set by the sweeps and flushes.\n"},
-	}, ""},
+		{"ledger/receipt/fold.lua", "  -- The owed set's lifetime is set by the sweeps and flushes.\n  redis.call('ZADD', KEYS[2], now, member(id, h.ov))\n", "  -- The owed set's lifetime is set by the sweeps and flushes.\n"},
+	}, "./ledger/"},
 	{"RC3", "a later failure receipt overwrites delivered", []edit{
-		{"admission/receipt/fold.lua", "if cur and (cur == 'delivered' or (FINAL[cur] and status ~= 'delivered') or", "if cur and ((cur == 'delivered' and not FINAL[status]) or (FINAL[cur] and cur ~= 'delivered' and status ~= 'delivered') or"},
-		{"admission/receipt/fold.lua", "if (FINAL[old] and new ~= 'delivered') or", "if (FINAL[old] and old ~= 'delivered' and new ~= 'delivered') or"},
-	}, ""},
+		{"ledger/receipt/fold.lua", "if cur and (cur == 'delivered' or (FINAL[cur] and status ~= 'delivered') or", "if cur and ((cur == 'delivered' and not FINAL[status]) or (FINAL[cur] and cur ~= 'delivered' and status ~= 'delivered') or"},
+		{"ledger/receipt/fold.lua", "if (FINAL[old] and new ~= 'delivered') or", "if (FINAL[old] and old ~= 'delivered' and new ~= 'delivered') or"},
+	}, "./ledger/"},
 	{"RC4", "an older event's publication clears the event owed since", []edit{
-		{"admission/receipt/owed.lua", "  if num(v) <= 1 then", "  if true then"},
-	}, ""},
+		{"ledger/receipt/owed.lua", "  if num(v) <= 1 then", "  if true then"},
+	}, "./ledger/"},
 	{"RC5", "a resend whose publish failed is not given back: lost", []edit{
-		{"admission/giveback.lua", "h.resend = ARGV[2]\n", ""},
-	}, ""},
+		{"ledger/giveback.lua", "h.resend = ARGV[2]\n", ""},
+	}, "./ledger/"},
 	{"RC6", "publications noted for a failed call are dropped", []edit{
-		{"admission/receipt.go", "	l.published = append(call.Published, l.published...)", "	l.published = append(l.published[:0:0], l.published...)"},
-	}, ""},
+		{"ledger/receipt.go", "	g.published = append(call.Published, g.published...)", "	g.published = append(g.published[:0:0], g.published...)"},
+	}, "./ledger/"},
 	{"RV1", "a Twilio receipt read without checking its signature", []edit{
 		{"provider/receipt_twilio.go", "	if ok != 1 {", "	if false {"},
 	}, "./provider/"},
@@ -368,13 +378,13 @@ var mutants = []mutant{
 		{"dispatch/resend.go", "	return avoiding(r, avoid), resendReason(", "	return avoiding(r, avoid[:0]), resendReason("},
 	}, "./dispatch/"},
 	{"RD2", "a resend claims the original's send-once record", []edit{
-		{"dispatch/message.go", "		return admission.ResendID(m.ID)\n", "		return admission.ResendID(m.ID)[:len(m.ID)]\n"},
+		{"dispatch/message.go", "		return ledger.ResendID(m.ID)\n", "		return ledger.ResendID(m.ID)[:len(m.ID)]\n"},
 	}, "./dispatch/"},
 	{"RS1", "a route whose OTPs stop arriving is never skipped", []edit{
-		{"admission/receipt/route.lua", "  if not skipped and numbers >= rule.least and got < rule.ratio * (got + fails) then", "  if false then"},
+		{"ledger/receipt/route.lua", "  if not skipped and numbers >= rule.least and got < rule.ratio * (got + fails) then", "  if false then"},
 	}, ""},
 	{"RS2", "a route's skip ignores the prefix: every prefix is skipped", []edit{
-		{"admission/receipt/route.lua", "local key, skip = pre .. 'route:' .. prefix, pre .. 'skip:' .. prefix", "local key, skip = pre .. 'route:' .. prefix, pre .. 'skip:'"},
+		{"ledger/receipt/route.lua", "local key, skip = pre .. 'route:' .. prefix, pre .. 'skip:' .. prefix", "local key, skip = pre .. 'route:' .. prefix, pre .. 'skip:'"},
 		{"admission/eval.go", "		call.Skip = l.skipKey(claim.Prefix)\n", "		call.Skip = l.skipKey(\"\")\n"},
 	}, ""},
 	{"RS3", "an OTP to a skipped route waits at home (no failover)", []edit{
@@ -384,29 +394,29 @@ var mutants = []mutant{
 		{"admission/admit/route.lua", "if route_due then\n  -- This send is the route's probe", "if false then\n  -- This send is the route's probe"},
 	}, ""},
 	{"RC7", "a full memory of owed events leaves a new one owed forever", []edit{
-		{"admission/receipt.go", "		case !ok:\n", "		case !ok && len(l.owedSeen) < maxOwedRemembered:\n"},
-	}, ""},
+		{"ledger/receipt.go", "		case !ok:\n", "		case !ok && len(g.owedSeen) < maxOwedRemembered:\n"},
+	}, "./ledger/"},
 	{"RC8", "a story dated by finish.lua's clock, not its admission's slot", []edit{
 		{"admission/finish/story.lua", "  local sent = math.min(tonumber(ARGV[13]) or 0, 2 ^ 53 - 1)\n", "  local sent = 0\n"},
 	}, ""},
 	{"RC9", "a failure turned delivered leaves its failure's event owed too", []edit{
-		{"admission/receipt/fold.lua", "    redis.call('ZREM', KEYS[2], member(id, before))\n", ""},
-	}, ""},
+		{"ledger/receipt/fold.lua", "    redis.call('ZREM', KEYS[2], member(id, before))\n", ""},
+	}, "./ledger/"},
 	{"RC10", "a later part's key names the message, not its first part: its receipts find no story", []edit{
 		{"admission/finish/story.lua", "      redis.call('SET', KEYS[i], (i - 6) .. first, 'PX', life)\n", "      redis.call('SET', KEYS[i], (i - 6) .. ':' .. ARGV[7], 'PX', life)\n"},
 	}, ""},
 	{"RC11", "a resend's story, its record another id's, kept without the id's key: read by id, it is not found", []edit{
-		{"admission/story.go", "	if !d.Claimed || d.claim.ID != id || !named {\n", "	if !d.Claimed || !named {\n"},
+		{"admission/settle.go", "	if !d.Claimed || d.claim.ID != id || !named {\n", "	if !d.Claimed || !named {\n"},
 	}, ""},
 	{"RC12", "the delivery counts kept with no flush on a timer: they wait for the next receipt, however late", []edit{
-		{"admission/counts.go", "	l.armCounts(countsEvery)\n", ""},
-	}, ""},
+		{"ledger/counts.go", "	g.armCounts(countsEvery)\n", ""},
+	}, "./ledger/"},
 	{"RE3", "a stopping process that published nothing keeps its delivery counts: they are lost", []edit{
 		{"receipts/sweep.go", "	if !a.pending.Swap(false) && !stopping {\n", "	if !a.pending.Swap(false) {\n"},
 	}, "./receipts/"},
 	{"RC13", "a sweep's call carries the published events only as a receipt's does: it returns events already out", []edit{
-		{"admission/receipt.go", "	if call.Status == \"\" || time.Since(l.cleared) >= clearEvery {\n", "	if time.Since(l.cleared) >= clearEvery {\n"},
-	}, ""},
+		{"ledger/receipt.go", "	if call.Status == \"\" || time.Since(g.cleared) >= clearEvery {\n", "	if time.Since(g.cleared) >= clearEvery {\n"},
+	}, "./ledger/"},
 	{"RE2", "a receipt posted before its send's record is lost", []edit{
 		{"receipts/handler.go", "	for _, wait := range earlyWaits {\n", "	for _, wait := range earlyWaits[:0] {\n"},
 	}, "./receipts/"},
@@ -447,8 +457,8 @@ var mutants = []mutant{
 		{"internal/luapart/num.lua", "local function num(v)\n  v = tonumber(v)\n  if v and v >= 0 and v <= 2 ^ 53 - 1 then", "local function num(v)\n  v = tonumber(v)\n  if v then"},
 	}, ""},
 	{"M28", "a resend kept in the story and handed out again by every sweep while its event is owed", []edit{
-		{"admission/receipt/fold.lua", "      h.resent = '1'\n", "      h.resend, h.resent = resend, '1'\n"},
-		{"admission/receipt/sweep.lua", "          h.resend = nil -- taken: handed out once\n", ""},
+		{"ledger/receipt/fold.lua", "      h.resent = '1'\n", "      h.resend, h.resent = resend, '1'\n"},
+		{"ledger/receipt/sweep.lua", "          h.resend = nil -- taken: handed out once\n", ""},
 	}, "./receipts/"},
 	{"M28b", "a fold held for its event keeps its resend: every retry publishes it again", []edit{
 		{"receipts/events.go", "\t\tf.Resend = nil // out once: never again from this fold\n", ""},
@@ -458,7 +468,7 @@ var mutants = []mutant{
 		{"receipts/events.go", "	if now := s.now(); !s.resendDue(f, now) {", "	if now := s.now(); false {"},
 	}, "./receipts/"},
 	{"M32", "every failure of an OTP counts against its route, a handset's and a number's too", []edit{
-		{"admission/receipt/route.lua", "  if not prefix or not (delivered or ARGV[9] == '1') then", "  if not prefix then"},
+		{"ledger/receipt/route.lua", "  if not prefix or not (delivered or ARGV[9] == '1') then", "  if not prefix then"},
 	}, ""},
 	{"M32b", "the last account of a route is skipped too: its OTPs wait for the probe", []edit{
 		{"admission/eval.go", "claim.Prefix != \"\" && claim.Failover {", "claim.Prefix != \"\" {"},
