@@ -32,7 +32,7 @@ func TestAccountPauseStopsEveryProcessUntilResumed(t *testing.T) {
 	if why, _, ok := c.AccountPause(); !ok || why != "account:twilio 20003" {
 		t.Fatalf("the process that reported the 429: AccountPause %q %v; want the pause Redis holds", why, ok)
 	}
-	if got := get(t, rdb, a.Keys()[2]); got != "account:twilio 20003" {
+	if got := get(t, rdb, a.tatKeys()[2]); got != "account:twilio 20003" {
 		t.Fatalf("penalty key = %q, want the pause's why kept through a shorter 429", got)
 	}
 	for _, class := range []Class{OTP, Marketing} {
@@ -89,7 +89,7 @@ func TestResumeAccountNeverEndsA429(t *testing.T) {
 	if err := b.ResumeAccount(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if ttl := rdb.PTTL(ctx, a.Keys()[2]).Val(); ttl < 4*time.Second {
+	if ttl := rdb.PTTL(ctx, a.tatKeys()[2]).Val(); ttl < 4*time.Second {
 		t.Fatalf("penalty PTTL = %v after ResumeAccount, want the 429's 5 s kept", ttl)
 	}
 	if d := try(t, b, OTP); d.Allowed || d.Reason != ReasonPenalty {
@@ -241,7 +241,7 @@ func TestAnAccountFailureDuringALonger429MakesItAPause(t *testing.T) {
 	if err := a.ReportAccountFailure(ctx, time.Minute, "vonage status 200 code 8"); err != nil {
 		t.Fatal(err)
 	}
-	if got, ttl := get(t, rdb, a.Keys()[2]), rdb.PTTL(ctx, a.Keys()[2]).Val(); got != "account:vonage status 200 code 8" || ttl < 59*time.Minute {
+	if got, ttl := get(t, rdb, a.tatKeys()[2]), rdb.PTTL(ctx, a.tatKeys()[2]).Val(); got != "account:vonage status 200 code 8" || ttl < 59*time.Minute {
 		t.Fatalf("penalty key %q for %v; want the pause's why for the 429's hour", got, ttl)
 	}
 	other := newLimiter(t, redistest.Client(t), cfg)

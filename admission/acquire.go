@@ -5,41 +5,12 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"smsdispatcher/ledger"
 )
 
-// minWait keeps a malformed zero wait from turning Acquire into a busy loop.
+// minWait keeps a malformed zero wait from turning Admit into a busy loop.
 const minWait = 100 * time.Microsecond
-
-// Acquire waits up to maxWait for a send slot of class. It sleeps exactly as
-// long as the last answer says (never on a fixed tick) and gives up at once
-// when it would have to wait past maxWait, returning that denial (or, when
-// it never asked, a Decision of SourceNone saying why): the
-// caller nacks instead of holding the message.
-//
-// Two things keep Redis calls near one per admission under a backlog.
-// Within a process only one caller per class talks to Redis at a time; the
-// others queue behind it. Across processes, a waiter does not wake when the
-// next slot opens (with every other process's waiter, one winning and the
-// rest paying a call for nothing): The admission script hands each waiter a wake ticket,
-// as many intervals after the last one handed out as that one's send costs
-// (a 3-segment send takes three slots), and an admitted caller with
-// another caller queued behind it gets that caller's ticket in the same
-// answer.
-//
-// Acquire times its own wait on the monotonic clock (real timers), not on
-// the Limiter's Clock. The error is non-nil only when ctx ends first.
-func (l *Limiter) Acquire(ctx context.Context, class Class, maxWait time.Duration) (Decision, error) {
-	return l.AcquireN(ctx, class, 1, maxWait)
-}
-
-// AcquireN is Acquire for a send of cost units (its segments, when rates
-// count segments; below 1 counts as 1). The send goes when its first unit
-// would and is charged all of them, so that any window of length W sees at
-// most rate * W + BURST - 1 + cost units. In the Redis-down fallback a send
-// of more than one unit waits for Redis (ReasonLong).
-func (l *Limiter) AcquireN(ctx context.Context, class Class, cost int, maxWait time.Duration) (Decision, error) {
-	return l.Admit(ctx, class, cost, maxWait, Claim{})
-}
 
 // lookaheadSlots is how many of its class's intervals ahead a caller books
 // a slot rather than be denied: enough that a waiter woken by its ticket a
@@ -76,17 +47,40 @@ func (l *Limiter) lookahead(c *classState, cost int) time.Duration {
 // and at BURST 1 the account would lose that much of every interval.
 func (l *Limiter) early(c *classState) time.Duration { return min(c.spacing, l.lookahead(c, 1)) / 2 }
 
-// Admit is AcquireN taking, when claim.Token is set, the id's send-once
-// claim in the same Redis call as the slot. It returns when the slot is
-// open: a slot a little ahead is booked at once and waited for outside the
-// class's turn. A Decision denied for ReasonRecord says what the id's
-// record holds (do not send); an allowed one with Claimed set goes to
-// Settle after the send. A Redis-down fallback claims nothing, and denies
-// every class but OTP (ReasonNoRecord) until Redis answers again, or its
-// wait runs out: a short outage holds a campaign, rather than hand it back
-// to come again. If ctx ends while the caller waits for a
-// booked slot, the slot is lost, the claim given back, and the error is
-// ctx's. A class the account does not have is an error.
+// Admit waits up to maxWait for a send slot of class, for a send of cost
+// units (its segments, when rates count segments; below 1 counts as 1),
+// taking, when claim.Token is set, the id's send-once claim in the same
+// Redis call as the slot. The send goes when its first unit would and is
+// charged all of them, so that any window of length W sees at most rate *
+// W + BURST - 1 + cost units. It sleeps exactly as long as the last answer
+// says (never on a fixed tick) and gives up at once when it would have to
+// wait past maxWait, returning that denial (or, when it never asked, a
+// Decision of SourceNone saying why): the caller nacks instead of holding
+// the message.
+//
+// Two things keep Redis calls near one per admission under a backlog.
+// Within a process only one caller per class talks to Redis at a time; the
+// others queue behind it. Across processes, a waiter does not wake when the
+// next slot opens (with every other process's waiter, one winning and the
+// rest paying a call for nothing): The admission script hands each waiter a wake ticket,
+// as many intervals after the last one handed out as that one's send costs
+// (a 3-segment send takes three slots), and an admitted caller with
+// another caller queued behind it gets that caller's ticket in the same
+// answer.
+//
+// It returns when the slot is open: a slot a little ahead is booked at
+// once and waited for outside the class's turn. A Decision denied for
+// ReasonRecord says what the id's record holds (do not send); an allowed
+// one with Claimed set goes to Settle after the send. A Redis-down
+// fallback claims nothing, denies a send of more than one unit
+// (ReasonLong), and denies every class but OTP (ReasonNoRecord) until
+// Redis answers again, or its wait runs out: a short outage holds a
+// campaign, rather than hand it back to come again. If ctx ends while the
+// caller waits for a booked slot, the slot is lost, the claim given back,
+// and the error is ctx's. A class the account does not have is an error.
+//
+// Admit times its own wait on the monotonic clock (real timers), not on
+// the Limiter's Clock. The error is non-nil only when ctx ends first.
 func (l *Limiter) Admit(ctx context.Context, class Class, cost int, maxWait time.Duration, claim Claim) (Decision, error) {
 	d, err := l.admit(ctx, class, cost, maxWait, claim)
 	if d.Allowed {
@@ -239,12 +233,12 @@ func (l *Limiter) awaitSlot(w *waiting, d Decision) (Decision, error) {
 		// The booked slot opens in RetryAfter, counted from the answer:
 		// never before it, on Redis's clock.
 		if err := w.sleep(d.RetryAfter); err != nil {
-			_ = l.Settle(context.WithoutCancel(w.ctx), d, "", ResultNone)
+			_ = l.Settle(context.WithoutCancel(w.ctx), d, "", ResultNone, ledger.Story{})
 			return Decision{}, err
 		}
 		d.RetryAfter = 0
 		if p, stop := l.stopped(); stop {
-			_ = l.Settle(context.WithoutCancel(w.ctx), d, "", ResultNone)
+			_ = l.Settle(context.WithoutCancel(w.ctx), d, "", ResultNone, ledger.Story{})
 			p.Tries = d.Tries
 			return p, nil
 		}

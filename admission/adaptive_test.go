@@ -98,7 +98,7 @@ func TestTheLearnedRateSlowsTheAccount(t *testing.T) {
 	if l.LearnedRPS() != 20 {
 		t.Fatalf("LearnedRPS %v, want 20", l.LearnedRPS())
 	}
-	if s, err := l.ResetLearned(ctx); err != nil || s.RPS != 0 {
+	if s, err := l.PinLearned(ctx, 0); err != nil || s.RPS != 0 {
 		t.Fatalf("reset: %+v, %v", s, err)
 	}
 	time.Sleep(60 * time.Millisecond) // what the last slot at 20/s owes

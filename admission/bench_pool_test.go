@@ -30,7 +30,7 @@ func BenchmarkAcquirePool(b *testing.B) {
 			}
 			ctx := context.Background()
 			parallel(b, rdb, 1, func() bool {
-				d, err := l.TryAcquire(ctx, Marketing)
+				d, err := l.tryOnce(ctx, Marketing)
 				return err == nil && d.Source == SourceRedis && d.Sender != ""
 			})
 		})

@@ -46,7 +46,7 @@ func BenchmarkAcquire(b *testing.B) {
 				}
 				ctx := context.Background()
 				parallel(b, rdb, callers, func() bool {
-					d, err := l.TryAcquire(ctx, ours.class)
+					d, err := l.tryOnce(ctx, ours.class)
 					return err == nil && d.Source == SourceRedis
 				})
 			})

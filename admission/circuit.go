@@ -19,7 +19,7 @@ var ErrRedisDown = errors.New("admission: redis unavailable, not asked")
 // retry interval instead of paying a timeout per message; then one call,
 // the probe, asks Redis while the others still do not, until it answers or
 // its timeout passes. The Limiter and the Claims of a process share one
-// (Limiter.Circuit), so that a Redis that hangs costs one timeout per
+// (WithCircuit), so that a Redis that hangs costs one timeout per
 // interval, not two per message.
 //
 // The zero value is not usable; use NewCircuit. It is safe for concurrent
@@ -138,7 +138,7 @@ func (c *Circuit) do(ctx context.Context, timeout time.Duration, call func(conte
 // Do makes one Redis call through c as the Limiter's own calls go (do):
 // not at all while c is open (ErrRedisDown), bounded by timeout, its
 // failure opening c unless ctx ended first (ctx's error is returned). It
-// is for a caller sharing the process's Circuit (Limiter.Circuit) with
+// is for a caller sharing the process's Circuit (WithCircuit) with
 // calls of its own, such as the heartbeats.
 func (c *Circuit) Do(ctx context.Context, timeout time.Duration, call func(context.Context) error) error {
 	return c.do(ctx, timeout, call)

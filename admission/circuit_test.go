@@ -26,7 +26,7 @@ func TestClaimsAndLimiterShareOneCircuit(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.RedisTimeout, cfg.RedisRetryAfter, cfg.Logger = 100*time.Millisecond, time.Second, logger
 	lim := newLimiter(t, rdb, cfg, WithClock(clock))
-	claims := NewClaims(rdb, cfg.Account, 0, 0, cfg.RedisTimeout, lim.Circuit())
+	claims := NewClaims(rdb, cfg.Account, 0, 0, cfg.RedisTimeout, lim.circuit)
 	ctx := context.Background()
 
 	proxy.SetMode(redistest.Blackhole)
@@ -91,7 +91,7 @@ func TestAClaimReleaseThatMissedRedisIsDoneWhenItAnswers(t *testing.T) {
 	cfg.Logger, cfg.RedisRetryAfter = logger, time.Second
 	rdb := redistest.ClientOf(t, proxy.Addr())
 	lim := newLimiter(t, rdb, cfg, WithClock(clock))
-	claims := NewClaims(rdb, cfg.Account, time.Minute, 0, cfg.RedisTimeout, lim.Circuit())
+	claims := NewClaims(rdb, cfg.Account, time.Minute, 0, cfg.RedisTimeout, lim.circuit)
 	other := NewClaims(redistest.Client(t), cfg.Account, 0, 0, 0, nil) // another pod
 	ctx := context.Background()
 
@@ -133,7 +133,7 @@ func TestALeaseWhoseReplyWasLostIsReleased(t *testing.T) {
 	ctx := context.Background()
 	// Once on a fast Redis, so that the script is cached there and the
 	// late call is one EVALSHA.
-	if d := try(t, lim, OTP); !d.Allowed || lim.Settle(ctx, d, "", ResultNone) != nil {
+	if d := try(t, lim, OTP); !d.Allowed || lim.Settle(ctx, d, "", ResultNone, ledger.Story{}) != nil {
 		t.Fatalf("warm-up: %+v", d)
 	}
 
@@ -158,7 +158,7 @@ func TestALeaseWhoseReplyWasLostIsReleased(t *testing.T) {
 	if n := direct.ZCard(ctx, leases).Val(); n != 1 {
 		t.Fatalf("%d leases in Redis, want only the new one", n)
 	}
-	if err := lim.Settle(ctx, d, "", ResultNone); err != nil {
+	if err := lim.Settle(ctx, d, "", ResultNone, ledger.Story{}); err != nil {
 		t.Fatal(err)
 	}
 	if n := direct.ZCard(ctx, leases).Val(); n != 0 {
@@ -178,12 +178,12 @@ func TestACallerThatNeverAskedSaysSo(t *testing.T) {
 	ctx := context.Background()
 
 	lim.classes[OTP].turn <- 1 // another caller of the class holds the turn
-	d, err := lim.Acquire(ctx, OTP, 20*time.Millisecond)
+	d, err := lim.acquire(ctx, OTP, 20*time.Millisecond)
 	<-lim.classes[OTP].turn
 	if err != nil || d.Allowed || d.Source != SourceNone || d.Reason != ReasonTurn {
 		t.Fatalf("queued behind the turn past its max wait: %+v, %v; want {Source: none, Reason: turn}", d, err)
 	}
-	if d, err := lim.Acquire(ctx, OTP, 0); err != nil || d.Source != SourceNone || d.Reason != ReasonNoTime {
+	if d, err := lim.acquire(ctx, OTP, 0); err != nil || d.Source != SourceNone || d.Reason != ReasonNoTime {
 		t.Fatalf("no time left: %+v, %v; want {Source: none, Reason: no_time}", d, err)
 	}
 	if n := rec.Len(); n != 0 {
@@ -234,7 +234,7 @@ func TestAnOverrideKeepsALivePenaltysLength(t *testing.T) {
 	if err := lim.Override(ctx, 10, 10, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	tat, err := rdb.Get(ctx, lim.Keys()[0]).Int64()
+	tat, err := rdb.Get(ctx, lim.tatKeys()[0]).Int64()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ type claimRef struct{ id, token string }
 // NewClaims returns the claims of account in rdb. A zero claimTTL or
 // recordTTL means its default; timeout bounds each call (zero means
 // DefaultRedisTimeout). circuit, shared with the process's Limiter
-// (Limiter.Circuit), keeps calls off a Redis known to be down: they fail at
+// (WithCircuit), keeps calls off a Redis known to be down: they fail at
 // once with ErrRedisDown. If nil, every call asks Redis.
 func NewClaims(rdb redis.Scripter, account string, claimTTL, recordTTL, timeout time.Duration, circuit *Circuit) *Claims {
 	cfg := Config{Account: account}.withDefaults()

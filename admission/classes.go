@@ -19,8 +19,8 @@ type classState struct {
 	policy  policy.Class  // its rules (ClassLimit.Policy)
 	pos     int           // its place in Config.Classes: 0 is served first
 	admit   admitCall     // its admission script's call, as New builds it
-	turn    chan int      // one waiter of the class talks to Redis; see Acquire
-	queued  atomic.Int32  // callers of Acquire waiting for the turn
+	turn    chan int      // one waiter of the class talks to Redis; see Admit
+	queued  atomic.Int32  // callers of Admit waiting for the turn
 	costs   map[int]int   // how many of them wait with each cost; guarded by Limiter.mu
 	spacing time.Duration // the longest interval of its levels: its tickets' spacing
 	later   time.Duration // the longest spacing of the classes after it (their lookahead per unit)

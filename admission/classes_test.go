@@ -136,7 +136,7 @@ func TestClassesThatCannotHoldAreRefused(t *testing.T) {
 
 func TestAClassTheAccountDoesNotHaveIsAnError(t *testing.T) {
 	l := newLimiter(t, &recorder{}, testConfig(t))
-	if _, err := l.Acquire(context.Background(), "transactional", time.Second); err == nil || !strings.Contains(err.Error(), `no class "transactional"`) {
+	if _, err := l.acquire(context.Background(), "transactional", time.Second); err == nil || !strings.Contains(err.Error(), `no class "transactional"`) {
 		t.Errorf("Acquire of a class the account lacks: %v", err)
 	}
 	if got := l.Classes(); !slices.Equal(got, []Class{OTP, Marketing}) {
@@ -402,7 +402,7 @@ func TestThreeSaturatedClassesCostAboutOneCallPerAdmission(t *testing.T) {
 		wg.Go(func() {
 			l, class := pods[i%3], cfg.Classes[(i/3)%3].Name
 			for ctx.Err() == nil {
-				if d, err := l.Acquire(ctx, class, 8*time.Second); err == nil && d.Allowed {
+				if d, err := l.acquire(ctx, class, 8*time.Second); err == nil && d.Allowed {
 					mu.Lock()
 					admitted[class]++
 					mu.Unlock()

@@ -92,7 +92,7 @@ type Decision struct {
 	Source Source
 	// Reason is the limit that denied; empty when allowed.
 	Reason Reason
-	// Next is, when allowed to an Acquire with another caller of the class
+	// Next is, when allowed to an Admit with another caller of the class
 	// waiting in this process, how long that caller should wait before it
 	// asks (its wake ticket). Zero otherwise.
 	Next time.Duration
@@ -102,8 +102,8 @@ type Decision struct {
 	// Why is, for ReasonAccount, the pause's reason as recorded
 	// ("account:twilio status 401 code 20003").
 	Why string
-	// Tries is how many decisions Acquire asked for, this one included:
-	// 1 means the first answer was final. TryAcquire leaves it 0.
+	// Tries is how many decisions Admit asked for, this one included:
+	// 1 means the first answer was final. A decision that asks once without waiting leaves it 0.
 	Tries int
 	// Claimed reports, for an admission given a Claim, that Redis recorded
 	// the claim with the slot: pass the Decision to Settle after the send.
@@ -123,7 +123,7 @@ type Decision struct {
 	Health Health
 
 	claim Claim  // the claim taken, for Settle
-	id    string // the message's id (Claim.ID given to Admit), for SettleStory
+	id    string // the message's id (Claim.ID given to Admit), for Settle's story
 	class Class  // the class and units Redis admitted, for Settle's count of sends
 	units int
 	at    time.Time // when Admit let the send go (the Limiter's clock), for Settle's health report

@@ -84,7 +84,7 @@ func TestClusterMasterFailoverKeepsDeciding(t *testing.T) {
 			wg.Go(func() {
 				for {
 					start := time.Now()
-					d, err := l.TryAcquire(ctx, OTP)
+					d, err := l.tryOnce(ctx, OTP)
 					rec.add(call{pod: p, start: start, end: time.Now(), d: d, err: err})
 					wait := time.Millisecond
 					if !d.Allowed {
@@ -109,7 +109,7 @@ func TestClusterMasterFailoverKeepsDeciding(t *testing.T) {
 	// one of the first burst, and the load goes on for another W.
 	const w = time.Second
 	time.Sleep(500 * time.Millisecond)
-	keys := pods[0].Keys()
+	keys := pods[0].tatKeys()
 	lossStart := time.Now()
 	if err := admin.Del(ctx, keys...).Err(); err != nil {
 		t.Fatalf("DEL %v: %v", keys, err)

@@ -53,13 +53,13 @@ func TestADuplicateTakesNoSlot(t *testing.T) {
 	if err != nil || !d.Claimed {
 		t.Fatalf("first: %+v, %v", d, err)
 	}
-	if err := l.Settle(ctx, d, ledger.SentRecord("SM1"), ResultNone); err != nil {
+	if err := l.Settle(ctx, d, ledger.SentRecord("SM1"), ResultNone, ledger.Story{}); err != nil {
 		t.Fatal(err)
 	}
 	if d, err := l.Admit(ctx, OTP, 1, time.Second, Claim{ID: "held", Token: "b"}); err != nil || !d.Claimed {
 		t.Fatalf("held: %+v, %v", d, err)
 	}
-	keys := l.Keys()[:2]
+	keys := l.tatKeys()[:2]
 	before := []string{get(t, rdb, keys[0]), get(t, rdb, keys[1])}
 	for _, tt := range []struct {
 		id   string
@@ -89,7 +89,7 @@ func TestSendsAreCountedAcrossGivenBackClaims(t *testing.T) {
 		if err != nil || !d.Claimed || d.Attempts != want {
 			t.Fatalf("attempt %d: %+v, %v; want claimed with %d before it", want+1, d, err, want)
 		}
-		if err := l.Settle(ctx, d, "", ResultNone); err != nil {
+		if err := l.Settle(ctx, d, "", ResultNone, ledger.Story{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -131,7 +131,7 @@ func TestAClaimWhoseReplyWasLostIsGivenBack(t *testing.T) {
 	if d, err := l.Admit(ctx, Marketing, 1, time.Second, Claim{ID: "cut", Token: "a"}); err == nil || d.Claimed {
 		t.Fatalf("admission: %+v, %v; want its context's end", d, err)
 	}
-	if get(t, rdb, l.Keys()[1]) == "<absent>" {
+	if get(t, rdb, l.tatKeys()[1]) == "<absent>" {
 		t.Fatal("the script never ran: nothing to give back")
 	}
 	if v := get(t, rdb, l.Claims().Key("cut")); v != "<absent>" {
@@ -219,7 +219,7 @@ func TestTheRecoveryFloorIsRaisedEvenByADuplicate(t *testing.T) {
 	if err != nil || d.Reason != ReasonRecord {
 		t.Fatalf("a duplicate back from the fallback: %+v, %v", d, err)
 	}
-	lead := time.Duration(mustInt(t, get(t, rdb, l.Keys()[0]))-redisNow(t, rdb)) * time.Microsecond
+	lead := time.Duration(mustInt(t, get(t, rdb, l.tatKeys()[0]))-redisNow(t, rdb)) * time.Microsecond
 	if want := time.Duration(l.recoveryFloor)*time.Microsecond - 100*time.Millisecond; lead < want {
 		t.Fatalf("global TAT %v ahead, want the recovery floor (%v)", lead, time.Duration(l.recoveryFloor)*time.Microsecond)
 	}
@@ -249,7 +249,7 @@ func TestTheProbeAfterAPenaltyGoesAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The penalty ends (and the TAT it moved with it), its probe key lives.
-	if err := rdb.Del(ctx, append(a.Keys()[:1], a.Keys()[2])...).Err(); err != nil {
+	if err := rdb.Del(ctx, append(a.tatKeys()[:1], a.tatKeys()[2])...).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if d, err := probe.tryAcquire(ctx, OTP, 1, ticketNone, time.Second, 0, Claim{}); err != nil || !d.Allowed {
@@ -294,17 +294,17 @@ func TestASlotIsBookedOnlyWithinTheLookahead(t *testing.T) {
 	hooked := redistest.Client(t)
 	hooked.AddHook(afterAdmit(admitted))
 	l := newLimiter(t, hooked, cfg)
-	plantTAT(t, rdb, l.Keys()[0], 10*time.Second, time.Minute) // the next slot opens in 10 s
-	tat := get(t, rdb, l.Keys()[0])
+	plantTAT(t, rdb, l.tatKeys()[0], 10*time.Second, time.Minute) // the next slot opens in 10 s
+	tat := get(t, rdb, l.tatKeys()[0])
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = l.Acquire(ctx, OTP, 30*time.Second) // ends with ctx
+		_, _ = l.acquire(ctx, OTP, 30*time.Second) // ends with ctx
 	}()
 	<-admitted
-	after := get(t, rdb, l.Keys()[0])
+	after := get(t, rdb, l.tatKeys()[0])
 	cancel()
 	<-done
 	if after != tat {

@@ -155,10 +155,10 @@ func (l *Limiter) setHealth(h Health) {
 	l.healthAt.Store(l.clock.Now().UnixNano())
 }
 
-// HealthAge is how long ago a script reply last told the account's
+// healthAge is how long ago a script reply last told the account's
 // health (an admission's, a settle's, RefreshHealth's); the longest
 // duration if none ever did.
-func (l *Limiter) HealthAge() time.Duration {
+func (l *Limiter) healthAge() time.Duration {
 	at := l.healthAt.Load()
 	if at == 0 {
 		return math.MaxInt64
@@ -166,12 +166,18 @@ func (l *Limiter) HealthAge() time.Duration {
 	return l.clock.Now().Sub(time.Unix(0, at))
 }
 
-// RefreshHealth reads the account's health into Health: one read-only
-// script call, through the circuit. A process that sends nothing on the
-// account, and so makes no other script call there, learns its health so.
-func (l *Limiter) RefreshHealth(ctx context.Context) error {
+// RefreshHealth reads the account's health into Health when no script
+// reply (an admission's, a settle's, an earlier refresh's) told it for
+// longer than olderThan (0: whenever it is called): one read-only script
+// call, through the circuit. A process that sends nothing on the account,
+// and so makes no other script call there, learns its health so. asked
+// reports whether it called Redis.
+func (l *Limiter) RefreshHealth(ctx context.Context, olderThan time.Duration) (asked bool, err error) {
+	if olderThan > 0 && l.healthAge() <= olderThan {
+		return false, nil
+	}
 	call := healthCall{Health: l.base.Health}
-	return l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) error {
+	return true, l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) error {
 		h, err := healthScript.RunRO(ctx, l.rdb, call.keys(), call.argv()...).Int64()
 		if err != nil {
 			return fmt.Errorf("health: %w", err)

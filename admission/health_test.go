@@ -43,7 +43,7 @@ func sendOnce(t *testing.T, l *Limiter, result SendResult, wait time.Duration, f
 	if result == ResultOK {
 		record = ledger.RecordSent
 	}
-	if err := l.Settle(ctx, d, record, result); err != nil {
+	if err := l.Settle(ctx, d, record, result, ledger.Story{}); err != nil {
 		t.Fatal(err)
 	}
 	return d
@@ -281,7 +281,7 @@ func TestOnlyProbesEndADegradedState(t *testing.T) {
 		sendOnce(t, l, ResultFailed, time.Second, false)
 	}
 	for _, d := range early {
-		if err := l.Settle(ctx, d, ledger.RecordSent, ResultOK); err != nil {
+		if err := l.Settle(ctx, d, ledger.RecordSent, ResultOK, ledger.Story{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -319,7 +319,7 @@ func TestOneFailureInAHundredNeverDegradesWithSendsInFlight(t *testing.T) {
 					if r.IntN(100) == 0 {
 						result = ResultFailed
 					}
-					if err := l.Settle(ctx, d, "", result); err != nil {
+					if err := l.Settle(ctx, d, "", result, ledger.Story{}); err != nil {
 						errs <- err
 						return
 					}
@@ -355,7 +355,7 @@ func TestABrokenProcessNeverDegradesAnAccountOthersSucceedOn(t *testing.T) {
 	}
 	for i, d := range held {
 		sendOnce(t, broken, ResultFailed, time.Second, false)
-		if err := good.Settle(ctx, d, ledger.RecordSent, ResultOK); err != nil {
+		if err := good.Settle(ctx, d, ledger.RecordSent, ResultOK, ledger.Story{}); err != nil {
 			t.Fatal(err)
 		}
 		if h := broken.Health(); h == Degraded {
@@ -369,7 +369,7 @@ func TestABrokenProcessNeverDegradesAnAccountOthersSucceedOn(t *testing.T) {
 			continue
 		}
 		got++
-		if err := good.Settle(ctx, d, "", ResultOK); err != nil {
+		if err := good.Settle(ctx, d, "", ResultOK, ledger.Story{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -397,7 +397,7 @@ func TestASuccessOnAHealthyAccountCostsOneGet(t *testing.T) {
 		if err := redisstats.Reset(ctx, rdb); err != nil {
 			t.Fatal(err)
 		}
-		if err := l.Settle(ctx, d, ledger.RecordSent, result); err != nil {
+		if err := l.Settle(ctx, d, ledger.RecordSent, result, ledger.Story{}); err != nil {
 			t.Fatal(err)
 		}
 		s, err := redisstats.Read(ctx, rdb)
@@ -429,16 +429,16 @@ func TestRefreshHealthTellsAProcessTheHealth(t *testing.T) {
 	cfg := testConfig(t)
 	sender, idle := newLimiter(t, rdb, cfg), newLimiter(t, rdb, cfg)
 	ctx := context.Background()
-	if idle.HealthAge() < time.Hour {
-		t.Fatalf("health age %v before any reply, want the longest", idle.HealthAge())
+	if idle.healthAge() < time.Hour {
+		t.Fatalf("health age %v before any reply, want the longest", idle.healthAge())
 	}
 	beat := func() Health {
 		t.Helper()
-		if err := idle.RefreshHealth(ctx); err != nil {
+		if _, err := idle.RefreshHealth(ctx, 0); err != nil {
 			t.Fatal(err)
 		}
-		if idle.HealthAge() > time.Minute {
-			t.Fatalf("health age %v just after a refresh", idle.HealthAge())
+		if idle.healthAge() > time.Minute {
+			t.Fatalf("health age %v just after a refresh", idle.healthAge())
 		}
 		return idle.Health()
 	}
@@ -450,7 +450,7 @@ func TestRefreshHealthTellsAProcessTheHealth(t *testing.T) {
 		if err != nil || !d.Allowed {
 			t.Fatalf("send %d: %+v, %v", i, d, err)
 		}
-		if err := sender.Settle(ctx, d, "", ResultFailed); err != nil {
+		if err := sender.Settle(ctx, d, "", ResultFailed, ledger.Story{}); err != nil {
 			t.Fatal(err)
 		}
 		if i == 0 {

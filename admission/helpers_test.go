@@ -88,7 +88,7 @@ func newLimiter(t *testing.T, rdb redis.Scripter, cfg Config, opts ...Option) *L
 
 func try(t *testing.T, l *Limiter, class Class) Decision {
 	t.Helper()
-	d, err := l.TryAcquire(context.Background(), class)
+	d, err := l.tryOnce(context.Background(), class)
 	if err != nil {
 		t.Fatalf("TryAcquire(%v): %v", class, err)
 	}
@@ -177,8 +177,8 @@ func report(pid, status, code string) ledger.Report {
 // story as an overflow account keeps it.
 func keepStory(t *testing.T, l *Limiter, id string, s ledger.Story) {
 	t.Helper()
-	if err := l.SettleStory(context.Background(), Decision{id: id}, ledger.SentRecord(s.ProviderIDs[0]), ResultNone, s); err != nil {
-		t.Fatalf("SettleStory(%s): %v", id, err)
+	if err := l.Settle(context.Background(), Decision{id: id}, ledger.SentRecord(s.ProviderIDs[0]), ResultNone, s); err != nil {
+		t.Fatalf("Settle(%s): %v", id, err)
 	}
 }
 
@@ -202,4 +202,33 @@ func owedIDs(t *testing.T, l *Limiter, age time.Duration) map[string]ledger.Fold
 		m[f.ID] = f
 	}
 	return m
+}
+
+// acquire is Admit of one unit without a claim.
+func (l *Limiter) acquire(ctx context.Context, class Class, maxWait time.Duration) (Decision, error) {
+	return l.Admit(ctx, class, 1, maxWait, Claim{})
+}
+
+// acquireN is Admit of cost units without a claim.
+func (l *Limiter) acquireN(ctx context.Context, class Class, cost int, maxWait time.Duration) (Decision, error) {
+	return l.Admit(ctx, class, cost, maxWait, Claim{})
+}
+
+// tryOnce decides at once whether a message of class may be sent now, with
+// at most one Redis round trip and no wake ticket.
+func (l *Limiter) tryOnce(ctx context.Context, class Class) (Decision, error) {
+	return l.tryAcquire(ctx, class, 1, ticketNone, 0, 0, Claim{})
+}
+
+// tatKeys returns the Redis keys of the account: global TAT, the last
+// class's ceiling TAT (marketing's with the default classes), penalty,
+// then the other classes' ceiling TATs in priority order (a class without
+// a ceiling names a key never written).
+func (l *Limiter) tatKeys() []string {
+	last := l.classes[l.order[len(l.order)-1]]
+	k := []string{l.base.GlobalTAT, last.admit.CeilingTAT, l.base.Penalty}
+	for _, c := range l.order[:len(l.order)-1] {
+		k = append(k, l.classes[c].admit.CeilingTAT)
+	}
+	return k
 }

@@ -72,8 +72,13 @@ func (l *Limiter) Learned(ctx context.Context) (Learned, error) {
 
 // PinLearned holds the account's rate at rps (at least Adaptive.MinRPS, or
 // MinRPS when the account does not learn, and at most TargetRPS) for every
-// process, until ResetLearned: the search stops.
+// process: the search stops. rps 0 unpins: the learned rate is forgotten,
+// and the configured rates hold again until the next 429 starts a new
+// search.
 func (l *Limiter) PinLearned(ctx context.Context, rps float64) (Learned, error) {
+	if rps == 0 {
+		return l.learnedOp(ctx, "reset", 0)
+	}
 	lo := MinRPS
 	if l.cfg.Adaptive.Enabled {
 		lo = l.cfg.Adaptive.MinRPS
@@ -82,12 +87,6 @@ func (l *Limiter) PinLearned(ctx context.Context, rps float64) (Learned, error) 
 		return Learned{}, fmt.Errorf("admission: a pinned rate must be %v to TargetRPS (%v), got %v", lo, l.cfg.TargetRPS, rps)
 	}
 	return l.learnedOp(ctx, "pin", rps)
-}
-
-// ResetLearned forgets the learned rate: the configured rates hold again
-// until the next 429 starts a new search.
-func (l *Limiter) ResetLearned(ctx context.Context) (Learned, error) {
-	return l.learnedOp(ctx, "reset", 0)
 }
 
 func (l *Limiter) learnedOp(ctx context.Context, op string, rps float64) (Learned, error) {

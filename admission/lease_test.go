@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/ledger"
 )
 
 func leaseConfig(t *testing.T, limit int, ttl time.Duration) Config {
@@ -34,7 +35,7 @@ func TestNeverMoreThanTheLimitInFlightAcrossProcesses(t *testing.T) {
 		wg.Go(func() {
 			l := limiters[i%4]
 			for ctx.Err() == nil {
-				d, err := l.Acquire(ctx, bothClasses[i%2], 500*time.Millisecond)
+				d, err := l.acquire(ctx, bothClasses[i%2], 500*time.Millisecond)
 				if err != nil || !d.Allowed {
 					continue
 				}
@@ -44,7 +45,7 @@ func TestNeverMoreThanTheLimitInFlightAcrossProcesses(t *testing.T) {
 				time.Sleep(2 * time.Millisecond) // the send
 				inFlight.Add(-1)
 				done.Add(1)
-				if err := l.Settle(context.Background(), d, "", ResultNone); err != nil {
+				if err := l.Settle(context.Background(), d, "", ResultNone, ledger.Story{}); err != nil {
 					t.Errorf("Settle: %v", err)
 				}
 			}
@@ -78,7 +79,7 @@ func TestADeadHoldersLeaseComesBackAfterItExpires(t *testing.T) {
 	}
 	// Within the lease set's own expiry (lease TTL + 1s): only the reclaim on
 	// the way in can free the slots this soon.
-	d, err := alive.Acquire(context.Background(), OTP, 900*time.Millisecond)
+	d, err := alive.acquire(context.Background(), OTP, 900*time.Millisecond)
 	if err != nil || !d.Allowed {
 		t.Fatalf("after the dead holder's leases expire: %+v, %v; want allowed", d, err)
 	}

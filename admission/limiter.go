@@ -33,7 +33,7 @@ func WithClock(c Clock) Option { return func(l *Limiter) { l.clock = c } }
 
 // WithCircuit makes the Limiter share c, the process's view of Redis's
 // health, with the other users of the same Redis (Claims). Without it the
-// Limiter has a Circuit of its own (Limiter.Circuit).
+// Limiter has a Circuit of its own.
 func WithCircuit(c *Circuit) Option { return func(l *Limiter) { l.circuit = c } }
 
 // A Limiter admits sends on one account. It is safe for concurrent use; any
@@ -136,35 +136,9 @@ func (l *Limiter) Account() string { return l.cfg.Account }
 // stories, receipts and statistics, kept through the Limiter's circuit.
 func (l *Limiter) Ledger() *ledger.Ledger { return l.ledger }
 
-// Circuit returns the Limiter's view of Redis's health, to share with
-// Claims.
-func (l *Limiter) Circuit() *Circuit { return l.circuit }
-
 // Claims returns the ids' send-once records the Limiter claims with its
 // slots (Admit), sharing its Circuit.
 func (l *Limiter) Claims() *Claims { return l.claims }
-
-// Keys returns the Redis keys of the account: global TAT, the last
-// class's ceiling TAT (marketing's with the default classes), penalty,
-// then the other classes' ceiling TATs in priority order (a class without
-// a ceiling names a key never written).
-func (l *Limiter) Keys() []string {
-	last := l.classes[l.order[len(l.order)-1]]
-	k := []string{l.base.GlobalTAT, last.admit.CeilingTAT, l.base.Penalty}
-	for _, c := range l.order[:len(l.order)-1] {
-		k = append(k, l.classes[c].admit.CeilingTAT)
-	}
-	return k
-}
-
-// TryAcquire decides at once whether a message of class may be sent now,
-// with at most one Redis round trip. A live penalty known to this process
-// and an open Redis circuit are decided without Redis. Redis errors are not
-// returned: the fallback decides instead. The error is non-nil only when ctx
-// ends first.
-func (l *Limiter) TryAcquire(ctx context.Context, class Class) (Decision, error) {
-	return l.tryAcquire(ctx, class, 1, ticketNone, 0, 0, Claim{})
-}
 
 // Wake-ticket modes of the admission script (admitCall.Tickets).
 const (
@@ -173,8 +147,9 @@ const (
 	ticketAlways   = "2" // and another caller of the class waits behind it (ticketFor: "2 <its cost>")
 )
 
-// tryAcquire is TryAcquire of cost units taking wake tickets no further
-// than within, booking a slot that opens within lookahead, and claim's
+// tryAcquire decides at once whether a send of class of cost units may
+// go now, with at most one Redis round trip, taking wake tickets no
+// further than within, booking a slot that opens within lookahead, and claim's
 // send-once claim with it when claim.Token is set.
 func (l *Limiter) tryAcquire(ctx context.Context, class Class, cost int, tickets string, within, lookahead time.Duration, claim Claim) (Decision, error) {
 	c, err := l.classOf(class)
@@ -239,7 +214,7 @@ func (l *Limiter) try(ctx context.Context, c *classState, cost int, tickets stri
 // was lost (they hold their ids' redeliveries). On failure they are kept.
 func (l *Limiter) freeLeftovers(ctx context.Context, orphans bool) {
 	if orphans && l.circuit.Allow() {
-		_ = l.Settle(ctx, Decision{}, "", ResultNone)
+		_ = l.Settle(ctx, Decision{}, "", ResultNone, ledger.Story{})
 	}
 	if l.claims.leftovers() && l.circuit.Allow() {
 		l.claims.releaseLeftovers(ctx)

@@ -63,7 +63,7 @@ func TestIdleTimeDoesNotBankCredit(t *testing.T) {
 			l := newLimiter(t, rdb, slowConfig(t))
 			// A TAT ten seconds in the past: an account idle for ten seconds
 			// whose key has not expired yet.
-			for _, key := range l.Keys()[:2] {
+			for _, key := range l.tatKeys()[:2] {
 				plantTAT(t, rdb, key, -10*time.Second, time.Minute)
 			}
 			allowed := 0
@@ -113,7 +113,7 @@ func TestAnAccountLeavesAFixedSetOfKeys(t *testing.T) {
 		if err != nil || !d.Allowed {
 			t.Fatalf("send %d: %+v, %v", i, d, err)
 		}
-		if err := l.Settle(ctx, d, ledger.RecordSent, ResultNone); err != nil {
+		if err := l.Settle(ctx, d, ledger.RecordSent, ResultNone, ledger.Story{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -161,11 +161,11 @@ func TestPenaltyIsSharedAcrossLimitersAndHonouredUntilItEnds(t *testing.T) {
 			t.Fatalf("%v: RetryAfter = %v, want the penalty's remaining time (≤ 300ms)", class, d.RetryAfter)
 		}
 	}
-	d, err := b.Acquire(context.Background(), OTP, time.Second)
+	d, err := b.acquire(context.Background(), OTP, time.Second)
 	if err != nil || !d.Allowed {
 		t.Fatalf("Acquire across the penalty's end: %+v, %v; want allowed", d, err)
 	}
-	if ttl := rdb.PTTL(context.Background(), b.Keys()[2]).Val(); ttl > 0 {
+	if ttl := rdb.PTTL(context.Background(), b.tatKeys()[2]).Val(); ttl > 0 {
 		t.Fatalf("allowed while the penalty still had %v to run", ttl)
 	}
 }
@@ -182,7 +182,7 @@ func TestShorterPenaltyDoesNotOverwriteLonger(t *testing.T) {
 	if err := b.ReportThrottled(ctx, 100*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	if ttl := rdb.PTTL(ctx, a.Keys()[2]).Val(); ttl < 4*time.Second {
+	if ttl := rdb.PTTL(ctx, a.tatKeys()[2]).Val(); ttl < 4*time.Second {
 		t.Fatalf("penalty PTTL = %v after a 5s then a 100ms report, want the 5s one kept", ttl)
 	}
 	if d := try(t, b, OTP); d.Source != SourcePenalty || d.RetryAfter < 4*time.Second {
@@ -193,7 +193,7 @@ func TestShorterPenaltyDoesNotOverwriteLonger(t *testing.T) {
 func TestMarketingIsCappedWhileOTPGetsThrough(t *testing.T) {
 	rdb := redistest.Client(t)
 	l := newLimiter(t, rdb, testConfig(t))
-	plantTAT(t, rdb, l.Keys()[1], 10*time.Second, time.Minute) // marketing spent its cap
+	plantTAT(t, rdb, l.tatKeys()[1], 10*time.Second, time.Minute) // marketing spent its cap
 	if d := try(t, l, Marketing); d.Allowed || d.Reason != ReasonCeiling {
 		t.Fatalf("marketing over its cap: got %+v, want denied by the marketing cap", d)
 	}
@@ -215,7 +215,7 @@ func TestDeniedMarketingChangesNoKey(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rdb := redistest.Client(t)
 			l := newLimiter(t, rdb, testConfig(t))
-			keys := l.Keys()[:2]
+			keys := l.tatKeys()[:2]
 			plantTAT(t, rdb, keys[tt.full], 10*time.Second, time.Minute)
 			before := []string{get(t, rdb, keys[0]), get(t, rdb, keys[1])}
 			if d := try(t, l, Marketing); d.Allowed || d.Reason != tt.reason {
@@ -336,7 +336,7 @@ func TestCanceledContextIsNotARedisFailure(t *testing.T) {
 	l := newLimiter(t, redistest.Client(t), testConfig(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := l.TryAcquire(ctx, OTP); !errors.Is(err, context.Canceled) {
+	if _, err := l.tryOnce(ctx, OTP); !errors.Is(err, context.Canceled) {
 		t.Fatalf("TryAcquire on a canceled context: err = %v, want context.Canceled", err)
 	}
 	if d := try(t, l, OTP); d.Source != SourceRedis {
@@ -354,7 +354,7 @@ func TestAcquireWakesWhenTheSlotOpensNotOnATick(t *testing.T) {
 	try(t, l, OTP)
 	rec.Reset()
 
-	d, err := l.Acquire(context.Background(), OTP, time.Second)
+	d, err := l.acquire(context.Background(), OTP, time.Second)
 	if err != nil || !d.Allowed {
 		t.Fatalf("Acquire: %+v, %v; want allowed within a second", d, err)
 	}
@@ -373,7 +373,7 @@ func TestAcquireGivesBackAtOnceWhenTheSlotOpensTooLate(t *testing.T) {
 	try(t, l, OTP)
 	rec.Reset()
 
-	d, err := l.Acquire(context.Background(), OTP, 50*time.Millisecond)
+	d, err := l.acquire(context.Background(), OTP, 50*time.Millisecond)
 	if err != nil || d.Allowed {
 		t.Fatalf("Acquire: %+v, %v; want the denial", d, err)
 	}
@@ -393,7 +393,7 @@ func TestAcquireReturnsWhenContextEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := l.Acquire(ctx, OTP, time.Minute)
+		_, err := l.acquire(ctx, OTP, time.Minute)
 		done <- err
 	}()
 	cancel()
@@ -420,7 +420,7 @@ func TestManyProcessesStayUnderTarget(t *testing.T) {
 		wg.Go(func() {
 			l, class := limiters[i%4], bothClasses[i%2]
 			for ctx.Err() == nil {
-				d, err := l.Acquire(ctx, class, 200*time.Millisecond)
+				d, err := l.acquire(ctx, class, 200*time.Millisecond)
 				if err == nil && d.Allowed {
 					allowed.Add(1)
 				}
@@ -484,7 +484,7 @@ func TestAWaitingHerdCostsAboutOneCallPerAdmission(t *testing.T) {
 	for i := range 8 * 4 {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				if d, err := limiters[i%8].Acquire(ctx, Marketing, 8*time.Second); err == nil && d.Allowed {
+				if d, err := limiters[i%8].acquire(ctx, Marketing, 8*time.Second); err == nil && d.Allowed {
 					admitted.Add(1)
 				}
 			}

@@ -97,7 +97,7 @@ func TestAFullRedisAdmitsNothingAndSettlesWhatItAdmitted(t *testing.T) {
 	}
 
 	clock.Add(cfg.withDefaults().RedisRetryAfter)
-	if err := l.Settle(ctx, before, ledger.SentRecord("SM1"), ResultNone); err != nil {
+	if err := l.Settle(ctx, before, ledger.SentRecord("SM1"), ResultNone, ledger.Story{}); err != nil {
 		t.Fatalf("settling the send admitted before Redis filled: %v", err)
 	}
 	if v := get(t, rdb, l.Claims().Key("before")); v != "sent:SM1" {

@@ -28,7 +28,7 @@ func decisions(t *testing.T, l *Limiter, class Class) []bool {
 		if i == 7 {
 			d, err = l.Admit(context.Background(), class, 1, 10*time.Millisecond, Claim{})
 		} else {
-			d, err = l.TryAcquire(context.Background(), class)
+			d, err = l.tryOnce(context.Background(), class)
 		}
 		if err != nil {
 			t.Fatalf("admission %d: %v", i+1, err)

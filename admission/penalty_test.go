@@ -25,7 +25,7 @@ func TestARetryAfterAboveTheCapStopsTheAccountForTheCapOnly(t *testing.T) {
 		if err := a.ReportThrottled(ctx, 24*time.Hour); err != nil {
 			t.Fatal(err)
 		}
-		if ttl := rdb.PTTL(ctx, a.Keys()[2]).Val(); ttl > capped || ttl < capped-time.Minute/2 {
+		if ttl := rdb.PTTL(ctx, a.tatKeys()[2]).Val(); ttl > capped || ttl < capped-time.Minute/2 {
 			t.Fatalf("MaxRetryAfter %v: penalty PTTL %v after a Retry-After of 24h, want about %v", capped, ttl, capped)
 		}
 		for name, l := range map[string]*Limiter{"the process that heard the 429": a, "another process": b} {
@@ -60,7 +60,7 @@ func TestClearPenaltyEndsA429EverywhereWithinARecheck(t *testing.T) {
 	if err != nil || !ended {
 		t.Fatalf("ClearPenalty: %v, %v; want a penalty ended", ended, err)
 	}
-	if ttl := rdb.PTTL(ctx, a.Keys()[2]).Val(); ttl > 0 {
+	if ttl := rdb.PTTL(ctx, a.tatKeys()[2]).Val(); ttl > 0 {
 		t.Fatalf("penalty key lives %v after ClearPenalty", ttl)
 	}
 	// The probe after it goes alone for a second, not for the five minutes
@@ -114,7 +114,7 @@ func TestAWaiterThroughAPenaltySeesItCleared(t *testing.T) {
 	// a speed claim: one recheck comes within a second.
 	wctx, cancel := context.WithTimeout(ctx, 8*time.Second)
 	defer cancel()
-	d, err := a.Acquire(wctx, OTP, time.Minute)
+	d, err := a.acquire(wctx, OTP, time.Minute)
 	if err != nil || !d.Allowed {
 		t.Fatalf("Acquire after the penalty was cleared elsewhere: %+v, %v; want allowed after its recheck", d, err)
 	}
@@ -136,10 +136,10 @@ func TestAPenaltyEndsWithOneSendNotABurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The penalty's end, as Redis says it.
-	for rdb.Exists(ctx, a.Keys()[2]).Val() == 1 { // a millisecond's polls
+	for rdb.Exists(ctx, a.tatKeys()[2]).Val() == 1 { // a millisecond's polls
 	}
 	b := newLimiter(t, redistest.Client(t), cfg)
-	if d, err := b.Acquire(ctx, OTP, time.Second); err != nil || !d.Allowed {
+	if d, err := b.acquire(ctx, OTP, time.Second); err != nil || !d.Allowed {
 		t.Fatalf("the first send after the penalty: %+v, %v; want allowed", d, err)
 	}
 	for i := range cfg.Burst {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/ledger"
 )
 
 // degrade makes l's account degraded: 3 timeouts in a row.
@@ -48,14 +49,14 @@ func TestTimeoutsOfSendsBegunBeforeARecoveryDoNotCount(t *testing.T) {
 		t.Fatalf("after 3 probes' successes health = %v, want healthy", h)
 	}
 	for _, d := range hung {
-		if err := l.Settle(context.Background(), d, "", ResultTimedOut); err != nil {
+		if err := l.Settle(context.Background(), d, "", ResultTimedOut, ledger.Story{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if h := l.Health(); h != Healthy {
 		t.Fatalf("after 3 timeouts of probes sent before the recovery health = %v, want healthy", h)
 	}
-	if err := l.RefreshHealth(context.Background()); err != nil || l.Health() != Healthy {
+	if _, err := l.RefreshHealth(context.Background(), 0); err != nil || l.Health() != Healthy {
 		t.Fatalf("the health key read back: %v, %v; want healthy", l.Health(), err)
 	}
 	// A send begun after the recovery counts as ever.
@@ -72,7 +73,7 @@ func TestAnOldProbesFailureDoesNotRestartTheCount(t *testing.T) {
 	hung := admitProbe(t, l)
 	sendOnce(t, l, ResultOK, time.Second, false)
 	sendOnce(t, l, ResultOK, time.Second, false)
-	if err := l.Settle(context.Background(), hung, "", ResultTimedOut); err != nil {
+	if err := l.Settle(context.Background(), hung, "", ResultTimedOut, ledger.Story{}); err != nil {
 		t.Fatal(err)
 	}
 	sendOnce(t, l, ResultOK, time.Second, false)
@@ -118,7 +119,7 @@ func TestAHedgedCallerProbesADegradedAccountOften(t *testing.T) {
 		if !d.Allowed || d.Health != Degraded {
 			t.Fatalf("hedged probe %d: %+v; want a probe of the degraded account within %v", i, d, cfg.Health.HedgedProbeEvery)
 		}
-		if err := l.Settle(ctx, d, "", ResultTimedOut); err != nil {
+		if err := l.Settle(ctx, d, "", ResultTimedOut, ledger.Story{}); err != nil {
 			t.Fatal(err)
 		}
 	}

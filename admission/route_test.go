@@ -170,7 +170,7 @@ func TestADeliveredProbeClearsTheSkip(t *testing.T) {
 		if err != nil || !d.Allowed {
 			t.Fatalf("the due probe: %+v %v", d, err)
 		}
-		if err := l.SettleStory(ctx, d, ledger.SentRecord("p-"+id), ResultOK, ledger.Story{Class: "otp", Prefix: "+62", To: newNumber("+62"), ProviderIDs: []string{"p-" + id}}); err != nil {
+		if err := l.Settle(ctx, d, ledger.SentRecord("p-"+id), ResultOK, ledger.Story{Class: "otp", Prefix: "+62", To: newNumber("+62"), ProviderIDs: []string{"p-" + id}}); err != nil {
 			t.Fatal(err)
 		}
 		r := report("p-"+id, status, "")

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/internal/redistest"
+	"smsdispatcher/ledger"
 )
 
 // propertySeedEnv names the environment variable that picks another seed
@@ -377,7 +378,7 @@ func runSequence(t *testing.T, rdb *redis.Client, scripts scriptSet, pc propConf
 		lease := ""
 		for i, c := range plan {
 			if c.release && lease != "" {
-				r := rec.take(t, func() error { return l.Settle(ctx, Decision{Lease: lease}, "", ResultNone) })
+				r := rec.take(t, func() error { return l.Settle(ctx, Decision{Lease: lease}, "", ResultNone, ledger.Story{}) })
 				scripts.send(ctx, p, r, c.at)
 			}
 			var g scriptCall

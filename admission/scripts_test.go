@@ -38,12 +38,12 @@ func TestScriptOpNamesEveryCallByItsScript(t *testing.T) {
 			d, err = lim.Admit(ctx, OTP, 1, time.Second, Claim{ID: "login-1", Token: "a", Count: true})
 			return err
 		}},
-		{OpFinish, func() error { return lim.Settle(ctx, d, ledger.RecordSent, ResultNone) }},
+		{OpFinish, func() error { return lim.Settle(ctx, d, ledger.RecordSent, ResultNone, ledger.Story{}) }},
 		{OpClaim, func() error { _, err := claims.Claim(ctx, "login-2", "b", 0); return err }},
 		{OpRelease, func() error { return claims.Release(ctx, "login-2", "b") }},
 		{OpPenalty, func() error { return lim.ReportThrottled(ctx, time.Millisecond) }},
 		{OpOverride, func() error { return lim.Override(ctx, 0, 0, 0) }},
-		{OpHealth, func() error { return lim.RefreshHealth(ctx) }},
+		{OpHealth, func() error { _, err := lim.RefreshHealth(ctx, 0); return err }},
 		{OpForget, func() error { _, _, err := claims.Forget(ctx, "login-1"); return err }},
 		{ledger.OpReceipt, func() error { _, err := lim.ledger.Receipt(ctx, report("SM1", "delivered", "")); return err }},
 		{ledger.OpStory, func() error { _, _, err := lim.ledger.Story(ctx, "login-1"); return err }},

@@ -53,13 +53,10 @@ type Claim struct {
 // Decision ends only those. A claim Redis did not hear given back is given
 // back once it answers again; a lease, with the next Settle, past that it
 // expires after LeaseTTL.
-func (l *Limiter) Settle(ctx context.Context, d Decision, record string, result SendResult) error {
-	return l.SettleStory(ctx, d, record, result, ledger.Story{})
-}
-
-// SettleStory is Settle that, when record is a sent record (RecordSent,
-// SentRecord's) and s.ProviderIDs is not empty, also keeps s in the same
-// finish.lua call: the message's story at its first part's provider id
+//
+// When record is a sent record (RecordSent, SentRecord's) and
+// s.ProviderIDs is not empty, Settle also keeps s (the zero Story keeps
+// nothing) in the same finish.lua call: the message's story at its first part's provider id
 // ({sms:<account>}:pid:<provider id>), a key per later part pointing
 // there (and the id's, {sms:<account>}:msg:<id>, when the record does not
 // name the story: no claim, a resend's record), living as the record
@@ -68,7 +65,7 @@ func (l *Limiter) Settle(ctx context.Context, d Decision, record string, result 
 // admission has none: the story lives on the account that sent), and
 // needs the message's id from d (Claim.ID given to Admit): without it the
 // send is settled, the story is not kept, and the error says so.
-func (l *Limiter) SettleStory(ctx context.Context, d Decision, record string, result SendResult, s ledger.Story) error {
+func (l *Limiter) Settle(ctx context.Context, d Decision, record string, result SendResult, s ledger.Story) error {
 	if record != "" && !ledger.IsSent(record) && !ledger.IsRefused(record) {
 		return errors.New("admission: Settle wants \"\", RecordSent, a SentRecord or a RefusedRecord")
 	}
@@ -106,7 +103,9 @@ func (l *Limiter) SettleStory(ctx context.Context, d Decision, record string, re
 		call.Record, call.Value, call.Token = l.claims.Key(d.claim.ID), record, d.claim.Token
 	}
 	if counted {
-		call.Counter, call.Units = l.SentKey(d.class, l.clock.Now()), d.units
+		// The sends counter of the second of the process's clock, which
+		// `dispatcher status` reads: pods' clocks agree within far less.
+		call.Counter, call.Units = l.key.Sent(d.class.String(), l.clock.Now().Unix()), d.units
 	}
 	if story {
 		l.withStory(&call, d, record, s)
@@ -135,14 +134,6 @@ func (l *Limiter) SettleStory(ctx context.Context, d Decision, record string, re
 		return err
 	}
 	return lost
-}
-
-// SentKey is the key counting the units of class the provider accepted in
-// the second of t ({sms:<account>}:sent:<class>:<unix second>): Settle
-// counts them there, with the send's record, for `dispatcher status`. The
-// second is the process's clock: pods' clocks agree within far less.
-func (l *Limiter) SentKey(class Class, t time.Time) string {
-	return l.key.Sent(class.String(), t.Unix())
 }
 
 // takeOrphans returns the leases lost before, and lease when not empty, to

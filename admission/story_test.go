@@ -17,7 +17,7 @@ import (
 	"smsdispatcher/ledger"
 )
 
-// TestASentMessageKeepsItsStoryInOneFinishCall: SettleStory writes the
+// TestASentMessageKeepsItsStoryInOneFinishCall: Settle writes the
 // record, the story, a key per part and the resend payload in the one
 // finish.lua call, with the record's lifetime (the resend's until its
 // time); an overflow admission (an id, no claim) keeps the story without a
@@ -37,8 +37,8 @@ func TestASentMessageKeepsItsStoryInOneFinishCall(t *testing.T) {
 	}
 	rec.Reset()
 	s := ledger.Story{Class: "otp", Sender: "Acme", ProviderIDs: []string{"p1", "", "p2", "p3"}, Resend: []byte("data"), ResendUntil: time.Now().Add(time.Minute)}
-	if err := l.SettleStory(ctx, d, ledger.SentRecord("p1"), ResultOK, s); err != nil {
-		t.Fatalf("SettleStory: %v", err)
+	if err := l.Settle(ctx, d, ledger.SentRecord("p1"), ResultOK, s); err != nil {
+		t.Fatalf("Settle: %v", err)
 	}
 	var ops []string
 	for _, args := range rec.Commands() {
@@ -47,7 +47,7 @@ func TestASentMessageKeepsItsStoryInOneFinishCall(t *testing.T) {
 		}
 	}
 	if len(ops) != 1 || ops[0] != OpFinish {
-		t.Fatalf("SettleStory's calls: %v, want one finish", ops)
+		t.Fatalf("Settle's calls: %v, want one finish", ops)
 	}
 	for _, key := range []string{ledger.PIDKey(l.key, "p1"), ledger.PIDKey(l.key, "p2"), ledger.PIDKey(l.key, "p3")} {
 		if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 || ttl > time.Hour {
@@ -76,8 +76,8 @@ func TestASentMessageKeepsItsStoryInOneFinishCall(t *testing.T) {
 	if err != nil || !d.Allowed || d.Claimed {
 		t.Fatalf("Admit without a token: %+v, %v", d, err)
 	}
-	if err := l.SettleStory(ctx, d, ledger.RecordSent, ResultOK, ledger.Story{Class: "otp", ProviderIDs: []string{"p4"}}); err != nil {
-		t.Fatalf("SettleStory without a claim: %v", err)
+	if err := l.Settle(ctx, d, ledger.RecordSent, ResultOK, ledger.Story{Class: "otp", ProviderIDs: []string{"p4"}}); err != nil {
+		t.Fatalf("Settle without a claim: %v", err)
 	}
 	if got, ok, _ := l.ledger.Story(ctx, "login-2"); !ok || got.Record != "" || got.ProviderIDs[0] != "p4" {
 		t.Fatalf("Story without a claim: %+v %v, want the story without a record", got, ok)
@@ -87,8 +87,8 @@ func TestASentMessageKeepsItsStoryInOneFinishCall(t *testing.T) {
 	}
 
 	d = try(t, l, OTP)
-	if err := l.SettleStory(ctx, d, ledger.RecordSent, ResultOK, ledger.Story{Class: "otp", ProviderIDs: []string{"p5"}}); err == nil {
-		t.Fatal("SettleStory without the message's id kept no story and said nothing")
+	if err := l.Settle(ctx, d, ledger.RecordSent, ResultOK, ledger.Story{Class: "otp", ProviderIDs: []string{"p5"}}); err == nil {
+		t.Fatal("Settle without the message's id kept no story and said nothing")
 	}
 	if n := rdb.Exists(ctx, ledger.PIDKey(l.key, "p5")).Val(); n != 0 {
 		t.Fatal("a story without the message's id wrote its part's key")
@@ -132,7 +132,7 @@ func TestReceiptsCostOneRedisCall(t *testing.T) {
 		}
 		// Dated by its admission, as a send is: no TIME of finish.lua's.
 		d := Decision{id: id, Claimed: true, claim: Claim{ID: id, Token: "t"}, slotMS: time.Now().UnixMilli()}
-		if err := l.SettleStory(ctx, d, record, ResultNone, s); err != nil {
+		if err := l.Settle(ctx, d, record, ResultNone, s); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -187,8 +187,8 @@ func TestReceiptsStayInTheAccountsClusterSlot(t *testing.T) {
 		t.Fatalf("Admit: %+v %v", d, err)
 	}
 	resend := ledger.Story{Class: "otp", ProviderIDs: []string{"pc"}, Resend: []byte("x"), ResendUntil: time.Now().Add(time.Minute)}
-	if err := l.SettleStory(ctx, d, ledger.SentRecord("pc"), ResultOK, resend); err != nil {
-		t.Fatalf("SettleStory: %v", err)
+	if err := l.Settle(ctx, d, ledger.SentRecord("pc"), ResultOK, resend); err != nil {
+		t.Fatalf("Settle: %v", err)
 	}
 	f := fold(t, l, report("pc", "undelivered", "30003"))
 	if !f.Known || !f.Owed || string(f.Resend) != "x" {
@@ -314,7 +314,7 @@ func TestAStoryIsDatedByItsAdmissionsSlot(t *testing.T) {
 		t.Fatalf("the admission's slot at %d ms, want Redis's clock from %d on", d.slotMS, before)
 	}
 	time.Sleep(20 * time.Millisecond) // a finish.lua TIME would date it later
-	if err := l.SettleStory(ctx, d, ledger.SentRecord("pd"), ResultOK, ledger.Story{Class: "otp", ProviderIDs: []string{"pd"}}); err != nil {
+	if err := l.Settle(ctx, d, ledger.SentRecord("pd"), ResultOK, ledger.Story{Class: "otp", ProviderIDs: []string{"pd"}}); err != nil {
 		t.Fatal(err)
 	}
 	got, ok, err := l.ledger.Story(ctx, "dated")
@@ -418,8 +418,8 @@ func TestAStoryIsFoundByItsProviderIDsAndByItsID(t *testing.T) {
 			t.Fatalf("Admit(%s): %+v %v", claim, d, err)
 		}
 		s.ID = id
-		if err := l.SettleStory(ctx, d, record, ResultOK, s); err != nil {
-			t.Fatalf("SettleStory(%s): %v", id, err)
+		if err := l.Settle(ctx, d, record, ResultOK, s); err != nil {
+			t.Fatalf("Settle(%s): %v", id, err)
 		}
 	}
 	payload := []byte("again")

@@ -35,10 +35,7 @@ var (
 func (openLimiter) Admit(context.Context, admission.Class, int, time.Duration, admission.Claim) (admission.Decision, error) {
 	return admission.Decision{Allowed: true, Source: admission.SourceRedis, Tries: 1, Claimed: true}, nil
 }
-func (openLimiter) Settle(context.Context, admission.Decision, string, admission.SendResult) error {
-	return nil
-}
-func (openLimiter) SettleStory(context.Context, admission.Decision, string, admission.SendResult, ledger.Story) error {
+func (openLimiter) Settle(context.Context, admission.Decision, string, admission.SendResult, ledger.Story) error {
 	return nil
 }
 func (openLimiter) Health() admission.Health                             { return admission.Healthy }

@@ -19,13 +19,12 @@ type Limiter interface {
 	// same call.
 	Admit(ctx context.Context, class admission.Class, cost int, maxWait time.Duration, claim admission.Claim) (admission.Decision, error)
 	// Settle is the one call after a send: the id's record of what became
-	// of it ("" gives the claim back), the end of the send's lease, and
-	// what the send said of the account's health.
-	Settle(ctx context.Context, d admission.Decision, record string, result admission.SendResult) error
-	// SettleStory is Settle that also keeps, with a sent record, what the
-	// message's receipts need (Config.Receipts): on the account that sent
-	// it, with or without its claim.
-	SettleStory(ctx context.Context, d admission.Decision, record string, result admission.SendResult, s ledger.Story) error
+	// of it ("" gives the claim back), the end of the send's lease, what
+	// the send said of the account's health, and, with a sent record, s:
+	// what the message's receipts need (Config.Receipts; the zero Story
+	// keeps nothing), on the account that sent it, with or without its
+	// claim.
+	Settle(ctx context.Context, d admission.Decision, record string, result admission.SendResult, s ledger.Story) error
 	// Health is the account's health as this process last heard it.
 	Health() admission.Health
 	ReportThrottled(ctx context.Context, retryAfter time.Duration) error

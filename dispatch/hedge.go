@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/ledger"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
 )
@@ -157,7 +158,7 @@ func (d *Dispatcher) sendHedged(ctx context.Context, class admission.Class, r []
 	if errors.Is(ht.err, errHedgeLost) {
 		result = admission.ResultTimedOut
 	}
-	if err := home.Limiter.Settle(context.WithoutCancel(ctx), dec, nt.record(), result); err != nil {
+	if err := home.Limiter.Settle(context.WithoutCancel(ctx), dec, nt.record(), result, ledger.Story{}); err != nil {
 		d.cfg.Logger.Warn("could not record a sent id; a redelivery could send it again", "id", m.ID, "err", err)
 	}
 	nt.hedged = home.Name

@@ -82,7 +82,7 @@ func (d *Dispatcher) sendOnNext(ctx, lost context.Context, class admission.Class
 	start := time.Now()
 	for i, a := range next {
 		// No claim here (no Token); the ID names the message whose story
-		// this account keeps when it sends it (SettleStory).
+		// this account keeps when it sends it (Settle).
 		claim := admission.Claim{ID: m.recordID(), Failover: i+1 < len(next) && d.failsOver(a, class), Prefix: prefix}
 		dec, err := d.admit(ctx, class, a, a.cost(segments), wait-time.Since(start), claim)
 		if err != nil {

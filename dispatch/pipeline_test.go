@@ -40,7 +40,7 @@ type (
 		rec      ledger.Record
 		claimErr error
 		claims   *fakeClaims    // if set, the claims taken and settled are noted in its log
-		stories  []ledger.Story // guarded by mu: what each SettleStory was given
+		stories  []ledger.Story // guarded by mu: each story a Settle kept
 	}
 	fakeClaims struct {
 		mu  sync.Mutex
@@ -96,7 +96,12 @@ func (l *fakeLimiter) Admit(_ context.Context, class admission.Class, cost int, 
 
 func (l *fakeLimiter) Health() admission.Health { return admission.Healthy }
 
-func (l *fakeLimiter) Settle(_ context.Context, d admission.Decision, record string, _ admission.SendResult) error {
+func (l *fakeLimiter) Settle(_ context.Context, d admission.Decision, record string, _ admission.SendResult, s ledger.Story) error {
+	if s.Class != "" { // a story kept: every story names its class
+		l.mu.Lock()
+		l.stories = append(l.stories, s)
+		l.mu.Unlock()
+	}
 	switch {
 	case !d.Claimed:
 	case record == "":
@@ -107,13 +112,6 @@ func (l *fakeLimiter) Settle(_ context.Context, d admission.Decision, record str
 		l.note("finish " + record)
 	}
 	return nil
-}
-
-func (l *fakeLimiter) SettleStory(ctx context.Context, d admission.Decision, record string, result admission.SendResult, s ledger.Story) error {
-	l.mu.Lock()
-	l.stories = append(l.stories, s)
-	l.mu.Unlock()
-	return l.Settle(ctx, d, record, result)
 }
 
 func (l *fakeLimiter) note(s string) {

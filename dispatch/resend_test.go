@@ -45,7 +45,7 @@ func TestTheStoryASentMessageKeeps(t *testing.T) {
 		payload string        // the data kept, if not the message's own
 		until   time.Duration // its ResendUntil, from t0
 		ids     []string      // its ProviderIDs
-		noStory bool          // Settle, not SettleStory
+		noStory bool          // Settle keeps no story
 		reason  string        // Event.ResendReason
 		outcome nack.Outcome
 		unsent  bool          // no send
@@ -106,7 +106,7 @@ func TestTheStoryASentMessageKeeps(t *testing.T) {
 			}
 			if tt.noStory {
 				if len(lim.stories) != 0 {
-					t.Fatalf("SettleStory(%+v), want Settle alone", lim.stories)
+					t.Fatalf("Settle kept %+v, want no story", lim.stories)
 				}
 				return
 			}
@@ -127,7 +127,7 @@ func TestTheStoryASentMessageKeeps(t *testing.T) {
 	}
 }
 
-// storyLog records what each account's SettleStory was given, around the
+// storyLog records what each account's Settle kept, around the
 // real limiter that keeps it.
 type storyLog struct {
 	mu      sync.Mutex
@@ -140,11 +140,13 @@ type storyLimiter struct {
 	log     *storyLog
 }
 
-func (l storyLimiter) SettleStory(ctx context.Context, d admission.Decision, record string, result admission.SendResult, s ledger.Story) error {
-	l.log.mu.Lock()
-	l.log.stories[l.account] = append(l.log.stories[l.account], s)
-	l.log.mu.Unlock()
-	return l.Limiter.SettleStory(ctx, d, record, result, s)
+func (l storyLimiter) Settle(ctx context.Context, d admission.Decision, record string, result admission.SendResult, s ledger.Story) error {
+	if s.Class != "" { // a story kept: every story names its class
+		l.log.mu.Lock()
+		l.log.stories[l.account] = append(l.log.stories[l.account], s)
+		l.log.mu.Unlock()
+	}
+	return l.Limiter.Settle(ctx, d, record, result, s)
 }
 
 // of returns the stories account kept of the provider id pid.

@@ -35,10 +35,11 @@ func (d *Dispatcher) settle(ctx context.Context, class admission.Class, m Messag
 // settleOn is a's Settle of t's send, keeping m's story with a sent
 // record when receipts are on.
 func (d *Dispatcher) settleOn(ctx context.Context, a *account, class admission.Class, m Message, dec admission.Decision, t try) error {
+	var s ledger.Story
 	if d.cfg.Receipts && t.outcome == nack.Sent {
-		return a.Limiter.SettleStory(ctx, dec, t.record(), t.result, d.story(class, m, t))
+		s = d.story(class, m, t)
 	}
-	return a.Limiter.Settle(ctx, dec, t.record(), t.result)
+	return a.Limiter.Settle(ctx, dec, t.record(), t.result, s)
 }
 
 // story is what the account that sent m keeps of t's send for its

@@ -1,7 +1,7 @@
 // Package ledger keeps, in Redis, what happened to each message an
 // account sent: the send-once record's forms (Record, SentRecord,
 // RefusedRecord), the message's story (kept by the send's settle,
-// admission.Limiter.SettleStory, and read by `dispatcher message`), its
+// admission.Limiter.Settle, and read by `dispatcher message`), its
 // delivery receipts folded into it, the status events owed for it, and
 // the account's delivery statistics.
 //

@@ -51,8 +51,8 @@ func keepStory(t *testing.T, l *admission.Limiter, id string, s ledger.Story) {
 	if s.ID == "" {
 		s.ID = id
 	}
-	if err := l.SettleStory(context.Background(), admission.Decision{}, ledger.SentRecord(s.ProviderIDs[0]), admission.ResultNone, s); err != nil {
-		t.Fatalf("SettleStory(%s): %v", id, err)
+	if err := l.Settle(context.Background(), admission.Decision{}, ledger.SentRecord(s.ProviderIDs[0]), admission.ResultNone, s); err != nil {
+		t.Fatalf("Settle(%s): %v", id, err)
 	}
 }
 

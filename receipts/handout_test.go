@@ -123,8 +123,8 @@ func (r *handOutRig) send(id, pid string, payload []byte, until time.Time) {
 		r.t.Fatalf("Admit(%s): %+v, %v", id, d, err)
 	}
 	s := ledger.Story{ID: id, Class: "otp", ProviderIDs: []string{pid}, Resend: payload, ResendUntil: until}
-	if err := r.lim.SettleStory(ctx, d, ledger.SentRecord(pid), admission.ResultNone, s); err != nil {
-		r.t.Fatalf("SettleStory(%s): %v", id, err)
+	if err := r.lim.Settle(ctx, d, ledger.SentRecord(pid), admission.ResultNone, s); err != nil {
+		r.t.Fatalf("Settle(%s): %v", id, err)
 	}
 }
 

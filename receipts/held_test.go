@@ -103,9 +103,9 @@ func (r *realRig) sent(t *testing.T, id, providerID string) {
 	if err != nil || !d.Allowed {
 		t.Fatalf("Admit(%s): %+v %v", id, d, err)
 	}
-	if err := r.lim.SettleStory(ctx, d, ledger.SentRecord(providerID), admission.ResultNone,
+	if err := r.lim.Settle(ctx, d, ledger.SentRecord(providerID), admission.ResultNone,
 		ledger.Story{ID: id, Class: admission.Marketing.String(), ProviderIDs: []string{providerID}}); err != nil {
-		t.Fatalf("SettleStory(%s): %v", id, err)
+		t.Fatalf("Settle(%s): %v", id, err)
 	}
 }
 

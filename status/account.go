@@ -70,7 +70,7 @@ func (r Redis) readAccount(ctx context.Context, lim *admission.Limiter, from tim
 		key.LegacyProcesses(), key.LegacyProcessStates(), key.Health()}
 	for _, c := range lim.Classes() {
 		for i := seconds - 1; i >= 0; i-- {
-			names = append(names, lim.SentKey(c, from.Add(-time.Duration(i)*time.Second)))
+			names = append(names, key.Sent(c.String(), from.Add(-time.Duration(i)*time.Second).Unix()))
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.readTimeout())

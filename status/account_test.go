@@ -54,7 +54,7 @@ func TestStatusReadsWhatTheSendsAndProcessesLeft(t *testing.T) {
 		if err != nil || !d.Allowed {
 			t.Fatalf("%+v, %v", d, err)
 		}
-		if err := l.Settle(ctx, d, record, admission.ResultNone); err != nil {
+		if err := l.Settle(ctx, d, record, admission.ResultNone, ledger.Story{}); err != nil {
 			t.Fatal(err)
 		}
 	}

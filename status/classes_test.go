@@ -47,11 +47,11 @@ func TestReadThreeClasses(t *testing.T) {
 	sends := map[admission.Class]int{admission.OTP: 3, transactional: 2, admission.Marketing: 1}
 	for class, n := range sends {
 		for range n {
-			d, err := lim.Acquire(ctx, class, time.Second)
+			d, err := lim.Admit(ctx, class, 1, time.Second, admission.Claim{})
 			if err != nil || !d.Allowed {
 				t.Fatalf("acquire %s: %+v (%v)", class, d, err)
 			}
-			if err := lim.Settle(ctx, d, ledger.RecordSent, admission.ResultNone); err != nil {
+			if err := lim.Settle(ctx, d, ledger.RecordSent, admission.ResultNone, ledger.Story{}); err != nil {
 				t.Fatal(err)
 			}
 		}

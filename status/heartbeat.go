@@ -56,8 +56,7 @@ func (b *beater) beat(ctx context.Context) {
 	_ = b.redis.heartbeat(ctx, b.id, registryState(b.host, b.version, b.lims))
 	for i := range b.lims {
 		n := (b.next + i) % len(b.lims)
-		if b.lims[n].HealthAge() > heartbeatEvery {
-			_ = b.lims[n].RefreshHealth(ctx)
+		if asked, _ := b.lims[n].RefreshHealth(ctx, heartbeatEvery); asked {
 			b.next = n + 1
 			return
 		}

@@ -16,27 +16,24 @@ import (
 )
 
 // accountsOn are n accounts with their limiters on rdb, named after the
-// test.
-func accountsOn(t *testing.T, rdb redis.Scripter, n int) ([]Setup, []*admission.Limiter) {
+// test, and rdb as they share it: their circuit (one, as a server's
+// limiters share it), their timeout.
+func accountsOn(t *testing.T, rdb redis.Scripter, n int) ([]Setup, []*admission.Limiter, Redis) {
 	t.Helper()
 	name := redistest.UniqueAccount(t)
 	var setups []Setup
 	var lims []*admission.Limiter
+	circuit := admission.NewCircuit(0, nil)
 	for i := range n {
 		acct := config.Account{Name: fmt.Sprintf("%s-%d", name, i), Provider: "generic", RateUnit: "message",
 			ContractRPS: 100, TargetRPS: 90, MarketingRPS: 70, Burst: 5}
-		lim, err := admission.New(rdb, config.Process{MaxSenders: 3, RedisTimeout: 2 * time.Second}.Limiter(acct))
+		lim, err := admission.New(rdb, config.Process{MaxSenders: 3, RedisTimeout: 2 * time.Second}.Limiter(acct), admission.WithCircuit(circuit))
 		if err != nil {
 			t.Fatal(err)
 		}
 		setups, lims = append(setups, Setup{Account: acct, Limiter: lim}), append(lims, lim)
 	}
-	return setups, lims
-}
-
-// sharedBy is rdb as the limiters lims share it: their circuit, their timeout.
-func sharedBy(rdb redis.Scripter, lims []*admission.Limiter) Redis {
-	return Redis{Client: rdb, Circuit: lims[0].Circuit(), Timeout: 2 * time.Second}
+	return setups, lims, Redis{Client: rdb, Circuit: circuit, Timeout: 2 * time.Second}
 }
 
 // scriptCalls counts the script calls rec saw, by operation: each call's
@@ -65,8 +62,8 @@ func TestABeatCostsTheSameWhateverTheAccounts(t *testing.T) {
 					rdb = redistest.ClusterClient(t)
 				}
 				rdb.AddHook(rec)
-				_, lims := accountsOn(t, rdb, accounts)
-				b := beater{id: redistest.UniqueAccount(t), host: "h", version: "v", redis: sharedBy(rdb, lims), lims: lims}
+				_, lims, shared := accountsOn(t, rdb, accounts)
+				b := beater{id: redistest.UniqueAccount(t), host: "h", version: "v", redis: shared, lims: lims}
 				const beats = 3
 				for range beats {
 					b.beat(context.Background())
@@ -94,12 +91,12 @@ func TestABeatReadsAnIdleAccountsHealth(t *testing.T) {
 	rdb := redistest.Client(t)
 	rec := &redistest.Recorder{}
 	rdb.AddHook(rec)
-	setups, lims := accountsOn(t, rdb, 3)
+	setups, lims, shared := accountsOn(t, rdb, 3)
 	degraded := fmt.Sprintf("d 5 0 0 0 0 %d", time.Now().UnixMicro())
 	if err := rdb.Set(ctx, keys.For(setups[2].Name).Health(), degraded, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	b := beater{id: redistest.UniqueAccount(t), host: "h", version: "v", redis: sharedBy(rdb, lims), lims: lims}
+	b := beater{id: redistest.UniqueAccount(t), host: "h", version: "v", redis: shared, lims: lims}
 	for range 3 {
 		b.beat(ctx)
 	}
@@ -123,12 +120,12 @@ func TestABeatReadsAnIdleAccountsHealth(t *testing.T) {
 func TestReadListsEachAccountsProcesses(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Client(t)
-	setups, lims := accountsOn(t, rdb, 2)
+	setups, lims, shared := accountsOn(t, rdb, 2)
 	a, b := setups[0].Name, setups[1].Name
 	id := redistest.UniqueAccount(t)
-	both := beater{id: id + "-both", host: "h1", version: "v2", redis: sharedBy(rdb, lims), lims: lims}
+	both := beater{id: id + "-both", host: "h1", version: "v2", redis: shared, lims: lims}
 	both.beat(ctx)
-	onlyB := beater{id: id + "-b", host: "h2", version: "v2", redis: sharedBy(rdb, lims), lims: lims[1:]}
+	onlyB := beater{id: id + "-b", host: "h2", version: "v2", redis: shared, lims: lims[1:]}
 	onlyB.beat(ctx)
 	ago := float64(time.Now().Add(-10 * time.Second).UnixMicro())
 	for _, kv := range []struct{ z, h, id, state string }{

@@ -111,7 +111,7 @@ func TestReadMessageFindsAResendsOwnRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lim.SettleStory(ctx, admission.Decision{}, ledger.SentRecord("p1"), admission.ResultNone,
+	if err := lim.Settle(ctx, admission.Decision{}, ledger.SentRecord("p1"), admission.ResultNone,
 		ledger.Story{ID: "m1", Class: "otp", ProviderIDs: []string{"p1"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ const heartbeatKeep = 30 * time.Second
 type Redis struct {
 	Client redis.Scripter // *redis.Client or *redis.ClusterClient
 	// Circuit is the limiters' view of Redis's health
-	// (admission.Limiter.Circuit): a beat does not ask a Redis known down.
+	// (admission.WithCircuit): a beat does not ask a Redis known down.
 	// Reads ask regardless.
 	Circuit *admission.Circuit
 	// Timeout bounds a beat (the limiters' RedisTimeout; 0 means

@@ -70,14 +70,18 @@ func TestHeartbeatKeepsTheRegistry(t *testing.T) {
 // Redis Cluster.
 func TestTheRegistryWorksOnTheCluster(t *testing.T) {
 	rdb := redistest.ClusterClient(t)
-	l := limiterOn(t, rdb, nil)
-	r := Redis{Client: rdb, Circuit: l.Circuit()}
+	circuit := admission.NewCircuit(0, nil)
+	l, err := admission.New(rdb, admission.Config{Account: redistest.UniqueAccount(t), RedisTimeout: 2 * time.Second}, admission.WithCircuit(circuit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Redis{Client: rdb, Circuit: circuit}
 	ctx := context.Background()
 	id := redistest.UniqueAccount(t)
 	if err := r.heartbeat(ctx, id, "host v1 a=ok"); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.RefreshHealth(ctx); err != nil {
+	if _, err := l.RefreshHealth(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
 	_, procs, err := r.processes(ctx)

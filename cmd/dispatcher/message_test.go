@@ -39,7 +39,7 @@ func TestMessageAndStatusTellTheReceipts(t *testing.T) {
 		t.Fatalf("admit: %+v, %v", d, err)
 	}
 	story := ledger.Story{Class: "otp", Sender: "+15550000001", ProviderIDs: []string{"SM1"}}
-	if err := lim.SettleStory(ctx, d, ledger.SentRecord("SM1"), admission.ResultOK, story); err != nil {
+	if err := lim.Settle(ctx, d, ledger.SentRecord("SM1"), admission.ResultOK, story); err != nil {
 		t.Fatal(err)
 	}
 	fold, err := lim.Ledger().Receipt(ctx, ledger.Report{ProviderID: "SM1", Status: "undelivered", Final: true, ErrorCode: "30007"})

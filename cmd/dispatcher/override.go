@@ -99,7 +99,7 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var st admission.Learned
 	switch {
 	case *reset:
-		st, err = lim.ResetLearned(ctx)
+		st, err = lim.PinLearned(ctx, 0)
 	case *pin > 0:
 		st, err = lim.PinLearned(ctx, *pin)
 	default:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/redistest"
 )
 
@@ -101,7 +102,7 @@ func TestOverrideClearPenaltyEndsA429NotAPause(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	penalty := lim.Keys()[2]
+	penalty := keys.For(lim.Account()).Penalty()
 	run := func() string {
 		t.Helper()
 		var out, errs bytes.Buffer

@@ -220,14 +220,14 @@ func TestRedisTLSAndACL(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		p := &admissionProbe{pingErr: rdb.Ping(ctx).Err()}
-		p.decision, p.err = lim.TryAcquire(ctx, admission.OTP)
+		p.decision, p.err = lim.Admit(ctx, admission.OTP, 1, time.Second, admission.Claim{})
 		return p
 	}
 
 	t.Run("alice with the CA", func(t *testing.T) {
 		p := connect(t, url("alice:secret@"), caFile)
 		if p.pingErr != nil || p.err != nil || !p.decision.Allowed || p.decision.Source != admission.SourceRedis {
-			t.Fatalf("ping %v; TryAcquire = %+v, %v; want allowed by redis", p.pingErr, p.decision, p.err)
+			t.Fatalf("ping %v; Admit = %+v, %v; want allowed by redis", p.pingErr, p.decision, p.err)
 		}
 	})
 	t.Run("wrong password", func(t *testing.T) {
@@ -236,7 +236,7 @@ func TestRedisTLSAndACL(t *testing.T) {
 			t.Fatalf("ping: %v, want WRONGPASS", p.pingErr)
 		}
 		if p.decision.Source == admission.SourceRedis {
-			t.Fatalf("TryAcquire = %+v: decided by redis with a wrong password", p.decision)
+			t.Fatalf("Admit = %+v: decided by redis with a wrong password", p.decision)
 		}
 	})
 	t.Run("default user is off", func(t *testing.T) {
@@ -251,7 +251,7 @@ func TestRedisTLSAndACL(t *testing.T) {
 			t.Fatalf("ping: %v, want x509.UnknownAuthorityError", p.pingErr)
 		}
 		if p.decision.Source == admission.SourceRedis {
-			t.Fatalf("TryAcquire = %+v: decided by an unverified redis", p.decision)
+			t.Fatalf("Admit = %+v: decided by an unverified redis", p.decision)
 		}
 	})
 	t.Run("system roots only", func(t *testing.T) {
@@ -262,7 +262,7 @@ func TestRedisTLSAndACL(t *testing.T) {
 	t.Run("the URL from REDIS_URL_FILE", func(t *testing.T) {
 		p := connectEnv(t, map[string]string{"REDIS_URL_FILE": writeFile(t, "redis-url", url("alice:secret@")+"\n"), "REDIS_CA_FILE": caFile})
 		if p.pingErr != nil || p.err != nil || !p.decision.Allowed || p.decision.Source != admission.SourceRedis {
-			t.Fatalf("ping %v; TryAcquire = %+v, %v; want allowed by redis", p.pingErr, p.decision, p.err)
+			t.Fatalf("ping %v; Admit = %+v, %v; want allowed by redis", p.pingErr, p.decision, p.err)
 		}
 	})
 	t.Run("certificate unchecked when told", func(t *testing.T) {

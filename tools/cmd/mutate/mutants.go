@@ -439,7 +439,7 @@ var mutants = []mutant{
 		{"status/heartbeat.go", "			b.next = n + 1\n			return\n", "			b.next = n + 1\n"},
 	}, "./status/"},
 	{"HR2", "an idle account's health never read", []edit{
-		{"status/heartbeat.go", "		if b.lims[n].HealthAge() > heartbeatEvery {", "		if false {"},
+		{"status/heartbeat.go", "		if asked, _ := b.lims[n].RefreshHealth(ctx, heartbeatEvery); asked {", "		if asked := false; asked {"},
 	}, "./status/"},
 	{"HR3", "a reply's health not dated: idle accounts read though told", []edit{
 		{"admission/health.go", "	l.healthAt.Store(l.clock.Now().UnixNano())\n", ""},

@@ -254,7 +254,7 @@ func (p gcraPolicy) handle(ctx context.Context, s *sender, m msg) {
 	case nack.Rejected:
 		record = ledger.RefusedRecord(err.Error())
 	}
-	if serr := p.lim.Settle(context.WithoutCancel(ctx), d, record, admission.ResultNone); serr != nil {
+	if serr := p.lim.Settle(context.WithoutCancel(ctx), d, record, admission.ResultNone, ledger.Story{}); serr != nil {
 		s.st.redisErrors.Add(1)
 	}
 	if out == nack.Throttled {
