@@ -13,12 +13,10 @@
 // in force are at most the configured ones, lowered by what the provider's
 // 429s taught (learned.go).
 //
-// A sent message's delivery receipts fold into one state per message, in
-// one script call each (receipt.lua): a final state is never replaced by
-// an intermediate one, nor by a later final other than delivered, a
-// status event owed for it stays owed until its publication is noted, and
-// a first-class message's resend payload is handed out once (given back
-// only when its publish failed: giveback.lua).
+// What happened to each sent message (its story, its receipts folded,
+// the events owed, the delivery statistics) is package ledger's: a
+// Limiter builds its account's Ledger on its circuit (Limiter.Ledger),
+// and its Settle keeps the story the ledger reads.
 //
 // Each decision is one Lua script call (the admission script, composed of
 // parts: compose.go, admit/): the penalty key is checked
@@ -40,21 +38,19 @@
 //
 // One concept per file: limiter.go (the Limiter and one decision),
 // acquire.go (waiting for a slot), eval.go (an admission script call and its reply),
-// compose.go (the admission script composed of its parts),
-// penalty.go (a 429 for every process), stops.go (the penalty, pause
-// and fallback this process knows of, as pure transitions at given
-// instants), override.go (an operator's
-// override), learned.go (the learned rate, as read, pinned and reset), lease.go (in-flight leases), fallback.go (deciding without
-// Redis), circuit.go (Redis's health), claim.go (send-once records),
-// memory.go (Redis's maxmemory-policy), story.go (a sent message's
-// story, kept by SettleStory, and what `dispatcher message` and `status`
-// read of it), receipt.go (a delivery receipt folded into it, its owed
-// status events and its resend given back), counts.go (the delivery
-// counts a process keeps and writes once a second), route.go (a first-class route to a destination
-// prefix skipped while its messages do not arrive),
-// calls.go (each script's KEYS and ARGV as a struct) and scripts.go (the
-// scripts and their operation names). The process registry, the
-// heartbeats and the read of an account's state for `dispatcher status`
-// are package status's: it reads what a Limiter knows (State,
-// AccountPause, Health) and runs its own scripts.
+// compose.go (the admission script composed of its parts), parts.go
+// (finish.lua composed of its parts, finish/), penalty.go (a 429 for every
+// process), stops.go (the penalty, pause and fallback this process knows
+// of, as pure transitions at given instants), override.go (an operator's
+// override), learned.go (the learned rate, as read, pinned and reset),
+// lease.go (in-flight leases), fallback.go (deciding without Redis),
+// circuit.go (Redis's health), claim.go (send-once claims), memory.go
+// (Redis's maxmemory-policy), settle.go (the one call after a send, and
+// the story it keeps), route.go (a first-class route to a destination
+// prefix skipped while its messages do not arrive), calls.go (each
+// script's KEYS and ARGV as a struct) and scripts.go (the scripts and
+// their operation names). The process registry, the heartbeats and the
+// read of an account's state for `dispatcher status` are package
+// status's: it reads what a Limiter knows (State, AccountPause, Health)
+// and runs its own scripts.
 package admission

@@ -29,10 +29,8 @@ var scriptFS embed.FS
 // finish.lua, whose first write is the record, was refused. finish.lua and
 // release.lua (allow-oom) settle what Redis admitted before it filled: a
 // record per admitted send (and its story), leases ended, claims given
-// back. receipt.lua is refused whole: the receipt is answered with an
-// error and the provider retries it; so is giveback.lua (the resend it
-// gives back is lost, and logged). pause.lua, story.lua and delivery.lua
-// (no-writes) only read.
+// back (the ledger's receipt.lua and giveback.lua are refused whole:
+// ledger/scripts.go). pause.lua (no-writes) only reads.
 var (
 	// admitFull is the admission script with every part in: the one whose
 	// SHA ScriptHash(OpAdmit) gives. A Limiter's classes run the variant
