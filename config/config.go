@@ -57,6 +57,10 @@ type Class struct {
 	Topic        string
 	Subscription string
 	MaxWait      time.Duration
+	// Unsuppressed: the file's suppression: false, for messages the
+	// recipient asked for this minute; the list does not stop them
+	// (docs/suppressions.md).
+	Unsuppressed bool
 }
 
 // ClassList returns p's classes in priority order: Lanes, or otp
@@ -76,7 +80,13 @@ func (p Process) ClassList() []Class {
 // config take their rules from. A class p does not list has a later
 // class's rules.
 func (p Process) Policy(class admission.Class) policy.Class {
-	return policy.Of(class.String(), slices.IndexFunc(p.ClassList(), func(c Class) bool { return c.Name == class }))
+	classes := p.ClassList()
+	i := slices.IndexFunc(classes, func(c Class) bool { return c.Name == class })
+	c := policy.Of(class.String(), i)
+	if i >= 0 && classes[i].Unsuppressed {
+		c = c.Unsuppressed()
+	}
+	return c
 }
 
 // Account holds the settings of one provider account: its name (its keys
