@@ -21,6 +21,7 @@ const (
 	TwilioQueueFull         = 21611 // "This 'From' number has exceeded the maximum number of queued messages" (10 hours of them)
 	TwilioInternalError     = 20500 // "Internal Server Error"
 	TwilioInvalidTo         = 21211 // "Invalid 'To' Phone Number"
+	TwilioUnsubscribed      = 21610 // "Attempt to send to unsubscribed recipient": the recipient replied STOP to this sender
 	TwilioBodyRequired      = 21602 // "Message body is required"
 	TwilioFromRequired      = 21603 // "A 'From' or 'MessagingServiceSid' parameter is required to send a message"
 	TwilioToRequired        = 21604 // "'To' phone number is required to send a Message"
