@@ -44,6 +44,7 @@ type Process struct {
 	// no trailing slash; set exactly when ReceiptsAddr is.
 	ReceiptsPublicURL string
 	StatusTopic       string // the topic of the messages' final delivery states
+	SuppressionsTopic string // the topic of every change of the suppression list
 	// Lanes are ACCOUNTS_FILE's classes in priority order; empty: otp and
 	// marketing of the variables (ClassList).
 	Lanes []Class

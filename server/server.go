@@ -20,10 +20,9 @@ import (
 )
 
 // Redis is what a Server asks of its Redis client: the limiters' scripts,
-// and a PING for /readyz.
+// a PING for /readyz, and the suppression list's reads (HSCAN, XREAD).
 type Redis interface {
-	redis.Scripter
-	Ping(ctx context.Context) *redis.StatusCmd
+	redis.Cmdable
 }
 
 // Account is one provider account of a Server: its settings and its
@@ -78,6 +77,8 @@ type Server struct {
 	table    *dispatch.Table      // the accounts' routing table, for the start-up log
 	dlq      *pubsub.Publisher
 	receipts Receipts // nil: receipts off
+	status   *pubsub.Publisher // STATUS_TOPIC's: the receipts' events and the suppressed messages'
+	list     *suppressions
 	// stopReceipts flushes the receipts' publishers, once receipts' Run
 	// has returned.
 	stopReceipts func()
@@ -129,9 +130,12 @@ func New(cfg config.Settings, accounts []Account, rdb Redis, ps *pubsub.Client, 
 			Outstanding: cfg.Outstanding(c.Name, setups[config.Home(setups, c.Name)])})
 	}
 	dlq := ps.Publisher(cfg.DeadLetterTopic)
+	s.status = ps.Publisher(cfg.StatusTopic)
+	s.list = s.newSuppressions(ps)
 	deps := dispatch.Deps{
 		Lanes: lanes, Accounts: daccts,
 		DeadLetter: dispatch.DeadLetterTopic{Publisher: dlq}, Observer: opts.Observer,
+		Suppressions: s.list,
 	}
 	if opts.Telemetry != nil {
 		deps.Tracer = opts.Telemetry.Tracing
@@ -148,11 +152,13 @@ func New(cfg config.Settings, accounts []Account, rdb Redis, ps *pubsub.Client, 
 	d, err := dispatch.New(dcfg, deps)
 	if err != nil {
 		dlq.Stop()
+		s.stopPublishers()
 		return nil, err
 	}
 	s.d, s.dlq = d, dlq
 	if s.receipts, s.stopReceipts, err = s.newReceipts(ps); err != nil {
 		dlq.Stop()
+		s.stopPublishers()
 		return nil, err
 	}
 	if opts.Telemetry != nil {
@@ -182,15 +188,21 @@ func readAhead(emulator bool) int {
 // Run runs the dispatcher until ctx ends and it has stopped, beating on
 // each account meanwhile. Close flushes the dead-letter publisher after.
 func (s *Server) Run(ctx context.Context) error {
+	s.loadList(ctx)
 	hctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
+	done := make(chan struct{}, 2)
 	go func() {
-		defer close(done)
+		defer func() { done <- struct{}{} }()
 		r := status.Redis{Client: s.rdb, Circuit: s.circuit, Timeout: s.cfg.RedisTimeout}
 		status.Heartbeats(hctx, s.id, s.opts.Version, r, s.limiters)
 	}()
+	go func() {
+		defer func() { done <- struct{}{} }()
+		s.list.list.Run(hctx)
+	}()
 	err := s.d.Run(ctx)
 	stop()
+	<-done
 	<-done
 	return err
 }
@@ -200,6 +212,7 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) Close() {
 	s.dlq.Stop()
 	s.stopReceipts()
+	s.stopPublishers()
 }
 
 // state is what the gauges show: the process's, and each account's.

@@ -110,15 +110,16 @@ func (l *List) Apply(e Entry) {
 	l.set[k] = sourceIndex(e.Source)
 }
 
-// Run loads the list, then follows its log until ctx ends, loading it
-// again after a gap; while Redis fails it keeps the copy it has and asks
-// again every second. It returns nil when ctx ends.
+// Run loads the list (unless Load did), then follows its log until ctx
+// ends, loading it again after a gap; while Redis fails it keeps the copy
+// it has and asks again every second. It returns nil when ctx ends. Run
+// once, after Load if at all.
 func (l *List) Run(ctx context.Context) error {
-	fresh := false
+	fresh := l.loaded.Load()
 	for ctx.Err() == nil {
 		var err error
 		if !fresh {
-			err = l.load(ctx)
+			err = l.Load(ctx)
 			fresh = err == nil
 		}
 		if fresh {
@@ -140,10 +141,10 @@ func (l *List) Run(ctx context.Context) error {
 	return nil
 }
 
-// load reads the log's position, then the whole list in pages, and
+// Load reads the log's position, then the whole list in pages, and
 // replaces the copy: a change made during the scan is in the log after
-// that position, and follow applies it again.
-func (l *List) load(ctx context.Context) error {
+// that position, and Run applies it again. Not concurrently with Run.
+func (l *List) Load(ctx context.Context) error {
 	n := l.store.names
 	var seq *redis.StringCmd
 	var last *redis.XMessageSliceCmd

@@ -77,7 +77,8 @@ func parseValue(number, v string) (Entry, error) {
 }
 
 // A Mirror is told of every change the Store made, for the deployment's
-// own record of the list (SUPPRESSIONS_TOPIC). It must not block.
+// own record of the list (SUPPRESSIONS_TOPIC). Mirror must not block:
+// its owner waits for what it published (TopicMirror.Wait).
 type Mirror interface {
 	Mirror(e Entry)
 }

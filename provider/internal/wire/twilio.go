@@ -67,6 +67,7 @@ var TwilioCodes = map[int]TwilioCode{
 	TwilioMethodNotAllowed:  {TwilioByStatus, http.StatusMethodNotAllowed, "Method not allowed"},
 	TwilioInternalError:     {TwilioByStatus, http.StatusInternalServerError, "Internal Server Error"},
 	TwilioInvalidTo:         {TwilioByStatus, http.StatusBadRequest, "The 'To' number is not a valid phone number."},
+	TwilioUnsubscribed:      {TwilioByStatus, http.StatusBadRequest, "Attempt to send to unsubscribed recipient"},
 	TwilioBodyRequired:      {TwilioByStatus, http.StatusBadRequest, "Message body is required."},
 	TwilioFromRequired:      {TwilioByStatus, http.StatusBadRequest, "A 'From' or 'MessagingServiceSid' parameter is required to send a message."},
 	TwilioToRequired:        {TwilioByStatus, http.StatusBadRequest, "A 'To' phone number is required."},
