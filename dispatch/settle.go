@@ -80,11 +80,9 @@ func (t try) record() string {
 		return admission.SentRecord(t.receipt.ID)
 	case nack.Rejected:
 		return admission.RefusedRecord(t.err.Error())
-	case nack.Suppressed:
-		// Final, never dead-lettered: a redelivery is acked as a
-		// duplicate, and a replay finds it on the list.
-		return admission.RecordRejected
 	}
+	// A suppressed message gives its claim back too: its number is on
+	// the list, which stops a redelivery or a replay before admission.
 	return ""
 }
 
@@ -95,7 +93,7 @@ func (d *Dispatcher) settleApart(ctx context.Context, home *account, id, token s
 	ctx = context.WithoutCancel(ctx)
 	var err error
 	switch t.outcome {
-	case nack.Sent, nack.Suppressed:
+	case nack.Sent:
 		err = home.Claims.Finish(ctx, id, t.record())
 	case nack.Rejected:
 		err = home.Claims.Refuse(ctx, id, t.err.Error())
