@@ -76,7 +76,7 @@ type Server struct {
 	limiters []*admission.Limiter // by account
 	table    *dispatch.Table      // the accounts' routing table, for the start-up log
 	dlq      *pubsub.Publisher
-	receipts Receipts // nil: receipts off
+	receipts Receipts          // nil: receipts off
 	status   *pubsub.Publisher // STATUS_TOPIC's: the receipts' events and the suppressed messages'
 	list     *suppressions
 	// stopReceipts flushes the receipts' publishers, once receipts' Run
