@@ -20,9 +20,10 @@ import (
 )
 
 // Redis is what a Server asks of its Redis client: the limiters' scripts,
-// a PING for /readyz, and the suppression list's reads (HSCAN, XREAD).
+// and a PING for /readyz.
 type Redis interface {
-	redis.Cmdable
+	redis.Scripter
+	Ping(ctx context.Context) *redis.StatusCmd
 }
 
 // Account is one provider account of a Server: its settings and its
@@ -89,7 +90,7 @@ type Server struct {
 // one, with a home for each class). A
 // limiter's setting that cannot work is a *config.Error naming its
 // variable when the accounts come from the single-account variables.
-func New(cfg config.Settings, accounts []Account, rdb Redis, ps *pubsub.Client, opts Options) (*Server, error) {
+func New(cfg config.Settings, accounts []Account, rdb redis.Cmdable, ps *pubsub.Client, opts Options) (*Server, error) {
 	s := &Server{cfg: cfg, opts: opts, logger: opts.Logger, id: opts.ID, rdb: rdb, accounts: accounts}
 	if s.logger == nil {
 		s.logger = slog.Default()
@@ -131,7 +132,7 @@ func New(cfg config.Settings, accounts []Account, rdb Redis, ps *pubsub.Client, 
 	}
 	dlq := ps.Publisher(cfg.DeadLetterTopic)
 	s.status = ps.Publisher(cfg.StatusTopic)
-	s.list = s.newSuppressions(ps)
+	s.list = s.newSuppressions(rdb, ps)
 	deps := dispatch.Deps{
 		Lanes: lanes, Accounts: daccts,
 		DeadLetter: dispatch.DeadLetterTopic{Publisher: dlq}, Observer: opts.Observer,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
+	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/admission"
 	"smsdispatcher/receipts"
@@ -61,9 +62,9 @@ func (s *suppressions) OptedOut(ctx context.Context, number, account string) err
 
 // newSuppressions is s's suppression list, on s's Redis, mirrored to
 // SUPPRESSIONS_TOPIC; its changes are counted when s has metrics.
-func (s *Server) newSuppressions(ps *pubsub.Client) *suppressions {
+func (s *Server) newSuppressions(rdb redis.Cmdable, ps *pubsub.Client) *suppressions {
 	mirror := &suppress.TopicMirror{Publisher: ps.Publisher(s.cfg.SuppressionsTopic)}
-	store := suppress.NewStore(s.rdb, "", mirror)
+	store := suppress.NewStore(rdb, "", mirror)
 	l := &suppressions{list: suppress.NewList(store, s.logger), store: store, mirror: mirror, status: s.status, logger: s.logger}
 	if s.opts.Telemetry != nil {
 		l.changed = s.opts.Telemetry.Metrics.SuppressionChange
