@@ -45,6 +45,7 @@ type Process struct {
 	ReceiptsPublicURL string
 	StatusTopic       string // the topic of the messages' final delivery states
 	SuppressionsTopic string // the topic of every change of the suppression list
+	InboundTopic      string // the topic of every message the recipients send
 	// Lanes are ACCOUNTS_FILE's classes in priority order; empty: otp and
 	// marketing of the variables (ClassList).
 	Lanes []Class

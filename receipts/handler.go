@@ -27,6 +27,9 @@ const (
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/receipts/{account}", s.receive)
+	if s.cfg.Inbound != nil {
+		mux.HandleFunc("POST /v1/inbound/{account}", s.inbound)
+	}
 	return mux
 }
 

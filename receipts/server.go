@@ -70,6 +70,10 @@ type Config struct {
 	Accounts  []Account
 	Status    Publisher    // the status topic
 	Resend    Publisher    // the resent class's topic
+	// Inbound takes the verified inbound messages of POST
+	// /v1/inbound/<account> (docs/suppressions.md); nil: that route
+	// answers 404.
+	Inbound InboundHandler
 	Metrics   Metrics      // nil: none
 	Logger    *slog.Logger // nil: slog.Default()
 	// Deadline reads the deadline a resend's data holds, zero when it
@@ -229,6 +233,12 @@ func New(cfg Config) (*Server, error) {
 // and the one its signature covers.
 func CallbackURL(publicURL, account string) string {
 	return strings.TrimRight(publicURL, "/") + "/v1/receipts/" + url.PathEscape(account)
+}
+
+// InboundURL is where account's provider posts the messages its
+// recipients send (docs/suppressions.md): what it signs.
+func InboundURL(publicURL, account string) string {
+	return strings.TrimRight(publicURL, "/") + "/v1/inbound/" + url.PathEscape(account)
 }
 
 // Run listens on Addr, serves receipts and sweeps owed events until ctx

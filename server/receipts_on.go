@@ -38,6 +38,7 @@ func (s *Server) newReceipts(ps *pubsub.Client) (r Receipts, stop func(), err er
 	srv, err := receipts.New(receipts.Config{
 		Addr: s.cfg.ReceiptsAddr, PublicURL: s.cfg.ReceiptsPublicURL, Accounts: accounts,
 		Status: receipts.TopicPublisher{Publisher: status}, Resend: receipts.TopicPublisher{Publisher: resend},
+		Inbound: s.list,
 		Metrics: metrics, Logger: s.logger, Deadline: dispatch.PayloadDeadline,
 	})
 	if err != nil {

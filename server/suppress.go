@@ -3,13 +3,16 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/provider"
 	"smsdispatcher/receipts"
 	"smsdispatcher/suppress"
 )
@@ -31,6 +34,7 @@ const publishBound = 10 * time.Second
 // the copy it keeps in memory, the Store its own changes go to, mirrored
 // to SUPPRESSIONS_TOPIC, and the status topic its refusals are told on.
 type suppressions struct {
+	inbound *pubsub.Publisher // INBOUND_TOPIC's
 	list    *suppress.List
 	store   *suppress.Store
 	mirror  *suppress.TopicMirror
@@ -65,7 +69,8 @@ func (s *suppressions) OptedOut(ctx context.Context, number, account string) err
 func (s *Server) newSuppressions(rdb redis.Cmdable, ps *pubsub.Client) *suppressions {
 	mirror := &suppress.TopicMirror{Publisher: ps.Publisher(s.cfg.SuppressionsTopic)}
 	store := suppress.NewStore(rdb, "", mirror)
-	l := &suppressions{list: suppress.NewList(store, s.logger), store: store, mirror: mirror, status: s.status, logger: s.logger}
+	l := &suppressions{list: suppress.NewList(store, s.logger), store: store, mirror: mirror, status: s.status, logger: s.logger,
+		inbound: ps.Publisher(s.cfg.InboundTopic)}
 	if s.opts.Telemetry != nil {
 		l.changed = s.opts.Telemetry.Metrics.SuppressionChange
 	}
@@ -88,6 +93,7 @@ func (s *Server) loadList(ctx context.Context) {
 func (s *Server) stopPublishers() {
 	s.status.Stop()
 	s.list.mirror.Publisher.Stop()
+	s.list.inbound.Stop()
 }
 
 // statusEvent is a suppressed message's status event: the receipts'
@@ -114,4 +120,64 @@ func (s *suppressions) Refused(ctx context.Context, id string, class admission.C
 	if err != nil {
 		s.logger.Warn("could not publish a suppressed message's status event", "id", id, "class", class, "err", err)
 	}
+}
+
+// inboundEvent is an inbound message on INBOUND_TOPIC (docs/contract.md
+// section 7).
+type inboundEvent struct {
+	ID         string `json:"id"`
+	Account    string `json:"account"`
+	From       string `json:"from"`
+	To         string `json:"to"`
+	Body       string `json:"body"`
+	Keyword    string `json:"keyword"`
+	ReceivedAt string `json:"received_at"`
+}
+
+// Inbound takes a verified inbound message of account (receipts'
+// InboundHandler): a STOP puts its sender on the list, a START takes it
+// off, through account, source inbound; then the message is published to
+// INBOUND_TOPIC, once per provider id (a delivery whose handling failed
+// is forgotten, and the provider's retry handles it again).
+func (s *suppressions) Inbound(ctx context.Context, account string, in provider.Inbound) error {
+	first, err := s.store.FirstInbound(ctx, account, in.ID)
+	if err != nil || !first {
+		return err
+	}
+	if err := s.inboundOnce(ctx, account, in); err != nil {
+		if ferr := s.store.ForgetInbound(context.WithoutCancel(ctx), account, in.ID); ferr != nil {
+			return fmt.Errorf("%w; and forgetting it: %v", err, ferr)
+		}
+		return err
+	}
+	return nil
+}
+
+func (s *suppressions) inboundOnce(ctx context.Context, account string, in provider.Inbound) error {
+	kw := suppress.DefaultKeywords.Keyword(in.Body, in.OptOutType)
+	if kw == suppress.KeywordStop || kw == suppress.KeywordStart {
+		if _, err := suppress.Key(in.From); err == nil {
+			e := suppress.Entry{Number: in.From, Source: suppress.SourceInbound, Account: account, Reason: "replied " + strings.ToUpper(kw), At: time.Now()}
+			change, action := s.store.Add, suppress.ActionAdd
+			if kw == suppress.KeywordStart {
+				change, action = s.store.Remove, suppress.ActionRemove
+			}
+			changed, err := change(ctx, e)
+			if err != nil {
+				return err
+			}
+			e.Action = action
+			s.list.Apply(e)
+			if changed && s.changed != nil {
+				s.changed(suppress.SourceInbound, action)
+			}
+			if err := s.mirror.Wait(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	data, _ := json.Marshal(inboundEvent{ID: in.ID, Account: account, From: in.From, To: in.To, Body: in.Body, Keyword: kw,
+		ReceivedAt: time.Now().UTC().Format(time.RFC3339)}) // strings only: it cannot fail
+	_, err := s.inbound.Publish(ctx, &pubsub.Message{Data: data, Attributes: map[string]string{"account": account, "keyword": kw}}).Get(ctx)
+	return err
 }

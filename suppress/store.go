@@ -177,6 +177,23 @@ func (s *Store) Len(ctx context.Context) (int64, error) {
 	return s.rdb.HLen(ctx, s.names.List()).Result()
 }
 
+// inboundKeep is how long an inbound message's id is remembered: a
+// provider retries a webhook for hours, not days.
+const inboundKeep = 24 * time.Hour
+
+// FirstInbound marks the inbound message id of account handled and
+// reports whether this is its first delivery; ForgetInbound undoes it, for a
+// delivery whose handling failed.
+func (s *Store) FirstInbound(ctx context.Context, account, id string) (bool, error) {
+	return s.rdb.SetNX(ctx, s.names.Inbound(account, id), "1", inboundKeep).Result()
+}
+
+// ForgetInbound unmarks the inbound message id of account: its handling
+// failed, and the provider's retry handles it again.
+func (s *Store) ForgetInbound(ctx context.Context, account, id string) error {
+	return s.rdb.Del(ctx, s.names.Inbound(account, id)).Err()
+}
+
 // ScanPage is how many entries one HSCAN asks for: the list is never read
 // in one call.
 const ScanPage = 1000

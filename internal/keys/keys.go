@@ -145,5 +145,10 @@ func (s Suppressions) List() string { return string(s) + ":list" }
 // Log holds the list's changes in order (a stream capped by length), which every process follows.
 func (s Suppressions) Log() string { return string(s) + ":log" }
 
+// Inbound marks an inbound message of account handled, by its provider id, for a day: a redelivered webhook is published once.
+func (s Suppressions) Inbound(account, id string) string {
+	return string(s) + ":inbound:" + account + ":" + id
+}
+
 // Seq counts the list's changes; each change's log entry carries its count, so a follower sees a gap.
 func (s Suppressions) Seq() string { return string(s) + ":seq" }

@@ -42,6 +42,7 @@ func TestNames(t *testing.T) {
 		{Suppress().List(), "{sms:suppress}:list"},
 		{Suppress().Log(), "{sms:suppress}:log"},
 		{Suppress().Seq(), "{sms:suppress}:seq"},
+		{Suppress().Inbound("acme", "SM1"), "{sms:suppress}:inbound:acme:SM1"},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
