@@ -20,7 +20,6 @@ type Inbound struct {
 	OptOutType string
 }
 
-
 // PostInbound posts m to url as the Simulator's provider posts an incoming
 // message, signed with secret (Twilio: the auth token; Vonage: the
 // signature secret, by method; the generic API: the receipt secret), and
