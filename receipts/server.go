@@ -68,14 +68,10 @@ type Config struct {
 	Addr      string // RECEIPTS_ADDR: the address Run listens on (Handler needs none)
 	PublicURL string // RECEIPTS_PUBLIC_URL: the base URL providers are told; a trailing slash is dropped
 	Accounts  []Account
-	Status    Publisher // the status topic
-	Resend    Publisher // the resent class's topic
-	// Inbound takes the verified inbound messages of POST
-	// /v1/inbound/<account> (docs/suppressions.md); nil: that route
-	// answers 404.
-	Inbound InboundHandler
-	Metrics Metrics      // nil: none
-	Logger  *slog.Logger // nil: slog.Default()
+	Status    Publisher    // the status topic
+	Resend    Publisher    // the resent class's topic
+	Metrics   Metrics      // nil: none
+	Logger    *slog.Logger // nil: slog.Default()
 	// Deadline reads the deadline a resend's data holds, zero when it
 	// holds none or does not decode: the dispatcher's reading of a
 	// message (dispatch.PayloadDeadline), handed in so that the receipts
@@ -85,6 +81,10 @@ type Config struct {
 	// for longer than OwedAge. Zero or negative: 10s and 30s (a test
 	// shortens them).
 	SweepEvery, OwedAge time.Duration
+	// Inbound takes the verified inbound messages of POST
+	// /v1/inbound/<account> (docs/suppressions.md); nil: that route
+	// answers 404.
+	Inbound InboundHandler
 }
 
 // MaxBodyBytes is the largest receipt body read: a receipt is a few
