@@ -25,7 +25,7 @@ func clearList(t *testing.T) {
 }
 
 // TestSuppressionsCommands: add, check, list (masked), remove, each change
-// published to SUPPRESSIONS_TOPIC; an export imported into a Redis that
+// published to SUPPRESSIONS_TOPIC, the list's size and changes in status; an export imported into a Redis that
 // lost the list restores every entry, and importing it again adds none.
 func TestSuppressionsCommands(t *testing.T) {
 	h := newDLHarness(t)
@@ -56,6 +56,9 @@ func TestSuppressionsCommands(t *testing.T) {
 	}
 	if out := mustRun("list", "--show-numbers"); !strings.Contains(out, a) || !strings.Contains(out, b) {
 		t.Fatalf("list --show-numbers:\n%s", out)
+	}
+	if out, errs, err := h.cmd("status"); err != nil || !strings.Contains(out, "suppression list: 2 numbers; changes in the last hour: operator add 2") {
+		t.Fatalf("status: %v\n%s%s", err, out, errs)
 	}
 	pub := h.published("sms-suppressions")
 	if len(pub) != 2 {
