@@ -16,6 +16,9 @@ import (
 // 503: the provider posts it again.
 type InboundHandler interface {
 	Inbound(ctx context.Context, account string, in provider.Inbound) error
+	// OptedOut puts number on the list, on the word of account's
+	// provider in a receipt (Vonage's err-code 9).
+	OptedOut(ctx context.Context, number, account string) error
 }
 
 // twiML is Twilio's answer to an incoming message that sends nothing

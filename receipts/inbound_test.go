@@ -15,8 +15,9 @@ import (
 
 // inboundLog is an InboundHandler that keeps what it was given.
 type inboundLog struct {
-	mu  sync.Mutex
-	got []provider.Inbound
+	mu       sync.Mutex
+	got      []provider.Inbound
+	optedOut []string // account and number
 }
 
 func (l *inboundLog) Inbound(_ context.Context, account string, in provider.Inbound) error {
@@ -24,6 +25,13 @@ func (l *inboundLog) Inbound(_ context.Context, account string, in provider.Inbo
 	defer l.mu.Unlock()
 	in.To = account + " " + in.To
 	l.got = append(l.got, in)
+	return nil
+}
+
+func (l *inboundLog) OptedOut(_ context.Context, number, account string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.optedOut = append(l.optedOut, account+" "+number)
 	return nil
 }
 
@@ -118,5 +126,36 @@ func TestInboundVerifiedAsReceiptsAre(t *testing.T) {
 		if n := len(log.all()); n != 0 {
 			t.Fatalf("%s: a refused message was handed over", name)
 		}
+	}
+}
+
+// optedOutReader is a receipt reader that reads every receipt as
+// Vonage's err-code 9 for number.
+type optedOutReader struct{ number string }
+
+func (r optedOutReader) ReadReceipt(provider.ReceiptRequest) (provider.DeliveryReport, error) {
+	return provider.DeliveryReport{ProviderID: "p1", Status: provider.StatusFailed, ErrorCode: "9", OptedOut: r.number}, nil
+}
+
+// TestAReceiptOfAnOptOutSuppresses: a receipt that says the recipient
+// opted out (Vonage's err-code 9) puts the number on the list, through
+// the account, before it is folded.
+func TestAReceiptOfAnOptOutSuppresses(t *testing.T) {
+	log := &inboundLog{}
+	srv, err := New(Config{
+		PublicURL: testPublicURL, Deadline: payloadDeadline,
+		Accounts: []Account{{Name: "vo", Reader: optedOutReader{"+447547232824"}, Ledger: newTestLedger()}},
+		Status:   testPublisher{"sms-status", &publishLog{}},
+		Resend:   testPublisher{"sms-otp", &publishLog{}},
+		Inbound:  log,
+		Logger:   slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/receipts/vo", strings.NewReader("x")))
+	if w.Code != http.StatusOK || len(log.optedOut) != 1 || log.optedOut[0] != "vo +447547232824" {
+		t.Fatalf("answered %d, opted out %v; want 200 and vo +447547232824", w.Code, log.optedOut)
 	}
 }

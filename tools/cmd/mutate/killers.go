@@ -157,4 +157,5 @@ var killers = map[string]string{
 	"SL9":  "TestDeadlettersReplaySkipsASuppressedNumber",
 	"SL10": "TestKeyword",
 	"SL11": "TestAnInboundSTOPSuppressesAndASTARTLifts",
+	"SL12": "TestVonageReceiptFields",
 }
