@@ -502,7 +502,8 @@ var mutants = []mutant{
 	}, "./suppress/"},
 	{"SL11", "a redelivered inbound webhook is published again", []edit{
 		{"server/suppress.go", "	if err != nil || !first {", "	if err != nil || first && false {"},
-	}, "./server/"}, {"SL12", "a Vonage receipt of an opt-out (err-code 9) suppresses nothing", []edit{
+	}, "./server/"},
+	{"SL12", "a Vonage receipt of an opt-out (err-code 9) suppresses nothing", []edit{
 		{"provider/receipt_vonage.go", "if n := params[\"msisdn\"]; d.ErrorCode == vonageOptedOut &&", "if n := params[\"msisdn\"]; false && d.ErrorCode == vonageOptedOut &&"},
 	}, "./provider/"},
 }
