@@ -497,7 +497,8 @@ var mutants = []mutant{
 	}, "./suppress/"},
 	{"SL9", "deadletters replay republishes a message to a number on the list", []edit{
 		{"deadletter/replay.go", "		case stopped:\n", "		case false && stopped:\n"},
-	}, "./cmd/dispatcher/"}, {"SL10", "a body that only begins with STOP is not a STOP (\"Stop. Thank you\")", []edit{
+	}, "./cmd/dispatcher/"},
+	{"SL10", "a body that only begins with STOP is not a STOP (\"Stop. Thank you\")", []edit{
 		{"suppress/keywords.go", "ok && (rest == \"\" || notWord(rune(rest[0])))", "ok && rest == \"\""},
 	}, "./suppress/"},
 	{"SL11", "a redelivered inbound webhook is published again", []edit{
