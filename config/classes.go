@@ -88,6 +88,7 @@ func (l *accountsLoader) classes(p Process, list []classYAML) ([]Class, error) {
 		}
 		k.Topic, k.Subscription = cmp.Or(k.Topic, topic), cmp.Or(k.Subscription, sub)
 		k.MaxWait = wait
+		k.Unsuppressed = c.Suppression != nil && !*c.Suppression
 		if v := strings.TrimSpace(c.MaxWait); v != "" {
 			d, err := time.ParseDuration(v)
 			switch {

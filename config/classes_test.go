@@ -96,10 +96,11 @@ func TestThreeClassesLoad(t *testing.T) {
 // TestClassDefaults: a class's topic and subscription default to
 // sms-<name> and sms-<name>-dispatcher, its max wait to 1s for the first
 // and 8s for the others; otp and marketing take theirs from today's
-// variables. Without the key, the classes are otp then marketing of the
+// variables; suppression: false is kept (Unsuppressed). Without the key,
+// the classes are otp then marketing of the
 // variables.
 func TestClassDefaults(t *testing.T) {
-	path := writeFile(t, "accounts.yaml", "classes:\n  - {name: first}\n  - {name: otp}\n  - {name: cart-reminders}\n  - {name: marketing, max_wait: 30s}\n"+
+	path := writeFile(t, "accounts.yaml", "classes:\n  - {name: first, suppression: false}\n  - {name: otp, suppression: true}\n  - {name: cart-reminders}\n  - {name: marketing, max_wait: 30s}\n"+
 		"accounts:\n  - name: main\n    provider: generic\n    generic: {url: https://a.example, token: t1}\n    classes: [first, otp, cart-reminders, marketing]\n")
 	p := Process{OTPTopic: "otp-env", OTPSubscription: "otp-env-sub", OTPMaxWait: 2 * time.Second,
 		MarketingTopic: "mkt-env", MarketingSubscription: "mkt-env-sub", MarketingMaxWait: 9 * time.Second}
@@ -108,7 +109,7 @@ func TestClassDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Class{
-		{Name: "first", Topic: "sms-first", Subscription: "sms-first-dispatcher", MaxWait: time.Second},
+		{Name: "first", Topic: "sms-first", Subscription: "sms-first-dispatcher", MaxWait: time.Second, Unsuppressed: true},
 		{Name: "otp", Topic: "otp-env", Subscription: "otp-env-sub", MaxWait: 2 * time.Second},
 		{Name: "cart-reminders", Topic: "sms-cart-reminders", Subscription: "sms-cart-reminders-dispatcher", MaxWait: 8 * time.Second},
 		{Name: "marketing", Topic: "mkt-env", Subscription: "mkt-env-sub", MaxWait: 30 * time.Second},
@@ -147,7 +148,7 @@ func TestClassesErrors(t *testing.T) {
 		{"an inspect subscription", "classes: [{name: otp}, {name: b, subscription: sms-dead-letter-inspect}]\n" + acct(""), `: line 1: classes[1].subscription: "sms-dead-letter-inspect" is the dead-letter or status topic's inspect subscription`},
 		{"bad max_wait", "classes: [{name: otp, max_wait: soon}]\n" + acct(""), `: line 1: classes[0].max_wait: want a duration such as 4s, got "soon"`},
 		{"empty classes", "classes: []\n" + acct(""), `: line 1: classes: an empty list would serve nothing`},
-		{"unknown key of a class", "classes: [{name: otp, rps: 3}]\n" + acct(""), `: line 1: classes[0].rps: unknown key (classes[0] takes name, topic, subscription, max_wait)`},
+		{"unknown key of a class", "classes: [{name: otp, rps: 3}]\n" + acct(""), `: line 1: classes[0].rps: unknown key (classes[0] takes name, topic, subscription, max_wait, suppression)`},
 		{"account class not configured", classes + strings.Replace(acct(""), "marketing]", "marketing, cart]", 1),
 			`: account "main": classes[3]: want otp, transactional or marketing, got "cart"`},
 		{"class nobody serves", classes + strings.Replace(acct(""), "transactional, ", "", 1), `: classes: no account serves transactional`},

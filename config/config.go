@@ -44,6 +44,8 @@ type Process struct {
 	// no trailing slash; set exactly when ReceiptsAddr is.
 	ReceiptsPublicURL string
 	StatusTopic       string // the topic of the messages' final delivery states
+	SuppressionsTopic string // the topic of every change of the suppression list
+	InboundTopic      string // the topic of every message the recipients send
 	// Lanes are ACCOUNTS_FILE's classes in priority order; empty: otp and
 	// marketing of the variables (ClassList).
 	Lanes []Class
@@ -57,6 +59,10 @@ type Class struct {
 	Topic        string
 	Subscription string
 	MaxWait      time.Duration
+	// Unsuppressed: the file's suppression: false, for messages the
+	// recipient asked for this minute; the list does not stop them
+	// (docs/suppressions.md).
+	Unsuppressed bool
 }
 
 // ClassList returns p's classes in priority order: Lanes, or otp
@@ -76,7 +82,13 @@ func (p Process) ClassList() []Class {
 // config take their rules from. A class p does not list has a later
 // class's rules.
 func (p Process) Policy(class admission.Class) policy.Class {
-	return policy.Of(class.String(), slices.IndexFunc(p.ClassList(), func(c Class) bool { return c.Name == class }))
+	classes := p.ClassList()
+	i := slices.IndexFunc(classes, func(c Class) bool { return c.Name == class })
+	c := policy.Of(class.String(), i)
+	if i >= 0 && classes[i].Unsuppressed {
+		c = c.Unsuppressed()
+	}
+	return c
 }
 
 // Account holds the settings of one provider account: its name (its keys

@@ -79,6 +79,14 @@ func (a Account) ceiling(class admission.Class) float64 {
 // people and tests to read the status events.
 const StatusInspect = "sms-status-inspect"
 
+// SuppressionsInspect is the subscription setup creates on
+// SUPPRESSIONS_TOPIC, for people and tests to read the list's changes.
+const SuppressionsInspect = "sms-suppressions-inspect"
+
+// InboundInspect is the subscription setup creates on INBOUND_TOPIC, for
+// the application (and tests) to read the recipients' messages.
+const InboundInspect = "sms-inbound-inspect"
+
 // Topology is what p names of Pub/Sub, for topology.Setup: every class's
 // topic and subscription, in priority order.
 func (p Process) Topology() topology.Topology {
@@ -88,6 +96,10 @@ func (p Process) Topology() topology.Topology {
 		DeadLetterInspect: p.DeadLetterInspect, DeadLetterRetention: p.DeadLetterRetention,
 		StatusTopic: p.StatusTopic, StatusInspect: StatusInspect,
 		SendTimeout: p.SendTimeout,
+		Inspected: []topology.Inspected{
+			{Topic: p.SuppressionsTopic, Inspect: SuppressionsInspect},
+			{Topic: p.InboundTopic, Inspect: InboundInspect},
+		},
 	}
 	for _, c := range p.ClassList() {
 		t.Lanes = append(t.Lanes, topology.Lane{Topic: c.Topic, Subscription: c.Subscription, RetriedSoon: p.Policy(c.Name).RetriedSoon})

@@ -12,11 +12,11 @@ import (
 // once, from its place in the priority order (the first class's) and its
 // name (otp's own), whatever the number of classes.
 func TestClassPolicies(t *testing.T) {
-	first := policy.Class{FailsOver: true, Hedged: true, HoldsGate: true, TargetOnly: true, RetriedSoon: true, MaxWait: time.Second}
-	otpOwn := policy.Class{SendsWithoutRecord: true, SkipsFailingRoute: true, Resent: true, OverrideSparesAlone: true}
+	first := policy.Class{FailsOver: true, Hedged: true, HoldsGate: true, TargetOnly: true, RetriedSoon: true, MaxWait: time.Second, Suppressed: true}
+	otpOwn := policy.Class{SendsWithoutRecord: true, SkipsFailingRoute: true, Resent: true, OverrideSparesAlone: true, Suppressed: true}
 	otpFirst := first
 	otpFirst.SendsWithoutRecord, otpFirst.SkipsFailingRoute, otpFirst.Resent, otpFirst.OverrideSparesAlone = true, true, true, true
-	later := policy.Class{MaxWait: 8 * time.Second}
+	later := policy.Class{MaxWait: 8 * time.Second, Suppressed: true}
 	otpLater := otpOwn
 	otpLater.MaxWait = 8 * time.Second
 	lanes := func(names ...admission.Class) []Class {
@@ -43,6 +43,8 @@ func TestClassPolicies(t *testing.T) {
 		{"otp after another", lanes("alerts", "otp"), map[admission.Class]policy.Class{
 			"alerts": first, "otp": otpLater,
 		}},
+		{"a class the list does not stop", append(lanes("otp"), Class{Name: "login", Topic: "sms-login", Subscription: "sms-login-dispatcher", Unsuppressed: true}),
+			map[admission.Class]policy.Class{"otp": otpFirst, "login": later.Unsuppressed()}},
 	} {
 		p := Process{Lanes: tt.lanes}
 		for class, want := range tt.want {

@@ -174,6 +174,8 @@ var settings = []setting{
 	{"HTTP_ADDR", "http-addr", "", ":8080", "address of /metrics, /healthz and /readyz", false, Serving, "", str(func(s *Settings) *string { return &s.HTTPAddr })},
 	{"RECEIPTS_ADDR", "receipts-addr", "", "", "address of the delivery receipts' listener (POST /v1/receipts/<account>), apart from HTTP_ADDR; unset: receipts off", false, Serving, "", str(func(s *Settings) *string { return &s.ReceiptsAddr })},
 	{"RECEIPTS_PUBLIC_URL", "receipts-public-url", "", "", "base URL the providers post receipts to, https:// unless the host is loopback; required with RECEIPTS_ADDR", false, Serving, "", baseURL(func(s *Settings) *string { return &s.ReceiptsPublicURL })},
+	{"SUPPRESSIONS_TOPIC", "suppressions-topic", "", "sms-suppressions", "topic of every change of the suppression list, the deployment's own record of it (setup creates it with the subscription sms-suppressions-inspect)", false, Topics, "", str(func(s *Settings) *string { return &s.SuppressionsTopic })},
+	{"INBOUND_TOPIC", "inbound-topic", "", "sms-inbound", "topic of every message the recipients send to the accounts' numbers, once per provider id (setup creates it with the subscription sms-inbound-inspect)", false, Topics, "", str(func(s *Settings) *string { return &s.InboundTopic })},
 	{"STATUS_TOPIC", "status-topic", "", "sms-status", "topic of each message's final delivery state (setup creates it with the subscription sms-status-inspect)", false, Topics, "", str(func(s *Settings) *string { return &s.StatusTopic })},
 }
 

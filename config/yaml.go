@@ -26,6 +26,7 @@ type (
 		Topic        string `yaml:"topic"`
 		Subscription string `yaml:"subscription"`
 		MaxWait      string `yaml:"max_wait"`
+		Suppression  *bool  `yaml:"suppression"`
 	}
 	accountYAML struct {
 		Name        string       `yaml:"name"`

@@ -54,6 +54,10 @@ type ReplayOptions struct {
 	// data itself when that does not give a valid message of that id.
 	// Required.
 	WithID func(data []byte, id string) []byte
+	// Suppressed reports whether a message of class to to is stopped by
+	// the suppression list, and the source of the entry that stops it;
+	// nil: no list. Such a dead letter is skipped, left listed.
+	Suppressed func(ctx context.Context, class admission.Class, to string) (source string, ok bool, err error)
 	// MaxReplays skips a dead letter replayed this many times already; 0
 	// skips every one.
 	MaxReplays int
@@ -186,6 +190,18 @@ func (p *replayer) handle(ctx context.Context, dl *Letter) {
 		}
 	} else if dl.ID != "" {
 		sendID = dl.ID // malformed, replayed with Force: its record is still checked
+	}
+
+	if to != "" && p.opts.Suppressed != nil {
+		source, stopped, err := p.opts.Suppressed(ctx, class, to)
+		switch {
+		case err != nil:
+			p.fail(dl, fmt.Sprintf("read the suppression list: %v; left listed", err))
+			return
+		case stopped:
+			p.skip(dl, SkipSuppressed, "its number is on the suppression list (source "+source+"): never sent again")
+			return
+		}
 	}
 
 	note := "" // what became of the id's record

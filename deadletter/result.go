@@ -42,6 +42,7 @@ const (
 	SkipNoID          Reason = "no_id"          // no id the dispatcher could have recorded: a replay could not be checked
 	SkipExpired       Reason = "record_expired" // older than the send-once records: it may have been sent since
 	SkipNew           Reason = "new"            // dead-lettered after the replay started: the cause may not be fixed
+	SkipSuppressed    Reason = "suppressed"     // its number is on the suppression list: never sent again
 )
 
 // Result is what Replay did with one dead letter it selected.

@@ -53,6 +53,20 @@ type Claimer interface {
 	Release(ctx context.Context, id, token string) error
 }
 
+// Suppressions is the deployment's suppression list as this process
+// keeps it (suppress.List, with the server's publishers).
+type Suppressions interface {
+	// Suppressed reports whether number is on the list, and the source
+	// of its entry: from memory, no Redis call.
+	Suppressed(number string) (source string, ok bool)
+	// OptedOut puts number on the list for every account on the word of
+	// account's provider (Twilio 21610).
+	OptedOut(ctx context.Context, number, account string) error
+	// Refused publishes the status event suppressed of the message id of
+	// class, whose home is account, stopped by an entry of source.
+	Refused(ctx context.Context, id string, class admission.Class, account, source string)
+}
+
 // Sender sends one message to the provider (provider.Client, Twilio,
 // Vonage).
 type Sender interface {

@@ -169,6 +169,9 @@ type Deps struct {
 	// Credentials, if set, is read again every Config.CredentialCheck; a
 	// change ends an account-level pause (Limiter.ResumeAccount).
 	Credentials Credentials
+	// Suppressions is the suppression list; nil: none (every number may
+	// be sent to).
+	Suppressions Suppressions
 }
 
 // A Lane is one class's subscription and settings.
@@ -242,6 +245,9 @@ type Event struct {
 	ResendReason    string             // when it is a resend (attr.ResendAvoid): why, its attr.ResendReason (printable ASCII, at most 64 bytes)
 	Finished        time.Time
 	Err             error // why, for outcomes other than sent; never holds a phone number
+	// SuppressedBy is, for the outcome suppressed, the source of the
+	// list's entry that stopped it (inbound, provider, operator, import).
+	SuppressedBy string
 	// Panicked is set when the handling of this delivery panicked: it was
 	// recovered, and the Outcome is nack.Panicked, or nack.Invalid
 	// (handler_panic) when the message was dead-lettered for it.

@@ -52,6 +52,9 @@ type harness struct {
 	// accounts, if set before start, makes each instance's accounts on its
 	// Redis client instead of the one account of limits and newSender.
 	accounts func(rdb redis.Scripter) []Account
+	// suppressions, if set before start, makes each instance's
+	// suppression list on its Redis client; default none.
+	suppressions func(rdb *redis.Client) Suppressions
 	// dispatchers are the instances start ran, and limiters their limiters.
 	dispatchers []*Dispatcher
 	limiters    []*admission.Limiter
@@ -196,6 +199,9 @@ func (h *harness) start(n int, cfg Config) (stop func()) {
 		}
 		if h.accounts != nil {
 			deps.Accounts = h.accounts(rdb)
+		}
+		if h.suppressions != nil {
+			deps.Suppressions = h.suppressions(rdb)
 		}
 		d, err := New(cfg, deps)
 		if err != nil {

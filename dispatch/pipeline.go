@@ -36,6 +36,9 @@ type try struct {
 	receipt  provider.Receipt     // the provider's acceptance, when sent
 	result   admission.SendResult // what the send said of its account's health
 	hedged   string               // the home it was hedged from, if it was
+	// suppressed is, for the outcome Suppressed, the source of the list's
+	// entry that stopped it.
+	suppressed string
 }
 
 // handle is the Receive callback of class: it takes m to one end. A
@@ -79,6 +82,7 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 		// sent, and is done.
 		t = try{outcome: nack.Duplicate, err: errResendNoAccount}
 		d.cfg.Logger.Debug("a resend has no account left on its route; acked unsent", "id", msg.ID, "class", class)
+	case d.stoppedByList(class, msg.To, &t):
 	default:
 		p.id = msg.ID
 		p.flight, t.outcome, t.err = d.join(ctx, class, msg)
@@ -87,7 +91,7 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 		}
 	}
 	ev.Outcome, ev.Err, ev.Decision, ev.Admitted, ev.ResendCount = t.outcome, t.err, t.decision, t.admitted, t.resends
-	ev.ProviderID, ev.Sender, ev.HedgedFrom = t.receipt.ID, t.decision.Sender, t.hedged
+	ev.ProviderID, ev.Sender, ev.HedgedFrom, ev.SuppressedBy = t.receipt.ID, t.decision.Sender, t.hedged, t.suppressed
 	switch {
 	case t.account != nil:
 		ev.Account = t.account.Name
@@ -97,6 +101,7 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 		ev.Account = d.route[class][0].Name
 	}
 	ev.Action, ev.Err = d.act(ctx, class, r, m, ev)
+	d.suppressedEnd(ctx, ev)
 	p.acted = true
 	d.ended(m.ID, ev.Action)
 	if p.flight != nil {

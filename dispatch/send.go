@@ -9,6 +9,7 @@ import (
 	"smsdispatcher/admission"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
+	"smsdispatcher/suppress"
 )
 
 // The send step: one try at the provider, and what its answer asks of the
@@ -25,6 +26,11 @@ func (d *Dispatcher) sendAdmitted(ctx context.Context, class admission.Class, a 
 		t.outcome = nack.Expired // the slot goes unused: cheaper than a send nobody waits for
 		return t
 	}
+	if source, ok := d.listed(class, m.To); ok {
+		// Put on the list while it waited for its slot.
+		t.outcome, t.suppressed = nack.Suppressed, source
+		return t
+	}
 	var sendErr error
 	version := a.credentialVersion()
 	t.resends = resends
@@ -36,6 +42,10 @@ func (d *Dispatcher) sendAdmitted(ctx context.Context, class admission.Class, a 
 	}
 	a.answers.observe(time.Since(start), sendErr)
 	t.outcome, t.result, t.err = d.judge(ctx, class, a, m, version, failover, sendErr)
+	if t.outcome == nack.Suppressed {
+		d.optedOut(ctx, a, m)
+		t.suppressed = suppress.SourceProvider
+	}
 	return t
 }
 
@@ -85,7 +95,7 @@ func (d *Dispatcher) judge(ctx context.Context, class admission.Class, a *accoun
 		result = admission.ResultOK
 		d.budget.OnSuccess()
 		d.laneOf[class].succeeded()
-	case nack.Rejected:
+	case nack.Rejected, nack.Suppressed:
 		result = admission.ResultOK // the provider answered
 	case nack.Throttled:
 		d.budget.OnFailure() // the penalty stops sends; a spent budget also stops pulls

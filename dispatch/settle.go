@@ -83,6 +83,8 @@ func (t try) record() string {
 	case nack.Rejected:
 		return ledger.RefusedRecord(t.err.Error())
 	}
+	// A suppressed message gives its claim back too: its number is on
+	// the list, which stops a redelivery or a replay before admission.
 	return ""
 }
 

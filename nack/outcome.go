@@ -40,6 +40,10 @@ const (
 	// Panicked means the dispatcher's handling of the delivery panicked
 	// (a bug, recovered): the message comes back to be handled again.
 	Panicked
+	// Suppressed means the number is on the suppression list, or the
+	// provider said it opted out (Twilio 21610): never sent, never
+	// retried, never dead-lettered (docs/suppressions.md).
+	Suppressed
 
 	// numOutcomes counts the outcomes above; tests iterate up to it.
 	numOutcomes
@@ -58,6 +62,7 @@ var outcomeNames = [numOutcomes]string{
 	ShuttingDown:      "shutting_down",
 	AccountFailure:    "account_failure",
 	Panicked:          "panicked",
+	Suppressed:        "suppressed",
 }
 
 // String returns the outcome's name in snake case ("sent",
@@ -99,13 +104,13 @@ func (a Action) String() string {
 }
 
 // ActionFor returns the Action for an Outcome. It is the one table:
-// Sent, Expired and Duplicate ack; Invalid and Rejected dead-letter; Denied,
+// Sent, Expired, Duplicate and Suppressed ack; Invalid and Rejected dead-letter; Denied,
 // Throttled, Transient, InFlightElsewhere, ShuttingDown, AccountFailure and
 // Panicked nack. An unknown Outcome nacks, because redelivery cannot lose a
 // message.
 func ActionFor(o Outcome) Action {
 	switch o {
-	case Sent, Expired, Duplicate:
+	case Sent, Expired, Duplicate, Suppressed:
 		return Ack
 	case Invalid, Rejected:
 		return DeadLetter
@@ -129,6 +134,13 @@ type accountFailer interface {
 	AccountFailure() bool
 }
 
+// optedOut is a provider error that can say the recipient opted out of
+// the provider's messages (Twilio 21610).
+type optedOut interface {
+	error
+	OptedOut() bool
+}
+
 // permanent is a provider error that can say the provider refused the
 // message for good.
 type permanent interface {
@@ -139,8 +151,11 @@ type permanent interface {
 // Classify maps the error of one provider send to an Outcome: nil is Sent;
 // an error whose tree holds a Throttled() bool method returning true is
 // Throttled; otherwise one whose tree holds an AccountFailure() bool method
-// returning true is AccountFailure; otherwise one whose tree holds a
-// Permanent() bool method returning true is Rejected; anything else (context.DeadlineExceeded, a
+// returning true is AccountFailure; otherwise one whose tree holds an
+// OptedOut() bool method returning true is Suppressed (the refusal of
+// one recipient, before Permanent: it is not dead-lettered); otherwise
+// one whose tree holds a Permanent() bool method returning true is
+// Rejected; anything else (context.DeadlineExceeded, a
 // network error, a 5xx) is Transient. For each method, the first error in the
 // tree that has it decides, as with errors.As.
 //
@@ -157,6 +172,9 @@ func Classify(err error) Outcome {
 	}
 	if a, ok := errors.AsType[accountFailer](err); ok && a.AccountFailure() {
 		return AccountFailure
+	}
+	if o, ok := errors.AsType[optedOut](err); ok && o.OptedOut() {
+		return Suppressed
 	}
 	if p, ok := errors.AsType[permanent](err); ok && p.Permanent() {
 		return Rejected

@@ -29,6 +29,7 @@ func TestActionFor(t *testing.T) {
 		{ShuttingDown, Nack},
 		{AccountFailure, Nack}, // the message is fine: it waits for the account
 		{Panicked, Nack},       // dead-lettered by the dispatcher after a few
+		{Suppressed, Ack},      // never sent, never retried, never dead-lettered
 		{numOutcomes, Nack},    // unknown: redelivery loses nothing
 		{-1, Nack},
 	}
@@ -59,8 +60,8 @@ func TestEveryOutcomeIsNamedAndCovered(t *testing.T) {
 			t.Errorf("ActionFor(%v) = %v, not a known Action", o, a)
 		}
 	}
-	if len(seen) != 12 {
-		t.Errorf("%d outcomes, want 12: update TestActionFor and the metrics", len(seen))
+	if len(seen) != 13 {
+		t.Errorf("%d outcomes, want 13: update TestActionFor and the metrics", len(seen))
 	}
 }
 
@@ -80,7 +81,8 @@ func TestOutcomeString(t *testing.T) {
 		{InFlightElsewhere, "in_flight_elsewhere"},
 		{ShuttingDown, "shutting_down"},
 		{Panicked, "panicked"},
-		{numOutcomes, "Outcome(12)"},
+		{Suppressed, "suppressed"},
+		{numOutcomes, "Outcome(13)"},
 		{-1, "Outcome(-1)"},
 	}
 	for _, tt := range tests {
@@ -135,6 +137,14 @@ func (accountAndPermanent) Error() string        { return "both" }
 func (accountAndPermanent) AccountFailure() bool { return true }
 func (accountAndPermanent) Permanent() bool      { return true }
 
+// optedOutError is a provider's refusal of one recipient who opted out:
+// permanent too, and the opt-out wins.
+type optedOutError struct{}
+
+func (optedOutError) Error() string   { return "opted out" }
+func (optedOutError) OptedOut() bool  { return true }
+func (optedOutError) Permanent() bool { return true }
+
 // flags is an error that answers Throttled and Permanent as told.
 type flags struct{ throttled, permanent bool }
 
@@ -161,6 +171,7 @@ func TestClassify(t *testing.T) {
 		{"401", &providerError{Status: 401}, AccountFailure},
 		{"403 wrapped", fmt.Errorf("send: %w", &providerError{Status: 403}), AccountFailure},
 		{"account and permanent", accountAndPermanent{}, AccountFailure},
+		{"opted out, and permanent", fmt.Errorf("x: %w", optedOutError{}), Suppressed},
 		{"500", &providerError{Status: 500}, Transient},
 		{"503", &providerError{Status: 503}, Transient},
 		{"429 wrapped", fmt.Errorf("send: %w", &providerError{Status: 429}), Throttled},

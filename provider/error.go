@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"smsdispatcher/provider/internal/wire"
 )
 
 // Kind is what a provider's answer means for the message and the account.
@@ -131,6 +133,15 @@ func (e *Error) Backoff() time.Duration { return e.RetryAfter }
 // Permanent reports whether the provider refused this message for good.
 // Sending it again will not help.
 func (e *Error) Permanent() bool { return e.Meaning() == KindRefused }
+
+// OptedOut reports whether the provider refused the message because its
+// recipient opted out of the sender's messages (Twilio 21610): the
+// dispatcher puts the number on the suppression list for every account
+// and settles the message suppressed (docs/suppressions.md). It is
+// Permanent too.
+func (e *Error) OptedOut() bool {
+	return e.Provider == "twilio" && e.Code == strconv.Itoa(wire.TwilioUnsubscribed)
+}
 
 // AccountFailure reports whether the account cannot send at all: the
 // message is fine and must wait for the account, not be dead-lettered.

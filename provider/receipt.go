@@ -75,6 +75,10 @@ type DeliveryReport struct {
 	// At is when the provider says the status happened; zero when it does
 	// not say (Twilio).
 	At time.Time
+	// OptedOut is the number the provider says asked not to receive the
+	// sender's messages (Vonage: failed or rejected with err-code 9,
+	// "Messaging Opted-out Numbers"), E.164; "" for any other receipt.
+	OptedOut string
 }
 
 // ReceiptRequest is one receipt as it arrived.

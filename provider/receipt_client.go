@@ -30,21 +30,8 @@ type clientReceipt struct {
 // other is ErrMalformed), error_code and timestamp (At; RFC 3339, zero
 // when absent). Fields it does not know are ignored.
 func (c *Client) ReadReceipt(r ReceiptRequest) (DeliveryReport, error) {
-	sig, ok := strings.CutPrefix(r.Header.Get("X-Signature"), "sha256=")
-	var secret string
-	if c.receiptSecret != nil {
-		secret = c.receiptSecret.Value()
-	}
-	switch {
-	case !ok || sig == "":
-		return DeliveryReport{}, fmt.Errorf("%w: no X-Signature sha256=", ErrForged)
-	case secret == "":
-		return DeliveryReport{}, fmt.Errorf("%w: no receipt secret", ErrForged)
-	}
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(r.Body)
-	if !hexMACEqual(mac.Sum(nil), sig) {
-		return DeliveryReport{}, fmt.Errorf("%w: X-Signature does not match", ErrForged)
+	if err := c.verify(r); err != nil {
+		return DeliveryReport{}, err
 	}
 
 	var w clientReceipt
@@ -68,4 +55,26 @@ func (c *Client) ReadReceipt(r ReceiptRequest) (DeliveryReport, error) {
 		return DeliveryReport{}, err
 	}
 	return d, nil
+}
+
+// verify checks r's X-Signature, the generic API's signature of receipts
+// and inbound messages alike.
+func (c *Client) verify(r ReceiptRequest) error {
+	sig, ok := strings.CutPrefix(r.Header.Get("X-Signature"), "sha256=")
+	var secret string
+	if c.receiptSecret != nil {
+		secret = c.receiptSecret.Value()
+	}
+	switch {
+	case !ok || sig == "":
+		return fmt.Errorf("%w: no X-Signature sha256=", ErrForged)
+	case secret == "":
+		return fmt.Errorf("%w: no receipt secret", ErrForged)
+	}
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(r.Body)
+	if !hexMACEqual(mac.Sum(nil), sig) {
+		return fmt.Errorf("%w: X-Signature does not match", ErrForged)
+	}
+	return nil
 }

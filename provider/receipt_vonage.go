@@ -207,6 +207,10 @@ func vonageJSONParams(body []byte) (map[string]string, error) {
 }
 
 // vonageReport reads a verified DLR's parameters.
+// vonageOptedOut is the err-code of a Vonage receipt for a recipient who
+// asked not to receive the sender's messages.
+const vonageOptedOut = "9"
+
 func vonageReport(params map[string]string) (DeliveryReport, error) {
 	status := params["status"]
 	if status == "" {
@@ -221,6 +225,9 @@ func vonageReport(params map[string]string) (DeliveryReport, error) {
 		d.ErrorCode = "" // "0" is Vonage's "Delivered": no error
 	}
 	d.RouteFailed = routeFailed(d, vonageRouteCodes)
+	if n := params["msisdn"]; d.ErrorCode == vonageOptedOut && (d.Status == StatusFailed || d.Status == StatusRejected) && n != "" {
+		d.OptedOut = "+" + strings.TrimPrefix(n, "+")
+	}
 	if at, err := time.Parse(vonageTimestamp, params["message-timestamp"]); err == nil {
 		d.At = at
 	}

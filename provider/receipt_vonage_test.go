@@ -155,6 +155,10 @@ func TestVonageReceiptFields(t *testing.T) {
 		{params: map[string]string{"messageId": "p1", "status": "expired", "err-code": "2"}, want: DeliveryReport{ProviderID: "p1", Status: StatusExpired, ErrorCode: "2"}},
 		{params: map[string]string{"messageId": "p1", "status": "failed", "err-code": "6"}, want: DeliveryReport{ProviderID: "p1", Status: StatusFailed, ErrorCode: "6", RouteFailed: true}},
 		{params: map[string]string{"messageId": "p1", "status": "rejected", "err-code": "14"}, want: DeliveryReport{ProviderID: "p1", Status: StatusRejected, ErrorCode: "14"}},
+		// err-code 9 on a failure: the recipient opted out of the sender.
+		{params: map[string]string{"messageId": "p1", "status": "failed", "err-code": "9", "msisdn": "447547232824"}, want: DeliveryReport{ProviderID: "p1", Status: StatusFailed, ErrorCode: "9", OptedOut: "+447547232824"}},
+		{params: map[string]string{"messageId": "p1", "status": "rejected", "err-code": "9", "msisdn": "447547232824"}, want: DeliveryReport{ProviderID: "p1", Status: StatusRejected, ErrorCode: "9", OptedOut: "+447547232824"}},
+		{params: map[string]string{"messageId": "p1", "status": "expired", "err-code": "9", "msisdn": "447547232824"}, want: DeliveryReport{ProviderID: "p1", Status: StatusExpired, ErrorCode: "9"}},
 		// A status Vonage may add later is not refused.
 		{params: map[string]string{"messageId": "p1", "status": "read"}, want: DeliveryReport{ProviderID: "p1", Status: StatusUnknown}},
 		// A time not in Vonage's layout is left to the fold's clock.

@@ -256,6 +256,10 @@ func TestTwilioAnswers(t *testing.T) {
 			if pe.Meaning() != want.Kind {
 				t.Errorf("Meaning() = %v, want %v", pe.Meaning(), want.Kind)
 			}
+			// 21610 alone says the recipient opted out of the sender.
+			if got, wantOut := pe.OptedOut(), want.Code == "21610"; got != wantOut {
+				t.Errorf("OptedOut() = %v, want %v", got, wantOut)
+			}
 		})
 	}
 }

@@ -27,6 +27,9 @@ const (
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/receipts/{account}", s.receive)
+	if s.cfg.Inbound != nil {
+		mux.HandleFunc("POST /v1/inbound/{account}", s.inbound)
+	}
 	return mux
 }
 
@@ -71,6 +74,14 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if dr.OptedOut != "" && s.cfg.Inbound != nil {
+		// Before the fold: a resend it hands out finds the number on the
+		// list, and is stopped.
+		if err := s.cfg.Inbound.OptedOut(r.Context(), dr.OptedOut, a.Name); err != nil {
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
+		}
+	}
 	rep := reportOf(dr)
 	rep.Again = rep.ProviderID != "" && a.retried(rep.ProviderID)
 	f, err := s.fold(r.Context(), a, rep)

@@ -81,6 +81,10 @@ type Config struct {
 	// for longer than OwedAge. Zero or negative: 10s and 30s (a test
 	// shortens them).
 	SweepEvery, OwedAge time.Duration
+	// Inbound takes the verified inbound messages of POST
+	// /v1/inbound/<account> (docs/suppressions.md); nil: that route
+	// answers 404.
+	Inbound InboundHandler
 }
 
 // MaxBodyBytes is the largest receipt body read: a receipt is a few
@@ -229,6 +233,12 @@ func New(cfg Config) (*Server, error) {
 // and the one its signature covers.
 func CallbackURL(publicURL, account string) string {
 	return strings.TrimRight(publicURL, "/") + "/v1/receipts/" + url.PathEscape(account)
+}
+
+// InboundURL is where account's provider posts the messages its
+// recipients send (docs/suppressions.md): what it signs.
+func InboundURL(publicURL, account string) string {
+	return strings.TrimRight(publicURL, "/") + "/v1/inbound/" + url.PathEscape(account)
 }
 
 // Run listens on Addr, serves receipts and sweeps owed events until ctx

@@ -29,8 +29,8 @@ func (s *Server) newReceipts(ps *pubsub.Client) (r Receipts, stop func(), err er
 		}
 		accounts = append(accounts, receipts.Account{Name: a.Setup.Name, Reader: reader, Ledger: s.limiters[i].Ledger()})
 	}
-	status, resend := ps.Publisher(s.cfg.StatusTopic), ps.Publisher(resendTopic(s.cfg.Process))
-	stop = func() { status.Stop(); resend.Stop() }
+	status, resend := s.status, ps.Publisher(resendTopic(s.cfg.Process))
+	stop = resend.Stop // the status publisher is the Server's
 	var metrics receipts.Metrics
 	if s.opts.Telemetry != nil {
 		metrics, _ = any(s.opts.Telemetry.Metrics).(receipts.Metrics)
@@ -38,6 +38,7 @@ func (s *Server) newReceipts(ps *pubsub.Client) (r Receipts, stop func(), err er
 	srv, err := receipts.New(receipts.Config{
 		Addr: s.cfg.ReceiptsAddr, PublicURL: s.cfg.ReceiptsPublicURL, Accounts: accounts,
 		Status: receipts.TopicPublisher{Publisher: status}, Resend: receipts.TopicPublisher{Publisher: resend},
+		Inbound: s.list,
 		Metrics: metrics, Logger: s.logger, Deadline: dispatch.PayloadDeadline,
 	})
 	if err != nil {

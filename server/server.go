@@ -77,7 +77,9 @@ type Server struct {
 	limiters []*admission.Limiter // by account
 	table    *dispatch.Table      // the accounts' routing table, for the start-up log
 	dlq      *pubsub.Publisher
-	receipts Receipts // nil: receipts off
+	receipts Receipts          // nil: receipts off
+	status   *pubsub.Publisher // STATUS_TOPIC's: the receipts' events and the suppressed messages'
+	list     *suppressions
 	// stopReceipts flushes the receipts' publishers, once receipts' Run
 	// has returned.
 	stopReceipts func()
@@ -88,7 +90,7 @@ type Server struct {
 // one, with a home for each class). A
 // limiter's setting that cannot work is a *config.Error naming its
 // variable when the accounts come from the single-account variables.
-func New(cfg config.Settings, accounts []Account, rdb Redis, ps *pubsub.Client, opts Options) (*Server, error) {
+func New(cfg config.Settings, accounts []Account, rdb redis.Cmdable, ps *pubsub.Client, opts Options) (*Server, error) {
 	s := &Server{cfg: cfg, opts: opts, logger: opts.Logger, id: opts.ID, rdb: rdb, accounts: accounts}
 	if s.logger == nil {
 		s.logger = slog.Default()
@@ -129,9 +131,12 @@ func New(cfg config.Settings, accounts []Account, rdb Redis, ps *pubsub.Client, 
 			Outstanding: cfg.Outstanding(c.Name, setups[config.Home(setups, c.Name)])})
 	}
 	dlq := ps.Publisher(cfg.DeadLetterTopic)
+	s.status = ps.Publisher(cfg.StatusTopic)
+	s.list = s.newSuppressions(rdb, ps)
 	deps := dispatch.Deps{
 		Lanes: lanes, Accounts: daccts,
 		DeadLetter: dispatch.DeadLetterTopic{Publisher: dlq}, Observer: opts.Observer,
+		Suppressions: s.list,
 	}
 	if opts.Telemetry != nil {
 		deps.Tracer = opts.Telemetry.Tracing
@@ -148,11 +153,13 @@ func New(cfg config.Settings, accounts []Account, rdb Redis, ps *pubsub.Client, 
 	d, err := dispatch.New(dcfg, deps)
 	if err != nil {
 		dlq.Stop()
+		s.stopPublishers()
 		return nil, err
 	}
 	s.d, s.dlq = d, dlq
 	if s.receipts, s.stopReceipts, err = s.newReceipts(ps); err != nil {
 		dlq.Stop()
+		s.stopPublishers()
 		return nil, err
 	}
 	if opts.Telemetry != nil {
@@ -182,15 +189,21 @@ func readAhead(emulator bool) int {
 // Run runs the dispatcher until ctx ends and it has stopped, beating on
 // each account meanwhile. Close flushes the dead-letter publisher after.
 func (s *Server) Run(ctx context.Context) error {
+	s.loadList(ctx)
 	hctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
+	done := make(chan struct{}, 2)
 	go func() {
-		defer close(done)
+		defer func() { done <- struct{}{} }()
 		r := status.Redis{Client: s.rdb, Circuit: s.circuit, Timeout: s.cfg.RedisTimeout}
 		status.Heartbeats(hctx, s.id, s.opts.Version, r, s.limiters)
 	}()
+	go func() {
+		defer func() { done <- struct{}{} }()
+		s.list.list.Run(hctx)
+	}()
 	err := s.d.Run(ctx)
 	stop()
+	<-done
 	<-done
 	return err
 }
@@ -200,6 +213,7 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) Close() {
 	s.dlq.Stop()
 	s.stopReceipts()
+	s.stopPublishers()
 }
 
 // state is what the gauges show: the process's, and each account's.

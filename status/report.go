@@ -38,6 +38,17 @@ type Report struct {
 	// first or longest_prefix.
 	Route  string  `json:"route"`
 	Routes []Route `json:"routes"`
+	// Suppressions is the suppression list's size and changes; nil when
+	// it was not read.
+	Suppressions *Suppressions `json:"suppressions,omitempty"`
+}
+
+// Suppressions is the suppression list in a Report (docs/suppressions.md):
+// how many numbers it holds, and its changes in the last hour by source
+// and action ("inbound add": 3).
+type Suppressions struct {
+	Numbers  int64          `json:"numbers"`
+	LastHour map[string]int `json:"changes_last_hour"`
 }
 
 // Route is one row of the routing table in a Report (part of the `status

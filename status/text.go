@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -43,6 +44,16 @@ func (r Report) WriteText(w io.Writer) {
 		tw.Flush()
 	}
 	r.writeRoutes(w)
+	if s := r.Suppressions; s != nil {
+		changes := []string{}
+		for _, k := range slices.Sorted(maps.Keys(s.LastHour)) {
+			changes = append(changes, fmt.Sprintf("%s %d", k, s.LastHour[k]))
+		}
+		if len(changes) == 0 {
+			changes = append(changes, "none")
+		}
+		fmt.Fprintf(w, "\nsuppression list: %d numbers; changes in the last hour: %s\n", s.Numbers, strings.Join(changes, ", "))
+	}
 }
 
 // listText says names as a list: "a", "a and b", "a, b and c".

@@ -51,6 +51,10 @@ const (
 	MetricPullErrors        = "sms.pull.errors"              // sms_pull_errors_total
 	AttrPullCode            = attribute.Key("code")          // a gRPC status code's name: Unavailable, NotFound, PermissionDenied, ...
 	MetricHandlerPanics     = "sms.handler.panics"           // sms_handler_panics_total
+	MetricSuppressed        = "sms.suppressed"               // sms_suppressed_total
+	MetricSuppressionChange = "sms.suppression.changes"      // sms_suppression_changes_total
+	AttrListSource          = attribute.Key("source")        // a suppression list entry's source: inbound, provider, operator, import
+	AttrListAction          = attribute.Key("action")        // a change of the suppression list: add, remove
 	MetricRedisEvicting     = "sms.redis.evicting_policy"    // sms_redis_evicting_policy
 	AttrStatusClass         = attribute.Key("sms.provider.status_class")
 	AttrRedisOp             = attribute.Key("sms.redis.op")
@@ -82,6 +86,8 @@ type Metrics struct {
 	handlerPanics    metric.Int64Counter
 	noRoute          metric.Int64Counter
 	hedges           metric.Int64Counter
+	suppressed       metric.Int64Counter
+	listChanges      metric.Int64Counter
 	receiptInstruments
 
 	state atomic.Pointer[func() State] // read by the gauges; nil reads as zero
@@ -244,6 +250,10 @@ func NewMetrics() (*Metrics, error) {
 		"Deliveries no account serves (dead-lettered with invalid: no_route), by class and destination country code.")
 	m.hedges = counter(MetricHedges, "{message}",
 		"First-class deliveries sent through the next account too because their home had not answered within the hedge's bound, by the home account.")
+	m.suppressed = counter(MetricSuppressed, "{message}",
+		"Deliveries the suppression list stopped before their send (acked, never sent), by class and the source of the entry that stopped them.")
+	m.listChanges = counter(MetricSuppressionChange, "{change}",
+		"Changes this process made to the suppression list, by source (inbound, provider) and action (add, remove).")
 	m.receiptInstruments, err = newReceiptInstruments(meter)
 	must(err)
 	m.attempts, err = meter.Int64Histogram(MetricDeliveryAttempt, metric.WithUnit("{attempt}"),
@@ -357,6 +367,9 @@ func (m *Metrics) Observe(ev dispatch.Event) {
 	if ev.NoRoute != "" {
 		m.noRoute.Add(ctx, 1, metric.WithAttributes(class, AttrCountry.String(ev.NoRoute)))
 	}
+	if ev.Outcome == nack.Suppressed {
+		m.suppressed.Add(ctx, 1, metric.WithAttributes(class, AttrListSource.String(ev.SuppressedBy)))
+	}
 	if ev.HedgedFrom != "" {
 		m.hedges.Add(ctx, 1, metric.WithAttributes(AttrAccount.String(ev.HedgedFrom)))
 	}
@@ -380,6 +393,12 @@ func (m *Metrics) Observe(ev dispatch.Event) {
 	if ev.Outcome == nack.Sent && ev.Class == admission.OTP && !ev.PublishTime.IsZero() {
 		m.otpLatency.Record(ctx, ev.Finished.Sub(ev.PublishTime).Seconds())
 	}
+}
+
+// SuppressionChange counts a change this process made to the
+// suppression list.
+func (m *Metrics) SuppressionChange(source, action string) {
+	m.listChanges.Add(context.Background(), 1, metric.WithAttributes(AttrListSource.String(source), AttrListAction.String(action)))
 }
 
 // PullError counts a Pub/Sub pull stream of class that failed to open or

@@ -49,6 +49,7 @@ const (
 	AttrProviderCode      = attribute.Key("sms.provider.error_code") // Twilio's code, Vonage's status
 	AttrSegments          = attribute.Key("sms.segments")
 	AttrSpanResendReason  = attribute.Key("sms.resend_reason") // a resend's: the original's final status and error code
+	AttrSuppressedBy      = attribute.Key("sms.suppressed_by") // a suppressed message's: the source of the list's entry that stopped it
 )
 
 // Tracing owns the tracer provider and the W3C propagator. The zero value
@@ -193,6 +194,9 @@ func (t *Tracing) Delivery(ctx context.Context, subscription string, m *pubsub.M
 		}
 		if ev.ResendReason != "" {
 			span.SetAttributes(AttrSpanResendReason.String(ev.ResendReason))
+		}
+		if ev.SuppressedBy != "" {
+			span.SetAttributes(AttrSuppressedBy.String(ev.SuppressedBy))
 		}
 		if ev.Err != nil && ev.Outcome.String() != "sent" {
 			span.SetStatus(codes.Error, ev.Outcome.String())

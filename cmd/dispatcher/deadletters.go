@@ -20,6 +20,7 @@ import (
 	"smsdispatcher/deadletter"
 	"smsdispatcher/dispatch"
 	"smsdispatcher/internal/topology"
+	"smsdispatcher/suppress"
 )
 
 const deadlettersUsage = `usage: dispatcher deadletters list|replay [flags]
@@ -217,6 +218,7 @@ func runDeadlettersReplay(ctx context.Context, args []string, stdout, stderr io.
 	// the first account of the routing table's route. Data that is no
 	// valid message (replayed with --force) has no destination: the first
 	// account serving the class.
+	opts.Suppressed = replaySuppressed(suppress.NewStore(rdb, "", nil), cfg.Process)
 	setups, table := routing.Accounts, routing.Table()
 	lims := map[int]*admission.Limiter{}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -258,6 +260,19 @@ func runDeadlettersReplay(ctx context.Context, args []string, stdout, stderr io.
 		return fmt.Errorf("deadletters replay: %d failed; they are left listed: run replay again", sum.Failed)
 	}
 	return nil
+}
+
+// replaySuppressed is a replay's check of the suppression list: the
+// entry in Redis of the number, for a class the list stops (config's
+// policy).
+func replaySuppressed(store *suppress.Store, p config.Process) func(ctx context.Context, class admission.Class, to string) (string, bool, error) {
+	return func(ctx context.Context, class admission.Class, to string) (string, bool, error) {
+		if !p.Policy(class).Suppressed {
+			return "", false, nil
+		}
+		e, ok, err := store.Get(ctx, to)
+		return e.Source, ok, err
+	}
 }
 
 // topicsOf is the topic of each of classes, by name.

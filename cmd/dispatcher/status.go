@@ -11,6 +11,7 @@ import (
 
 	"smsdispatcher/config"
 	"smsdispatcher/status"
+	"smsdispatcher/suppress"
 )
 
 // runStatus is `dispatcher status`: each account's state as Redis holds it,
@@ -58,7 +59,15 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		accounts = append(accounts, status.Setup{Account: s, Limiter: lim})
 	}
 	r := status.Redis{Client: rdb, Timeout: timeout}
-	read := func() (status.Report, error) { return status.Read(ctx, r, accounts, routing, time.Now()) }
+	list := suppress.NewStore(rdb, "", nil)
+	read := func() (status.Report, error) {
+		rep, err := status.Read(ctx, r, accounts, routing, time.Now())
+		if err != nil {
+			return rep, err
+		}
+		rep.Suppressions, err = suppressionsOf(ctx, list, rep.Time)
+		return rep, err
+	}
 	if !*watch {
 		r, err := read()
 		if err != nil {
@@ -81,4 +90,18 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// suppressionsOf is the suppression list's size and its changes in the
+// hour before now, for the status report.
+func suppressionsOf(ctx context.Context, list *suppress.Store, now time.Time) (*status.Suppressions, error) {
+	n, err := list.Len(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("suppression list: %w", err)
+	}
+	recent, err := list.Recent(ctx, now.Add(-time.Hour))
+	if err != nil {
+		return nil, fmt.Errorf("suppression list: %w", err)
+	}
+	return &status.Suppressions{Numbers: n, LastHour: recent}, nil
 }

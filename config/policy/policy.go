@@ -67,6 +67,19 @@ type Class struct {
 	// The coming rules each add a field here, decided in Of: a number's
 	// opt-out (suppression), the hours a class may be sent in (send
 	// windows), and the guard against traffic pumping.
+
+	// Suppressed: a message to a number on the suppression list is
+	// refused before admission (docs/suppressions.md). Every class's,
+	// unless ACCOUNTS_FILE's class says suppression: false (Unsuppressed).
+	Suppressed bool
+}
+
+// Unsuppressed returns c for a class whose file says suppression: false:
+// its messages go to numbers on the list (the recipient asked for this
+// one, this minute).
+func (c Class) Unsuppressed() Class {
+	c.Suppressed = false
+	return c
 }
 
 // OTP is the name whose class keeps OTP's own rules (admission.OTP is
@@ -85,7 +98,7 @@ func Of(name string, pos int) Class {
 	first := pos == 0
 	c := Class{
 		FailsOver: first, Hedged: first, HoldsGate: first, TargetOnly: first, RetriedSoon: first,
-		MaxWait: LaterMaxWait,
+		MaxWait: LaterMaxWait, Suppressed: true,
 	}
 	if first {
 		c.MaxWait = FirstMaxWait

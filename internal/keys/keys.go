@@ -131,3 +131,24 @@ func Processes() string { return "{sms:processes}" }
 
 // ProcessStates holds every process's state (a hash by process id), pruned with Processes.
 func ProcessStates() string { return "{sms:processes}:states" }
+
+// Suppressions is the suppression list's names, under the hash tag
+// {sms:suppress} of their own slot: one list for every account.
+type Suppressions string
+
+// Suppress returns the suppression list's key names.
+func Suppress() Suppressions { return "{sms:suppress}" }
+
+// List holds every suppressed number (a hash: E.164 number → its entry), kept until removed.
+func (s Suppressions) List() string { return string(s) + ":list" }
+
+// Log holds the list's changes in order (a stream capped by length), which every process follows.
+func (s Suppressions) Log() string { return string(s) + ":log" }
+
+// Inbound marks an inbound message of account handled, by its provider id, for a day: a redelivered webhook is published once.
+func (s Suppressions) Inbound(account, id string) string {
+	return string(s) + ":inbound:" + account + ":" + id
+}
+
+// Seq counts the list's changes; each change's log entry carries its count, so a follower sees a gap.
+func (s Suppressions) Seq() string { return string(s) + ":seq" }

@@ -39,6 +39,10 @@ func TestNames(t *testing.T) {
 		{a.LegacyProcessStates(), "{sms:acme}:process-states"},
 		{Processes(), "{sms:processes}"},
 		{ProcessStates(), "{sms:processes}:states"},
+		{Suppress().List(), "{sms:suppress}:list"},
+		{Suppress().Log(), "{sms:suppress}:log"},
+		{Suppress().Seq(), "{sms:suppress}:seq"},
+		{Suppress().Inbound("acme", "SM1"), "{sms:suppress}:inbound:acme:SM1"},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
@@ -46,6 +50,9 @@ func TestNames(t *testing.T) {
 		slot := "sms:processes"
 		if strings.HasPrefix(tt.want, "{sms:acme}") {
 			slot = "sms:acme"
+		}
+		if strings.HasPrefix(tt.want, "{sms:suppress}") {
+			slot = "sms:suppress"
 		}
 		if hashTag(tt.got) != slot {
 			t.Errorf("%q hashes by %q, want %q", tt.got, hashTag(tt.got), slot)

@@ -31,6 +31,10 @@ type Topology struct {
 	// StatusTopic is the topic of the messages' final delivery states and
 	// StatusInspect its subscription that people and tests read; "": none.
 	StatusTopic, StatusInspect string
+	// Inspected are topics the dispatcher publishes to for the
+	// application (the suppression list's changes, the inbound replies),
+	// each with the subscription people and tests read.
+	Inspected []Inspected
 	// MaxWait is the longer of the classes' max waits and SendTimeout a
 	// send's: the subscriptions' ack deadline is longer than both.
 	MaxWait, SendTimeout time.Duration
@@ -39,6 +43,9 @@ type Topology struct {
 	// forever, and the dispatcher dead-letters explicitly anyway.
 	WithoutDeadLetterPolicy bool
 }
+
+// Inspected is a topic and its subscription for reading.
+type Inspected struct{ Topic, Inspect string }
 
 // A Lane is one class's topic, which producers publish it to, and the
 // dispatcher's subscription on it.
@@ -134,6 +141,9 @@ func Setup(ctx context.Context, c *pubsub.Client, t Topology, report func(kind, 
 	if t.StatusTopic != "" {
 		topics = append(topics, t.StatusTopic)
 	}
+	for _, in := range t.Inspected {
+		topics = append(topics, in.Topic)
+	}
 	for _, id := range topics {
 		_, err := c.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic(id)})
 		if created, err := existsOK(err); err != nil {
@@ -155,6 +165,10 @@ func Setup(ctx context.Context, c *pubsub.Client, t Topology, report func(kind, 
 	}
 	if t.StatusTopic != "" && t.StatusInspect != "" {
 		subs = append(subs, &pubsubpb.Subscription{Name: sub(t.StatusInspect), Topic: topic(t.StatusTopic), AckDeadlineSeconds: 60,
+			MessageRetentionDuration: retention})
+	}
+	for _, in := range t.Inspected {
+		subs = append(subs, &pubsubpb.Subscription{Name: sub(in.Inspect), Topic: topic(in.Topic), AckDeadlineSeconds: 60,
 			MessageRetentionDuration: retention})
 	}
 	for _, s := range subs {

@@ -148,6 +148,9 @@ type Stats struct {
 	Suspended bool
 	// Unauthorized counts the Rejected answers for a bad credential.
 	Unauthorized int
+	// OptedOut counts the Rejected answers for a number on the
+	// Simulator's own opt-out list (OptOut).
+	OptedOut int
 	// AcceptedSegments is the segments of the accepted messages.
 	AcceptedSegments int
 	// MaxInWindow is the most acceptances any window held, by the

@@ -63,6 +63,7 @@ type Simulator struct {
 	arrivals         ring[Arrival]
 	sent             map[string]int
 	refused          map[string]bool // numbers refused by RefuseNumber
+	optedOut         map[string]bool // the provider's own opt-out list (OptOut)
 	seq              int             // provider message ids handed out
 	stats            Stats
 	// senders holds, with SenderLimit, each sender's acceptances in its
@@ -101,6 +102,7 @@ func newSimulator(cfg Config, d dialect, opts ...Option) *Simulator {
 		arrivals:  newRing[Arrival](cfg.MaxArrivals),
 		sent:      make(map[string]int),
 		refused:   make(map[string]bool),
+		optedOut:  make(map[string]bool),
 		senders:   make(map[string]*ring[time.Time]),
 	}
 	s.token.Store(&cfg.Token)
@@ -125,6 +127,16 @@ func (s *Simulator) RefuseNumber(to string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.refused[to] = true
+}
+
+// OptOut puts the number to (E.164 with its '+') on the Simulator's own
+// opt-out list, as a provider keeps one per sender after a STOP: every
+// message to it is refused as the recipient's opt-out (Twilio's 21610;
+// the generic API's 400 "recipient opted out").
+func (s *Simulator) OptOut(to string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.optedOut[to] = true
 }
 
 // FailFor makes the Simulator answer status to every request that passes
@@ -231,6 +243,7 @@ type answer struct {
 	reason     string        // for the body; never holds request content
 	messageID  string        // for an acceptance
 	badNumber  bool          // refused for its number (RefuseNumber, or not E.164)
+	optedOut   bool          // refused for its recipient's opt-out (OptOut)
 	echo       any           // the request's echo, for the dialect's write
 }
 
@@ -306,6 +319,10 @@ func (s *Simulator) decide(now time.Time, in request) answer {
 	case in.bodyFault != 0:
 		s.stats.Rejected++
 		return answer{outcome: outRefused, status: in.bodyFault, reason: "invalid message"}
+	case s.optedOut[in.to]:
+		s.stats.Rejected++
+		s.stats.OptedOut++
+		return answer{outcome: outRefused, status: http.StatusBadRequest, reason: "recipient opted out", optedOut: true}
 	case s.refused[in.to]:
 		s.stats.Rejected++
 		return answer{outcome: outRefused, status: http.StatusUnprocessableEntity, reason: "number refused", badNumber: true}

@@ -202,6 +202,8 @@ func (d *twilioDialect) write(w http.ResponseWriter, a answer) {
 			writeTwilioError(w, wire.TwilioMethodNotAllowed, 0)
 		case a.badNumber:
 			writeTwilioError(w, wire.TwilioInvalidTo, 0)
+		case a.optedOut:
+			writeTwilioError(w, wire.TwilioUnsubscribed, 0)
 		case a.status == http.StatusBadRequest && e.Code != 0:
 			writeTwilioError(w, e.Code, 0)
 		default: // 413

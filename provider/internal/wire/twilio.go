@@ -21,6 +21,7 @@ const (
 	TwilioQueueFull         = 21611 // "This 'From' number has exceeded the maximum number of queued messages" (10 hours of them)
 	TwilioInternalError     = 20500 // "Internal Server Error"
 	TwilioInvalidTo         = 21211 // "Invalid 'To' Phone Number"
+	TwilioUnsubscribed      = 21610 // "Attempt to send to unsubscribed recipient": the recipient replied STOP to this sender
 	TwilioBodyRequired      = 21602 // "Message body is required"
 	TwilioFromRequired      = 21603 // "A 'From' or 'MessagingServiceSid' parameter is required to send a message"
 	TwilioToRequired        = 21604 // "'To' phone number is required to send a Message"
@@ -66,6 +67,7 @@ var TwilioCodes = map[int]TwilioCode{
 	TwilioMethodNotAllowed:  {TwilioByStatus, http.StatusMethodNotAllowed, "Method not allowed"},
 	TwilioInternalError:     {TwilioByStatus, http.StatusInternalServerError, "Internal Server Error"},
 	TwilioInvalidTo:         {TwilioByStatus, http.StatusBadRequest, "The 'To' number is not a valid phone number."},
+	TwilioUnsubscribed:      {TwilioByStatus, http.StatusBadRequest, "Attempt to send to unsubscribed recipient"},
 	TwilioBodyRequired:      {TwilioByStatus, http.StatusBadRequest, "Message body is required."},
 	TwilioFromRequired:      {TwilioByStatus, http.StatusBadRequest, "A 'From' or 'MessagingServiceSid' parameter is required to send a message."},
 	TwilioToRequired:        {TwilioByStatus, http.StatusBadRequest, "A 'To' phone number is required."},

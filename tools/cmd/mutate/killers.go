@@ -144,4 +144,18 @@ var killers = map[string]string{
 	// The hedge and the rule of old sends.
 	"M27":  "TestAnOTPIsHedgedPastAHangingHome",
 	"M27b": "TestTimeoutsOfSendsBegunBeforeARecoveryDoNotCount",
+
+	// The suppression list.
+	"SL1":  "TestASTOPThroughOneAccountStopsEveryAccount",
+	"SL2":  "TestAChangeWhileWaitingForASlotStopsTheSend",
+	"SL3":  "TestTwilio21610SuppressesEverywhere",
+	"SL4":  "TestTwilio21610SuppressesEverywhere",
+	"SL5":  "TestAClassWithoutSuppressionSendsToAListedNumber",
+	"SL6":  "TestAGapLoadsTheListAgain",
+	"SL7":  "TestChangeReachesThreeProcessesWithinASecond",
+	"SL8":  "TestAddKeepsTheFirstEntry",
+	"SL9":  "TestDeadlettersReplaySkipsASuppressedNumber",
+	"SL10": "TestKeyword",
+	"SL11": "TestAnInboundSTOPSuppressesAndASTARTLifts",
+	"SL12": "TestVonageReceiptFields",
 }

@@ -479,4 +479,42 @@ var mutants = []mutant{
 	{"M27b", "a failure of a send begun before the account's recovery counts against it", []edit{
 		{"admission/finish/health.lua", "elseif began < since or (mode == 'd' and ok > 0 and began < start) then", "elseif false then"},
 	}, ""},
+	// The suppression list: a number that said STOP is never texted again,
+	// on any account, by any path.
+	{"SL1", "the list not checked before admission: a suppressed message takes a slot", []edit{
+		{"dispatch/pipeline.go", "	case d.stoppedByList(class, msg.To, &t):\n", "	case false && d.stoppedByList(class, msg.To, &t):\n"},
+	}, "./dispatch/"},
+	{"SL2", "the list not checked again before the send: a STOP while a message waits for its slot is not honoured", []edit{
+		{"dispatch/send.go", "	if source, ok := d.listed(class, m.To); ok {", "	if source, ok := d.listed(class, m.To); false && ok {"},
+	}, "./dispatch/"},
+	{"SL3", "a 21610 settles the message but puts nothing on the list", []edit{
+		{"dispatch/send.go", "		d.optedOut(ctx, a, m)\n", ""},
+	}, "./dispatch/"},
+	{"SL4", "a 21610 read as any refusal: dead-lettered, the number left off the list", []edit{
+		{"nack/outcome.go", "	if o, ok := errors.AsType[optedOut](err); ok && o.OptedOut() {", "	if o, ok := errors.AsType[optedOut](err); false && ok && o.OptedOut() {"},
+	}, "./dispatch/"},
+	{"SL5", "a class's suppression: false ignored", []edit{
+		{"dispatch/suppress.go", "d.deps.Suppressions == nil || !d.policy(class).Suppressed", "d.deps.Suppressions == nil"},
+	}, "./dispatch/"},
+	{"SL6", "a gap in the change log ignored: a process keeps numbers removed and misses those added", []edit{
+		{"suppress/list.go", "				if c.seq != l.seq+1 {", "				if false {"},
+	}, "./suppress/"},
+	{"SL7", "a process does not apply the log's changes: its copy goes stale", []edit{
+		{"suppress/list.go", "				l.Apply(c.Entry)\n", ""},
+	}, "./suppress/"},
+	{"SL8", "an add overwrites the first entry: the record of when a number was suppressed is lost", []edit{
+		{"suppress/change.lua", "changed = redis.call('HSETNX', KEYS[1], ARGV[2], ARGV[3])", "changed = redis.call('HSET', KEYS[1], ARGV[2], ARGV[3]) + 1"},
+	}, "./suppress/"},
+	{"SL9", "deadletters replay republishes a message to a number on the list", []edit{
+		{"deadletter/replay.go", "		case stopped:\n", "		case false && stopped:\n"},
+	}, "./cmd/dispatcher/"},
+	{"SL10", "a body that only begins with STOP is not a STOP (\"Stop. Thank you\")", []edit{
+		{"suppress/keywords.go", "ok && (rest == \"\" || notWord(rune(rest[0])))", "ok && rest == \"\""},
+	}, "./suppress/"},
+	{"SL11", "a redelivered inbound webhook is published again", []edit{
+		{"server/suppress.go", "	if err != nil || !first {", "	if err != nil || first && false {"},
+	}, "./server/"},
+	{"SL12", "a Vonage receipt of an opt-out (err-code 9) suppresses nothing", []edit{
+		{"provider/receipt_vonage.go", "if n := params[\"msisdn\"]; d.ErrorCode == vonageOptedOut &&", "if n := params[\"msisdn\"]; false && d.ErrorCode == vonageOptedOut &&"},
+	}, "./provider/"},
 }

@@ -1,0 +1,183 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"github.com/redis/go-redis/v9"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/provider"
+	"smsdispatcher/receipts"
+	"smsdispatcher/suppress"
+)
+
+// StatusSuppressed is the status event of a message the suppression list
+// stopped (docs/contract.md).
+const StatusSuppressed = "suppressed"
+
+// listLoadBound bounds the load of the suppression list at start, before
+// the lanes pull: a million numbers load in a few seconds; a Redis that
+// does not answer lets the process start on an empty list, which it
+// loads as soon as Redis answers.
+const listLoadBound = 30 * time.Second
+
+// publishBound bounds a status event's or a change's publish.
+const publishBound = 10 * time.Second
+
+// suppressions is the dispatcher's suppression list (dispatch.Suppressions):
+// the copy it keeps in memory, the Store its own changes go to, mirrored
+// to SUPPRESSIONS_TOPIC, and the status topic its refusals are told on.
+type suppressions struct {
+	inbound *pubsub.Publisher // INBOUND_TOPIC's
+	list    *suppress.List
+	store   *suppress.Store
+	mirror  *suppress.TopicMirror
+	status  *pubsub.Publisher
+	changed func(source, action string) // counts a change; nil: not counted
+	logger  *slog.Logger
+}
+
+func (s *suppressions) Suppressed(number string) (string, bool) { return s.list.Suppressed(number) }
+
+// OptedOut puts number on the list, source provider: in this process's
+// copy at once (even when Redis failed), in Redis for every process, and
+// on the mirror's topic.
+func (s *suppressions) OptedOut(ctx context.Context, number, account string) error {
+	e := suppress.Entry{Number: number, Action: suppress.ActionAdd, Source: suppress.SourceProvider, Account: account,
+		Reason: "the provider refused it: the recipient opted out of the sender", At: time.Now()}
+	s.list.Apply(e)
+	changed, err := s.store.Add(ctx, e)
+	if err != nil || !changed {
+		return err
+	}
+	if s.changed != nil {
+		s.changed(suppress.SourceProvider, suppress.ActionAdd)
+	}
+	pctx, cancel := context.WithTimeout(ctx, publishBound)
+	defer cancel()
+	return s.mirror.Wait(pctx)
+}
+
+// newSuppressions is s's suppression list, on s's Redis, mirrored to
+// SUPPRESSIONS_TOPIC; its changes are counted when s has metrics.
+func (s *Server) newSuppressions(rdb redis.Cmdable, ps *pubsub.Client) *suppressions {
+	mirror := &suppress.TopicMirror{Publisher: ps.Publisher(s.cfg.SuppressionsTopic)}
+	store := suppress.NewStore(rdb, "", mirror)
+	l := &suppressions{list: suppress.NewList(store, s.logger), store: store, mirror: mirror, status: s.status, logger: s.logger,
+		inbound: ps.Publisher(s.cfg.InboundTopic)}
+	if s.opts.Telemetry != nil {
+		l.changed = s.opts.Telemetry.Metrics.SuppressionChange
+	}
+	return l
+}
+
+// loadList loads the suppression list before the lanes pull, bounded by
+// listLoadBound: a process that could not load it starts on what it has
+// (nothing), and Run loads it once Redis answers.
+func (s *Server) loadList(ctx context.Context) {
+	lctx, cancel := context.WithTimeout(ctx, listLoadBound)
+	defer cancel()
+	if err := s.list.list.Load(lctx); err != nil && ctx.Err() == nil {
+		s.logger.Error("could not load the suppression list; starting without it until Redis answers", "err", err)
+	}
+}
+
+// stopPublishers flushes and stops the status and the mirror's
+// publishers.
+func (s *Server) stopPublishers() {
+	s.status.Stop()
+	s.list.mirror.Publisher.Stop()
+	s.list.inbound.Stop()
+}
+
+// statusEvent is a suppressed message's status event: the receipts'
+// StatusEvent, with the source of the entry that stopped it.
+type statusEvent struct {
+	receipts.StatusEvent
+	Source string `json:"source"`
+}
+
+// Refused publishes the status event suppressed of id, and waits for
+// Pub/Sub's answer (bounded): the message is acked already, and a lost
+// event is logged, never retried.
+func (s *suppressions) Refused(ctx context.Context, id string, class admission.Class, account, source string) {
+	data, _ := json.Marshal(statusEvent{ // strings only: it cannot fail
+		StatusEvent: receipts.StatusEvent{ID: id, Status: StatusSuppressed, Account: account, Class: class.String(),
+			StatusAt: time.Now().UTC().Format(receipts.TimeLayout)},
+		Source: source,
+	})
+	pctx, cancel := context.WithTimeout(ctx, publishBound)
+	defer cancel()
+	_, err := s.status.Publish(pctx, &pubsub.Message{Data: data, Attributes: map[string]string{
+		receipts.AttrID: id, receipts.AttrClass: class.String(), receipts.AttrStatus: StatusSuppressed,
+	}}).Get(pctx)
+	if err != nil {
+		s.logger.Warn("could not publish a suppressed message's status event", "id", id, "class", class, "err", err)
+	}
+}
+
+// inboundEvent is an inbound message on INBOUND_TOPIC (docs/contract.md
+// section 7).
+type inboundEvent struct {
+	ID         string `json:"id"`
+	Account    string `json:"account"`
+	From       string `json:"from"`
+	To         string `json:"to"`
+	Body       string `json:"body"`
+	Keyword    string `json:"keyword"`
+	ReceivedAt string `json:"received_at"`
+}
+
+// Inbound takes a verified inbound message of account (receipts'
+// InboundHandler): a STOP puts its sender on the list, a START takes it
+// off, through account, source inbound; then the message is published to
+// INBOUND_TOPIC, once per provider id (a delivery whose handling failed
+// is forgotten, and the provider's retry handles it again).
+func (s *suppressions) Inbound(ctx context.Context, account string, in provider.Inbound) error {
+	first, err := s.store.FirstInbound(ctx, account, in.ID)
+	if err != nil || !first {
+		return err
+	}
+	if err := s.inboundOnce(ctx, account, in); err != nil {
+		if ferr := s.store.ForgetInbound(context.WithoutCancel(ctx), account, in.ID); ferr != nil {
+			return fmt.Errorf("%w; and forgetting it: %v", err, ferr)
+		}
+		return err
+	}
+	return nil
+}
+
+func (s *suppressions) inboundOnce(ctx context.Context, account string, in provider.Inbound) error {
+	kw := suppress.DefaultKeywords.Keyword(in.Body, in.OptOutType)
+	if kw == suppress.KeywordStop || kw == suppress.KeywordStart {
+		if _, err := suppress.Key(in.From); err == nil {
+			e := suppress.Entry{Number: in.From, Source: suppress.SourceInbound, Account: account, Reason: "replied " + strings.ToUpper(kw), At: time.Now()}
+			change, action := s.store.Add, suppress.ActionAdd
+			if kw == suppress.KeywordStart {
+				change, action = s.store.Remove, suppress.ActionRemove
+			}
+			changed, err := change(ctx, e)
+			if err != nil {
+				return err
+			}
+			e.Action = action
+			s.list.Apply(e)
+			if changed && s.changed != nil {
+				s.changed(suppress.SourceInbound, action)
+			}
+			if err := s.mirror.Wait(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	data, _ := json.Marshal(inboundEvent{ID: in.ID, Account: account, From: in.From, To: in.To, Body: in.Body, Keyword: kw,
+		ReceivedAt: time.Now().UTC().Format(time.RFC3339)}) // strings only: it cannot fail
+	_, err := s.inbound.Publish(ctx, &pubsub.Message{Data: data, Attributes: map[string]string{"account": account, "keyword": kw}}).Get(ctx)
+	return err
+}

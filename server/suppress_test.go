@@ -1,0 +1,95 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2/pstest"
+
+	"smsdispatcher/internal/keys"
+	"smsdispatcher/internal/redistest"
+	"smsdispatcher/internal/topology"
+	"smsdispatcher/provider"
+	"smsdispatcher/suppress"
+)
+
+// TestAnInboundSTOPSuppressesAndASTARTLifts: a STOP replied through one
+// account puts the sender on the list (source inbound, through it), a
+// START through another takes it off; every inbound message, keyword or
+// not, is published to INBOUND_TOPIC once per provider id, and every
+// change to SUPPRESSIONS_TOPIC.
+func TestAnInboundSTOPSuppressesAndASTARTLifts(t *testing.T) {
+	ps := pstest.NewServer()
+	t.Cleanup(func() { ps.Close() })
+	ctx := context.Background()
+	client, err := topology.NewClient(ctx, "proj", ps.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	if err := topology.Setup(ctx, client, topology.Topology{OTPTopic: "sms-otp", MarketingTopic: "sms-marketing", DeadLetterTopic: "dl",
+		OTPSubscription: "o", MarketingSubscription: "m", DeadLetterInspect: "dli", DeadLetterRetention: time.Hour, WithoutDeadLetterPolicy: true,
+		Inspected: []topology.Inspected{{Topic: "sms-inbound", Inspect: "sms-inbound-inspect"}, {Topic: "sms-suppressions", Inspect: "sms-suppressions-inspect"}},
+	}, func(string, string, string) {}); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redistest.Client(t)
+	names := keys.Suppressions("{sms:suppress:" + redistest.UniqueAccount(t) + "}")
+	mirror := &suppress.TopicMirror{Publisher: client.Publisher("sms-suppressions")}
+	store := suppress.NewStore(rdb, names, mirror)
+	s := &suppressions{list: suppress.NewList(store, nil), store: store, mirror: mirror, inbound: client.Publisher("sms-inbound"), logger: slog.New(slog.DiscardHandler)}
+	t.Cleanup(func() {
+		mirror.Publisher.Stop()
+		s.inbound.Stop()
+		rdb.Del(context.Background(), names.List(), names.Log(), names.Seq(), names.Inbound("otp", "SM1"), names.Inbound("otp", "SM2"), names.Inbound("bulk", "SM3"))
+	})
+	const from = "+819011112222"
+	stop := provider.Inbound{ID: "SM1", From: from, To: "+15005550006", Body: "stop please"}
+	for range 2 { // the webhook redelivered
+		if err := s.Inbound(ctx, "otp", stop); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Inbound(ctx, "otp", provider.Inbound{ID: "SM2", From: from, To: "+15005550006", Body: "what is this?"}); err != nil {
+		t.Fatal(err)
+	}
+	e, ok, err := store.Get(ctx, from)
+	if err != nil || !ok || e.Source != suppress.SourceInbound || e.Account != "otp" {
+		t.Fatalf("after STOP: %+v, %v, %v; want on the list, source inbound, through otp", e, ok, err)
+	}
+	if src, ok := s.Suppressed(from); !ok || src != suppress.SourceInbound {
+		t.Fatalf("this process's copy after STOP: %q, %v", src, ok)
+	}
+	if err := s.Inbound(ctx, "bulk", provider.Inbound{ID: "SM3", From: from, To: "+15005550007", Body: "START"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := store.Get(ctx, from); err != nil || ok {
+		t.Fatalf("after START through another account: on the list %v, %v", ok, err)
+	}
+	var got []inboundEvent
+	for _, m := range ps.Messages() {
+		if m.Topic != "projects/proj/topics/sms-inbound" {
+			continue
+		}
+		var ev inboundEvent
+		if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Keyword != m.Attributes["keyword"] || ev.Account != m.Attributes["account"] || ev.ReceivedAt == "" {
+			t.Fatalf("published %s %v (%v)", m.Data, m.Attributes, err)
+		}
+		got = append(got, ev)
+	}
+	if len(got) != 3 || got[0].ID != "SM1" || got[0].Keyword != "stop" || got[1].Keyword != "none" || got[2].Keyword != "start" || got[2].Account != "bulk" {
+		t.Fatalf("published to sms-inbound: %+v; want SM1 (stop) once, SM2 (none), SM3 (start)", got)
+	}
+	changes := 0
+	for _, m := range ps.Messages() {
+		if m.Topic == "projects/proj/topics/sms-suppressions" {
+			changes++
+		}
+	}
+	if changes != 2 {
+		t.Fatalf("%d changes published to sms-suppressions, want 2 (the add, the remove)", changes)
+	}
+}
