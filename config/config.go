@@ -57,6 +57,9 @@ type Class struct {
 	Topic        string
 	Subscription string
 	MaxWait      time.Duration
+	// Sending is the class's send windows and cap (send_hours,
+	// max_per_recipient...), the zero value when it has none.
+	Sending policy.Sending
 }
 
 // ClassList returns p's classes in priority order: Lanes, or otp
@@ -76,7 +79,13 @@ func (p Process) ClassList() []Class {
 // config take their rules from. A class p does not list has a later
 // class's rules.
 func (p Process) Policy(class admission.Class) policy.Class {
-	return policy.Of(class.String(), slices.IndexFunc(p.ClassList(), func(c Class) bool { return c.Name == class }))
+	list := p.ClassList()
+	i := slices.IndexFunc(list, func(c Class) bool { return c.Name == class })
+	c := policy.Of(class.String(), i)
+	if i >= 0 {
+		c.Sending = list[i].Sending
+	}
+	return c
 }
 
 // Account holds the settings of one provider account: its name (its keys
