@@ -16,6 +16,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/config/policy"
+	"smsdispatcher/deferral"
 	"smsdispatcher/nack"
 	"smsdispatcher/priority"
 )
@@ -169,6 +170,10 @@ type Deps struct {
 	// Credentials, if set, is read again every Config.CredentialCheck; a
 	// change ends an account-level pause (Limiter.ResumeAccount).
 	Credentials Credentials
+	// Deferral, if set, holds the messages of a class with send windows
+	// or a per-recipient cap that may not be sent now (deferral.Store);
+	// nil sends every message at once.
+	Deferral *deferral.Store
 }
 
 // A Lane is one class's subscription and settings.

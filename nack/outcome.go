@@ -40,6 +40,12 @@ const (
 	// Panicked means the dispatcher's handling of the delivery panicked
 	// (a bug, recovered): the message comes back to be handled again.
 	Panicked
+	// Deferred means the message is outside its class's send window (or
+	// over its cap) and the deferral store holds it until it may be sent.
+	Deferred
+	// Capped means the message is over its class's per-recipient cap,
+	// which drops it: never sent.
+	Capped
 
 	// numOutcomes counts the outcomes above; tests iterate up to it.
 	numOutcomes
@@ -58,6 +64,8 @@ var outcomeNames = [numOutcomes]string{
 	ShuttingDown:      "shutting_down",
 	AccountFailure:    "account_failure",
 	Panicked:          "panicked",
+	Deferred:          "deferred",
+	Capped:            "capped",
 }
 
 // String returns the outcome's name in snake case ("sent",
@@ -99,13 +107,13 @@ func (a Action) String() string {
 }
 
 // ActionFor returns the Action for an Outcome. It is the one table:
-// Sent, Expired and Duplicate ack; Invalid and Rejected dead-letter; Denied,
+// Sent, Expired, Duplicate, Deferred and Capped ack; Invalid and Rejected dead-letter; Denied,
 // Throttled, Transient, InFlightElsewhere, ShuttingDown, AccountFailure and
 // Panicked nack. An unknown Outcome nacks, because redelivery cannot lose a
 // message.
 func ActionFor(o Outcome) Action {
 	switch o {
-	case Sent, Expired, Duplicate:
+	case Sent, Expired, Duplicate, Deferred, Capped:
 		return Ack
 	case Invalid, Rejected:
 		return DeadLetter

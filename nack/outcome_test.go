@@ -29,6 +29,8 @@ func TestActionFor(t *testing.T) {
 		{ShuttingDown, Nack},
 		{AccountFailure, Nack}, // the message is fine: it waits for the account
 		{Panicked, Nack},       // dead-lettered by the dispatcher after a few
+		{Deferred, Ack},        // the deferral store holds it
+		{Capped, Ack},          // dropped by its cap
 		{numOutcomes, Nack},    // unknown: redelivery loses nothing
 		{-1, Nack},
 	}
@@ -59,8 +61,8 @@ func TestEveryOutcomeIsNamedAndCovered(t *testing.T) {
 			t.Errorf("ActionFor(%v) = %v, not a known Action", o, a)
 		}
 	}
-	if len(seen) != 12 {
-		t.Errorf("%d outcomes, want 12: update TestActionFor and the metrics", len(seen))
+	if len(seen) != 14 {
+		t.Errorf("%d outcomes, want 14: update TestActionFor and the metrics", len(seen))
 	}
 }
 
@@ -80,7 +82,9 @@ func TestOutcomeString(t *testing.T) {
 		{InFlightElsewhere, "in_flight_elsewhere"},
 		{ShuttingDown, "shutting_down"},
 		{Panicked, "panicked"},
-		{numOutcomes, "Outcome(12)"},
+		{Deferred, "deferred"},
+		{Capped, "capped"},
+		{numOutcomes, "Outcome(14)"},
 		{-1, "Outcome(-1)"},
 	}
 	for _, tt := range tests {

@@ -25,7 +25,7 @@ func hours(t *testing.T, s string) Hours {
 
 func TestParseHoursRefuses(t *testing.T) {
 	for _, s := range []string{"", "8:00-21:00", "08:00", "08:00-21:60", "25:00-21:00", "24:00-08:00",
-		"08:00-08:00", "08:00-21:00 mon-xyz", "08:00-21:00 mon sat", "08:00-21:00 "+"mon,,sat"} {
+		"08:00-08:00", "08:00-21:00 mon-xyz", "08:00-21:00 mon sat", "08:00-21:00 " + "mon,,sat"} {
 		if _, err := ParseHours(s); err == nil {
 			t.Errorf("ParseHours(%q) accepted", s)
 		}
