@@ -247,3 +247,27 @@ func TestAResendIsHeldByItsWindow(t *testing.T) {
 		t.Error("a resend outside its window was sent")
 	}
 }
+
+// TestADeferralTheStoreCannotTakeIsNotAcked: the ack-after-store rule. A
+// message outside its window whose deferral the store cannot take (Redis
+// unreachable) is nacked, every time, and comes back: never acked unsent.
+func TestADeferralTheStoreCannotTakeIsNotAcked(t *testing.T) {
+	w := &opensAt{}
+	open := time.Now().Add(time.Hour)
+	w.at.Store(&open)
+	h, class := newWindowHarness(t, policy.Sending{Window: w}, 0)
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { down.Close() })
+	h.deferral = func(redis.Scripter) *deferral.Store { return deferral.New(down, nil, nil) }
+	h.start(1, Config{})
+	id := h.publish(class, map[string]string{"id": "lost-1", "to": "+819012345678", "body": "sale"})
+	h.waitUntil("two deliveries, or an ack", 30*time.Second, func() bool {
+		evs := h.eventsOf(id)
+		return len(evs) >= 2 || (len(evs) == 1 && evs[0].Action != nack.Nack)
+	})
+	for _, ev := range h.eventsOf(id) {
+		if ev.Action != nack.Nack {
+			t.Errorf("a deferral the store could not take: %v/%v (%v), want a nack", ev.Outcome, ev.Action, ev.Err)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/config"
+	"smsdispatcher/deferral"
 	"smsdispatcher/dispatch"
 	"smsdispatcher/internal/pullwatch"
 	"smsdispatcher/internal/topology"
@@ -81,6 +82,10 @@ type Server struct {
 	// stopReceipts flushes the receipts' publishers, once receipts' Run
 	// has returned.
 	stopReceipts func()
+	// releaser releases the deferred messages (nil: no class has send
+	// windows or a cap); stopDeferral flushes its publishers.
+	releaser     *deferral.Releaser
+	stopDeferral func()
 }
 
 // New wires one dispatcher of cfg's process settings on the given clients,
@@ -136,6 +141,7 @@ func New(cfg config.Settings, accounts []Account, rdb Redis, ps *pubsub.Client, 
 	if opts.Telemetry != nil {
 		deps.Tracer = opts.Telemetry.Tracing
 	}
+	deps.Deferral, s.releaser, s.stopDeferral = s.newDeferral(ps)
 	dcfg := dispatch.Config{
 		SendTimeout: cfg.SendTimeout, Grace: cfg.ShutdownGrace,
 		MaxDeliveryAttempts: topology.MaxDeliveryAttempts,
@@ -148,11 +154,13 @@ func New(cfg config.Settings, accounts []Account, rdb Redis, ps *pubsub.Client, 
 	d, err := dispatch.New(dcfg, deps)
 	if err != nil {
 		dlq.Stop()
+		s.stopDeferral()
 		return nil, err
 	}
 	s.d, s.dlq = d, dlq
 	if s.receipts, s.stopReceipts, err = s.newReceipts(ps); err != nil {
 		dlq.Stop()
+		s.stopDeferral()
 		return nil, err
 	}
 	if opts.Telemetry != nil {
@@ -189,6 +197,11 @@ func (s *Server) Run(ctx context.Context) error {
 		r := status.Redis{Client: s.rdb, Circuit: s.circuit, Timeout: s.cfg.RedisTimeout}
 		status.Heartbeats(hctx, s.id, s.opts.Version, r, s.limiters)
 	}()
+	if s.releaser != nil {
+		released := make(chan struct{})
+		go func() { defer close(released); s.releaser.Run(hctx) }()
+		defer func() { <-released }()
+	}
 	err := s.d.Run(ctx)
 	stop()
 	<-done
@@ -200,6 +213,7 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) Close() {
 	s.dlq.Stop()
 	s.stopReceipts()
+	s.stopDeferral()
 }
 
 // state is what the gauges show: the process's, and each account's.

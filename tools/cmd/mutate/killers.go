@@ -144,4 +144,12 @@ var killers = map[string]string{
 	// The hedge and the rule of old sends.
 	"M27":  "TestAnOTPIsHedgedPastAHangingHome",
 	"M27b": "TestTimeoutsOfSendsBegunBeforeARecoveryDoNotCount",
+
+	// Send windows, caps and the deferral store.
+	"W1": "TestWindowDefersACampaignUntilItOpens",
+	"W2": "TestOpen",
+	"W3": "TestADeferralTheStoreCannotTakeIsNotAcked",
+	"W4": "TestTheCapIsExactInAnySlidingWindow",
+	"W5": "TestAReleaserKilledMidReleaseLosesNothing",
+	"W6": "TestADeferredMessageWhoseDeadlineComesFirstExpires",
 }
