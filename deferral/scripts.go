@@ -24,6 +24,10 @@ var (
 	uncapLua string
 	//go:embed due.lua
 	dueLua string
+	//go:embed stats.lua
+	statsLua string
+	//go:embed get.lua
+	getLua string
 
 	deferScript  = redis.NewScript(deferLua)
 	claimScript  = redis.NewScript(claimLua)
@@ -32,6 +36,8 @@ var (
 	capScript    = redis.NewScript(capLua)
 	uncapScript  = redis.NewScript(uncapLua)
 	dueScript    = redis.NewScript(dueLua)
+	statsScript  = redis.NewScript(statsLua)
+	getScript    = redis.NewScript(getLua)
 )
 
 // Operations, one per script, for the Redis-calls figures.
@@ -43,6 +49,8 @@ const (
 	OpCap    = "cap"
 	OpUncap  = "cap_give_back"
 	OpDue    = "deferred_due"
+	OpStats  = "deferred_stats"
+	OpGet    = "deferred_get"
 )
 
 func init() {
@@ -53,4 +61,6 @@ func init() {
 	scriptop.Register(OpCap, capLua)
 	scriptop.Register(OpUncap, uncapLua)
 	scriptop.Register(OpDue, dueLua)
+	scriptop.Register(OpStats, statsLua)
+	scriptop.Register(OpGet, getLua)
 }

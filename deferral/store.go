@@ -58,7 +58,9 @@ type Judgement struct {
 
 // Envelope is what the store keeps of a deferred message.
 type Envelope struct {
-	Data       []byte            `json:"data"`
+	// Data is the message's data as published: a JSON object (Decode
+	// checked it), kept as it is rather than in base64.
+	Data       json.RawMessage   `json:"data"`
 	Attributes map[string]string `json:"attributes,omitempty"`
 	Deadline   time.Time         `json:"deadline,omitzero"`
 	DeferredAt time.Time         `json:"deferred_at"`
@@ -161,8 +163,12 @@ func (s *Store) hold(ctx context.Context, m Message, now, until time.Time, reaso
 		return Judgement{}, err
 	}
 	k := keys.DeferredOf(m.Class)
-	if err := deferScript.Run(ctx, s.rdb, []string{k.Due(), k.Messages(), k.Claims()}, m.ID, until.UnixMilli(), env).Err(); err != nil {
+	stored, err := deferScript.Run(ctx, s.rdb, []string{k.Due(), k.Messages(), k.Claims(), k.Forced()}, m.ID, until.UnixMilli(), env).Int()
+	if err != nil {
 		return Judgement{}, fmt.Errorf("deferral: store: %w", err)
+	}
+	if stored == 0 { // released early by an operator
+		return Judgement{Verdict: Send}, nil
 	}
 	s.event(ctx, m, "deferred", until)
 	return Judgement{Verdict: Deferred, Until: until, Reason: reason}, nil
@@ -250,10 +256,59 @@ func (s *Store) List(ctx context.Context, class string, offset, count int) ([]En
 	return out, int(total), nil
 }
 
-// ReleaseNow makes id of class due at once (an operator's early release).
-// It reports whether id was deferred.
+// ReleaseNow makes id of class due at once (an operator's early release):
+// when it comes back it is sent whatever its window or cap says. It
+// reports whether id was deferred.
 func (s *Store) ReleaseNow(ctx context.Context, class, id string) (bool, error) {
 	k := keys.DeferredOf(class)
-	n, err := dueScript.Run(ctx, s.rdb, []string{k.Due()}, id, s.now().UnixMilli()).Int()
+	n, err := dueScript.Run(ctx, s.rdb, []string{k.Due(), k.Forced()}, id, s.now().UnixMilli()).Int()
 	return n == 1, err
+}
+
+// Get returns id's entry in class's store; found is false when it is not
+// deferred.
+func (s *Store) Get(ctx context.Context, class, id string) (e Entry, found bool, err error) {
+	k := keys.DeferredOf(class)
+	res, err := getScript.Run(ctx, s.rdb, []string{k.Due(), k.Messages()}, id).StringSlice()
+	if err != nil || len(res) < 2 {
+		return Entry{}, false, err
+	}
+	ms, _ := strconv.ParseFloat(res[0], 64)
+	e = Entry{ID: id, Due: time.UnixMilli(int64(ms))}
+	_ = json.Unmarshal([]byte(res[1]), &e.Envelope)
+	return e, true, nil
+}
+
+// Overdue is how long past its release a deferred message counts as
+// stuck (SMSDeferredStuck).
+const Overdue = 15 * time.Minute
+
+// Stats is a class's deferred messages in short.
+type Stats struct {
+	Class    string
+	Deferred int
+	// Overdue counts those due more than Overdue ago and not released.
+	Overdue int
+	// Next are the next releases, soonest first.
+	Next []Entry
+}
+
+// StatsOf returns class's stats with its next n releases.
+func (s *Store) StatsOf(ctx context.Context, class string, n int) (Stats, error) {
+	k := keys.DeferredOf(class)
+	res, err := statsScript.Run(ctx, s.rdb, []string{k.Due()}, s.now().Add(-Overdue).UnixMilli(), n).Slice()
+	if err != nil || len(res) < 2 {
+		return Stats{}, fmt.Errorf("deferral: stats: %v", err)
+	}
+	st := Stats{Class: class}
+	total, _ := res[0].(int64)
+	over, _ := res[1].(int64)
+	st.Deferred, st.Overdue = int(total), int(over)
+	for i := 2; i+1 < len(res); i += 2 {
+		id, _ := res[i].(string)
+		due, _ := res[i+1].(string)
+		ms, _ := strconv.ParseFloat(due, 64)
+		st.Next = append(st.Next, Entry{ID: id, Due: time.UnixMilli(int64(ms))})
+	}
+	return st, nil
 }

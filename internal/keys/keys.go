@@ -150,6 +150,10 @@ func (d Deferred) Messages() string { return string(d) + ":msg" }
 // Claims is the hash of each id a releaser claimed to the claim's token.
 func (d Deferred) Claims() string { return string(d) + ":claim" }
 
+// Forced is the set of the ids an operator released early: sent when
+// they come back, whatever their window or cap says.
+func (d Deferred) Forced() string { return string(d) + ":forced" }
+
 // RecipientSends is the sorted set of the ids of class sent to number in
 // its cap's window, by the instant (ms) each took its place; under the
 // tag {sms:cap:<class>}, one slot per class.
