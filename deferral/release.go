@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -28,11 +29,40 @@ type Releaser struct {
 	Every time.Duration
 	// Batch is the ids claimed at a time (default 500).
 	Batch int
-	// Expired counts a deferred message whose deadline passed (nil: not
-	// counted).
-	Expired func(class string)
 	// Released counts the messages republished (nil: not counted).
 	Released func(class string, n int)
+
+	stats     atomic.Pointer[[]Stats] // the lanes' last stats
+	statsRead time.Time               // when stats were last read; Run's own
+}
+
+// StatsEvery is how often a releaser reads its lanes' stats for the
+// gauges (sms_deferred, sms_deferred_overdue).
+const StatsEvery = 10 * time.Second
+
+// Stats returns the lanes' stats as last read (none before the first).
+func (r *Releaser) Stats() []Stats {
+	if p := r.stats.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// readStats reads every lane's stats, at most every StatsEvery.
+func (r *Releaser) readStats(ctx context.Context) {
+	if time.Since(r.statsRead) < StatsEvery {
+		return
+	}
+	r.statsRead = time.Now()
+	var all []Stats
+	for _, l := range r.Lanes {
+		st, err := r.Store.StatsOf(ctx, l.Class, 0)
+		if err != nil {
+			return // kept as last read: the next pass tries again
+		}
+		all = append(all, st)
+	}
+	r.stats.Store(&all)
 }
 
 // Run releases until ctx ends.
@@ -42,6 +72,7 @@ func (r *Releaser) Run(ctx context.Context) {
 		every = time.Second
 	}
 	for {
+		r.readStats(ctx)
 		for _, l := range r.Lanes {
 			for ctx.Err() == nil {
 				n, err := r.Pass(ctx, l)
@@ -90,9 +121,8 @@ func (r *Releaser) Pass(ctx context.Context, l Lane) (int, error) {
 			r.Logger.Error("a deferred message's envelope is unreadable; dropped", "class", l.Class, "id", c.ID)
 			_, _ = r.Store.Remove(ctx, l.Class, c.ID, c.Token)
 		case !c.Deadline.IsZero() && !now.Before(c.Deadline):
-			r.Store.event(ctx, Message{Class: l.Class, ID: c.ID}, "expired", time.Time{})
-			if ok, _ := r.Store.Remove(ctx, l.Class, c.ID, c.Token); ok && r.Expired != nil {
-				r.Expired(l.Class)
+			if ok, _ := r.Store.Remove(ctx, l.Class, c.ID, c.Token); ok {
+				r.Store.expired(ctx, Message{Class: l.Class, ID: c.ID})
 			}
 		default:
 			res := l.Publisher.Publish(ctx, &pubsub.Message{Data: c.Data, Attributes: c.Attributes})

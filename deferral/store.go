@@ -81,6 +81,9 @@ type Store struct {
 	// Lease is how long a claim holds an id for its releaser (default
 	// ClaimLease).
 	Lease time.Duration
+	// Expired, if set, counts a message that ends expired here
+	// (sms_expired_total): its deadline comes before its release.
+	Expired func(class string)
 }
 
 // Events publishes a message's status events (deferred, capped,
@@ -154,7 +157,7 @@ func (s *Store) spread(id string, next time.Time, spread time.Duration) time.Tim
 // never opening: zero) is not before its deadline.
 func (s *Store) hold(ctx context.Context, m Message, now, until time.Time, reason string) (Judgement, error) {
 	if until.IsZero() || (!m.Deadline.IsZero() && !until.Before(m.Deadline)) {
-		s.event(ctx, m, "expired", time.Time{})
+		s.expired(ctx, m)
 		return Judgement{Verdict: Expired, Reason: reason}, nil
 	}
 	env, err := json.Marshal(Envelope{Data: m.Data, Attributes: m.Attributes, Deadline: m.Deadline,
@@ -172,6 +175,14 @@ func (s *Store) hold(ctx context.Context, m Message, now, until time.Time, reaso
 	}
 	s.event(ctx, m, "deferred", until)
 	return Judgement{Verdict: Deferred, Until: until, Reason: reason}, nil
+}
+
+// expired ends m expired: its status event and its count.
+func (s *Store) expired(ctx context.Context, m Message) {
+	s.event(ctx, m, "expired", time.Time{})
+	if s.Expired != nil {
+		s.Expired(m.Class)
+	}
 }
 
 func (s *Store) event(ctx context.Context, m Message, status string, until time.Time) {

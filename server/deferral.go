@@ -11,6 +11,7 @@ import (
 	"smsdispatcher/config/policy"
 	"smsdispatcher/deferral"
 	"smsdispatcher/receipts"
+	"smsdispatcher/telemetry"
 )
 
 // newDeferral returns the deferral store and its releaser when a class
@@ -34,6 +35,9 @@ func (s *Server) newDeferral(ps *pubsub.Client) (*deferral.Store, *deferral.Rele
 	status := ps.Publisher(s.cfg.StatusTopic)
 	pubs = append(pubs, status)
 	store := deferral.New(s.rdb, nil, deferralEvents{publisher: status, logger: s.logger})
+	if s.opts.Telemetry != nil {
+		store.Expired = s.opts.Telemetry.Metrics.Expired
+	}
 	rel := &deferral.Releaser{Store: store, Lanes: lanes, Token: s.id, Logger: s.logger}
 	return store, rel, func() {
 		for _, p := range pubs {
@@ -65,5 +69,16 @@ func (t deferralEvents) Event(ctx context.Context, class, id, status string, unt
 		Attributes: map[string]string{receipts.AttrID: id, receipts.AttrClass: class, receipts.AttrStatus: status}})
 	if _, err := res.Get(ctx); err != nil {
 		t.logger.Warn("a status event was not published", "id", id, "status", status, "err", err)
+	}
+}
+
+// deferredState fills st's deferral gauges from the releaser's last read.
+func (s *Server) deferredState(st *telemetry.State) {
+	if s.releaser == nil {
+		return
+	}
+	st.Deferred, st.Overdue = map[string]int{}, map[string]int{}
+	for _, c := range s.releaser.Stats() {
+		st.Deferred[c.Class], st.Overdue[c.Class] = c.Deferred, c.Overdue
 	}
 }

@@ -219,6 +219,7 @@ func (s *Server) Close() {
 // state is what the gauges show: the process's, and each account's.
 func (s *Server) state() telemetry.State {
 	st := telemetry.State{BudgetTokens: s.d.BudgetTokens(), OTPWaiting: s.d.OTPWaiting(), Waiting: s.d.Waiting()}
+	s.deferredState(&st)
 	for n, lim := range s.limiters {
 		penalty, fallback := lim.State()
 		_, _, paused := lim.AccountPause()
