@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -221,30 +222,42 @@ func TestCapHoldsAcrossProcesses(t *testing.T) {
 	}
 }
 
-// TestAResendIsHeldByItsWindow: a failed OTP's resend, published again to
-// its class's topic, passes the window's check as a first send does.
-func TestAResendIsHeldByItsWindow(t *testing.T) {
+// TestAResendAndAReplayAreHeldByTheirWindow: a failed OTP's resend and a
+// replayed dead letter, each published again to its class's topic with
+// its attributes, pass the window's check as a first send does, and are
+// stored with their attributes.
+func TestAResendAndAReplayAreHeldByTheirWindow(t *testing.T) {
 	w := &opensAt{}
 	open := time.Now().Add(time.Hour)
 	w.at.Store(&open)
 	h, class := newWindowHarness(t, policy.Sending{Window: w}, 0)
 	h.start(1, Config{})
-	id, err := h.pubs[class].Publish(context.Background(), &pubsub.Message{
-		Data:       []byte(`{"id":"again-1","to":"+819012345678","body":"code 1"}`),
-		Attributes: map[string]string{attr.ResendAvoid: "nobody", attr.ResendReason: "undelivered"},
-	}).Get(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	var ids []string
+	for _, m := range []*pubsub.Message{
+		{Data: []byte(`{"id":"again-1","to":"+819012345678","body":"code 1"}`),
+			Attributes: map[string]string{attr.ResendAvoid: "nobody", attr.ResendReason: "undelivered"}},
+		{Data: []byte(`{"id":"replayed-1","to":"+819012345678","body":"sale"}`),
+			Attributes: map[string]string{attr.Replays: "1"}},
+	} {
+		id, err := h.pubs[class].Publish(context.Background(), m).Get(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
 	}
-	if ev := h.waitEnded([]string{id}, 30*time.Second)[id]; ev.Outcome != nack.Deferred {
-		t.Fatalf("a resend outside its window: %v (%v), want deferred", ev.Outcome, ev.Err)
+	for id, ev := range h.waitEnded(ids, 30*time.Second) {
+		if ev.Outcome != nack.Deferred {
+			t.Errorf("%s outside its window: %v (%v), want deferred", id, ev.Outcome, ev.Err)
+		}
 	}
-	entries, _, err := h.releasers[0].Store.List(context.Background(), class.String(), 0, 5)
-	if err != nil || len(entries) != 1 || entries[0].Attributes[attr.ResendAvoid] != "nobody" {
-		t.Fatalf("stored %+v (%v), want the resend with its attributes", entries, err)
+	store := h.releasers[0].Store
+	again, ok1, err1 := store.Get(context.Background(), class.String(), admission.ResendID("again-1"))
+	replayed, ok2, err2 := store.Get(context.Background(), class.String(), "replayed-1")
+	if !ok1 || !ok2 || err1 != nil || err2 != nil || again.Attributes[attr.ResendAvoid] != "nobody" || replayed.Attributes[attr.Replays] != "1" {
+		t.Fatalf("stored %+v (%v) and %+v (%v), want the resend and the replay with their attributes", again, err1, replayed, err2)
 	}
 	if h.sim.Stats().Accepted != 0 {
-		t.Error("a resend outside its window was sent")
+		t.Error("a resend or a replay outside its window was sent")
 	}
 }
 
@@ -269,5 +282,49 @@ func TestADeferralTheStoreCannotTakeIsNotAcked(t *testing.T) {
 		if ev.Action != nack.Nack {
 			t.Errorf("a deferral the store could not take: %v/%v (%v), want a nack", ev.Outcome, ev.Action, ev.Err)
 		}
+	}
+}
+
+// TestACapHoldsOnTheFailoverPath: an OTP class capped at one per hour
+// per number, failing over past a degraded home: the first OTP goes out
+// on the backup, the next ones to the number are capped on every
+// account; a number of its own is not.
+func TestACapHoldsOnTheFailoverPath(t *testing.T) {
+	h := newHarness(t, providertest.Config{}, nil)
+	primary, _, limiters := twoAccounts(t, h, false, nil)
+	h.deferral = func(rdb redis.Scripter) *deferral.Store { return deferral.New(rdb, nil, nil) }
+	h.addClass(admission.OTP, 0)
+	h.addClass(admission.Marketing, 0)
+	h.lanes[0].Policy.Sending = policy.Sending{Cap: policy.Cap{Count: 1, Per: time.Hour, Drop: true}}
+	h.start(2, Config{OTPMaxWait: 500 * time.Millisecond})
+	primary.FailFor(http.StatusServiceUnavailable, time.Minute)
+	for i := 0; limiters["primary"][0].Health() != admission.Degraded; i++ {
+		id := h.publish(admission.OTP, map[string]string{"id": fmt.Sprintf("warm-%d", i), "to": fmt.Sprintf("+8170%08d", i), "body": "code"})
+		h.waitEnded([]string{id}, 10*time.Second)
+		if i > 50 {
+			t.Fatal("the primary never became degraded")
+		}
+	}
+	number := fmt.Sprintf("+8190%08d", time.Now().UnixNano()%100000000)
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, h.publish(admission.OTP, map[string]string{"id": fmt.Sprintf("capped-%d-%s", i, number), "to": number, "body": "code"}))
+	}
+	sent, capped := 0, 0
+	for id, ev := range h.waitEnded(ids, 20*time.Second) {
+		switch {
+		case ev.Outcome == nack.Sent && ev.Account == "backup":
+			sent++
+		case ev.Outcome == nack.Capped:
+			capped++
+		default:
+			t.Errorf("%s: %v on %q (%v), want sent on the backup or capped", id, ev.Outcome, ev.Account, ev.Err)
+		}
+	}
+	if sent != 1 || capped != 2 {
+		t.Errorf("%d sent and %d capped to one number past a degraded home, want 1 and 2", sent, capped)
+	}
+	if n := primary.Stats().Accepted; n != 0 {
+		t.Errorf("the failing primary accepted %d", n)
 	}
 }
