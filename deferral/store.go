@@ -246,7 +246,7 @@ type Entry struct {
 // time, and how many are deferred in all.
 func (s *Store) List(ctx context.Context, class string, offset, count int) ([]Entry, int, error) {
 	k := keys.DeferredOf(class)
-	res, err := listScript.Run(ctx, s.rdb, []string{k.Due(), k.Messages()}, offset, count).Slice()
+	res, err := listScript.RunRO(ctx, s.rdb, []string{k.Due(), k.Messages()}, offset, count).Slice()
 	if err != nil {
 		return nil, 0, fmt.Errorf("deferral: list: %w", err)
 	}
@@ -280,7 +280,7 @@ func (s *Store) ReleaseNow(ctx context.Context, class, id string) (bool, error) 
 // deferred.
 func (s *Store) Get(ctx context.Context, class, id string) (e Entry, found bool, err error) {
 	k := keys.DeferredOf(class)
-	res, err := getScript.Run(ctx, s.rdb, []string{k.Due(), k.Messages()}, id).StringSlice()
+	res, err := getScript.RunRO(ctx, s.rdb, []string{k.Due(), k.Messages()}, id).StringSlice()
 	if err != nil || len(res) < 2 {
 		return Entry{}, false, err
 	}
@@ -307,7 +307,7 @@ type Stats struct {
 // StatsOf returns class's stats with its next n releases.
 func (s *Store) StatsOf(ctx context.Context, class string, n int) (Stats, error) {
 	k := keys.DeferredOf(class)
-	res, err := statsScript.Run(ctx, s.rdb, []string{k.Due()}, s.now().Add(-Overdue).UnixMilli(), n).Slice()
+	res, err := statsScript.RunRO(ctx, s.rdb, []string{k.Due()}, s.now().Add(-Overdue).UnixMilli(), n).Slice()
 	if err != nil || len(res) < 2 {
 		return Stats{}, fmt.Errorf("deferral: stats: %v", err)
 	}
