@@ -6,6 +6,7 @@ package config
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -100,6 +101,13 @@ func (l *accountsLoader) classes(p Process, list []classYAML) ([]Class, error) {
 				return fail("max_wait", "must be at most %v, got %v", maxDuration, d)
 			}
 			k.MaxWait = d
+		}
+		if k.Sending, err = sending(c); err != nil {
+			var ke *keyError
+			if errors.As(err, &ke) {
+				return fail(ke.key, "class %s: %s", name, ke.msg)
+			}
+			return nil, err
 		}
 		switch k.Topic {
 		case p.DeadLetterTopic, p.StatusTopic:

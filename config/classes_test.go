@@ -148,7 +148,7 @@ func TestClassesErrors(t *testing.T) {
 		{"an inspect subscription", "classes: [{name: otp}, {name: b, subscription: sms-dead-letter-inspect}]\n" + acct(""), `: line 1: classes[1].subscription: "sms-dead-letter-inspect" is the dead-letter or status topic's inspect subscription`},
 		{"bad max_wait", "classes: [{name: otp, max_wait: soon}]\n" + acct(""), `: line 1: classes[0].max_wait: want a duration such as 4s, got "soon"`},
 		{"empty classes", "classes: []\n" + acct(""), `: line 1: classes: an empty list would serve nothing`},
-		{"unknown key of a class", "classes: [{name: otp, rps: 3}]\n" + acct(""), `: line 1: classes[0].rps: unknown key (classes[0] takes name, topic, subscription, max_wait, suppression)`},
+		{"unknown key of a class", "classes: [{name: otp, rps: 3}]\n" + acct(""), `: line 1: classes[0].rps: unknown key (classes[0] takes name, topic, subscription, max_wait, suppression, send_hours, send_hours_by_prefix, default_zone, closed_dates, closed_dates_by_prefix, max_per_recipient, release_spread)`},
 		{"account class not configured", classes + strings.Replace(acct(""), "marketing]", "marketing, cart]", 1),
 			`: account "main": classes[3]: want otp, transactional or marketing, got "cart"`},
 		{"class nobody serves", classes + strings.Replace(acct(""), "transactional, ", "", 1), `: classes: no account serves transactional`},

@@ -63,6 +63,9 @@ type Class struct {
 	// recipient asked for this minute; the list does not stop them
 	// (docs/suppressions.md).
 	Unsuppressed bool
+	// Sending is the class's send windows and cap (send_hours,
+	// max_per_recipient...), the zero value when it has none.
+	Sending policy.Sending
 }
 
 // ClassList returns p's classes in priority order: Lanes, or otp
@@ -82,11 +85,14 @@ func (p Process) ClassList() []Class {
 // config take their rules from. A class p does not list has a later
 // class's rules.
 func (p Process) Policy(class admission.Class) policy.Class {
-	classes := p.ClassList()
-	i := slices.IndexFunc(classes, func(c Class) bool { return c.Name == class })
+	list := p.ClassList()
+	i := slices.IndexFunc(list, func(c Class) bool { return c.Name == class })
 	c := policy.Of(class.String(), i)
-	if i >= 0 && classes[i].Unsuppressed {
-		c = c.Unsuppressed()
+	if i >= 0 {
+		if list[i].Unsuppressed {
+			c = c.Unsuppressed()
+		}
+		c.Sending = list[i].Sending
 	}
 	return c
 }

@@ -27,6 +27,19 @@ type (
 		Subscription string `yaml:"subscription"`
 		MaxWait      string `yaml:"max_wait"`
 		Suppression  *bool  `yaml:"suppression"`
+		// Send windows and caps (classes_sending.go).
+		SendHours           string              `yaml:"send_hours"`
+		SendHoursByPrefix   map[string]string   `yaml:"send_hours_by_prefix"`
+		DefaultZone         string              `yaml:"default_zone"`
+		ClosedDates         []string            `yaml:"closed_dates"`
+		ClosedDatesByPrefix map[string][]string `yaml:"closed_dates_by_prefix"`
+		MaxPerRecipient     *capYAML            `yaml:"max_per_recipient"`
+		ReleaseSpread       string              `yaml:"release_spread"`
+	}
+	capYAML struct {
+		Count int    `yaml:"count"`
+		Per   string `yaml:"per"`
+		OnCap string `yaml:"on_cap"`
 	}
 	accountYAML struct {
 		Name        string       `yaml:"name"`
@@ -233,7 +246,7 @@ var (
 // yamlTypes are the file's types by the name the decoder gives them.
 var yamlTypes = func() map[string]reflect.Type {
 	m := map[string]reflect.Type{}
-	for _, v := range []any{accountsYAML{}, accountYAML{}, classYAML{}, genericYAML{}, twilioYAML{}, vonageYAML{}, senderYAML{}, adaptiveYAML{}} {
+	for _, v := range []any{accountsYAML{}, accountYAML{}, classYAML{}, capYAML{}, genericYAML{}, twilioYAML{}, vonageYAML{}, senderYAML{}, adaptiveYAML{}} {
 		t := reflect.TypeOf(v)
 		m[t.String()] = t
 	}

@@ -16,6 +16,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/config/policy"
+	"smsdispatcher/deferral"
 	"smsdispatcher/nack"
 	"smsdispatcher/priority"
 )
@@ -172,6 +173,10 @@ type Deps struct {
 	// Suppressions is the suppression list; nil: none (every number may
 	// be sent to).
 	Suppressions Suppressions
+	// Deferral, if set, holds the messages of a class with send windows
+	// or a per-recipient cap that may not be sent now (deferral.Store);
+	// nil sends every message at once.
+	Deferral *deferral.Store
 }
 
 // A Lane is one class's subscription and settings.

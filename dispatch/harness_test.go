@@ -20,6 +20,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/config/policy"
+	"smsdispatcher/deferral"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider"
@@ -55,6 +56,11 @@ type harness struct {
 	// suppressions, if set before start, makes each instance's
 	// suppression list on its Redis client; default none.
 	suppressions func(rdb *redis.Client) Suppressions
+	// deferral, if set before start, makes each instance's deferral store
+	// on its Redis client, and start runs its releaser over the lanes
+	// with send windows or a cap; releasers holds them.
+	deferral  func(rdb redis.Scripter) *deferral.Store
+	releasers []*deferral.Releaser
 	// dispatchers are the instances start ran, and limiters their limiters.
 	dispatchers []*Dispatcher
 	limiters    []*admission.Limiter
@@ -203,9 +209,25 @@ func (h *harness) start(n int, cfg Config) (stop func()) {
 		if h.suppressions != nil {
 			deps.Suppressions = h.suppressions(rdb)
 		}
+		var rel *deferral.Releaser
+		if h.deferral != nil {
+			deps.Deferral = h.deferral(rdb)
+			rel = &deferral.Releaser{Store: deps.Deferral, Token: fmt.Sprintf("p%d", len(h.dispatchers)), Logger: discardLogger(), Every: 100 * time.Millisecond}
+			for _, l := range h.lanes {
+				if l.Policy.Sending != (policy.Sending{}) {
+					p := c.Publisher("sms-" + string(l.Class))
+					h.t.Cleanup(p.Stop)
+					rel.Lanes = append(rel.Lanes, deferral.Lane{Class: l.Class.String(), Publisher: p})
+				}
+			}
+			h.releasers = append(h.releasers, rel)
+		}
 		d, err := New(cfg, deps)
 		if err != nil {
 			h.t.Fatal(err)
+		}
+		if rel != nil {
+			wg.Go(func() { rel.Run(ctx) })
 		}
 		h.dispatchers = append(h.dispatchers, d)
 		h.limiters = append(h.limiters, lim)

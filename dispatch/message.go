@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"smsdispatcher/ledger"
+	"smsdispatcher/window"
 )
 
 // Limits of docs/contract.md section 2.
@@ -31,6 +32,10 @@ type Message struct {
 	// it did not arrive be sent once more, through another account (JSON
 	// "resend_on_failure"; default true).
 	ResendOnFailure bool
+	// TZ is the recipient's IANA zone as its producer knows it (JSON
+	// "tz"), "" when not given: the class's send windows read the
+	// recipient's hours in it rather than in the number's zones.
+	TZ string
 
 	// resend is the Pub/Sub data a failed delivery sends once more
 	// (ledger.Story.Resend), set by handle when the message may be
@@ -53,7 +58,7 @@ func (m Message) recordID() string {
 // An InvalidError says why a message breaks the contract. Its text never
 // holds the phone number or the body.
 type InvalidError struct {
-	Reason string // short code: bad_json, duplicate_field, too_large, bad_id, bad_to, bad_body, bad_deadline, too_many_segments, handler_panic
+	Reason string // short code: bad_json, duplicate_field, too_large, bad_id, bad_to, bad_body, bad_deadline, bad_tz, too_many_segments, handler_panic
 	Detail string
 }
 
@@ -62,8 +67,8 @@ func (e *InvalidError) Error() string { return e.Reason + ": " + e.Detail }
 // wire is the JSON of docs/contract.md section 2: the fields readWire
 // fills, nil when absent (or null).
 type wire struct {
-	ID, To, Body, Deadline *string
-	ResendOnFailure        *bool
+	ID, To, Body, Deadline, TZ *string
+	ResendOnFailure            *bool
 }
 
 // Decode parses and validates one message's data. pubsubID stands in for a
@@ -121,6 +126,12 @@ func Decode(data []byte, pubsubID string) (Message, error) {
 		}
 		m.Deadline = t
 	}
+	if w.TZ != nil {
+		if _, err := window.ParseZone(*w.TZ); err != nil {
+			return invalid("bad_tz", "tz is not an IANA zone such as Europe/Paris")
+		}
+		m.TZ = *w.TZ
+	}
 	return m, nil
 }
 
@@ -171,7 +182,7 @@ func WithID(data []byte, id string, deadline time.Time) []byte {
 
 // readWire reads data, a JSON object, as a strict reader would: a field
 // is one of the contract's only when its name is exactly "id", "to",
-// "body", "deadline" or "resend_on_failure" (after JSON unescaping; "To"
+// "body", "deadline", "resend_on_failure" or "tz" (after JSON unescaping; "To"
 // is an unknown field), and a name given twice, known or not, is invalid
 // (duplicate_field): a validator upstream that keeps the first of two
 // values, or matches names in another way, would have read another message
@@ -202,6 +213,8 @@ func readWire(data []byte) (wire, error) {
 			field = &w.Deadline
 		case "resend_on_failure":
 			field = &w.ResendOnFailure
+		case "tz":
+			field = &w.TZ
 		}
 		if seen[key] {
 			detail := "a field appears more than once"

@@ -61,6 +61,9 @@ func TestDecode(t *testing.T) {
 		{"resend_on_failure true", `{"to":"+12345678","body":"hi","resend_on_failure":true}`, Message{ID: "ps-1", ResendOnFailure: true, To: "+12345678", Body: "hi"}, ""},
 		{"resend_on_failure null is the default", `{"to":"+12345678","body":"hi","resend_on_failure":null}`, Message{ID: "ps-1", ResendOnFailure: true, To: "+12345678", Body: "hi"}, ""},
 		{"resend_on_failure not a bool", `{"to":"+12345678","body":"hi","resend_on_failure":"false"}`, Message{}, "bad_json"},
+		{"tz", `{"to":"+12345678","body":"hi","tz":"Europe/Paris"}`, Message{ID: "ps-1", ResendOnFailure: true, To: "+12345678", Body: "hi", TZ: "Europe/Paris"}, ""},
+		{"tz not a zone", `{"to":"+12345678","body":"hi","tz":"Paris"}`, Message{}, "bad_tz"},
+		{"tz Local", `{"to":"+12345678","body":"hi","tz":"Local"}`, Message{}, "bad_tz"},
 		{"resend_on_failure given twice", `{"to":"+12345678","body":"hi","resend_on_failure":true,"resend_on_failure":false}`, Message{}, "duplicate_field"},
 		{"newlines and tabs are text", `{"to":"+12345678","body":"a\nb\r\n\tc"}`, Message{ID: "ps-1", ResendOnFailure: true, To: "+12345678", Body: "a\nb\r\n\tc"}, ""},
 	}

@@ -87,7 +87,12 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 		p.id = msg.ID
 		p.flight, t.outcome, t.err = d.join(ctx, class, msg)
 		if p.flight != nil {
-			t = d.claimAndSend(ctx, class, r, msg, ev.Segments, ev.DeliveryAttempt)
+			var h holding
+			var held bool
+			if t, h, held = d.hold(ctx, class, m, msg); !held {
+				t = d.claimAndSend(ctx, class, r, msg, ev.Segments, ev.DeliveryAttempt)
+				d.unhold(ctx, h, t)
+			}
 		}
 	}
 	ev.Outcome, ev.Err, ev.Decision, ev.Admitted, ev.ResendCount = t.outcome, t.err, t.decision, t.admitted, t.resends

@@ -44,6 +44,12 @@ const (
 	// provider said it opted out (Twilio 21610): never sent, never
 	// retried, never dead-lettered (docs/suppressions.md).
 	Suppressed
+	// Deferred means the message is outside its class's send window (or
+	// over its cap) and the deferral store holds it until it may be sent.
+	Deferred
+	// Capped means the message is over its class's per-recipient cap,
+	// which drops it: never sent.
+	Capped
 
 	// numOutcomes counts the outcomes above; tests iterate up to it.
 	numOutcomes
@@ -63,6 +69,8 @@ var outcomeNames = [numOutcomes]string{
 	AccountFailure:    "account_failure",
 	Panicked:          "panicked",
 	Suppressed:        "suppressed",
+	Deferred:          "deferred",
+	Capped:            "capped",
 }
 
 // String returns the outcome's name in snake case ("sent",
@@ -104,13 +112,13 @@ func (a Action) String() string {
 }
 
 // ActionFor returns the Action for an Outcome. It is the one table:
-// Sent, Expired, Duplicate and Suppressed ack; Invalid and Rejected dead-letter; Denied,
+// Sent, Expired, Duplicate, Suppressed, Deferred and Capped ack; Invalid and Rejected dead-letter; Denied,
 // Throttled, Transient, InFlightElsewhere, ShuttingDown, AccountFailure and
 // Panicked nack. An unknown Outcome nacks, because redelivery cannot lose a
 // message.
 func ActionFor(o Outcome) Action {
 	switch o {
-	case Sent, Expired, Duplicate, Suppressed:
+	case Sent, Expired, Duplicate, Suppressed, Deferred, Capped:
 		return Ack
 	case Invalid, Rejected:
 		return DeadLetter

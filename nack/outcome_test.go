@@ -30,6 +30,8 @@ func TestActionFor(t *testing.T) {
 		{AccountFailure, Nack}, // the message is fine: it waits for the account
 		{Panicked, Nack},       // dead-lettered by the dispatcher after a few
 		{Suppressed, Ack},      // never sent, never retried, never dead-lettered
+		{Deferred, Ack},        // the deferral store holds it
+		{Capped, Ack},          // dropped by its cap
 		{numOutcomes, Nack},    // unknown: redelivery loses nothing
 		{-1, Nack},
 	}
@@ -60,8 +62,8 @@ func TestEveryOutcomeIsNamedAndCovered(t *testing.T) {
 			t.Errorf("ActionFor(%v) = %v, not a known Action", o, a)
 		}
 	}
-	if len(seen) != 13 {
-		t.Errorf("%d outcomes, want 13: update TestActionFor and the metrics", len(seen))
+	if len(seen) != 15 {
+		t.Errorf("%d outcomes, want 15: update TestActionFor and the metrics", len(seen))
 	}
 }
 
@@ -82,7 +84,9 @@ func TestOutcomeString(t *testing.T) {
 		{ShuttingDown, "shutting_down"},
 		{Panicked, "panicked"},
 		{Suppressed, "suppressed"},
-		{numOutcomes, "Outcome(13)"},
+		{Deferred, "deferred"},
+		{Capped, "capped"},
+		{numOutcomes, "Outcome(15)"},
 		{-1, "Outcome(-1)"},
 	}
 	for _, tt := range tests {

@@ -34,6 +34,9 @@ type StatusEvent struct {
 	Class      string `json:"class"`
 	SentAt     string `json:"sent_at"`
 	StatusAt   string `json:"status_at"`
+	// Until is, for a deferred message (status deferred), when it is due
+	// for release; absent otherwise.
+	Until string `json:"until,omitempty"`
 }
 
 // statusEvent returns f's status event on account: its data and

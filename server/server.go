@@ -12,6 +12,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/config"
+	"smsdispatcher/deferral"
 	"smsdispatcher/dispatch"
 	"smsdispatcher/internal/pullwatch"
 	"smsdispatcher/internal/topology"
@@ -83,6 +84,10 @@ type Server struct {
 	// stopReceipts flushes the receipts' publishers, once receipts' Run
 	// has returned.
 	stopReceipts func()
+	// releaser releases the deferred messages (nil: no class has send
+	// windows or a cap); stopDeferral flushes its publishers.
+	releaser     *deferral.Releaser
+	stopDeferral func()
 }
 
 // New wires one dispatcher of cfg's process settings on the given clients,
@@ -141,6 +146,7 @@ func New(cfg config.Settings, accounts []Account, rdb redis.Cmdable, ps *pubsub.
 	if opts.Telemetry != nil {
 		deps.Tracer = opts.Telemetry.Tracing
 	}
+	deps.Deferral, s.releaser, s.stopDeferral = s.newDeferral(ps)
 	dcfg := dispatch.Config{
 		SendTimeout: cfg.SendTimeout, Grace: cfg.ShutdownGrace,
 		MaxDeliveryAttempts: topology.MaxDeliveryAttempts,
@@ -154,12 +160,14 @@ func New(cfg config.Settings, accounts []Account, rdb redis.Cmdable, ps *pubsub.
 	if err != nil {
 		dlq.Stop()
 		s.stopPublishers()
+		s.stopDeferral()
 		return nil, err
 	}
 	s.d, s.dlq = d, dlq
 	if s.receipts, s.stopReceipts, err = s.newReceipts(ps); err != nil {
 		dlq.Stop()
 		s.stopPublishers()
+		s.stopDeferral()
 		return nil, err
 	}
 	if opts.Telemetry != nil {
@@ -201,6 +209,11 @@ func (s *Server) Run(ctx context.Context) error {
 		defer func() { done <- struct{}{} }()
 		s.list.list.Run(hctx)
 	}()
+	if s.releaser != nil {
+		released := make(chan struct{})
+		go func() { defer close(released); s.releaser.Run(hctx) }()
+		defer func() { <-released }()
+	}
 	err := s.d.Run(ctx)
 	stop()
 	<-done
@@ -214,11 +227,13 @@ func (s *Server) Close() {
 	s.dlq.Stop()
 	s.stopReceipts()
 	s.stopPublishers()
+	s.stopDeferral()
 }
 
 // state is what the gauges show: the process's, and each account's.
 func (s *Server) state() telemetry.State {
 	st := telemetry.State{BudgetTokens: s.d.BudgetTokens(), OTPWaiting: s.d.OTPWaiting(), Waiting: s.d.Waiting()}
+	s.deferredState(&st)
 	for n, lim := range s.limiters {
 		penalty, fallback := lim.State()
 		_, _, paused := lim.AccountPause()

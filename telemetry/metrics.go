@@ -56,6 +56,9 @@ const (
 	AttrListSource          = attribute.Key("source")        // a suppression list entry's source: inbound, provider, operator, import
 	AttrListAction          = attribute.Key("action")        // a change of the suppression list: add, remove
 	MetricRedisEvicting     = "sms.redis.evicting_policy"    // sms_redis_evicting_policy
+	MetricExpired           = "sms.expired"                  // sms_expired_total
+	MetricDeferred          = "sms.deferred"                 // sms_deferred
+	MetricDeferredOverdue   = "sms.deferred.overdue"         // sms_deferred_overdue
 	AttrStatusClass         = attribute.Key("sms.provider.status_class")
 	AttrRedisOp             = attribute.Key("sms.redis.op")
 	AttrLimit               = attribute.Key("sms.limit")
@@ -84,6 +87,7 @@ type Metrics struct {
 	segments         metric.Int64Counter
 	pullErrors       metric.Int64Counter
 	handlerPanics    metric.Int64Counter
+	expired          metric.Int64Counter
 	noRoute          metric.Int64Counter
 	hedges           metric.Int64Counter
 	suppressed       metric.Int64Counter
@@ -117,7 +121,11 @@ type State struct {
 	OTPWaiting int
 	// Waiting is, by class, how many messages wait for a send slot; nil:
 	// no sms_waiting series.
-	Waiting                map[admission.Class]int
+	Waiting map[admission.Class]int
+	// Deferred is, by class with send windows or a cap, how many messages
+	// the deferral store holds, and Overdue those due more than 15 min
+	// ago and not released; read from Redis every 10 s.
+	Deferred, Overdue      map[string]int
 	ContractRPS, TargetRPS float64
 	MarketingRPS           float64
 	// Classes are the account's classes with their ceilings and reserves
@@ -246,6 +254,8 @@ func NewMetrics() (*Metrics, error) {
 		"Pub/Sub pull streams that failed to open or ended in an error, by class and gRPC code: Pub/Sub unreachable (Unavailable), a missing subscription (NotFound), a denied role (PermissionDenied).")
 	m.handlerPanics = counter(MetricHandlerPanics, "{panic}",
 		"Deliveries whose handling panicked (recovered: the message was nacked, or dead-lettered with invalid: handler_panic), by class.")
+	m.expired = counter(MetricExpired, "{message}",
+		"Deferred messages (outside their send window, or over their cap) whose deadline came before their release: never sent, by class.")
 	m.noRoute = counter(MetricNoRoute, "{message}",
 		"Deliveries no account serves (dead-lettered with invalid: no_route), by class and destination country code.")
 	m.hedges = counter(MetricHedges, "{message}",
@@ -307,6 +317,17 @@ func NewMetrics() (*Metrics, error) {
 		}
 		return out
 	})
+	byClass := func(m map[string]int) []obs {
+		var out []obs
+		for class, n := range m {
+			out = append(out, obs{float64(n), []attribute.KeyValue{AttrClass.String(class)}})
+		}
+		return out
+	}
+	gauge(MetricDeferred, "Messages the deferral store holds (outside their send window, or over their cap), by class; the same in every process.",
+		func(s State) []obs { return byClass(s.Deferred) })
+	gauge(MetricDeferredOverdue, "Deferred messages due more than 15 min ago and not released, by class: no process is releasing them.",
+		func(s State) []obs { return byClass(s.Overdue) })
 	gauge(MetricConfiguredRate, "Configured rates per second, by limit: the contract line, the target, each class's ceiling and reserve (sms_class), and marketing's ceiling.", func(s State) []obs {
 		return perAccount(s, AccountState.configuredRates)
 	})
@@ -353,6 +374,12 @@ func (m *Metrics) Handler() http.Handler {
 
 // Shutdown flushes and stops the meter provider.
 func (m *Metrics) Shutdown(ctx context.Context) error { return m.provider.Shutdown(ctx) }
+
+// Expired counts a deferred message of class whose deadline came before
+// its release (deferral.Store.Expired).
+func (m *Metrics) Expired(class string) {
+	m.expired.Add(context.Background(), 1, metric.WithAttributes(AttrClass.String(class)))
+}
 
 // Observe records one delivery's end.
 func (m *Metrics) Observe(ev dispatch.Event) {

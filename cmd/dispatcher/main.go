@@ -39,6 +39,7 @@ var commands = []command{
 	{"message", "a message's story from Redis: its account, attempts, provider ids and\ndelivery receipt (--json)", runMessage},
 	{"deadletters", "list dead letters without consuming them, or replay them", runDeadletters},
 	{"suppressions", "the suppression list: add, remove, check, list, export, import", runSuppressions},
+	{"deferred", "list the messages held outside their send windows or over their caps,\nrelease them early or drop them (--class, --id, --dry-run)", runDeferred},
 	{"demo", "run the whole pipeline on one machine: in-process Pub/Sub, Redis\nand provider simulator, several dispatchers, a campaign and OTPs", runDemo},
 }
 

@@ -58,12 +58,21 @@ func runMessage(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 	}
-	if !m.Found() {
+	deferred, err := deferredEntries(ctx, rdb, cfg, id)
+	if err != nil {
+		return fmt.Errorf("message: %v", err)
+	}
+	if !m.Found() && len(deferred) == 0 {
 		// Exit status 1: a script can tell an unknown id.
 		return fmt.Errorf("no record of %s on any account", id)
 	}
 	if !*asJSON {
-		m.WriteText(stdout)
+		if m.Found() {
+			m.WriteText(stdout)
+		}
+		for _, d := range deferred {
+			fmt.Fprintln(stdout, d)
+		}
 	}
 	return nil
 }

@@ -77,7 +77,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return json.NewEncoder(stdout).Encode(r)
 		}
 		r.WriteText(stdout)
-		return nil
+		return writeDeferred(ctx, rdb, cfg, stdout)
 	}
 	return status.Watch(ctx, stdout, *asJSON, isTerminal(stdout), read)
 }

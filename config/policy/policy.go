@@ -64,14 +64,14 @@ type Class struct {
 	// does); it lowers the ceiling of any other account's last class.
 	OverrideSparesAlone bool
 
-	// The coming rules each add a field here, decided in Of: a number's
-	// opt-out (suppression), the hours a class may be sent in (send
-	// windows), and the guard against traffic pumping.
-
 	// Suppressed: a message to a number on the suppression list is
 	// refused before admission (docs/suppressions.md). Every class's,
 	// unless ACCOUNTS_FILE's class says suppression: false (Unsuppressed).
 	Suppressed bool
+	// Sending is the class's send windows and per-recipient cap, as its
+	// keys in ACCOUNTS_FILE say them (config.Process.Policy sets it over
+	// Of's rules: a name and a position cannot say hours).
+	Sending Sending
 }
 
 // Unsuppressed returns c for a class whose file says suppression: false:
@@ -81,6 +81,40 @@ func (c Class) Unsuppressed() Class {
 	c.Suppressed = false
 	return c
 }
+
+// Sending is when a message of a class may be handed to a provider: in
+// its recipient's hours (Window) and under its cap (Cap). The zero value
+// sends at any time, without a cap.
+type Sending struct {
+	// Window, if not nil, is the class's send windows (window.Windows).
+	Window Window
+	// Cap, if Count > 0, bounds the sends of the class to one number.
+	Cap Cap
+	// ReleaseSpread spreads the releases of the messages deferred to one
+	// window's opening over this long (0: at once).
+	ReleaseSpread time.Duration
+}
+
+// Window says when a message may be sent (window.Windows).
+type Window interface {
+	// Next is the first instant at or after t when a message to to, with
+	// its producer's zone tz ("" for none), may be sent: t when it may be
+	// now, the zero time when never within a month.
+	Next(to, tz string, t time.Time) time.Time
+}
+
+// Cap is max_per_recipient: at most Count sends of the class to one
+// number in any window of Per, across every account and process; over
+// it, the message is deferred until one more fits, or dropped (Drop).
+type Cap struct {
+	Count int
+	Per   time.Duration
+	Drop  bool
+}
+
+// DefaultReleaseSpread is release_spread when a class with send windows
+// leaves it out.
+const DefaultReleaseSpread = 10 * time.Minute
 
 // OTP is the name whose class keeps OTP's own rules (admission.OTP is
 // it).

@@ -152,3 +152,30 @@ func (s Suppressions) Inbound(account, id string) string {
 
 // Seq counts the list's changes; each change's log entry carries its count, so a follower sees a gap.
 func (s Suppressions) Seq() string { return string(s) + ":seq" }
+
+// Deferred is the hash tag of class's deferral store, {sms:deferred:<class>}:
+// a slot of its own, whatever account will send its messages.
+type Deferred string
+
+// DeferredOf returns the deferral store's key names of class.
+func DeferredOf(class string) Deferred { return Deferred("{sms:deferred:" + class + "}") }
+
+// Due is the sorted set of the deferred ids by the instant (ms) each is
+// due for release; a claimed id's score is its claim's end.
+func (d Deferred) Due() string { return string(d) + ":due" }
+
+// Messages is the hash of each deferred id's envelope (its Pub/Sub data,
+// attributes, deadline and when it was deferred until).
+func (d Deferred) Messages() string { return string(d) + ":msg" }
+
+// Claims is the hash of each id a releaser claimed to the claim's token.
+func (d Deferred) Claims() string { return string(d) + ":claim" }
+
+// Forced is the set of the ids an operator released early: sent when
+// they come back, whatever their window or cap says.
+func (d Deferred) Forced() string { return string(d) + ":forced" }
+
+// RecipientSends is the sorted set of the ids of class sent to number in
+// its cap's window, by the instant (ms) each took its place; under the
+// tag {sms:cap:<class>}, one slot per class.
+func RecipientSends(class, number string) string { return "{sms:cap:" + class + "}:" + number }

@@ -158,4 +158,11 @@ var killers = map[string]string{
 	"SL10": "TestKeyword",
 	"SL11": "TestAnInboundSTOPSuppressesAndASTARTLifts",
 	"SL12": "TestVonageReceiptFields",
+	// Send windows, caps and the deferral store.
+	"W1": "TestWindowDefersACampaignUntilItOpens",
+	"W2": "TestOpen",
+	"W3": "TestADeferralTheStoreCannotTakeIsNotAcked",
+	"W4": "TestTheCapIsExactInAnySlidingWindow",
+	"W5": "TestAReleaserKilledMidReleaseLosesNothing",
+	"W6": "TestADeferredMessageWhoseDeadlineComesFirstExpires",
 }

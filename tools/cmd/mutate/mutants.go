@@ -517,4 +517,24 @@ var mutants = []mutant{
 	{"SL12", "a Vonage receipt of an opt-out (err-code 9) suppresses nothing", []edit{
 		{"provider/receipt_vonage.go", "if n := params[\"msisdn\"]; d.ErrorCode == vonageOptedOut &&", "if n := params[\"msisdn\"]; false && d.ErrorCode == vonageOptedOut &&"},
 	}, "./provider/"},
+
+	// Send windows, caps and the deferral store.
+	{"W1", "the send window's check skipped: a campaign goes out at night", []edit{
+		{"dispatch/hold.go", "if d.deps.Deferral == nil || (rules.Window == nil && rules.Cap.Count == 0) {", "if true {"},
+	}, "./dispatch/"},
+	{"W2", "a number of several zones judged in its first zone only", []edit{
+		{"window/window.go", "\tfor _, z := range zones {\n\t\tif !r.openAt(t.In(z)) {", "\tfor _, z := range zones[:1] {\n\t\tif !r.openAt(t.In(z)) {"},
+	}, "./window/"},
+	{"W3", "a deferral the store could not take acked: the message is lost", []edit{
+		{"dispatch/hold.go", "return try{outcome: nack.Denied, err: fmt.Errorf(\"deferral store unavailable: %w\", err)}, h, true", "return try{outcome: nack.Deferred}, h, true"},
+	}, "./dispatch/"},
+	{"W4", "the cap lets one more through than its count", []edit{
+		{"deferral/cap.lua", "if redis.call('ZCARD', KEYS[1]) >= count then", "if redis.call('ZCARD', KEYS[1]) > count then"},
+	}, "./deferral/"},
+	{"W5", "a release claimed without a lease: a releaser killed mid-release loses its messages", []edit{
+		{"deferral/claim.lua", "    redis.call('ZADD', KEYS[1], ARGV[3], id)\n", "    redis.call('ZREM', KEYS[1], id)\n"},
+	}, "./dispatch/"},
+	{"W6", "a deferred message released past its deadline", []edit{
+		{"deferral/release.go", "case !c.Deadline.IsZero() && !now.Before(c.Deadline):", "case !c.Deadline.IsZero() && now.Before(time.Time{}):"},
+	}, "./deferral/"},
 }

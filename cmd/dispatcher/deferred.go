@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"smsdispatcher/config"
+	"smsdispatcher/config/policy"
+	"smsdispatcher/deferral"
+)
+
+// runDeferred is `dispatcher deferred list|release|drop`: the deferral
+// store of each class with send windows or a cap (docs/windows.md).
+func runDeferred(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const use = "deferred: want list, release or drop: dispatcher deferred list|release|drop [--class C] [--id ID] [--dry-run]"
+	if len(args) == 0 || !slices.Contains([]string{"list", "release", "drop"}, args[0]) {
+		return errors.New(use)
+	}
+	verb := args[0]
+	fs := newFlagSet("deferred "+verb, stderr)
+	load := config.Flags(fs, config.Redis|config.Accounts, environ)
+	class := fs.String("class", "", "only this class (default: every class with send windows or a cap)")
+	id := fs.String("id", "", "only this message id")
+	dryRun := fs.Bool("dry-run", false, "change nothing: say what would be released or dropped")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return errors.New(use)
+	}
+	cfg, err := load()
+	if err != nil {
+		return err
+	}
+	classes, err := deferringClasses(cfg, *class)
+	if err != nil {
+		return err
+	}
+	if len(classes) == 0 {
+		return fmt.Errorf("deferred: no class %s", orAny(*class, "has send windows or a cap"))
+	}
+	rdb, _, err := operatorRedis(cfg, "deferred reads the deferral store in Redis", 2*time.Second)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	store := deferral.New(rdb, nil, nil)
+	for _, c := range classes {
+		entries, err := deferredOf(ctx, store, c, *id)
+		if err != nil {
+			return fmt.Errorf("deferred: %v", err) // the URL is not printed: it may hold a password
+		}
+		for _, e := range entries {
+			if err := deferredAct(ctx, store, verb, c, e, *dryRun, stdout); err != nil {
+				return fmt.Errorf("deferred: %s %s: %v", verb, e.ID, err)
+			}
+		}
+	}
+	return nil
+}
+
+// deferringClasses are the classes of cfg's ACCOUNTS_FILE with send
+// windows or a cap, or only the one named when it is one.
+func deferringClasses(cfg config.Settings, only string) ([]string, error) {
+	p := cfg.Process
+	if p.Lanes == nil && cfg.AccountsFile != "" {
+		lanes, err := config.LoadClasses(p, cfg.AccountsFile)
+		if err != nil {
+			return nil, err
+		}
+		p.Lanes = lanes
+	}
+	var out []string
+	for _, c := range p.ClassList() {
+		if p.Policy(c.Name).Sending != (policy.Sending{}) && (only == "" || only == c.Name.String()) {
+			out = append(out, c.Name.String())
+		}
+	}
+	return out, nil
+}
+
+func orAny(class, otherwise string) string {
+	if class != "" {
+		return class + " with send windows or a cap"
+	}
+	return otherwise
+}
+
+// deferredOf returns class's deferred messages, or only id's; all of them
+// are read, a page at a time, before any is acted on (a release moves
+// them in the order the pages follow).
+func deferredOf(ctx context.Context, store *deferral.Store, class, id string) ([]deferral.Entry, error) {
+	if id != "" {
+		e, found, err := store.Get(ctx, class, id)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []deferral.Entry{e}, nil
+	}
+	const page = 500
+	var out []deferral.Entry
+	for off := 0; ; off += page {
+		list, _, err := store.List(ctx, class, off, page)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, list...)
+		if len(list) < page {
+			return out, nil
+		}
+	}
+}
+
+// deferredAct lists, releases or drops e, one line each; never the
+// number or the body.
+func deferredAct(ctx context.Context, store *deferral.Store, verb, class string, e deferral.Entry, dryRun bool, w io.Writer) error {
+	line := fmt.Sprintf("%s %s due %s deferred %s for its %s", class, e.ID, e.Due.UTC().Format(time.RFC3339), e.DeferredAt.UTC().Format(time.RFC3339), e.Reason)
+	if !e.Deadline.IsZero() {
+		line += " deadline " + e.Deadline.UTC().Format(time.RFC3339)
+	}
+	switch {
+	case verb == "list":
+	case dryRun:
+		line = "would " + verb + " " + line
+	case verb == "release":
+		if _, err := store.ReleaseNow(ctx, class, e.ID); err != nil {
+			return err
+		}
+		line = "released " + line
+	case verb == "drop":
+		if _, err := store.Remove(ctx, class, e.ID, ""); err != nil {
+			return err
+		}
+		line = "dropped " + line
+	}
+	_, err := fmt.Fprintln(w, line)
+	return err
+}
+
+// deferredEntries says, a line each, where id is deferred: in the store
+// of any class with send windows or a cap (docs/windows.md).
+func deferredEntries(ctx context.Context, rdb deferral.Redis, cfg config.Settings, id string) ([]string, error) {
+	classes, err := deferringClasses(cfg, "")
+	if err != nil {
+		return nil, err
+	}
+	store := deferral.New(rdb, nil, nil)
+	var out []string
+	for _, c := range classes {
+		e, found, err := store.Get(ctx, c, id)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			out = append(out, fmt.Sprintf("deferred (%s): class %s, since %s, due %s", e.Reason, c,
+				e.DeferredAt.UTC().Format(time.RFC3339), e.Due.UTC().Format(time.RFC3339)))
+		}
+	}
+	return out, nil
+}
+
+// writeDeferred writes, for each class with send windows or a cap, how
+// many messages are deferred, how many are overdue (SMSDeferredStuck),
+// and the next releases.
+func writeDeferred(ctx context.Context, rdb deferral.Redis, cfg config.Settings, w io.Writer) error {
+	classes, err := deferringClasses(cfg, "")
+	if err != nil {
+		return err
+	}
+	store := deferral.New(rdb, nil, nil)
+	for _, c := range classes {
+		st, err := store.StatsOf(ctx, c, 3)
+		if err != nil {
+			return fmt.Errorf("status: %v", err)
+		}
+		fmt.Fprintf(w, "deferred %s: %d, overdue by %v: %d", c, st.Deferred, deferral.Overdue, st.Overdue)
+		for i, e := range st.Next {
+			if i == 0 {
+				fmt.Fprint(w, "; next releases")
+			}
+			fmt.Fprintf(w, " %s", e.Due.UTC().Format(time.RFC3339))
+		}
+		fmt.Fprintln(w)
+	}
+	return nil
+}

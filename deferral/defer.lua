@@ -1,0 +1,16 @@
+-- defer: store one message until due.
+-- KEYS[1] due (zset id -> ms), KEYS[2] messages (hash id -> envelope),
+-- KEYS[3] claims (hash id -> token), KEYS[4] forced (set of ids an
+-- operator released early).
+-- ARGV[1] id, ARGV[2] due (ms), ARGV[3] envelope.
+-- An id an operator released early is not stored again: 0, send it (once:
+-- the mark is taken). Else 1: a new deferral of an id replaces its
+-- envelope and cancels a releaser's claim on it, so that releaser's
+-- remove leaves it stored.
+if redis.call('SREM', KEYS[4], ARGV[1]) == 1 then
+  return 0
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
+return 1

@@ -1,0 +1,161 @@
+package deferral
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"smsdispatcher/config/policy"
+	"smsdispatcher/internal/redistest"
+)
+
+// clock is a settable clock for a store.
+type clock struct{ ms atomic.Int64 }
+
+func (c *clock) now() time.Time      { return time.UnixMilli(c.ms.Load()) }
+func (c *clock) add(d time.Duration) { c.ms.Add(d.Milliseconds()) }
+func newClock(t time.Time) *clock    { c := &clock{}; c.ms.Store(t.UnixMilli()); return c }
+func class(t *testing.T) string      { return "c" + fmt.Sprint(time.Now().UnixNano()) }
+func msg(c, id, to string) Message {
+	return Message{Class: c, ID: id, To: to, Data: []byte(`{"id":"` + id + `"}`)}
+}
+
+// TestTheCapIsExactInAnySlidingWindow: many callers at once, over many
+// windows, never give one number more than Count places in any window of
+// Per, and give one to an id once (a redelivery takes none).
+func TestTheCapIsExactInAnySlidingWindow(t *testing.T) {
+	rdb := redistest.Client(t)
+	c := newClock(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
+	s := New(rdb, c.now, nil)
+	cl := class(t)
+	rules := policy.Sending{Cap: policy.Cap{Count: 3, Per: 10 * time.Second, Drop: true}}
+	var sends []time.Time
+	for step := range 40 {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i := range 4 {
+			wg.Go(func() {
+				j, err := s.Judge(context.Background(), msg(cl, fmt.Sprintf("m%d-%d", step, i), "+33612345678"), rules)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if j.Verdict == Send {
+					mu.Lock()
+					sends = append(sends, c.now())
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		// A redelivery of an id that has its place takes no second one.
+		if j, _ := s.Judge(context.Background(), msg(cl, fmt.Sprintf("m%d-0", step), "+33612345678"), rules); j.Verdict == Send && j.tookPlace {
+			t.Fatalf("a redelivery took a second place")
+		}
+		c.add(1500 * time.Millisecond)
+	}
+	for i := range sends {
+		in := 0
+		for _, u := range sends[i:] {
+			if u.Sub(sends[i]) < 10*time.Second {
+				in++
+			}
+		}
+		if in > 3 {
+			t.Fatalf("%d sends within 10s from %v, want at most 3", in, sends[i])
+		}
+	}
+	if len(sends) < 3*40*15/100/10 {
+		t.Errorf("only %d sends in 60s at 3 per 10s", len(sends))
+	}
+}
+
+// TestAPlaceGivenBackFitsAnother: a place given back (the send did not
+// happen) lets the next message through at once.
+func TestAPlaceGivenBackFitsAnother(t *testing.T) {
+	s := New(redistest.Client(t), nil, nil)
+	cl := class(t)
+	rules := policy.Sending{Cap: policy.Cap{Count: 1, Per: time.Hour, Drop: true}}
+	a := msg(cl, "a", "+33612345678")
+	j, err := s.Judge(context.Background(), a, rules)
+	if err != nil || j.Verdict != Send {
+		t.Fatalf("first: %+v %v", j, err)
+	}
+	if j2, _ := s.Judge(context.Background(), msg(cl, "b", "+33612345678"), rules); j2.Verdict != Capped {
+		t.Fatalf("second within the cap's window: %v, want capped", j2.Verdict)
+	}
+	if err := s.GiveBack(context.Background(), a, j); err != nil {
+		t.Fatal(err)
+	}
+	if j3, _ := s.Judge(context.Background(), msg(cl, "b", "+33612345678"), rules); j3.Verdict != Send {
+		t.Fatalf("after the give-back: %v, want send", j3.Verdict)
+	}
+}
+
+// TestADeferredMessageWhoseDeadlineComesFirstExpires: a window opening
+// after the deadline ends the message expired at once; one stored whose
+// deadline passes before its release is never published.
+func TestADeferredMessageWhoseDeadlineComesFirstExpires(t *testing.T) {
+	c := newClock(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
+	s := New(redistest.Client(t), c.now, nil)
+	var expired atomic.Int64
+	s.Expired = func(string) { expired.Add(1) }
+	cl := class(t)
+	w := fixedWindow(c.now().Add(time.Hour))
+	m := msg(cl, "late", "+33612345678")
+	m.Deadline = c.now().Add(30 * time.Minute)
+	if j, err := s.Judge(context.Background(), m, policy.Sending{Window: w}); err != nil || j.Verdict != Expired {
+		t.Fatalf("a window opening after the deadline: %+v %v, want expired", j, err)
+	}
+	m.Deadline = c.now().Add(2 * time.Hour)
+	if j, err := s.Judge(context.Background(), m, policy.Sending{Window: w}); err != nil || j.Verdict != Deferred {
+		t.Fatalf("a window opening before the deadline: %+v %v, want deferred", j, err)
+	}
+	c.add(3 * time.Hour) // past the deadline when released
+	r := &Releaser{Store: s, Token: "p", Logger: discard()}
+	if n, err := r.Pass(context.Background(), Lane{Class: cl}); err != nil || n != 1 || expired.Load() != 2 {
+		t.Fatalf("release past the deadline: claimed %d (%v), expired %d in all; want 1 and 2", n, err, expired.Load())
+	}
+	if _, total, _ := s.List(context.Background(), cl, 0, 10); total != 0 {
+		t.Errorf("%d left stored", total)
+	}
+}
+
+// TestAReleaseSpreadsOverTheSpread: the releases of messages deferred to
+// one opening are spread over release_spread, none before the opening.
+func TestAReleaseSpreadsOverTheSpread(t *testing.T) {
+	c := newClock(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
+	s := New(redistest.Client(t), c.now, nil)
+	cl := class(t)
+	opening := c.now().Add(time.Hour)
+	spread := 10 * time.Minute
+	var minDue, maxDue time.Time
+	for i := range 200 {
+		j, err := s.Judge(context.Background(), msg(cl, fmt.Sprint("s", i), "+33612345678"), policy.Sending{Window: fixedWindow(opening), ReleaseSpread: spread})
+		if err != nil || j.Verdict != Deferred {
+			t.Fatal(j, err)
+		}
+		if minDue.IsZero() || j.Until.Before(minDue) {
+			minDue = j.Until
+		}
+		if j.Until.After(maxDue) {
+			maxDue = j.Until
+		}
+	}
+	if minDue.Before(opening) || !maxDue.Before(opening.Add(spread)) || maxDue.Sub(minDue) < spread*8/10 {
+		t.Errorf("releases from %v to %v, want spread over [%v, %v)", minDue, maxDue, opening, opening.Add(spread))
+	}
+}
+
+// fixedWindow opens at one instant.
+type fixedWindow time.Time
+
+func (f fixedWindow) Next(_, _ string, t time.Time) time.Time {
+	if t.Before(time.Time(f)) {
+		return time.Time(f)
+	}
+	return t
+}
