@@ -279,7 +279,7 @@ var mutants = []mutant{
 		{"admission/forget.lua", "(state == 'rejected' or string.sub(state, 1, 8) == 'refused:')", "true"},
 	}, ""},
 	{"O2", "replay ignores the id's record and republishes a sent id", []edit{
-		{"deadletter/replay.go", "	return recs.Forget(ctx, id)", "	recs.Forget(ctx, id)\n	return admission.Record{State: admission.Unrecorded}, false, nil"},
+		{"deadletter/replay.go", "	return recs.Forget(ctx, id)", "	recs.Forget(ctx, id)\n	return ledger.Record{State: ledger.Unrecorded}, false, nil"},
 	}, "./deadletter/"},
 	{"O3", "replay acks a dead letter before its republish", []edit{
 		{"deadletter/replay.go", "	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayPublishTimeout)", "	p.r.ack(ctx, dl)\n	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replayPublishTimeout)"},
