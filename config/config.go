@@ -57,6 +57,9 @@ type Class struct {
 	Topic        string
 	Subscription string
 	MaxWait      time.Duration
+	// Guard is the class's pumping guard, its keys of ACCOUNTS_FILE
+	// (countries, max_per_prefix...); nil: none.
+	Guard *policy.Guard
 }
 
 // ClassList returns p's classes in priority order: Lanes, or otp
@@ -76,7 +79,12 @@ func (p Process) ClassList() []Class {
 // config take their rules from. A class p does not list has a later
 // class's rules.
 func (p Process) Policy(class admission.Class) policy.Class {
-	return policy.Of(class.String(), slices.IndexFunc(p.ClassList(), func(c Class) bool { return c.Name == class }))
+	i := slices.IndexFunc(p.ClassList(), func(c Class) bool { return c.Name == class })
+	c := policy.Of(class.String(), i)
+	if i >= 0 {
+		c.Guard = p.ClassList()[i].Guard
+	}
+	return c
 }
 
 // Account holds the settings of one provider account: its name (its keys

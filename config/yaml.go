@@ -26,6 +26,7 @@ type (
 		Topic        string `yaml:"topic"`
 		Subscription string `yaml:"subscription"`
 		MaxWait      string `yaml:"max_wait"`
+		guardYAML    `yaml:",inline"`
 	}
 	accountYAML struct {
 		Name        string       `yaml:"name"`
@@ -232,7 +233,7 @@ var (
 // yamlTypes are the file's types by the name the decoder gives them.
 var yamlTypes = func() map[string]reflect.Type {
 	m := map[string]reflect.Type{}
-	for _, v := range []any{accountsYAML{}, accountYAML{}, classYAML{}, genericYAML{}, twilioYAML{}, vonageYAML{}, senderYAML{}, adaptiveYAML{}} {
+	for _, v := range []any{accountsYAML{}, accountYAML{}, classYAML{}, prefixRateYAML{}, conversionYAML{}, genericYAML{}, twilioYAML{}, vonageYAML{}, senderYAML{}, adaptiveYAML{}} {
 		t := reflect.TypeOf(v)
 		m[t.String()] = t
 	}

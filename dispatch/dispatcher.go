@@ -169,6 +169,9 @@ type Deps struct {
 	// Credentials, if set, is read again every Config.CredentialCheck; a
 	// change ends an account-level pause (Limiter.ResumeAccount).
 	Credentials Credentials
+	// Guard, if set, refuses messages to blocked countries and ranges
+	// before their admission, and counts the sends.
+	Guard Guard
 }
 
 // A Lane is one class's subscription and settings.
@@ -240,6 +243,8 @@ type Event struct {
 	HedgedFrom      string             // when its home had not answered within the hedge's bound and it went out on the next account too: the home
 	Sender          string             // the sender of the account's pool it went From, if any
 	ResendReason    string             // when it is a resend (attr.ResendAvoid): why, its attr.ResendReason (printable ASCII, at most 64 bytes)
+	Blocked         string             // when the guard refused it (nack.Blocked): why, a guard.Reason*
+	BlockedCountry  string             // when the guard refused it: the number's country code, never the number
 	Finished        time.Time
 	Err             error // why, for outcomes other than sent; never holds a phone number
 	// Panicked is set when the handling of this delivery panicked: it was

@@ -70,9 +70,18 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 	if err == nil && len(r) > 0 {
 		ev.Segments, err = d.segments(r[0], msg)
 	}
+	if err == nil && len(r) > 0 && d.deps.Guard != nil {
+		// Every path to a provider comes here: a first send, its
+		// overflow, a resend and a replayed dead letter.
+		if ev.Blocked = d.deps.Guard.Blocks(ctx, class.String(), msg.ID, msg.To, r[0].Name); ev.Blocked != "" {
+			ev.BlockedCountry = CountryCode(msg.To)
+		}
+	}
 	switch {
 	case err != nil:
 		t = try{outcome: nack.Invalid, err: err}
+	case ev.Blocked != "":
+		t = try{outcome: nack.Blocked, err: fmt.Errorf("blocked by the guard: %s", ev.Blocked)}
 	case len(r) == 0:
 		// A resend whose every account sent it before: the original was
 		// sent, and is done.

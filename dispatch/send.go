@@ -30,6 +30,9 @@ func (d *Dispatcher) sendAdmitted(ctx context.Context, class admission.Class, a 
 	t.resends = resends
 	start := time.Now()
 	t.receipt, sendErr = d.send(ctx, a, m, t.decision.Sender, t.resends, lost)
+	if d.deps.Guard != nil {
+		d.deps.Guard.Sent(class.String(), m.ID, m.To)
+	}
 	if sendErr != nil && lost != nil && lost.Err() != nil {
 		t.outcome, t.result, t.err = nack.Transient, admission.ResultNone, errHedgeLost
 		return t

@@ -40,6 +40,9 @@ const (
 	// Panicked means the dispatcher's handling of the delivery panicked
 	// (a bug, recovered): the message comes back to be handled again.
 	Panicked
+	// Blocked means the pumping guard refused the message (package
+	// guard): never sent, acked with a status event saying why.
+	Blocked
 
 	// numOutcomes counts the outcomes above; tests iterate up to it.
 	numOutcomes
@@ -58,6 +61,7 @@ var outcomeNames = [numOutcomes]string{
 	ShuttingDown:      "shutting_down",
 	AccountFailure:    "account_failure",
 	Panicked:          "panicked",
+	Blocked:           "blocked",
 }
 
 // String returns the outcome's name in snake case ("sent",
@@ -99,13 +103,13 @@ func (a Action) String() string {
 }
 
 // ActionFor returns the Action for an Outcome. It is the one table:
-// Sent, Expired and Duplicate ack; Invalid and Rejected dead-letter; Denied,
+// Sent, Expired, Duplicate and Blocked ack; Invalid and Rejected dead-letter; Denied,
 // Throttled, Transient, InFlightElsewhere, ShuttingDown, AccountFailure and
 // Panicked nack. An unknown Outcome nacks, because redelivery cannot lose a
 // message.
 func ActionFor(o Outcome) Action {
 	switch o {
-	case Sent, Expired, Duplicate:
+	case Sent, Expired, Duplicate, Blocked:
 		return Ack
 	case Invalid, Rejected:
 		return DeadLetter

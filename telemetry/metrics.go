@@ -39,6 +39,8 @@ const (
 	MetricAccountHealth     = "sms.account.health"           // sms_account_health
 	MetricNoRoute           = "sms.no_route"                 // sms_no_route_total
 	MetricHedges            = "sms.hedges"                   // sms_hedges_total
+	MetricBlocked           = "sms.blocked"                  // sms_blocked_total
+	AttrBlockReason         = attribute.Key("reason")        // why the guard blocked a message: geo, prefix_rate, conversion, operator
 	AttrCountry             = attribute.Key("country")       // a destination's country code (its E.164 prefix), never the number
 	MetricSegments          = "sms.segments"                 // sms_segments_total
 	MetricFallbackActive    = "sms.fallback.active"          // sms_fallback_active
@@ -82,6 +84,7 @@ type Metrics struct {
 	handlerPanics    metric.Int64Counter
 	noRoute          metric.Int64Counter
 	hedges           metric.Int64Counter
+	blocked          metric.Int64Counter
 	receiptInstruments
 
 	state atomic.Pointer[func() State] // read by the gauges; nil reads as zero
@@ -242,6 +245,8 @@ func NewMetrics() (*Metrics, error) {
 		"Deliveries whose handling panicked (recovered: the message was nacked, or dead-lettered with invalid: handler_panic), by class.")
 	m.noRoute = counter(MetricNoRoute, "{message}",
 		"Deliveries no account serves (dead-lettered with invalid: no_route), by class and destination country code.")
+	m.blocked = counter(MetricBlocked, "{message}",
+		"Deliveries the pumping guard refused (acked unsent, status event blocked), by class, reason and destination country code.")
 	m.hedges = counter(MetricHedges, "{message}",
 		"First-class deliveries sent through the next account too because their home had not answered within the hedge's bound, by the home account.")
 	m.receiptInstruments, err = newReceiptInstruments(meter)
@@ -356,6 +361,9 @@ func (m *Metrics) Observe(ev dispatch.Event) {
 	}
 	if ev.NoRoute != "" {
 		m.noRoute.Add(ctx, 1, metric.WithAttributes(class, AttrCountry.String(ev.NoRoute)))
+	}
+	if ev.Blocked != "" {
+		m.blocked.Add(ctx, 1, metric.WithAttributes(class, AttrBlockReason.String(ev.Blocked), AttrCountry.String(ev.BlockedCountry)))
 	}
 	if ev.HedgedFrom != "" {
 		m.hedges.Add(ctx, 1, metric.WithAttributes(AttrAccount.String(ev.HedgedFrom)))
