@@ -52,6 +52,9 @@ type harness struct {
 	// accounts, if set before start, makes each instance's accounts on its
 	// Redis client instead of the one account of limits and newSender.
 	accounts func(rdb redis.Scripter) []Account
+	// guard, if set before start, makes each instance's Guard on its
+	// Redis client.
+	guard func(rdb *redis.Client) Guard
 	// dispatchers are the instances start ran, and limiters their limiters.
 	dispatchers []*Dispatcher
 	limiters    []*admission.Limiter
@@ -196,6 +199,9 @@ func (h *harness) start(n int, cfg Config) (stop func()) {
 		}
 		if h.accounts != nil {
 			deps.Accounts = h.accounts(rdb)
+		}
+		if h.guard != nil {
+			deps.Guard = h.guard(rdb)
 		}
 		d, err := New(cfg, deps)
 		if err != nil {
