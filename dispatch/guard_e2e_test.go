@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,11 +38,8 @@ func guardOTP(t *testing.T, h *harness, rules *policy.Guard, ranges ...string) *
 	t.Helper()
 	g := &guarded{}
 	class := string(admission.OTP)
-	k := keys.GuardOf(class)
 	for _, r := range ranges {
-		rdb := redistest.Client(t)
-		rdb.HDel(context.Background(), k.Blocks(), r)
-		rdb.Del(context.Background(), k.Prefix()+"rate:"+r, k.Prefix()+"conv:"+r, k.Prefix()+"verified:"+r)
+		clearRange(t, r)
 	}
 	h.guard = func(rdb *redis.Client) Guard {
 		gd := guard.New(rdb, map[string]*policy.Guard{class: rules}, fmt.Sprintf("p%d", len(g.guards)), guard.Options{
@@ -67,6 +65,31 @@ func guardOTP(t *testing.T, h *harness, rules *policy.Guard, ranges ...string) *
 		return gd
 	}
 	return g
+}
+
+// clearRange forgets OTP's block and counts of range r, of an earlier
+// run.
+func clearRange(t *testing.T, r string) {
+	k, rdb := keys.GuardOf(string(admission.OTP)), redistest.Client(t)
+	rdb.HDel(context.Background(), k.Blocks(), r)
+	rdb.Del(context.Background(), k.Prefix()+"rate:"+r, k.Prefix()+"conv:"+r, k.Prefix()+"verified:"+r)
+}
+
+// listed returns OTP's blocks in force of the ranges beginning with
+// prefix.
+func listed(t *testing.T, prefix string) []guard.Block {
+	t.Helper()
+	all, err := guard.List(context.Background(), redistest.Client(t), string(admission.OTP), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []guard.Block
+	for _, b := range all {
+		if strings.HasPrefix(b.Range, prefix) {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // blockedEvents returns the status events published for id.
@@ -170,5 +193,145 @@ func TestAGeoDeniedNumberIsNeverSentOnAnyPath(t *testing.T) {
 	}
 	if n := len(g.blockedEvents("geo-1")); n != 2 {
 		t.Fatalf("geo-1 has %d blocked events, want 2 (the send and its resend)", n)
+	}
+}
+
+// sendsTo counts the sends among events whose id begins with prefix: the
+// deliveries that reached a provider, whatever its answer.
+func (h *harness) sendsTo(prefix string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, ev := range h.events {
+		if len(ev.ID) >= len(prefix) && ev.ID[:len(prefix)] == prefix && !ev.Admitted.IsZero() && ev.Outcome != nack.Expired && ev.Outcome != nack.Blocked {
+			n++
+		}
+	}
+	return n
+}
+
+// A flood to one range passes max_per_prefix's count by at most a few
+// sends across three processes: the range is blocked on every process
+// within a second of the block, its messages acked blocked meanwhile
+// while another range's go out, and released after block_for.
+func TestARangeOverItsBrakeIsBlockedOnEveryProcessAndReleased(t *testing.T) {
+	h := newHarness(t, providertest.Config{}, nil)
+	const count = 20
+	rules := &policy.Guard{MaxPerPrefix: policy.PrefixRate{Digits: 6, Count: count, Per: 2 * time.Second, BlockFor: 4 * time.Second}}
+	g := guardOTP(t, h, rules, "447700")
+	for i := range 3 * count {
+		clearRange(t, fmt.Sprintf("4478%02d", i))
+	}
+	h.start(3, Config{OTPMaxWait: time.Second})
+
+	var ids []string
+	for i := range 3 * count {
+		ids = append(ids, h.publish(admission.OTP, map[string]string{"id": fmt.Sprintf("atk-%d", i), "to": fmt.Sprintf("+4477009%05d", i), "body": "code"}))
+		ids = append(ids, h.publish(admission.OTP, map[string]string{"id": fmt.Sprintf("ok-%d", i), "to": fmt.Sprintf("+4478%02d9%05d", i, i), "body": "code"}))
+	}
+	got := h.waitEnded(ids, 20*time.Second)
+	blocks := append(listed(t, "4477"), listed(t, "4478")...)
+	if len(blocks) != 1 || blocks[0].Range != "447700" || blocks[0].Reason != guard.ReasonPrefixRate {
+		t.Fatalf("the blocks: %+v; want 447700's, prefix_rate", blocks)
+	}
+	set := blocks[0].Until.Add(-rules.MaxPerPrefix.BlockFor)
+	t.Logf("the attacked range: %d sends for a count of %d", h.sendsTo("atk-"), count)
+	if n := h.sendsTo("atk-"); n < count || n > count+5 {
+		t.Fatalf("the attacked range had %d sends, want %d to %d (its count, and at most 5 in flight)", n, count, count+5)
+	}
+	blocked := 0
+	for _, ev := range got {
+		switch {
+		case ev.ID[:3] == "ok-" && ev.Outcome != nack.Sent:
+			t.Fatalf("%s, to another range: %v (%v), want sent", ev.ID, ev.Outcome, ev.Err)
+		case ev.Outcome == nack.Blocked:
+			blocked++
+			if ev.Blocked != guard.ReasonPrefixRate || ev.BlockedCountry != "44" {
+				t.Fatalf("%s blocked for %q in %q, want prefix_rate in 44", ev.ID, ev.Blocked, ev.BlockedCountry)
+			}
+		}
+	}
+	if blocked+h.sendsTo("atk-") != 3*count || len(g.events) != blocked {
+		t.Fatalf("%d blocked, %d sent, %d status events; want the %d attack messages sent or blocked, an event each", blocked, h.sendsTo("atk-"), len(g.events), 3*count)
+	}
+	// Every process holds the block within a second of its setting.
+	for i, gd := range g.guards {
+		h.waitUntil(fmt.Sprintf("process %d holds the block", i), time.Until(set.Add(time.Second)), func() bool {
+			return gd.Held()[guard.ReasonPrefixRate] == 1
+		})
+	}
+	// Still blocked before its end, released after.
+	id := h.publish(admission.OTP, map[string]string{"id": "atk-during", "to": "+447700912345", "body": "code"})
+	if ev := h.waitEnded([]string{id}, 10*time.Second)[id]; ev.Outcome != nack.Blocked {
+		t.Fatalf("during the block: %v, want blocked", ev.Outcome)
+	}
+	time.Sleep(time.Until(blocks[0].Until) + 300*time.Millisecond)
+	id = h.publish(admission.OTP, map[string]string{"id": "atk-after", "to": "+447700912345", "body": "code"})
+	if ev := h.waitEnded([]string{id}, 10*time.Second)[id]; ev.Outcome != nack.Sent {
+		t.Fatalf("after block_for: %v (%v), want sent", ev.Outcome, ev.Err)
+	}
+}
+
+// A range whose codes are not used is blocked (conversion) once enough
+// of its sends are older than the grace; a range as busy whose codes are
+// used is not. The applications' verifications come through the
+// verifications topic.
+func TestARangeWhoseCodesAreNotUsedIsBlocked(t *testing.T) {
+	h := newHarness(t, providertest.Config{}, nil)
+	h.topic("sms-verifications", "sms-verifications-dispatcher")
+	verifications := h.publisher("sms-verifications")
+	const minSends = 10
+	rules := &policy.Guard{MinConversion: policy.Conversion{Ratio: 0.5, MinSends: minSends, Digits: 5, Per: time.Minute, Grace: time.Second, BlockFor: time.Minute}}
+	g := guardOTP(t, h, rules, "44701", "44702")
+	h.start(3, Config{OTPMaxWait: time.Second})
+	for _, gd := range g.guards {
+		sub := h.client().Subscriber("sms-verifications-dispatcher")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); gd.Listen(ctx, sub, nil) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+
+	send := func(id, to string) Event {
+		t.Helper()
+		sid := h.publish(admission.OTP, map[string]string{"id": id, "to": to, "body": "code"})
+		return h.waitEnded([]string{sid}, 10*time.Second)[sid]
+	}
+	for i := range minSends + 2 {
+		used := fmt.Sprintf("used-%d", i)
+		if ev := send(used, fmt.Sprintf("+4470100%05d", i)); ev.Outcome != nack.Sent {
+			t.Fatalf("%s: %v", used, ev.Outcome)
+		}
+		if ev := send(fmt.Sprintf("unused-%d", i), fmt.Sprintf("+4470200%05d", i)); ev.Outcome != nack.Sent {
+			t.Fatalf("unused-%d: %v", i, ev.Outcome)
+		}
+		data, _ := json.Marshal(guard.Verification{ID: used})
+		if _, err := verifications.Publish(context.Background(), &pubsub.Message{Data: data}).Get(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unknown, _ := json.Marshal(guard.Verification{ID: "never-sent"})
+	verifications.Publish(context.Background(), &pubsub.Message{Data: unknown})
+	// Within the grace nothing is judged.
+	if ev := send("unused-young", "+447020099999"); ev.Outcome != nack.Sent {
+		t.Fatalf("within the grace: %v, want sent", ev.Outcome)
+	}
+	time.Sleep(rules.MinConversion.Grace + 200*time.Millisecond)
+	// The next sends judge both ranges: the unused one is blocked from
+	// then on, the used one never.
+	send("used-late", "+447010088888")
+	send("unused-late", "+447020088888")
+	h.waitUntil("the unused range blocked", 2*time.Second, func() bool {
+		return len(listed(t, "4470")) > 0
+	})
+	time.Sleep(time.Second) // every process has it
+	if ev := send("unused-after", "+447020077777"); ev.Outcome != nack.Blocked || ev.Blocked != guard.ReasonConversion {
+		t.Fatalf("the unused range after: %v %q, want blocked for conversion", ev.Outcome, ev.Blocked)
+	}
+	if ev := send("used-after", "+447010077777"); ev.Outcome != nack.Sent {
+		t.Fatalf("the used range after: %v %q, want sent", ev.Outcome, ev.Blocked)
+	}
+	if blocks := listed(t, "4470"); len(blocks) != 1 || blocks[0].Range != "44702" || blocks[0].Sends < minSends || blocks[0].Verified != 0 {
+		t.Fatalf("the blocks: %+v; want 44702's alone, with its sends and none verified", blocks)
 	}
 }

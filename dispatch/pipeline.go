@@ -35,6 +35,7 @@ type try struct {
 	receipt  provider.Receipt     // the provider's acceptance, when sent
 	result   admission.SendResult // what the send said of its account's health
 	hedged   string               // the home it was hedged from, if it was
+	blocked  string               // why the guard refused it (nack.Blocked), if it did
 }
 
 // handle is the Receive callback of class: it takes m to one end. A
@@ -70,18 +71,17 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 	if err == nil && len(r) > 0 {
 		ev.Segments, err = d.segments(r[0], msg)
 	}
-	if err == nil && len(r) > 0 && d.deps.Guard != nil {
+	var blocked try
+	if err == nil && len(r) > 0 {
 		// Every path to a provider comes here: a first send, its
 		// overflow, a resend and a replayed dead letter.
-		if ev.Blocked = d.deps.Guard.Blocks(ctx, class.String(), msg.ID, msg.To, r[0].Name); ev.Blocked != "" {
-			ev.BlockedCountry = CountryCode(msg.To)
-		}
+		blocked = d.guardBlocks(ctx, class, msg, r[0])
 	}
 	switch {
 	case err != nil:
 		t = try{outcome: nack.Invalid, err: err}
-	case ev.Blocked != "":
-		t = try{outcome: nack.Blocked, err: fmt.Errorf("blocked by the guard: %s", ev.Blocked)}
+	case blocked.blocked != "":
+		t = blocked
 	case len(r) == 0:
 		// A resend whose every account sent it before: the original was
 		// sent, and is done.
@@ -96,6 +96,9 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 	}
 	ev.Outcome, ev.Err, ev.Decision, ev.Admitted, ev.ResendCount = t.outcome, t.err, t.decision, t.admitted, t.resends
 	ev.ProviderID, ev.Sender, ev.HedgedFrom = t.receipt.ID, t.decision.Sender, t.hedged
+	if t.blocked != "" {
+		ev.Blocked, ev.BlockedCountry = t.blocked, CountryCode(msg.To)
+	}
 	switch {
 	case t.account != nil:
 		ev.Account = t.account.Name

@@ -25,14 +25,16 @@ func (d *Dispatcher) sendAdmitted(ctx context.Context, class admission.Class, a 
 		t.outcome = nack.Expired // the slot goes unused: cheaper than a send nobody waits for
 		return t
 	}
+	if b := d.guardBlocks(ctx, class, m, a); b.blocked != "" {
+		t.outcome, t.err, t.blocked = b.outcome, b.err, b.blocked // the slot goes unused
+		return t
+	}
 	var sendErr error
 	version := a.credentialVersion()
 	t.resends = resends
 	start := time.Now()
+	d.guardSent(class, m)
 	t.receipt, sendErr = d.send(ctx, a, m, t.decision.Sender, t.resends, lost)
-	if d.deps.Guard != nil {
-		d.deps.Guard.Sent(class.String(), m.ID, m.To)
-	}
 	if sendErr != nil && lost != nil && lost.Err() != nil {
 		t.outcome, t.result, t.err = nack.Transient, admission.ResultNone, errHedgeLost
 		return t

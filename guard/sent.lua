@@ -25,7 +25,7 @@ local ratio, cmin, cper, grace, cblock =
   tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 
 local out = {}
-local function block(range, reason, until, sends, verified)
+local function block(range, reason, ends, sends, verified)
   local cur = redis.call('HGET', blocks, range)
   if cur then
     local u = tonumber(string.match(cur, '^%S+ (%d+)'))
@@ -33,7 +33,7 @@ local function block(range, reason, until, sends, verified)
       return
     end
   end
-  redis.call('HSET', blocks, range, reason .. ' ' .. until .. ' ' .. sends .. ' ' .. verified)
+  redis.call('HSET', blocks, range, reason .. ' ' .. ends .. ' ' .. sends .. ' ' .. verified)
   out[#out + 1] = range
   out[#out + 1] = reason
   out[#out + 1] = sends
