@@ -346,7 +346,7 @@ func (g *Guard) Verified(ctx context.Context, id string) (known bool, err error)
 		if c.rules.MinConversion.MinSends == 0 {
 			continue
 		}
-		n, err := verifyScript.Run(ctx, g.rdb, []string{c.keys.OTP(id), c.keys.Blocks()}, id, c.rules.MinConversion.Per.Milliseconds()).Int()
+		n, err := verifyScript.Run(ctx, g.rdb, []string{c.keys.OTP(id), c.keys.Blocks()}, id, c.rules.MinConversion.Per.Milliseconds(), g.opts.Now().UnixMilli()).Int()
 		if err != nil {
 			return known, fmt.Errorf("guard: verify: %w", err)
 		}

@@ -29,6 +29,7 @@ func TestActionFor(t *testing.T) {
 		{ShuttingDown, Nack},
 		{AccountFailure, Nack}, // the message is fine: it waits for the account
 		{Panicked, Nack},       // dead-lettered by the dispatcher after a few
+		{Blocked, Ack},         // refused by the guard: its status event says so
 		{numOutcomes, Nack},    // unknown: redelivery loses nothing
 		{-1, Nack},
 	}
@@ -59,8 +60,8 @@ func TestEveryOutcomeIsNamedAndCovered(t *testing.T) {
 			t.Errorf("ActionFor(%v) = %v, not a known Action", o, a)
 		}
 	}
-	if len(seen) != 12 {
-		t.Errorf("%d outcomes, want 12: update TestActionFor and the metrics", len(seen))
+	if len(seen) != 13 {
+		t.Errorf("%d outcomes, want 13: update TestActionFor and the metrics", len(seen))
 	}
 }
 
@@ -80,7 +81,8 @@ func TestOutcomeString(t *testing.T) {
 		{InFlightElsewhere, "in_flight_elsewhere"},
 		{ShuttingDown, "shutting_down"},
 		{Panicked, "panicked"},
-		{numOutcomes, "Outcome(12)"},
+		{Blocked, "blocked"},
+		{numOutcomes, "Outcome(13)"},
 		{-1, "Outcome(-1)"},
 	}
 	for _, tt := range tests {
