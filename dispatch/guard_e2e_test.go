@@ -134,8 +134,8 @@ func TestAGeoDeniedNumberIsNeverSentOnAnyPath(t *testing.T) {
 		if ev.Outcome != want || ev.Action != nack.Ack || (account != "" && ev.Account != account) {
 			t.Fatalf("%s: %v/%v on %q (%v), want %v on %q", what, ev.Outcome, ev.Action, ev.Account, ev.Err, want, account)
 		}
-		if want == nack.Blocked && (ev.Blocked != guard.ReasonGeo || ev.BlockedCountry != "7") {
-			t.Fatalf("%s: blocked %q in country %q, want geo in 7", what, ev.Blocked, ev.BlockedCountry)
+		if want == nack.Blocked && (ev.Blocked != guard.ReasonGeo || ev.BlockedCountry != "7" || ev.Decision.Source != "") {
+			t.Fatalf("%s: blocked %q in country %q after admission %q, want geo in 7 before any admission", what, ev.Blocked, ev.BlockedCountry, ev.Decision.Source)
 		}
 	}
 	check("a first send", h.publish(admission.OTP, map[string]string{"id": "geo-1", "to": denied, "body": "code"}), nack.Blocked, "primary")

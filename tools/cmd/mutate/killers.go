@@ -144,4 +144,14 @@ var killers = map[string]string{
 	// The hedge and the rule of old sends.
 	"M27":  "TestAnOTPIsHedgedPastAHangingHome",
 	"M27b": "TestTimeoutsOfSendsBegunBeforeARecoveryDoNotCount",
+
+	// The pumping guard.
+	"GU1": "TestAGeoDeniedNumberIsNeverSentOnAnyPath",
+	"GU2": "TestAGeoDeniedNumberIsNeverSentOnAnyPath",
+	"GU3": "TestARangeOverItsBrakeIsBlockedOnEveryProcessAndReleased",
+	"GU4": "TestARangeOverItsBrakeIsBlockedOnEveryProcessAndReleased",
+	"GU5": "TestARangeOverItsBrakeIsBlockedOnEveryProcessAndReleased",
+	"GU6": "TestARangeWhoseCodesAreNotUsedIsBlocked",
+	"GU7": "TestARangeWhoseCodesAreNotUsedIsBlocked",
+	"GU8": "TestDecide",
 }
