@@ -44,6 +44,9 @@ type Process struct {
 	// no trailing slash; set exactly when ReceiptsAddr is.
 	ReceiptsPublicURL string
 	StatusTopic       string // the topic of the messages' final delivery states
+	// VerificationsTopic is where applications say which OTPs' codes
+	// were used (the guard's min_conversion).
+	VerificationsTopic string
 	// Lanes are ACCOUNTS_FILE's classes in priority order; empty: otp and
 	// marketing of the variables (ClassList).
 	Lanes []Class

@@ -79,6 +79,11 @@ func (a Account) ceiling(class admission.Class) float64 {
 // people and tests to read the status events.
 const StatusInspect = "sms-status-inspect"
 
+// VerificationsSubscription is the dispatcher's subscription on
+// VERIFICATIONS_TOPIC, which every process pulls (the guard's
+// min_conversion).
+const VerificationsSubscription = "sms-verifications-dispatcher"
+
 // Topology is what p names of Pub/Sub, for topology.Setup: every class's
 // topic and subscription, in priority order.
 func (p Process) Topology() topology.Topology {
@@ -87,6 +92,7 @@ func (p Process) Topology() topology.Topology {
 		OTPSubscription: p.OTPSubscription, MarketingSubscription: p.MarketingSubscription,
 		DeadLetterInspect: p.DeadLetterInspect, DeadLetterRetention: p.DeadLetterRetention,
 		StatusTopic: p.StatusTopic, StatusInspect: StatusInspect,
+		VerificationsTopic: p.VerificationsTopic, VerificationsSubscription: VerificationsSubscription,
 		SendTimeout: p.SendTimeout,
 	}
 	for _, c := range p.ClassList() {

@@ -175,6 +175,7 @@ var settings = []setting{
 	{"RECEIPTS_ADDR", "receipts-addr", "", "", "address of the delivery receipts' listener (POST /v1/receipts/<account>), apart from HTTP_ADDR; unset: receipts off", false, Serving, "", str(func(s *Settings) *string { return &s.ReceiptsAddr })},
 	{"RECEIPTS_PUBLIC_URL", "receipts-public-url", "", "", "base URL the providers post receipts to, https:// unless the host is loopback; required with RECEIPTS_ADDR", false, Serving, "", baseURL(func(s *Settings) *string { return &s.ReceiptsPublicURL })},
 	{"STATUS_TOPIC", "status-topic", "", "sms-status", "topic of each message's final delivery state (setup creates it with the subscription sms-status-inspect)", false, Topics, "", str(func(s *Settings) *string { return &s.StatusTopic })},
+	{"VERIFICATIONS_TOPIC", "verifications-topic", "", "sms-verifications", "topic applications publish {\"id\"} of each OTP whose code was used to, for the guard's min_conversion (setup creates it with the subscription sms-verifications-dispatcher)", false, Topics, "", str(func(s *Settings) *string { return &s.VerificationsTopic })},
 }
 
 // lookup is the row of the variable env.

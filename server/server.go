@@ -77,7 +77,8 @@ type Server struct {
 	limiters []*admission.Limiter // by account
 	table    *dispatch.Table      // the accounts' routing table, for the start-up log
 	dlq      *pubsub.Publisher
-	receipts Receipts // nil: receipts off
+	guard    *processGuard // nil: no class is guarded
+	receipts Receipts      // nil: receipts off
 	// stopReceipts flushes the receipts' publishers, once receipts' Run
 	// has returned.
 	stopReceipts func()
@@ -128,6 +129,10 @@ func New(cfg config.Settings, accounts []Account, rdb Redis, ps *pubsub.Client, 
 		lanes = append(lanes, dispatch.Lane{Class: c.Name, Subscriber: ps.Subscriber(c.Subscription), Policy: cfg.Policy(c.Name), MaxWait: c.MaxWait,
 			Outstanding: cfg.Outstanding(c.Name, setups[config.Home(setups, c.Name)])})
 	}
+	var err error
+	if s.guard, err = s.newGuard(ps, lanes); err != nil {
+		return nil, err
+	}
 	dlq := ps.Publisher(cfg.DeadLetterTopic)
 	deps := dispatch.Deps{
 		Lanes: lanes, Accounts: daccts,
@@ -135,6 +140,9 @@ func New(cfg config.Settings, accounts []Account, rdb Redis, ps *pubsub.Client, 
 	}
 	if opts.Telemetry != nil {
 		deps.Tracer = opts.Telemetry.Tracing
+	}
+	if s.guard != nil {
+		deps.Guard = s.guard.g
 	}
 	dcfg := dispatch.Config{
 		SendTimeout: cfg.SendTimeout, Grace: cfg.ShutdownGrace,
@@ -189,9 +197,17 @@ func (s *Server) Run(ctx context.Context) error {
 		r := status.Redis{Client: s.rdb, Circuit: s.circuit, Timeout: s.cfg.RedisTimeout}
 		status.Heartbeats(hctx, s.id, s.opts.Version, r, s.limiters)
 	}()
+	guarded := make(chan struct{})
+	go func() {
+		defer close(guarded)
+		if s.guard != nil {
+			s.guard.run(hctx, s)
+		}
+	}()
 	err := s.d.Run(ctx)
 	stop()
 	<-done
+	<-guarded
 	return err
 }
 
@@ -199,6 +215,9 @@ func (s *Server) Run(ctx context.Context) error {
 // stops them; call it once Run (and the receipts' Run) has returned.
 func (s *Server) Close() {
 	s.dlq.Stop()
+	if s.guard != nil {
+		s.guard.status.Stop()
+	}
 	s.stopReceipts()
 }
 

@@ -131,8 +131,8 @@ func TestServeSetupPublishAndSIGTERM(t *testing.T) {
 		if err := run(ctx, []string{"setup"}, &out, io.Discard); err != nil {
 			t.Fatalf("setup #%d: %v", i+1, err)
 		}
-		if strings.Count(out.String(), want) != 8 {
-			t.Fatalf("setup #%d printed %q, want 8 resources %s", i+1, out.String(), want)
+		if strings.Count(out.String(), want) != 10 {
+			t.Fatalf("setup #%d printed %q, want 10 resources %s", i+1, out.String(), want)
 		}
 	}
 

@@ -112,7 +112,7 @@ type Conversion struct {
 
 // On reports whether g has any rule; a nil g has none.
 func (g *Guard) On() bool {
-	return g != nil && ( len(g.Countries)+len(g.DenyCountries) > 0 || g.MaxPerPrefix.Count > 0 || g.MinConversion.MinSends > 0)
+	return g != nil && (len(g.Countries)+len(g.DenyCountries) > 0 || g.MaxPerPrefix.Count > 0 || g.MinConversion.MinSends > 0)
 }
 
 // OTP is the name whose class keeps OTP's own rules (admission.OTP is

@@ -31,6 +31,10 @@ type Topology struct {
 	// StatusTopic is the topic of the messages' final delivery states and
 	// StatusInspect its subscription that people and tests read; "": none.
 	StatusTopic, StatusInspect string
+	// VerificationsTopic is where applications say which OTPs' codes were
+	// used, and VerificationsSubscription the dispatcher's on it; "":
+	// none.
+	VerificationsTopic, VerificationsSubscription string
 	// MaxWait is the longer of the classes' max waits and SendTimeout a
 	// send's: the subscriptions' ack deadline is longer than both.
 	MaxWait, SendTimeout time.Duration
@@ -134,6 +138,9 @@ func Setup(ctx context.Context, c *pubsub.Client, t Topology, report func(kind, 
 	if t.StatusTopic != "" {
 		topics = append(topics, t.StatusTopic)
 	}
+	if t.VerificationsTopic != "" {
+		topics = append(topics, t.VerificationsTopic)
+	}
 	for _, id := range topics {
 		_, err := c.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic(id)})
 		if created, err := existsOK(err); err != nil {
@@ -155,6 +162,10 @@ func Setup(ctx context.Context, c *pubsub.Client, t Topology, report func(kind, 
 	}
 	if t.StatusTopic != "" && t.StatusInspect != "" {
 		subs = append(subs, &pubsubpb.Subscription{Name: sub(t.StatusInspect), Topic: topic(t.StatusTopic), AckDeadlineSeconds: 60,
+			MessageRetentionDuration: retention})
+	}
+	if t.VerificationsTopic != "" && t.VerificationsSubscription != "" {
+		subs = append(subs, &pubsubpb.Subscription{Name: sub(t.VerificationsSubscription), Topic: topic(t.VerificationsTopic), AckDeadlineSeconds: 60,
 			MessageRetentionDuration: retention})
 	}
 	for _, s := range subs {
