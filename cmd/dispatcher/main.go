@@ -38,6 +38,7 @@ var commands = []command{
 	{"status", "each account's state from Redis: rates, sends in the last\n1/10/60 s, penalty, leases, processes (--json, --watch)", runStatus},
 	{"message", "a message's story from Redis: its account, attempts, provider ids and\ndelivery receipt (--json)", runMessage},
 	{"deadletters", "list dead letters without consuming them, or replay them", runDeadletters},
+	{"guard", "the pumping guard's blocked ranges: list, block or unblock --prefix P\n[--for D] (--class)", runGuard},
 	{"demo", "run the whole pipeline on one machine: in-process Pub/Sub, Redis\nand provider simulator, several dispatchers, a campaign and OTPs", runDemo},
 }
 
