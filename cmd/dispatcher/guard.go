@@ -93,3 +93,21 @@ func writeBlocks(w io.Writer, class string, blocks []guard.Block, now time.Time)
 			b.Until.UTC().Format(time.RFC3339), b.Until.Sub(now).Round(time.Second), b.Sends, b.Verified)
 	}
 }
+
+// writeGuardBlocks prints, after the status report, the blocks of each
+// guarded class of classes; nothing when none is guarded.
+func writeGuardBlocks(ctx context.Context, w io.Writer, rdb guard.Redis, classes []config.Class) error {
+	now := time.Now()
+	for _, c := range classes {
+		if !c.Guard.On() {
+			continue
+		}
+		blocks, err := guard.List(ctx, rdb, c.Name.String(), now)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w, "guard:")
+		writeBlocks(w, c.Name.String(), blocks, now)
+	}
+	return nil
+}

@@ -11,7 +11,8 @@ import (
 
 // TestGuardBlocksListsAndUnblocksARange: `dispatcher guard` blocks a
 // range of the guarded class for a while (reason operator), lists it with
-// its end, and lifts it; a missing or bad prefix is refused.
+// its end (and `dispatcher status` shows it), and lifts it; a missing or
+// bad prefix is refused.
 func TestGuardBlocksListsAndUnblocksARange(t *testing.T) {
 	class := strings.ToLower(strings.NewReplacer("_", "-").Replace(redistest.UniqueAccount(t)))
 	if len(class) > 32 {
@@ -27,6 +28,10 @@ func TestGuardBlocksListsAndUnblocksARange(t *testing.T) {
 	t.Cleanup(func() { environ = old })
 	guardRun := func(args ...string) (string, error) {
 		var out, errs bytes.Buffer
+		if args[0] == "status" { // dispatcher status shows the blocks too
+			err := runStatus(context.Background(), nil, &out, &errs)
+			return out.String(), err
+		}
 		err := runGuard(context.Background(), args, &out, &errs)
 		return out.String(), err
 	}
@@ -38,6 +43,7 @@ func TestGuardBlocksListsAndUnblocksARange(t *testing.T) {
 		{[]string{"block", "--prefix", "+447700", "--for", "30m"}, class + ": +447700 blocked (operator) until"},
 		{[]string{"list"}, class + ": +447700          operator    until"},
 		{[]string{"list"}, "(30m0s left)  sends 0  verified 0"},
+		{[]string{"status"}, "guard:\n" + class + ": +447700          operator"},
 		{[]string{"unblock", "--prefix", "+447700"}, class + ": +447700 unblocked"},
 		{[]string{"list"}, class + ": no range blocked"},
 	} {

@@ -68,7 +68,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return json.NewEncoder(stdout).Encode(r)
 		}
 		r.WriteText(stdout)
-		return nil
+		return writeGuardBlocks(ctx, stdout, rdb, routing.Classes)
 	}
 	return status.Watch(ctx, stdout, *asJSON, isTerminal(stdout), read)
 }
