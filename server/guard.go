@@ -64,7 +64,11 @@ func (pg *processGuard) run(ctx context.Context, s *Server) {
 	done := make(chan struct{})
 	go func() { defer close(done); pg.g.Run(ctx) }()
 	if pg.verifications != nil {
-		if err := pg.g.Listen(ctx, pg.verifications, nil); err != nil && ctx.Err() == nil {
+		var counts guard.VerificationCounts
+		if s.opts.Telemetry != nil && s.opts.Telemetry.Metrics != nil {
+			counts = s.opts.Telemetry.Metrics
+		}
+		if err := pg.g.Listen(ctx, pg.verifications, counts); err != nil && ctx.Err() == nil {
 			s.logger.Error("the verifications' pull ended; min_conversion sees no verification", "err", err)
 		}
 	}

@@ -224,6 +224,9 @@ func (s *Server) Close() {
 // state is what the gauges show: the process's, and each account's.
 func (s *Server) state() telemetry.State {
 	st := telemetry.State{BudgetTokens: s.d.BudgetTokens(), OTPWaiting: s.d.OTPWaiting(), Waiting: s.d.Waiting()}
+	if s.guard != nil {
+		st.GuardBlocks = s.guard.g.Held()
+	}
 	for n, lim := range s.limiters {
 		penalty, fallback := lim.State()
 		_, _, paused := lim.AccountPause()

@@ -40,6 +40,8 @@ const (
 	MetricNoRoute           = "sms.no_route"                 // sms_no_route_total
 	MetricHedges            = "sms.hedges"                   // sms_hedges_total
 	MetricBlocked           = "sms.blocked"                  // sms_blocked_total
+	MetricGuardBlocks       = "sms.guard.blocks"             // sms_guard_blocks
+	MetricVerifications     = "sms.verifications"            // sms_verifications_total
 	AttrBlockReason         = attribute.Key("reason")        // why the guard blocked a message: geo, prefix_rate, conversion, operator
 	AttrCountry             = attribute.Key("country")       // a destination's country code (its E.164 prefix), never the number
 	MetricSegments          = "sms.segments"                 // sms_segments_total
@@ -85,6 +87,7 @@ type Metrics struct {
 	noRoute          metric.Int64Counter
 	hedges           metric.Int64Counter
 	blocked          metric.Int64Counter
+	verifications    metric.Int64Counter
 	receiptInstruments
 
 	state atomic.Pointer[func() State] // read by the gauges; nil reads as zero
@@ -124,6 +127,10 @@ type State struct {
 	// holds).
 	LearnedRPS float64
 	Accounts   []AccountState
+	// GuardBlocks is, by reason, how many ranges the pumping guard blocks
+	// as this process holds them (guard.Guard.Held); nil: no guarded
+	// class, no sms_guard_blocks series.
+	GuardBlocks map[string]int
 }
 
 // AccountState is one account's part of State.
@@ -247,6 +254,8 @@ func NewMetrics() (*Metrics, error) {
 		"Deliveries no account serves (dead-lettered with invalid: no_route), by class and destination country code.")
 	m.blocked = counter(MetricBlocked, "{message}",
 		"Deliveries the pumping guard refused (acked unsent, status event blocked), by class, reason and destination country code.")
+	m.verifications = counter(MetricVerifications, "{verification}",
+		"Verifications read from VERIFICATIONS_TOPIC, by result: known (a send of a class judging conversion, in its window), or unknown (an unknown or old id, ignored).")
 	m.hedges = counter(MetricHedges, "{message}",
 		"First-class deliveries sent through the next account too because their home had not answered within the hedge's bound, by the home account.")
 	m.receiptInstruments, err = newReceiptInstruments(meter)
@@ -302,6 +311,16 @@ func NewMetrics() (*Metrics, error) {
 		}
 		return out
 	})
+	gauge(MetricGuardBlocks, "Ranges the pumping guard blocks now, by reason (geo never blocks a range: prefix_rate, conversion, operator).", func(s State) []obs {
+		if s.GuardBlocks == nil {
+			return nil
+		}
+		var out []obs
+		for _, reason := range []string{"prefix_rate", "conversion", "operator"} {
+			out = append(out, obs{float64(s.GuardBlocks[reason]), []attribute.KeyValue{AttrBlockReason.String(reason)}})
+		}
+		return out
+	})
 	gauge(MetricConfiguredRate, "Configured rates per second, by limit: the contract line, the target, each class's ceiling and reserve (sms_class), and marketing's ceiling.", func(s State) []obs {
 		return perAccount(s, AccountState.configuredRates)
 	})
@@ -348,6 +367,15 @@ func (m *Metrics) Handler() http.Handler {
 
 // Shutdown flushes and stops the meter provider.
 func (m *Metrics) Shutdown(ctx context.Context) error { return m.provider.Shutdown(ctx) }
+
+// Verification counts one verification read (guard.VerificationCounts).
+func (m *Metrics) Verification(known bool) {
+	result := "unknown"
+	if known {
+		result = "known"
+	}
+	m.verifications.Add(context.Background(), 1, metric.WithAttributes(attribute.String("result", result)))
+}
 
 // Observe records one delivery's end.
 func (m *Metrics) Observe(ev dispatch.Event) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/pstest"
 
 	"smsdispatcher/guard"
@@ -75,6 +76,16 @@ accounts:
 		}
 		return out
 	}
+	client, err := pubsub.NewClient(ctx, "proj") // PUBSUB_EMULATOR_HOST: pstest
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	vpub := client.Publisher("sms-verifications")
+	if _, err := vpub.Publish(ctx, &pubsub.Message{Data: []byte(`{"id":"never-sent"}`)}).Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	vpub.Stop()
 	waitFor(t, func() bool {
 		return sim.SentCount("login-1") == 1 && sim.SentCount("sale-1") == 1 && len(blocked()) == 1
 	})
@@ -84,14 +95,23 @@ accounts:
 	if n := sim.SentCount("denied-1"); n != 0 {
 		t.Fatalf("the denied OTP was sent %d times", n)
 	}
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	metrics := func() string {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return string(body)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if want := `sms_blocked_total{country="7",reason="geo",sms_class="otp"} 1`; !strings.Contains(string(body), want) {
-		t.Errorf("/metrics has no %s", want)
+	waitFor(t, func() bool { return strings.Contains(metrics(), `sms_verifications_total{result="unknown"} 1`) })
+	for _, want := range []string{
+		`sms_blocked_total{country="7",reason="geo",sms_class="otp"} 1`,
+		`sms_guard_blocks{reason="prefix_rate"} 0`,
+	} {
+		if !strings.Contains(metrics(), want) {
+			t.Errorf("/metrics has no %s", want)
+		}
 	}
 	sigterm()
 	if err := <-served; err != nil {
