@@ -2,10 +2,14 @@ package guard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/internal/keys"
 )
@@ -64,4 +68,28 @@ func UnblockRange(ctx context.Context, rdb Redis, class, prefix string) (removed
 	}
 	n, err := adminScript.Run(ctx, rdb, []string{keys.GuardOf(class).Blocks()}, r, "unblock").Int()
 	return n == 1, err
+}
+
+// Noted returns the note of the message id blocked in one of classes, and
+// whether there is one.
+func Noted(ctx context.Context, rdb Redis, classes []string, id string) (Note, bool, error) {
+	for _, c := range classes {
+		v, err := rdb.Get(ctx, keys.GuardOf(c).Blocked(id)).Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return Note{}, false, fmt.Errorf("guard: read the note of %s: %w", id, err)
+		}
+		f := strings.Fields(v)
+		if len(f) != 3 {
+			continue
+		}
+		ms, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil {
+			continue
+		}
+		return Note{Class: c, Reason: f[0], Account: f[1], At: time.UnixMilli(ms)}, true, nil
+	}
+	return Note{}, false, nil
 }

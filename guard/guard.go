@@ -51,6 +51,8 @@ func init() {
 type Redis interface {
 	redis.Scripter
 	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
+	Get(ctx context.Context, key string) *redis.StringCmd
+	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
 }
 
 // subscriber is a Redis client that can subscribe to the blocks' channels.
@@ -91,7 +93,13 @@ type Guard struct {
 	// instance makes each send's member of a rate window unique across
 	// processes.
 	instance string
+	// notes are the blocked messages whose note (Note) Run writes; a note
+	// that finds it full is dropped: it is for an operator's question.
+	notes chan note
 }
+
+// note is one blocked message's note to write.
+type note struct{ key, value string }
 
 // class is one guarded class's state in the process.
 type class struct {
@@ -120,7 +128,7 @@ func New(rdb Redis, rules map[string]*policy.Guard, instance string, opts Option
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	g := &Guard{rdb: rdb, opts: opts, classes: map[string]*class{}, instance: instance}
+	g := &Guard{rdb: rdb, opts: opts, classes: map[string]*class{}, instance: instance, notes: make(chan note, queueSize)}
 	for name, r := range rules {
 		if !r.On() {
 			continue
@@ -146,6 +154,10 @@ func (g *Guard) Blocks(ctx context.Context, className, id, to, account string) s
 	c.mu.RUnlock()
 	if reason != "" {
 		g.announce(ctx, className, id, account, reason)
+		select {
+		case g.notes <- note{c.keys.Blocked(id), Note{Reason: reason, Account: account, At: g.opts.Now()}.encode()}:
+		default:
+		}
 	}
 	return reason
 }
@@ -209,6 +221,7 @@ func (g *Guard) Run(ctx context.Context) {
 	for _, c := range g.classes {
 		wg.Go(func() { g.count(ctx, c) })
 	}
+	wg.Go(func() { g.writeNotes(ctx) })
 	if s, ok := g.rdb.(subscriber); ok {
 		wg.Go(func() { g.listen(ctx, s, pushed) })
 	}
@@ -370,4 +383,36 @@ func (g *Guard) Held() map[string]int {
 		c.mu.RUnlock()
 	}
 	return out
+}
+
+// NoteTTL is how long a blocked message's note is kept: as long as a sent
+// message's record.
+const NoteTTL = 24 * time.Hour
+
+// A Note is what the guard keeps of a message it blocked, for `dispatcher
+// message`.
+type Note struct {
+	Class, Reason, Account string
+	At                     time.Time
+}
+
+func (n Note) encode() string {
+	return n.Reason + " " + n.Account + " " + strconv.FormatInt(n.At.UnixMilli(), 10)
+}
+
+// writeNotes writes the blocked messages' notes until ctx ends, one call
+// each: a blocked message is no message that passes.
+func (g *Guard) writeNotes(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case n := <-g.notes:
+			wctx, cancel := context.WithTimeout(ctx, readTimeout)
+			if err := g.rdb.Set(wctx, n.key, n.value, NoteTTL).Err(); err != nil && ctx.Err() == nil {
+				g.opts.Logger.Debug("could not note a blocked message", "err", err)
+			}
+			cancel()
+		}
+	}
 }

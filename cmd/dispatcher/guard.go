@@ -111,3 +111,20 @@ func writeGuardBlocks(ctx context.Context, w io.Writer, rdb guard.Redis, classes
 	}
 	return nil
 }
+
+// writeBlockedNote prints why the guard blocked the message id, when one
+// of classes' guards did (within a day), and reports whether it did.
+func writeBlockedNote(ctx context.Context, w io.Writer, rdb guard.Redis, classes []config.Class, id string) (bool, error) {
+	var guarded []string
+	for _, c := range classes {
+		if c.Guard.On() {
+			guarded = append(guarded, c.Name.String())
+		}
+	}
+	n, ok, err := guard.Noted(ctx, rdb, guarded, id)
+	if err != nil || !ok {
+		return false, err
+	}
+	fmt.Fprintf(w, "%s: blocked by the guard (%s), never sent; class %s, home %s, at %s\n", id, n.Reason, n.Class, n.Account, n.At.UTC().Format(time.RFC3339))
+	return true, nil
+}

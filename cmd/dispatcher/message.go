@@ -58,6 +58,11 @@ func runMessage(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 	}
+	if !m.Found() && !*asJSON {
+		if blocked, err := writeBlockedNote(ctx, stdout, rdb, routing.Classes, id); err != nil || blocked {
+			return err
+		}
+	}
 	if !m.Found() {
 		// Exit status 1: a script can tell an unknown id.
 		return fmt.Errorf("no record of %s on any account", id)

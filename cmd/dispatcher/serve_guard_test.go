@@ -22,8 +22,9 @@ import (
 // TestServeGuardsTheClassesThatAskForIt: serve builds the guard of an
 // ACCOUNTS_FILE class's keys: an OTP to a denied country is acked, never
 // sent, its status event published blocked and counted in
-// sms_blocked_total by its country code; an allowed one is sent, and
-// marketing, unguarded, goes to any country.
+// sms_blocked_total by its country code, and `dispatcher message` tells
+// why; an allowed one is sent, and marketing, unguarded, goes to any
+// country.
 func TestServeGuardsTheClassesThatAskForIt(t *testing.T) {
 	ps := pstest.NewServer()
 	defer ps.Close()
@@ -94,6 +95,15 @@ accounts:
 	}
 	if n := sim.SentCount("denied-1"); n != 0 {
 		t.Fatalf("the denied OTP was sent %d times", n)
+	}
+	// dispatcher message says it was blocked, and why.
+	var told bytes.Buffer
+	waitFor(t, func() bool {
+		told.Reset()
+		return runMessage(ctx, []string{"denied-1"}, &told, io.Discard) == nil
+	})
+	if want := "denied-1: blocked by the guard (geo), never sent; class otp"; !strings.Contains(told.String(), want) {
+		t.Fatalf("dispatcher message: %q, want %q", told.String(), want)
 	}
 	metrics := func() string {
 		resp, err := http.Get("http://" + addr + "/metrics")

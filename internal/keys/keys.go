@@ -142,7 +142,7 @@ func ProcessStates() string { return "{sms:processes}:states" }
 // cut off: rate:<range> (the range's sends in max_per_prefix's window, a
 // sorted set), conv:<range> and verified:<range> (min_conversion's sends
 // and those verified, by send time), otp:<id> (a sent OTP's range and
-// send time, until min_conversion's per).
+// send time, until min_conversion's per); Blocked is built in Go.
 type Guard string
 
 // GuardOf returns the key names of class's guard.
@@ -159,3 +159,7 @@ func (g Guard) Blocks() string { return string(g) + ":blocks" }
 // OTP holds a sent message's min_conversion range and send time, until
 // the rule's per has passed.
 func (g Guard) OTP(id string) string { return string(g) + ":otp:" + id }
+
+// Blocked holds why the guard blocked the message id ("reason account
+// at_ms"), for a day: what `dispatcher message` tells of it.
+func (g Guard) Blocked(id string) string { return string(g) + ":blocked:" + id }
