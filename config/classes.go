@@ -109,6 +109,9 @@ func (l *accountsLoader) classes(p Process, list []classYAML) ([]Class, error) {
 			}
 			return nil, err
 		}
+		if k.Guard, err = guardOf(c.guardYAML, fail); err != nil {
+			return nil, err
+		}
 		switch k.Topic {
 		case p.DeadLetterTopic, p.StatusTopic:
 			return fail("topic", "%q is the dead-letter or status topic (DEAD_LETTER_TOPIC, STATUS_TOPIC): a class needs a topic of its own", k.Topic)

@@ -46,6 +46,9 @@ type Process struct {
 	StatusTopic       string // the topic of the messages' final delivery states
 	SuppressionsTopic string // the topic of every change of the suppression list
 	InboundTopic      string // the topic of every message the recipients send
+	// VerificationsTopic is where applications say which OTPs' codes
+	// were used (the guard's min_conversion).
+	VerificationsTopic string
 	// Lanes are ACCOUNTS_FILE's classes in priority order; empty: otp and
 	// marketing of the variables (ClassList).
 	Lanes []Class
@@ -66,6 +69,9 @@ type Class struct {
 	// Sending is the class's send windows and cap (send_hours,
 	// max_per_recipient...), the zero value when it has none.
 	Sending policy.Sending
+	// Guard is the class's pumping guard, its keys of ACCOUNTS_FILE
+	// (countries, max_per_prefix...); nil: none.
+	Guard *policy.Guard
 }
 
 // ClassList returns p's classes in priority order: Lanes, or otp
@@ -93,6 +99,7 @@ func (p Process) Policy(class admission.Class) policy.Class {
 			c = c.Unsuppressed()
 		}
 		c.Sending = list[i].Sending
+		c.Guard = list[i].Guard
 	}
 	return c
 }

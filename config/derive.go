@@ -87,6 +87,11 @@ const SuppressionsInspect = "sms-suppressions-inspect"
 // the application (and tests) to read the recipients' messages.
 const InboundInspect = "sms-inbound-inspect"
 
+// VerificationsSubscription is the dispatcher's subscription on
+// VERIFICATIONS_TOPIC, which every process pulls (the guard's
+// min_conversion).
+const VerificationsSubscription = "sms-verifications-dispatcher"
+
 // Topology is what p names of Pub/Sub, for topology.Setup: every class's
 // topic and subscription, in priority order.
 func (p Process) Topology() topology.Topology {
@@ -95,6 +100,7 @@ func (p Process) Topology() topology.Topology {
 		OTPSubscription: p.OTPSubscription, MarketingSubscription: p.MarketingSubscription,
 		DeadLetterInspect: p.DeadLetterInspect, DeadLetterRetention: p.DeadLetterRetention,
 		StatusTopic: p.StatusTopic, StatusInspect: StatusInspect,
+		VerificationsTopic: p.VerificationsTopic, VerificationsSubscription: VerificationsSubscription,
 		SendTimeout: p.SendTimeout,
 		Inspected: []topology.Inspected{
 			{Topic: p.SuppressionsTopic, Inspect: SuppressionsInspect},

@@ -177,6 +177,7 @@ var settings = []setting{
 	{"SUPPRESSIONS_TOPIC", "suppressions-topic", "", "sms-suppressions", "topic of every change of the suppression list, the deployment's own record of it (setup creates it with the subscription sms-suppressions-inspect)", false, Topics, "", str(func(s *Settings) *string { return &s.SuppressionsTopic })},
 	{"INBOUND_TOPIC", "inbound-topic", "", "sms-inbound", "topic of every message the recipients send to the accounts' numbers, once per provider id (setup creates it with the subscription sms-inbound-inspect)", false, Topics, "", str(func(s *Settings) *string { return &s.InboundTopic })},
 	{"STATUS_TOPIC", "status-topic", "", "sms-status", "topic of each message's final delivery state (setup creates it with the subscription sms-status-inspect)", false, Topics, "", str(func(s *Settings) *string { return &s.StatusTopic })},
+	{"VERIFICATIONS_TOPIC", "verifications-topic", "", "sms-verifications", "topic applications publish {\"id\"} of each OTP whose code was used to, for the guard's min_conversion (setup creates it with the subscription sms-verifications-dispatcher)", false, Topics, "", str(func(s *Settings) *string { return &s.VerificationsTopic })},
 }
 
 // lookup is the row of the variable env.

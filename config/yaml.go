@@ -35,6 +35,7 @@ type (
 		ClosedDatesByPrefix map[string][]string `yaml:"closed_dates_by_prefix"`
 		MaxPerRecipient     *capYAML            `yaml:"max_per_recipient"`
 		ReleaseSpread       string              `yaml:"release_spread"`
+		guardYAML           `yaml:",inline"`
 	}
 	capYAML struct {
 		Count int    `yaml:"count"`
@@ -246,7 +247,7 @@ var (
 // yamlTypes are the file's types by the name the decoder gives them.
 var yamlTypes = func() map[string]reflect.Type {
 	m := map[string]reflect.Type{}
-	for _, v := range []any{accountsYAML{}, accountYAML{}, classYAML{}, capYAML{}, genericYAML{}, twilioYAML{}, vonageYAML{}, senderYAML{}, adaptiveYAML{}} {
+	for _, v := range []any{accountsYAML{}, accountYAML{}, classYAML{}, capYAML{}, prefixRateYAML{}, conversionYAML{}, genericYAML{}, twilioYAML{}, vonageYAML{}, senderYAML{}, adaptiveYAML{}} {
 		t := reflect.TypeOf(v)
 		m[t.String()] = t
 	}

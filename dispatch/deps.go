@@ -125,3 +125,15 @@ func (t DeadLetterTopic) DeadLetter(ctx context.Context, m *pubsub.Message, clas
 	_, err := t.Publisher.Publish(ctx, deadletter.New(m, class, reason, MaxDataBytes)).Get(ctx)
 	return err
 }
+
+// Guard is the pumping guard (guard.Guard), asked before a message's
+// admission on every path to a provider, and told of every send.
+type Guard interface {
+	// Blocks returns why the guard refuses a message of class with id to
+	// number to, "" when it lets it go; it publishes a refused message's
+	// status event naming account. It reads memory only.
+	Blocks(ctx context.Context, class, id, to, account string) string
+	// Sent counts one send (a message handed to a provider, whatever its
+	// answer); it only queues it.
+	Sent(class, id, to string)
+}

@@ -177,6 +177,9 @@ type Deps struct {
 	// or a per-recipient cap that may not be sent now (deferral.Store);
 	// nil sends every message at once.
 	Deferral *deferral.Store
+	// Guard, if set, refuses messages to blocked countries and ranges
+	// before their admission, and counts the sends.
+	Guard Guard
 }
 
 // A Lane is one class's subscription and settings.
@@ -248,6 +251,8 @@ type Event struct {
 	HedgedFrom      string             // when its home had not answered within the hedge's bound and it went out on the next account too: the home
 	Sender          string             // the sender of the account's pool it went From, if any
 	ResendReason    string             // when it is a resend (attr.ResendAvoid): why, its attr.ResendReason (printable ASCII, at most 64 bytes)
+	Blocked         string             // when the guard refused it (nack.Blocked): why, a guard.Reason*
+	BlockedCountry  string             // when the guard refused it: the number's country code, never the number
 	Finished        time.Time
 	Err             error // why, for outcomes other than sent; never holds a phone number
 	// SuppressedBy is, for the outcome suppressed, the source of the

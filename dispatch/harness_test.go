@@ -61,6 +61,9 @@ type harness struct {
 	// with send windows or a cap; releasers holds them.
 	deferral  func(rdb redis.Scripter) *deferral.Store
 	releasers []*deferral.Releaser
+	// guard, if set before start, makes each instance's Guard on its
+	// Redis client.
+	guard func(rdb *redis.Client) Guard
 	// dispatchers are the instances start ran, and limiters their limiters.
 	dispatchers []*Dispatcher
 	limiters    []*admission.Limiter
@@ -221,6 +224,9 @@ func (h *harness) start(n int, cfg Config) (stop func()) {
 				}
 			}
 			h.releasers = append(h.releasers, rel)
+		}
+		if h.guard != nil {
+			deps.Guard = h.guard(rdb)
 		}
 		d, err := New(cfg, deps)
 		if err != nil {

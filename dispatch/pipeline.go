@@ -39,6 +39,7 @@ type try struct {
 	// suppressed is, for the outcome Suppressed, the source of the list's
 	// entry that stopped it.
 	suppressed string
+	blocked    string // why the guard refused it (nack.Blocked), if it did
 }
 
 // handle is the Receive callback of class: it takes m to one end. A
@@ -74,9 +75,17 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 	if err == nil && len(r) > 0 {
 		ev.Segments, err = d.segments(r[0], msg)
 	}
+	var blocked try
+	if err == nil && len(r) > 0 {
+		// Every path to a provider comes here: a first send, its
+		// overflow, a resend and a replayed dead letter.
+		blocked = d.guardBlocks(ctx, class, msg, r[0])
+	}
 	switch {
 	case err != nil:
 		t = try{outcome: nack.Invalid, err: err}
+	case blocked.blocked != "":
+		t = blocked
 	case len(r) == 0:
 		// A resend whose every account sent it before: the original was
 		// sent, and is done.
@@ -97,6 +106,9 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 	}
 	ev.Outcome, ev.Err, ev.Decision, ev.Admitted, ev.ResendCount = t.outcome, t.err, t.decision, t.admitted, t.resends
 	ev.ProviderID, ev.Sender, ev.HedgedFrom, ev.SuppressedBy = t.receipt.ID, t.decision.Sender, t.hedged, t.suppressed
+	if t.blocked != "" {
+		ev.Blocked, ev.BlockedCountry = t.blocked, CountryCode(msg.To)
+	}
 	switch {
 	case t.account != nil:
 		ev.Account = t.account.Name

@@ -31,10 +31,15 @@ func (d *Dispatcher) sendAdmitted(ctx context.Context, class admission.Class, a 
 		t.outcome, t.suppressed = nack.Suppressed, source
 		return t
 	}
+	if b := d.guardBlocks(ctx, class, m, a); b.blocked != "" {
+		t.outcome, t.err, t.blocked = b.outcome, b.err, b.blocked // the slot goes unused
+		return t
+	}
 	var sendErr error
 	version := a.credentialVersion()
 	t.resends = resends
 	start := time.Now()
+	d.guardSent(class, m)
 	t.receipt, sendErr = d.send(ctx, a, m, t.decision.Sender, t.resends, lost)
 	if sendErr != nil && lost != nil && lost.Err() != nil {
 		t.outcome, t.result, t.err = nack.Transient, admission.ResultNone, errHedgeLost

@@ -50,6 +50,9 @@ const (
 	// Capped means the message is over its class's per-recipient cap,
 	// which drops it: never sent.
 	Capped
+	// Blocked means the pumping guard refused the message (package
+	// guard): never sent, acked with a status event saying why.
+	Blocked
 
 	// numOutcomes counts the outcomes above; tests iterate up to it.
 	numOutcomes
@@ -71,6 +74,7 @@ var outcomeNames = [numOutcomes]string{
 	Suppressed:        "suppressed",
 	Deferred:          "deferred",
 	Capped:            "capped",
+	Blocked:           "blocked",
 }
 
 // String returns the outcome's name in snake case ("sent",
@@ -112,13 +116,13 @@ func (a Action) String() string {
 }
 
 // ActionFor returns the Action for an Outcome. It is the one table:
-// Sent, Expired, Duplicate, Suppressed, Deferred and Capped ack; Invalid and Rejected dead-letter; Denied,
+// Sent, Expired, Duplicate, Suppressed, Deferred, Capped and Blocked ack; Invalid and Rejected dead-letter; Denied,
 // Throttled, Transient, InFlightElsewhere, ShuttingDown, AccountFailure and
 // Panicked nack. An unknown Outcome nacks, because redelivery cannot lose a
 // message.
 func ActionFor(o Outcome) Action {
 	switch o {
-	case Sent, Expired, Duplicate, Suppressed, Deferred, Capped:
+	case Sent, Expired, Duplicate, Suppressed, Deferred, Capped, Blocked:
 		return Ack
 	case Invalid, Rejected:
 		return DeadLetter

@@ -32,6 +32,7 @@ func TestActionFor(t *testing.T) {
 		{Suppressed, Ack},      // never sent, never retried, never dead-lettered
 		{Deferred, Ack},        // the deferral store holds it
 		{Capped, Ack},          // dropped by its cap
+		{Blocked, Ack},         // refused by the guard: its status event says so
 		{numOutcomes, Nack},    // unknown: redelivery loses nothing
 		{-1, Nack},
 	}
@@ -62,8 +63,8 @@ func TestEveryOutcomeIsNamedAndCovered(t *testing.T) {
 			t.Errorf("ActionFor(%v) = %v, not a known Action", o, a)
 		}
 	}
-	if len(seen) != 15 {
-		t.Errorf("%d outcomes, want 15: update TestActionFor and the metrics", len(seen))
+	if len(seen) != 16 {
+		t.Errorf("%d outcomes, want 16: update TestActionFor and the metrics", len(seen))
 	}
 }
 
@@ -86,7 +87,8 @@ func TestOutcomeString(t *testing.T) {
 		{Suppressed, "suppressed"},
 		{Deferred, "deferred"},
 		{Capped, "capped"},
-		{numOutcomes, "Outcome(15)"},
+		{Blocked, "blocked"},
+		{numOutcomes, "Outcome(16)"},
 		{-1, "Outcome(-1)"},
 	}
 	for _, tt := range tests {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -81,6 +82,7 @@ type Server struct {
 	receipts Receipts          // nil: receipts off
 	status   *pubsub.Publisher // STATUS_TOPIC's: the receipts' events and the suppressed messages'
 	list     *suppressions
+	guard    *processGuard // nil: no class is guarded
 	// stopReceipts flushes the receipts' publishers, once receipts' Run
 	// has returned.
 	stopReceipts func()
@@ -135,8 +137,12 @@ func New(cfg config.Settings, accounts []Account, rdb redis.Cmdable, ps *pubsub.
 		lanes = append(lanes, dispatch.Lane{Class: c.Name, Subscriber: ps.Subscriber(c.Subscription), Policy: cfg.Policy(c.Name), MaxWait: c.MaxWait,
 			Outstanding: cfg.Outstanding(c.Name, setups[config.Home(setups, c.Name)])})
 	}
+	var err error
+	if s.guard, err = s.newGuard(ps, lanes); err != nil {
+		return nil, err
+	}
 	dlq := ps.Publisher(cfg.DeadLetterTopic)
-	s.status = ps.Publisher(cfg.StatusTopic)
+	s.status = ps.Publisher(cfg.StatusTopic) // the guard's blocked events too
 	s.list = s.newSuppressions(rdb, ps)
 	deps := dispatch.Deps{
 		Lanes: lanes, Accounts: daccts,
@@ -147,6 +153,9 @@ func New(cfg config.Settings, accounts []Account, rdb redis.Cmdable, ps *pubsub.
 		deps.Tracer = opts.Telemetry.Tracing
 	}
 	deps.Deferral, s.releaser, s.stopDeferral = s.newDeferral(ps)
+	if s.guard != nil {
+		deps.Guard = s.guard.g
+	}
 	dcfg := dispatch.Config{
 		SendTimeout: cfg.SendTimeout, Grace: cfg.ShutdownGrace,
 		MaxDeliveryAttempts: topology.MaxDeliveryAttempts,
@@ -199,25 +208,21 @@ func readAhead(emulator bool) int {
 func (s *Server) Run(ctx context.Context) error {
 	s.loadList(ctx)
 	hctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{}, 2)
-	go func() {
-		defer func() { done <- struct{}{} }()
+	var wg sync.WaitGroup
+	wg.Go(func() {
 		r := status.Redis{Client: s.rdb, Circuit: s.circuit, Timeout: s.cfg.RedisTimeout}
 		status.Heartbeats(hctx, s.id, s.opts.Version, r, s.limiters)
-	}()
-	go func() {
-		defer func() { done <- struct{}{} }()
-		s.list.list.Run(hctx)
-	}()
+	})
+	wg.Go(func() { s.list.list.Run(hctx) })
 	if s.releaser != nil {
-		released := make(chan struct{})
-		go func() { defer close(released); s.releaser.Run(hctx) }()
-		defer func() { <-released }()
+		wg.Go(func() { s.releaser.Run(hctx) })
+	}
+	if s.guard != nil {
+		wg.Go(func() { s.guard.run(hctx, s) })
 	}
 	err := s.d.Run(ctx)
 	stop()
-	<-done
-	<-done
+	wg.Wait()
 	return err
 }
 
@@ -234,6 +239,9 @@ func (s *Server) Close() {
 func (s *Server) state() telemetry.State {
 	st := telemetry.State{BudgetTokens: s.d.BudgetTokens(), OTPWaiting: s.d.OTPWaiting(), Waiting: s.d.Waiting()}
 	s.deferredState(&st)
+	if s.guard != nil {
+		st.GuardBlocks = s.guard.g.Held()
+	}
 	for n, lim := range s.limiters {
 		penalty, fallback := lim.State()
 		_, _, paused := lim.AccountPause()

@@ -39,6 +39,10 @@ const (
 	MetricAccountHealth     = "sms.account.health"           // sms_account_health
 	MetricNoRoute           = "sms.no_route"                 // sms_no_route_total
 	MetricHedges            = "sms.hedges"                   // sms_hedges_total
+	MetricBlocked           = "sms.blocked"                  // sms_blocked_total
+	MetricGuardBlocks       = "sms.guard.blocks"             // sms_guard_blocks
+	MetricVerifications     = "sms.verifications"            // sms_verifications_total
+	AttrBlockReason         = attribute.Key("reason")        // why the guard blocked a message: geo, prefix_rate, conversion, operator
 	AttrCountry             = attribute.Key("country")       // a destination's country code (its E.164 prefix), never the number
 	MetricSegments          = "sms.segments"                 // sms_segments_total
 	MetricFallbackActive    = "sms.fallback.active"          // sms_fallback_active
@@ -92,6 +96,8 @@ type Metrics struct {
 	hedges           metric.Int64Counter
 	suppressed       metric.Int64Counter
 	listChanges      metric.Int64Counter
+	blocked          metric.Int64Counter
+	verifications    metric.Int64Counter
 	receiptInstruments
 
 	state atomic.Pointer[func() State] // read by the gauges; nil reads as zero
@@ -135,6 +141,10 @@ type State struct {
 	// holds).
 	LearnedRPS float64
 	Accounts   []AccountState
+	// GuardBlocks is, by reason, how many ranges the pumping guard blocks
+	// as this process holds them (guard.Guard.Held); nil: no guarded
+	// class, no sms_guard_blocks series.
+	GuardBlocks map[string]int
 }
 
 // AccountState is one account's part of State.
@@ -258,6 +268,10 @@ func NewMetrics() (*Metrics, error) {
 		"Deferred messages (outside their send window, or over their cap) whose deadline came before their release: never sent, by class.")
 	m.noRoute = counter(MetricNoRoute, "{message}",
 		"Deliveries no account serves (dead-lettered with invalid: no_route), by class and destination country code.")
+	m.blocked = counter(MetricBlocked, "{message}",
+		"Deliveries the pumping guard refused (acked unsent, status event blocked), by class, reason and destination country code.")
+	m.verifications = counter(MetricVerifications, "{verification}",
+		"Verifications read from VERIFICATIONS_TOPIC, by result: known (a send of a class judging conversion, in its window), or unknown (an unknown or old id, ignored).")
 	m.hedges = counter(MetricHedges, "{message}",
 		"First-class deliveries sent through the next account too because their home had not answered within the hedge's bound, by the home account.")
 	m.suppressed = counter(MetricSuppressed, "{message}",
@@ -328,6 +342,16 @@ func NewMetrics() (*Metrics, error) {
 		func(s State) []obs { return byClass(s.Deferred) })
 	gauge(MetricDeferredOverdue, "Deferred messages due more than 15 min ago and not released, by class: no process is releasing them.",
 		func(s State) []obs { return byClass(s.Overdue) })
+	gauge(MetricGuardBlocks, "Ranges the pumping guard blocks now, by reason (geo never blocks a range: prefix_rate, conversion, operator).", func(s State) []obs {
+		if s.GuardBlocks == nil {
+			return nil
+		}
+		var out []obs
+		for _, reason := range []string{"prefix_rate", "conversion", "operator"} {
+			out = append(out, obs{float64(s.GuardBlocks[reason]), []attribute.KeyValue{AttrBlockReason.String(reason)}})
+		}
+		return out
+	})
 	gauge(MetricConfiguredRate, "Configured rates per second, by limit: the contract line, the target, each class's ceiling and reserve (sms_class), and marketing's ceiling.", func(s State) []obs {
 		return perAccount(s, AccountState.configuredRates)
 	})
@@ -381,6 +405,15 @@ func (m *Metrics) Expired(class string) {
 	m.expired.Add(context.Background(), 1, metric.WithAttributes(AttrClass.String(class)))
 }
 
+// Verification counts one verification read (guard.VerificationCounts).
+func (m *Metrics) Verification(known bool) {
+	result := "unknown"
+	if known {
+		result = "known"
+	}
+	m.verifications.Add(context.Background(), 1, metric.WithAttributes(attribute.String("result", result)))
+}
+
 // Observe records one delivery's end.
 func (m *Metrics) Observe(ev dispatch.Event) {
 	ctx := context.Background()
@@ -396,6 +429,9 @@ func (m *Metrics) Observe(ev dispatch.Event) {
 	}
 	if ev.Outcome == nack.Suppressed {
 		m.suppressed.Add(ctx, 1, metric.WithAttributes(class, AttrListSource.String(ev.SuppressedBy)))
+	}
+	if ev.Blocked != "" {
+		m.blocked.Add(ctx, 1, metric.WithAttributes(class, AttrBlockReason.String(ev.Blocked), AttrCountry.String(ev.BlockedCountry)))
 	}
 	if ev.HedgedFrom != "" {
 		m.hedges.Add(ctx, 1, metric.WithAttributes(AttrAccount.String(ev.HedgedFrom)))

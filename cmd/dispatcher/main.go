@@ -40,6 +40,7 @@ var commands = []command{
 	{"deadletters", "list dead letters without consuming them, or replay them", runDeadletters},
 	{"suppressions", "the suppression list: add, remove, check, list, export, import", runSuppressions},
 	{"deferred", "list the messages held outside their send windows or over their caps,\nrelease them early or drop them (--class, --id, --dry-run)", runDeferred},
+	{"guard", "the pumping guard's blocked ranges: list, block or unblock --prefix P\n[--for D] (--class)", runGuard},
 	{"demo", "run the whole pipeline on one machine: in-process Pub/Sub, Redis\nand provider simulator, several dispatchers, a campaign and OTPs", runDemo},
 }
 

@@ -131,8 +131,8 @@ func TestServeSetupPublishAndSIGTERM(t *testing.T) {
 		if err := run(ctx, []string{"setup"}, &out, io.Discard); err != nil {
 			t.Fatalf("setup #%d: %v", i+1, err)
 		}
-		if strings.Count(out.String(), want) != 12 { // with the suppression list's and the inbound messages' topics and inspect subscriptions
-			t.Fatalf("setup #%d printed %q, want 12 resources %s", i+1, out.String(), want)
+		if strings.Count(out.String(), want) != 14 { // with the suppression list's, the inbound messages' and the verifications' topics and subscriptions
+			t.Fatalf("setup #%d printed %q, want 14 resources %s", i+1, out.String(), want)
 		}
 	}
 

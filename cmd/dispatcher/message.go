@@ -63,6 +63,11 @@ func runMessage(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("message: %v", err)
 	}
 	if !m.Found() && len(deferred) == 0 {
+		if !*asJSON {
+			if blocked, err := writeBlockedNote(ctx, stdout, rdb, routing.Classes, id); err != nil || blocked {
+				return err
+			}
+		}
 		// Exit status 1: a script can tell an unknown id.
 		return fmt.Errorf("no record of %s on any account", id)
 	}

@@ -77,7 +77,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return json.NewEncoder(stdout).Encode(r)
 		}
 		r.WriteText(stdout)
-		return writeDeferred(ctx, rdb, cfg, stdout)
+		if err := writeDeferred(ctx, rdb, cfg, stdout); err != nil {
+			return err
+		}
+		return writeGuardBlocks(ctx, stdout, rdb, routing.Classes)
 	}
 	return status.Watch(ctx, stdout, *asJSON, isTerminal(stdout), read)
 }

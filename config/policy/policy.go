@@ -72,6 +72,51 @@ type Class struct {
 	// keys in ACCOUNTS_FILE say them (config.Process.Policy sets it over
 	// Of's rules: a name and a position cannot say hours).
 	Sending Sending
+	// Guard is the class's pumping guard (package guard): its rules as
+	// the class's keys of ACCOUNTS_FILE give them, shared and never
+	// written after the load (a pointer keeps Class comparable); nil:
+	// none. Of leaves it nil; config's Process.Policy adds the keys: the
+	// first class is guarded when its keys say so, a later class when it
+	// opts in with keys of its own (docs/guard.md).
+	Guard *Guard
+}
+
+// Guard is a class's rules against traffic pumping; the zero value
+// guards nothing.
+type Guard struct {
+	// Countries are the country codes ("+44") a message may go to; empty:
+	// all. DenyCountries are those it may not; at most one is set.
+	Countries, DenyCountries []string
+	// AllowPrefixes are the E.164 prefixes ("+4477009") the automatic
+	// blocks (prefix_rate, conversion) never count nor block.
+	AllowPrefixes []string
+	// MaxPerPrefix is the range's brake; a zero Count: none.
+	MaxPerPrefix PrefixRate
+	// MinConversion is the range's share of verified codes; a zero
+	// MinSends: none.
+	MinConversion Conversion
+}
+
+// PrefixRate allows at most Count sends of the class in any window of Per
+// to the numbers sharing their first Digits digits after the +; the next
+// blocks the range for BlockFor.
+type PrefixRate struct {
+	Digits, Count int
+	Per, BlockFor time.Duration
+}
+
+// Conversion blocks a range of Digits digits for BlockFor when at least
+// MinSends of its sends in Per are older than Grace and the share of
+// them verified is under Ratio.
+type Conversion struct {
+	Ratio                float64
+	MinSends, Digits     int
+	Per, Grace, BlockFor time.Duration
+}
+
+// On reports whether g has any rule; a nil g has none.
+func (g *Guard) On() bool {
+	return g != nil && (len(g.Countries)+len(g.DenyCountries) > 0 || g.MaxPerPrefix.Count > 0 || g.MinConversion.MinSends > 0)
 }
 
 // Unsuppressed returns c for a class whose file says suppression: false:

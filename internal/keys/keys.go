@@ -179,3 +179,35 @@ func (d Deferred) Forced() string { return string(d) + ":forced" }
 // its cap's window, by the instant (ms) each took its place; under the
 // tag {sms:cap:<class>}, one slot per class.
 func RecipientSends(class, number string) string { return "{sms:cap:" + class + "}:" + number }
+
+// Guard is the key names of one class's pumping guard: its hash tag
+// {sms:guard:<class>}, the start of every name its methods return. The
+// guard counts sends of every account, so its keys live in a slot of
+// their own, never in an account's: a script of the guard never takes an
+// account's key, nor the admission one of the guard's.
+//
+// guard's sent.lua builds from Blocks, its prefix {sms:guard:<class>}:
+// cut off: rate:<range> (the range's sends in max_per_prefix's window, a
+// sorted set), conv:<range> and verified:<range> (min_conversion's sends
+// and those verified, by send time), otp:<id> (a sent OTP's range and
+// send time, until min_conversion's per); Blocked is built in Go.
+type Guard string
+
+// GuardOf returns the key names of class's guard.
+func GuardOf(class string) Guard { return Guard("{sms:guard:" + class + "}") }
+
+// Prefix is {sms:guard:<class>}:, what every key of the guard begins with.
+func (g Guard) Prefix() string { return string(g) + ":" }
+
+// Blocks holds the class's blocked ranges (a hash: range -> "reason until
+// figures"), each field until its block ends; the scripts drop those
+// that have ended. Its name is also the channel a new block is published on.
+func (g Guard) Blocks() string { return string(g) + ":blocks" }
+
+// OTP holds a sent message's min_conversion range and send time, until
+// the rule's per has passed.
+func (g Guard) OTP(id string) string { return string(g) + ":otp:" + id }
+
+// Blocked holds why the guard blocked the message id ("reason account
+// at_ms"), for a day: what `dispatcher message` tells of it.
+func (g Guard) Blocked(id string) string { return string(g) + ":blocked:" + id }

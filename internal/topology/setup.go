@@ -35,6 +35,10 @@ type Topology struct {
 	// application (the suppression list's changes, the inbound replies),
 	// each with the subscription people and tests read.
 	Inspected []Inspected
+	// VerificationsTopic is where applications say which OTPs' codes were
+	// used, and VerificationsSubscription the dispatcher's on it; "":
+	// none.
+	VerificationsTopic, VerificationsSubscription string
 	// MaxWait is the longer of the classes' max waits and SendTimeout a
 	// send's: the subscriptions' ack deadline is longer than both.
 	MaxWait, SendTimeout time.Duration
@@ -144,6 +148,9 @@ func Setup(ctx context.Context, c *pubsub.Client, t Topology, report func(kind, 
 	for _, in := range t.Inspected {
 		topics = append(topics, in.Topic)
 	}
+	if t.VerificationsTopic != "" {
+		topics = append(topics, t.VerificationsTopic)
+	}
 	for _, id := range topics {
 		_, err := c.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic(id)})
 		if created, err := existsOK(err); err != nil {
@@ -169,6 +176,10 @@ func Setup(ctx context.Context, c *pubsub.Client, t Topology, report func(kind, 
 	}
 	for _, in := range t.Inspected {
 		subs = append(subs, &pubsubpb.Subscription{Name: sub(in.Inspect), Topic: topic(in.Topic), AckDeadlineSeconds: 60,
+			MessageRetentionDuration: retention})
+	}
+	if t.VerificationsTopic != "" && t.VerificationsSubscription != "" {
+		subs = append(subs, &pubsubpb.Subscription{Name: sub(t.VerificationsSubscription), Topic: topic(t.VerificationsTopic), AckDeadlineSeconds: 60,
 			MessageRetentionDuration: retention})
 	}
 	for _, s := range subs {

@@ -165,4 +165,13 @@ var killers = map[string]string{
 	"W4": "TestTheCapIsExactInAnySlidingWindow",
 	"W5": "TestAReleaserKilledMidReleaseLosesNothing",
 	"W6": "TestADeferredMessageWhoseDeadlineComesFirstExpires",
+	// The pumping guard.
+	"GU1": "TestAGeoDeniedNumberIsNeverSentOnAnyPath",
+	"GU2": "TestAGeoDeniedNumberIsNeverSentOnAnyPath",
+	"GU3": "TestARangeOverItsBrakeIsBlockedOnEveryProcessAndReleased",
+	"GU4": "TestARangeOverItsBrakeIsBlockedOnEveryProcessAndReleased",
+	"GU5": "TestARangeOverItsBrakeIsBlockedOnEveryProcessAndReleased",
+	"GU6": "TestARangeWhoseCodesAreNotUsedIsBlocked",
+	"GU7": "TestARangeWhoseCodesAreNotUsedIsBlocked",
+	"GU8": "TestDecide",
 }

@@ -537,4 +537,32 @@ var mutants = []mutant{
 	{"W6", "a deferred message released past its deadline", []edit{
 		{"deferral/release.go", "case !c.Deadline.IsZero() && !now.Before(c.Deadline):", "case !c.Deadline.IsZero() && now.Before(time.Time{}):"},
 	}, "./deferral/"},
+
+	// The pumping guard (guard/, and its two questions in dispatch).
+	{"GU1", "the guard lets every country through", []edit{
+		{"guard/rules.go", "if g != nil && !countryAllowed(g, to) {", "if false {"},
+	}, "./dispatch/"},
+	{"GU2", "the guard asked only after admission: a blocked message takes a slot", []edit{
+		{"dispatch/pipeline.go", "		blocked = d.guardBlocks(ctx, class, msg, r[0])\n", ""},
+	}, "./dispatch/"},
+	{"GU3", "a range's brake never blocks", []edit{
+		{"guard/sent.lua", "    if n >= pcount then", "    if n > pcount * 1000 then"},
+	}, "./dispatch/"},
+	{"GU4", "a block stays with the process that set it: no push, no poll", []edit{
+		{"guard/sent.lua", "  redis.call('PUBLISH', blocks, 'block')", "  out = out"},
+		{"guard/guard.go", "		case <-t.C:\n			g.refresh(ctx)", "		case <-t.C:"},
+	}, "./dispatch/"},
+	{"GU5", "a send is never counted in its range", []edit{
+		{"dispatch/send.go", "	d.guardSent(class, m)\n", ""},
+	}, "./dispatch/"},
+	{"GU6", "verifications ignored: a range whose codes are used is blocked too", []edit{
+		{"guard/verify.lua", "redis.call('ZADD', k, at, ARGV[1])", "k = k"},
+	}, "./dispatch/"},
+	{"GU7", "conversion judged without its grace: codes not yet typed count as unused", []edit{
+		{"guard/sent.lua", "local sends = redis.call('ZCOUNT', s, '(' .. (now - cper), now - grace)", "local sends = redis.call('ZCOUNT', s, '(' .. (now - cper), now)"},
+		{"guard/sent.lua", "local verified = redis.call('ZCOUNT', v, '(' .. (now - cper), now - grace)", "local verified = redis.call('ZCOUNT', v, '(' .. (now - cper), now)"},
+	}, "./dispatch/"},
+	{"GU8", "allow_prefixes ignored by the automatic blocks", []edit{
+		{"guard/rules.go", "allowed := g != nil && hasPrefix(to, g.AllowPrefixes)", "allowed := false"},
+	}, "./guard/"},
 }

@@ -144,6 +144,18 @@ func alertRuns() []alertRun {
     classes: [otp, marketing]
     adaptive: {enabled: true, min_rps: 10}
 `},
+		{name: "pumping", length: 150 * time.Second,
+			about: "the OTP at 5/s all go to one range (+819012, a range of 6 digits) under the pumping guard's max_per_prefix of 300 in 10 minutes: the range is blocked at about 60 s, and every OTP after is acked blocked",
+			accounts: `classes:
+  - name: otp
+    max_per_prefix: {digits: 6, count: 300, per: 10m, block_for: 1h}
+  - name: marketing
+accounts:
+  - name: pumping
+    provider: generic
+    generic: {url: %q, token_file: %q}
+    classes: [otp, marketing]
+`},
 	}
 }
 

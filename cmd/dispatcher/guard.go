@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"smsdispatcher/config"
+	"smsdispatcher/guard"
+)
+
+// runGuard is `dispatcher guard list|block|unblock`: the pumping guard's
+// blocks of a class, and an operator's block or release of a range, for
+// every process within a second (docs/guard.md).
+func runGuard(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || !slices.Contains([]string{"list", "block", "unblock"}, args[0]) {
+		return fmt.Errorf("guard: want list, block or unblock")
+	}
+	verb := args[0]
+	fs := newFlagSet("guard "+verb, stderr)
+	// Topics: the classes, and their guards, are read with them.
+	load := config.Flags(fs, config.Redis|config.Accounts|config.Topics, environ)
+	class := fs.String("class", "", "the class whose blocks to read or change (default: the first guarded class, else the first class)")
+	prefix := fs.String("prefix", "", "the range to block or unblock, as an E.164 prefix such as +447700")
+	forD := fs.Duration("for", time.Hour, "how long an operator's block holds")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if verb != "list" && *prefix == "" {
+		return fmt.Errorf("guard %s: --prefix is required (such as +447700)", verb)
+	}
+	cfg, err := load()
+	if err != nil {
+		return err
+	}
+	name := *class
+	if name == "" {
+		name = guardedClass(cfg.Process)
+	}
+	rdb, _, err := operatorRedis(cfg, "the guard's blocks live in the limiter's Redis", operatorTimeout)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	now := time.Now()
+	switch verb {
+	case "block":
+		if err := guard.BlockRange(ctx, rdb, name, *prefix, *forD, now); err != nil {
+			return fmt.Errorf("guard block: %w", err)
+		}
+		fmt.Fprintf(stdout, "%s: %s blocked (operator) until %s\n", name, *prefix, now.Add(*forD).UTC().Format(time.RFC3339))
+	case "unblock":
+		removed, err := guard.UnblockRange(ctx, rdb, name, *prefix)
+		if err != nil {
+			return fmt.Errorf("guard unblock: %w", err)
+		}
+		what := "no block; its counts forgotten"
+		if removed {
+			what = "unblocked; its counts forgotten"
+		}
+		fmt.Fprintf(stdout, "%s: %s %s\n", name, *prefix, what)
+	default:
+		blocks, err := guard.List(ctx, rdb, name, now)
+		if err != nil {
+			return err
+		}
+		writeBlocks(stdout, name, blocks, now)
+	}
+	return nil
+}
+
+// guardedClass is the first class of p with guard rules, else its first.
+func guardedClass(p config.Process) string {
+	for _, c := range p.ClassList() {
+		if p.Policy(c.Name).Guard.On() {
+			return c.Name.String()
+		}
+	}
+	return p.ClassList()[0].Name.String()
+}
+
+// writeBlocks prints class's blocks, a line each: the range, why, its end
+// and its figures.
+func writeBlocks(w io.Writer, class string, blocks []guard.Block, now time.Time) {
+	if len(blocks) == 0 {
+		fmt.Fprintf(w, "%s: no range blocked\n", class)
+		return
+	}
+	for _, b := range blocks {
+		fmt.Fprintf(w, "%s: +%-15s %-11s until %s (%v left)  sends %d  verified %d\n", class, b.Range, b.Reason,
+			b.Until.UTC().Format(time.RFC3339), b.Until.Sub(now).Round(time.Second), b.Sends, b.Verified)
+	}
+}
+
+// writeGuardBlocks prints, after the status report, the blocks of each
+// guarded class of classes; nothing when none is guarded.
+func writeGuardBlocks(ctx context.Context, w io.Writer, rdb guard.Redis, classes []config.Class) error {
+	now := time.Now()
+	for _, c := range classes {
+		if !c.Guard.On() {
+			continue
+		}
+		blocks, err := guard.List(ctx, rdb, c.Name.String(), now)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w, "guard:")
+		writeBlocks(w, c.Name.String(), blocks, now)
+	}
+	return nil
+}
+
+// writeBlockedNote prints why the guard blocked the message id, when one
+// of classes' guards did (within a day), and reports whether it did.
+func writeBlockedNote(ctx context.Context, w io.Writer, rdb guard.Redis, classes []config.Class, id string) (bool, error) {
+	var guarded []string
+	for _, c := range classes {
+		if c.Guard.On() {
+			guarded = append(guarded, c.Name.String())
+		}
+	}
+	n, ok, err := guard.Noted(ctx, rdb, guarded, id)
+	if err != nil || !ok {
+		return false, err
+	}
+	fmt.Fprintf(w, "%s: blocked by the guard (%s), never sent; class %s, home %s, at %s\n", id, n.Reason, n.Class, n.Account, n.At.UTC().Format(time.RFC3339))
+	return true, nil
+}

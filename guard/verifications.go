@@ -1,0 +1,49 @@
+package guard
+
+import (
+	"context"
+	"encoding/json"
+
+	"cloud.google.com/go/pubsub/v2"
+)
+
+// Verification is a message of VERIFICATIONS_TOPIC: an application's
+// word that the code of the message id was used.
+type Verification struct {
+	ID string `json:"id"`
+}
+
+// VerificationCounts are what Listen made of the verifications: known
+// ids (a send in a class's min_conversion window), and unknown or old
+// ones, ignored.
+type VerificationCounts interface {
+	Verification(known bool)
+}
+
+// Listen receives sub's verifications (VERIFICATIONS_TOPIC's
+// subscription) until ctx ends, marking each id's code used. A message
+// that is not one ({"id": "..."}) or names an unknown id is acked and
+// counted; one Redis could not take is nacked, to come back. counts may
+// be nil.
+func (g *Guard) Listen(ctx context.Context, sub *pubsub.Subscriber, counts VerificationCounts) error {
+	return sub.Receive(ctx, func(ctx context.Context, m *pubsub.Message) {
+		var v Verification
+		if err := json.Unmarshal(m.Data, &v); err != nil || v.ID == "" {
+			m.Ack()
+			if counts != nil {
+				counts.Verification(false)
+			}
+			return
+		}
+		known, err := g.Verified(ctx, v.ID)
+		if err != nil {
+			g.opts.Logger.Warn("could not mark a code used; the verification comes back", "err", err)
+			m.Nack()
+			return
+		}
+		m.Ack()
+		if counts != nil {
+			counts.Verification(known)
+		}
+	})
+}
