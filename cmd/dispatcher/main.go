@@ -38,6 +38,7 @@ var commands = []command{
 	{"status", "each account's state from Redis: rates, sends in the last\n1/10/60 s, penalty, leases, processes (--json, --watch)", runStatus},
 	{"message", "a message's story from Redis: its account, attempts, provider ids and\ndelivery receipt (--json)", runMessage},
 	{"deadletters", "list dead letters without consuming them, or replay them", runDeadletters},
+	{"console", "serve the web console on CONSOLE_ADDR (default 127.0.0.1:8090): accounts live,\na message's story, dead letters and their replay (docs/console.md)", runConsole},
 	{"demo", "run the whole pipeline on one machine: in-process Pub/Sub, Redis\nand provider simulator, several dispatchers, a campaign and OTPs", runDemo},
 }
 
