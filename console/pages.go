@@ -241,8 +241,13 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	if sel.Mode == "selected" {
+	// The listing's class and since always select; the reason only by
+	// reason, the ids only when selected.
+	switch sel.Mode {
+	case "selected":
 		f.IDs, f.Reason = sel.IDs, ""
+	case "all":
+		f.Reason = ""
 	}
 	opts := operator.Replay(h.o.Redis, h.o.Settings, h.routing, h.o.Timeout, h.logger)
 	opts.Inspect, opts.Filter = operator.Inspect(h.o.Settings, h.o.DeadLetterWait, 0), f

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+	"golang.org/x/crypto/bcrypt"
+
+	"smsdispatcher/provider/providertest"
+)
+
+// chromiumEnv names the browser the console's test drives. .ci/run sets
+// it: there the test fails without the browser; elsewhere, unset, the
+// test looks for chromium on PATH and skips without it.
+const chromiumEnv = "SMS_TEST_CHROMIUM"
+
+// screenshotsEnv names a directory the console's test writes a PNG of each
+// page to (docs/console/ holds those of docs/console.md).
+const screenshotsEnv = "SMS_CONSOLE_SCREENSHOTS"
+
+// chromium is the browser's path.
+func chromium(t *testing.T) string {
+	if path := os.Getenv(chromiumEnv); path != "" {
+		if _, err := os.Stat(path); err != nil {
+			t.Fatalf("%s=%s: %v", chromiumEnv, path, err)
+		}
+		return path
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if path, err := exec.LookPath(name); err == nil {
+			return path
+		}
+	}
+	t.Skipf("no chromium on PATH and %s unset: the console's browser test needs one (apt-get install chromium)", chromiumEnv)
+	return ""
+}
+
+// usersFile writes a CONSOLE_USERS_FILE of name → role, each password
+// its name's, and returns its path.
+func usersFile(t *testing.T, roles map[string]string) string {
+	var b strings.Builder
+	for name, role := range roles {
+		hash, err := bcrypt.GenerateFromPassword([]byte(name+"-pw"), bcrypt.MinCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s %s %s\n", name, role, hash)
+	}
+	path := filepath.Join(t.TempDir(), "users")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestConsoleInABrowser is the console as a person uses it, in a real
+// headless Chromium, over the real serve (a pool of one), Redis and
+// pstest: the overview's chart moves as messages are sent; a message's
+// story is found by its id; a dead letter the provider refused is dry-run,
+// then replayed, and sent; a viewer is refused the replay.
+func TestConsoleInABrowser(t *testing.T) {
+	browser := chromium(t)
+	h := newDLHarness(t)
+	sim := providertest.NewGeneric(providertest.Config{Token: "s3cret"})
+	sim.FailFor(400, time.Hour)
+	simSrv := httptest.NewServer(sim)
+	defer simSrv.Close()
+	t.Setenv("SMS_PROVIDER_URL", simSrv.URL)
+	t.Setenv("SMS_PROVIDER_TOKEN", "s3cret")
+	t.Setenv("HTTP_ADDR", freeAddr(t))
+	t.Setenv("REDIS_TIMEOUT", "2s")
+	addr := freeAddr(t)
+	t.Setenv("CONSOLE_ADDR", addr)
+	t.Setenv("CONSOLE_AUTH", "basic")
+	t.Setenv("CONSOLE_USERS_FILE", usersFile(t, map[string]string{"olga": "operator", "vic": "viewer"}))
+	dlServe(t)
+	publish := func(class, id string) {
+		t.Helper()
+		if _, errs, err := h.cmd("publish", "--class", class, "--to", "+819012345678", "--body", "Hello "+id, "--id", id); err != nil {
+			t.Fatalf("publish %s: %v\n%s", id, err, errs)
+		}
+	}
+
+	// A message the provider refuses: dead-lettered by serve.
+	publish("otp", "refused-1")
+	waitWithin(t, 30*time.Second, "the refused message dead-lettered", func() bool { return len(h.published("sms-dead-letter")) == 1 })
+	sim.FailFor(0, 0) // the provider is fixed
+	publish("marketing", "hello-1")
+	waitWithin(t, 30*time.Second, "hello-1 sent", func() bool { return sim.SentCount("hello-1") == 1 })
+
+	ctx, stopConsole := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- run(ctx, []string{"console"}, io.Discard, io.Discard) }()
+	t.Cleanup(func() {
+		stopConsole()
+		if err := <-served; err != nil {
+			t.Errorf("console: %v", err)
+		}
+	})
+	base := "http://" + addr
+	waitWithin(t, 10*time.Second, "the console listening", func() bool { return get(t, base+"/assets/console.css") == 401 })
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.WindowSize(1100, 760))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	// as makes every request of the tab authenticate as user.
+	as := func(user string) chromedp.Action[chromedp.Void] {
+		auth := base64.StdEncoding.EncodeToString([]byte(user + ":" + user + "-pw"))
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			if _, err := cdp.Call(ctx, tg, network.Enable, network.EnableParams{}); err != nil {
+				return err
+			}
+			_, err := cdp.Call(ctx, tg, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": "Basic " + auth}})
+			return err
+		})
+	}
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return v
+	}
+	attr := func(sel, name string) string {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.AttributeValue(chromedp.CSS(sel), name))
+		if err != nil {
+			t.Fatalf("%s of %s: %v", name, sel, err)
+		}
+		return v.Value
+	}
+	visible := func(sel string) chromedp.Action[chromedp.Void] { return chromedp.WaitVisible(chromedp.CSS(sel)) }
+	click := func(sel string) chromedp.Action[chromedp.Void] { return chromedp.Click(chromedp.CSS(sel)) }
+	shots := os.Getenv(screenshotsEnv)
+	screenshot := func(name string) {
+		t.Helper()
+		if shots == "" {
+			return
+		}
+		png, err := chromedp.Run(bctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The overview: the chart is fetched again every few seconds, and
+	// shows the sends made since the page loaded.
+	do("the overview", as("olga"), chromedp.Navigate(base+"/"), visible("#chart-summary"))
+	first, _ := strconv.Atoi(attr("#chart-summary", "data-readings"))
+	before, _ := strconv.Atoi(text(".sent-marketing"))
+	if accounts := text("#accounts"); !strings.Contains(accounts, h.account) || !strings.Contains(accounts, "healthy") {
+		t.Errorf("the overview's accounts lack %s, healthy:\n%s", h.account, accounts)
+	}
+	for i := range 3 {
+		publish("marketing", fmt.Sprintf("live-%d", i))
+	}
+	waitWithin(t, 30*time.Second, "the chart updated with the new sends", func() bool {
+		now, _ := strconv.Atoi(attr("#chart-summary", "data-readings"))
+		n, _ := strconv.Atoi(text(".sent-marketing"))
+		return now > first && n >= before+3
+	})
+	screenshot("overview")
+
+	// A message's story, by its id.
+	do("a message's story", chromedp.Navigate(base+"/message"),
+		chromedp.SendKeys(chromedp.CSS("#message-id"), "hello-1"), click("#message-search"), visible(".story"))
+	if story := text(".story"); !strings.Contains(story, "admitted on "+h.account+": sent") {
+		t.Errorf("hello-1's story:\n%s", story)
+	}
+	screenshot("message")
+
+	// The refused message: a dry run, then the replay; it is sent.
+	do("the dead letters", chromedp.Navigate(base+"/deadletters"), visible("#letters"))
+	screenshot("deadletters")
+	do("a dry run", click("#letters input[type=checkbox]"), click("#dry-run-selected"), visible("#replay-summary.dry-run"))
+	if summary := text("#replay-summary"); !strings.Contains(summary, "dry run, nothing changed: would replay 1") {
+		t.Fatalf("dry run: %q", summary)
+	}
+	screenshot("dryrun")
+	if sim.SentCount("refused-1") != 0 {
+		t.Fatal("the dry run sent refused-1")
+	}
+	do("the replay", click("#replay-now"), visible("#replay-summary.replayed"))
+	if summary := text("#replay-summary"); !strings.Contains(summary, "replayed 1, skipped 0") {
+		t.Fatalf("replay: %q", summary)
+	}
+	waitWithin(t, 30*time.Second, "the replayed message sent", func() bool { return sim.SentCount("refused-1") == 1 })
+	do("the replayed message's story", chromedp.Navigate(base+"/message?id=refused-1"), visible(".story"))
+	if story := text(".story"); !strings.Contains(story, "admitted on "+h.account+": sent") {
+		t.Errorf("refused-1's story after the replay:\n%s", story)
+	}
+	do("the configuration", chromedp.Navigate(base+"/config"), visible("#routes"))
+	screenshot("config")
+	do("the lists", chromedp.Navigate(base+"/lists"), visible("#list-optouts"))
+	screenshot("lists")
+
+	// A viewer sees the dead letters, masked, and is refused the replay.
+	h.deadLetter(msgJSON("viewer-1", "+819012345678", "Hi"), dlAttrs("otp", providerReason, "2001"))
+	do("the dead letters as a viewer", as("vic"), chromedp.Navigate(base+"/deadletters"), visible("#letters"))
+	if table := text("#letters"); strings.Contains(table, "9012345678") || !strings.Contains(table, "5678") || strings.Contains(table, "Show number") {
+		t.Errorf("a viewer's dead letters: want the number masked, and no Show number:\n%s", table)
+	}
+	do("a viewer's dry run", click("#letters input[type=checkbox]"), click("#dry-run-selected"), visible("#forbidden"))
+	if refused := text("#forbidden"); !strings.Contains(refused, "needs the operator role") {
+		t.Errorf("a viewer's replay: %q", refused)
+	}
+	if n := len(h.published("sms-otp")); n != 2 {
+		t.Errorf("%d messages on sms-otp, want 2 (refused-1 and its replay): the viewer's action went through", n)
+	}
+}
