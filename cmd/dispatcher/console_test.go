@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net/http/httptest"
@@ -19,6 +20,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"golang.org/x/crypto/bcrypt"
 
+	"smsdispatcher/console"
+	"smsdispatcher/internal/redistest"
 	"smsdispatcher/provider/providertest"
 )
 
@@ -232,5 +235,38 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	if n := len(h.published("sms-otp")); n != 2 {
 		t.Errorf("%d messages on sms-otp, want 2 (refused-1 and its replay): the viewer's action went through", n)
+	}
+}
+
+// TestConsoleConfigErrors: a wrong console setting stops the start with
+// one line naming its variable, and exit status 2.
+func TestConsoleConfigErrors(t *testing.T) {
+	t.Setenv("PUBSUB_PROJECT_ID", "proj")
+	t.Setenv("REDIS_URL", "redis://"+redistest.Addr(t))
+	users := filepath.Join(t.TempDir(), "users")
+	if err := os.WriteFile(users, []byte("olga admin x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"CONSOLE_ADDR": "8090"}, "CONSOLE_ADDR"},
+		{map[string]string{"CONSOLE_ADDR": "0.0.0.0:8090"}, "CONSOLE_AUTH"},
+		{map[string]string{"CONSOLE_AUTH": "oauth"}, "CONSOLE_AUTH"},
+		{map[string]string{"CONSOLE_AUTH": "basic"}, "CONSOLE_USERS_FILE"},
+		{map[string]string{"CONSOLE_AUTH": "basic", "CONSOLE_USERS_FILE": users}, "CONSOLE_USERS_FILE"},
+		{map[string]string{"CONSOLE_AUTH": "iap"}, "CONSOLE_IAP_AUDIENCE"},
+	} {
+		t.Run(tt.want, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			err := run(context.Background(), []string{"console"}, io.Discard, io.Discard)
+			var se *console.SettingError
+			if !errors.As(err, &se) || se.Env != tt.want || se.ExitCode() != 2 || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("console with %v: %v, want one line naming %s", tt.env, err, tt.want)
+			}
+		})
 	}
 }
