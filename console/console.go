@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -283,4 +284,5 @@ var funcs = template.FuncMap{
 	"clock": func(t time.Time) string { return t.Format("15:04:05 UTC") },
 	"secs":  func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + " s" },
 	"deref": func(v *float64) float64 { return *v },
+	"round": math.Round,
 }
