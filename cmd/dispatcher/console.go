@@ -14,6 +14,7 @@ import (
 	"smsdispatcher/console"
 	"smsdispatcher/internal/topology"
 	"smsdispatcher/server"
+	"smsdispatcher/telemetry"
 )
 
 // defaultConsoleAddr is CONSOLE_ADDR's default: loopback, where the
@@ -60,18 +61,37 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	defer ps.Close()
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
-	h, err := console.NewHandler(console.Options{Settings: cfg, Redis: rdb, PubSub: ps, Auth: auth, Logger: logger})
+	metrics, err := telemetry.NewMetrics()
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", addr)
+	defer metrics.Shutdown(context.WithoutCancel(ctx))
+	h, err := console.NewHandler(console.Options{Settings: cfg, Redis: rdb, PubSub: ps, Auth: auth, Logger: logger, Meter: metrics.Meter()})
 	if err != nil {
-		return &console.SettingError{Env: "CONSOLE_ADDR", Msg: err.Error()}
+		return err
 	}
-	srv := server.NewHTTPServer(h)
-	fmt.Fprintf(stdout, "console on http://%s/\n", ln.Addr())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	servers := []*http.Server{server.NewHTTPServer(h)}
+	listeners := []string{addr}
+	// /metrics (sms_console_actions_total) and /healthz, unauthenticated,
+	// on a port of their own that only the cluster reaches.
+	if metricsAddr := environ("CONSOLE_METRICS_ADDR"); metricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metrics.Handler())
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+		servers, listeners = append(servers, server.NewHTTPServer(mux)), append(listeners, metricsAddr)
+	}
+	served := make(chan error, len(servers))
+	for i, srv := range servers {
+		ln, err := net.Listen("tcp", listeners[i])
+		if err != nil {
+			return &console.SettingError{Env: []string{"CONSOLE_ADDR", "CONSOLE_METRICS_ADDR"}[i], Msg: err.Error()}
+		}
+		defer srv.Close()
+		go func() { served <- srv.Serve(ln) }()
+		if i == 0 {
+			fmt.Fprintf(stdout, "console on http://%s/\n", ln.Addr())
+		}
+	}
 	select {
 	case err := <-served:
 		return err
@@ -79,8 +99,10 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), consoleStopBound)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+	for _, srv := range servers {
+		if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
 	}
 	return nil
 }

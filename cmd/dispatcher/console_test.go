@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -87,6 +88,8 @@ func TestConsoleInABrowser(t *testing.T) {
 	t.Setenv("REDIS_TIMEOUT", "2s")
 	addr := freeAddr(t)
 	t.Setenv("CONSOLE_ADDR", addr)
+	metricsAddr := freeAddr(t)
+	t.Setenv("CONSOLE_METRICS_ADDR", metricsAddr)
 	t.Setenv("CONSOLE_AUTH", "basic")
 	t.Setenv("CONSOLE_USERS_FILE", usersFile(t, map[string]string{"olga": "operator", "vic": "viewer"}))
 	dlServe(t)
@@ -236,6 +239,31 @@ func TestConsoleInABrowser(t *testing.T) {
 	if n := len(h.published("sms-otp")); n != 2 {
 		t.Errorf("%d messages on sms-otp, want 2 (refused-1 and its replay): the viewer's action went through", n)
 	}
+
+	// Each action counted, on the metrics port.
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	scrape, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{`sms_console_actions_total{action="dry_run",outcome="ok"} 1`, `sms_console_actions_total{action="replay",outcome="ok"} 1`,
+		`sms_console_actions_total{action="dry_run",outcome="forbidden"} 1`} {
+		if !strings.Contains(string(scrape), want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(string(scrape), "sms_console"))
+		}
+	}
+}
+
+// grepLines are the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out strings.Builder
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, sub) {
+			out.WriteString(line)
+		}
+	}
+	return out.String()
 }
 
 // TestConsoleConfigErrors: a wrong console setting stops the start with
