@@ -10,12 +10,15 @@ import (
 	"smsdispatcher/status"
 )
 
-// The chart: the last hour, in buckets of chartBucket.
+// The chart: at most the last hour, at least the last chartMinSpan (the
+// span the history holds, so that the first minutes are not a sliver), in
+// chartBuckets buckets.
 const (
-	chartSpan   = time.Hour
-	chartBucket = 10 * time.Second
-	chartWidth  = 720
-	chartHeight = 180
+	chartSpan    = time.Hour
+	chartMinSpan = 2 * time.Minute
+	chartBuckets = 120
+	chartWidth   = 720
+	chartHeight  = 180
 )
 
 // history is what the overview's chart draws: the units sent each second
@@ -102,6 +105,8 @@ type chartView struct {
 	Throttled     []int   // x of the buckets with an account in a 429's penalty
 	Last60s       []classCount
 	Updated       time.Time
+	SpanMinutes   int // the span drawn
+	BucketSeconds int
 }
 
 type series struct {
@@ -125,11 +130,17 @@ var palette = []string{"#d1495b", "#2e86ab", "#66a182", "#edae49", "#8e6c8a"}
 func (h *history) view(now time.Time, classes []string, contract float64) chartView {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	buckets := int(chartSpan / chartBucket)
-	per := int64(chartBucket / time.Second)
 	end := now.Truncate(time.Second).Unix()
+	oldest := end
+	for sec := range h.sent {
+		oldest = min(oldest, sec)
+	}
+	span := min(max(time.Duration(end-oldest)*time.Second, chartMinSpan), chartSpan)
+	buckets := chartBuckets
+	per := int64(span/time.Second) / int64(buckets)
 	start := end - int64(buckets)*per
-	v := chartView{Width: chartWidth, Height: chartHeight, Readings: h.readings, Contract: contract, Updated: now.UTC()}
+	v := chartView{Width: chartWidth, Height: chartHeight, Readings: h.readings, Contract: contract, Updated: now.UTC(),
+		SpanMinutes: int(span / time.Minute), BucketSeconds: int(per)}
 	rates := make([][]float64, len(classes))
 	for ci, class := range classes {
 		rates[ci] = make([]float64, buckets)

@@ -44,7 +44,7 @@ func TestHistory(t *testing.T) {
 		t.Errorf("contract line at %d for %g/s", v.ContractY, v.Contract)
 	}
 	points := strings.Fields(v.Series[1].Sent)
-	if len(points) != int(chartSpan/chartBucket) || strings.HasSuffix(points[len(points)-1], ",180") {
+	if len(points) != chartBuckets || strings.HasSuffix(points[len(points)-1], ",180") {
 		t.Errorf("marketing's line: %d points, last %s: want the last bucket above the axis", len(points), points[len(points)-1])
 	}
 	later := h.view(now.Add(chartSpan+time.Minute), []string{"marketing"}, 100)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -150,14 +152,6 @@ func TestConsoleInABrowser(t *testing.T) {
 		}
 		return v
 	}
-	attr := func(sel, name string) string {
-		t.Helper()
-		v, err := chromedp.Run(bctx, chromedp.AttributeValue(chromedp.CSS(sel), name))
-		if err != nil {
-			t.Fatalf("%s of %s: %v", name, sel, err)
-		}
-		return v.Value
-	}
 	visible := func(sel string) chromedp.Action[chromedp.Void] { return chromedp.WaitVisible(chromedp.CSS(sel)) }
 	click := func(sel string) chromedp.Action[chromedp.Void] { return chromedp.Click(chromedp.CSS(sel)) }
 	shots := os.Getenv(screenshotsEnv)
@@ -178,8 +172,23 @@ func TestConsoleInABrowser(t *testing.T) {
 	// The overview: the chart is fetched again every few seconds, and
 	// shows the sends made since the page loaded.
 	do("the overview", as("olga"), chromedp.Navigate(base+"/"), visible("#chart-summary"))
-	first, _ := strconv.Atoi(attr("#chart-summary", "data-readings"))
-	before, _ := strconv.Atoi(text(".sent-marketing"))
+	// chart reads the chart's readings and marketing's sends in the last
+	// 60 s in one evaluation: the page's script replaces the chart while
+	// the test reads it.
+	chart := func() (readings, sent int) {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`(() => {
+			const s = document.querySelector("#chart-summary");
+			return [s.dataset.readings, s.querySelector(".sent-marketing").textContent];
+		})()`))
+		if err != nil || len(v) != 2 {
+			t.Fatalf("reading the chart: %v, %v", v, err)
+		}
+		readings, _ = strconv.Atoi(v[0])
+		sent, _ = strconv.Atoi(v[1])
+		return readings, sent
+	}
+	first, before := chart()
 	if accounts := text("#accounts"); !strings.Contains(accounts, h.account) || !strings.Contains(accounts, "healthy") {
 		t.Errorf("the overview's accounts lack %s, healthy:\n%s", h.account, accounts)
 	}
@@ -187,9 +196,8 @@ func TestConsoleInABrowser(t *testing.T) {
 		publish("marketing", fmt.Sprintf("live-%d", i))
 	}
 	waitWithin(t, 30*time.Second, "the chart updated with the new sends", func() bool {
-		now, _ := strconv.Atoi(attr("#chart-summary", "data-readings"))
-		n, _ := strconv.Atoi(text(".sent-marketing"))
-		return now > first && n >= before+3
+		readings, sent := chart()
+		return readings > first && sent >= before+3
 	})
 	screenshot("overview")
 
@@ -296,5 +304,57 @@ func TestConsoleConfigErrors(t *testing.T) {
 				t.Fatalf("console with %v: %v, want one line naming %s", tt.env, err, tt.want)
 			}
 		})
+	}
+}
+
+// lockedBuffer is a bytes.Buffer a command writes while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestDemoServesTheConsole: `demo --console` prints the console's URL and
+// serves the overview of its own stack while the campaign runs, and stops
+// it with the run.
+func TestDemoServesTheConsole(t *testing.T) {
+	t.Setenv("CONSOLE_ADDR", freeAddr(t))
+	var out lockedBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(context.Background(), []string{"demo", "--console", "--campaign", "600", "--otp-rate", "10", "--instances", "2",
+			"--progress", "off", "--redis-timeout", "2s"}, &out, io.Discard)
+	}()
+	url := ""
+	waitWithin(t, 30*time.Second, "the console's URL printed", func() bool {
+		_, after, ok := strings.Cut(out.String(), "console: ")
+		url, _, _ = strings.Cut(after, " ")
+		return ok && strings.HasSuffix(url, "/")
+	})
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(page), "local (operator)") || !strings.Contains(string(page), `id="chart-summary"`) {
+		t.Errorf("the demo's console: %d\n%s", resp.StatusCode, page)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	if _, err := http.Get(url); err == nil {
+		t.Errorf("the console still answers once the demo ended")
 	}
 }
