@@ -144,4 +144,10 @@ var killers = map[string]string{
 	// The hedge and the rule of old sends.
 	"M27":  "TestAnOTPIsHedgedPastAHangingHome",
 	"M27b": "TestTimeoutsOfSendsBegunBeforeARecoveryDoNotCount",
+
+	// The console's access and masking.
+	"M33": "TestRolesMaskingAndAudit",
+	"M34": "TestIAP",
+	"M35": "TestCrossOriginWritesAreRefused",
+	"M36": "TestRolesMaskingAndAudit",
 }
