@@ -52,6 +52,9 @@ type User struct {
 	Role Role
 }
 
+// MaySee reports whether u may read a dead letter's whole number.
+func (u User) MaySee() bool { return u.Role >= Support }
+
 // Auth says who sent a request; an error means nobody it knows (the
 // console answers 401).
 type Auth interface {
@@ -168,7 +171,8 @@ type IAP struct {
 
 	mu      sync.Mutex
 	keys    jose.JSONWebKeySet
-	fetched time.Time
+	fetched time.Time // the keys' last successful fetch
+	tried   time.Time // the last fetch, failed or not
 }
 
 // iapKeysEvery is how often the keys are fetched again: Google rotates
@@ -207,14 +211,15 @@ func (a *IAP) User(r *http.Request) (User, error) {
 
 func (*IAP) Challenge() string { return "" }
 
-// key is the public key of id, fetched again when it is not known and the
-// keys are older than a minute, or older than iapKeysEvery.
+// key is the public key of id. The keys are fetched again when id is not
+// among them, or they are older than iapKeysEvery, at most once a minute
+// (a failed fetch keeps the keys there are).
 func (a *IAP) key(ctx context.Context, id string) (*jose.JSONWebKey, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	keys := a.keys.Key(id)
-	age := time.Since(a.fetched)
-	if (len(keys) == 0 && age > time.Minute) || age > iapKeysEvery {
+	if (len(keys) == 0 || time.Since(a.fetched) > iapKeysEvery) && time.Since(a.tried) > time.Minute {
+		a.tried = time.Now()
 		if err := a.fetch(ctx); err != nil && len(keys) == 0 {
 			return nil, err
 		}

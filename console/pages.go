@@ -164,6 +164,10 @@ type letterView struct {
 // deadLetterLimit bounds the dead letters a page lists.
 const deadLetterLimit = 500
 
+// replayBound is how long a replay's answer may take: its reading and a
+// republish and an ack per letter.
+const replayBound = 10 * time.Minute
+
 // deadLetters is page 3: the dead letters with filters, and the replay's
 // forms (each a dry run first).
 func (h *Handler) deadLetters(w http.ResponseWriter, r *http.Request) {
@@ -249,6 +253,8 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 	case "all":
 		f.Reason = ""
 	}
+	// A replay of many letters outlasts the server's write timeout.
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(replayBound))
 	opts := operator.Replay(h.o.Redis, h.o.Settings, h.routing, h.o.Timeout, h.logger)
 	opts.Inspect, opts.Filter = operator.Inspect(h.o.Settings, h.o.DeadLetterWait, 0), f
 	opts.MaxReplays, opts.DryRun = 3, dry
@@ -281,14 +287,13 @@ func (h *Handler) number(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, "reading the dead letters", err)
 		return
 	}
-	data := map[string]any{"MessageID": id}
+	data, outcome := map[string]any{"MessageID": id}, "not_found"
 	for _, l := range ls.Letters {
-		if l.MessageID == id {
-			m, _ := dispatch.Decode(l.Data, l.MessageID)
-			data["ID"], data["To"] = l.ID, m.To
+		if m, _ := dispatch.Decode(l.Data, l.MessageID); l.MessageID == id && m.To != "" {
+			data["ID"], data["To"], outcome = l.ID, m.To, "ok"
 		}
 	}
-	h.audit(r.Context(), userOf(r), "reveal_number", id, map[bool]string{true: "ok", false: "not_found"}[data["To"] != nil])
+	h.audit(r.Context(), userOf(r), "reveal_number", id, outcome)
 	h.render(w, r, "number", data)
 }
 
