@@ -333,7 +333,7 @@ func TestDemoServesTheConsole(t *testing.T) {
 	var out lockedBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(context.Background(), []string{"demo", "--console", "--campaign", "600", "--otp-rate", "10", "--instances", "2",
+		done <- run(context.Background(), []string{"demo", "--console", "--campaign", "300", "--otp-rate", "10", "--instances", "2",
 			"--progress", "off", "--redis-timeout", "2s"}, &out, io.Discard)
 	}()
 	url := ""
