@@ -7,6 +7,8 @@ require (
 	cloud.google.com/go/pubsub/v2 v2.9.0
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/cenkalti/backoff/v4 v4.3.0
+	github.com/chromedp/cdproto v0.160.1
+	github.com/chromedp/chromedp v0.23.1
 	github.com/go-jose/go-jose/v4 v4.1.9
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/prometheus/client_golang v1.25.0
@@ -35,8 +37,6 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/chromedp/cdproto v0.160.1 // indirect
-	github.com/chromedp/chromedp v0.23.1 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
