@@ -58,15 +58,21 @@ type Result struct {
 // String is the result's line: what was done ("would replay", "would
 // skip" in a dry run), the class, the id, and why.
 func (r Result) String() string {
-	what := r.Action.String()
-	if r.DryRun && r.Action != Failed {
-		what = map[Action]string{Replayed: "would replay", Skipped: "would skip"}[r.Action]
-	}
+	what := r.What()
 	detail := r.Detail
 	if r.Action == Skipped {
 		detail = string(r.Reason) + ": " + detail
 	}
 	return fmt.Sprintf("%-12s %-9s %s: %s", what, dash(r.Class), printable(dash(r.ID)), printable(detail))
+}
+
+// What is what was done: the Action, or in a dry run what would be done
+// ("would replay", "would skip").
+func (r Result) What() string {
+	if r.DryRun && r.Action != Failed {
+		return map[Action]string{Replayed: "would replay", Skipped: "would skip"}[r.Action]
+	}
+	return r.Action.String()
 }
 
 // Summary counts what one Replay did.

@@ -421,7 +421,7 @@ func reads(vars map[string]bool, v string) bool {
 // as written (patches and examples included), into its API type.
 func TestEveryManifestDecodesStrictly(t *testing.T) {
 	kinds := map[string]int{}
-	for _, dir := range []string{baseDir, exampleDir, receiptsDir, monitoringDir} {
+	for _, dir := range []string{baseDir, exampleDir, receiptsDir, consoleDir, monitoringDir} {
 		for _, f := range yamlFiles(t, dir) {
 			for _, obj := range decodeFile(t, f) {
 				kinds[fmt.Sprintf("%T", obj)]++
@@ -456,7 +456,7 @@ func TestStrictDecodingRejectsUnknownFields(t *testing.T) {
 // that it does not list is never applied; one listed that is missing fails
 // the build. The files kept aside on purpose must stay aside.
 func TestKustomizationsListEveryManifest(t *testing.T) {
-	for _, dir := range []string{baseDir, exampleDir, receiptsDir, monitoringDir} {
+	for _, dir := range []string{baseDir, exampleDir, receiptsDir, consoleDir, monitoringDir} {
 		var k *kustomization
 		for _, o := range decodeFile(t, dir+"/kustomization.yaml") {
 			k, _ = o.(*kustomization)

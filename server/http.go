@@ -28,9 +28,9 @@ const (
 	httpMaxHeaderBytes    = 16 << 10         // a probe's or a scrape's headers take a few hundred bytes
 )
 
-// newHTTPServer returns the server of /healthz, /readyz and /metrics,
-// with the limits above.
-func newHTTPServer(h http.Handler) *http.Server {
+// NewHTTPServer returns the server of /healthz, /readyz and /metrics, and
+// of the console (`dispatcher console`), with the limits above.
+func NewHTTPServer(h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: httpReadHeaderTimeout,

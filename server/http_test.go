@@ -40,7 +40,7 @@ func TestHTTPServerClosesIdleAndStuckConnections(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				srv := newHTTPServer(srvHandler)
+				srv := NewHTTPServer(srvHandler)
 				ln := pipenet.New()
 				served := make(chan error, 1)
 				go func() { served <- srv.Serve(ln) }()
@@ -89,7 +89,7 @@ func TestHTTPServerClosesIdleAndStuckConnections(t *testing.T) {
 // httpMaxHeaderBytes gets 431 instead of being read into memory.
 func TestHTTPServerRefusesHugeHeaders(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := newHTTPServer(http.NewServeMux())
+		srv := NewHTTPServer(http.NewServeMux())
 		ln := pipenet.New()
 		go srv.Serve(ln)
 		c := ln.Dial()

@@ -36,7 +36,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if s.opts.Telemetry != nil {
 		metrics = s.opts.Telemetry.Metrics.Handler()
 	}
-	srv := newHTTPServer(s.handler(ctx.Done(), metrics))
+	srv := NewHTTPServer(s.handler(ctx.Done(), metrics))
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
 	cfg, logger := s.cfg, s.logger

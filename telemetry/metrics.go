@@ -396,6 +396,10 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
 
+// Meter is the meter of m's instruments, for a component's own (the
+// console's actions), served by Handler with the others.
+func (m *Metrics) Meter() metric.Meter { return m.provider.Meter("smsdispatcher") }
+
 // Shutdown flushes and stops the meter provider.
 func (m *Metrics) Shutdown(ctx context.Context) error { return m.provider.Shutdown(ctx) }
 

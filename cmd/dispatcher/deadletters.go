@@ -15,12 +15,10 @@ import (
 	"strings"
 	"time"
 
-	"smsdispatcher/admission"
 	"smsdispatcher/config"
 	"smsdispatcher/deadletter"
-	"smsdispatcher/dispatch"
+	"smsdispatcher/internal/operator"
 	"smsdispatcher/internal/topology"
-	"smsdispatcher/suppress"
 )
 
 const deadlettersUsage = `usage: dispatcher deadletters list|replay [flags]
@@ -65,10 +63,7 @@ func readFlags(fs *flag.FlagSet, limit int) func(cfg config.Settings) (deadlette
 	wait := fs.Duration("wait", 2*time.Second, "stop reading once no new dead letter arrived for this long")
 	fs.IntVar(&limit, "limit", limit, "read at most this many dead letters (0: all)")
 	return func(cfg config.Settings) (deadletter.Inspect, string, error) {
-		in := deadletter.Inspect{Subscription: cfg.DeadLetterInspect, Wait: *wait, Limit: limit}
-		for _, c := range cfg.ClassList() {
-			in.Sources = append(in.Sources, deadletter.Source{Subscription: c.Subscription, Class: c.Name})
-		}
+		in := operator.Inspect(cfg, *wait, limit)
 		switch {
 		case limit < 0:
 			return in, "", errors.New("--limit: must not be negative")
@@ -201,45 +196,15 @@ func runDeadlettersReplay(ctx context.Context, args []string, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	opts := deadletter.ReplayOptions{Inspect: in, Filter: deadletter.Filter{Reason: *reason, Class: class, IDs: ids},
-		Topics: topicsOf(cfg.ClassList()),
-		Decode: func(data []byte, standInID string) (string, string, error) {
-			m, err := dispatch.Decode(data, standInID)
-			return m.ID, m.To, err
-		},
-		WithID:     func(data []byte, id string) []byte { return dispatch.WithID(data, id, time.Time{}) },
-		MaxReplays: *maxReplays, Force: *force, DryRun: *dryRun, AfterRepublish: afterRepublish}
 	rdb, routing, err := operatorRedis(cfg, "replay reads and clears the send-once records in the limiter's Redis", operatorTimeout)
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
-	// An id keeps its record on the home of its class and destination:
-	// the first account of the routing table's route. Data that is no
-	// valid message (replayed with --force) has no destination: the first
-	// account serving the class.
-	opts.Suppressed = replaySuppressed(suppress.NewStore(rdb, "", nil), cfg.Process)
-	setups, table := routing.Accounts, routing.Table()
-	lims := map[int]*admission.Limiter{}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	opts.Records = func(ctx context.Context, class admission.Class, to string) (deadletter.Records, error) {
-		home := config.Home(setups, class)
-		if to != "" {
-			route := table.Route(class, to)
-			if len(route) == 0 {
-				return nil, fmt.Errorf("no account sends %s to +%s…: give one of them the destination (ACCOUNTS_FILE)", class, dispatch.CountryCode(to))
-			}
-			home = route[0]
-		}
-		if lims[home] == nil {
-			lim, err := operatorLimiter(rdb, cfg, setups[home], operatorTimeout, logger)
-			if err != nil {
-				return nil, err
-			}
-			lims[home] = lim
-		}
-		return lims[home].Claims(), nil
-	}
+	opts := operator.Replay(rdb, cfg, routing, operatorTimeout, logger)
+	opts.Inspect, opts.Filter = in, deadletter.Filter{Reason: *reason, Class: class, IDs: ids}
+	opts.MaxReplays, opts.Force, opts.DryRun, opts.AfterRepublish = *maxReplays, *force, *dryRun, afterRepublish
 
 	ps, err := topology.NewClient(ctx, cfg.ProjectID, "")
 	if err != nil {
@@ -260,26 +225,4 @@ func runDeadlettersReplay(ctx context.Context, args []string, stdout, stderr io.
 		return fmt.Errorf("deadletters replay: %d failed; they are left listed: run replay again", sum.Failed)
 	}
 	return nil
-}
-
-// replaySuppressed is a replay's check of the suppression list: the
-// entry in Redis of the number, for a class the list stops (config's
-// policy).
-func replaySuppressed(store *suppress.Store, p config.Process) func(ctx context.Context, class admission.Class, to string) (string, bool, error) {
-	return func(ctx context.Context, class admission.Class, to string) (string, bool, error) {
-		if !p.Policy(class).Suppressed {
-			return "", false, nil
-		}
-		e, ok, err := store.Get(ctx, to)
-		return e.Source, ok, err
-	}
-}
-
-// topicsOf is the topic of each of classes, by name.
-func topicsOf(classes []config.Class) map[admission.Class]string {
-	out := make(map[admission.Class]string, len(classes))
-	for _, c := range classes {
-		out[c.Name] = c.Topic
-	}
-	return out
 }

@@ -10,9 +10,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2"
+	"github.com/redis/go-redis/v9"
+
 	"smsdispatcher/config"
+	"smsdispatcher/console"
 	"smsdispatcher/internal/demo"
 )
 
@@ -30,6 +35,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&o.Traces, "traces", false, "print every span to stdout (OTEL_TRACES_EXPORTER=console); with --fail-5xx, re-sends show http.request.resend_count")
 	fs.DurationVar(&o.Fail5xx, "fail-5xx", 0, "make the provider answer 503 for this long at the start, so that messages are re-sent")
 	fs.IntVar(&o.CampaignSegments, "campaign-segments", 1, "segments of each campaign body (GSM-7); with --rate-unit segment the limiter counts them")
+	withConsole := fs.Bool("console", false, "serve the console (docs/console.md) over the demo's stack while it runs, on CONSOLE_ADDR (default "+defaultConsoleAddr+"); its reads count in Redis's figures")
 	fs.IntVar(&o.Classes, "classes", 2, fmt.Sprintf("classes: 2 (otp, marketing) or 3 (otp, transactional at %g/s, marketing; a report line per class)", demo.DefaultTransactionalRate))
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -42,6 +48,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("demo: --instances must be ≥ 1, --campaign and --otp-rate ≥ 0, --campaign-segments 1-10, --classes 2 or 3")
 	}
 	o.Progress = progressWriter(progress, stdout)
+	if *withConsole {
+		o.Console = demoConsole(stdout, stderr)
+	}
 	r, err := demo.Run(ctx, cfg, o)
 	if err != nil {
 		return err
@@ -66,4 +75,27 @@ func progressWriter(mode string, stdout io.Writer) io.Writer {
 		return stdout
 	}
 	return nil
+}
+
+// demoConsole is demo.Options.Console of `dispatcher demo --console`: the
+// console over the demo's stack, on CONSOLE_ADDR (loopback by default), its
+// URL printed to stdout.
+func demoConsole(stdout, stderr io.Writer) func(cfg config.Settings, rdb redis.UniversalClient, ps *pubsub.Client) (func(), error) {
+	return func(cfg config.Settings, rdb redis.UniversalClient, ps *pubsub.Client) (func(), error) {
+		addr, auth, err := consoleAccess()
+		if err != nil {
+			return nil, err
+		}
+		h, err := console.NewHandler(console.Options{Settings: cfg, Redis: rdb, PubSub: ps, Auth: auth,
+			Logger: slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		if err != nil {
+			return nil, err
+		}
+		served, stop, err := serveHTTP([]listening{{addr, "CONSOLE_ADDR", h}})
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(stdout, "console: http://%s/ (while the demo runs)\n", served[0])
+		return func() { stop.now() }, nil
+	}
 }

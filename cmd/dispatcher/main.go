@@ -41,6 +41,7 @@ var commands = []command{
 	{"suppressions", "the suppression list: add, remove, check, list, export, import", runSuppressions},
 	{"deferred", "list the messages held outside their send windows or over their caps,\nrelease them early or drop them (--class, --id, --dry-run)", runDeferred},
 	{"guard", "the pumping guard's blocked ranges: list, block or unblock --prefix P\n[--for D] (--class)", runGuard},
+	{"console", "serve the web console on CONSOLE_ADDR (default 127.0.0.1:8090): accounts live,\na message's story, dead letters and their replay (docs/console.md)", runConsole},
 	{"demo", "run the whole pipeline on one machine: in-process Pub/Sub, Redis\nand provider simulator, several dispatchers, a campaign and OTPs", runDemo},
 }
 

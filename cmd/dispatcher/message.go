@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"smsdispatcher/config"
+	"smsdispatcher/internal/operator"
 	"smsdispatcher/status"
 )
 
@@ -41,13 +42,9 @@ func runMessage(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	defer rdb.Close()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var setups []status.Setup
-	for _, s := range routing.Accounts {
-		lim, err := operatorLimiter(rdb, cfg, s, timeout, quiet)
-		if err != nil {
-			return err
-		}
-		setups = append(setups, status.Setup{Account: s, Limiter: lim})
+	setups, err := operator.Setups(rdb, cfg, routing.Accounts, timeout, quiet)
+	if err != nil {
+		return err
 	}
 	m, err := status.ReadMessage(ctx, setups, id)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/config"
+	"smsdispatcher/internal/operator"
 )
 
 // runOverride is `dispatcher override`: lower the account's rates for every
@@ -66,7 +67,7 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	lim, err := operatorLimiter(rdb, cfg, setup, operatorTimeout, slog.New(slog.NewTextHandler(stderr, nil)))
+	lim, err := operator.Limiter(rdb, cfg, setup, operatorTimeout, slog.New(slog.NewTextHandler(stderr, nil)))
 	if err != nil {
 		return err
 	}

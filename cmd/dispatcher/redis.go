@@ -1,12 +1,10 @@
 package main
 
 import (
-	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"smsdispatcher/admission"
 	"smsdispatcher/config"
 	"smsdispatcher/internal/redisconn"
 )
@@ -44,12 +42,4 @@ func operatorRedis(cfg config.Settings, why string, timeout time.Duration) (redi
 	redisconn.Quiet()
 	rdb, err := newRedisOf(cfg, timeout)
 	return rdb, routing, err
-}
-
-// operatorLimiter is account s's limiter for an operator's command, on its
-// client rdb, its calls waiting up to timeout.
-func operatorLimiter(rdb redis.UniversalClient, cfg config.Settings, s config.Account, timeout time.Duration, logger *slog.Logger) (*admission.Limiter, error) {
-	lc := cfg.Limiter(s)
-	lc.Logger, lc.RedisTimeout = logger, timeout
-	return admission.New(rdb, lc)
 }

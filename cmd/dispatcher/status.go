@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"smsdispatcher/config"
+	"smsdispatcher/internal/operator"
 	"smsdispatcher/status"
 	"smsdispatcher/suppress"
 )
@@ -50,13 +51,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("status: redis unreachable: %v", err) // the URL is not printed: it may hold a password
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var accounts []status.Setup
-	for _, s := range setups {
-		lim, err := operatorLimiter(rdb, cfg, s, timeout, quiet)
-		if err != nil {
-			return err
-		}
-		accounts = append(accounts, status.Setup{Account: s, Limiter: lim})
+	accounts, err := operator.Setups(rdb, cfg, setups, timeout, quiet)
+	if err != nil {
+		return err
 	}
 	r := status.Redis{Client: rdb, Timeout: timeout}
 	list := suppress.NewStore(rdb, "", nil)

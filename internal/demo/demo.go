@@ -12,6 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2"
+	"github.com/redis/go-redis/v9"
+
 	"smsdispatcher/admission"
 	"smsdispatcher/config"
 	"smsdispatcher/internal/redisstats"
@@ -46,6 +49,10 @@ type Options struct {
 	// while the campaign runs, with 3 classes; 0 means
 	// DefaultTransactionalRate.
 	TransactionalRate float64
+	// Console, when set, is started once the stack is set up, on the
+	// run's settings, a Redis client and a Pub/Sub client of the stack;
+	// what it returns stops it when the run ends.
+	Console func(cfg config.Settings, rdb redis.UniversalClient, ps *pubsub.Client) (stop func(), err error)
 }
 
 // Run runs the pipeline of cfg on the local stack and returns its report.
@@ -79,6 +86,19 @@ func Run(ctx context.Context, cfg config.Settings, o Options) (Report, error) {
 	}
 	if err := setupLanes(ctx, admin, cfg); err != nil {
 		return Report{}, err
+	}
+
+	if o.Console != nil {
+		rdb, err := stack.newRedis()
+		if err != nil {
+			return Report{}, err
+		}
+		defer rdb.Close()
+		stop, err := o.Console(cfg, rdb, admin)
+		if err != nil {
+			return Report{}, err
+		}
+		defer stop()
 	}
 
 	var tel *server.Telemetry

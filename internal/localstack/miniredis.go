@@ -14,7 +14,10 @@ import (
 // Lua does not read the "#!lua" first line by which Redis 7 takes a
 // script's flags (admission/scripts.go): EVAL gives it the script with that
 // line left blank, and EVALSHA asks for the script by the SHA-1 of what
-// miniredis was given.
+// miniredis was given. And miniredis refuses TIME in a read-only script
+// (EVAL_RO, EVALSHA_RO) as if it wrote, which Redis allows: those are
+// run as EVAL and EVALSHA, the scripts being read-only all the same
+// (status.lua, processes.lua: `dispatcher demo --console` reads them).
 type miniredisScripts struct{}
 
 // flagless maps the SHA-1 of a script with its "#!lua" line to that of the
@@ -45,6 +48,10 @@ func withoutFlags(args []any) {
 	}
 	name, _ := args[0].(string)
 	ref, _ := args[1].(string)
+	switch strings.ToLower(name) {
+	case "eval_ro", "evalsha_ro":
+		args[0] = strings.TrimSuffix(strings.ToLower(name), "_ro")
+	}
 	switch strings.ToLower(name) {
 	case "eval", "eval_ro":
 		if _, rest, ok := strings.Cut(ref, "\n"); ok && strings.HasPrefix(ref, "#!") {

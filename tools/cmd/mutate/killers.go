@@ -174,4 +174,9 @@ var killers = map[string]string{
 	"GU6": "TestARangeWhoseCodesAreNotUsedIsBlocked",
 	"GU7": "TestARangeWhoseCodesAreNotUsedIsBlocked",
 	"GU8": "TestDecide",
+	// The console's access and masking.
+	"M33": "TestRolesMaskingAndAudit",
+	"M34": "TestIAP",
+	"M35": "TestCrossOriginWritesAreRefused",
+	"M36": "TestRolesMaskingAndAudit",
 }

@@ -565,4 +565,18 @@ var mutants = []mutant{
 	{"GU8", "allow_prefixes ignored by the automatic blocks", []edit{
 		{"guard/rules.go", "allowed := g != nil && hasPrefix(to, g.AllowPrefixes)", "allowed := false"},
 	}, "./guard/"},
+
+	// The console's access and masking.
+	{"M33", "the console checks no role: a viewer replays dead letters", []edit{
+		{"console/console.go", "	if u.Role >= role {\n", "	if true {\n"},
+	}, "./console/"},
+	{"M34", "an IAP assertion for another backend is taken", []edit{
+		{"console/auth.go", "AnyAudience: jwt.Audience{a.Audience}, ", ""},
+	}, "./console/"},
+	{"M35", "the console takes a write another site's page sent", []edit{
+		{"console/console.go", "if err := crossOrigin.Check(r); err != nil {", "if err := crossOrigin.Check(r); err != nil && false {"},
+	}, "./console/"},
+	{"M36", "the dead letters page shows the message as sent: number and body", []edit{
+		{"console/pages.go", "To: l.MaskedTo(),", "To: string(l.Data),"},
+	}, "./console/"},
 }

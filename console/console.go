@@ -1,0 +1,288 @@
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"smsdispatcher/config"
+	"smsdispatcher/internal/operator"
+	"smsdispatcher/status"
+)
+
+//go:embed templates/*.html
+var templateFiles embed.FS
+
+//go:embed assets
+var assetFiles embed.FS
+
+// Options are what a console reads and who may use it.
+type Options struct {
+	// Settings are the dispatcher's: its accounts, classes, routes and
+	// subscriptions, as the pool reads them.
+	Settings config.Settings
+	// Redis is the limiter's Redis; PubSub the project of the dispatcher's
+	// topics and subscriptions.
+	Redis  redis.UniversalClient
+	PubSub *pubsub.Client
+	// Auth says who asks (required): Local, Basic, *IAP or AuthFromEnv's.
+	Auth Auth
+	// Path is where the handler is mounted ("" the root; "/console" when
+	// served under http.StripPrefix("/console", ...)).
+	Path string
+	// Logger takes the audit lines and the errors; nil: slog.Default().
+	Logger *slog.Logger
+	// Meter counts the actions (MetricActions); nil: otel's global.
+	Meter metric.Meter
+	// Lists are the lists of the opt-outs page; each nil is shown as not
+	// configured.
+	Lists Lists
+	// DeadLetterWait is how long reading the dead letters waits for more
+	// once none arrives (0: 2 s).
+	DeadLetterWait time.Duration
+	// Timeout bounds each Redis call (0: 2 s).
+	Timeout time.Duration
+}
+
+// Lists are the lists an operator searches and acts on besides the dead
+// letters: each is a feature of its own, wired in by the program that
+// has it.
+type Lists struct {
+	OptOuts  List
+	Deferred List
+	Blocks   List
+}
+
+// A List is one searchable list of the opt-outs page and its operator
+// actions.
+type List interface {
+	// Columns name the rows' cells; the first cell is the row's key.
+	Columns() []string
+	// Search returns at most limit rows whose key contains query ("" every
+	// row). Numbers in cells are masked to their last four digits.
+	Search(ctx context.Context, query string, limit int) ([][]string, error)
+	// Actions are the operator's actions on a row ("remove", "release",
+	// "drop", "unblock"), which Act applies to the row of key; "add" (a
+	// new key) is one too.
+	Actions() []string
+	Act(ctx context.Context, action, key string) error
+}
+
+// MetricActions counts the console's actions by action and outcome
+// (sms_console_actions_total).
+const MetricActions = "sms.console.actions"
+
+// Handler is the console: an http.Handler serving its pages.
+type Handler struct {
+	o       Options
+	mux     *http.ServeMux
+	pages   map[string]*template.Template
+	setups  []status.Setup
+	routing config.Routing
+	logger  *slog.Logger
+	actions metric.Int64Counter
+	chart   *history
+}
+
+// NewHandler returns the console of o. It reads Redis and Pub/Sub only
+// when a page asks.
+func NewHandler(o Options) (*Handler, error) {
+	if o.Auth == nil {
+		return nil, errors.New("console: Options.Auth is required")
+	}
+	if o.Redis == nil || o.PubSub == nil {
+		return nil, errors.New("console: Options.Redis and Options.PubSub are required")
+	}
+	o.Path = strings.TrimSuffix(o.Path, "/")
+	if o.DeadLetterWait <= 0 {
+		o.DeadLetterWait = 2 * time.Second
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 2 * time.Second
+	}
+	h := &Handler{o: o, logger: o.Logger, chart: newHistory()}
+	if h.logger == nil {
+		h.logger = slog.Default()
+	}
+	var err error
+	if h.routing, err = o.Settings.Routing(); err != nil {
+		return nil, err
+	}
+	if len(h.routing.Classes) > 0 {
+		h.o.Settings.Lanes = h.routing.Classes // ACCOUNTS_FILE's classes, as serve reads them
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if h.setups, err = operator.Setups(o.Redis, o.Settings, h.routing.Accounts, o.Timeout, quiet); err != nil {
+		return nil, err
+	}
+	meter := o.Meter
+	if meter == nil {
+		meter = otel.GetMeterProvider().Meter("smsdispatcher/console")
+	}
+	if h.actions, err = meter.Int64Counter(MetricActions, metric.WithUnit("{action}"),
+		metric.WithDescription("The console's actions (replay, dry_run, reveal_number, a list's action), by action and outcome (ok, error, forbidden).")); err != nil {
+		return nil, err
+	}
+	if h.pages, err = parsePages(); err != nil {
+		return nil, err
+	}
+	h.routes()
+	return h, nil
+}
+
+// routes are the console's pages: each a stable URL an operator can paste.
+func (h *Handler) routes() {
+	mux := http.NewServeMux()
+	assets, _ := fs.Sub(assetFiles, "assets")
+	mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
+	mux.HandleFunc("GET /{$}", h.overview)
+	mux.HandleFunc("GET /chart", h.chartFragment)
+	mux.HandleFunc("GET /message", h.message)
+	mux.HandleFunc("GET /deadletters", h.deadLetters)
+	mux.HandleFunc("POST /deadletters/replay", h.replay)
+	mux.HandleFunc("POST /deadletters/number", h.number)
+	mux.HandleFunc("GET /lists", h.lists)
+	mux.HandleFunc("POST /lists/{list}/{action}", h.listAction)
+	mux.HandleFunc("GET /config", h.configuration)
+	h.mux = mux
+}
+
+// userKey is the context key of the request's User.
+type userKey struct{}
+
+// ServeHTTP authenticates every request, refuses cross-origin writes
+// (http.CrossOriginProtection: the browser's Sec-Fetch-Site or Origin
+// must be this host) and serves the page.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	u, err := h.o.Auth.User(r)
+	if err != nil {
+		if c := h.o.Auth.Challenge(); c != "" {
+			w.Header().Set("WWW-Authenticate", c)
+		}
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
+	w.Header().Set("Referrer-Policy", "same-origin")
+	if err := crossOrigin.Check(r); err != nil {
+		h.audit(r.Context(), u, "cross_origin", r.URL.Path, "forbidden")
+		http.Error(w, "cross-origin request refused", http.StatusForbidden)
+		return
+	}
+	h.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
+}
+
+// crossOrigin refuses the writes a browser sends from another origin:
+// the console's CSRF protection.
+var crossOrigin = http.NewCrossOriginProtection()
+
+// userOf is r's User, as ServeHTTP found it.
+func userOf(r *http.Request) User { return r.Context().Value(userKey{}).(User) }
+
+// allowed reports whether r's user has role at least; if not, it answers
+// 403 and audits the refusal of action on target.
+func (h *Handler) allowed(w http.ResponseWriter, r *http.Request, role Role, action, target string) bool {
+	u := userOf(r)
+	if u.Role >= role {
+		return true
+	}
+	h.audit(r.Context(), u, action, target, "forbidden")
+	w.WriteHeader(http.StatusForbidden)
+	h.render(w, r, "forbidden", map[string]any{"Action": action, "Need": role.String()})
+	return false
+}
+
+// audit logs one action as a structured "audit" line and counts it.
+func (h *Handler) audit(ctx context.Context, u User, action, target, outcome string) {
+	h.auditDetail(ctx, u, action, target, outcome, "")
+}
+
+// auditDetail is audit with what the action did, in words.
+func (h *Handler) auditDetail(ctx context.Context, u User, action, target, outcome, detail string) {
+	attrs := []slog.Attr{slog.String("user", u.Name), slog.String("role", u.Role.String()),
+		slog.String("action", action), slog.String("target", target), slog.String("outcome", outcome)}
+	if detail != "" {
+		attrs = append(attrs, slog.String("detail", detail))
+	}
+	h.logger.LogAttrs(ctx, slog.LevelInfo, "audit", attrs...)
+	h.actions.Add(ctx, 1, metric.WithAttributes(attribute.String("action", action), attribute.String("outcome", outcome)))
+}
+
+// fail answers a page whose reading failed: 502, the error in a line (no
+// secret: the clients' errors never hold the URLs' passwords).
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, what string, err error) {
+	h.logger.Warn("console: "+what, "err", err, "path", r.URL.Path)
+	w.WriteHeader(http.StatusBadGateway)
+	h.render(w, r, "error", map[string]any{"What": what, "Err": err.Error()})
+}
+
+// page is what every page's layout reads besides its own data.
+type page struct {
+	Base  string
+	Title string
+	Nav   string
+	User  User
+	Data  any
+}
+
+// render writes the page name with data.
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, name string, data any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	p := page{Base: h.o.Path, Title: titles[name], Nav: name, User: userOf(r), Data: data}
+	if err := h.pages[name].ExecuteTemplate(w, "layout", p); err != nil {
+		h.logger.Warn("console: render", "page", name, "err", err)
+	}
+}
+
+// titles are the pages' titles, by template name.
+var titles = map[string]string{
+	"overview": "Overview", "message": "Message", "deadletters": "Dead letters", "replay": "Replay",
+	"number": "Number", "lists": "Opt-outs, deferred, blocks", "config": "Configuration",
+	"forbidden": "Forbidden", "error": "Error",
+}
+
+// parsePages parses each page with the layout.
+func parsePages() (map[string]*template.Template, error) {
+	pages := map[string]*template.Template{}
+	for name := range titles {
+		t, err := template.New(name).Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console: page %s: %w", name, err)
+		}
+		pages[name] = t
+	}
+	return pages, nil
+}
+
+// funcs are the templates' helpers.
+var funcs = template.FuncMap{
+	"rps": func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) },
+	"pct": func(v *float64) string {
+		if v == nil {
+			return "–"
+		}
+		return fmt.Sprintf("%.1f %%", *v*100)
+	},
+	"join":  func(s []string) string { return strings.Join(s, ", ") },
+	"clock": func(t time.Time) string { return t.Format("15:04:05 UTC") },
+	"secs":  func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + " s" },
+	"deref": func(v *float64) float64 { return *v },
+	"round": math.Round,
+}

@@ -1,0 +1,363 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"html"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/pstest"
+	"golang.org/x/crypto/bcrypt"
+
+	"smsdispatcher/config"
+	"smsdispatcher/internal/redistest"
+	"smsdispatcher/internal/topology"
+)
+
+// syncBuffer is a bytes.Buffer the handler's logger and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// audits are the audit lines logged so far.
+func (s *syncBuffer) audits(t *testing.T) []map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]string
+	for line := range strings.Lines(s.b.String()) {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if v["msg"] != "audit" {
+			continue
+		}
+		m := map[string]string{}
+		for k, x := range v {
+			if s, ok := x.(string); ok {
+				m[k] = s
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// harness is a console over the test Redis (an account of its own) and
+// pstest with the topology `dispatcher setup` creates.
+type harness struct {
+	t      *testing.T
+	srv    *httptest.Server
+	ps     *pubsub.Client
+	cfg    config.Settings
+	log    *syncBuffer
+	client *http.Client
+}
+
+// settings are the dispatcher's settings of env, as the commands read them.
+func settings(t *testing.T, env map[string]string) config.Settings {
+	t.Helper()
+	fs := flag.NewFlagSet("console", flag.ContinueOnError)
+	load := config.Flags(fs, config.Pubsub|config.Subscriptions|config.Topics|config.DeadLetters|config.Redis|config.Accounts,
+		func(k string) string { return env[k] })
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func newHarness(t *testing.T, auth Auth, lists Lists) *harness {
+	t.Helper()
+	psSrv := pstest.NewServer()
+	t.Cleanup(func() { psSrv.Close() })
+	t.Setenv("PUBSUB_EMULATOR_HOST", psSrv.Addr)
+	cfg := settings(t, map[string]string{"PUBSUB_PROJECT_ID": "proj", "REDIS_URL": "redis://" + redistest.Addr(t), "SMS_ACCOUNT": redistest.UniqueAccount(t)})
+	ps, err := topology.NewClient(context.Background(), "proj", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ps.Close() })
+	if err := topology.Setup(context.Background(), ps, cfg.Topology(), func(string, string, string) {}); err != nil {
+		t.Fatal(err)
+	}
+	log := &syncBuffer{}
+	h, err := NewHandler(Options{Settings: cfg, Redis: redistest.Client(t), PubSub: ps, Auth: auth, Lists: lists,
+		Logger: slog.New(slog.NewJSONHandler(log, nil)), DeadLetterWait: 700 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &harness{t: t, srv: srv, ps: ps, cfg: cfg, log: log, client: srv.Client()}
+}
+
+// deadLetter publishes a dead letter as a dispatcher does.
+func (h *harness) deadLetter(id, to string) {
+	h.t.Helper()
+	pub := h.ps.Publisher(h.cfg.DeadLetterTopic)
+	defer pub.Stop()
+	data, _ := json.Marshal(map[string]string{"id": id, "to": to, "body": "Your code is 482913"})
+	attrs := map[string]string{"class": "otp", "reject_reason": "provider: status 400", "original_message_id": "9" + id}
+	if _, err := pub.Publish(context.Background(), &pubsub.Message{Data: data, Attributes: attrs}).Get(context.Background()); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// request sends method path as user (password user+"-pw"; "" none), a
+// same-origin request as a browser sends it, and returns the status and
+// body.
+func (h *harness) request(user, method, path string, form url.Values) (int, string) {
+	h.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, h.srv.URL+path, body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	if user != "" {
+		req.SetBasicAuth(user, user+"-pw")
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, html.UnescapeString(string(b))
+}
+
+// basicAuth is a Basic of users name → role, each password name+"-pw".
+func basicAuth(t *testing.T, roles map[string]string) Auth {
+	t.Helper()
+	var b strings.Builder
+	for name, role := range roles {
+		hash, err := bcrypt.GenerateFromPassword([]byte(name+"-pw"), bcrypt.MinCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(name + " " + role + " " + string(hash) + "\n")
+	}
+	path := filepath.Join(t.TempDir(), "users")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := AuthFromEnv(env{"CONSOLE_AUTH": "basic", "CONSOLE_USERS_FILE": path}.get, "0.0.0.0:8090")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+type env map[string]string
+
+func (e env) get(k string) string { return e[k] }
+
+// TestBasicAuth: nobody reads a page without a user of the file and its
+// password; a user reads with its role.
+func TestBasicAuth(t *testing.T) {
+	h := newHarness(t, basicAuth(t, map[string]string{"vic": "viewer"}), Lists{})
+	req, _ := http.NewRequest("GET", h.srv.URL+"/config", nil)
+	resp, err := h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Basic ") {
+		t.Errorf("no credentials: %d %q, want 401 and a Basic challenge", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	for _, bad := range []*url.Userinfo{url.UserPassword("vic", "wrong"), url.UserPassword("eve", "eve-pw"), url.UserPassword("vic", "")} {
+		req, _ := http.NewRequest("GET", h.srv.URL+"/config", nil)
+		p, _ := bad.Password()
+		req.SetBasicAuth(bad.Username(), p)
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Errorf("%s: %d, want 401", bad, resp.StatusCode)
+		}
+	}
+	code, body := h.request("vic", "GET", "/config", nil)
+	if code != 200 || !strings.Contains(body, "vic (viewer)") || !strings.Contains(body, "sms-otp") {
+		t.Errorf("vic's /config: %d\n%s", code, body)
+	}
+	if strings.Contains(body, "redis://") {
+		t.Errorf("/config shows the Redis URL:\n%s", body)
+	}
+}
+
+// TestRolesMaskingAndAudit: a viewer sees numbers masked and is refused
+// every write (403, audited); support reads one dead letter's number
+// (audited); an operator's dry run changes nothing and is audited.
+func TestRolesMaskingAndAudit(t *testing.T) {
+	h := newHarness(t, basicAuth(t, map[string]string{"vic": "viewer", "sue": "support", "olga": "operator"}), Lists{})
+	const number = "+819012345678"
+	h.deadLetter("login-1", number)
+
+	code, body := h.request("vic", "GET", "/deadletters", nil)
+	if code != 200 || !strings.Contains(body, "login-1") || !strings.Contains(body, "5678") {
+		t.Fatalf("vic's dead letters: %d\n%s", code, body)
+	}
+	if strings.Contains(body, "9012345678") || strings.Contains(body, "482913") || strings.Contains(body, "Show number") {
+		t.Errorf("a viewer's dead letters show the number, the body or Show number:\n%s", body)
+	}
+	letter := between(body, `name="id" value="`, `"`)
+	for _, w := range []struct{ path, action string }{
+		{"/deadletters/replay", "dry_run"}, {"/deadletters/number", "reveal_number"}, {"/lists/optouts/add", "optouts.add"},
+	} {
+		form := url.Values{"mode": {"selected"}, "id": {letter}, "dry_run": {"1"}, "message_id": {letter}, "key": {number}}
+		if code, body := h.request("vic", "POST", w.path, form); code != 403 || !strings.Contains(body, "Forbidden") {
+			t.Errorf("vic's POST %s: %d, want 403\n%s", w.path, code, body)
+		}
+		if a := last(h.log.audits(t)); a["user"] != "vic" || a["action"] != w.action || a["outcome"] != "forbidden" {
+			t.Errorf("vic's POST %s: audit %v", w.path, a)
+		}
+	}
+
+	code, body = h.request("sue", "POST", "/deadletters/number", url.Values{"message_id": {letter}})
+	if code != 200 || !strings.Contains(body, number) {
+		t.Errorf("sue's number of %s: %d\n%s", letter, code, body)
+	}
+	if a := last(h.log.audits(t)); a["user"] != "sue" || a["role"] != "support" || a["action"] != "reveal_number" || a["target"] != letter || a["outcome"] != "ok" {
+		t.Errorf("sue's number: audit %v", a)
+	}
+	if code, _ := h.request("sue", "POST", "/deadletters/replay", url.Values{"mode": {"all"}, "dry_run": {"1"}}); code != 403 {
+		t.Errorf("sue's replay: %d, want 403", code)
+	}
+
+	code, body = h.request("olga", "POST", "/deadletters/replay", url.Values{"mode": {"all"}, "dry_run": {"1"}})
+	if code != 200 || !strings.Contains(body, "dry run, nothing changed: would replay 1") || !strings.Contains(body, "Replay these now") {
+		t.Errorf("olga's dry run: %d\n%s", code, body)
+	}
+	if a := last(h.log.audits(t)); a["user"] != "olga" || a["action"] != "dry_run" || a["target"] != "all" || a["outcome"] != "ok" || !strings.Contains(a["detail"], "would replay 1") {
+		t.Errorf("olga's dry run: audit %v", a)
+	}
+	if code, body := h.request("olga", "GET", "/deadletters", nil); !strings.Contains(body, "login-1") {
+		t.Errorf("after the dry run, the dead letter is gone: %d\n%s", code, body)
+	}
+}
+
+// TestCrossOriginWritesAreRefused: a write another site's page makes the
+// browser send is refused before any role is looked at.
+func TestCrossOriginWritesAreRefused(t *testing.T) {
+	h := newHarness(t, basicAuth(t, map[string]string{"olga": "operator"}), Lists{})
+	for _, hdr := range []map[string]string{{"Sec-Fetch-Site": "cross-site"}, {"Origin": "https://evil.example"}} {
+		req, _ := http.NewRequest("POST", h.srv.URL+"/deadletters/replay", strings.NewReader("mode=all"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.SetBasicAuth("olga", "olga-pw")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 403 {
+			t.Errorf("POST with %v: %d, want 403", hdr, resp.StatusCode)
+		}
+		if a := last(h.log.audits(t)); a["action"] != "cross_origin" || a["outcome"] != "forbidden" {
+			t.Errorf("POST with %v: audit %v", hdr, a)
+		}
+	}
+	// The same request from the console's own page goes on (400: it
+	// selects nothing).
+	if code, _ := h.request("olga", "POST", "/deadletters/replay", url.Values{"mode": {"selected"}}); code != 400 {
+		t.Errorf("same-origin POST selecting nothing: %d, want 400", code)
+	}
+}
+
+// fakeList is a List as a feature would provide it.
+type fakeList struct {
+	mu   sync.Mutex
+	rows [][]string
+	acts []string
+}
+
+func (f *fakeList) Columns() []string { return []string{"number", "since"} }
+func (f *fakeList) Actions() []string { return []string{"add", "remove"} }
+func (f *fakeList) Search(_ context.Context, q string, limit int) ([][]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out [][]string
+	for _, r := range f.rows {
+		if strings.Contains(r[0], q) && len(out) < limit {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+func (f *fakeList) Act(_ context.Context, action, key string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acts = append(f.acts, action+" "+key)
+	return nil
+}
+
+// TestLists: a list not wired in says so; a wired one is searched, and an
+// operator's action reaches it, audited.
+func TestLists(t *testing.T) {
+	optouts := &fakeList{rows: [][]string{{"+*******1234", "2026-01-01"}, {"+*******9876", "2026-02-01"}}}
+	h := newHarness(t, basicAuth(t, map[string]string{"olga": "operator"}), Lists{OptOuts: optouts})
+	code, body := h.request("olga", "GET", "/lists?optouts=1234", nil)
+	if code != 200 || strings.Count(body, "Not configured in this version") != 2 || !strings.Contains(body, "+*******1234") || strings.Contains(body, "9876") {
+		t.Errorf("/lists: %d\n%s", code, body)
+	}
+	if code, _ := h.request("olga", "POST", "/lists/optouts/remove", url.Values{"key": {"+*******1234"}}); code != 200 {
+		t.Errorf("remove: %d (after the redirect), want 200", code)
+	}
+	if len(optouts.acts) != 1 || optouts.acts[0] != "remove +*******1234" {
+		t.Errorf("the list was told %v", optouts.acts)
+	}
+	if a := last(h.log.audits(t)); a["action"] != "optouts.remove" || a["outcome"] != "ok" {
+		t.Errorf("remove: audit %v", a)
+	}
+	if code, _ := h.request("olga", "POST", "/lists/blocks/unblock", url.Values{"key": {"x"}}); code != 404 {
+		t.Errorf("an action on a list not configured: %d, want 404", code)
+	}
+}
+
+func last(audits []map[string]string) map[string]string {
+	if len(audits) == 0 {
+		return nil
+	}
+	return audits[len(audits)-1]
+}
+
+// between is the text of s between the first from and the to after it.
+func between(s, from, to string) string {
+	_, after, _ := strings.Cut(s, from)
+	v, _, _ := strings.Cut(after, to)
+	return v
+}

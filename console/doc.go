@@ -1,0 +1,23 @@
+// Package console is the dispatcher's web console (docs/console.md): an
+// http.Handler (NewHandler) serving, each at a stable URL, the accounts
+// live with the last hour's chart (/), a message's story (/message), the
+// dead letters and their replay (/deadletters), the lists of the features
+// wired in (/lists) and the configuration in force (/config). `dispatcher
+// console` serves it; a Go program may mount it.
+//
+// Invariants: it reads and acts only through the code the dispatcher's
+// commands use (internal/operator, status, deadletter), so a page shows
+// what `status`, `message` and `deadletters list` print and a replay does
+// what `deadletters replay` does, dry run first. Every request has a user
+// (an Auth: Local only on loopback, Basic, IAP), every write is a POST
+// refused when cross-origin and when the user's role is below the action's,
+// and every action and refusal is an `audit` log line and a count. A
+// number shows masked to its last four digits (provider.MaskNumber, through
+// deadletter.Letter.MaskedTo) except on /deadletters/number, to support and
+// operators, one dead letter at a time. Templates, style and script are
+// embedded; nothing is fetched from elsewhere.
+//
+// Files: console.go (the handler, its options, rendering, audit), auth.go
+// (users, roles, Local, Basic, IAP, the settings), pages.go (each page),
+// history.go (the chart's history and drawing), templates/ and assets/.
+package console

@@ -1,0 +1,193 @@
+package console
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"smsdispatcher/status"
+)
+
+// The chart: at most the last hour, at least the last chartMinSpan (the
+// span the history holds, so that the first minutes are not a sliver), in
+// chartBuckets buckets.
+const (
+	chartSpan    = time.Hour
+	chartMinSpan = 2 * time.Minute
+	chartBuckets = 120
+	chartWidth   = 720
+	chartHeight  = 180
+)
+
+// history is what the overview's chart draws: the units sent each second
+// per class (every account's summed), and at each reading the delivered
+// ratio per class and the accounts in a 429's penalty. It is filled from
+// the reports the console reads: each report holds the last 60 s second
+// by second, so the chart has no gap as long as someone looked at it once
+// a minute; before the console started, or while nobody looked, it has
+// none.
+type history struct {
+	mu        sync.Mutex
+	sent      map[int64]map[string]int     // unix second -> class -> units
+	delivered map[int64]map[string]float64 // unix second of a reading -> class -> ratio
+	throttled map[int64]int                // unix second of a reading -> accounts in a 429 penalty
+	readings  int
+}
+
+func newHistory() *history {
+	return &history{sent: map[int64]map[string]int{}, delivered: map[int64]map[string]float64{}, throttled: map[int64]int{}}
+}
+
+// add takes in one report.
+func (h *history) add(rep status.Report) {
+	// The report's seconds end with the whole second before its time.
+	last := rep.Time.Truncate(time.Second).Add(-time.Second).Unix()
+	sent := map[int64]map[string]int{}
+	finals, delivered := map[string]int64{}, map[string]int64{}
+	throttled := 0
+	for _, a := range rep.Accounts {
+		for class, s := range a.Sent {
+			for i, n := range s.PerSecond {
+				sec := last - int64(len(s.PerSecond)-1-i)
+				if sent[sec] == nil {
+					sent[sec] = map[string]int{}
+				}
+				sent[sec][class] += n
+			}
+		}
+		for class, d := range a.Delivery {
+			finals[class] += d.Finals
+			delivered[class] += d.Delivered
+		}
+		if a.Penalty != nil && a.Penalty.Reason == "429" {
+			throttled++
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.readings++
+	// A later reading of a second is at least as complete as an earlier.
+	for sec, byClass := range sent {
+		h.sent[sec] = byClass
+	}
+	ratios := map[string]float64{}
+	for class, f := range finals {
+		if f > 0 {
+			ratios[class] = float64(delivered[class]) / float64(f)
+		}
+	}
+	now := rep.Time.Unix()
+	h.delivered[now], h.throttled[now] = ratios, throttled
+	cut := rep.Time.Add(-chartSpan).Unix()
+	for sec := range h.sent {
+		if sec < cut {
+			delete(h.sent, sec)
+		}
+	}
+	for sec := range h.delivered {
+		if sec < cut {
+			delete(h.delivered, sec)
+			delete(h.throttled, sec)
+		}
+	}
+}
+
+// chartView is the chart as the template draws it.
+type chartView struct {
+	Width, Height int
+	Readings      int
+	Series        []series
+	ContractY     int     // the contract line's height
+	Contract      float64 // units per second, every account's
+	MaxRPS        float64 // the top of the scale
+	Throttled     []int   // x of the buckets with an account in a 429's penalty
+	Last60s       []classCount
+	Updated       time.Time
+	SpanMinutes   int // the span drawn
+	BucketSeconds int
+}
+
+type series struct {
+	Class     string
+	Color     string
+	Sent      string // the polyline's points: units per second
+	Delivered string // the delivered ratio's points, on a 0-100 % scale
+	Ratio     string // the last delivered ratio, "" none
+}
+
+type classCount struct {
+	Class string
+	Units int
+}
+
+// palette colours the classes in their order.
+var palette = []string{"#d1495b", "#2e86ab", "#66a182", "#edae49", "#8e6c8a"}
+
+// view draws the last hour up to now for classes, against contract
+// units per second.
+func (h *history) view(now time.Time, classes []string, contract float64) chartView {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	end := now.Truncate(time.Second).Unix()
+	oldest := end
+	for sec := range h.sent {
+		oldest = min(oldest, sec)
+	}
+	span := min(max(time.Duration(end-oldest)*time.Second, chartMinSpan), chartSpan)
+	buckets := chartBuckets
+	per := int64(span/time.Second) / int64(buckets)
+	start := end - int64(buckets)*per
+	v := chartView{Width: chartWidth, Height: chartHeight, Readings: h.readings, Contract: contract, Updated: now.UTC(),
+		SpanMinutes: int(span / time.Minute), BucketSeconds: int(per)}
+	rates := make([][]float64, len(classes))
+	for ci, class := range classes {
+		rates[ci] = make([]float64, buckets)
+		for b := range buckets {
+			sum := 0
+			for sec := start + int64(b)*per; sec < start+int64(b+1)*per; sec++ {
+				sum += h.sent[sec][class]
+			}
+			rates[ci][b] = float64(sum) / float64(per)
+			v.MaxRPS = max(v.MaxRPS, rates[ci][b])
+		}
+		n := 0
+		for sec := end - 60; sec < end; sec++ {
+			n += h.sent[sec][class]
+		}
+		v.Last60s = append(v.Last60s, classCount{class, n})
+	}
+	v.MaxRPS = max(v.MaxRPS, contract, 1) * 1.1
+	y := func(rps float64) int { return chartHeight - int(rps/v.MaxRPS*chartHeight) }
+	x := func(b int) int { return b * chartWidth / buckets }
+	v.ContractY = y(contract)
+	readings := slices.Sorted(func(yield func(int64) bool) {
+		for sec := range h.delivered {
+			if sec >= start && !yield(sec) {
+				return
+			}
+		}
+	})
+	for ci, class := range classes {
+		var sent, deliv strings.Builder
+		for b, r := range rates[ci] {
+			fmt.Fprintf(&sent, "%d,%d ", x(b), y(r))
+		}
+		s := series{Class: class, Color: palette[ci%len(palette)], Sent: sent.String()}
+		for _, sec := range readings {
+			if r, ok := h.delivered[sec][class]; ok {
+				fmt.Fprintf(&deliv, "%d,%d ", x(int((sec-start)/per)), chartHeight-int(r*chartHeight))
+				s.Ratio = fmt.Sprintf("%.1f %%", r*100)
+			}
+		}
+		s.Delivered = deliv.String()
+		v.Series = append(v.Series, s)
+	}
+	for _, sec := range readings {
+		if h.throttled[sec] > 0 {
+			v.Throttled = append(v.Throttled, x(int((sec-start)/per)))
+		}
+	}
+	return v
+}

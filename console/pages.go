@@ -1,0 +1,407 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"smsdispatcher/admission"
+	"smsdispatcher/deadletter"
+	"smsdispatcher/dispatch"
+	"smsdispatcher/internal/operator"
+	"smsdispatcher/status"
+)
+
+// report reads every account's state now, and adds it to the chart.
+func (h *Handler) report(ctx context.Context) (status.Report, error) {
+	rep, err := status.Read(ctx, status.Redis{Client: h.o.Redis, Timeout: h.o.Timeout}, h.setups, h.routing, time.Now())
+	if err == nil {
+		h.chart.add(rep)
+	}
+	return rep, err
+}
+
+// classNames are the configured classes' names, in priority order.
+func (h *Handler) classNames() []string {
+	var names []string
+	for _, c := range h.o.Settings.ClassList() {
+		names = append(names, c.Name.String())
+	}
+	return names
+}
+
+// overview is page 1: every account, the chart, the processes.
+func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
+	rep, err := h.report(r.Context())
+	if err != nil {
+		h.fail(w, r, "reading the accounts' state in Redis", err)
+		return
+	}
+	h.render(w, r, "overview", map[string]any{"Report": rep, "Classes": h.classNames(), "Chart": h.chartOf(rep)})
+}
+
+// chartFragment is the chart alone, which the overview's script fetches
+// every few seconds.
+func (h *Handler) chartFragment(w http.ResponseWriter, r *http.Request) {
+	rep, err := h.report(r.Context())
+	if err != nil {
+		h.logger.Warn("console: chart", "err", err)
+		http.Error(w, "reading Redis failed", http.StatusBadGateway)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := h.pages["overview"].ExecuteTemplate(w, "chart", h.chartOf(rep)); err != nil {
+		h.logger.Warn("console: render chart", "err", err)
+	}
+}
+
+// chartOf is the chart up to rep, against every account's contract.
+func (h *Handler) chartOf(rep status.Report) chartView {
+	contract := 0.0
+	for _, a := range rep.Accounts {
+		contract += a.ContractRPS
+	}
+	return h.chart.view(rep.Time, h.classNames(), contract)
+}
+
+// event is one line of a message's timeline.
+type event struct {
+	At   string // RFC 3339, "" when the record keeps no time
+	What string
+}
+
+// storyView is one account's story of a message, as a timeline.
+type storyView struct {
+	status.MessageStory
+	Events []event
+}
+
+// timeline is s's events in order.
+func timeline(s status.MessageStory) []event {
+	record := s.Record
+	if record == "" {
+		record = "no send-once record"
+	}
+	as := ""
+	if s.Resend {
+		as = " (as a resend)"
+	}
+	ev := []event{{"", fmt.Sprintf("admitted on %s: %s, %d attempt(s)%s", s.Account, record, s.Attempts, as)}}
+	if s.SentAt != "" || len(s.ProviderIDs) > 0 {
+		ev = append(ev, event{s.SentAt, "sent, provider id(s) " + strings.Join(s.ProviderIDs, ", ")})
+	}
+	if s.Status != "" {
+		what := "receipt: " + s.Status
+		if s.ErrorCode != "" {
+			what += ", error " + s.ErrorCode
+		}
+		ev = append(ev, event{s.StatusAt, what})
+	} else {
+		ev = append(ev, event{"", "no receipt yet"})
+	}
+	for _, id := range slices.Sorted(func(yield func(string) bool) {
+		for id := range s.Parts {
+			if !yield(id) {
+				return
+			}
+		}
+	}) {
+		if len(s.Parts) > 1 {
+			ev = append(ev, event{"", "part " + id + ": " + s.Parts[id]})
+		}
+	}
+	if s.Resent {
+		ev = append(ev, event{"", "resent once through the next account"})
+	}
+	if s.Owed {
+		ev = append(ev, event{"", "status event owed: not yet published"})
+	}
+	return ev
+}
+
+// message is page 2: a message's story by its id.
+func (h *Handler) message(w http.ResponseWriter, r *http.Request) {
+	id := strings.TrimSpace(r.URL.Query().Get("id"))
+	data := map[string]any{"ID": id}
+	if id != "" {
+		m, err := status.ReadMessage(r.Context(), h.setups, id)
+		if err != nil {
+			h.fail(w, r, "reading the message's story in Redis", err)
+			return
+		}
+		var stories []storyView
+		for _, s := range m.Accounts {
+			stories = append(stories, storyView{s, timeline(s)})
+		}
+		data["Searched"], data["Stories"] = true, stories
+	}
+	h.render(w, r, "message", data)
+}
+
+// filterOf is the dead-letter selection of r's reason, class and since.
+func filterOf(r *http.Request) (deadletter.Filter, error) {
+	f := deadletter.Filter{Reason: r.FormValue("reason"), Class: r.FormValue("class")}
+	if s := r.FormValue("since"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return f, fmt.Errorf("since %q: want a duration such as 1h", s)
+		}
+		f.Since = d
+	}
+	return f, nil
+}
+
+// letterView is a dead letter as its row shows it: the number masked.
+type letterView struct {
+	MessageID, ID, Class, Reason, To, Published string
+	Replays                                     int
+}
+
+// deadLetterLimit bounds the dead letters a page lists.
+const deadLetterLimit = 500
+
+// replayBound is how long a replay's answer may take: its reading and a
+// republish and an ack per letter.
+const replayBound = 10 * time.Minute
+
+// deadLetters is page 3: the dead letters with filters, and the replay's
+// forms (each a dry run first).
+func (h *Handler) deadLetters(w http.ResponseWriter, r *http.Request) {
+	f, err := filterOf(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	ls, err := deadletter.List(r.Context(), h.o.PubSub, operator.Inspect(h.o.Settings, h.o.DeadLetterWait, deadLetterLimit), f)
+	if err != nil {
+		h.fail(w, r, "reading the dead letters", err)
+		return
+	}
+	var rows []letterView
+	for _, l := range ls.Letters {
+		rows = append(rows, letterView{MessageID: l.MessageID, ID: l.ID, Class: l.Class, Reason: l.Reason, To: l.MaskedTo(),
+			Published: l.Published.Format(time.RFC3339), Replays: l.Replays})
+	}
+	h.render(w, r, "deadletters", map[string]any{"Letters": rows, "Read": ls.Read, "Limited": ls.Limited,
+		"Reason": f.Reason, "Class": f.Class, "Since": r.FormValue("since"), "Classes": h.classNames()})
+}
+
+// selection is a replay's selection as its form gives it: the checked
+// letters, a reason or all, within the filters' class and since.
+type selection struct {
+	Mode   string // selected, reason or all
+	IDs    []string
+	Reason string
+	Class  string
+	Since  string
+}
+
+func (s selection) String() string {
+	var b strings.Builder
+	switch s.Mode {
+	case "selected":
+		b.WriteString("ids=" + strings.Join(s.IDs, ","))
+	case "reason":
+		b.WriteString("reason=" + s.Reason)
+	default:
+		b.WriteString("all")
+	}
+	if s.Class != "" {
+		b.WriteString(" class=" + s.Class)
+	}
+	if s.Since != "" {
+		b.WriteString(" since=" + s.Since)
+	}
+	return b.String()
+}
+
+// replay dry-runs or replays a selection; the dry run's page offers the
+// replay of the same selection.
+func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
+	dry := r.FormValue("dry_run") == "1"
+	action := "replay"
+	if dry {
+		action = "dry_run"
+	}
+	sel := selection{Mode: r.FormValue("mode"), IDs: r.Form["id"], Reason: r.FormValue("reason"), Class: r.FormValue("class"), Since: r.FormValue("since")}
+	if !h.allowed(w, r, Operator, action, sel.String()) {
+		return
+	}
+	f, err := filterOf(r)
+	switch {
+	case err != nil:
+	case sel.Mode == "selected" && len(sel.IDs) == 0:
+		err = fmt.Errorf("no dead letter selected")
+	case sel.Mode == "reason" && sel.Reason == "":
+		err = fmt.Errorf("no reason given")
+	case sel.Mode != "selected" && sel.Mode != "reason" && sel.Mode != "all":
+		err = fmt.Errorf("mode %q: want selected, reason or all", sel.Mode)
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	// The listing's class and since always select; the reason only by
+	// reason, the ids only when selected.
+	switch sel.Mode {
+	case "selected":
+		f.IDs, f.Reason = sel.IDs, ""
+	case "all":
+		f.Reason = ""
+	}
+	// A replay of many letters outlasts the server's write timeout.
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(replayBound))
+	opts := operator.Replay(h.o.Redis, h.o.Settings, h.routing, h.o.Timeout, h.logger)
+	opts.Inspect, opts.Filter = operator.Inspect(h.o.Settings, h.o.DeadLetterWait, 0), f
+	opts.MaxReplays, opts.DryRun = 3, dry
+	var results []deadletter.Result
+	sum, err := deadletter.Replay(r.Context(), h.o.PubSub, opts, func(res deadletter.Result) { results = append(results, res) })
+	outcome := "ok"
+	if err != nil || sum.Failed > 0 {
+		outcome = "error"
+	}
+	h.auditDetail(r.Context(), userOf(r), action, sel.String(), outcome, sum.String())
+	if err != nil {
+		h.fail(w, r, "replaying the dead letters", err)
+		return
+	}
+	h.render(w, r, "replay", map[string]any{"Results": results, "Summary": sum.String(), "DryRun": dry, "Sel": sel, "Replayable": sum.Replayed > 0})
+}
+
+// number shows one dead letter's whole number to a support user.
+func (h *Handler) number(w http.ResponseWriter, r *http.Request) {
+	id := r.FormValue("message_id")
+	if !h.allowed(w, r, Support, "reveal_number", id) {
+		return
+	}
+	if id == "" {
+		http.Error(w, "no message_id", http.StatusBadRequest)
+		return
+	}
+	ls, err := deadletter.List(r.Context(), h.o.PubSub, operator.Inspect(h.o.Settings, h.o.DeadLetterWait, deadLetterLimit), deadletter.Filter{IDs: []string{id}})
+	if err != nil {
+		h.fail(w, r, "reading the dead letters", err)
+		return
+	}
+	data, outcome := map[string]any{"MessageID": id}, "not_found"
+	for _, l := range ls.Letters {
+		if m, _ := dispatch.Decode(l.Data, l.MessageID); l.MessageID == id && m.To != "" {
+			data["ID"], data["To"], outcome = l.ID, m.To, "ok"
+		}
+	}
+	h.audit(r.Context(), userOf(r), "reveal_number", id, outcome)
+	h.render(w, r, "number", data)
+}
+
+// listView is one list of page 4.
+type listView struct {
+	Name, Title string
+	Configured  bool
+	Columns     []string
+	Rows        [][]string
+	Actions     []string
+	Query       string
+	Err         string
+}
+
+// namedList is a List with its URL name and title.
+type namedList struct {
+	name, title string
+	list        List
+}
+
+// listsOf are page 4's lists, by their URL name.
+func (h *Handler) listsOf() []namedList {
+	return []namedList{
+		{"optouts", "Opt-outs", h.o.Lists.OptOuts},
+		{"deferred", "Deferred messages", h.o.Lists.Deferred},
+		{"blocks", "Guard blocks", h.o.Lists.Blocks},
+	}
+}
+
+// listRows bounds the rows each list shows.
+const listRows = 200
+
+// lists is page 4: opt-outs, deferred messages and guard blocks, each
+// searchable, or said not configured.
+func (h *Handler) lists(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var views []listView
+	for _, l := range h.listsOf() {
+		v := listView{Name: l.name, Title: l.title, Configured: l.list != nil, Query: q.Get(l.name)}
+		if l.list != nil {
+			v.Columns, v.Actions = l.list.Columns(), l.list.Actions()
+			rows, err := l.list.Search(r.Context(), v.Query, listRows)
+			if err != nil {
+				v.Err = err.Error()
+			}
+			v.Rows = rows
+		}
+		views = append(views, v)
+	}
+	h.render(w, r, "lists", views)
+}
+
+// listAction applies an operator's action to a list's row.
+func (h *Handler) listAction(w http.ResponseWriter, r *http.Request) {
+	name, action, key := r.PathValue("list"), r.PathValue("action"), r.FormValue("key")
+	if !h.allowed(w, r, Operator, name+"."+action, key) {
+		return
+	}
+	lists := h.listsOf()
+	i := slices.IndexFunc(lists, func(l namedList) bool { return l.name == name })
+	if i < 0 || lists[i].list == nil || !slices.Contains(lists[i].list.Actions(), action) {
+		http.Error(w, "no such list or action", http.StatusNotFound)
+		return
+	}
+	err := lists[i].list.Act(r.Context(), action, key)
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	h.audit(r.Context(), userOf(r), name+"."+action, key, outcome)
+	if err != nil {
+		h.fail(w, r, action, err)
+		return
+	}
+	http.Redirect(w, r, h.o.Path+"/lists", http.StatusSeeOther)
+}
+
+// accountConfig is an account's configuration as page 5 shows it: the
+// fields named here and no other, so that no secret (tokens, keys, their
+// files) can show.
+type accountConfig struct {
+	Name, Provider, RateUnit             string
+	Classes                              []admission.Class
+	ContractRPS, TargetRPS, MarketingRPS float64
+	ClassRPS                             map[admission.Class]float64
+	Burst, MaxInFlight, MaxSegments      int
+	MinDeliveredRatio                    float64
+	InForceRPS                           float64
+	Override                             *status.Override
+}
+
+// configuration is page 5: the classes, accounts, routes and limits in
+// force.
+func (h *Handler) configuration(w http.ResponseWriter, r *http.Request) {
+	rep, err := h.report(r.Context())
+	if err != nil {
+		h.fail(w, r, "reading the accounts' state in Redis", err)
+		return
+	}
+	var accounts []accountConfig
+	for i, a := range h.routing.Accounts {
+		c := accountConfig{Name: a.Name, Provider: a.Provider, RateUnit: a.RateUnit, Classes: a.Classes,
+			ContractRPS: a.ContractRPS, TargetRPS: a.TargetRPS, MarketingRPS: a.MarketingRPS, ClassRPS: a.ClassRPS,
+			Burst: a.Burst, MaxInFlight: a.MaxInFlight, MaxSegments: a.MaxSegments, MinDeliveredRatio: a.MinDeliveredRatio}
+		if i < len(rep.Accounts) {
+			c.InForceRPS, c.Override = rep.Accounts[i].InForceRPS, rep.Accounts[i].Override
+		}
+		accounts = append(accounts, c)
+	}
+	h.render(w, r, "config", map[string]any{"Classes": h.o.Settings.ClassList(), "Accounts": accounts, "Route": rep.Route, "Routes": rep.Routes})
+}
