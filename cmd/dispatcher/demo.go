@@ -31,6 +31,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&o.Fail5xx, "fail-5xx", 0, "make the provider answer 503 for this long at the start, so that messages are re-sent")
 	fs.IntVar(&o.CampaignSegments, "campaign-segments", 1, "segments of each campaign body (GSM-7); with --rate-unit segment the limiter counts them")
 	fs.IntVar(&o.Classes, "classes", 2, fmt.Sprintf("classes: 2 (otp, marketing) or 3 (otp, transactional at %g/s, marketing; a report line per class)", demo.DefaultTransactionalRate))
+	fs.BoolVar(&o.QuietHours, "quiet-hours", false, "give marketing send windows: a third of the campaign (French numbers) is deferred until France's window opens a minute or so after the start, then released and sent")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
