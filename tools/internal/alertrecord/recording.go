@@ -40,6 +40,8 @@ var recordFamilies = map[string][]string{
 	"sms_configured_rate":                  nil,
 	"sms_receipts_total":                   nil,
 	"sms_receipts_enabled":                 nil,
+	"sms_deferred":                         nil,
+	"sms_deferred_overdue":                 nil,
 	"sms_otp_latency_seconds":              {"bucket"},
 	"http_client_request_duration_seconds": {"count"},
 }
