@@ -135,6 +135,16 @@ var alertMutants = []alertMutant{
 		"              or\n              0 * sum by (sms_account, sms_class) (rate(sms_receipts_total{outcome=\"ok\",status=~\"delivered|undelivered|failed|expired|rejected\"}[10m]))\n", ""},
 	{"recording rule: the delivered ratio counts intermediate receipts", "recording-rules",
 		"            /\n            sum by (sms_class) (rate(sms_receipts_total{outcome=\"ok\",status=~\"delivered|undelivered|failed|expired|rejected\"}[10m]))", "            /\n            sum by (sms_class) (rate(sms_receipts_total{outcome=\"ok\"}[10m]))"},
+	{"deferred stuck: never fires", "SMSDeferredStuck",
+		"max by (sms_class) (sms_deferred_overdue) > 0", "max by (sms_class) (sms_deferred_overdue) > 100000"},
+	{"deferred stuck: every deferred message counts, due or not", "SMSDeferredStuck",
+		"max by (sms_class) (sms_deferred_overdue) > 0", "max by (sms_class) (sms_deferred) > 0"},
+	{"deferred stuck: not per class", "SMSDeferredStuck",
+		"max by (sms_class) (sms_deferred_overdue) > 0", "max(sms_deferred_overdue) > 0"},
+	{"deferred stuck: for 30s", "SMSDeferredStuck",
+		"(sms_deferred_overdue) > 0\n          for: 1m", "(sms_deferred_overdue) > 0\n          for: 30s"},
+	{"deferred stuck: for 1m30s", "SMSDeferredStuck",
+		"(sms_deferred_overdue) > 0\n          for: 1m", "(sms_deferred_overdue) > 0\n          for: 1m30s"},
 }
 
 // TestAlertMutantsAreCaught runs promtool's rule tests on each mutant of

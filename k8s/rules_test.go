@@ -97,7 +97,9 @@ func scrape(t *testing.T) map[string]*family {
 		return telemetry.State{PenaltyActive: true, BudgetTokens: 7.5, OTPWaiting: 3, ContractRPS: 100, TargetRPS: 90, MarketingRPS: 70, Receipts: true,
 			Waiting:     map[admission.Class]int{admission.OTP: 3, transactional: 1, admission.Marketing: 40},
 			Classes:     []admission.ClassLimit{{Name: admission.OTP, Reserve: 20}, {Name: transactional, RPS: 30}, {Name: admission.Marketing, RPS: 70}},
-			GuardBlocks: map[string]int{"prefix_rate": 1}}
+			GuardBlocks: map[string]int{"prefix_rate": 1},
+			// The deferral's gauges, of a class with send windows.
+			Deferred: map[string]int{"marketing": 40}, Overdue: map[string]int{"marketing": 2}}
 	})
 	// Every status a receipt can leave a message in (provider's 11), every
 	// outcome of its handling, and the resends' reasons (the failures).

@@ -37,6 +37,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&o.CampaignSegments, "campaign-segments", 1, "segments of each campaign body (GSM-7); with --rate-unit segment the limiter counts them")
 	withConsole := fs.Bool("console", false, "serve the console (docs/console.md) over the demo's stack while it runs, on CONSOLE_ADDR (default "+defaultConsoleAddr+"); its reads count in Redis's figures")
 	fs.IntVar(&o.Classes, "classes", 2, fmt.Sprintf("classes: 2 (otp, marketing) or 3 (otp, transactional at %g/s, marketing; a report line per class)", demo.DefaultTransactionalRate))
+	fs.BoolVar(&o.QuietHours, "quiet-hours", false, "give marketing send windows: a third of the campaign (French numbers) is deferred until France's window opens a minute or so after the start, then released and sent")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -53,6 +53,10 @@ type Options struct {
 	// run's settings, a Redis client and a Pub/Sub client of the stack;
 	// what it returns stops it when the run ends.
 	Console func(cfg config.Settings, rdb redis.UniversalClient, ps *pubsub.Client) (stop func(), err error)
+	// QuietHours gives marketing send windows that hold a third of the
+	// campaign (French numbers) until France's window opens, a minute or
+	// so after the start (quiet.go).
+	QuietHours bool
 }
 
 // Run runs the pipeline of cfg on the local stack and returns its report.
@@ -61,6 +65,15 @@ func Run(ctx context.Context, cfg config.Settings, o Options) (Report, error) {
 	if o.Classes == 3 {
 		cfg = threeClasses(cfg)
 		o.TransactionalRate = cmp.Or(o.TransactionalRate, DefaultTransactionalRate)
+	}
+	var quiet *QuietHours
+	if o.QuietHours {
+		var q QuietHours
+		var err error
+		if cfg, q, err = quietHours(cfg, time.Now()); err != nil {
+			return Report{}, err
+		}
+		quiet = &q
 	}
 	sim := providertest.Config{Limit: int(cfg.ContractRPS), Window: time.Second, RetryAfter: time.Second}
 	cfg, err := receiptsOn(cfg, &sim)
@@ -152,7 +165,7 @@ func Run(ctx context.Context, cfg config.Settings, o Options) (Report, error) {
 		return Report{}, err
 	}
 	rep := r.report(published)
-	rep.Delivery = delivery
+	rep.Delivery, rep.Quiet = delivery, quiet
 	// Read once every instance has stopped: its last commands count too.
 	if statsErr == nil {
 		var cs redisstats.CommandStats
@@ -278,6 +291,10 @@ func (r *run) report(published []string) Report {
 		rep.Latency[c.Name] = Latency{P50: quantile(s.latency[c.Name], 0.50), P99: quantile(s.latency[c.Name], 0.99)}
 	}
 	rep.OTPWaitP50, rep.OTPWaitP99 = quantile(s.otpWait, 0.50), quantile(s.otpWait, 0.99)
+	rep.Deferred, rep.Released = len(s.deferred), s.released
+	if s.released > 0 {
+		rep.ReleasedFrom, rep.ReleasedUntil = s.firstRelease.Sub(r.start), s.lastRelease.Sub(r.start)
+	}
 	s.mu.Unlock()
 	st := r.stack.Sim.Stats()
 	rep.Throttled = st.Throttled + st.SuspendedAnswers

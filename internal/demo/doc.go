@@ -16,5 +16,6 @@
 // OTPs), stats.go (what the instances' events and Redis clients count),
 // report.go (the Report and its text), stack.go (the settings pointed at
 // the local stack), classes.go (the three classes of --classes 3:
-// otp, transactional, marketing).
+// otp, transactional, marketing), quiet.go (the send windows of
+// --quiet-hours).
 package demo

@@ -38,7 +38,11 @@ func produce(ctx context.Context, ps *pubsub.Client, cfg config.Settings, o Opti
 	// send-once records of an earlier demo would find every id sent.
 	run := strconv.FormatUint(rand.Uint64()%(36*36*36*36), 36)
 	for i := range o.Campaign {
-		publish(mkt, map[string]string{"id": fmt.Sprintf("campaign-%s-%d", run, i), "to": phone(), "body": campaignBody(o.CampaignSegments)})
+		to := phone()
+		if o.QuietHours && i%quietEvery == 0 {
+			to = frenchMobile()
+		}
+		publish(mkt, map[string]string{"id": fmt.Sprintf("campaign-%s-%d", run, i), "to": to, "body": campaignBody(o.CampaignSegments)})
 	}
 
 	var tick, trxTick <-chan time.Time

@@ -48,6 +48,12 @@ type Report struct {
 	// Delivery is what the final receipts said, by class; nil: receipts
 	// off.
 	Delivery map[string]Delivery
+	// Quiet is --quiet-hours's window, nil without it; Deferred the
+	// campaign's messages it deferred, Released those sent after their
+	// release, from ReleasedFrom to ReleasedUntil after the start.
+	Quiet                       *QuietHours
+	Deferred, Released          int
+	ReleasedFrom, ReleasedUntil time.Duration
 }
 
 // Latency is a class's publish→provider quantiles.
@@ -113,6 +119,11 @@ func (r Report) Print(w io.Writer, cfg config.Settings) {
 	fmt.Fprintf(w, "  deliveries per published message %.3f (Pub/Sub, of %d published)\n",
 		float64(r.Deliveries)/float64(max(r.Published, 1)), r.Published)
 	printDelivery(w, r.classList(), r.Delivery)
+	if q := r.Quiet; q != nil {
+		fmt.Fprintf(w, "  quiet hours                      %s numbers' window %s in %s, opened %s UTC\n", q.Prefix, q.Hours, q.Zone, q.Opens.UTC().Format("15:04:05"))
+		fmt.Fprintf(w, "  deferred / released and sent     %d / %d, sent from %v to %v after the start\n",
+			r.Deferred, r.Released, r.ReleasedFrom.Round(100*time.Millisecond), r.ReleasedUntil.Round(100*time.Millisecond))
+	}
 }
 
 // reasons is " (reason n, reason n...)" of counts, its reasons sorted; ""

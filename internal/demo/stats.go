@@ -30,11 +30,16 @@ type stats struct {
 	first    map[admission.Class]time.Time       // first and last send of each class
 	last     map[admission.Class]time.Time
 	changed  chan struct{} // signalled after each end
+	// With --quiet-hours: the ids deferred, and the sends among them
+	// after their release, first and last.
+	deferred                  map[string]bool
+	released                  int
+	firstRelease, lastRelease time.Time
 }
 
 func newStats() *stats {
 	return &stats{done: map[string]bool{}, nackedBy: map[string]int{}, sent: map[admission.Class]int{}, latency: map[admission.Class][]time.Duration{},
-		first: map[admission.Class]time.Time{}, last: map[admission.Class]time.Time{}, changed: make(chan struct{}, 1)}
+		first: map[admission.Class]time.Time{}, last: map[admission.Class]time.Time{}, changed: make(chan struct{}, 1), deferred: map[string]bool{}}
 }
 
 // Observe counts ev (dispatch.Observer).
@@ -60,6 +65,15 @@ func (s *stats) Observe(ev dispatch.Event) {
 		if ev.Class == admission.OTP {
 			s.otpWait = append(s.otpWait, ev.Admitted.Sub(ev.Received))
 		}
+		if s.deferred[ev.ID] {
+			s.released++
+			if s.firstRelease.IsZero() {
+				s.firstRelease = ev.Finished
+			}
+			s.lastRelease = ev.Finished
+		}
+	case nack.Deferred:
+		s.deferred[ev.ID] = true
 	case nack.Expired:
 		s.expired++
 	}

@@ -134,6 +134,28 @@ func alertRuns() []alertRun {
 				{60 * time.Second, "the dead-letter topic refuses publishes", func(w *runWorld) { w.dlOutage.Store(true) }},
 				{150 * time.Second, "the dead-letter topic accepts publishes again", func(w *runWorld) { w.dlOutage.Store(false) }},
 			}},
+		{name: "deferred-stuck", length: 1080 * time.Second,
+			redisFlags: []string{"--maxmemory-policy", "noeviction"},
+			about:      "marketing capped at 1 message per minute to a number (on_cap: defer) and every message to one number: the first is sent, the next ones deferred until the first's place leaves the minute (due at about 61 s); at 30 s Redis is full (maxmemory set under what it holds, noeviction): it refuses the releasers' claims (OOM), while the reads go on; the deferred messages are overdue (due more than 15 min ago) from about 961 s; at 1020 s the operator gives Redis room again (maxmemory 0): the releasers claim and release them",
+			events: []runEvent{{30 * time.Second, "Redis is full: the operator's CONFIG SET maxmemory 1 (noeviction refuses writes that take memory)", func(w *runWorld) {
+				if err := w.redis.ConfigSet(context.Background(), "maxmemory", "1").Err(); err != nil {
+					panic(err)
+				}
+			}}, {1020 * time.Second, "Redis has room again: the operator's CONFIG SET maxmemory 0", func(w *runWorld) {
+				if err := w.redis.ConfigSet(context.Background(), "maxmemory", "0").Err(); err != nil {
+					panic(err)
+				}
+			}}},
+			accounts: `classes:
+  - name: otp
+  - name: marketing
+    max_per_recipient: {count: 1, per: 1m, on_cap: defer}
+accounts:
+  - name: deferred-stuck
+    provider: generic
+    generic: {url: %q, token_file: %q}
+    classes: [otp, marketing]
+`},
 		{name: "learned-rate", length: 240 * time.Second,
 			sim:   providertest.Config{Limit: 60},
 			about: "the provider allows 60/s where the account's target is 90; the learned limit on (adaptive.enabled), its search step 10 s",
