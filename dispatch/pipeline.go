@@ -75,23 +75,17 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 	if err == nil && len(r) > 0 {
 		ev.Segments, err = d.segments(r[0], msg)
 	}
-	var blocked try
-	if err == nil && len(r) > 0 {
-		// Every path to a provider comes here: a first send, its
-		// overflow, a resend and a replayed dead letter.
-		blocked = d.guardBlocks(ctx, class, msg, r[0])
-	}
 	switch {
 	case err != nil:
 		t = try{outcome: nack.Invalid, err: err}
-	case blocked.blocked != "":
-		t = blocked
 	case len(r) == 0:
 		// A resend whose every account sent it before: the original was
 		// sent, and is done.
 		t = try{outcome: nack.Duplicate, err: errResendNoAccount}
 		d.cfg.Logger.Debug("a resend has no account left on its route; acked unsent", "id", msg.ID, "class", class)
-	case d.stoppedByList(class, msg.To, &t):
+	case d.refused(ctx, class, msg, r[0], &t):
+		// Every path to a provider comes here: a first send, its
+		// overflow, a resend and a replayed dead letter.
 	default:
 		p.id = msg.ID
 		p.flight, t.outcome, t.err = d.join(ctx, class, msg)

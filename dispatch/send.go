@@ -26,14 +26,8 @@ func (d *Dispatcher) sendAdmitted(ctx context.Context, class admission.Class, a 
 		t.outcome = nack.Expired // the slot goes unused: cheaper than a send nobody waits for
 		return t
 	}
-	if source, ok := d.listed(class, m.To); ok {
-		// Put on the list while it waited for its slot.
-		t.outcome, t.suppressed = nack.Suppressed, source
-		return t
-	}
-	if b := d.guardBlocks(ctx, class, m, a); b.blocked != "" {
-		t.outcome, t.err, t.blocked = b.outcome, b.err, b.blocked // the slot goes unused
-		return t
+	if d.refused(ctx, class, m, a, &t) {
+		return t // put on the list or blocked while it waited for its slot: the slot goes unused
 	}
 	var sendErr error
 	version := a.credentialVersion()

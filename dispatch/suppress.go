@@ -25,14 +25,22 @@ func (d *Dispatcher) listed(class admission.Class, number string) (source string
 	return d.deps.Suppressions.Suppressed(number)
 }
 
-// stoppedByList reports whether the list stops a message of class to
-// number, and if so makes t say so: the check before admission.
-func (d *Dispatcher) stoppedByList(class admission.Class, number string, t *try) bool {
-	source, ok := d.listed(class, number)
-	if ok {
-		*t = try{outcome: nack.Suppressed, suppressed: source}
+// refused reports whether m may not go at all, and if so makes t say why:
+// its number is on the suppression list (the recipient's consent comes
+// first), or the pumping guard blocks it (a is the account its status
+// event names). Asked before admission on every path, and again just
+// before the send, since either may change while a message waits for its
+// slot. Both read the process's memory: no Redis call.
+func (d *Dispatcher) refused(ctx context.Context, class admission.Class, m Message, a *account, t *try) bool {
+	if source, ok := d.listed(class, m.To); ok {
+		t.outcome, t.err, t.suppressed = nack.Suppressed, nil, source
+		return true
 	}
-	return ok
+	if b := d.guardBlocks(ctx, class, m, a); b.blocked != "" {
+		t.outcome, t.err, t.blocked = b.outcome, b.err, b.blocked
+		return true
+	}
+	return false
 }
 
 // optedOut puts m's number on the list on the word of a's provider.

@@ -481,11 +481,11 @@ var mutants = []mutant{
 	}, ""},
 	// The suppression list: a number that said STOP is never texted again,
 	// on any account, by any path.
-	{"SL1", "the list not checked before admission: a suppressed message takes a slot", []edit{
-		{"dispatch/pipeline.go", "	case d.stoppedByList(class, msg.To, &t):\n", "	case false && d.stoppedByList(class, msg.To, &t):\n"},
+	{"SL1", "the list and the guard not asked before admission: a suppressed message takes a slot", []edit{
+		{"dispatch/pipeline.go", "	case d.refused(ctx, class, msg, r[0], &t):\n", "	case false && d.refused(ctx, class, msg, r[0], &t):\n"},
 	}, "./dispatch/"},
 	{"SL2", "the list not checked again before the send: a STOP while a message waits for its slot is not honoured", []edit{
-		{"dispatch/send.go", "	if source, ok := d.listed(class, m.To); ok {", "	if source, ok := d.listed(class, m.To); false && ok {"},
+		{"dispatch/send.go", "	if d.refused(ctx, class, m, a, &t) {", "	if false && d.refused(ctx, class, m, a, &t) {"},
 	}, "./dispatch/"},
 	{"SL3", "a 21610 settles the message but puts nothing on the list", []edit{
 		{"dispatch/send.go", "		d.optedOut(ctx, a, m)\n", ""},
@@ -542,8 +542,8 @@ var mutants = []mutant{
 	{"GU1", "the guard lets every country through", []edit{
 		{"guard/rules.go", "if g != nil && !countryAllowed(g, to) {", "if false {"},
 	}, "./dispatch/"},
-	{"GU2", "the guard asked only after admission: a blocked message takes a slot", []edit{
-		{"dispatch/pipeline.go", "		blocked = d.guardBlocks(ctx, class, msg, r[0])\n", ""},
+	{"GU2", "the dispatcher never asks the guard: a blocked message is sent", []edit{
+		{"dispatch/suppress.go", "if b := d.guardBlocks(ctx, class, m, a); b.blocked != \"\" {", "if b := d.guardBlocks(ctx, class, m, a); false && b.blocked != \"\" {"},
 	}, "./dispatch/"},
 	{"GU3", "a range's brake never blocks", []edit{
 		{"guard/sent.lua", "    if n >= pcount then", "    if n > pcount * 1000 then"},
