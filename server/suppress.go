@@ -40,7 +40,10 @@ type suppressions struct {
 	mirror  *suppress.TopicMirror
 	status  *pubsub.Publisher
 	changed func(source, action string) // counts a change; nil: not counted
-	logger  *slog.Logger
+	// keywords are each account's words of the inbound replies; an
+	// account not in it reads the defaults.
+	keywords map[string]suppress.Keywords
+	logger   *slog.Logger
 }
 
 func (s *suppressions) Suppressed(number string) (string, bool) { return s.list.Suppressed(number) }
@@ -70,11 +73,22 @@ func (s *Server) newSuppressions(rdb redis.Cmdable, ps *pubsub.Client) *suppress
 	mirror := &suppress.TopicMirror{Publisher: ps.Publisher(s.cfg.SuppressionsTopic)}
 	store := suppress.NewStore(rdb, "", mirror)
 	l := &suppressions{list: suppress.NewList(store, s.logger), store: store, mirror: mirror, status: s.status, logger: s.logger,
-		inbound: ps.Publisher(s.cfg.InboundTopic)}
+		inbound: ps.Publisher(s.cfg.InboundTopic), keywords: accountKeywords(s.accounts)}
 	if s.opts.Telemetry != nil {
 		l.changed = s.opts.Telemetry.Metrics.SuppressionChange
 	}
 	return l
+}
+
+// accountKeywords are the words of the inbound replies by account: the
+// lists the account sets, the defaults for the others.
+func accountKeywords(accounts []Account) map[string]suppress.Keywords {
+	m := make(map[string]suppress.Keywords, len(accounts))
+	for _, a := range accounts {
+		own := suppress.Keywords{OptOut: a.Setup.OptOutKeywords, OptIn: a.Setup.OptInKeywords, Help: a.Setup.HelpKeywords}
+		m[a.Setup.Name] = own.Or(suppress.DefaultKeywords)
+	}
+	return m
 }
 
 // loadList loads the suppression list before the lanes pull, bounded by
@@ -154,7 +168,11 @@ func (s *suppressions) Inbound(ctx context.Context, account string, in provider.
 }
 
 func (s *suppressions) inboundOnce(ctx context.Context, account string, in provider.Inbound) error {
-	kw := suppress.DefaultKeywords.Keyword(in.Body, in.OptOutType)
+	words, ok := s.keywords[account]
+	if !ok {
+		words = suppress.DefaultKeywords
+	}
+	kw := words.Keyword(in.Body, in.OptOutType)
 	if kw == suppress.KeywordStop || kw == suppress.KeywordStart {
 		if _, err := suppress.Key(in.From); err == nil {
 			e := suppress.Entry{Number: in.From, Source: suppress.SourceInbound, Account: account, Reason: "replied " + strings.ToUpper(kw), At: time.Now()}

@@ -158,4 +158,5 @@ var killers = map[string]string{
 	"SL10": "TestKeyword",
 	"SL11": "TestAnInboundSTOPSuppressesAndASTARTLifts",
 	"SL12": "TestVonageReceiptFields",
+	"SL13": "TestAnAccountsOwnKeywords",
 }

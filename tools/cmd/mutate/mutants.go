@@ -507,4 +507,7 @@ var mutants = []mutant{
 	{"SL12", "a Vonage receipt of an opt-out (err-code 9) suppresses nothing", []edit{
 		{"provider/receipt_vonage.go", "if n := params[\"msisdn\"]; d.ErrorCode == vonageOptedOut &&", "if n := params[\"msisdn\"]; false && d.ErrorCode == vonageOptedOut &&"},
 	}, "./provider/"},
+	{"SL13", "an account's own keywords ignored: ARRET through it says nothing", []edit{
+		{"server/suppress.go", "	words, ok := s.keywords[account]\n", "	words, ok := s.keywords[\"\"]\n"},
+	}, "./server/"},
 }
