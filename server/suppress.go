@@ -40,6 +40,9 @@ type suppressions struct {
 	mirror  *suppress.TopicMirror
 	status  *pubsub.Publisher
 	changed func(source, action string) // counts a change; nil: not counted
+	// counted counts an inbound reply by account, keyword and outcome
+	// (telemetry's Inbound); nil: not counted.
+	counted func(account, keyword, outcome string)
 	// keywords are each account's words of the inbound replies; an
 	// account not in it reads the defaults.
 	keywords map[string]suppress.Keywords
@@ -76,6 +79,7 @@ func (s *Server) newSuppressions(rdb redis.Cmdable, ps *pubsub.Client) *suppress
 		inbound: ps.Publisher(s.cfg.InboundTopic), keywords: accountKeywords(s.accounts)}
 	if s.opts.Telemetry != nil {
 		l.changed = s.opts.Telemetry.Metrics.SuppressionChange
+		l.counted = s.opts.Telemetry.Metrics.Inbound
 	}
 	return l
 }
@@ -154,25 +158,54 @@ type inboundEvent struct {
 // INBOUND_TOPIC, once per provider id (a delivery whose handling failed
 // is forgotten, and the provider's retry handles it again).
 func (s *suppressions) Inbound(ctx context.Context, account string, in provider.Inbound) error {
-	first, err := s.store.FirstInbound(ctx, account, in.ID)
-	if err != nil || !first {
-		return err
+	kw, outcome, err := s.inbound1(ctx, account, in)
+	if s.counted != nil {
+		s.counted(account, kw, outcome)
 	}
-	if err := s.inboundOnce(ctx, account, in); err != nil {
-		if ferr := s.store.ForgetInbound(context.WithoutCancel(ctx), account, in.ID); ferr != nil {
-			return fmt.Errorf("%w; and forgetting it: %v", err, ferr)
-		}
-		return err
-	}
-	return nil
+	return err
 }
 
-func (s *suppressions) inboundOnce(ctx context.Context, account string, in provider.Inbound) error {
+// The outcomes of an inbound reply, sms_inbound_total's outcome.
+const (
+	inboundChanged   = "changed"   // the list changed
+	inboundUnchanged = "unchanged" // no keyword, no change, or a sender that is no E.164 number
+	inboundDuplicate = "duplicate" // a webhook posted again: handled already
+	inboundFailed    = "failed"    // answered 503: the provider posts it again
+)
+
+// inbound1 handles in and says its keyword and outcome.
+func (s *suppressions) inbound1(ctx context.Context, account string, in provider.Inbound) (kw, outcome string, err error) {
+	kw = s.keywordOf(account, in)
+	first, err := s.store.FirstInbound(ctx, account, in.ID)
+	if err != nil {
+		return kw, inboundFailed, err
+	}
+	if !first {
+		return kw, inboundDuplicate, nil
+	}
+	changed, err := s.inboundOnce(ctx, account, kw, in)
+	if err != nil {
+		if ferr := s.store.ForgetInbound(context.WithoutCancel(ctx), account, in.ID); ferr != nil {
+			err = fmt.Errorf("%w; and forgetting it: %v", err, ferr)
+		}
+		return kw, inboundFailed, err
+	}
+	if changed {
+		return kw, inboundChanged, nil
+	}
+	return kw, inboundUnchanged, nil
+}
+
+// keywordOf is what in says by account's words.
+func (s *suppressions) keywordOf(account string, in provider.Inbound) string {
 	words, ok := s.keywords[account]
 	if !ok {
 		words = suppress.DefaultKeywords
 	}
-	kw := words.Keyword(in.Body, in.OptOutType)
+	return words.Keyword(in.Body, in.OptOutType)
+}
+
+func (s *suppressions) inboundOnce(ctx context.Context, account, kw string, in provider.Inbound) (changed bool, err error) {
 	if kw == suppress.KeywordStop || kw == suppress.KeywordStart {
 		if _, err := suppress.Key(in.From); err == nil {
 			e := suppress.Entry{Number: in.From, Source: suppress.SourceInbound, Account: account, Reason: "replied " + strings.ToUpper(kw), At: time.Now()}
@@ -180,9 +213,8 @@ func (s *suppressions) inboundOnce(ctx context.Context, account string, in provi
 			if kw == suppress.KeywordStart {
 				change, action = s.store.Remove, suppress.ActionRemove
 			}
-			changed, err := change(ctx, e)
-			if err != nil {
-				return err
+			if changed, err = change(ctx, e); err != nil {
+				return false, err
 			}
 			e.Action = action
 			s.list.Apply(e)
@@ -190,12 +222,12 @@ func (s *suppressions) inboundOnce(ctx context.Context, account string, in provi
 				s.changed(suppress.SourceInbound, action)
 			}
 			if err := s.mirror.Wait(ctx); err != nil {
-				return err
+				return false, err
 			}
 		}
 	}
 	data, _ := json.Marshal(inboundEvent{ID: in.ID, Account: account, From: in.From, To: in.To, Body: in.Body, Keyword: kw,
 		ReceivedAt: time.Now().UTC().Format(time.RFC3339)}) // strings only: it cannot fail
-	_, err := s.inbound.Publish(ctx, &pubsub.Message{Data: data, Attributes: map[string]string{"account": account, "keyword": kw}}).Get(ctx)
-	return err
+	_, err = s.inbound.Publish(ctx, &pubsub.Message{Data: data, Attributes: map[string]string{"account": account, "keyword": kw}}).Get(ctx)
+	return changed, err
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -43,6 +44,8 @@ func TestAnInboundSTOPSuppressesAndASTARTLifts(t *testing.T) {
 	mirror := &suppress.TopicMirror{Publisher: client.Publisher("sms-suppressions")}
 	store := suppress.NewStore(rdb, names, mirror)
 	s := &suppressions{list: suppress.NewList(store, nil), store: store, mirror: mirror, inbound: client.Publisher("sms-inbound"), logger: slog.New(slog.DiscardHandler)}
+	var counted []string // sms_inbound_total's increments
+	s.counted = func(account, keyword, outcome string) { counted = append(counted, account+" "+keyword+" "+outcome) }
 	t.Cleanup(func() {
 		mirror.Publisher.Stop()
 		s.inbound.Stop()
@@ -70,6 +73,9 @@ func TestAnInboundSTOPSuppressesAndASTARTLifts(t *testing.T) {
 	}
 	if _, ok, err := store.Get(ctx, from); err != nil || ok {
 		t.Fatalf("after START through another account: on the list %v, %v", ok, err)
+	}
+	if want := []string{"otp stop changed", "otp stop duplicate", "otp none unchanged", "bulk start changed"}; !slices.Equal(counted, want) {
+		t.Errorf("sms_inbound_total counted %q, want %q", counted, want)
 	}
 	var got []inboundEvent
 	for _, m := range ps.Messages() {

@@ -56,6 +56,9 @@ const (
 	AttrListSource          = attribute.Key("source")        // a suppression list entry's source: inbound, provider, operator, import
 	AttrListAction          = attribute.Key("action")        // a change of the suppression list: add, remove
 	MetricRedisEvicting     = "sms.redis.evicting_policy"    // sms_redis_evicting_policy
+	MetricInbound           = "sms.inbound"                  // sms_inbound_total
+	AttrInboundKeyword      = attribute.Key("keyword")       // what an inbound reply says: stop, start, help, none
+	AttrInboundOutcome      = attribute.Key("outcome")       // what came of it: changed, unchanged, duplicate, failed
 	AttrStatusClass         = attribute.Key("sms.provider.status_class")
 	AttrRedisOp             = attribute.Key("sms.redis.op")
 	AttrLimit               = attribute.Key("sms.limit")
@@ -88,6 +91,7 @@ type Metrics struct {
 	hedges           metric.Int64Counter
 	suppressed       metric.Int64Counter
 	listChanges      metric.Int64Counter
+	inbound          metric.Int64Counter
 	receiptInstruments
 
 	state atomic.Pointer[func() State] // read by the gauges; nil reads as zero
@@ -254,6 +258,8 @@ func NewMetrics() (*Metrics, error) {
 		"Deliveries the suppression list stopped before their send (acked, never sent), by class and the source of the entry that stopped them.")
 	m.listChanges = counter(MetricSuppressionChange, "{change}",
 		"Changes this process made to the suppression list, by source (inbound, provider) and action (add, remove).")
+	m.inbound = counter(MetricInbound, "{message}",
+		"Verified inbound replies, by account, keyword (stop, start, help, none) and outcome (changed: the list changed; unchanged; duplicate: a webhook posted again; failed: answered 503).")
 	m.receiptInstruments, err = newReceiptInstruments(meter)
 	must(err)
 	m.attempts, err = meter.Int64Histogram(MetricDeliveryAttempt, metric.WithUnit("{attempt}"),
@@ -399,6 +405,11 @@ func (m *Metrics) Observe(ev dispatch.Event) {
 // suppression list.
 func (m *Metrics) SuppressionChange(source, action string) {
 	m.listChanges.Add(context.Background(), 1, metric.WithAttributes(AttrListSource.String(source), AttrListAction.String(action)))
+}
+
+// Inbound counts a verified inbound reply through account.
+func (m *Metrics) Inbound(account, keyword, outcome string) {
+	m.inbound.Add(context.Background(), 1, metric.WithAttributes(AttrAccount.String(account), AttrInboundKeyword.String(keyword), AttrInboundOutcome.String(outcome)))
 }
 
 // PullError counts a Pub/Sub pull stream of class that failed to open or

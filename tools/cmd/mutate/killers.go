@@ -159,4 +159,5 @@ var killers = map[string]string{
 	"SL11": "TestAnInboundSTOPSuppressesAndASTARTLifts",
 	"SL12": "TestVonageReceiptFields",
 	"SL13": "TestAnAccountsOwnKeywords",
+	"SL14": "TestAnInboundSTOPSuppressesAndASTARTLifts",
 }

@@ -502,12 +502,15 @@ var mutants = []mutant{
 		{"suppress/keywords.go", "ok && (rest == \"\" || notWord(rune(rest[0])))", "ok && rest == \"\""},
 	}, "./suppress/"},
 	{"SL11", "a redelivered inbound webhook is published again", []edit{
-		{"server/suppress.go", "	if err != nil || !first {", "	if err != nil || first && false {"},
+		{"server/suppress.go", "	if !first {\n", "	if !first && false {\n"},
 	}, "./server/"},
 	{"SL12", "a Vonage receipt of an opt-out (err-code 9) suppresses nothing", []edit{
 		{"provider/receipt_vonage.go", "if n := params[\"msisdn\"]; d.ErrorCode == vonageOptedOut &&", "if n := params[\"msisdn\"]; false && d.ErrorCode == vonageOptedOut &&"},
 	}, "./provider/"},
 	{"SL13", "an account's own keywords ignored: ARRET through it says nothing", []edit{
 		{"server/suppress.go", "	words, ok := s.keywords[account]\n", "	words, ok := s.keywords[\"\"]\n"},
+	}, "./server/"},
+	{"SL14", "sms_inbound_total counts every inbound reply as a change of the list", []edit{
+		{"server/suppress.go", "	if changed {\n		return kw, inboundChanged, nil", "	if changed || true {\n		return kw, inboundChanged, nil"},
 	}, "./server/"},
 }
