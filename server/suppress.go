@@ -121,10 +121,13 @@ type statusEvent struct {
 	Source string `json:"source"`
 }
 
-// Refused publishes the status event suppressed of id, and waits for
-// Pub/Sub's answer (bounded): the message is acked already, and a lost
-// event is logged, never retried.
-func (s *suppressions) Refused(ctx context.Context, id string, class admission.Class, account, source string) {
+// Refused records which change stopped id (dispatcher message) and
+// publishes its status event suppressed, waiting for Pub/Sub's answer
+// (bounded): the message is acked already, and a lost record or event is
+// logged, never retried. The record costs Redis two calls, for a stopped
+// message only.
+func (s *suppressions) Refused(ctx context.Context, id, number string, class admission.Class, account, source string) {
+	s.recordRefusal(ctx, id, number, source)
 	data, _ := json.Marshal(statusEvent{ // strings only: it cannot fail
 		StatusEvent: receipts.StatusEvent{ID: id, Status: StatusSuppressed, Account: account, Class: class.String(),
 			StatusAt: time.Now().UTC().Format(receipts.TimeLayout)},
@@ -137,6 +140,23 @@ func (s *suppressions) Refused(ctx context.Context, id string, class admission.C
 	}}).Get(pctx)
 	if err != nil {
 		s.logger.Warn("could not publish a suppressed message's status event", "id", id, "class", class, "err", err)
+	}
+}
+
+// recordRefusal records that the list stopped id, by its number's entry
+// (the entry as Redis holds it; this process's source when Redis has it
+// no more).
+func (s *suppressions) recordRefusal(ctx context.Context, id, number, source string) {
+	at := time.Now()
+	e, ok, err := s.store.Get(ctx, number)
+	if err == nil && !ok {
+		e = suppress.Entry{Number: number, Source: source}
+	}
+	if err == nil {
+		err = s.store.Refused(ctx, id, at, e)
+	}
+	if err != nil {
+		s.logger.Warn("could not record which change stopped a message", "id", id, "err", err)
 	}
 }
 

@@ -49,7 +49,7 @@ func TestAnInboundSTOPSuppressesAndASTARTLifts(t *testing.T) {
 	t.Cleanup(func() {
 		mirror.Publisher.Stop()
 		s.inbound.Stop()
-		rdb.Del(context.Background(), names.List(), names.Log(), names.Seq(), names.Inbound("otp", "SM1"), names.Inbound("otp", "SM2"), names.Inbound("bulk", "SM3"))
+		rdb.Del(context.Background(), names.List(), names.Log(), names.Seq(), names.Inbound("otp", "SM1"), names.Inbound("otp", "SM2"), names.Inbound("bulk", "SM3"), names.Refused("msg-1"))
 	})
 	const from = "+819011112222"
 	stop := provider.Inbound{ID: "SM1", From: from, To: "+15005550006", Body: "stop please"}
@@ -67,6 +67,10 @@ func TestAnInboundSTOPSuppressesAndASTARTLifts(t *testing.T) {
 	}
 	if src, ok := s.Suppressed(from); !ok || src != suppress.SourceInbound {
 		t.Fatalf("this process's copy after STOP: %q, %v", src, ok)
+	}
+	s.recordRefusal(ctx, "msg-1", from, suppress.SourceInbound) // a message to from, stopped
+	if at, e, ok, err := store.Refusal(ctx, "msg-1"); err != nil || !ok || at.IsZero() || e.Number != from || e.Source != suppress.SourceInbound || e.Account != "otp" || e.At.IsZero() {
+		t.Fatalf("the record of a stopped message: %v %+v %v %v; want when, and the STOP's entry through otp", at, e, ok, err)
 	}
 	if err := s.Inbound(ctx, "bulk", provider.Inbound{ID: "SM3", From: from, To: "+15005550007", Body: "START"}); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"smsdispatcher/config"
+	"smsdispatcher/provider"
 	"smsdispatcher/status"
+	"smsdispatcher/suppress"
 )
 
 // runMessage is `dispatcher message <id>`: the id's story on every
@@ -53,17 +55,57 @@ func runMessage(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("message: %v", err) // the URL is not printed: it may hold a password
 	}
+	at, e, stopped, err := suppress.NewStore(rdb, "", nil).Refusal(ctx, id)
+	if err != nil {
+		return fmt.Errorf("message: the suppression list: %v", err)
+	}
 	if *asJSON {
-		if err := json.NewEncoder(stdout).Encode(m); err != nil {
+		out := messageJSON{Message: m}
+		if stopped {
+			masked := e
+			masked.Number = provider.MaskNumber(e.Number)
+			out.Suppressed = &suppressedJSON{At: at.UTC(), By: masked}
+		}
+		if err := json.NewEncoder(stdout).Encode(out); err != nil {
 			return err
 		}
 	}
-	if !m.Found() {
+	if !m.Found() && !stopped {
 		// Exit status 1: a script can tell an unknown id.
 		return fmt.Errorf("no record of %s on any account", id)
 	}
 	if !*asJSON {
-		m.WriteText(stdout)
+		if m.Found() {
+			m.WriteText(stdout)
+		}
+		if stopped {
+			writeSuppressed(stdout, at, e)
+		}
 	}
 	return nil
+}
+
+// messageJSON is message --json's object: the id's story, and when the
+// suppression list stopped it.
+type messageJSON struct {
+	status.Message
+	Suppressed *suppressedJSON `json:"suppressed,omitempty"`
+}
+
+// suppressedJSON says when the list stopped a message, and the change
+// (the number's entry) that did.
+type suppressedJSON struct {
+	At time.Time      `json:"at"`
+	By suppress.Entry `json:"by"`
+}
+
+// writeSuppressed prints, for a person, when the list stopped a message
+// and by which change, its number masked.
+func writeSuppressed(w io.Writer, at time.Time, e suppress.Entry) {
+	when := "(when: not recorded)"
+	if !e.At.IsZero() {
+		when = e.At.UTC().Format(time.RFC3339)
+	}
+	fmt.Fprintf(w, "suppressed at %s: %s was on the suppression list since %s (%s)\n",
+		at.UTC().Format(time.RFC3339), provider.MaskNumber(e.Number), when, describe(e))
 }

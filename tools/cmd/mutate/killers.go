@@ -160,4 +160,6 @@ var killers = map[string]string{
 	"SL12": "TestVonageReceiptFields",
 	"SL13": "TestAnAccountsOwnKeywords",
 	"SL14": "TestAnInboundSTOPSuppressesAndASTARTLifts",
+	"SL15": "TestAnInboundSTOPSuppressesAndASTARTLifts",
+	"SL16": "TestMessageSaysItsSuppression",
 }

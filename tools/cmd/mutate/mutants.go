@@ -513,4 +513,10 @@ var mutants = []mutant{
 	{"SL14", "sms_inbound_total counts every inbound reply as a change of the list", []edit{
 		{"server/suppress.go", "	if changed {\n		return kw, inboundChanged, nil", "	if changed || true {\n		return kw, inboundChanged, nil"},
 	}, "./server/"},
+	{"SL15", "a stopped message's record is not written: dispatcher message cannot say which change stopped it", []edit{
+		{"server/suppress.go", "		err = s.store.Refused(ctx, id, at, e)\n", "		err = s.store.Refused(ctx, id+\"-lost\", at, e)\n"},
+	}, "./server/"},
+	{"SL16", "dispatcher message does not print a message's suppression", []edit{
+		{"cmd/dispatcher/message.go", "		if stopped {\n			writeSuppressed(", "		if false && stopped {\n			writeSuppressed("},
+	}, "./cmd/dispatcher/"},
 }
