@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
@@ -206,6 +207,9 @@ func (l *accountsLoader) account(p Process, all []admission.Class, i int, a acco
 	if s.Adaptive, err = adaptive(a.Adaptive, s.TargetRPS); err != nil {
 		return Account{}, l.keyFail(who, err)
 	}
+	if s.OptOutKeywords, s.OptInKeywords, s.HelpKeywords, err = keywords(a.OptOutKeywords, a.OptInKeywords, a.HelpKeywords); err != nil {
+		return Account{}, l.keyFail(who, err)
+	}
 	if err := p.Limiter(s).Validate(); err != nil {
 		var ce *admission.ConfigError
 		if !errors.As(err, &ce) {
@@ -330,6 +334,36 @@ func (e *keyError) Error() string { return e.key + ": " + e.msg }
 
 func keyErrorf(key, format string, args ...any) error {
 	return &keyError{key, fmt.Sprintf(format, args...)}
+}
+
+// keywords checks an account's keyword lists, given in that order, and
+// returns them upper case: a list given is not empty, each word has a
+// letter or digit, and no word is in two lists (a reply must say one
+// thing). A list left out stays nil.
+func keywords(lists ...[]string) (optOut, optIn, help []string, err error) {
+	names := []string{"opt_out_keywords", "opt_in_keywords", "help_keywords"}
+	seen := map[string]string{}
+	out := make([][]string, len(lists))
+	for i, list := range lists {
+		if list == nil {
+			continue
+		}
+		if len(list) == 0 {
+			return nil, nil, nil, keyErrorf(names[i], "empty: leave the key out for the defaults")
+		}
+		for _, w := range list {
+			word := strings.ToUpper(strings.TrimSpace(w))
+			if !strings.ContainsFunc(word, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
+				return nil, nil, nil, keyErrorf(names[i], "%q is no word: a keyword has a letter or a digit", w)
+			}
+			if other, ok := seen[word]; ok {
+				return nil, nil, nil, keyErrorf(names[i], "%s is in %s too: a reply must say one thing", word, other)
+			}
+			seen[word] = names[i]
+			out[i] = append(out[i], word)
+		}
+	}
+	return out[0], out[1], out[2], nil
 }
 
 // senders checks an account's sender pool; rates are in unit.

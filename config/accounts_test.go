@@ -288,6 +288,12 @@ func TestLoadAccountsErrors(t *testing.T) {
 			[]string{`: account "bulk": failover_classes[0]: want marketing, got "sms"`}},
 		{"failover of a class not served", "accounts:\n" + okOTP + "    failover_classes: [marketing]\n" + okBulk,
 			[]string{`: account "otp": failover_classes[0]: the account does not serve marketing (see its classes)`}},
+		{"keyword list empty", "accounts:\n" + okOTP + okBulk + "    opt_out_keywords: []\n",
+			[]string{`: account "bulk": opt_out_keywords: empty: leave the key out for the defaults`}},
+		{"keyword of punctuation", "accounts:\n" + okOTP + okBulk + "    help_keywords: [AIDE, \"?!\"]\n",
+			[]string{`: account "bulk": help_keywords: "?!" is no word: a keyword has a letter or a digit`}},
+		{"keyword in two lists", "accounts:\n" + okOTP + okBulk + "    opt_out_keywords: [ARRET]\n    opt_in_keywords: [arret]\n",
+			[]string{`: account "bulk": opt_in_keywords: ARRET is in opt_out_keywords too: a reply must say one thing`}},
 		{"failover class listed twice", "accounts:\n" + okOTP + okBulk + "    failover_classes: [marketing, marketing]\n",
 			[]string{`: account "bulk": failover_classes[1]: marketing is listed twice`}},
 		{"unknown key in an account", "accounts:\n" + okOTP + okBulk + "    rps: 5\n",
@@ -589,6 +595,27 @@ func TestLoadAccountsDestinations(t *testing.T) {
 	single, err := base.Routing()
 	if err != nil || single.Route != dispatch.RouteFirst || single.Accounts[0].Destinations != nil || single.Accounts[0].FailoverClasses != nil {
 		t.Errorf("single account: %+v, %v; want every destination, no failover class, route first", single, err)
+	}
+}
+
+// TestLoadAccountsKeywords: an account's keyword lists are read upper
+// case and trimmed; a list left out stays nil (the defaults).
+func TestLoadAccountsKeywords(t *testing.T) {
+	base, err := loadConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := writeFile(t, "accounts.yaml", "accounts:\n"+okOTP+"    opt_out_keywords: [\" arret \", Alto]\n    help_keywords: [aide]\n"+okBulk)
+	r, err := loadAccounts(base.Process, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otp, bulk := r.Accounts[0], r.Accounts[1]
+	if !reflect.DeepEqual(otp.OptOutKeywords, []string{"ARRET", "ALTO"}) || otp.OptInKeywords != nil || !reflect.DeepEqual(otp.HelpKeywords, []string{"AIDE"}) {
+		t.Errorf("otp's keywords: %q %q %q", otp.OptOutKeywords, otp.OptInKeywords, otp.HelpKeywords)
+	}
+	if bulk.OptOutKeywords != nil || bulk.OptInKeywords != nil || bulk.HelpKeywords != nil {
+		t.Errorf("bulk's keywords without the keys: %q %q %q, want nil (the defaults)", bulk.OptOutKeywords, bulk.OptInKeywords, bulk.HelpKeywords)
 	}
 }
 

@@ -160,6 +160,11 @@ type Account struct {
 	FailoverClasses []admission.Class
 	Senders         []admission.Sender
 	Adaptive        admission.Adaptive
+	// OptOutKeywords, OptInKeywords and HelpKeywords are the words of an
+	// inbound reply that say STOP, START and HELP on the account, upper
+	// case (opt_out_keywords, ...); nil: the defaults of suppress. Only
+	// ACCOUNTS_FILE sets them.
+	OptOutKeywords, OptInKeywords, HelpKeywords []string
 	// secrets are the credential files read at start, by the variable
 	// naming each (SMS_PROVIDER_TOKEN_FILE, ...): the adapter reads them
 	// again when they change.

@@ -65,6 +65,11 @@ type (
 		ReserveRPS map[string]float64 `yaml:"reserve_rps"`
 		Senders    []senderYAML       `yaml:"senders"`
 		Adaptive   *adaptiveYAML      `yaml:"adaptive"`
+		// The words of the inbound replies (docs/suppressions.md); nil:
+		// the defaults.
+		OptOutKeywords []string `yaml:"opt_out_keywords"`
+		OptInKeywords  []string `yaml:"opt_in_keywords"`
+		HelpKeywords   []string `yaml:"help_keywords"`
 	}
 	genericYAML struct {
 		URL       string `yaml:"url"`

@@ -63,8 +63,9 @@ type Suppressions interface {
 	// account's provider (Twilio 21610).
 	OptedOut(ctx context.Context, number, account string) error
 	// Refused publishes the status event suppressed of the message id of
-	// class, whose home is account, stopped by an entry of source.
-	Refused(ctx context.Context, id string, class admission.Class, account, source string)
+	// class to number, whose home is account, stopped by an entry of
+	// source, and records which change stopped it (dispatcher message).
+	Refused(ctx context.Context, id, number string, class admission.Class, account, source string)
 }
 
 // Sender sends one message to the provider (provider.Client, Twilio,

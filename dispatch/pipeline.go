@@ -112,7 +112,7 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 		ev.Account = d.route[class][0].Name
 	}
 	ev.Action, ev.Err = d.act(ctx, class, r, m, ev)
-	d.suppressedEnd(ctx, ev)
+	d.suppressedEnd(ctx, ev, msg.To)
 	p.acted = true
 	d.ended(m.ID, ev.Action)
 	if p.flight != nil {

@@ -53,11 +53,11 @@ func (d *Dispatcher) optedOut(ctx context.Context, a *account, m Message) {
 	}
 }
 
-// suppressedEnd publishes the status event of a delivery the list
-// stopped, once it was acked.
-func (d *Dispatcher) suppressedEnd(ctx context.Context, ev Event) {
+// suppressedEnd publishes the status event of a delivery to number the
+// list stopped, once it was acked.
+func (d *Dispatcher) suppressedEnd(ctx context.Context, ev Event, number string) {
 	if ev.Outcome != nack.Suppressed || d.deps.Suppressions == nil {
 		return
 	}
-	d.deps.Suppressions.Refused(context.WithoutCancel(ctx), ev.ID, ev.Class, ev.Account, ev.SuppressedBy)
+	d.deps.Suppressions.Refused(context.WithoutCancel(ctx), ev.ID, number, ev.Class, ev.Account, ev.SuppressedBy)
 }

@@ -63,7 +63,7 @@ func (l testList) OptedOut(ctx context.Context, number, account string) error {
 	return err
 }
 
-func (l testList) Refused(_ context.Context, id string, class admission.Class, account, source string) {
+func (l testList) Refused(_ context.Context, id, _ string, class admission.Class, account, source string) {
 	l.log.mu.Lock()
 	defer l.log.mu.Unlock()
 	l.log.list = append(l.log.list, refusal{id: id, account: account, source: source, class: class})

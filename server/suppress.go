@@ -40,7 +40,13 @@ type suppressions struct {
 	mirror  *suppress.TopicMirror
 	status  *pubsub.Publisher
 	changed func(source, action string) // counts a change; nil: not counted
-	logger  *slog.Logger
+	// counted counts an inbound reply by account, keyword and outcome
+	// (telemetry's Inbound); nil: not counted.
+	counted func(account, keyword, outcome string)
+	// keywords are each account's words of the inbound replies; an
+	// account not in it reads the defaults.
+	keywords map[string]suppress.Keywords
+	logger   *slog.Logger
 }
 
 func (s *suppressions) Suppressed(number string) (string, bool) { return s.list.Suppressed(number) }
@@ -70,11 +76,23 @@ func (s *Server) newSuppressions(rdb redis.Cmdable, ps *pubsub.Client) *suppress
 	mirror := &suppress.TopicMirror{Publisher: ps.Publisher(s.cfg.SuppressionsTopic)}
 	store := suppress.NewStore(rdb, "", mirror)
 	l := &suppressions{list: suppress.NewList(store, s.logger), store: store, mirror: mirror, status: s.status, logger: s.logger,
-		inbound: ps.Publisher(s.cfg.InboundTopic)}
+		inbound: ps.Publisher(s.cfg.InboundTopic), keywords: accountKeywords(s.accounts)}
 	if s.opts.Telemetry != nil {
 		l.changed = s.opts.Telemetry.Metrics.SuppressionChange
+		l.counted = s.opts.Telemetry.Metrics.Inbound
 	}
 	return l
+}
+
+// accountKeywords are the words of the inbound replies by account: the
+// lists the account sets, the defaults for the others.
+func accountKeywords(accounts []Account) map[string]suppress.Keywords {
+	m := make(map[string]suppress.Keywords, len(accounts))
+	for _, a := range accounts {
+		own := suppress.Keywords{OptOut: a.Setup.OptOutKeywords, OptIn: a.Setup.OptInKeywords, Help: a.Setup.HelpKeywords}
+		m[a.Setup.Name] = own.Or(suppress.DefaultKeywords)
+	}
+	return m
 }
 
 // loadList loads the suppression list before the lanes pull, bounded by
@@ -103,10 +121,13 @@ type statusEvent struct {
 	Source string `json:"source"`
 }
 
-// Refused publishes the status event suppressed of id, and waits for
-// Pub/Sub's answer (bounded): the message is acked already, and a lost
-// event is logged, never retried.
-func (s *suppressions) Refused(ctx context.Context, id string, class admission.Class, account, source string) {
+// Refused records which change stopped id (dispatcher message) and
+// publishes its status event suppressed, waiting for Pub/Sub's answer
+// (bounded): the message is acked already, and a lost record or event is
+// logged, never retried. The record costs Redis two calls, for a stopped
+// message only.
+func (s *suppressions) Refused(ctx context.Context, id, number string, class admission.Class, account, source string) {
+	s.recordRefusal(ctx, id, number, source)
 	data, _ := json.Marshal(statusEvent{ // strings only: it cannot fail
 		StatusEvent: receipts.StatusEvent{ID: id, Status: StatusSuppressed, Account: account, Class: class.String(),
 			StatusAt: time.Now().UTC().Format(receipts.TimeLayout)},
@@ -119,6 +140,23 @@ func (s *suppressions) Refused(ctx context.Context, id string, class admission.C
 	}}).Get(pctx)
 	if err != nil {
 		s.logger.Warn("could not publish a suppressed message's status event", "id", id, "class", class, "err", err)
+	}
+}
+
+// recordRefusal records that the list stopped id, by its number's entry
+// (the entry as Redis holds it; this process's source when Redis has it
+// no more).
+func (s *suppressions) recordRefusal(ctx context.Context, id, number, source string) {
+	at := time.Now()
+	e, ok, err := s.store.Get(ctx, number)
+	if err == nil && !ok {
+		e = suppress.Entry{Number: number, Source: source}
+	}
+	if err == nil {
+		err = s.store.Refused(ctx, id, at, e)
+	}
+	if err != nil {
+		s.logger.Warn("could not record which change stopped a message", "id", id, "err", err)
 	}
 }
 
@@ -140,21 +178,54 @@ type inboundEvent struct {
 // INBOUND_TOPIC, once per provider id (a delivery whose handling failed
 // is forgotten, and the provider's retry handles it again).
 func (s *suppressions) Inbound(ctx context.Context, account string, in provider.Inbound) error {
-	first, err := s.store.FirstInbound(ctx, account, in.ID)
-	if err != nil || !first {
-		return err
+	kw, outcome, err := s.inbound1(ctx, account, in)
+	if s.counted != nil {
+		s.counted(account, kw, outcome)
 	}
-	if err := s.inboundOnce(ctx, account, in); err != nil {
-		if ferr := s.store.ForgetInbound(context.WithoutCancel(ctx), account, in.ID); ferr != nil {
-			return fmt.Errorf("%w; and forgetting it: %v", err, ferr)
-		}
-		return err
-	}
-	return nil
+	return err
 }
 
-func (s *suppressions) inboundOnce(ctx context.Context, account string, in provider.Inbound) error {
-	kw := suppress.DefaultKeywords.Keyword(in.Body, in.OptOutType)
+// The outcomes of an inbound reply, sms_inbound_total's outcome.
+const (
+	inboundChanged   = "changed"   // the list changed
+	inboundUnchanged = "unchanged" // no keyword, no change, or a sender that is no E.164 number
+	inboundDuplicate = "duplicate" // a webhook posted again: handled already
+	inboundFailed    = "failed"    // answered 503: the provider posts it again
+)
+
+// inbound1 handles in and says its keyword and outcome.
+func (s *suppressions) inbound1(ctx context.Context, account string, in provider.Inbound) (kw, outcome string, err error) {
+	kw = s.keywordOf(account, in)
+	first, err := s.store.FirstInbound(ctx, account, in.ID)
+	if err != nil {
+		return kw, inboundFailed, err
+	}
+	if !first {
+		return kw, inboundDuplicate, nil
+	}
+	changed, err := s.inboundOnce(ctx, account, kw, in)
+	if err != nil {
+		if ferr := s.store.ForgetInbound(context.WithoutCancel(ctx), account, in.ID); ferr != nil {
+			err = fmt.Errorf("%w; and forgetting it: %v", err, ferr)
+		}
+		return kw, inboundFailed, err
+	}
+	if changed {
+		return kw, inboundChanged, nil
+	}
+	return kw, inboundUnchanged, nil
+}
+
+// keywordOf is what in says by account's words.
+func (s *suppressions) keywordOf(account string, in provider.Inbound) string {
+	words, ok := s.keywords[account]
+	if !ok {
+		words = suppress.DefaultKeywords
+	}
+	return words.Keyword(in.Body, in.OptOutType)
+}
+
+func (s *suppressions) inboundOnce(ctx context.Context, account, kw string, in provider.Inbound) (changed bool, err error) {
 	if kw == suppress.KeywordStop || kw == suppress.KeywordStart {
 		if _, err := suppress.Key(in.From); err == nil {
 			e := suppress.Entry{Number: in.From, Source: suppress.SourceInbound, Account: account, Reason: "replied " + strings.ToUpper(kw), At: time.Now()}
@@ -162,9 +233,8 @@ func (s *suppressions) inboundOnce(ctx context.Context, account string, in provi
 			if kw == suppress.KeywordStart {
 				change, action = s.store.Remove, suppress.ActionRemove
 			}
-			changed, err := change(ctx, e)
-			if err != nil {
-				return err
+			if changed, err = change(ctx, e); err != nil {
+				return false, err
 			}
 			e.Action = action
 			s.list.Apply(e)
@@ -172,12 +242,12 @@ func (s *suppressions) inboundOnce(ctx context.Context, account string, in provi
 				s.changed(suppress.SourceInbound, action)
 			}
 			if err := s.mirror.Wait(ctx); err != nil {
-				return err
+				return false, err
 			}
 		}
 	}
 	data, _ := json.Marshal(inboundEvent{ID: in.ID, Account: account, From: in.From, To: in.To, Body: in.Body, Keyword: kw,
 		ReceivedAt: time.Now().UTC().Format(time.RFC3339)}) // strings only: it cannot fail
-	_, err := s.inbound.Publish(ctx, &pubsub.Message{Data: data, Attributes: map[string]string{"account": account, "keyword": kw}}).Get(ctx)
-	return err
+	_, err = s.inbound.Publish(ctx, &pubsub.Message{Data: data, Attributes: map[string]string{"account": account, "keyword": kw}}).Get(ctx)
+	return changed, err
 }

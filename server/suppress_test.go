@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2/pstest"
 
+	"smsdispatcher/config"
 	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/topology"
@@ -41,10 +44,12 @@ func TestAnInboundSTOPSuppressesAndASTARTLifts(t *testing.T) {
 	mirror := &suppress.TopicMirror{Publisher: client.Publisher("sms-suppressions")}
 	store := suppress.NewStore(rdb, names, mirror)
 	s := &suppressions{list: suppress.NewList(store, nil), store: store, mirror: mirror, inbound: client.Publisher("sms-inbound"), logger: slog.New(slog.DiscardHandler)}
+	var counted []string // sms_inbound_total's increments
+	s.counted = func(account, keyword, outcome string) { counted = append(counted, account+" "+keyword+" "+outcome) }
 	t.Cleanup(func() {
 		mirror.Publisher.Stop()
 		s.inbound.Stop()
-		rdb.Del(context.Background(), names.List(), names.Log(), names.Seq(), names.Inbound("otp", "SM1"), names.Inbound("otp", "SM2"), names.Inbound("bulk", "SM3"))
+		rdb.Del(context.Background(), names.List(), names.Log(), names.Seq(), names.Inbound("otp", "SM1"), names.Inbound("otp", "SM2"), names.Inbound("bulk", "SM3"), names.Refused("msg-1"))
 	})
 	const from = "+819011112222"
 	stop := provider.Inbound{ID: "SM1", From: from, To: "+15005550006", Body: "stop please"}
@@ -63,11 +68,18 @@ func TestAnInboundSTOPSuppressesAndASTARTLifts(t *testing.T) {
 	if src, ok := s.Suppressed(from); !ok || src != suppress.SourceInbound {
 		t.Fatalf("this process's copy after STOP: %q, %v", src, ok)
 	}
+	s.recordRefusal(ctx, "msg-1", from, suppress.SourceInbound) // a message to from, stopped
+	if at, e, ok, err := store.Refusal(ctx, "msg-1"); err != nil || !ok || at.IsZero() || e.Number != from || e.Source != suppress.SourceInbound || e.Account != "otp" || e.At.IsZero() {
+		t.Fatalf("the record of a stopped message: %v %+v %v %v; want when, and the STOP's entry through otp", at, e, ok, err)
+	}
 	if err := s.Inbound(ctx, "bulk", provider.Inbound{ID: "SM3", From: from, To: "+15005550007", Body: "START"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, err := store.Get(ctx, from); err != nil || ok {
 		t.Fatalf("after START through another account: on the list %v, %v", ok, err)
+	}
+	if want := []string{"otp stop changed", "otp stop duplicate", "otp none unchanged", "bulk start changed"}; !slices.Equal(counted, want) {
+		t.Errorf("sms_inbound_total counted %q, want %q", counted, want)
 	}
 	var got []inboundEvent
 	for _, m := range ps.Messages() {
@@ -91,5 +103,68 @@ func TestAnInboundSTOPSuppressesAndASTARTLifts(t *testing.T) {
 	}
 	if changes != 2 {
 		t.Fatalf("%d changes published to sms-suppressions, want 2 (the add, the remove)", changes)
+	}
+}
+
+// TestAnAccountsOwnKeywords: an account's own opt_out_keywords say STOP
+// through it (and replace the defaults there), an account without them
+// reads the defaults, and its help_keywords left out stay the defaults.
+func TestAnAccountsOwnKeywords(t *testing.T) {
+	ps := pstest.NewServer()
+	t.Cleanup(func() { ps.Close() })
+	ctx := context.Background()
+	client, err := topology.NewClient(ctx, "proj", ps.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	if err := topology.Setup(ctx, client, topology.Topology{OTPTopic: "sms-otp", MarketingTopic: "sms-marketing", DeadLetterTopic: "dl",
+		OTPSubscription: "o", MarketingSubscription: "m", DeadLetterInspect: "dli", DeadLetterRetention: time.Hour, WithoutDeadLetterPolicy: true,
+		Inspected: []topology.Inspected{{Topic: "sms-inbound", Inspect: "sms-inbound-inspect"}, {Topic: "sms-suppressions", Inspect: "sms-suppressions-inspect"}},
+	}, func(string, string, string) {}); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redistest.Client(t)
+	names := keys.Suppressions("{sms:suppress:" + redistest.UniqueAccount(t) + "}")
+	mirror := &suppress.TopicMirror{Publisher: client.Publisher("sms-suppressions")}
+	store := suppress.NewStore(rdb, names, mirror)
+	s := &suppressions{list: suppress.NewList(store, nil), store: store, mirror: mirror, inbound: client.Publisher("sms-inbound"), logger: slog.New(slog.DiscardHandler),
+		keywords: accountKeywords([]Account{{Setup: config.Account{Name: "fr", OptOutKeywords: []string{"ARRET"}}}, {Setup: config.Account{Name: "us"}}})}
+	const a, b, c = "+33611112222", "+33611113333", "+14155550100"
+	t.Cleanup(func() {
+		mirror.Publisher.Stop()
+		s.inbound.Stop()
+		rdb.Del(context.Background(), names.List(), names.Log(), names.Seq(), names.Inbound("fr", "F1"), names.Inbound("fr", "F2"), names.Inbound("us", "U1"), names.Inbound("fr", "F3"))
+	})
+	for _, in := range []struct {
+		account string
+		msg     provider.Inbound
+	}{
+		{"fr", provider.Inbound{ID: "F1", From: a, Body: "Arret merci"}},
+		{"fr", provider.Inbound{ID: "F2", From: b, Body: "STOP"}},
+		{"us", provider.Inbound{ID: "U1", From: c, Body: "arret"}},
+		{"fr", provider.Inbound{ID: "F3", From: c, Body: "help"}},
+	} {
+		if err := s.Inbound(ctx, in.account, in.msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for number, want := range map[string]bool{a: true, b: false, c: false} {
+		if _, ok, err := store.Get(ctx, number); err != nil || ok != want {
+			t.Errorf("%s on the list: %v (%v), want %v", number, ok, err, want)
+		}
+	}
+	kw := map[string]string{}
+	for _, m := range ps.Messages() {
+		if m.Topic == "projects/proj/topics/sms-inbound" {
+			var ev inboundEvent
+			if err := json.Unmarshal(m.Data, &ev); err != nil {
+				t.Fatal(err)
+			}
+			kw[ev.ID] = ev.Keyword
+		}
+	}
+	if want := map[string]string{"F1": "stop", "F2": "none", "U1": "none", "F3": "help"}; !maps.Equal(kw, want) {
+		t.Errorf("keywords published: %v, want %v", kw, want)
 	}
 }

@@ -25,6 +25,17 @@ var DefaultKeywords = Keywords{
 	Help:   []string{"HELP", "INFO"},
 }
 
+// Or is k with each list it leaves nil taken from d: an account's own
+// words, the defaults for the lists it does not set.
+func (k Keywords) Or(d Keywords) Keywords {
+	for _, l := range []struct{ own, def *[]string }{{&k.OptOut, &d.OptOut}, {&k.OptIn, &d.OptIn}, {&k.Help, &d.Help}} {
+		if *l.own == nil {
+			*l.own = *l.def
+		}
+	}
+	return k
+}
+
 // Keyword reads body: after trimming spaces and punctuation and ignoring
 // case, a body that is a keyword, or begins with one followed by a space
 // or punctuation ("Stop. Thank you", "stop please", "STOP 12345"), says

@@ -194,6 +194,36 @@ func (s *Store) ForgetInbound(ctx context.Context, account, id string) error {
 	return s.rdb.Del(ctx, s.names.Inbound(account, id)).Err()
 }
 
+// refusedKeep is how long the record of a stopped message is kept, as
+// long as a message's story is worth asking about.
+const refusedKeep = 7 * 24 * time.Hour
+
+// Refused records that the list stopped the message id at at, by the
+// entry e of its number (dispatcher message reads it back).
+func (s *Store) Refused(ctx context.Context, id string, at time.Time, e Entry) error {
+	v := strconv.FormatInt(at.UnixMilli(), 10) + "|" + e.Number + "|" + e.value()
+	return s.rdb.Set(ctx, s.names.Refused(id), v, refusedKeep).Err()
+}
+
+// Refusal returns when the list stopped the message id and the entry
+// that did, and whether it did (within refusedKeep).
+func (s *Store) Refusal(ctx context.Context, id string) (at time.Time, e Entry, ok bool, err error) {
+	v, err := s.rdb.Get(ctx, s.names.Refused(id)).Result()
+	if errors.Is(err, redis.Nil) {
+		return time.Time{}, Entry{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, Entry{}, false, err
+	}
+	f := strings.SplitN(v, "|", 3)
+	ms, perr := strconv.ParseInt(f[0], 10, 64)
+	if len(f) != 3 || perr != nil {
+		return time.Time{}, Entry{}, false, fmt.Errorf("suppress: bad refusal of %s", id)
+	}
+	e, err = parseValue(f[1], f[2])
+	return time.UnixMilli(ms), e, err == nil, err
+}
+
 // ScanPage is how many entries one HSCAN asks for: the list is never read
 // in one call.
 const ScanPage = 1000

@@ -63,6 +63,9 @@ const (
 	MetricExpired           = "sms.expired"                  // sms_expired_total
 	MetricDeferred          = "sms.deferred"                 // sms_deferred
 	MetricDeferredOverdue   = "sms.deferred.overdue"         // sms_deferred_overdue
+	MetricInbound           = "sms.inbound"                  // sms_inbound_total
+	AttrInboundKeyword      = attribute.Key("keyword")       // what an inbound reply says: stop, start, help, none
+	AttrInboundOutcome      = attribute.Key("outcome")       // what came of it: changed, unchanged, duplicate, failed
 	AttrStatusClass         = attribute.Key("sms.provider.status_class")
 	AttrRedisOp             = attribute.Key("sms.redis.op")
 	AttrLimit               = attribute.Key("sms.limit")
@@ -98,6 +101,7 @@ type Metrics struct {
 	listChanges      metric.Int64Counter
 	blocked          metric.Int64Counter
 	verifications    metric.Int64Counter
+	inbound          metric.Int64Counter
 	receiptInstruments
 
 	state atomic.Pointer[func() State] // read by the gauges; nil reads as zero
@@ -278,6 +282,8 @@ func NewMetrics() (*Metrics, error) {
 		"Deliveries the suppression list stopped before their send (acked, never sent), by class and the source of the entry that stopped them.")
 	m.listChanges = counter(MetricSuppressionChange, "{change}",
 		"Changes this process made to the suppression list, by source (inbound, provider) and action (add, remove).")
+	m.inbound = counter(MetricInbound, "{message}",
+		"Verified inbound replies, by account, keyword (stop, start, help, none) and outcome (changed: the list changed; unchanged; duplicate: a webhook posted again; failed: answered 503).")
 	m.receiptInstruments, err = newReceiptInstruments(meter)
 	must(err)
 	m.attempts, err = meter.Int64Histogram(MetricDeliveryAttempt, metric.WithUnit("{attempt}"),
@@ -466,6 +472,11 @@ func (m *Metrics) Observe(ev dispatch.Event) {
 // suppression list.
 func (m *Metrics) SuppressionChange(source, action string) {
 	m.listChanges.Add(context.Background(), 1, metric.WithAttributes(AttrListSource.String(source), AttrListAction.String(action)))
+}
+
+// Inbound counts a verified inbound reply through account.
+func (m *Metrics) Inbound(account, keyword, outcome string) {
+	m.inbound.Add(context.Background(), 1, metric.WithAttributes(AttrAccount.String(account), AttrInboundKeyword.String(keyword), AttrInboundOutcome.String(outcome)))
 }
 
 // PullError counts a Pub/Sub pull stream of class that failed to open or

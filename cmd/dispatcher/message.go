@@ -11,7 +11,9 @@ import (
 
 	"smsdispatcher/config"
 	"smsdispatcher/internal/operator"
+	"smsdispatcher/provider"
 	"smsdispatcher/status"
+	"smsdispatcher/suppress"
 )
 
 // runMessage is `dispatcher message <id>`: the id's story on every
@@ -50,8 +52,18 @@ func runMessage(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("message: %v", err) // the URL is not printed: it may hold a password
 	}
+	at, e, stopped, err := suppress.NewStore(rdb, "", nil).Refusal(ctx, id)
+	if err != nil {
+		return fmt.Errorf("message: the suppression list: %v", err)
+	}
 	if *asJSON {
-		if err := json.NewEncoder(stdout).Encode(m); err != nil {
+		out := messageJSON{Message: m}
+		if stopped {
+			masked := e
+			masked.Number = provider.MaskNumber(e.Number)
+			out.Suppressed = &suppressedJSON{At: at.UTC(), By: masked}
+		}
+		if err := json.NewEncoder(stdout).Encode(out); err != nil {
 			return err
 		}
 	}
@@ -59,7 +71,7 @@ func runMessage(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("message: %v", err)
 	}
-	if !m.Found() && len(deferred) == 0 {
+	if !m.Found() && !stopped && len(deferred) == 0 {
 		if !*asJSON {
 			if blocked, err := writeBlockedNote(ctx, stdout, rdb, routing.Classes, id); err != nil || blocked {
 				return err
@@ -72,9 +84,37 @@ func runMessage(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if m.Found() {
 			m.WriteText(stdout)
 		}
+		if stopped {
+			writeSuppressed(stdout, at, e)
+		}
 		for _, d := range deferred {
 			fmt.Fprintln(stdout, d)
 		}
 	}
 	return nil
+}
+
+// messageJSON is message --json's object: the id's story, and when the
+// suppression list stopped it.
+type messageJSON struct {
+	status.Message
+	Suppressed *suppressedJSON `json:"suppressed,omitempty"`
+}
+
+// suppressedJSON says when the list stopped a message, and the change
+// (the number's entry) that did.
+type suppressedJSON struct {
+	At time.Time      `json:"at"`
+	By suppress.Entry `json:"by"`
+}
+
+// writeSuppressed prints, for a person, when the list stopped a message
+// and by which change, its number masked.
+func writeSuppressed(w io.Writer, at time.Time, e suppress.Entry) {
+	when := "(when: not recorded)"
+	if !e.At.IsZero() {
+		when = e.At.UTC().Format(time.RFC3339)
+	}
+	fmt.Fprintf(w, "suppressed at %s: %s was on the suppression list since %s (%s)\n",
+		at.UTC().Format(time.RFC3339), provider.MaskNumber(e.Number), when, describe(e))
 }

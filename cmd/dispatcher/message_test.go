@@ -10,9 +10,12 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/ledger"
+	"smsdispatcher/provider"
 	"smsdispatcher/status"
+	"smsdispatcher/suppress"
 )
 
 // TestMessageAndStatusTellTheReceipts: a message sent with its story and
@@ -105,5 +108,41 @@ func TestMessageAndStatusTellTheReceipts(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "delivery otp (last 5 min)") {
 		t.Errorf("status printed:\n%s\nwant the delivery part", out.String())
+	}
+}
+
+// TestMessageSaysItsSuppression: a message the suppression list stopped
+// (it has no story on any account) reads back through `message` with
+// when it was stopped and the change that did, its number masked, in
+// text and --json.
+func TestMessageSaysItsSuppression(t *testing.T) {
+	redisURL := "redis://" + redistest.Addr(t)
+	t.Setenv("REDIS_URL", redisURL)
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	id := "promo-" + redistest.UniqueAccount(t)
+	t.Cleanup(func() { rdb.Del(context.Background(), keys.Suppress().Refused(id)) })
+	const number = "+819011119999"
+	stop := time.Date(2026, 4, 1, 9, 0, 0, 0, time.UTC)
+	e := suppress.Entry{Number: number, Source: suppress.SourceInbound, Account: "otp", Reason: "replied STOP", At: stop}
+	if err := suppress.NewStore(rdb, "", nil).Refused(ctx, id, stop.Add(time.Hour), e); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := run(ctx, []string{"message", id}, &out, io.Discard); err != nil {
+		t.Fatalf("message: %v", err)
+	}
+	want := `suppressed at 2026-04-01T10:00:00Z: ` + provider.MaskNumber(number) + ` was on the suppression list since 2026-04-01T09:00:00Z (source inbound, through otp, reason "replied STOP")`
+	if !strings.Contains(out.String(), want) || strings.Contains(out.String(), number) {
+		t.Errorf("message printed:\n%s\nwant %q, the number masked", out.String(), want)
+	}
+	out.Reset()
+	if err := run(ctx, []string{"message", id, "--json"}, &out, io.Discard); err != nil {
+		t.Fatalf("message --json: %v", err)
+	}
+	var m messageJSON
+	if err := json.Unmarshal(out.Bytes(), &m); err != nil || m.Suppressed == nil || !m.Suppressed.At.Equal(stop.Add(time.Hour)) ||
+		m.Suppressed.By.Source != suppress.SourceInbound || !m.Suppressed.By.At.Equal(stop) || strings.Contains(out.String(), number) {
+		t.Errorf("message --json printed %s (%v)", out.String(), err)
 	}
 }

@@ -150,6 +150,9 @@ func (s Suppressions) Inbound(account, id string) string {
 	return string(s) + ":inbound:" + account + ":" + id
 }
 
+// Refused holds, by a message's id, when the list stopped it and the entry that did (a string), for a week: dispatcher message says it.
+func (s Suppressions) Refused(id string) string { return string(s) + ":refused:" + id }
+
 // Seq counts the list's changes; each change's log entry carries its count, so a follower sees a gap.
 func (s Suppressions) Seq() string { return string(s) + ":seq" }
 

@@ -175,8 +175,12 @@ var killers = map[string]string{
 	"GU7": "TestARangeWhoseCodesAreNotUsedIsBlocked",
 	"GU8": "TestDecide",
 	// The console's access and masking.
-	"M33": "TestRolesMaskingAndAudit",
-	"M34": "TestIAP",
-	"M35": "TestCrossOriginWritesAreRefused",
-	"M36": "TestRolesMaskingAndAudit",
+	"M33":  "TestRolesMaskingAndAudit",
+	"M34":  "TestIAP",
+	"M35":  "TestCrossOriginWritesAreRefused",
+	"M36":  "TestRolesMaskingAndAudit",
+	"SL13": "TestAnAccountsOwnKeywords",
+	"SL14": "TestAnInboundSTOPSuppressesAndASTARTLifts",
+	"SL15": "TestAnInboundSTOPSuppressesAndASTARTLifts",
+	"SL16": "TestMessageSaysItsSuppression",
 }

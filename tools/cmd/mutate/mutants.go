@@ -512,7 +512,7 @@ var mutants = []mutant{
 		{"suppress/keywords.go", "ok && (rest == \"\" || notWord(rune(rest[0])))", "ok && rest == \"\""},
 	}, "./suppress/"},
 	{"SL11", "a redelivered inbound webhook is published again", []edit{
-		{"server/suppress.go", "	if err != nil || !first {", "	if err != nil || first && false {"},
+		{"server/suppress.go", "	if !first {\n", "	if !first && false {\n"},
 	}, "./server/"},
 	{"SL12", "a Vonage receipt of an opt-out (err-code 9) suppresses nothing", []edit{
 		{"provider/receipt_vonage.go", "if n := params[\"msisdn\"]; d.ErrorCode == vonageOptedOut &&", "if n := params[\"msisdn\"]; false && d.ErrorCode == vonageOptedOut &&"},
@@ -579,4 +579,16 @@ var mutants = []mutant{
 	{"M36", "the dead letters page shows the message as sent: number and body", []edit{
 		{"console/pages.go", "To: l.MaskedTo(),", "To: string(l.Data),"},
 	}, "./console/"},
+	{"SL13", "an account's own keywords ignored: ARRET through it says nothing", []edit{
+		{"server/suppress.go", "	words, ok := s.keywords[account]\n", "	words, ok := s.keywords[\"\"]\n"},
+	}, "./server/"},
+	{"SL14", "sms_inbound_total counts every inbound reply as a change of the list", []edit{
+		{"server/suppress.go", "	if changed {\n		return kw, inboundChanged, nil", "	if changed || true {\n		return kw, inboundChanged, nil"},
+	}, "./server/"},
+	{"SL15", "a stopped message's record is not written: dispatcher message cannot say which change stopped it", []edit{
+		{"server/suppress.go", "		err = s.store.Refused(ctx, id, at, e)\n", "		err = s.store.Refused(ctx, id+\"-lost\", at, e)\n"},
+	}, "./server/"},
+	{"SL16", "dispatcher message does not print a message's suppression", []edit{
+		{"cmd/dispatcher/message.go", "		if stopped {\n			writeSuppressed(", "		if false && stopped {\n			writeSuppressed("},
+	}, "./cmd/dispatcher/"},
 }
