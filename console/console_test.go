@@ -30,6 +30,7 @@ import (
 	"smsdispatcher/internal/operator"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/topology"
+	"smsdispatcher/ledger"
 	"smsdispatcher/suppress"
 )
 
@@ -433,6 +434,27 @@ func TestListsAndTheirActions(t *testing.T) {
 	blocks, err := guard.List(ctx, rdb, class, time.Now())
 	if err != nil || len(blocks) != 1 || blocks[0].Range != "4477" || blocks[0].Reason != guard.ReasonOperator || time.Until(blocks[0].Until) < 119*time.Minute {
 		t.Errorf("blocks after the unblock and the block for 2h: %+v %v", blocks, err)
+	}
+}
+
+// TestMessageByProviderID: a provider id, of the first part or a later
+// one, finds the message whose story it names; an unknown one finds none.
+func TestMessageByProviderID(t *testing.T) {
+	h := newHarness(t, Local{}, Lists{})
+	routing, err := h.cfg.Routing()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, rdb := keys.For(routing.Accounts[0].Name), redistest.Client(t)
+	rdb.Set(context.Background(), ledger.PIDKey(k, "prov-1"), `{"id":"login-7","class":"otp","n":"2","p1":"prov-1","p2":"prov-2"}`, time.Minute)
+	rdb.Set(context.Background(), ledger.PIDKey(k, "prov-2"), "2\tprov-1", time.Minute)
+	for _, pid := range []string{"prov-1", "prov-2"} {
+		if code, body := h.request("", "GET", "/message?id="+pid, nil); code != 200 || !strings.Contains(body, "Provider id "+pid+" is message login-7") {
+			t.Errorf("/message?id=%s: %d\n%s", pid, code, body)
+		}
+	}
+	if code, body := h.request("", "GET", "/message?id=prov-9", nil); code != 200 || !strings.Contains(body, "No record of prov-9") || strings.Contains(body, "is message") {
+		t.Errorf("/message?id=prov-9: %d\n%s", code, body)
 	}
 }
 

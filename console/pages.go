@@ -12,7 +12,9 @@ import (
 	"smsdispatcher/admission"
 	"smsdispatcher/deadletter"
 	"smsdispatcher/dispatch"
+	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/operator"
+	"smsdispatcher/ledger"
 	"smsdispatcher/status"
 )
 
@@ -124,12 +126,21 @@ func timeline(s status.MessageStory) []event {
 	return ev
 }
 
-// message is page 2: a message's story by its id.
+// message is page 2: a message's story by its id or, when no message
+// has that id, by a provider id; with where it is deferred and why the
+// guard blocked it, as `dispatcher message` prints them.
 func (h *Handler) message(w http.ResponseWriter, r *http.Request) {
 	id := strings.TrimSpace(r.URL.Query().Get("id"))
 	data := map[string]any{"ID": id}
 	if id != "" {
-		m, err := status.ReadMessage(r.Context(), h.setups, id)
+		m, notes, err := h.story(r.Context(), id)
+		if err == nil && !m.Found() && len(notes) == 0 {
+			var msgID string
+			if msgID, err = h.messageOf(r.Context(), id); err == nil && msgID != "" {
+				data["ByProviderID"], data["MessageID"] = true, msgID
+				m, notes, err = h.story(r.Context(), msgID)
+			}
+		}
 		if err != nil {
 			h.fail(w, r, "reading the message's story in Redis", err)
 			return
@@ -138,9 +149,39 @@ func (h *Handler) message(w http.ResponseWriter, r *http.Request) {
 		for _, s := range m.Accounts {
 			stories = append(stories, storyView{s, timeline(s)})
 		}
-		data["Searched"], data["Stories"] = true, stories
+		data["Searched"], data["Stories"], data["Notes"] = true, stories, notes
 	}
 	h.render(w, r, "message", data)
+}
+
+// story is id's story on every account, and the lines saying where it is
+// deferred or that the guard blocked it.
+func (h *Handler) story(ctx context.Context, id string) (status.Message, []string, error) {
+	m, err := status.ReadMessage(ctx, h.setups, id)
+	if err != nil {
+		return m, nil, err
+	}
+	notes, err := operator.DeferredNotes(ctx, h.o.Redis, h.o.Settings, id)
+	if err != nil {
+		return m, nil, err
+	}
+	note, blocked, err := operator.BlockedNote(ctx, h.o.Redis, h.o.Settings.ClassList(), id)
+	if blocked {
+		notes = append(notes, note)
+	}
+	return m, notes, err
+}
+
+// messageOf is the id of the message whose story a provider id names on
+// one of the accounts, "" when none.
+func (h *Handler) messageOf(ctx context.Context, pid string) (string, error) {
+	for _, s := range h.setups {
+		id, ok, err := ledger.MessageOf(ctx, h.o.Redis, keys.For(s.Name), pid)
+		if err != nil || ok {
+			return id, err
+		}
+	}
+	return "", nil
 }
 
 // filterOf is the dead-letter selection of r's reason, class and since.

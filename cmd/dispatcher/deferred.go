@@ -91,28 +91,6 @@ func deferredAct(ctx context.Context, store *deferral.Store, verb, class string,
 	return err
 }
 
-// deferredEntries says, a line each, where id is deferred: in the store
-// of any class with send windows or a cap (docs/windows.md).
-func deferredEntries(ctx context.Context, rdb deferral.Redis, cfg config.Settings, id string) ([]string, error) {
-	classes, err := operator.DeferringClasses(cfg, "")
-	if err != nil {
-		return nil, err
-	}
-	store := deferral.New(rdb, nil, nil)
-	var out []string
-	for _, c := range classes {
-		e, found, err := store.Get(ctx, c, id)
-		if err != nil {
-			return nil, err
-		}
-		if found {
-			out = append(out, fmt.Sprintf("deferred (%s): class %s, since %s, due %s", e.Reason, c,
-				e.DeferredAt.UTC().Format(time.RFC3339), e.Due.UTC().Format(time.RFC3339)))
-		}
-	}
-	return out, nil
-}
-
 // writeDeferred writes, for each class with send windows or a cap, how
 // many messages are deferred, how many are overdue (SMSDeferredStuck),
 // and the next releases.

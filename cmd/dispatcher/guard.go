@@ -116,10 +116,10 @@ func writeGuardBlocks(ctx context.Context, w io.Writer, rdb guard.Redis, classes
 // writeBlockedNote prints why the guard blocked the message id, when one
 // of classes' guards did (within a day), and reports whether it did.
 func writeBlockedNote(ctx context.Context, w io.Writer, rdb guard.Redis, classes []config.Class, id string) (bool, error) {
-	n, ok, err := guard.Noted(ctx, rdb, operator.GuardedClasses(classes), id)
+	note, ok, err := operator.BlockedNote(ctx, rdb, classes, id)
 	if err != nil || !ok {
 		return false, err
 	}
-	fmt.Fprintf(w, "%s: blocked by the guard (%s), never sent; class %s, home %s, at %s\n", id, n.Reason, n.Class, n.Account, n.At.UTC().Format(time.RFC3339))
+	fmt.Fprintln(w, note)
 	return true, nil
 }

@@ -306,3 +306,36 @@ func (b Blocks) Act(ctx context.Context, a Action) (string, error) {
 	}
 	return "", fmt.Errorf("want block or unblock, got %q", a.Name)
 }
+
+// DeferredNotes say, a line each, where id is deferred: in the store of
+// any class of cfg with send windows or a cap (`dispatcher message`'s
+// lines, docs/windows.md).
+func DeferredNotes(ctx context.Context, rdb deferral.Redis, cfg config.Settings, id string) ([]string, error) {
+	classes, err := DeferringClasses(cfg, "")
+	if err != nil {
+		return nil, err
+	}
+	store := deferral.New(rdb, nil, nil)
+	var out []string
+	for _, c := range classes {
+		e, found, err := store.Get(ctx, c, id)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			out = append(out, fmt.Sprintf("deferred (%s): class %s, since %s, due %s", e.Reason, c,
+				e.DeferredAt.UTC().Format(time.RFC3339), e.Due.UTC().Format(time.RFC3339)))
+		}
+	}
+	return out, nil
+}
+
+// BlockedNote says why the guard blocked the message id, when one of
+// classes' guards did (within a day): `dispatcher message`'s line.
+func BlockedNote(ctx context.Context, rdb guard.Redis, classes []config.Class, id string) (string, bool, error) {
+	n, ok, err := guard.Noted(ctx, rdb, GuardedClasses(classes), id)
+	if err != nil || !ok {
+		return "", false, err
+	}
+	return fmt.Sprintf("%s: blocked by the guard (%s), never sent; class %s, home %s, at %s", id, n.Reason, n.Class, n.Account, n.At.UTC().Format(time.RFC3339)), true, nil
+}
