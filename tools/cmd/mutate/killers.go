@@ -179,4 +179,7 @@ var killers = map[string]string{
 	"M34": "TestIAP",
 	"M35": "TestCrossOriginWritesAreRefused",
 	"M36": "TestRolesMaskingAndAudit",
+	// The console's lists.
+	"M37": "TestListsAndTheirActions",
+	"M38": "TestListsAndTheirActions",
 }

@@ -579,4 +579,12 @@ var mutants = []mutant{
 	{"M36", "the dead letters page shows the message as sent: number and body", []edit{
 		{"console/pages.go", "To: l.MaskedTo(),", "To: string(l.Data),"},
 	}, "./console/"},
+
+	// The console's lists.
+	{"M37", "a list's action takes a viewer: a viewer removes an opt-out", []edit{
+		{"console/pages.go", "if !h.allowed(w, r, Operator, name+\".\"+action, key) {", "if !h.allowed(w, r, Viewer, name+\".\"+action, key) {"},
+	}, "./console/"},
+	{"M38", "the lists show a viewer the numbers in clear", []edit{
+		{"console/pages.go", "rows, err := l.list.Search(r.Context(), v.Query, listRows, u.Role >= Support)", "rows, err := l.list.Search(r.Context(), v.Query, listRows, true)"},
+	}, "./console/"},
 }
