@@ -80,9 +80,24 @@ func (OptOuts) Columns() []string {
 
 func (OptOuts) Actions() []string { return []string{suppress.ActionAdd, suppress.ActionRemove} }
 
-// Search reads the list in pages, keeping the entries whose number
-// contains query.
+// Search reads a whole number's entry alone; any other query reads the
+// list in pages (the whole list when fewer than limit entries match),
+// keeping the entries whose number contains it.
 func (o OptOuts) Search(ctx context.Context, query string, limit int, clear bool) ([][]string, error) {
+	row := func(e suppress.Entry) []string {
+		n := e.Number
+		if !clear {
+			n = provider.MaskNumber(n)
+		}
+		return []string{n, e.At.Format(time.RFC3339), e.Source, e.Account, e.Reason}
+	}
+	if _, err := suppress.Key(query); err == nil {
+		e, ok, err := o.Store.Get(ctx, query)
+		if err != nil || !ok {
+			return nil, err
+		}
+		return [][]string{row(e)}, nil
+	}
 	var rows [][]string
 	for cursor := uint64(0); ; {
 		page, next, err := o.Store.Scan(ctx, cursor)
@@ -93,12 +108,7 @@ func (o OptOuts) Search(ctx context.Context, query string, limit int, clear bool
 			if !strings.Contains(e.Number, query) {
 				continue
 			}
-			n := e.Number
-			if !clear {
-				n = provider.MaskNumber(n)
-			}
-			rows = append(rows, []string{n, e.At.Format(time.RFC3339), e.Source, e.Account, e.Reason})
-			if len(rows) == limit {
+			if rows = append(rows, row(e)); len(rows) == limit {
 				return rows, nil
 			}
 		}
