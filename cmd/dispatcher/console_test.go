@@ -145,9 +145,11 @@ func TestConsoleInABrowser(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
+	// text reads the element's text in one evaluation: a node id found by
+	// one call may be stale by the next once the page settles under load.
 	text := func(sel string) string {
 		t.Helper()
-		v, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector(`+strconv.Quote(sel)+`).innerText`))
 		if err != nil {
 			t.Fatalf("text of %s: %v", sel, err)
 		}
