@@ -99,10 +99,18 @@ func settings(t *testing.T, env map[string]string) config.Settings {
 
 func newHarness(t *testing.T, auth Auth, lists Lists) *harness {
 	t.Helper()
+	return newHarnessOf(t, auth, lists, map[string]string{"SMS_ACCOUNT": redistest.UniqueAccount(t)})
+}
+
+// newHarnessOf is newHarness with the settings of env besides Pub/Sub's
+// and Redis's.
+func newHarnessOf(t *testing.T, auth Auth, lists Lists, env map[string]string) *harness {
+	t.Helper()
 	psSrv := pstest.NewServer()
 	t.Cleanup(func() { psSrv.Close() })
 	t.Setenv("PUBSUB_EMULATOR_HOST", psSrv.Addr)
-	cfg := settings(t, map[string]string{"PUBSUB_PROJECT_ID": "proj", "REDIS_URL": "redis://" + redistest.Addr(t), "SMS_ACCOUNT": redistest.UniqueAccount(t)})
+	env["PUBSUB_PROJECT_ID"], env["REDIS_URL"] = "proj", "redis://"+redistest.Addr(t)
+	cfg := settings(t, env)
 	ps, err := topology.NewClient(context.Background(), "proj", "")
 	if err != nil {
 		t.Fatal(err)
@@ -457,6 +465,38 @@ func TestMessageByProviderID(t *testing.T) {
 	}
 	if code, body := h.request("", "GET", "/message?id=prov-9", nil); code != 200 || !strings.Contains(body, "No record of prov-9") || strings.Contains(body, "is message") {
 		t.Errorf("/message?id=prov-9: %d\n%s", code, body)
+	}
+}
+
+// TestMessageShowsItsDeferral: a message deferred by its class's send
+// windows is found, its deferral said as `dispatcher message` says it; the
+// lists page lists it.
+func TestMessageShowsItsDeferral(t *testing.T) {
+	class := "w" + strings.ToLower(strings.NewReplacer("_", "-").Replace(redistest.UniqueAccount(t)))
+	class = class[:min(len(class), 32)]
+	file := filepath.Join(t.TempDir(), "accounts.yaml")
+	if err := os.WriteFile(file, []byte("classes:\n  - name: otp\n  - name: "+class+"\n    send_hours: \"08:00-21:00\"\n"+
+		"accounts:\n  - name: "+class+"\n    provider: generic\n    generic: {url: https://a.example, token: t1}\n    classes: [otp, "+class+"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := deferral.Message{Class: class, ID: "promo-1", To: "+33612345678", Data: []byte(`{"id":"promo-1"}`)}
+	if j, err := deferral.New(redistest.Client(t), nil, nil).Judge(context.Background(), m, policy.Sending{Window: fixedWindow(time.Now().Add(time.Hour))}); err != nil || j.Verdict != deferral.Deferred {
+		t.Fatalf("deferring promo-1: %+v %v", j, err)
+	}
+	h := newHarnessOf(t, Local{}, Lists{}, map[string]string{"ACCOUNTS_FILE": file})
+	lists, stop, err := FeatureLists(h.cfg, redistest.Client(t), h.ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if lists.Deferred == nil {
+		t.Fatal("FeatureLists: no deferred list for a class with send windows")
+	}
+	if rows, err := lists.Deferred.Search(context.Background(), "promo-1", 10, false); err != nil || len(rows) != 1 || rows[0][0] != class+"/promo-1" {
+		t.Errorf("the deferred list's search: %v %v", rows, err)
+	}
+	if code, body := h.request("", "GET", "/message?id=promo-1", nil); code != 200 || !strings.Contains(body, "deferred (window): class "+class) || strings.Contains(body, "No record") {
+		t.Errorf("/message?id=promo-1: %d\n%s", code, body)
 	}
 }
 
