@@ -22,8 +22,10 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"smsdispatcher/config"
+	"smsdispatcher/deferral"
 	"smsdispatcher/internal/operator"
 	"smsdispatcher/status"
+	"smsdispatcher/suppress"
 )
 
 //go:embed templates/*.html
@@ -62,26 +64,48 @@ type Options struct {
 
 // Lists are the lists an operator searches and acts on besides the dead
 // letters: each is a feature of its own, wired in by the program that
-// has it.
+// has it (FeatureLists); a nil one is shown as not configured.
 type Lists struct {
 	OptOuts  List
 	Deferred List
 	Blocks   List
 }
 
-// A List is one searchable list of the opt-outs page and its operator
-// actions.
-type List interface {
-	// Columns name the rows' cells; the first cell is the row's key.
-	Columns() []string
-	// Search returns at most limit rows whose key contains query ("" every
-	// row). Numbers in cells are masked to their last four digits.
-	Search(ctx context.Context, query string, limit int) ([][]string, error)
-	// Actions are the operator's actions on a row ("remove", "release",
-	// "drop", "unblock"), which Act applies to the row of key; "add" (a
-	// new key) is one too.
-	Actions() []string
-	Act(ctx context.Context, action, key string) error
+// A List is one searchable list of the lists page and its operator
+// actions (internal/operator's, which the dispatcher's commands share).
+type List = operator.List
+
+// An Action is an operator's action on a List.
+type Action = operator.Action
+
+// FeatureLists are the lists of cfg's features on rdb: the suppression
+// list (always; its changes published to SUPPRESSIONS_TOPIC on ps as
+// `dispatcher suppressions` publishes them), the deferred messages of
+// the classes with send windows or a cap, the blocks of the classes with
+// guard rules; each nil when no class has it. stop stops the mirror's
+// publisher.
+func FeatureLists(cfg config.Settings, rdb redis.UniversalClient, ps *pubsub.Client) (lists Lists, stop func(), err error) {
+	routing, err := cfg.Routing()
+	if err != nil {
+		return Lists{}, nil, err
+	}
+	if len(routing.Classes) > 0 {
+		cfg.Lanes = routing.Classes
+	}
+	mirror := &suppress.TopicMirror{Publisher: ps.Publisher(cfg.SuppressionsTopic)}
+	lists.OptOuts = operator.OptOuts{Store: suppress.NewStore(rdb, "", mirror), Wait: mirror.Wait}
+	deferring, err := operator.DeferringClasses(cfg, "")
+	if err != nil {
+		mirror.Publisher.Stop()
+		return Lists{}, nil, err
+	}
+	if len(deferring) > 0 {
+		lists.Deferred = operator.Deferred{Store: deferral.New(rdb, nil, nil), Classes: deferring}
+	}
+	if guarded := operator.GuardedClasses(cfg.ClassList()); len(guarded) > 0 {
+		lists.Blocks = operator.Blocks{Redis: rdb, Classes: guarded}
+	}
+	return lists, mirror.Publisher.Stop, nil
 }
 
 // MetricActions counts the console's actions by action and outcome

@@ -23,8 +23,15 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"smsdispatcher/config"
+	"smsdispatcher/config/policy"
+	"smsdispatcher/deferral"
+	"smsdispatcher/guard"
+	"smsdispatcher/internal/keys"
+	"smsdispatcher/internal/operator"
 	"smsdispatcher/internal/redistest"
 	"smsdispatcher/internal/topology"
+	"smsdispatcher/ledger"
+	"smsdispatcher/suppress"
 )
 
 // syncBuffer is a bytes.Buffer the handler's logger and the test share.
@@ -92,10 +99,18 @@ func settings(t *testing.T, env map[string]string) config.Settings {
 
 func newHarness(t *testing.T, auth Auth, lists Lists) *harness {
 	t.Helper()
+	return newHarnessOf(t, auth, lists, map[string]string{"SMS_ACCOUNT": redistest.UniqueAccount(t)})
+}
+
+// newHarnessOf is newHarness with the settings of env besides Pub/Sub's
+// and Redis's.
+func newHarnessOf(t *testing.T, auth Auth, lists Lists, env map[string]string) *harness {
+	t.Helper()
 	psSrv := pstest.NewServer()
 	t.Cleanup(func() { psSrv.Close() })
 	t.Setenv("PUBSUB_EMULATOR_HOST", psSrv.Addr)
-	cfg := settings(t, map[string]string{"PUBSUB_PROJECT_ID": "proj", "REDIS_URL": "redis://" + redistest.Addr(t), "SMS_ACCOUNT": redistest.UniqueAccount(t)})
+	env["PUBSUB_PROJECT_ID"], env["REDIS_URL"] = "proj", "redis://"+redistest.Addr(t)
+	cfg := settings(t, env)
 	ps, err := topology.NewClient(context.Background(), "proj", "")
 	if err != nil {
 		t.Fatal(err)
@@ -298,53 +313,190 @@ func TestCrossOriginWritesAreRefused(t *testing.T) {
 	}
 }
 
-// fakeList is a List as a feature would provide it.
-type fakeList struct {
-	mu   sync.Mutex
-	rows [][]string
-	acts []string
+// fixedWindow opens at one instant.
+type fixedWindow time.Time
+
+func (f fixedWindow) Next(_, _ string, t time.Time) time.Time {
+	if t.Before(time.Time(f)) {
+		return time.Time(f)
+	}
+	return t
 }
 
-func (f *fakeList) Columns() []string { return []string{"number", "since"} }
-func (f *fakeList) Actions() []string { return []string{"add", "remove"} }
-func (f *fakeList) Search(_ context.Context, q string, limit int) ([][]string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out [][]string
-	for _, r := range f.rows {
-		if strings.Contains(r[0], q) && len(out) < limit {
-			out = append(out, r)
+// TestListsNotConfigured: the lists of settings without send windows or
+// guard rules: the suppression list alone, the others saying what is
+// missing; an action on one of them is 404.
+func TestListsNotConfigured(t *testing.T) {
+	h := newHarness(t, basicAuth(t, map[string]string{"olga": "operator"}), Lists{})
+	lists, stop, err := FeatureLists(h.cfg, redistest.Client(t), h.ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if lists.OptOuts == nil || lists.Deferred != nil || lists.Blocks != nil {
+		t.Fatalf("FeatureLists: %+v, want the opt-outs alone", lists)
+	}
+	h = newHarness(t, basicAuth(t, map[string]string{"olga": "operator"}), Lists{Deferred: lists.Deferred})
+	code, body := h.request("olga", "GET", "/lists", nil)
+	for _, want := range []string{"The suppression list is not wired in", "No class has send windows or a cap", "No class has guard rules"} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Errorf("/lists lacks %q: %d\n%s", want, code, body)
 		}
-	}
-	return out, nil
-}
-func (f *fakeList) Act(_ context.Context, action, key string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.acts = append(f.acts, action+" "+key)
-	return nil
-}
-
-// TestLists: a list not wired in says so; a wired one is searched, and an
-// operator's action reaches it, audited.
-func TestLists(t *testing.T) {
-	optouts := &fakeList{rows: [][]string{{"+*******1234", "2026-01-01"}, {"+*******9876", "2026-02-01"}}}
-	h := newHarness(t, basicAuth(t, map[string]string{"olga": "operator"}), Lists{OptOuts: optouts})
-	code, body := h.request("olga", "GET", "/lists?optouts=1234", nil)
-	if code != 200 || strings.Count(body, "Not configured in this version") != 2 || !strings.Contains(body, "+*******1234") || strings.Contains(body, "9876") {
-		t.Errorf("/lists: %d\n%s", code, body)
-	}
-	if code, _ := h.request("olga", "POST", "/lists/optouts/remove", url.Values{"key": {"+*******1234"}}); code != 200 {
-		t.Errorf("remove: %d (after the redirect), want 200", code)
-	}
-	if len(optouts.acts) != 1 || optouts.acts[0] != "remove +*******1234" {
-		t.Errorf("the list was told %v", optouts.acts)
-	}
-	if a := last(h.log.audits(t)); a["action"] != "optouts.remove" || a["outcome"] != "ok" {
-		t.Errorf("remove: audit %v", a)
 	}
 	if code, _ := h.request("olga", "POST", "/lists/blocks/unblock", url.Values{"key": {"x"}}); code != 404 {
 		t.Errorf("an action on a list not configured: %d, want 404", code)
+	}
+}
+
+// TestListsAndTheirActions: each list over the test Redis, as the
+// dispatcher's commands change it: a viewer sees numbers masked and no
+// action, and is refused each (403, audited); support sees numbers in
+// clear; an operator adds and removes opt-outs (a reason required, source
+// operator), releases and drops deferred messages, unblocks and blocks a
+// range, each audited with what it did.
+func TestListsAndTheirActions(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	tag := redistest.UniqueAccount(t)
+	store := suppress.NewStore(rdb, keys.Suppressions("{"+tag+"}"), nil)
+	const optedOut, another = "+447700900123", "+447700900456"
+	if _, err := operator.ChangeSuppression(ctx, store, suppress.ActionAdd, optedOut, "", "STOP by phone"); err != nil {
+		t.Fatal(err)
+	}
+	class := "c" + tag
+	deferrals := deferral.New(rdb, nil, nil)
+	for _, id := range []string{"early-1", "dropped-1"} {
+		m := deferral.Message{Class: class, ID: id, To: "+33612345678", Data: []byte(`{"id":"` + id + `"}`)}
+		if j, err := deferrals.Judge(ctx, m, policy.Sending{Window: fixedWindow(time.Now().Add(time.Hour))}); err != nil || j.Verdict != deferral.Deferred {
+			t.Fatalf("deferring %s: %+v %v", id, j, err)
+		}
+	}
+	if err := guard.BlockRange(ctx, rdb, class, "+447700", time.Hour, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, basicAuth(t, map[string]string{"vic": "viewer", "sue": "support", "olga": "operator"}), Lists{
+		OptOuts:  operator.OptOuts{Store: store},
+		Deferred: operator.Deferred{Store: deferrals, Classes: []string{class}},
+		Blocks:   operator.Blocks{Redis: rdb, Classes: []string{class}},
+	})
+
+	code, body := h.request("vic", "GET", "/lists", nil)
+	for _, want := range []string{"+********0123", "STOP by phone", class + "/early-1", class + "/dropped-1", class + "/+447700"} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Errorf("vic's /lists lacks %q: %d\n%s", want, code, body)
+		}
+	}
+	if strings.Contains(body, optedOut) || strings.Contains(body, "<button type=\"submit\" class=\"act-") {
+		t.Errorf("a viewer's lists show a number in clear or an action:\n%s", body)
+	}
+	for _, w := range []struct{ list, action, key string }{
+		{"optouts", "add", another}, {"optouts", "remove", optedOut}, {"deferred", "release", class + "/early-1"},
+		{"deferred", "drop", class + "/dropped-1"}, {"blocks", "unblock", class + "/+447700"}, {"blocks", "block", class + "/+4477"},
+	} {
+		path := "/lists/" + w.list + "/" + w.action
+		if code, _ := h.request("vic", "POST", path, url.Values{"key": {w.key}, "reason": {"r"}}); code != 403 {
+			t.Errorf("vic's POST %s: %d, want 403", path, code)
+		}
+		if a := last(h.log.audits(t)); a["user"] != "vic" || a["action"] != w.list+"."+w.action || a["outcome"] != "forbidden" {
+			t.Errorf("vic's POST %s: audit %v", path, a)
+		}
+	}
+	if _, ok, _ := store.Get(ctx, optedOut); !ok {
+		t.Fatal("the viewer's remove went through")
+	}
+	for _, q := range []string{"900123", url.QueryEscape(optedOut)} {
+		if code, body := h.request("sue", "GET", "/lists?optouts="+q, nil); code != 200 || !strings.Contains(body, optedOut) {
+			t.Errorf("sue's search of %s: %d, want %s in clear\n%s", q, code, optedOut, body)
+		}
+	}
+
+	act := func(list, action, key string, form url.Values, detail string) {
+		t.Helper()
+		form.Set("key", key)
+		if code, body := h.request("olga", "POST", "/lists/"+list+"/"+action, form); code != 200 {
+			t.Errorf("olga's %s %s: %d (after the redirect), want 200\n%s", action, key, code, body)
+		}
+		if a := last(h.log.audits(t)); a["user"] != "olga" || a["action"] != list+"."+action || a["target"] != key || a["outcome"] != "ok" || a["detail"] != detail {
+			t.Errorf("olga's %s %s: audit %v, want detail %q", action, key, a, detail)
+		}
+	}
+	if code, _ := h.request("olga", "POST", "/lists/optouts/add", url.Values{"key": {another}}); code != 400 {
+		t.Errorf("an add without a reason: %d, want 400", code)
+	}
+	act("optouts", "add", another, url.Values{"reason": {"asked by e-mail"}}, "added")
+	if e, ok, err := store.Get(ctx, another); !ok || err != nil || e.Source != suppress.SourceOperator || e.Reason != "asked by e-mail" {
+		t.Errorf("after the add: %+v %v %v, want source operator and the reason", e, ok, err)
+	}
+	act("optouts", "remove", optedOut, url.Values{"reason": {"opted in again"}}, "removed")
+	if _, ok, _ := store.Get(ctx, optedOut); ok {
+		t.Errorf("%s still on the list after the remove", optedOut)
+	}
+	act("deferred", "release", class+"/early-1", url.Values{}, "released")
+	if e, found, err := deferrals.Get(ctx, class, "early-1"); !found || err != nil || e.Due.After(time.Now()) {
+		t.Errorf("early-1 after the release: %+v %v %v, want due now", e, found, err)
+	}
+	act("deferred", "drop", class+"/dropped-1", url.Values{}, "dropped")
+	if _, found, _ := deferrals.Get(ctx, class, "dropped-1"); found {
+		t.Error("dropped-1 still deferred after the drop")
+	}
+	act("blocks", "unblock", class+"/+447700", url.Values{}, "unblocked; its counts forgotten")
+	h.request("olga", "POST", "/lists/blocks/block", url.Values{"key": {class + "/+4477"}, "for": {"2h"}})
+	blocks, err := guard.List(ctx, rdb, class, time.Now())
+	if err != nil || len(blocks) != 1 || blocks[0].Range != "4477" || blocks[0].Reason != guard.ReasonOperator || time.Until(blocks[0].Until) < 119*time.Minute {
+		t.Errorf("blocks after the unblock and the block for 2h: %+v %v", blocks, err)
+	}
+}
+
+// TestMessageByProviderID: a provider id, of the first part or a later
+// one, finds the message whose story it names; an unknown one finds none.
+func TestMessageByProviderID(t *testing.T) {
+	h := newHarness(t, Local{}, Lists{})
+	routing, err := h.cfg.Routing()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, rdb := keys.For(routing.Accounts[0].Name), redistest.Client(t)
+	rdb.Set(context.Background(), ledger.PIDKey(k, "prov-1"), `{"id":"login-7","class":"otp","n":"2","p1":"prov-1","p2":"prov-2"}`, time.Minute)
+	rdb.Set(context.Background(), ledger.PIDKey(k, "prov-2"), "2\tprov-1", time.Minute)
+	for _, pid := range []string{"prov-1", "prov-2"} {
+		if code, body := h.request("", "GET", "/message?id="+pid, nil); code != 200 || !strings.Contains(body, "Provider id "+pid+" is message login-7") {
+			t.Errorf("/message?id=%s: %d\n%s", pid, code, body)
+		}
+	}
+	if code, body := h.request("", "GET", "/message?id=prov-9", nil); code != 200 || !strings.Contains(body, "No record of prov-9") || strings.Contains(body, "is message") {
+		t.Errorf("/message?id=prov-9: %d\n%s", code, body)
+	}
+}
+
+// TestMessageShowsItsDeferral: a message deferred by its class's send
+// windows is found, its deferral said as `dispatcher message` says it; the
+// lists page lists it.
+func TestMessageShowsItsDeferral(t *testing.T) {
+	class := "w" + strings.ToLower(strings.NewReplacer("_", "-").Replace(redistest.UniqueAccount(t)))
+	class = class[:min(len(class), 32)]
+	file := filepath.Join(t.TempDir(), "accounts.yaml")
+	if err := os.WriteFile(file, []byte("classes:\n  - name: otp\n  - name: "+class+"\n    send_hours: \"08:00-21:00\"\n"+
+		"accounts:\n  - name: "+class+"\n    provider: generic\n    generic: {url: https://a.example, token: t1}\n    classes: [otp, "+class+"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := deferral.Message{Class: class, ID: "promo-1", To: "+33612345678", Data: []byte(`{"id":"promo-1"}`)}
+	if j, err := deferral.New(redistest.Client(t), nil, nil).Judge(context.Background(), m, policy.Sending{Window: fixedWindow(time.Now().Add(time.Hour))}); err != nil || j.Verdict != deferral.Deferred {
+		t.Fatalf("deferring promo-1: %+v %v", j, err)
+	}
+	h := newHarnessOf(t, Local{}, Lists{}, map[string]string{"ACCOUNTS_FILE": file})
+	lists, stop, err := FeatureLists(h.cfg, redistest.Client(t), h.ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if lists.Deferred == nil {
+		t.Fatal("FeatureLists: no deferred list for a class with send windows")
+	}
+	if rows, err := lists.Deferred.Search(context.Background(), "promo-1", 10, false); err != nil || len(rows) != 1 || rows[0][0] != class+"/promo-1" {
+		t.Errorf("the deferred list's search: %v %v", rows, err)
+	}
+	if code, body := h.request("", "GET", "/message?id=promo-1", nil); code != 200 || !strings.Contains(body, "deferred (window): class "+class) || strings.Contains(body, "No record") {
+		t.Errorf("/message?id=promo-1: %d\n%s", code, body)
 	}
 }
 

@@ -7,14 +7,15 @@
 //
 // Invariants: it reads and acts only through the code the dispatcher's
 // commands use (internal/operator, status, deadletter), so a page shows
-// what `status`, `message` and `deadletters list` print and a replay does
-// what `deadletters replay` does, dry run first. Every request has a user
+// what `status`, `message` and `deadletters list` print, a replay does
+// what `deadletters replay` does, dry run first, and a list's action what
+// `suppressions`, `deferred` or `guard` does. Every request has a user
 // (an Auth: Local only on loopback, Basic, IAP), every write is a POST
 // refused when cross-origin and when the user's role is below the action's,
 // and every action and refusal is an `audit` log line and a count. A
 // number shows masked to its last four digits (provider.MaskNumber, through
 // deadletter.Letter.MaskedTo) except on /deadletters/number, to support and
-// operators, one dead letter at a time. Templates, style and script are
+// operators, one dead letter at a time, and on /lists to them. Templates, style and script are
 // embedded; nothing is fetched from elsewhere.
 //
 // Files: console.go (the handler, its options, rendering, audit), auth.go

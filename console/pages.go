@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -11,7 +12,9 @@ import (
 	"smsdispatcher/admission"
 	"smsdispatcher/deadletter"
 	"smsdispatcher/dispatch"
+	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/operator"
+	"smsdispatcher/ledger"
 	"smsdispatcher/status"
 )
 
@@ -123,12 +126,21 @@ func timeline(s status.MessageStory) []event {
 	return ev
 }
 
-// message is page 2: a message's story by its id.
+// message is page 2: a message's story by its id or, when no message
+// has that id, by a provider id; with where it is deferred and why the
+// guard blocked it, as `dispatcher message` prints them.
 func (h *Handler) message(w http.ResponseWriter, r *http.Request) {
 	id := strings.TrimSpace(r.URL.Query().Get("id"))
 	data := map[string]any{"ID": id}
 	if id != "" {
-		m, err := status.ReadMessage(r.Context(), h.setups, id)
+		m, notes, err := h.story(r.Context(), id)
+		if err == nil && !m.Found() && len(notes) == 0 {
+			var msgID string
+			if msgID, err = h.messageOf(r.Context(), id); err == nil && msgID != "" {
+				data["ByProviderID"], data["MessageID"] = true, msgID
+				m, notes, err = h.story(r.Context(), msgID)
+			}
+		}
 		if err != nil {
 			h.fail(w, r, "reading the message's story in Redis", err)
 			return
@@ -137,9 +149,39 @@ func (h *Handler) message(w http.ResponseWriter, r *http.Request) {
 		for _, s := range m.Accounts {
 			stories = append(stories, storyView{s, timeline(s)})
 		}
-		data["Searched"], data["Stories"] = true, stories
+		data["Searched"], data["Stories"], data["Notes"] = true, stories, notes
 	}
 	h.render(w, r, "message", data)
+}
+
+// story is id's story on every account, and the lines saying where it is
+// deferred or that the guard blocked it.
+func (h *Handler) story(ctx context.Context, id string) (status.Message, []string, error) {
+	m, err := status.ReadMessage(ctx, h.setups, id)
+	if err != nil {
+		return m, nil, err
+	}
+	notes, err := operator.DeferredNotes(ctx, h.o.Redis, h.o.Settings, id)
+	if err != nil {
+		return m, nil, err
+	}
+	note, blocked, err := operator.BlockedNote(ctx, h.o.Redis, h.o.Settings.ClassList(), id)
+	if blocked {
+		notes = append(notes, note)
+	}
+	return m, notes, err
+}
+
+// messageOf is the id of the message whose story a provider id names on
+// one of the accounts, "" when none.
+func (h *Handler) messageOf(ctx context.Context, pid string) (string, error) {
+	for _, s := range h.setups {
+		id, ok, err := ledger.MessageOf(ctx, h.o.Redis, keys.For(s.Name), pid)
+		if err != nil || ok {
+			return id, err
+		}
+	}
+	return "", nil
 }
 
 // filterOf is the dead-letter selection of r's reason, class and since.
@@ -300,55 +342,75 @@ func (h *Handler) number(w http.ResponseWriter, r *http.Request) {
 // listView is one list of page 4.
 type listView struct {
 	Name, Title string
-	Configured  bool
+	Missing     string // why the list is not configured; "" when it is
 	Columns     []string
 	Rows        [][]string
-	Actions     []string
+	RowActions  []string // on a row: remove, release, drop, unblock
+	NewActions  []string // of a new key: add, block
+	Reason      bool     // the actions need a reason
 	Query       string
 	Err         string
+	Operator    bool // the user may act
 }
 
-// namedList is a List with its URL name and title.
+// namedList is a List with its URL name, title and what its absence
+// means.
 type namedList struct {
-	name, title string
-	list        List
+	name, title, missing string
+	list                 List
 }
 
 // listsOf are page 4's lists, by their URL name.
 func (h *Handler) listsOf() []namedList {
 	return []namedList{
-		{"optouts", "Opt-outs", h.o.Lists.OptOuts},
-		{"deferred", "Deferred messages", h.o.Lists.Deferred},
-		{"blocks", "Guard blocks", h.o.Lists.Blocks},
+		{"optouts", "Opt-outs", "The suppression list is not wired in (docs/suppressions.md).", h.o.Lists.OptOuts},
+		{"deferred", "Deferred messages", "No class has send windows or a cap (docs/windows.md).", h.o.Lists.Deferred},
+		{"blocks", "Guard blocks", "No class has guard rules (docs/guard.md).", h.o.Lists.Blocks},
 	}
 }
 
 // listRows bounds the rows each list shows.
 const listRows = 200
 
+// newKeyActions are the actions of a new key rather than of a row.
+var newKeyActions = []string{"add", "block"}
+
 // lists is page 4: opt-outs, deferred messages and guard blocks, each
-// searchable, or said not configured.
+// searchable, or said not configured. Numbers show in clear to support
+// and operators, masked to others.
 func (h *Handler) lists(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	u := userOf(r)
 	var views []listView
 	for _, l := range h.listsOf() {
-		v := listView{Name: l.name, Title: l.title, Configured: l.list != nil, Query: q.Get(l.name)}
-		if l.list != nil {
-			v.Columns, v.Actions = l.list.Columns(), l.list.Actions()
-			rows, err := l.list.Search(r.Context(), v.Query, listRows)
-			if err != nil {
-				v.Err = err.Error()
-			}
-			v.Rows = rows
+		v := listView{Name: l.name, Title: l.title, Query: q.Get(l.name), Operator: u.Role >= Operator}
+		if l.list == nil {
+			v.Missing = l.missing
+			views = append(views, v)
+			continue
 		}
+		v.Columns, v.Reason = l.list.Columns(), l.name == "optouts"
+		for _, a := range l.list.Actions() {
+			if slices.Contains(newKeyActions, a) {
+				v.NewActions = append(v.NewActions, a)
+			} else {
+				v.RowActions = append(v.RowActions, a)
+			}
+		}
+		rows, err := l.list.Search(r.Context(), v.Query, listRows, u.Role >= Support)
+		if err != nil {
+			v.Err = err.Error()
+		}
+		v.Rows = rows
 		views = append(views, v)
 	}
 	h.render(w, r, "lists", views)
 }
 
-// listAction applies an operator's action to a list's row.
+// listAction applies an operator's action to a list's row, or of a new
+// key: operators only, audited with what it did.
 func (h *Handler) listAction(w http.ResponseWriter, r *http.Request) {
-	name, action, key := r.PathValue("list"), r.PathValue("action"), r.FormValue("key")
+	name, action, key := r.PathValue("list"), r.PathValue("action"), strings.TrimSpace(r.FormValue("key"))
 	if !h.allowed(w, r, Operator, name+"."+action, key) {
 		return
 	}
@@ -358,17 +420,27 @@ func (h *Handler) listAction(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such list or action", http.StatusNotFound)
 		return
 	}
-	err := lists[i].list.Act(r.Context(), action, key)
+	a := Action{Name: action, Key: key, Reason: strings.TrimSpace(r.FormValue("reason"))}
+	if s := r.FormValue("for"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			http.Error(w, fmt.Sprintf("for %q: want a duration such as 1h", s), http.StatusBadRequest)
+			return
+		}
+		a.For = d
+	}
+	did, err := lists[i].list.Act(r.Context(), a)
 	outcome := "ok"
 	if err != nil {
-		outcome = "error"
+		outcome, did = "error", err.Error()
 	}
-	h.audit(r.Context(), userOf(r), name+"."+action, key, outcome)
+	h.auditDetail(r.Context(), userOf(r), name+"."+action, key, outcome, did)
 	if err != nil {
-		h.fail(w, r, action, err)
+		w.WriteHeader(http.StatusBadRequest)
+		h.render(w, r, "error", map[string]any{"What": action + " " + key, "Err": err.Error()})
 		return
 	}
-	http.Redirect(w, r, h.o.Path+"/lists", http.StatusSeeOther)
+	http.Redirect(w, r, h.o.Path+"/lists?"+url.Values{name: {key}}.Encode()+"#list-"+name, http.StatusSeeOther)
 }
 
 // accountConfig is an account's configuration as page 5 shows it: the

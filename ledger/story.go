@@ -2,10 +2,16 @@ package ledger
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"smsdispatcher/internal/keys"
 )
 
 // Story is what a sent message's receipts need kept with its record. The
@@ -236,4 +242,32 @@ func quantile(buckets []int64, q float64) time.Duration {
 		}
 	}
 	return DeliveryBuckets[len(DeliveryBuckets)-1]
+}
+
+// MessageOf returns the id of the message a provider id of account k's
+// names (the console's search by provider id), and whether one does: the
+// story at the first part's key holds the id; a later part's key,
+// '<part>\t<first provider id>', leads to it.
+func MessageOf(ctx context.Context, rdb redis.Cmdable, k keys.Account, pid string) (string, bool, error) {
+	for range 2 {
+		v, err := rdb.Get(ctx, PIDKey(k, pid)).Result()
+		if errors.Is(err, redis.Nil) {
+			return "", false, nil
+		}
+		if err != nil {
+			return "", false, err
+		}
+		if _, first, ok := strings.Cut(v, "\t"); ok {
+			pid = first
+			continue
+		}
+		var story struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal([]byte(v), &story) != nil || story.ID == "" {
+			return "", false, nil
+		}
+		return story.ID, true, nil
+	}
+	return "", false, nil
 }

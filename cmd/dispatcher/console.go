@@ -58,7 +58,12 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer metrics.Shutdown(context.WithoutCancel(ctx))
-	h, err := console.NewHandler(console.Options{Settings: cfg, Redis: rdb, PubSub: ps, Auth: auth,
+	lists, stopLists, err := console.FeatureLists(cfg, rdb, ps)
+	if err != nil {
+		return err
+	}
+	defer stopLists()
+	h, err := console.NewHandler(console.Options{Settings: cfg, Redis: rdb, PubSub: ps, Auth: auth, Lists: lists,
 		Logger: slog.New(slog.NewJSONHandler(stderr, nil)), Meter: metrics.Meter()})
 	if err != nil {
 		return err

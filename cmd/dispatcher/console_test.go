@@ -76,7 +76,8 @@ func usersFile(t *testing.T, roles map[string]string) string {
 // headless Chromium, over the real serve (a pool of one), Redis and
 // pstest: the overview's chart moves as messages are sent; a message's
 // story is found by its id; a dead letter the provider refused is dry-run,
-// then replayed, and sent; a viewer is refused the replay.
+// then replayed, and sent; an opt-out is removed; a viewer is refused the
+// replay.
 func TestConsoleInABrowser(t *testing.T) {
 	browser := chromium(t)
 	h := newDLHarness(t)
@@ -144,9 +145,11 @@ func TestConsoleInABrowser(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
+	// text reads the element's text in one evaluation: a node id found by
+	// one call may be stale by the next once the page settles under load.
 	text := func(sel string) string {
 		t.Helper()
-		v, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector(`+strconv.Quote(sel)+`).innerText`))
 		if err != nil {
 			t.Fatalf("text of %s: %v", sel, err)
 		}
@@ -267,8 +270,22 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	do("the configuration", chromedp.Navigate(base+"/config"), visible("#routes"))
 	screenshot("config")
-	do("the lists", chromedp.Navigate(base+"/lists"), visible("#list-optouts"))
+	// An opt-out `suppressions add` put on the list: the operator finds
+	// it on the lists page and removes it, with a reason; it is gone.
+	const optedOut = "+447700900777"
+	if _, errs, err := h.cmd("suppressions", "add", "--reason", "STOP by phone", optedOut); err != nil {
+		t.Fatalf("suppressions add: %v\n%s", err, errs)
+	}
+	do("the lists", chromedp.Navigate(base+"/lists?optouts=900777"), visible("#list-optouts table"))
+	if row := text("#list-optouts table"); !strings.Contains(row, optedOut) || !strings.Contains(row, "STOP by phone") {
+		t.Errorf("the opt-out's row:\n%s", row)
+	}
 	screenshot("lists")
+	do("an opt-out removed", chromedp.SendKeys(chromedp.CSS("#list-optouts input[name=reason]"), "opted in again"),
+		click("#list-optouts .act-remove"), visible("#list-optouts p.empty"))
+	if out, _, err := h.cmd("suppressions", "check", optedOut); err != nil || !strings.Contains(out, "not suppressed") {
+		t.Errorf("suppressions check after the removal: %q %v", out, err)
+	}
 
 	// A viewer sees the dead letters, masked, and is refused the replay.
 	h.deadLetter(msgJSON("viewer-1", "+819012345678", "Hi"), dlAttrs("otp", providerReason, "2001"))
@@ -293,7 +310,8 @@ func TestConsoleInABrowser(t *testing.T) {
 	defer resp.Body.Close()
 	scrape, _ := io.ReadAll(resp.Body)
 	for _, want := range []string{`sms_console_actions_total{action="dry_run",outcome="ok"} 1`, `sms_console_actions_total{action="replay",outcome="ok"} 1`,
-		`sms_console_actions_total{action="dry_run",outcome="forbidden"} 1`} {
+		`sms_console_actions_total{action="dry_run",outcome="forbidden"} 1`,
+		`sms_console_actions_total{action="optouts.remove",outcome="ok"} 1`} {
 		if !strings.Contains(string(scrape), want) {
 			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(string(scrape), "sms_console"))
 		}

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"smsdispatcher/config"
-	"smsdispatcher/config/policy"
 	"smsdispatcher/deferral"
+	"smsdispatcher/internal/operator"
 )
 
 // runDeferred is `dispatcher deferred list|release|drop`: the deferral
@@ -36,7 +36,7 @@ func runDeferred(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	classes, err := deferringClasses(cfg, *class)
+	classes, err := operator.DeferringClasses(cfg, *class)
 	if err != nil {
 		return err
 	}
@@ -50,7 +50,7 @@ func runDeferred(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	defer rdb.Close()
 	store := deferral.New(rdb, nil, nil)
 	for _, c := range classes {
-		entries, err := deferredOf(ctx, store, c, *id)
+		entries, err := operator.DeferredOf(ctx, store, c, *id)
 		if err != nil {
 			return fmt.Errorf("deferred: %v", err) // the URL is not printed: it may hold a password
 		}
@@ -63,56 +63,11 @@ func runDeferred(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
-// deferringClasses are the classes of cfg's ACCOUNTS_FILE with send
-// windows or a cap, or only the one named when it is one.
-func deferringClasses(cfg config.Settings, only string) ([]string, error) {
-	p := cfg.Process
-	if p.Lanes == nil && cfg.AccountsFile != "" {
-		lanes, err := config.LoadClasses(p, cfg.AccountsFile)
-		if err != nil {
-			return nil, err
-		}
-		p.Lanes = lanes
-	}
-	var out []string
-	for _, c := range p.ClassList() {
-		if p.Policy(c.Name).Sending != (policy.Sending{}) && (only == "" || only == c.Name.String()) {
-			out = append(out, c.Name.String())
-		}
-	}
-	return out, nil
-}
-
 func orAny(class, otherwise string) string {
 	if class != "" {
 		return class + " with send windows or a cap"
 	}
 	return otherwise
-}
-
-// deferredOf returns class's deferred messages, or only id's; all of them
-// are read, a page at a time, before any is acted on (a release moves
-// them in the order the pages follow).
-func deferredOf(ctx context.Context, store *deferral.Store, class, id string) ([]deferral.Entry, error) {
-	if id != "" {
-		e, found, err := store.Get(ctx, class, id)
-		if err != nil || !found {
-			return nil, err
-		}
-		return []deferral.Entry{e}, nil
-	}
-	const page = 500
-	var out []deferral.Entry
-	for off := 0; ; off += page {
-		list, _, err := store.List(ctx, class, off, page)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, list...)
-		if len(list) < page {
-			return out, nil
-		}
-	}
 }
 
 // deferredAct lists, releases or drops e, one line each; never the
@@ -126,48 +81,21 @@ func deferredAct(ctx context.Context, store *deferral.Store, verb, class string,
 	case verb == "list":
 	case dryRun:
 		line = "would " + verb + " " + line
-	case verb == "release":
-		if _, err := store.ReleaseNow(ctx, class, e.ID); err != nil {
+	default:
+		if _, err := operator.ActOnDeferred(ctx, store, verb, class, e.ID); err != nil {
 			return err
 		}
-		line = "released " + line
-	case verb == "drop":
-		if _, err := store.Remove(ctx, class, e.ID, ""); err != nil {
-			return err
-		}
-		line = "dropped " + line
+		line = map[string]string{"release": "released ", "drop": "dropped "}[verb] + line
 	}
 	_, err := fmt.Fprintln(w, line)
 	return err
-}
-
-// deferredEntries says, a line each, where id is deferred: in the store
-// of any class with send windows or a cap (docs/windows.md).
-func deferredEntries(ctx context.Context, rdb deferral.Redis, cfg config.Settings, id string) ([]string, error) {
-	classes, err := deferringClasses(cfg, "")
-	if err != nil {
-		return nil, err
-	}
-	store := deferral.New(rdb, nil, nil)
-	var out []string
-	for _, c := range classes {
-		e, found, err := store.Get(ctx, c, id)
-		if err != nil {
-			return nil, err
-		}
-		if found {
-			out = append(out, fmt.Sprintf("deferred (%s): class %s, since %s, due %s", e.Reason, c,
-				e.DeferredAt.UTC().Format(time.RFC3339), e.Due.UTC().Format(time.RFC3339)))
-		}
-	}
-	return out, nil
 }
 
 // writeDeferred writes, for each class with send windows or a cap, how
 // many messages are deferred, how many are overdue (SMSDeferredStuck),
 // and the next releases.
 func writeDeferred(ctx context.Context, rdb deferral.Redis, cfg config.Settings, w io.Writer) error {
-	classes, err := deferringClasses(cfg, "")
+	classes, err := operator.DeferringClasses(cfg, "")
 	if err != nil {
 		return err
 	}

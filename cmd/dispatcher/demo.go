@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -87,16 +88,21 @@ func demoConsole(stdout, stderr io.Writer) func(cfg config.Settings, rdb redis.U
 		if err != nil {
 			return nil, err
 		}
-		h, err := console.NewHandler(console.Options{Settings: cfg, Redis: rdb, PubSub: ps, Auth: auth,
+		lists, stopLists, err := console.FeatureLists(cfg, rdb, ps)
+		if err != nil {
+			return nil, err
+		}
+		h, err := console.NewHandler(console.Options{Settings: cfg, Redis: rdb, PubSub: ps, Auth: auth, Lists: lists,
 			Logger: slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-		if err != nil {
-			return nil, err
+		if err == nil {
+			var served []net.Addr
+			var stop stopper
+			if served, stop, err = serveHTTP([]listening{{addr, "CONSOLE_ADDR", h}}); err == nil {
+				fmt.Fprintf(stdout, "console: http://%s/ (while the demo runs)\n", served[0])
+				return func() { stop.now(); stopLists() }, nil
+			}
 		}
-		served, stop, err := serveHTTP([]listening{{addr, "CONSOLE_ADDR", h}})
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(stdout, "console: http://%s/ (while the demo runs)\n", served[0])
-		return func() { stop.now() }, nil
+		stopLists()
+		return nil, err
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"smsdispatcher/config"
 	"smsdispatcher/guard"
+	"smsdispatcher/internal/operator"
 )
 
 // runGuard is `dispatcher guard list|block|unblock`: the pumping guard's
@@ -24,7 +25,7 @@ func runGuard(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	load := config.Flags(fs, config.Redis|config.Accounts|config.Topics, environ)
 	class := fs.String("class", "", "the class whose blocks to read or change (default: the first guarded class, else the first class)")
 	prefix := fs.String("prefix", "", "the range to block or unblock, as an E.164 prefix such as +447700")
-	forD := fs.Duration("for", time.Hour, "how long an operator's block holds")
+	forD := fs.Duration("for", operator.DefaultBlock, "how long an operator's block holds")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -115,16 +116,10 @@ func writeGuardBlocks(ctx context.Context, w io.Writer, rdb guard.Redis, classes
 // writeBlockedNote prints why the guard blocked the message id, when one
 // of classes' guards did (within a day), and reports whether it did.
 func writeBlockedNote(ctx context.Context, w io.Writer, rdb guard.Redis, classes []config.Class, id string) (bool, error) {
-	var guarded []string
-	for _, c := range classes {
-		if c.Guard.On() {
-			guarded = append(guarded, c.Name.String())
-		}
-	}
-	n, ok, err := guard.Noted(ctx, rdb, guarded, id)
+	note, ok, err := operator.BlockedNote(ctx, rdb, classes, id)
 	if err != nil || !ok {
 		return false, err
 	}
-	fmt.Fprintf(w, "%s: blocked by the guard (%s), never sent; class %s, home %s, at %s\n", id, n.Reason, n.Class, n.Account, n.At.UTC().Format(time.RFC3339))
+	fmt.Fprintln(w, note)
 	return true, nil
 }

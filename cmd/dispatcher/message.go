@@ -67,7 +67,7 @@ func runMessage(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 	}
-	deferred, err := deferredEntries(ctx, rdb, cfg, id)
+	deferred, err := operator.DeferredNotes(ctx, rdb, cfg, id)
 	if err != nil {
 		return fmt.Errorf("message: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"smsdispatcher/config"
+	"smsdispatcher/internal/operator"
 	"smsdispatcher/internal/topology"
 	"smsdispatcher/provider"
 	"smsdispatcher/suppress"
@@ -108,12 +109,7 @@ func runSuppressionsChange(ctx context.Context, action string, args []string, st
 	}
 	defer done()
 	for _, n := range fs.Args() {
-		e := suppress.Entry{Number: n, Source: suppress.SourceOperator, Account: *account, Reason: *reason}
-		change := store.Add
-		if action == suppress.ActionRemove {
-			change = store.Remove
-		}
-		changed, err := change(ctx, e)
+		changed, err := operator.ChangeSuppression(ctx, store, action, n, *account, *reason)
 		if err != nil {
 			return err
 		}

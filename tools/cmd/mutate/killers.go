@@ -183,4 +183,7 @@ var killers = map[string]string{
 	"SL14": "TestAnInboundSTOPSuppressesAndASTARTLifts",
 	"SL15": "TestAnInboundSTOPSuppressesAndASTARTLifts",
 	"SL16": "TestMessageSaysItsSuppression",
+	// The console's lists.
+	"M37": "TestListsAndTheirActions",
+	"M38": "TestListsAndTheirActions",
 }

@@ -591,4 +591,12 @@ var mutants = []mutant{
 	{"SL16", "dispatcher message does not print a message's suppression", []edit{
 		{"cmd/dispatcher/message.go", "		if stopped {\n			writeSuppressed(", "		if false && stopped {\n			writeSuppressed("},
 	}, "./cmd/dispatcher/"},
+
+	// The console's lists.
+	{"M37", "a list's action takes a viewer: a viewer removes an opt-out", []edit{
+		{"console/pages.go", "if !h.allowed(w, r, Operator, name+\".\"+action, key) {", "if !h.allowed(w, r, Viewer, name+\".\"+action, key) {"},
+	}, "./console/"},
+	{"M38", "the lists show a viewer the numbers in clear", []edit{
+		{"console/pages.go", "rows, err := l.list.Search(r.Context(), v.Query, listRows, u.Role >= Support)", "rows, err := l.list.Search(r.Context(), v.Query, listRows, true)"},
+	}, "./console/"},
 }
