@@ -16,6 +16,7 @@ import (
 	"smsdispatcher/internal/operator"
 	"smsdispatcher/ledger"
 	"smsdispatcher/status"
+	"smsdispatcher/suppress"
 )
 
 // report reads every account's state now, and adds it to the chart.
@@ -154,8 +155,9 @@ func (h *Handler) message(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, "message", data)
 }
 
-// story is id's story on every account, and the lines saying where it is
-// deferred or that the guard blocked it.
+// story is id's story on every account, and the lines saying that the
+// suppression list stopped it, where it is deferred, or that the guard
+// blocked it.
 func (h *Handler) story(ctx context.Context, id string) (status.Message, []string, error) {
 	m, err := status.ReadMessage(ctx, h.setups, id)
 	if err != nil {
@@ -164,6 +166,13 @@ func (h *Handler) story(ctx context.Context, id string) (status.Message, []strin
 	notes, err := operator.DeferredNotes(ctx, h.o.Redis, h.o.Settings, id)
 	if err != nil {
 		return m, nil, err
+	}
+	at, e, stopped, err := suppress.NewStore(h.o.Redis, "", nil).Refusal(ctx, id)
+	if err != nil {
+		return m, nil, err
+	}
+	if stopped {
+		notes = append(notes, operator.SuppressedNote(at, e))
 	}
 	note, blocked, err := operator.BlockedNote(ctx, h.o.Redis, h.o.Settings.ClassList(), id)
 	if blocked {

@@ -85,7 +85,7 @@ func runMessage(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			m.WriteText(stdout)
 		}
 		if stopped {
-			writeSuppressed(stdout, at, e)
+			fmt.Fprintln(stdout, operator.SuppressedNote(at, e))
 		}
 		for _, d := range deferred {
 			fmt.Fprintln(stdout, d)
@@ -106,15 +106,4 @@ type messageJSON struct {
 type suppressedJSON struct {
 	At time.Time      `json:"at"`
 	By suppress.Entry `json:"by"`
-}
-
-// writeSuppressed prints, for a person, when the list stopped a message
-// and by which change, its number masked.
-func writeSuppressed(w io.Writer, at time.Time, e suppress.Entry) {
-	when := "(when: not recorded)"
-	if !e.At.IsZero() {
-		when = e.At.UTC().Format(time.RFC3339)
-	}
-	fmt.Fprintf(w, "suppressed at %s: %s was on the suppression list since %s (%s)\n",
-		at.UTC().Format(time.RFC3339), provider.MaskNumber(e.Number), when, describe(e))
 }

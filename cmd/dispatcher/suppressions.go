@@ -156,20 +156,8 @@ func runSuppressionsCheck(ctx context.Context, args []string, stdout, stderr io.
 		fmt.Fprintf(stdout, "%s: not suppressed\n", provider.MaskNumber(n))
 		return nil
 	}
-	fmt.Fprintf(stdout, "%s: suppressed since %s (%s)\n", provider.MaskNumber(n), e.At.Format(time.RFC3339), describe(e))
+	fmt.Fprintf(stdout, "%s: suppressed since %s (%s)\n", provider.MaskNumber(n), e.At.Format(time.RFC3339), operator.DescribeEntry(e))
 	return nil
-}
-
-// describe is an entry's source, account and reason, for a line.
-func describe(e suppress.Entry) string {
-	s := "source " + e.Source
-	if e.Account != "" {
-		s += ", through " + e.Account
-	}
-	if e.Reason != "" {
-		s += ", reason " + fmt.Sprintf("%q", e.Reason)
-	}
-	return s
 }
 
 // runSuppressionsList is `suppressions list` (a line each, numbers masked
@@ -221,7 +209,7 @@ func runSuppressionsList(ctx context.Context, cmd string, args []string, stdout,
 			if *show {
 				n = e.Number
 			}
-			fmt.Fprintf(out, "%s  %s  %s\n", n, e.At.Format(time.RFC3339), describe(e))
+			fmt.Fprintf(out, "%s  %s  %s\n", n, e.At.Format(time.RFC3339), operator.DescribeEntry(e))
 		}
 		if cursor = next; cursor == 0 {
 			return nil

@@ -340,6 +340,31 @@ func DeferredNotes(ctx context.Context, rdb deferral.Redis, cfg config.Settings,
 	return out, nil
 }
 
+// SuppressedNote says when the suppression list stopped a message and by
+// which entry (the number's, at, as suppress.Store.Refusal reads it), its
+// number masked: `dispatcher message`'s line.
+func SuppressedNote(at time.Time, e suppress.Entry) string {
+	when := "(when: not recorded)"
+	if !e.At.IsZero() {
+		when = e.At.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("suppressed at %s: %s was on the suppression list since %s (%s)",
+		at.UTC().Format(time.RFC3339), provider.MaskNumber(e.Number), when, DescribeEntry(e))
+}
+
+// DescribeEntry is an entry of the suppression list for a person: its
+// source, the account it came through and its reason.
+func DescribeEntry(e suppress.Entry) string {
+	s := "source " + e.Source
+	if e.Account != "" {
+		s += ", through " + e.Account
+	}
+	if e.Reason != "" {
+		s += ", reason " + fmt.Sprintf("%q", e.Reason)
+	}
+	return s
+}
+
 // BlockedNote says why the guard blocked the message id, when one of
 // classes' guards did (within a day): `dispatcher message`'s line.
 func BlockedNote(ctx context.Context, rdb guard.Redis, classes []config.Class, id string) (string, bool, error) {

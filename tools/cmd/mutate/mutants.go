@@ -589,7 +589,7 @@ var mutants = []mutant{
 		{"server/suppress.go", "		err = s.store.Refused(ctx, id, at, e)\n", "		err = s.store.Refused(ctx, id+\"-lost\", at, e)\n"},
 	}, "./server/"},
 	{"SL16", "dispatcher message does not print a message's suppression", []edit{
-		{"cmd/dispatcher/message.go", "		if stopped {\n			writeSuppressed(", "		if false && stopped {\n			writeSuppressed("},
+		{"cmd/dispatcher/message.go", "		if stopped {\n			fmt.Fprintln(stdout, operator.SuppressedNote(", "		if false && stopped {\n			fmt.Fprintln(stdout, operator.SuppressedNote("},
 	}, "./cmd/dispatcher/"},
 
 	// The console's lists.
