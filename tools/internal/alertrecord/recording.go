@@ -42,6 +42,8 @@ var recordFamilies = map[string][]string{
 	"sms_receipts_enabled":                 nil,
 	"sms_guard_blocks":                     nil,
 	"sms_blocked_total":                    nil,
+	"sms_guard_sends_total":                nil,
+	"sms_verifications_total":              nil,
 	"sms_otp_latency_seconds":              {"bucket"},
 	"http_client_request_duration_seconds": {"count"},
 }
