@@ -72,6 +72,9 @@ type Options struct {
 	Poll time.Duration
 	// Logger logs; nil: slog.Default().
 	Logger *slog.Logger
+	// Counted is told each send Sent counts in a class's ranges
+	// (sms_guard_sends_total); nil: nobody is.
+	Counted func(class, to string)
 }
 
 // DefaultPoll is how often every process reads the blocks again, the
@@ -205,6 +208,9 @@ func (g *Guard) Sent(className, id, to string) {
 	member := id + "/" + g.instance + "/" + strconv.FormatUint(g.seq.Add(1), 36)
 	select {
 	case c.queue <- sent{id: id, member: member, rate: rate, conv: conv}:
+		if g.opts.Counted != nil {
+			g.opts.Counted(className, to)
+		}
 	default:
 		g.opts.Logger.Warn("guard's count is behind; a send goes uncounted", "class", className)
 	}
@@ -354,6 +360,13 @@ func (g *Guard) countBatch(ctx context.Context, c *class, batch []sent) error {
 // judges conversion; known reports whether id was a send still in one's
 // window (an unknown or old id is ignored).
 func (g *Guard) Verified(ctx context.Context, id string) (known bool, err error) {
+	in, err := g.verifiedIn(ctx, id)
+	return len(in) > 0, err
+}
+
+// verifiedIn marks the code of the message id used, as Verified, and
+// returns the classes in whose window it was a send.
+func (g *Guard) verifiedIn(ctx context.Context, id string) (in []string, err error) {
 	for _, name := range g.names {
 		c := g.classes[name]
 		if c.rules.MinConversion.MinSends == 0 {
@@ -361,11 +374,13 @@ func (g *Guard) Verified(ctx context.Context, id string) (known bool, err error)
 		}
 		n, err := verifyScript.Run(ctx, g.rdb, []string{c.keys.OTP(id), c.keys.Blocks()}, id, c.rules.MinConversion.Per.Milliseconds(), g.opts.Now().UnixMilli()).Int()
 		if err != nil {
-			return known, fmt.Errorf("guard: verify: %w", err)
+			return in, fmt.Errorf("guard: verify: %w", err)
 		}
-		known = known || n == 1
+		if n == 1 {
+			in = append(in, name)
+		}
 	}
-	return known, nil
+	return in, nil
 }
 
 // Held returns the blocks in force the process holds, of every class, by

@@ -166,3 +166,21 @@ func TestAnOperatorsBlock(t *testing.T) {
 		t.Fatalf("an operator's block at its end: %q", got)
 	}
 }
+
+// Counted hears each send Sent queues for counting, and none of a number
+// the automatic rules leave alone (allow_prefixes): sms_guard_sends_total
+// counts what the ranges count.
+func TestCountedHearsTheCountedSends(t *testing.T) {
+	rules := &policy.Guard{MaxPerPrefix: policy.PrefixRate{Digits: 6, Count: 5, Per: time.Minute, BlockFor: time.Hour},
+		AllowPrefixes: []string{"+4477009"}}
+	class := redistest.UniqueAccount(t)
+	var heard []string
+	g := New(redistest.Client(t), map[string]*policy.Guard{class: rules}, "p1",
+		Options{Counted: func(c, to string) { heard = append(heard, c+" "+to) }})
+	g.Sent(class, "a", "+447700100001")
+	g.Sent(class, "b", "+447700900001") // allowed
+	g.Sent("another", "c", "+447700100002")
+	if want := []string{class + " +447700100001"}; fmt.Sprint(heard) != fmt.Sprint(want) {
+		t.Errorf("Counted heard %q, want %q", heard, want)
+	}
+}

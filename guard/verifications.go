@@ -13,11 +13,11 @@ type Verification struct {
 	ID string `json:"id"`
 }
 
-// VerificationCounts are what Listen made of the verifications: known
-// ids (a send in a class's min_conversion window), and unknown or old
-// ones, ignored.
+// VerificationCounts are what Listen made of the verifications: a known
+// id counts in its class (a send in the class's min_conversion window),
+// an unknown or old one, ignored, with class "".
 type VerificationCounts interface {
-	Verification(known bool)
+	Verification(class string)
 }
 
 // Listen receives sub's verifications (VERIFICATIONS_TOPIC's
@@ -31,19 +31,25 @@ func (g *Guard) Listen(ctx context.Context, sub *pubsub.Subscriber, counts Verif
 		if err := json.Unmarshal(m.Data, &v); err != nil || v.ID == "" {
 			m.Ack()
 			if counts != nil {
-				counts.Verification(false)
+				counts.Verification("")
 			}
 			return
 		}
-		known, err := g.Verified(ctx, v.ID)
+		in, err := g.verifiedIn(ctx, v.ID)
 		if err != nil {
 			g.opts.Logger.Warn("could not mark a code used; the verification comes back", "err", err)
 			m.Nack()
 			return
 		}
 		m.Ack()
-		if counts != nil {
-			counts.Verification(known)
+		if counts == nil {
+			return
+		}
+		if len(in) == 0 {
+			counts.Verification("")
+		}
+		for _, class := range in {
+			counts.Verification(class)
 		}
 	})
 }

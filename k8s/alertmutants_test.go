@@ -145,6 +145,15 @@ var alertMutants = []alertMutant{
 		"(sms_deferred_overdue) > 0\n          for: 1m", "(sms_deferred_overdue) > 0\n          for: 30s"},
 	{"deferred stuck: for 1m30s", "SMSDeferredStuck",
 		"(sms_deferred_overdue) > 0\n          for: 1m", "(sms_deferred_overdue) > 0\n          for: 1m30s"},
+	// The pumping guard's country surge and conversion.
+	{"pumping: the country's rate against the same hour's, not the day before's", "SMSPumpingSuspected",
+		"(rate(sms_guard_sends_total[1h] offset 1d))", "(rate(sms_guard_sends_total[1h]))"},
+	{"pumping: over the day before's, not 5 times it (fires on steady traffic)", "SMSPumpingSuspected",
+		"              > 5 * sum by (sms_class, country)", "              > 0.5 * sum by (sms_class, country)"},
+	{"pumping: over 10 times the day before's", "SMSPumpingSuspected",
+		"              > 5 * sum by (sms_class, country)", "              > 10 * sum by (sms_class, country)"},
+	{"recording rule: conversion over every class's counted sends", "recording-rules",
+		"            sum by (sms_class) (rate(sms_guard_sends_total[30m]))", "            sum(rate(sms_guard_sends_total[30m]))"},
 }
 
 // TestAlertMutantsAreCaught runs promtool's rule tests on each mutant of

@@ -101,6 +101,10 @@ type recordingRef struct {
 	// replayed again and again until RepeatUntil (test time).
 	RepeatFrom  string `yaml:"repeat_from"`
 	RepeatUntil string `yaml:"repeat_until"`
+	// Lead: the recorded part's first interval replayed for this long
+	// before it (test time 0 is the lead's start): the day before, for a
+	// rule that compares with it (promseries.Window.Lead).
+	Lead string `yaml:"lead"`
 }
 
 // renderTestFile turns a case file into the promtool test file: each
@@ -157,6 +161,9 @@ func describe(ref recordingRef, interval string) string {
 		from = "0s"
 	}
 	s := fmt.Sprintf("%s to %s, every %s", from, ref.Until, interval)
+	if ref.Lead != "" {
+		s = fmt.Sprintf("its first interval for %s, then %s", ref.Lead, s)
+	}
 	if ref.RepeatFrom != "" {
 		s += fmt.Sprintf("; then %s to %s again and again until %s of test time", ref.RepeatFrom, ref.Until, ref.RepeatUntil)
 	}
@@ -191,7 +198,7 @@ func inputSeries(dir, interval string, ref recordingRef) ([]promseries.InputSeri
 		errs = append(errs, err)
 		return d
 	}
-	w := promseries.Window{Interval: dur(interval), From: dur(ref.From), Until: dur(ref.Until)}
+	w := promseries.Window{Interval: dur(interval), From: dur(ref.From), Until: dur(ref.Until), Lead: dur(ref.Lead)}
 	if ref.RepeatFrom != "" || ref.RepeatUntil != "" {
 		w.Repeat = &promseries.Repeat{From: dur(ref.RepeatFrom), Until: dur(ref.RepeatUntil)}
 	}

@@ -113,6 +113,11 @@ func scrape(t *testing.T) map[string]*family {
 		m.Receipt("primary", "", "", outcome)
 	}
 	m.Delivery("primary", "otp", 3*time.Second)
+	// The guard's counted send, and a verification known in its class and
+	// one unknown.
+	m.GuardSent("otp", "+447700900123")
+	m.Verification("otp")
+	m.Verification("")
 	for _, reason := range finals[1:] {
 		m.Resend("primary", reason)
 	}

@@ -42,7 +42,11 @@ func (s *Server) newGuard(ps *pubsub.Client, lanes []dispatch.Lane) (*processGua
 		return nil, errors.New("server: the Redis client cannot read the guard's blocks")
 	}
 	pg := &processGuard{}
-	pg.g = guard.New(rdb, rules, s.id, guard.Options{Logger: s.logger,
+	var counted func(class, to string)
+	if s.opts.Telemetry != nil && s.opts.Telemetry.Metrics != nil {
+		counted = s.opts.Telemetry.Metrics.GuardSent
+	}
+	pg.g = guard.New(rdb, rules, s.id, guard.Options{Logger: s.logger, Counted: counted,
 		Publish: func(ctx context.Context, data []byte, attrs map[string]string) error {
 			r := s.status.Publish(ctx, &pubsub.Message{Data: data, Attributes: attrs})
 			go func() {

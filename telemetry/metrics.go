@@ -42,6 +42,7 @@ const (
 	MetricBlocked           = "sms.blocked"                  // sms_blocked_total
 	MetricGuardBlocks       = "sms.guard.blocks"             // sms_guard_blocks
 	MetricVerifications     = "sms.verifications"            // sms_verifications_total
+	MetricGuardSends        = "sms.guard.sends"              // sms_guard_sends_total
 	AttrBlockReason         = attribute.Key("reason")        // why the guard blocked a message: geo, prefix_rate, conversion, operator
 	AttrCountry             = attribute.Key("country")       // a destination's country code (its E.164 prefix), never the number
 	MetricSegments          = "sms.segments"                 // sms_segments_total
@@ -102,6 +103,7 @@ type Metrics struct {
 	blocked          metric.Int64Counter
 	verifications    metric.Int64Counter
 	inbound          metric.Int64Counter
+	guardSends       metric.Int64Counter
 	receiptInstruments
 
 	state atomic.Pointer[func() State] // read by the gauges; nil reads as zero
@@ -275,7 +277,9 @@ func NewMetrics() (*Metrics, error) {
 	m.blocked = counter(MetricBlocked, "{message}",
 		"Deliveries the pumping guard refused (acked unsent, status event blocked), by class, reason and destination country code.")
 	m.verifications = counter(MetricVerifications, "{verification}",
-		"Verifications read from VERIFICATIONS_TOPIC, by result: known (a send of a class judging conversion, in its window), or unknown (an unknown or old id, ignored).")
+		"Verifications read from VERIFICATIONS_TOPIC, by result: known (a send of a class judging conversion, in its window, by that class), or unknown (an unknown or old id, ignored).")
+	m.guardSends = counter(MetricGuardSends, "{message}",
+		"Sends the pumping guard counted in its ranges (classes with max_per_prefix or min_conversion, allowed ranges excepted), by class and destination country code.")
 	m.hedges = counter(MetricHedges, "{message}",
 		"First-class deliveries sent through the next account too because their home had not answered within the hedge's bound, by the home account.")
 	m.suppressed = counter(MetricSuppressed, "{message}",
@@ -415,13 +419,21 @@ func (m *Metrics) Expired(class string) {
 	m.expired.Add(context.Background(), 1, metric.WithAttributes(AttrClass.String(class)))
 }
 
-// Verification counts one verification read (guard.VerificationCounts).
-func (m *Metrics) Verification(known bool) {
-	result := "unknown"
-	if known {
-		result = "known"
+// Verification counts one verification read (guard.VerificationCounts):
+// known in class, or unknown when class is "".
+func (m *Metrics) Verification(class string) {
+	if class == "" {
+		m.verifications.Add(context.Background(), 1, metric.WithAttributes(attribute.String("result", "unknown")))
+		return
 	}
-	m.verifications.Add(context.Background(), 1, metric.WithAttributes(attribute.String("result", result)))
+	m.verifications.Add(context.Background(), 1, metric.WithAttributes(attribute.String("result", "known"), AttrClass.String(class)))
+}
+
+// GuardSent counts a send of class to number to that the guard counted in
+// its ranges (guard.Options.Counted): by its country code, never the
+// number.
+func (m *Metrics) GuardSent(class, to string) {
+	m.guardSends.Add(context.Background(), 1, metric.WithAttributes(AttrClass.String(class), AttrCountry.String(dispatch.CountryCode(to))))
 }
 
 // Observe records one delivery's end.

@@ -185,6 +185,15 @@ type Window struct {
 	// counting: each repeat adds what the stretch added. A series missing
 	// at the stretch's start (it appeared during it) holds its last value.
 	Repeat *Repeat
+	// Lead, if set, puts before the recorded part its first interval
+	// (From to From+Interval) replayed for Lead: the traffic of the day
+	// before an incident, as the recording began, for a rule comparing
+	// with it (offset 1d). Test time 0 is then the lead's start, From's
+	// value comes at Lead, and Repeat.Until counts from there. Counters
+	// count at the first interval's pace throughout the lead, and the
+	// recorded part goes on from the lead's count; a series missing at
+	// From is missing throughout the lead.
+	Lead time.Duration
 }
 
 // Repeat is a recorded stretch replayed again: from From (recording time)
@@ -209,8 +218,10 @@ func (rec *Recording) InputSeries(w Window) ([]InputSeries, error) {
 		}
 		var vals []float64
 		at := func(t time.Duration) float64 { return s.Values[int(t/Every)] }
+		lead, leadGain := w.lead(s.Metric, at)
+		vals = append(vals, lead...)
 		for t := w.From; t <= w.Until; t += w.Interval {
-			vals = append(vals, at(t))
+			vals = append(vals, at(t)+leadGain)
 		}
 		if r := w.Repeat; r != nil {
 			var gain float64
@@ -230,15 +241,30 @@ func (rec *Recording) InputSeries(w Window) ([]InputSeries, error) {
 			for j := 0; w.Until-w.From+time.Duration(j+1)*w.Interval <= r.Until; j++ {
 				k, q := j/n+1, j%n+1
 				if hold {
-					vals = append(vals, at(w.Until))
+					vals = append(vals, at(w.Until)+leadGain)
 					continue
 				}
-				vals = append(vals, at(r.From+time.Duration(q)*w.Interval)+float64(k)*gain)
+				vals = append(vals, at(r.From+time.Duration(q)*w.Interval)+float64(k)*gain+leadGain)
 			}
 		}
 		out = append(out, InputSeries{Series: s.Metric, Values: Format(vals)})
 	}
 	return out, nil
+}
+
+// lead returns a series' values in w's lead (none without one), and what
+// its count gained there: what the recorded part's values are raised by.
+func (w Window) lead(metric string, at func(time.Duration) float64) (vals []float64, gain float64) {
+	n := int(w.Lead / w.Interval)
+	first := at(w.From)
+	var step float64
+	if isCounter(metric) && !math.IsNaN(first) {
+		step = at(w.From+w.Interval) - first
+	}
+	for i := range n {
+		vals = append(vals, first+float64(i)*step)
+	}
+	return vals, float64(n) * step
 }
 
 func (w Window) check() error {
@@ -248,6 +274,8 @@ func (w Window) check() error {
 		return fmt.Errorf("interval %v: want a positive multiple of %v", w.Interval, Every)
 	case w.From < 0 || w.Until < w.From || w.From%Every != 0 || !mult(w.Until-w.From):
 		return fmt.Errorf("from %v until %v: want a span of whole intervals", w.From, w.Until)
+	case w.Lead < 0 || !mult(w.Lead) || (w.Lead > 0 && w.Until == w.From):
+		return fmt.Errorf("lead %v: want a whole number of intervals, and a recorded part of at least one", w.Lead)
 	}
 	if r := w.Repeat; r != nil {
 		switch {

@@ -154,6 +154,27 @@ func TestInputSeries(t *testing.T) {
 		}
 	}
 
+	// A lead of 6s: the first interval (2s-4s) three times before the
+	// recorded part; a counter counts at its pace (20 an interval) and the
+	// recorded part goes on from there, a gauge holds its first value, a
+	// series missing at From is missing in the lead.
+	got, err = rec.InputSeries(Window{Interval: 2 * time.Second, From: 2 * time.Second, Until: 8 * time.Second, Lead: 6 * time.Second,
+		Repeat: &Repeat{From: 6 * time.Second, Until: 8 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantVals = map[string][]float64{
+		`c_total{pod="a"}`:    {20, 40, 60, 80, 100, 120, 140, 160},
+		`g{pod="a"}`:          {2, 2, 2, 2, 3, 4, 5, 5},
+		`late_total{pod="b"}`: {nan, nan, nan, nan, 1, 1, 1, 1},
+	}
+	for _, s := range got {
+		vals, err := ParseValues(s.Values)
+		if err != nil || !same(vals, wantVals[s.Series]) {
+			t.Errorf("lead: %s: %q = %v, want %v", s.Series, s.Values, vals, wantVals[s.Series])
+		}
+	}
+
 	// A series that appears during the stretch holds its last value.
 	got, err = rec.InputSeries(Window{Interval: 2 * time.Second, Until: 8 * time.Second, Repeat: &Repeat{Until: 12 * time.Second}})
 	if err != nil {
@@ -180,6 +201,7 @@ func TestInputSeries(t *testing.T) {
 		{Interval: 2 * time.Second, Until: 8 * time.Second, Repeat: &Repeat{From: 8 * time.Second}},  // an empty stretch
 		{Interval: 2 * time.Second, Until: 8 * time.Second, Repeat: &Repeat{From: 3 * time.Second}},  // off the intervals
 		{Interval: 2 * time.Second, Until: 8 * time.Second, Repeat: &Repeat{Until: 4 * time.Second}}, // ends before the recording
+		{Interval: 2 * time.Second, Until: 8 * time.Second, Lead: 3 * time.Second},                   // a lead off the intervals
 	} {
 		if _, err := rec.InputSeries(w); err == nil {
 			t.Errorf("%+v: want an error", w)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -261,15 +262,18 @@ func (r alertRun) record(ctx context.Context, bin, tmp string, redisOpts *redis.
 const recordProject = "rec"
 
 // feed publishes the run's traffic from start until ctx ends: marketing at
-// the run's mktRate, OTP at its otpRate, and the malformed messages.
+// the run's mktRate, OTP at its otpRate and their verifications, and the
+// malformed messages.
 func (r alertRun) feed(ctx context.Context, client *pubsub.Client, start time.Time) {
 	otp := client.Publisher("sms-otp")
 	mkt := client.Publisher("sms-marketing")
+	verifications := client.Publisher("sms-verifications")
 	defer otp.Stop()
 	defer mkt.Stop()
+	defer verifications.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	var sentOTP, sentMkt, sentBad int
+	var sentOTP, sentMkt, sentBad, verifiedUpTo, sentAttack int
 	mktRate, otpRate := cmp.Or(r.mktRate, recordMktRate), cmp.Or(r.otpRate, recordOTPRate)
 	for {
 		select {
@@ -283,6 +287,20 @@ func (r alertRun) feed(ctx context.Context, client *pubsub.Client, start time.Ti
 		}
 		for ; float64(sentOTP) < el*otpRate; sentOTP++ {
 			otp.Publish(ctx, &pubsub.Message{Data: message(fmt.Sprintf("%s-otp-%d", r.name, sentOTP), "Your code is 482913")})
+		}
+		if r.attackRate > 0 {
+			for ; float64(sentAttack) < (el-r.attackFrom.Seconds())*r.attackRate; sentAttack++ {
+				to := fmt.Sprintf("+8190%08d", rand.IntN(100_000_000))
+				b, _ := json.Marshal(map[string]string{"id": fmt.Sprintf("%s-attack-%d", r.name, sentAttack), "to": to, "body": "Your code is 482913"})
+				otp.Publish(ctx, &pubsub.Message{Data: b})
+			}
+		}
+		// The OTP published verifyLag ago: r.verified of each 5 are used.
+		for ; r.verified > 0 && float64(verifiedUpTo) < (el-verifyLag.Seconds())*otpRate; verifiedUpTo++ {
+			if verifiedUpTo%5 < r.verified {
+				data, _ := json.Marshal(map[string]string{"id": fmt.Sprintf("%s-otp-%d", r.name, verifiedUpTo)})
+				verifications.Publish(ctx, &pubsub.Message{Data: data})
+			}
 		}
 		if r.badRate > 0 {
 			for ; float64(sentBad) < (el-r.badFrom.Seconds())*r.badRate; sentBad++ {

@@ -44,6 +44,8 @@ var recordFamilies = map[string][]string{
 	"sms_blocked_total":                    nil,
 	"sms_deferred":                         nil,
 	"sms_deferred_overdue":                 nil,
+	"sms_guard_sends_total":                nil,
+	"sms_verifications_total":              nil,
 	"sms_otp_latency_seconds":              {"bucket"},
 	"http_client_request_duration_seconds": {"count"},
 }

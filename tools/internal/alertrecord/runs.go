@@ -27,7 +27,10 @@ type alertRun struct {
 	mktRate     float64           // marketing published per second; 0: recordMktRate
 	otpRate     float64           // OTP published per second; 0: recordOTPRate
 	receipts    *receiptPlan      // delivery receipts counted for the accepted sends; nil: receipts off
-	badFrom     time.Duration     // malformed messages at badRate from here, if badRate > 0
+	verified    int               // of each 5 OTP, how many have their code verified (VERIFICATIONS_TOPIC), verifyLag after; 0: none
+	attackFrom  time.Duration     // OTP at attackRate to numbers all over +81, never verified, from here, if attackRate > 0
+	attackRate  float64
+	badFrom     time.Duration // malformed messages at badRate from here, if badRate > 0
 	badRate     float64
 	events      []runEvent
 }
@@ -55,6 +58,7 @@ const (
 	recordOTPRate  = 5.0
 	recordMktRate  = 75.0 // above MARKETING_RPS 70: a campaign at its cap
 	recordBadFirst = 60 * time.Second
+	verifyLag      = 6 * time.Second // a person typing the code
 )
 
 func alertRuns() []alertRun {
@@ -174,6 +178,18 @@ accounts:
   - name: marketing
 accounts:
   - name: pumping
+    provider: generic
+    generic: {url: %q, token_file: %q}
+    classes: [otp, marketing]
+`},
+		{name: "conversion", length: 150 * time.Second, verified: 4, attackFrom: 90 * time.Second, attackRate: 40,
+			about: "the OTP at 5/s go to one range under the pumping guard's min_conversion (ratio 0.2, min_sends 50 in 30 minutes, a range of 7 digits, grace 10s); 4 codes in 5 are verified 6 s after their publish, so the range converts and is never blocked; from 90 s an attack requests 40 OTP/s to random mobile numbers all over +8190 (a thousand ranges of 7 digits, too few sends each for the range rules), none verified",
+			accounts: `classes:
+  - name: otp
+    min_conversion: {ratio: 0.2, min_sends: 50, per: 30m, digits: 7, grace: 10s, block_for: 1h}
+  - name: marketing
+accounts:
+  - name: conversion
     provider: generic
     generic: {url: %q, token_file: %q}
     classes: [otp, marketing]
