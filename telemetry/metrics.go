@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
@@ -20,7 +19,6 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
-	"smsdispatcher/internal/scriptop"
 	"smsdispatcher/nack"
 )
 
@@ -413,29 +411,6 @@ func (m *Metrics) Meter() metric.Meter { return m.provider.Meter("smsdispatcher"
 // Shutdown flushes and stops the meter provider.
 func (m *Metrics) Shutdown(ctx context.Context) error { return m.provider.Shutdown(ctx) }
 
-// Expired counts a deferred message of class whose deadline came before
-// its release (deferral.Store.Expired).
-func (m *Metrics) Expired(class string) {
-	m.expired.Add(context.Background(), 1, metric.WithAttributes(AttrClass.String(class)))
-}
-
-// Verification counts one verification read (guard.VerificationCounts):
-// known in class, or unknown when class is "".
-func (m *Metrics) Verification(class string) {
-	if class == "" {
-		m.verifications.Add(context.Background(), 1, metric.WithAttributes(attribute.String("result", "unknown")))
-		return
-	}
-	m.verifications.Add(context.Background(), 1, metric.WithAttributes(attribute.String("result", "known"), AttrClass.String(class)))
-}
-
-// GuardSent counts a send of class to number to that the guard counted in
-// its ranges (guard.Options.Counted): by its country code, never the
-// number.
-func (m *Metrics) GuardSent(class, to string) {
-	m.guardSends.Add(context.Background(), 1, metric.WithAttributes(AttrClass.String(class), AttrCountry.String(dispatch.CountryCode(to))))
-}
-
 // Observe records one delivery's end.
 func (m *Metrics) Observe(ev dispatch.Event) {
 	ctx := context.Background()
@@ -480,17 +455,6 @@ func (m *Metrics) Observe(ev dispatch.Event) {
 	}
 }
 
-// SuppressionChange counts a change this process made to the
-// suppression list.
-func (m *Metrics) SuppressionChange(source, action string) {
-	m.listChanges.Add(context.Background(), 1, metric.WithAttributes(AttrListSource.String(source), AttrListAction.String(action)))
-}
-
-// Inbound counts a verified inbound reply through account.
-func (m *Metrics) Inbound(account, keyword, outcome string) {
-	m.inbound.Add(context.Background(), 1, metric.WithAttributes(AttrAccount.String(account), AttrInboundKeyword.String(keyword), AttrInboundOutcome.String(outcome)))
-}
-
 // PullError counts a Pub/Sub pull stream of class that failed to open or
 // ended with the gRPC code.
 func (m *Metrics) PullError(class admission.Class, code string) {
@@ -512,32 +476,4 @@ func (m *Metrics) recordProvider(ctx context.Context, d time.Duration, status in
 		attrs = append(attrs, semconv.HTTPResponseStatusCode(status))
 	}
 	m.providerDuration.Record(ctx, d.Seconds(), metric.WithAttributes(attrs...))
-}
-
-// RedisHook returns a go-redis hook that counts commands by operation, so
-// that Redis calls per sent message can be graphed.
-func (m *Metrics) RedisHook() redis.Hook { return redisHook{m} }
-
-type redisHook struct{ m *Metrics }
-
-func (h redisHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.count(ctx, cmd.Args())
-		return next(ctx, cmd)
-	}
-}
-
-func (h redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, c := range cmds {
-			h.count(ctx, c.Args())
-		}
-		return next(ctx, cmds)
-	}
-}
-
-func (h redisHook) count(ctx context.Context, args []any) {
-	h.m.redisCalls.Add(ctx, 1, metric.WithAttributes(AttrRedisOp.String(scriptop.Of(args))))
 }

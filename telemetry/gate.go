@@ -1,0 +1,49 @@
+package telemetry
+
+// The counters of what decides whether a message may go at all: the
+// suppression list and its inbound replies, the send windows' deferral
+// store, and the pumping guard. Their instruments are made in NewMetrics
+// with the others.
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"smsdispatcher/dispatch"
+)
+
+// Expired counts a deferred message of class whose deadline came before
+// its release (deferral.Store.Expired).
+func (m *Metrics) Expired(class string) {
+	m.expired.Add(context.Background(), 1, metric.WithAttributes(AttrClass.String(class)))
+}
+
+// Verification counts one verification read (guard.VerificationCounts):
+// known in class, or unknown when class is "".
+func (m *Metrics) Verification(class string) {
+	if class == "" {
+		m.verifications.Add(context.Background(), 1, metric.WithAttributes(attribute.String("result", "unknown")))
+		return
+	}
+	m.verifications.Add(context.Background(), 1, metric.WithAttributes(attribute.String("result", "known"), AttrClass.String(class)))
+}
+
+// GuardSent counts a send of class to number to that the guard counted in
+// its ranges (guard.Options.Counted): by its country code, never the
+// number.
+func (m *Metrics) GuardSent(class, to string) {
+	m.guardSends.Add(context.Background(), 1, metric.WithAttributes(AttrClass.String(class), AttrCountry.String(dispatch.CountryCode(to))))
+}
+
+// SuppressionChange counts a change this process made to the
+// suppression list.
+func (m *Metrics) SuppressionChange(source, action string) {
+	m.listChanges.Add(context.Background(), 1, metric.WithAttributes(AttrListSource.String(source), AttrListAction.String(action)))
+}
+
+// Inbound counts a verified inbound reply through account.
+func (m *Metrics) Inbound(account, keyword, outcome string) {
+	m.inbound.Add(context.Background(), 1, metric.WithAttributes(AttrAccount.String(account), AttrInboundKeyword.String(keyword), AttrInboundOutcome.String(outcome)))
+}

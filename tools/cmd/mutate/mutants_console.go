@@ -1,0 +1,38 @@
+package main
+
+// consoleMutants break the web console's access, masking and actions.
+var consoleMutants = []mutant{
+	// The console's access and masking.
+	{"M33", "the console checks no role: a viewer replays dead letters", []edit{
+		{"console/console.go", "	if u.Role >= role {\n", "	if true {\n"},
+	}, "./console/"},
+	{"M34", "an IAP assertion for another backend is taken", []edit{
+		{"console/auth.go", "AnyAudience: jwt.Audience{a.Audience}, ", ""},
+	}, "./console/"},
+	{"M35", "the console takes a write another site's page sent", []edit{
+		{"console/console.go", "if err := crossOrigin.Check(r); err != nil {", "if err := crossOrigin.Check(r); err != nil && false {"},
+	}, "./console/"},
+	{"M36", "the dead letters page shows the message as sent: number and body", []edit{
+		{"console/pages.go", "To: l.MaskedTo(),", "To: string(l.Data),"},
+	}, "./console/"},
+	{"SL13", "an account's own keywords ignored: ARRET through it says nothing", []edit{
+		{"server/suppress.go", "	words, ok := s.keywords[account]\n", "	words, ok := s.keywords[\"\"]\n"},
+	}, "./server/"},
+	{"SL14", "sms_inbound_total counts every inbound reply as a change of the list", []edit{
+		{"server/suppress.go", "	if changed {\n		return kw, inboundChanged, nil", "	if changed || true {\n		return kw, inboundChanged, nil"},
+	}, "./server/"},
+	{"SL15", "a stopped message's record is not written: dispatcher message cannot say which change stopped it", []edit{
+		{"server/suppress.go", "		err = s.store.Refused(ctx, id, at, e)\n", "		err = s.store.Refused(ctx, id+\"-lost\", at, e)\n"},
+	}, "./server/"},
+	{"SL16", "dispatcher message does not print a message's suppression", []edit{
+		{"cmd/dispatcher/message.go", "		if stopped {\n			fmt.Fprintln(stdout, operator.SuppressedNote(", "		if false && stopped {\n			fmt.Fprintln(stdout, operator.SuppressedNote("},
+	}, "./cmd/dispatcher/"},
+
+	// The console's lists.
+	{"M37", "a list's action takes a viewer: a viewer removes an opt-out", []edit{
+		{"console/pages.go", "if !h.allowed(w, r, Operator, name+\".\"+action, key) {", "if !h.allowed(w, r, Viewer, name+\".\"+action, key) {"},
+	}, "./console/"},
+	{"M38", "the lists show a viewer the numbers in clear", []edit{
+		{"console/pages.go", "rows, err := l.list.Search(r.Context(), v.Query, listRows, u.Role >= Support)", "rows, err := l.list.Search(r.Context(), v.Query, listRows, true)"},
+	}, "./console/"},
+}
