@@ -37,8 +37,11 @@ func runGuard(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	name := *class
-	if name == "" {
-		name = guardedClass(cfg.Process)
+	if name == "" { // the first guarded class, else the first
+		name = cfg.ClassList()[0].Name.String()
+		if guarded := operator.GuardedClasses(cfg.ClassList()); len(guarded) > 0 {
+			name = guarded[0]
+		}
 	}
 	rdb, _, err := operatorRedis(cfg, "the guard's blocks live in the limiter's Redis", operatorTimeout)
 	if err != nil {
@@ -70,16 +73,6 @@ func runGuard(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		writeBlocks(stdout, name, blocks, now)
 	}
 	return nil
-}
-
-// guardedClass is the first class of p with guard rules, else its first.
-func guardedClass(p config.Process) string {
-	for _, c := range p.ClassList() {
-		if p.Policy(c.Name).Guard.On() {
-			return c.Name.String()
-		}
-	}
-	return p.ClassList()[0].Name.String()
 }
 
 // writeBlocks prints class's blocks, a line each: the range, why, its end
