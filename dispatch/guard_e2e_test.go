@@ -324,7 +324,11 @@ func TestARangeWhoseCodesAreNotUsedIsBlocked(t *testing.T) {
 	h.waitUntil("the unused range blocked", 2*time.Second, func() bool {
 		return len(listed(t, "4470")) > 0
 	})
-	time.Sleep(time.Second) // every process has it
+	for i, gd := range g.guards { // every process holds it
+		h.waitUntil(fmt.Sprintf("process %d holds the block", i), 2*time.Second, func() bool {
+			return gd.Held()[guard.ReasonConversion] == 1
+		})
+	}
 	if ev := send("unused-after", "+447020077777"); ev.Outcome != nack.Blocked || ev.Blocked != guard.ReasonConversion {
 		t.Fatalf("the unused range after: %v %q, want blocked for conversion", ev.Outcome, ev.Blocked)
 	}
