@@ -17,5 +17,6 @@
 // Files: server.go (the process's parts and Run), serve.go (Serve and its
 // shutdown order), receipts.go (the receipts' listener beside the
 // dispatcher), http.go (the HTTP server and its endpoints),
-// telemetry.go (the traces and metrics it is given).
+// telemetry.go (the traces and metrics it is given), denials.go (the
+// denials the heartbeats tell).
 package server

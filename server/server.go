@@ -90,6 +90,7 @@ type Server struct {
 	// windows or a cap); stopDeferral flushes its publishers.
 	releaser     *deferral.Releaser
 	stopDeferral func()
+	denied       *denials // the dispatcher's Observer, told in the heartbeats
 }
 
 // New wires one dispatcher of cfg's process settings on the given clients,
@@ -144,9 +145,10 @@ func New(cfg config.Settings, accounts []Account, rdb redis.Cmdable, ps *pubsub.
 	dlq := ps.Publisher(cfg.DeadLetterTopic)
 	s.status = ps.Publisher(cfg.StatusTopic) // the guard's blocked events too
 	s.list = s.newSuppressions(rdb, ps)
+	s.denied = newDenials(opts.Observer)
 	deps := dispatch.Deps{
 		Lanes: lanes, Accounts: daccts,
-		DeadLetter: dispatch.DeadLetterTopic{Publisher: dlq}, Observer: opts.Observer,
+		DeadLetter: dispatch.DeadLetterTopic{Publisher: dlq}, Observer: s.denied,
 		Suppressions: s.list,
 	}
 	if opts.Telemetry != nil {
@@ -211,7 +213,7 @@ func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		r := status.Redis{Client: s.rdb, Circuit: s.circuit, Timeout: s.cfg.RedisTimeout}
-		status.Heartbeats(hctx, s.id, s.opts.Version, r, s.limiters)
+		status.Heartbeats(hctx, s.id, s.opts.Version, r, s.limiters, s.denied.counts)
 	})
 	wg.Go(func() { s.list.list.Run(hctx) })
 	if s.releaser != nil {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"maps"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,20 +18,27 @@ import (
 // what state on each of its accounts.
 const heartbeatEvery = time.Second
 
+// Denied is what a process tells of its denials in its heartbeat: by
+// account, then class, the deliveries it nacked for want of a send slot
+// (the outcome denied, its sms_messages_total{outcome="denied"}) since it
+// started. The counts only grow; a process that ends takes them with it.
+type Denied map[string]map[string]int64
+
 // Heartbeats beats on r as process id, of the given version, every
 // heartbeatEvery until ctx ends; it returns then. Each beat is one script
 // call whatever the number of accounts of lims (their limiters, sharing
 // r), and at most one more for the health of an account no reply told
-// lately (beat). A beat that fails (Redis down) is skipped: the process
-// shows silent.
-func Heartbeats(ctx context.Context, id, version string, r Redis, lims []*admission.Limiter) {
+// lately (beat); it tells the process's denials on those accounts as
+// denied gives them (nil: none) in the same call. A beat that fails
+// (Redis down) is skipped: the process shows silent.
+func Heartbeats(ctx context.Context, id, version string, r Redis, lims []*admission.Limiter, denied func() Denied) {
 	if len(lims) == 0 {
 		return
 	}
 	t := time.NewTicker(heartbeatEvery)
 	defer t.Stop()
 	host, _ := os.Hostname()
-	b := beater{id: id, host: host, version: version, redis: r, lims: lims}
+	b := beater{id: id, host: host, version: version, redis: r, lims: lims, denied: denied}
 	for {
 		b.beat(ctx)
 		select {
@@ -45,6 +55,7 @@ type beater struct {
 	redis             Redis
 	lims              []*admission.Limiter // the process's accounts'
 	next              int                  // the account whose health is read next, round robin
+	denied            func() Denied        // the process's denials so far; nil: none told
 }
 
 // beat is one heartbeat: the process and its state on every account in one
@@ -53,7 +64,11 @@ type beater struct {
 // health from its admissions' replies; with N idle accounts, each is read
 // at least every N beats.
 func (b *beater) beat(ctx context.Context) {
-	_ = b.redis.heartbeat(ctx, b.id, registryState(b.host, b.version, b.lims))
+	var denied Denied
+	if b.denied != nil {
+		denied = b.denied()
+	}
+	_ = b.redis.heartbeat(ctx, b.id, registryState(b.host, b.version, b.lims, denied))
 	for i := range b.lims {
 		n := (b.next + i) % len(b.lims)
 		if asked, _ := b.lims[n].RefreshHealth(ctx, heartbeatEvery); asked {
@@ -64,21 +79,33 @@ func (b *beater) beat(ctx context.Context) {
 }
 
 // registryState is a process's state in the registry: "<host> <version>
-// <account>=<mode> ...", each account of lims with its mode (ok,
-// fallback, paused, penalty), which parseRegistryState reads. Account
-// names have no spaces (config); a host's are replaced.
-func registryState(host, version string, lims []*admission.Limiter) string {
+// <account>=<mode> ... <account>/<class>=<denied> ...", each account of
+// lims with its mode (ok, fallback, paused, penalty), which
+// parseRegistryState reads, then its denials on each of them, those not
+// 0, which parseDenials reads. Account names have no spaces nor '/', and
+// class names no '/' nor '=' (config): a reader of an older version takes
+// a denial for the mode of an account that no configuration can name. A
+// host's spaces are replaced.
+func registryState(host, version string, lims []*admission.Limiter, denied Denied) string {
 	var b strings.Builder
 	b.WriteString(strings.ReplaceAll(host, " ", "_") + " " + version)
 	for _, l := range lims {
 		b.WriteString(" " + l.Account() + "=" + modeOf(l))
+	}
+	for _, l := range lims {
+		byClass := denied[l.Account()]
+		for _, class := range slices.Sorted(maps.Keys(byClass)) {
+			if n := byClass[class]; n > 0 {
+				b.WriteString(" " + l.Account() + "/" + class + "=" + strconv.FormatInt(n, 10))
+			}
+		}
 	}
 	return b.String()
 }
 
 // parseRegistryState reads a registry's state: the process's host and
 // version, and its mode on each of its accounts; ok is false if it has
-// another shape.
+// another shape. Its denials are parseDenials'.
 func parseRegistryState(s string) (host, version string, modes map[string]string, ok bool) {
 	f := strings.Fields(s)
 	if len(f) < 2 {
@@ -91,9 +118,32 @@ func parseRegistryState(s string) (host, version string, modes map[string]string
 		if i <= 0 {
 			return "", "", nil, false
 		}
+		if strings.ContainsRune(am[:i], '/') {
+			continue // a denial
+		}
 		modes[am[:i]] = am[i+1:]
 	}
 	return f[0], f[1], modes, true
+}
+
+// parseDenials reads a registry's state's denials, "<account>/<class>=<n>"
+// (registryState), by account then class; a count that is not a number
+// is left out.
+func parseDenials(s string) Denied {
+	denied := Denied{}
+	for _, f := range strings.Fields(s) {
+		i := strings.LastIndexByte(f, '=')
+		account, class, ok := strings.Cut(f[:max(i, 0)], "/")
+		n, err := strconv.ParseInt(f[i+1:], 10, 64)
+		if i <= 0 || !ok || err != nil || n < 0 {
+			continue
+		}
+		if denied[account] == nil {
+			denied[account] = map[string]int64{}
+		}
+		denied[account][class] = n
+	}
+	return denied
 }
 
 // state is a heartbeat's state on an account's keys, as an older process

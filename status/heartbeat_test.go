@@ -177,3 +177,54 @@ func TestARegistryStateReadsBack(t *testing.T) {
 		t.Fatalf("an account without a name: read")
 	}
 }
+
+// TestABeatTellsTheProcessDenials: each process's beat tells its denials
+// on each of its accounts, and Read gives them on the account's listing
+// of the process, by class: two processes on one account each with their
+// own, an account the process does not serve with none, a class of no
+// denial left out.
+func TestABeatTellsTheProcessDenials(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	setups, lims, shared := accountsOn(t, rdb, 2)
+	a, b := setups[0].Name, setups[1].Name
+	id := redistest.UniqueAccount(t)
+	told := func(d Denied) func() Denied { return func() Denied { return d } }
+	p1 := beater{id: id + "-1", host: "h1", version: "v", redis: shared, lims: lims,
+		denied: told(Denied{a: {"marketing": 3, "otp": 0}, b: {"otp": 2}, "elsewhere": {"otp": 9}})}
+	p2 := beater{id: id + "-2", host: "h2", version: "v", redis: shared, lims: lims[:1],
+		denied: told(Denied{a: {"marketing": 4}, b: {"marketing": 8}})}
+	p1.beat(ctx)
+	p2.beat(ctx)
+	r, err := Read(ctx, Redis{Client: rdb}, setups, config.Routing{}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{} // account/id -> denials
+	for _, acct := range r.Accounts {
+		for _, p := range acct.Processes {
+			got[acct.Name+"/"+p.ID] = fmt.Sprint(p.Denied)
+		}
+	}
+	want := map[string]string{
+		a + "/" + id + "-1": "map[marketing:3]", b + "/" + id + "-1": "map[otp:2]",
+		a + "/" + id + "-2": "map[marketing:4]",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("denials by account and process:\n%v\nwant\n%v", got, want)
+	}
+}
+
+// TestARegistryStatesDenialsReadBack: the denials a beat writes in the
+// state read back, an account with '=' included, and leave the modes as
+// they were.
+func TestARegistryStatesDenialsReadBack(t *testing.T) {
+	s := "h v a=b=ok c=penalty a=b/otp=3 c/marketing=12 c/x=notanumber"
+	_, _, modes, ok := parseRegistryState(s)
+	if !ok || fmt.Sprint(modes) != "map[a=b:ok c:penalty]" {
+		t.Fatalf("modes %v %v, want a=b ok and c penalty", modes, ok)
+	}
+	if d := parseDenials(s); fmt.Sprint(d) != "map[a=b:map[otp:3] c:map[marketing:12]]" {
+		t.Fatalf("denials %v", d)
+	}
+}

@@ -49,6 +49,9 @@ type listed struct {
 	ID       string
 	State    string
 	LastBeat time.Time
+	// Denied is, by class, what the process denied on the account its
+	// listing is for (listings); nil for an older process's beat.
+	Denied map[string]int64
 }
 
 // heartbeat records in the registry that the process id is alive, and its

@@ -192,6 +192,10 @@ type Process struct {
 	Mode     string  `json:"mode"` // ok, penalty, paused, fallback; "silent" when it stopped beating
 	LastBeat float64 `json:"last_beat_seconds_ago"`
 	Alive    bool    `json:"alive"`
+	// Denied is, by class, the deliveries the process nacked on the
+	// account for want of a send slot since it started, as of its last
+	// beat (status.Denied); a class it denied none of is left out.
+	Denied map[string]int64 `json:"denied,omitempty"`
 }
 
 // Read reads every account of setups on r at now; the report's routes are
@@ -235,8 +239,9 @@ func listings(registry []listed) map[string][]listed {
 		if !ok {
 			continue
 		}
+		denied := parseDenials(p.State)
 		for account, mode := range modes {
-			out[account] = append(out[account], listed{ID: p.ID, State: state(mode, host, version), LastBeat: p.LastBeat})
+			out[account] = append(out[account], listed{ID: p.ID, State: state(mode, host, version), LastBeat: p.LastBeat, Denied: denied[account]})
 		}
 	}
 	return out
@@ -304,7 +309,7 @@ func accountOf(s Setup, st accountState) Account {
 		a.Penalty = p
 	}
 	for _, p := range st.Processes {
-		pr := Process{ID: p.ID, Mode: "unknown", LastBeat: st.Now.Sub(p.LastBeat).Seconds()}
+		pr := Process{ID: p.ID, Mode: "unknown", LastBeat: st.Now.Sub(p.LastBeat).Seconds(), Denied: p.Denied}
 		if mode, host, version, ok := parseState(p.State); ok {
 			pr.Mode, pr.Host, pr.Version = mode, host, version
 		}

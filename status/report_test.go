@@ -54,7 +54,7 @@ func TestAccountOfAState(t *testing.T) {
 		{ID: "c", Mode: "unknown", Alive: true},
 	}
 	for i, p := range a.Processes {
-		if i >= len(want) || p != want[i] {
+		if i >= len(want) || !reflect.DeepEqual(p, want[i]) {
 			t.Errorf("processes %+v, want %+v", a.Processes, want)
 			break
 		}
