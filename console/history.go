@@ -2,6 +2,7 @@ package console
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -22,22 +23,46 @@ const (
 )
 
 // history is what the overview's chart draws: the units sent each second
-// per class (every account's summed), and at each reading the delivered
-// ratio per class and the accounts in a 429's penalty. It is filled from
-// the reports the console reads: each report holds the last 60 s second
-// by second, so the chart has no gap as long as someone looked at it once
-// a minute; before the console started, or while nobody looked, it has
-// none.
+// per class (every account's summed), the deliveries denied each second
+// per class (every process's and account's summed), and at each reading
+// the delivered ratio per class and the accounts in a 429's penalty. It is
+// filled from the reports the console reads: each report holds the last
+// 60 s of sends second by second, so the chart has no gap as long as
+// someone looked at it once a minute; before the console started, or
+// while nobody looked, it has none.
+//
+// The denials are counts each process keeps since it started and tells in
+// its heartbeat (status.Process.Denied): what a process denied between two
+// readings is the difference of its counts, spread evenly over the seconds
+// between them; a process first listed after the first reading started
+// since (or had denied nothing), and all its count is new. A second's
+// denials are only ever added to: a process that ends (its registry entry
+// gone 30 s after its last beat) adds nothing more, and what it told
+// before stays.
 type history struct {
 	mu        sync.Mutex
 	sent      map[int64]map[string]int     // unix second -> class -> units
+	denied    map[int64]map[string]float64 // unix second -> class -> deliveries denied
 	delivered map[int64]map[string]float64 // unix second of a reading -> class -> ratio
 	throttled map[int64]int                // unix second of a reading -> accounts in a 429 penalty
+	told      map[processCount]toldCount   // each process's denials at the last reading that listed them
+	last      time.Time                    // the latest reading's time; zero before the first
 	readings  int
 }
 
+// processCount names the count of a process's denials on an account of a
+// class.
+type processCount struct{ process, account, class string }
+
+// toldCount is a processCount's count at the last reading that listed it.
+type toldCount struct {
+	n  int64
+	at time.Time
+}
+
 func newHistory() *history {
-	return &history{sent: map[int64]map[string]int{}, delivered: map[int64]map[string]float64{}, throttled: map[int64]int{}}
+	return &history{sent: map[int64]map[string]int{}, denied: map[int64]map[string]float64{},
+		delivered: map[int64]map[string]float64{}, throttled: map[int64]int{}, told: map[processCount]toldCount{}}
 }
 
 // add takes in one report.
@@ -67,6 +92,7 @@ func (h *history) add(rep status.Report) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.addDenied(rep)
 	h.readings++
 	// A later reading of a second is at least as complete as an earlier.
 	for sec, byClass := range sent {
@@ -92,6 +118,50 @@ func (h *history) add(rep status.Report) {
 			delete(h.throttled, sec)
 		}
 	}
+	for sec := range h.denied {
+		if sec < cut {
+			delete(h.denied, sec)
+		}
+	}
+	for k, c := range h.told {
+		if c.at.Before(rep.Time.Add(-chartSpan)) {
+			delete(h.told, k)
+		}
+	}
+}
+
+// addDenied takes in rep's processes' denials: what each denied since the
+// previous reading, spread over the seconds since it (at most the last
+// hour). The first reading only learns the counts: what they hold was
+// denied before the console looked. h.mu is held.
+func (h *history) addDenied(rep status.Report) {
+	denied := map[string]int64{} // class -> deliveries denied since the previous reading
+	for _, a := range rep.Accounts {
+		for _, p := range a.Processes {
+			for class, n := range p.Denied {
+				k := processCount{p.ID, a.Name, class}
+				before, known := h.told[k]
+				if known || h.readings > 0 {
+					denied[class] += max(n-before.n, 0)
+				}
+				h.told[k] = toldCount{max(n, before.n), rep.Time}
+			}
+		}
+	}
+	to := rep.Time.Unix()
+	from := max(min(h.last.Unix(), to-1), rep.Time.Add(-chartSpan).Unix())
+	for class, n := range denied {
+		each := float64(n) / float64(to-from)
+		for sec := from; sec < to; sec++ {
+			if h.denied[sec] == nil {
+				h.denied[sec] = map[string]float64{}
+			}
+			h.denied[sec][class] += each
+		}
+	}
+	if rep.Time.After(h.last) {
+		h.last = rep.Time
+	}
 }
 
 // chartView is the chart as the template draws it.
@@ -113,13 +183,15 @@ type series struct {
 	Class     string
 	Color     string
 	Sent      string // the polyline's points: units per second
+	Denied    string // the polyline's points: deliveries denied per second
 	Delivered string // the delivered ratio's points, on a 0-100 % scale
 	Ratio     string // the last delivered ratio, "" none
 }
 
 type classCount struct {
-	Class string
-	Units int
+	Class  string
+	Units  int // sent
+	Denied int // deliveries denied
 }
 
 // palette colours the classes in their order.
@@ -141,22 +213,26 @@ func (h *history) view(now time.Time, classes []string, contract float64) chartV
 	start := end - int64(buckets)*per
 	v := chartView{Width: chartWidth, Height: chartHeight, Readings: h.readings, Contract: contract, Updated: now.UTC(),
 		SpanMinutes: int(span / time.Minute), BucketSeconds: int(per)}
-	rates := make([][]float64, len(classes))
+	rates, deniedRates := make([][]float64, len(classes)), make([][]float64, len(classes))
 	for ci, class := range classes {
-		rates[ci] = make([]float64, buckets)
+		rates[ci], deniedRates[ci] = make([]float64, buckets), make([]float64, buckets)
 		for b := range buckets {
-			sum := 0
+			sum, denied := 0, 0.0
 			for sec := start + int64(b)*per; sec < start+int64(b+1)*per; sec++ {
 				sum += h.sent[sec][class]
+				denied += h.denied[sec][class]
 			}
-			rates[ci][b] = float64(sum) / float64(per)
-			v.MaxRPS = max(v.MaxRPS, rates[ci][b])
+			rates[ci][b], deniedRates[ci][b] = float64(sum)/float64(per), denied/float64(per)
+			v.MaxRPS = max(v.MaxRPS, rates[ci][b], deniedRates[ci][b])
 		}
-		n := 0
+		c := classCount{Class: class}
+		denied := 0.0
 		for sec := end - 60; sec < end; sec++ {
-			n += h.sent[sec][class]
+			c.Units += h.sent[sec][class]
+			denied += h.denied[sec][class]
 		}
-		v.Last60s = append(v.Last60s, classCount{class, n})
+		c.Denied = int(math.Round(denied))
+		v.Last60s = append(v.Last60s, c)
 	}
 	v.MaxRPS = max(v.MaxRPS, contract, 1) * 1.1
 	y := func(rps float64) int { return chartHeight - int(rps/v.MaxRPS*chartHeight) }
@@ -170,11 +246,12 @@ func (h *history) view(now time.Time, classes []string, contract float64) chartV
 		}
 	})
 	for ci, class := range classes {
-		var sent, deliv strings.Builder
+		var sent, denied, deliv strings.Builder
 		for b, r := range rates[ci] {
 			fmt.Fprintf(&sent, "%d,%d ", x(b), y(r))
+			fmt.Fprintf(&denied, "%d,%d ", x(b), y(deniedRates[ci][b]))
 		}
-		s := series{Class: class, Color: palette[ci%len(palette)], Sent: sent.String()}
+		s := series{Class: class, Color: palette[ci%len(palette)], Sent: sent.String(), Denied: denied.String()}
 		for _, sec := range readings {
 			if r, ok := h.delivered[sec][class]; ok {
 				fmt.Fprintf(&deliv, "%d,%d ", x(int((sec-start)/per)), chartHeight-int(r*chartHeight))

@@ -34,7 +34,7 @@ func TestHistory(t *testing.T) {
 	h.add(reportAt(now.Add(2*time.Second), []int{3, 4, 5, 6, 7}, 10))
 	v := h.view(now.Add(2*time.Second), []string{"otp", "marketing"}, 100)
 	want := 2 * (3 + 4 + 5 + 6 + 7)
-	if len(v.Last60s) != 2 || v.Last60s[0] != (classCount{"otp", 0}) || v.Last60s[1] != (classCount{"marketing", want}) {
+	if len(v.Last60s) != 2 || v.Last60s[0] != (classCount{Class: "otp"}) || v.Last60s[1] != (classCount{Class: "marketing", Units: want}) {
 		t.Errorf("last 60 s: %+v, want otp 0, marketing %d", v.Last60s, want)
 	}
 	if v.Readings != 2 || v.Series[1].Ratio != "100.0 %" || len(v.Throttled) != 2 {

@@ -202,6 +202,16 @@ func TestConsoleInABrowser(t *testing.T) {
 		readings, sent := chart()
 		return readings > first && sent >= before+3
 	})
+	// Each class has its series of denials, drawn and summed.
+	denied, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`(() => {
+		const classes = [...document.querySelectorAll("#chart polyline.denied")].map(p => p.dataset.class);
+		return [classes.join(" "), document.querySelector("#chart-summary .denied-marketing").textContent];
+	})()`))
+	if err != nil || len(denied) != 2 || denied[0] != "otp marketing" {
+		t.Errorf("the chart's denied series: %q %v, want otp's and marketing's", denied, err)
+	} else if _, err := strconv.Atoi(denied[1]); err != nil {
+		t.Errorf("the chart's marketing denied in the last 60 s: %q, want a count", denied[1])
+	}
 	screenshot("overview")
 
 	// A message's story, by its id.
