@@ -80,13 +80,14 @@ func TestTheChartSumsTheProcessesDenials(t *testing.T) {
 	account, lims := setups[0].Name, []*admission.Limiter{setups[0].Limiter}
 	id := redistest.UniqueAccount(t)
 	p1, p2 := beat(t, id+"-1", lims), beat(t, id+"-2", lims)
-	// Denied before the console looks: not on its chart.
-	p1.set(account, "marketing", 5)
+	// Denied before the console looks (the hour's worth of a long-running
+	// pool): not on its chart.
+	p1.set(account, "marketing", 18000)
 	p2.set(account, "otp", 1)
 	ctx := context.Background()
 	waitFor(t, "both processes beating with their denials", func() bool {
 		states, err := rdb.HMGet(ctx, keys.ProcessStates(), id+"-1", id+"-2").Result()
-		return err == nil && strings.Contains(stateOf(states[0]), "/marketing=5") && strings.Contains(stateOf(states[1]), "/otp=1")
+		return err == nil && strings.Contains(stateOf(states[0]), "/marketing=18000") && strings.Contains(stateOf(states[1]), "/otp=1")
 	})
 	// denied reads the chart's denials of the last 60 s, by class.
 	denied := func() (marketing, otp int) {
@@ -106,7 +107,7 @@ func TestTheChartSumsTheProcessesDenials(t *testing.T) {
 		t.Fatalf("the first reading shows %d marketing and %d otp denied, want none: they were denied before", m, o)
 	}
 
-	p1.set(account, "marketing", 8) // 3 more
+	p1.set(account, "marketing", 18003) // 3 more
 	p2.set(account, "marketing", 4)
 	p2.set(account, "otp", 3) // 2 more
 	waitFor(t, "7 marketing and 2 otp denied on the chart", func() bool {

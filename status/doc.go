@@ -12,7 +12,9 @@
 // of accounts. The exported report types are the `status --json`
 // contract documented in docs/observing.md ("Status"): fields are added,
 // never renamed. A process's state in the registry is "<host> <version>
-// <account>=<mode> ...", written by Heartbeats and parsed by Read.
+// <account>=<mode> ... <account>/<class>=<denied> ...", written by
+// Heartbeats and parsed by Read: its denials (Denied) are counted in the
+// process's memory and told with its beat, never a call of their own.
 //
 // Files: report.go (the report and its reading), account.go (an
 // account's state as status.lua reads it), registry.go (the registry: a

@@ -186,4 +186,9 @@ var killers = map[string]string{
 	// The console's lists.
 	"M37": "TestListsAndTheirActions",
 	"M38": "TestListsAndTheirActions",
+	// The chart's denied series.
+	"CD1": "TestTheChartSumsTheProcessesDenials",
+	"CD2": "TestTheChartSumsTheProcessesDenials",
+	"CD3": "TestABeatTellsTheProcessDenials",
+	"CD4": "TestDenialsCountTheDeniedByAccountAndClass",
 }

@@ -35,4 +35,19 @@ var consoleMutants = []mutant{
 	{"M38", "the lists show a viewer the numbers in clear", []edit{
 		{"console/pages.go", "rows, err := l.list.Search(r.Context(), v.Query, listRows, u.Role >= Support)", "rows, err := l.list.Search(r.Context(), v.Query, listRows, true)"},
 	}, "./console/"},
+
+	// The chart's denied series: counted in each process, told in its
+	// beat, summed by the console.
+	{"CD1", "the chart adds a process's whole count of denials at every reading, not what it denied since the last", []edit{
+		{"console/history.go", "denied[class] += max(n-before.n, 0)", "denied[class] += n"},
+	}, "./console/"},
+	{"CD2", "the chart counts what the processes denied before the console first looked", []edit{
+		{"console/history.go", "if known || h.readings > 0 {", "if known || h.readings >= 0 {"},
+	}, "./console/"},
+	{"CD3", "a beat tells no denials", []edit{
+		{"status/heartbeat.go", "if n := byClass[class]; n > 0 {", "if n := byClass[class]; n < 0 {"},
+	}, "./status/"},
+	{"CD4", "a process counts every delivery it nacks as denied", []edit{
+		{"server/denials.go", "if ev.Outcome == nack.Denied {", "if nack.ActionFor(ev.Outcome) == nack.Nack {"},
+	}, "./server/"},
 }
