@@ -124,7 +124,7 @@ func (h *history) add(rep status.Report) {
 		}
 	}
 	for k, c := range h.told {
-		if c.at.Before(rep.Time.Add(-chartSpan)) {
+		if c.at.Unix() < cut {
 			delete(h.told, k)
 		}
 	}
