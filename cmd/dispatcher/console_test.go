@@ -74,10 +74,10 @@ func usersFile(t *testing.T, roles map[string]string) string {
 
 // TestConsoleInABrowser is the console as a person uses it, in a real
 // headless Chromium, over the real serve (a pool of one), Redis and
-// pstest: the overview's chart moves as messages are sent; a message's
-// story is found by its id; a dead letter the provider refused is dry-run,
-// then replayed, and sent; an opt-out is removed; a viewer is refused the
-// replay.
+// pstest: the overview's chart moves as messages are sent and denied; a
+// message's story is found by its id; a dead letter the provider refused
+// is dry-run, then replayed, and sent; an opt-out is removed; a viewer is
+// refused the replay.
 func TestConsoleInABrowser(t *testing.T) {
 	browser := chromium(t)
 	h := newDLHarness(t)
@@ -89,6 +89,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	t.Setenv("SMS_PROVIDER_TOKEN", "s3cret")
 	t.Setenv("HTTP_ADDR", freeAddr(t))
 	t.Setenv("REDIS_TIMEOUT", "2s")
+	t.Setenv("MARKETING_MAX_WAIT", "1s") // a marketing message denied is nacked within a second
 	addr := freeAddr(t)
 	t.Setenv("CONSOLE_ADDR", addr)
 	metricsAddr := freeAddr(t)
@@ -202,17 +203,38 @@ func TestConsoleInABrowser(t *testing.T) {
 		readings, sent := chart()
 		return readings > first && sent >= before+3
 	})
-	// Each class has its series of denials, drawn and summed.
-	denied, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`(() => {
-		const classes = [...document.querySelectorAll("#chart polyline.denied")].map(p => p.dataset.class);
-		return [classes.join(" "), document.querySelector("#chart-summary .denied-marketing").textContent];
-	})()`))
-	if err != nil || len(denied) != 2 || denied[0] != "otp marketing" {
-		t.Errorf("the chart's denied series: %q %v, want otp's and marketing's", denied, err)
-	} else if _, err := strconv.Atoi(denied[1]); err != nil {
-		t.Errorf("the chart's marketing denied in the last 60 s: %q, want a count", denied[1])
+	// Each class has its series of denials: with marketing's ceiling
+	// overridden to nearly nothing, marketing beyond its burst is denied
+	// and nacked, and the chart shows it.
+	denied := func() (classes string, marketing int) {
+		t.Helper()
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`(() => {
+			const classes = [...document.querySelectorAll("#chart polyline.denied")].map(p => p.dataset.class);
+			return [classes.join(" "), document.querySelector("#chart-summary .denied-marketing").textContent];
+		})()`))
+		if err != nil || len(v) != 2 {
+			t.Fatalf("reading the chart's denials: %v, %v", v, err)
+		}
+		marketing, _ = strconv.Atoi(v[1])
+		return v[0], marketing
 	}
+	if classes, _ := denied(); classes != "otp marketing" {
+		t.Errorf("the chart's denied series: %q, want otp's and marketing's", classes)
+	}
+	if _, errs, err := h.cmd("override", "--set-marketing-rps", "0.01", "--ttl", "2m"); err != nil {
+		t.Fatalf("override: %v\n%s", err, errs)
+	}
+	for i := range 8 {
+		publish("marketing", fmt.Sprintf("held-%d", i))
+	}
+	waitWithin(t, 30*time.Second, "the chart showing marketing denied", func() bool {
+		_, marketing := denied()
+		return marketing > 0
+	})
 	screenshot("overview")
+	if _, errs, err := h.cmd("override", "--clear"); err != nil {
+		t.Fatalf("override --clear: %v\n%s", err, errs)
+	}
 
 	// A message's story, by its id.
 	do("a message's story", chromedp.Navigate(base+"/message"),
