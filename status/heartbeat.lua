@@ -10,7 +10,9 @@
 --            process id to state
 -- ARGV[1] -> the process id
 -- ARGV[2] -> its state, opaque here ('<host> <version> <account>=<mode>
---            ...'; mode ok, fallback, penalty or paused: see status/)
+--            ... <account>/<class>=<denied> ...'; mode ok, fallback,
+--            penalty or paused, and the deliveries it denied since it
+--            started: see status/)
 -- ARGV[3] -> how long a silent process stays listed, in milliseconds (a
 --            process cut off from Redis stops beating: listed silent, then
 --            gone)
