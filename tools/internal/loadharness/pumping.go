@@ -240,15 +240,23 @@ func (l *pumpingLog) blocked(ranges []string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, r := range ranges {
-		seen := false
-		for _, b := range l.blocks {
-			seen = seen || b.Range == r
-		}
-		if !seen {
+		if blockOf(l.blocks, r) == nil {
 			return false
 		}
 	}
 	return true
+}
+
+// blockOf is the first of blocks that holds range rng (a block of its
+// first digits: min_conversion's ranges are shorter than the attack's);
+// nil: none.
+func blockOf(blocks []blockSeen, rng string) *blockSeen {
+	for i := range blocks {
+		if strings.HasPrefix(rng, blocks[i].Range) {
+			return &blocks[i]
+		}
+	}
+	return nil
 }
 
 // watchBlocks reads the otp class's blocks every pumpingSample until ctx

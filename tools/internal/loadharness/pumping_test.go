@@ -17,8 +17,9 @@ import (
 )
 
 // syntheticPumping is a row of spec s: each attack range sent sends
-// times (the first on the backup) and then blocked for reason, 10 OTPs
-// of it blocked; 20 legitimate OTPs sent (legitBlocked of them blocked
+// times (the first on the backup) and then blocked for reason (a
+// conversion block on its first pumpingConvDigits digits), 10 OTPs of it
+// blocked; 20 legitimate OTPs sent (legitBlocked of them blocked
 // instead).
 func syntheticPumping(s pumpingSpec, sends int, reason string, legitBlocked int) pumpingRun {
 	run := pumpingRun{start: t0, msgs: map[string]pumpingMsg{}, ends: map[string]dispatch.Event{},
@@ -39,7 +40,11 @@ func syntheticPumping(s pumpingSpec, sends int, reason string, legitBlocked int)
 			}
 			*arrivals = append(*arrivals, providertest.Arrival{ID: id, At: at, Outcome: "accepted"})
 		}
-		run.blocks = append(run.blocks, blockSeen{At: time.Duration(sends) * 50 * time.Millisecond, Range: rng, Reason: reason, Sends: sends})
+		blocked := rng // a conversion block holds the range of min_conversion's digits
+		if reason == guard.ReasonConversion {
+			blocked = rng[:pumpingConvDigits]
+		}
+		run.blocks = append(run.blocks, blockSeen{At: time.Duration(sends) * 50 * time.Millisecond, Range: blocked, Reason: reason, Sends: sends})
 	}
 	for i := range 20 {
 		id := fmt.Sprintf("l%d", i)

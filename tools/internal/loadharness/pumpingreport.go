@@ -25,7 +25,7 @@ type pumpingRun struct {
 	msgs            map[string]pumpingMsg
 	blocks          []blockSeen
 	ends            map[string]dispatch.Event
-	nacks           int
+	nacks           map[string]int
 	primary, backup []providertest.Arrival
 	cost            redisCost
 	verified        int // verifications published
@@ -48,7 +48,8 @@ type pumpingRow struct {
 	ScriptsPerSent, CommandsPerSent, AdmitsPerSent float64
 	GuardPerSent                                   float64
 	CostErr, Ops                                   string
-	Unended, Nacks                                 int
+	Unended                                        int
+	Nacks                                          map[string]int // by outcome and admission's reason
 	Failures                                       []string
 }
 
@@ -76,13 +77,7 @@ func measurePumping(s pumpingSpec, run pumpingRun) *pumpingRow {
 	r := &pumpingRow{Spec: s, Blocks: run.blocks, Verified: run.verified, Nacks: run.nacks}
 	byRange := map[string]*rangeFigures{}
 	for _, rng := range s.ranges {
-		f := &rangeFigures{Range: rng}
-		for i := range run.blocks {
-			if run.blocks[i].Range == rng {
-				f.Block = &run.blocks[i]
-			}
-		}
-		byRange[rng] = f
+		byRange[rng] = &rangeFigures{Range: rng, Block: blockOf(run.blocks, rng)}
 	}
 	series := map[int]*pumpingPoint{}
 	point := func(at time.Time) *pumpingPoint {
@@ -245,7 +240,7 @@ func writePumpingTable(w io.Writer, cfg *Config, rows []*pumpingRow) error {
 		if r.CostErr == "" {
 			scripts, cmds = fmt.Sprintf("%.3f", r.ScriptsPerSent), fmt.Sprintf("%.2f", r.CommandsPerSent)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.3f\t%.3f\t%d\t%d\t%d\t\n", r.Spec.row, r.Sent, scripts, cmds, r.AdmitsPerSent, r.GuardPerSent, r.Verified, r.Nacks, r.Unended)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.3f\t%.3f\t%d\t%d\t%d\t\n", r.Spec.row, r.Sent, scripts, cmds, r.AdmitsPerSent, r.GuardPerSent, r.Verified, nackTotal(r.Nacks), r.Unended)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -253,7 +248,7 @@ func writePumpingTable(w io.Writer, cfg *Config, rows []*pumpingRow) error {
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s: blocks as read: %s\n", r.Spec.row, blocksText(r.Blocks))
 		fmt.Fprintf(w, "%s: the attack every %v (sends/blocked): %s\n", r.Spec.row, pumpingBucket, seriesText(r.Series))
-		fmt.Fprintf(w, "%s: script calls per sent message by operation: %s\n", r.Spec.row, r.Ops)
+		fmt.Fprintf(w, "%s: script calls per sent message by operation: %s; nacks: %s\n", r.Spec.row, r.Ops, nacksText(r.Nacks))
 		if r.CostErr != "" {
 			fmt.Fprintf(w, "%s: no Redis figures: %s\n", r.Spec.row, r.CostErr)
 		}

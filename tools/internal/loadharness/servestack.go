@@ -279,18 +279,22 @@ func (st *serveStack) readCost(ctx context.Context, statsErr error) redisCost {
 type endLog struct {
 	mu    sync.Mutex
 	ends  map[string]dispatch.Event // guarded by mu
-	nacks int                       // guarded by mu
+	nacks map[string]int            // guarded by mu: "outcome/reason" -> nacks
 	// onEnd, if set, is told of each end once (it must not block).
 	onEnd func(dispatch.Event)
 }
 
-func newEndLog() *endLog { return &endLog{ends: map[string]dispatch.Event{}} }
+func newEndLog() *endLog { return &endLog{ends: map[string]dispatch.Event{}, nacks: map[string]int{}} }
 
 // Observe keeps ev if it is its id's first end (dispatch.Observer).
 func (l *endLog) Observe(ev dispatch.Event) {
 	l.mu.Lock()
 	if ev.Action == nack.Nack {
-		l.nacks++
+		key := ev.Outcome.String()
+		if ev.Decision.Reason != "" {
+			key += "/" + string(ev.Decision.Reason)
+		}
+		l.nacks[key]++
 		l.mu.Unlock()
 		return
 	}
@@ -317,11 +321,11 @@ func (l *endLog) ended(ids []string) int {
 	return n
 }
 
-// snapshot copies the ends and the nacks.
-func (l *endLog) snapshot() (map[string]dispatch.Event, int) {
+// snapshot copies the ends and the nacks by outcome and reason.
+func (l *endLog) snapshot() (map[string]dispatch.Event, map[string]int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return maps.Clone(l.ends), l.nacks
+	return maps.Clone(l.ends), maps.Clone(l.nacks)
 }
 
 // waitEnded waits up to limit for every one of ids to end, and reports

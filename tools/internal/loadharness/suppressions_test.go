@@ -70,7 +70,7 @@ func syntheticSuppressions(sendListed bool, scripts int64) (*suppressionsTraffic
 // the row without a list is held to nothing.
 func TestSuppressionsCriterion(t *testing.T) {
 	tr, ends, arrivals, cost := syntheticSuppressions(false, 200)
-	r := measureSuppressions(1000, tr, ends, 0, arrivals, cost)
+	r := measureSuppressions(1000, tr, ends, nil, arrivals, cost)
 	if len(r.Failures) != 0 || r.Sent != 98 || r.Suppressed != 2 || r.ToListed != 2 || r.SentListed != 0 {
 		t.Errorf("a clean row: sent %d, suppressed %d of %d, sent to listed %d, failures %q", r.Sent, r.Suppressed, r.ToListed, r.SentListed, r.Failures)
 	}
@@ -80,18 +80,18 @@ func TestSuppressionsCriterion(t *testing.T) {
 	}
 
 	tr, ends, arrivals, cost = syntheticSuppressions(false, 210)
-	if r := measureSuppressions(1000, tr, ends, 0, arrivals, cost); len(r.Failures) != 1 || !strings.Contains(r.Failures[0], "script calls") {
+	if r := measureSuppressions(1000, tr, ends, nil, arrivals, cost); len(r.Failures) != 1 || !strings.Contains(r.Failures[0], "script calls") {
 		t.Errorf("2.14 script calls a sent message: failures %q, want the calls'", r.Failures)
 	}
 	tr, ends, arrivals, cost = syntheticSuppressions(true, 200)
-	r = measureSuppressions(1000, tr, ends, 0, arrivals, cost)
+	r = measureSuppressions(1000, tr, ends, nil, arrivals, cost)
 	if r.SentListed != 2 || len(r.Failures) != 2 {
 		t.Errorf("listed numbers sent: sent to listed %d, failures %q, want 2 and the sends' and suppressions' failures", r.SentListed, r.Failures)
 	}
 	if err := suppressionsVerdict([]*suppressionsRow{r}); err == nil {
 		t.Error("the verdict of a failed row is nil")
 	}
-	if r := measureSuppressions(0, tr, ends, 0, arrivals, cost); len(r.Failures) != 0 {
+	if r := measureSuppressions(0, tr, ends, nil, arrivals, cost); len(r.Failures) != 0 {
 		t.Errorf("the row without a list: failures %q, want none", r.Failures)
 	}
 }

@@ -21,8 +21,8 @@ type suppressionsRow struct {
 	// the list (2 %), Sent the messages the simulator accepted, SentListed
 	// those to a number of the list, Suppressed the ends the list
 	// stopped (nack.Suppressed), Unended the messages without an end.
-	Published, ToListed, Sent, OTPSent, SentListed, Suppressed, Unended, Nacks int
-	OTPP50, OTPP99                                                             time.Duration // publish→sent of the OTPs sent
+	Published, ToListed, Sent, OTPSent, SentListed, Suppressed, Unended int
+	OTPP50, OTPP99                                                      time.Duration // publish→sent of the OTPs sent
 	// ScriptsPerSent, AdmitsPerSent and CommandsPerSent are Redis's
 	// script calls, the admission calls among them (the instances'
 	// clients) and Redis's commands, per sent message; CostErr says why
@@ -31,13 +31,14 @@ type suppressionsRow struct {
 	CostErr                                        string
 	Ops                                            string // script calls by operation, per sent message
 	Memory                                         *listMemory
+	Nacks                                          map[string]int // by outcome and admission's reason
 	Failures                                       []string
 }
 
 // measureSuppressions turns a row's traffic, the messages' ends, the
 // simulators' arrivals and Redis's cost into its row, and checks a row
 // with a list against the criterion.
-func measureSuppressions(size int, tr *suppressionsTraffic, ends map[string]dispatch.Event, nacks int, arrivals []providertest.Arrival, cost redisCost) *suppressionsRow {
+func measureSuppressions(size int, tr *suppressionsTraffic, ends map[string]dispatch.Event, nacks map[string]int, arrivals []providertest.Arrival, cost redisCost) *suppressionsRow {
 	r := &suppressionsRow{List: size, Published: len(tr.listed), Nacks: nacks}
 	for _, listed := range tr.listed {
 		if listed {
@@ -90,6 +91,15 @@ func (r *suppressionsRow) cost(c redisCost) {
 	if r.CostErr = c.err; c.err == "" {
 		r.ScriptsPerSent, r.CommandsPerSent = per(c.scripts), per(c.executed)
 	}
+}
+
+// nackTotal is the sum of nacks.
+func nackTotal(nacks map[string]int) int {
+	n := 0
+	for _, c := range nacks {
+		n += c
+	}
+	return n
 }
 
 // opsPerSent renders ops (script calls by operation) per sent message,
@@ -158,7 +168,7 @@ func writeSuppressionsTable(w io.Writer, cfg *Config, rows []*suppressionsRow) e
 			verdict = okText(len(r.Failures) == 0)
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%.3f\t%s\t%s\t\n", r.List, r.Published, r.ToListed, r.Sent, r.SentListed, r.Suppressed,
-			r.Unended, r.Nacks, durMs(r.OTPP50), durMs(r.OTPP99), scripts, r.AdmitsPerSent, cmds, verdict)
+			r.Unended, nackTotal(r.Nacks), durMs(r.OTPP50), durMs(r.OTPP99), scripts, r.AdmitsPerSent, cmds, verdict)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -168,7 +178,7 @@ func writeSuppressionsTable(w io.Writer, cfg *Config, rows []*suppressionsRow) e
 			float64(rows[1].OTPP99)/float64(rows[0].OTPP99), float64(rows[1].OTPP50)/float64(max(rows[0].OTPP50, 1)))
 	}
 	for _, r := range rows {
-		fmt.Fprintf(w, "list %d: script calls per sent message by operation: %s\n", r.List, r.Ops)
+		fmt.Fprintf(w, "list %d: script calls per sent message by operation: %s; nacks: %s\n", r.List, r.Ops, nacksText(r.Nacks))
 		if r.CostErr != "" {
 			fmt.Fprintf(w, "list %d: no Redis figures: %s\n", r.List, r.CostErr)
 		}
