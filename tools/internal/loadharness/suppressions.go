@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"strconv"
-	"strings"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -191,12 +189,8 @@ func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-			return strconv.ParseInt(v, 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no used_memory in INFO memory")
+	n, err := parseUsedMemory(info)
+	return int64(n), err
 }
 
 // suppressionsAccounts is the demo's account on the simulator at url:
