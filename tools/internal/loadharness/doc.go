@@ -203,8 +203,8 @@
 // 6, count 300 per 10m; min_conversion ratio 0.2, min_sends 50 per 30m,
 // digits 5, grace 60s; the same traffic), slow (the same guard with
 // min_conversion's grace --guard-grace, 2 s, and an attack at
-// --slow-attack-rate, 1/s, to two other ranges until both are blocked,
-// at most 3 min: a slow attack is the conversion rule's, and with the
+// --slow-attack-rate, 1/s, to two other ranges until 10 s after both
+// are blocked, at most 3 min: a slow attack is the conversion rule's, and with the
 // 60 s grace an attack of r a second a range sends min_sends + 60r
 // before its block). Per attack range: its sends (requests to either
 // simulator, whatever the answer: what the guard counts), those on the

@@ -33,8 +33,9 @@ import (
 //     count 300 per 10m; min_conversion ratio 0.2, min_sends 50 per 30m,
 //     digits 5, its grace 60s), the same traffic: the range brake's;
 //   - slow: the same guard with min_conversion's grace --guard-grace, an
-//     attack at --slow-attack-rate to two other ranges until both are
-//     blocked (at most pumpingSlowMax): the conversion rule's.
+//     attack at --slow-attack-rate to two other ranges until
+//     pumpingAfterBlocks after both are blocked (at most pumpingSlowMax):
+//     the conversion rule's.
 const (
 	scenPumping = "pumping"
 
@@ -50,6 +51,9 @@ const (
 	pumpingStormAt     = 8 * time.Second
 	pumpingStorm       = 8 * time.Second
 	pumpingDrain       = 5 * time.Second
+	// pumpingAfterBlocks is how long the slow attack goes on once its
+	// ranges are blocked.
+	pumpingAfterBlocks = 10 * time.Second
 	// pumpingSlack is what an attack range may get past the rule's
 	// figure: count + 5 sends by the range brake, min_sends + 5 by the
 	// conversion rule.
@@ -401,7 +405,7 @@ func runPumping(ctx context.Context, cfg *Config, redisURL string, s pumpingSpec
 
 // publishPumpingTraffic publishes the legitimate OTPs and the attack at
 // their rates for s.duration (with s.untilBlocked, until every attack
-// range has been seen blocked and one more second), and returns their
+// range has been seen blocked and pumpingAfterBlocks more), and returns their
 // ids once Pub/Sub has them.
 func publishPumpingTraffic(ctx context.Context, st *serveStack, s pumpingSpec, ns string, plog *pumpingLog) ([]string, error) {
 	pub := st.admin.Publisher(st.cfg.OTPTopic)
@@ -432,7 +436,8 @@ func publishPumpingTraffic(ctx context.Context, st *serveStack, s pumpingSpec, n
 			done = true
 		case <-check.C:
 			if s.untilBlocked && plog.blocked(s.ranges) {
-				done = true
+				end.Reset(pumpingAfterBlocks) // the attack goes on a while, blocked
+				s.untilBlocked = false
 			}
 		case <-legit.C:
 			send(fmt.Sprintf("%s-l%d", ns, nl), legitNumber(nl), pumpingMsg{verify: nl%pumpingVerifyShare != 0})
