@@ -16,7 +16,6 @@ import (
 
 	"smsdispatcher/dispatch"
 	"smsdispatcher/internal/keys"
-	"smsdispatcher/internal/redisstats"
 	"smsdispatcher/nack"
 )
 
@@ -379,7 +378,7 @@ func runPumping(ctx context.Context, cfg *Config, redisURL string, s pumpingSpec
 	if err := st.started(ctx, suppressionsStart); err != nil {
 		return nil, err
 	}
-	statsErr := redisstats.Reset(ctx, st.stats)
+	statsErr := st.resetCost(ctx)
 	start := time.Now()
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	var watching sync.WaitGroup

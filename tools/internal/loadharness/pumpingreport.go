@@ -248,7 +248,7 @@ func writePumpingTable(w io.Writer, cfg *Config, rows []*pumpingRow) error {
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s: blocks as read: %s\n", r.Spec.row, blocksText(r.Blocks))
 		fmt.Fprintf(w, "%s: the attack every %v (sends/blocked): %s\n", r.Spec.row, pumpingBucket, seriesText(r.Series))
-		fmt.Fprintf(w, "%s: script calls per sent message by operation: %s; nacks: %s\n", r.Spec.row, r.Ops, nacksText(r.Nacks))
+		fmt.Fprintf(w, "%s: calls per sent message by operation (other: commands that are no script): %s; nacks: %s\n", r.Spec.row, r.Ops, nacksText(r.Nacks))
 		if r.CostErr != "" {
 			fmt.Fprintf(w, "%s: no Redis figures: %s\n", r.Spec.row, r.CostErr)
 		}

@@ -44,6 +44,7 @@ type serveStack struct {
 	admin   *pubsub.Client        // the harness's own Pub/Sub client: publishes the traffic
 	stats   redis.UniversalClient // the harness's own Redis client: Redis's statistics, the product's keys
 	calls   []*opCounter          // each instance's script calls by operation
+	before  map[string]int64      // their sum at resetCost
 	stopRun context.CancelFunc
 	running sync.WaitGroup
 	stopped bool
@@ -249,18 +250,30 @@ func (st *serveStack) scriptCalls() map[string]int64 {
 	return sum
 }
 
+// resetCost starts the row's cost here: Redis's statistics (CONFIG
+// RESETSTAT, whose error it returns) and the instances' calls.
+func (st *serveStack) resetCost(ctx context.Context) error {
+	st.before = st.scriptCalls()
+	return redisstats.Reset(ctx, st.stats)
+}
+
 // redisCost is Redis's own count of a row (INFO commandstats since the
-// row's CONFIG RESETSTAT) and the instances' script calls by operation.
+// row's CONFIG RESETSTAT) and the instances' calls by operation since.
 type redisCost struct {
 	scripts, executed int64
 	ops               map[string]int64
 	err               string // why Redis's figures are missing; "" when read
 }
 
-// readCost reads the row's cost once the instances stopped; statsErr is
-// the reset's.
+// readCost reads the row's cost since resetCost once the instances
+// stopped; statsErr is the reset's.
 func (st *serveStack) readCost(ctx context.Context, statsErr error) redisCost {
 	c := redisCost{ops: st.scriptCalls()}
+	for op, n := range st.before {
+		if c.ops[op] -= n; c.ops[op] == 0 {
+			delete(c.ops, op)
+		}
+	}
 	var cs redisstats.CommandStats
 	if statsErr == nil {
 		cs, statsErr = redisstats.Read(ctx, st.stats)

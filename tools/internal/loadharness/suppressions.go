@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/internal/keys"
-	"smsdispatcher/internal/redisstats"
 	"smsdispatcher/suppress"
 )
 
@@ -228,7 +227,7 @@ func runSuppressionsRow(ctx context.Context, cfg *Config, redisURL string, size 
 	if err := st.started(ctx, suppressionsStart); err != nil {
 		return nil, err
 	}
-	statsErr := redisstats.Reset(ctx, st.stats)
+	statsErr := st.resetCost(ctx)
 	start := time.Now()
 	tr, err := publishSuppressionsTraffic(ctx, st, cfg.suppressionsOTPRate, max(size, cfg.listSize), ns, lg)
 	if err != nil {

@@ -178,7 +178,7 @@ func writeSuppressionsTable(w io.Writer, cfg *Config, rows []*suppressionsRow) e
 			float64(rows[1].OTPP99)/float64(rows[0].OTPP99), float64(rows[1].OTPP50)/float64(max(rows[0].OTPP50, 1)))
 	}
 	for _, r := range rows {
-		fmt.Fprintf(w, "list %d: script calls per sent message by operation: %s; nacks: %s\n", r.List, r.Ops, nacksText(r.Nacks))
+		fmt.Fprintf(w, "list %d: calls per sent message by operation (other: commands that are no script): %s; nacks: %s\n", r.List, r.Ops, nacksText(r.Nacks))
 		if r.CostErr != "" {
 			fmt.Fprintf(w, "list %d: no Redis figures: %s\n", r.List, r.CostErr)
 		}
