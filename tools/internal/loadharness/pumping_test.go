@@ -16,35 +16,37 @@ import (
 	"smsdispatcher/provider/providertest"
 )
 
-// syntheticPumping is a row of spec s: each attack range sent sends
-// times (the first on the backup) and then blocked for reason (a
+// syntheticPumping is a row of spec s: each attack range's first sends
+// OTPs sent (the first failing on the primary, then sent on the backup:
+// sends + 1 sends) and then blocked for reason (a
 // conversion block on its first pumpingConvDigits digits), 10 OTPs of it
 // blocked; 20 legitimate OTPs sent (legitBlocked of them blocked
 // instead).
-func syntheticPumping(s pumpingSpec, sends int, reason string, legitBlocked int) pumpingRun {
+func syntheticPumping(s pumpingSpec, otps int, reason string, legitBlocked int) pumpingRun {
 	run := pumpingRun{start: t0, msgs: map[string]pumpingMsg{}, ends: map[string]dispatch.Event{},
 		cost: redisCost{scripts: 100, executed: 800, ops: map[string]int64{admission.OpAdmit: 50, guard.OpSent: 50}}}
 	for _, rng := range s.ranges {
-		for i := range sends + 10 {
+		for i := range otps + 10 {
 			id := fmt.Sprintf("a%s-%d", rng, i)
 			at := t0.Add(time.Duration(i) * 50 * time.Millisecond)
 			run.msgs[id] = pumpingMsg{attack: true, rng: rng, published: at}
-			if i >= sends {
+			if i >= otps {
 				run.ends[id] = dispatch.Event{ID: id, Class: admission.OTP, Outcome: nack.Blocked, Finished: at}
 				continue
 			}
 			run.ends[id] = dispatch.Event{ID: id, Class: admission.OTP, Outcome: nack.Sent, PublishTime: at, Finished: at}
-			arrivals := &run.primary
-			if i == 0 {
-				arrivals = &run.backup
+			if i == 0 { // failed on the primary, then sent on the backup
+				run.primary = append(run.primary, providertest.Arrival{ID: id, At: at, Outcome: "failed"})
+				run.backup = append(run.backup, providertest.Arrival{ID: id, At: at, Outcome: "accepted"})
+				continue
 			}
-			*arrivals = append(*arrivals, providertest.Arrival{ID: id, At: at, Outcome: "accepted"})
+			run.primary = append(run.primary, providertest.Arrival{ID: id, At: at, Outcome: "accepted"})
 		}
 		blocked := rng // a conversion block holds the range of min_conversion's digits
 		if reason == guard.ReasonConversion {
 			blocked = rng[:pumpingConvDigits]
 		}
-		run.blocks = append(run.blocks, blockSeen{At: time.Duration(sends) * 50 * time.Millisecond, Range: blocked, Reason: reason, Sends: sends})
+		run.blocks = append(run.blocks, blockSeen{At: time.Duration(otps) * 50 * time.Millisecond, Range: blocked, Reason: reason, Sends: otps})
 	}
 	for i := range 20 {
 		id := fmt.Sprintf("l%d", i)
@@ -70,20 +72,20 @@ func TestPumpingCriterion(t *testing.T) {
 	for _, c := range []struct {
 		name         string
 		s            pumpingSpec
-		sends        int
+		otps         int // each range's, one of them sent twice: otps + 1 sends
 		reason       string
 		legitBlocked int
 		failures     int
 	}{
-		{"on, within count + 5", on, pumpingPrefixCount + pumpingSlack, guard.ReasonPrefixRate, 0, 0},
-		{"on, one send more", on, pumpingPrefixCount + pumpingSlack + 1, guard.ReasonPrefixRate, 0, 2},
+		{"on, count + 5 sends", on, pumpingPrefixCount + pumpingSlack - 1, guard.ReasonPrefixRate, 0, 0},
+		{"on, one send more", on, pumpingPrefixCount + pumpingSlack, guard.ReasonPrefixRate, 0, 2},
 		{"on, blocked by conversion", on, pumpingPrefixCount, guard.ReasonConversion, 0, 2},
 		{"on, a legitimate OTP blocked", on, pumpingPrefixCount, guard.ReasonPrefixRate, 1, 1},
-		{"slow, under min_sends + 5", slow, pumpingMinSends + pumpingSlack - 1, guard.ReasonConversion, 0, 0},
-		{"slow, min_sends + 5", slow, pumpingMinSends + pumpingSlack, guard.ReasonConversion, 0, 2},
+		{"slow, min_sends + 5 sends, fewer OTPs", slow, pumpingMinSends + pumpingSlack - 1, guard.ReasonConversion, 0, 0},
+		{"slow, min_sends + 5 OTPs", slow, pumpingMinSends + pumpingSlack, guard.ReasonConversion, 0, 2},
 		{"off, never blocked", off, 600, "", 0, 0},
 	} {
-		run := syntheticPumping(c.s, c.sends, c.reason, c.legitBlocked)
+		run := syntheticPumping(c.s, c.otps, c.reason, c.legitBlocked)
 		if c.reason == "" {
 			run.blocks = nil
 		}
@@ -91,7 +93,7 @@ func TestPumpingCriterion(t *testing.T) {
 		if len(r.Failures) != c.failures {
 			t.Errorf("%s: failures %q, want %d", c.name, r.Failures, c.failures)
 		}
-		if f := r.Ranges[0]; f.Sends != c.sends || f.Backup != 1 || f.Blocked != 10 || r.LegitSent != 20-c.legitBlocked || r.LegitBlocked != c.legitBlocked {
+		if f := r.Ranges[0]; f.Sends != c.otps+1 || f.OTPs != c.otps || f.Accepted != c.otps || f.Backup != 1 || f.Blocked != 10 || r.LegitSent != 20-c.legitBlocked || r.LegitBlocked != c.legitBlocked {
 			t.Errorf("%s: range %+v, legitimate sent %d blocked %d", c.name, f, r.LegitSent, r.LegitBlocked)
 		}
 		if r.GuardPerSent != 50/float64(r.Sent) || r.LegitP99 != 10*time.Millisecond {
@@ -103,7 +105,7 @@ func TestPumpingCriterion(t *testing.T) {
 	if err := writePumpingTable(&table, &Config{pumping: pumpingSettings{attackRate: 40, slowRate: 1, legitRate: 5, grace: 2 * time.Second}}, []*pumpingRow{r}); err != nil {
 		t.Fatal(err)
 	}
-	if s := table.String(); !strings.Contains(s, "prefix_rate") || !strings.Contains(s, " ok") || !strings.Contains(s, "0s 200/0, 5s 200/0, 10s 200/0, 15s 0/20") {
+	if s := table.String(); !strings.Contains(s, "prefix_rate") || !strings.Contains(s, " ok") || !strings.Contains(s, "0s 202/0, 5s 200/0, 10s 200/0, 15s 0/20") {
 		t.Errorf("table:\n%s", s)
 	}
 }

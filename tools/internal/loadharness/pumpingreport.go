@@ -58,11 +58,12 @@ type rangeFigures struct {
 	Range     string
 	Published int
 	// Sends are the requests to either simulator (the guard's sends:
-	// handed to a provider, whatever its answer), Accepted those
-	// accepted, Backup those to the backup; Blocked the OTPs acked
-	// blocked.
-	Sends, Accepted, Backup, Blocked int
-	Block                            *blockSeen // its first block; nil: never blocked
+	// handed to a provider, whatever its answer: max_per_prefix counts
+	// each), OTPs the OTPs among them (min_conversion counts each once,
+	// however often it was handed over), Accepted those accepted, Backup
+	// those to the backup; Blocked the OTPs acked blocked.
+	Sends, OTPs, Accepted, Backup, Blocked int
+	Block                                  *blockSeen // its first block; nil: never blocked
 }
 
 // pumpingPoint is one pumpingBucket of a row: the attack's sends and
@@ -87,7 +88,7 @@ func measurePumping(s pumpingSpec, run pumpingRun) *pumpingRow {
 		}
 		return series[i]
 	}
-	sent := map[string]bool{}
+	sent, handed := map[string]bool{}, map[string]bool{}
 	for i, arrivals := range [][]providertest.Arrival{run.primary, run.backup} {
 		for _, a := range arrivals {
 			m, ok := run.msgs[a.ID]
@@ -103,6 +104,10 @@ func measurePumping(s pumpingSpec, run pumpingRun) *pumpingRow {
 			}
 			if f := byRange[m.rng]; m.attack && f != nil {
 				f.Sends++
+				if !handed[a.ID] {
+					handed[a.ID] = true
+					f.OTPs++
+				}
 				if accepted {
 					f.Accepted++
 				}
@@ -170,8 +175,9 @@ func (r *pumpingRow) cost(c redisCost) {
 // pumpingCriterion is what a row with the guard misses: a legitimate OTP
 // blocked or without an end; an attack range not blocked by the row's
 // rule (on: prefix_rate, slow: conversion), or sent to more than the
-// rule's figure allows (count + pumpingSlack; under min_sends +
-// pumpingSlack). The off row is the reference: held to nothing.
+// rule's figure allows, in the rule's own unit: at most count +
+// pumpingSlack sends (on), fewer than min_sends + pumpingSlack OTPs
+// (slow). The off row is the reference: held to nothing.
 func pumpingCriterion(r *pumpingRow) []string {
 	if !r.Spec.guard {
 		return nil
@@ -183,19 +189,23 @@ func pumpingCriterion(r *pumpingRow) []string {
 	if r.Unended > 0 {
 		out = append(out, fmt.Sprintf("%d OTPs without an end", r.Unended))
 	}
-	reason, most := guard.ReasonPrefixRate, pumpingPrefixCount+pumpingSlack
+	reason, most, unit := guard.ReasonPrefixRate, pumpingPrefixCount+pumpingSlack, "sends"
 	if r.Spec.row == guardSlow {
-		reason, most = guard.ReasonConversion, pumpingMinSends+pumpingSlack-1
+		reason, most, unit = guard.ReasonConversion, pumpingMinSends+pumpingSlack-1, "OTPs"
 	}
 	for _, f := range r.Ranges {
+		got := f.Sends
+		if unit == "OTPs" {
+			got = f.OTPs
+		}
 		switch {
 		case f.Block == nil:
 			out = append(out, fmt.Sprintf("range %s never blocked", f.Range))
 		case f.Block.Reason != reason:
 			out = append(out, fmt.Sprintf("range %s blocked for %s, not %s", f.Range, f.Block.Reason, reason))
 		}
-		if f.Sends > most {
-			out = append(out, fmt.Sprintf("range %s got %d sends (most %d)", f.Range, f.Sends, most))
+		if got > most {
+			out = append(out, fmt.Sprintf("range %s got %d %s (most %d)", f.Range, got, unit, most))
 		}
 	}
 	return out
@@ -213,20 +223,20 @@ func writePumpingTable(w io.Writer, cfg *Config, rows []*pumpingRow) error {
 		p.attackRate, strings.Join(fastRanges, ", "), p.slowRate, strings.Join(slowRanges, ", "),
 		pumpingPrefixDigits, pumpingPrefixCount, pumpingRatio, pumpingMinSends, pumpingConvDigits, p.grace)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "guard\ttraffic\tpublished\tsends\taccepted\ton backup\tblocked\tblocked at\tby\tcounted (verified)\tp50\tp99\tverdict\t")
+	fmt.Fprintln(tw, "guard\ttraffic\tpublished\tsends\tOTPs sent\taccepted\ton backup\tblocked\tblocked at\tby\tcounted (verified)\tp50\tp99\tverdict\t")
 	for _, r := range rows {
 		for _, f := range r.Ranges {
 			at, by, counted := "never", "", ""
 			if b := f.Block; b != nil {
 				at, by, counted = fmt.Sprintf("%.1f s", b.At.Seconds()), b.Reason, fmt.Sprintf("%d (%d)", b.Sends, b.Verified)
 			}
-			fmt.Fprintf(tw, "%s\tattack %s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t\t\t\t\n", r.Spec.row, f.Range, f.Published, f.Sends, f.Accepted, f.Backup, f.Blocked, at, by, counted)
+			fmt.Fprintf(tw, "%s\tattack %s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t\t\t\t\n", r.Spec.row, f.Range, f.Published, f.Sends, f.OTPs, f.Accepted, f.Backup, f.Blocked, at, by, counted)
 		}
 		verdict := "-"
 		if r.Spec.guard {
 			verdict = okText(len(r.Failures) == 0)
 		}
-		fmt.Fprintf(tw, "%s\tlegitimate\t%d\t\t%d\t%d\t%d\t\t\t\t%s\t%s\t%s\t\n", r.Spec.row, r.LegitPublished, r.LegitSent, r.LegitBackup, r.LegitBlocked,
+		fmt.Fprintf(tw, "%s\tlegitimate\t%d\t\t\t%d\t%d\t%d\t\t\t\t%s\t%s\t%s\t\n", r.Spec.row, r.LegitPublished, r.LegitSent, r.LegitBackup, r.LegitBlocked,
 			durMs(r.LegitP50), durMs(r.LegitP99), verdict)
 	}
 	if err := tw.Flush(); err != nil {
@@ -257,13 +267,14 @@ func writePumpingTable(w io.Writer, cfg *Config, rows []*pumpingRow) error {
 		}
 	}
 	_, err := fmt.Fprintf(w, `
-sends: requests to either simulator (what the guard counts: handed to a provider, whatever the answer); blocked: OTPs
+sends: requests to either simulator (what max_per_prefix counts: handed to a provider, whatever the answer, a failed
+  one and its failover two); OTPs sent: the OTPs among them (what min_conversion counts, once each); blocked: OTPs
   acked blocked; blocked at: the block first read in Redis, from the row's start; counted (verified): the sends (and
   verified ones) the rule counted when it blocked; p50/p99: publish→sent of the legitimate OTPs; script calls/sent,
   commands/sent: Redis's INFO commandstats over the row per accepted message; admissions/sent, guard counts/sent: the
   instances' calls of the admission script and of the guard's counter.
 verdict (rows with the guard): no legitimate OTP blocked, every OTP ended; on: each attack range blocked by prefix_rate
-  with at most count + %d sends; slow: each blocked by conversion with fewer than min_sends + %d.
+  with at most count + %d sends; slow: each blocked by conversion with fewer than min_sends + %d OTPs sent.
 
 `, pumpingSlack, pumpingSlack)
 	return err
