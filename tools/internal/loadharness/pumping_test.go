@@ -2,6 +2,7 @@ package loadharness
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
 	"smsdispatcher/guard"
+	"smsdispatcher/internal/redistest"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider/providertest"
 )
@@ -145,5 +147,31 @@ func TestPumpingFlags(t *testing.T) {
 		if _, err := ParseMatrix(args, io.Discard); err == nil {
 			t.Errorf("%q: accepted", args)
 		}
+	}
+}
+
+// TestScenarioPumpingRunsTheDispatcher runs the on row for 5 s on a Redis
+// of its own: three processes as serve wires them with the guard of the
+// example, every OTP ended, the legitimate ones sent and verified, none
+// blocked, and each send counted by the guard.
+func TestScenarioPumpingRunsTheDispatcher(t *testing.T) {
+	cfg, err := ParseMatrix([]string{"--scenario", "pumping", "--guard-rows", "on", "--duration", "5s", "--redis-timeout", "1s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := runPumping(context.Background(), cfg, "unix://"+redistest.Private(t), pumpingSpecs(cfg.pumping)[0], tlog{t})
+	if err != nil {
+		t.Fatalf("runPumping: %v", err)
+	}
+	var table bytes.Buffer
+	if err := writePumpingTable(&table, cfg, []*pumpingRow{r}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", table.String())
+	if r.Unended != 0 || r.LegitSent < 15 || r.LegitBlocked != 0 || r.Verified == 0 {
+		t.Errorf("unended %d, legitimate sent %d blocked %d, verifications %d: want every OTP ended, the legitimate ones sent and verified", r.Unended, r.LegitSent, r.LegitBlocked, r.Verified)
+	}
+	if r.CostErr != "" || r.GuardPerSent < 0.5 {
+		t.Errorf("guard-sent calls per sent message %.2f (%s): want the sends counted", r.GuardPerSent, r.CostErr)
 	}
 }
