@@ -21,6 +21,8 @@
 //	go -C tools run ./cmd/loadtest --scenario classes --code after --duration 20s
 //	go -C tools run ./cmd/loadtest --scenario senders --pool 10000  # a pool of 10,000 senders
 //	go -C tools run ./cmd/loadtest --scenario accounts --accounts 1,10,50  # a dispatcher process per size: memory, goroutines, connections, heartbeats, status
+//	go -C tools run ./cmd/loadtest --scenario suppressions  # 3 dispatchers, the demo's traffic, 2 % of recipients suppressed: without a list, then with a million imported; about 4 min
+//	go -C tools run ./cmd/loadtest --scenario pumping  # 3 dispatchers, two accounts failing over, legitimate OTP and an attack: the guard off, on, against a slow attack; about 4 min
 //
 // The table goes to stdout, progress to stderr; the exit status is 1 when a
 // run fails (an adaptive, a failover after, the receipts or the classes after row missing its criterion, say), 2 for -h.

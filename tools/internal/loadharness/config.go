@@ -151,6 +151,16 @@ type Config struct {
 	accountsRun  bool
 	accounts     []int
 	accountsList string
+	// suppressionsRun is set when --scenario names suppressions, whose
+	// two rows run apart (suppressions.go): a list of listSize numbers,
+	// OTP at suppressionsOTPRate.
+	suppressionsRun     bool
+	listSize            int
+	suppressionsOTPRate float64
+	// pumpingRun is set when --scenario names pumping, whose rows run
+	// apart (pumping.go).
+	pumpingRun bool
+	pumping    pumpingSettings
 }
 
 // defaults of the flags; --quick changes the first three unless given.
@@ -238,6 +248,10 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 				scenBacklog, backlogInstances, classesTarget, classesMktRPS, backlogLimit, classesBacklog, backlogOTPRate, backlogDuration, backlogMaxOTPP99)+
 			fmt.Sprintf(", %s (one dispatcher process per size of --accounts, each account one destination prefix, OTP %g/s over them for --duration (%v): its memory, goroutines, Redis connections, heartbeats and other calls a second not for a message, and status's read; fails above %g heartbeat or %g such calls a second (and one more of each its window may catch), or when the largest size's memory or connections pass %gx the smallest's)",
 				scenAccounts, accountsOTPRate, accountsDuration, accountsMaxBeats, accountsMaxOwn, accountsMaxRSS)+
+			fmt.Sprintf(", %s (the real dispatcher as serve wires it, %d processes: the demo's campaign of %d and OTP %g/s, 1 recipient in %d on the list, without a list then with --list-size numbers imported; Redis and process memory per number; fails when a listed number is sent or not suppressed, or above %.2f script calls a sent message)",
+				scenSuppressions, suppressionsInstances, suppressionsCampaign, suppressionsOTPRate, suppressEvery, suppressionsMaxScripts)+
+			fmt.Sprintf(", %s (the real dispatcher as serve wires it, %d processes, an OTP account and its backup failing over: legitimate OTP %g/s to many ranges, 80%% verified, and an attack of --attack-rate to two ranges, none verified; rows: the guard off, on (max_per_prefix), on against a slow attack (min_conversion, grace --guard-grace); fails when an attack range is not blocked by its row's rule, gets more than count + %d sends (on) or min_sends + %d OTPs or more (slow), or a legitimate OTP is blocked)",
+				scenPumping, pumpingInstances, pumpingLegitRate, pumpingSlack, pumpingSlack)+
 			fmt.Sprintf("; K=%d and OTP %g/s unless given (failover: OTP %g/s, classes: %g/s)", scenarioK, scenarioOTPRate, failoverOTPRate, classesOTPRate))
 		fs.DurationVar(&c.adaptiveStep, "adaptive-step", admission.DefaultAdaptiveStep, "with --scenario adaptive, the learned rate's Adaptive.Step: how long a rate holds under load before the search moves on")
 		fs.IntVar(&c.pool, "pool", poolSenders, fmt.Sprintf("with --scenario senders, the senders in the account's pool (1 to %d), each of %d segments per sliding second", admission.MaxPoolSize, poolSenderLimit))
@@ -249,6 +263,8 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 		fs.Float64Var(&c.receiptRate, "receipt-rate", receiptsRate, "with --scenario receipts, the receipts the simulators post per second")
 		fs.DurationVar(&c.statusOutage, "status-outage", 0, "with --scenario receipts, how long the status topic refuses every publish (PermissionDenied), from the middle of the receipts")
 		fs.StringVar(&c.accountsList, "accounts", accountsDefault, "with --scenario accounts, the accounts of each row's process (comma list)")
+		fs.IntVar(&c.listSize, "list-size", suppressionsListSize, "with --scenario suppressions, the numbers imported on the suppression list")
+		pumpingFlags(fs, &c.pumping)
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -282,6 +298,11 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 		}
 	} else {
 		for _, name := range append(append([]string{"adaptive-step", "provider-arrival-jitter", "accounts"}, failoverFlags...), receiptsFlags...) {
+			if set[name] {
+				return nil, fmt.Errorf("--%s needs --scenario", name)
+			}
+		}
+		for _, name := range append([]string{"list-size"}, pumpingOwnFlags...) {
 			if set[name] {
 				return nil, fmt.Errorf("--%s needs --scenario", name)
 			}

@@ -174,6 +174,49 @@
 // or connections at the largest size past twice the smallest's, fail the
 // command.
 //
+// suppressions: the suppression list on the demo's traffic. Three
+// processes as serve wires them (ACCOUNTS_FILE, server.New and Run: the
+// list is the server's, loaded before the lanes pull) on pstest, Redis
+// and the strict simulator; one account (TARGET_RPS 90, marketing 70,
+// BURST 5); a campaign of 3,000, then OTP at --otp-rate (5/s) while it
+// runs; every 50th recipient a number of the list. Two rows side by side:
+// the list empty, then --list-size (1,000,000) numbers imported as
+// `dispatcher suppressions import` does (Store.Import; the mirror to
+// SUPPRESSIONS_TOPIC left out: pstest would keep a million messages).
+// Per row: messages to listed numbers sent and suppressed, OTP p50/p99
+// publish→sent, Redis script calls and commands per sent message (INFO
+// commandstats, reset once every process loaded the list) and admission
+// calls; the list row adds the import's time and the memory per number
+// in Redis (used_memory across the import, MEMORY USAGE of the hash) and
+// in a process (the heap of a List's Load). A listed number sent or not
+// suppressed, a message without an end, or more than 2.05 script calls a
+// sent message fail the command.
+//
+// pumping: the pumping guard against an attack. Three processes as serve
+// wires them; account main (OTP, marketing) and backup (OTP), each its
+// simulator, main answering 503 for 8 s from 8 s in so that OTPs fail
+// over; legitimate OTP at --otp-rate (5/s) to 1,000 ranges, 4 in 5
+// verified ({"id"} on VERIFICATIONS_TOPIC 0.5 s after the send); an
+// attack to random numbers of two ranges, none verified. Rows
+// (--guard-rows): off (no guard, the attack at --attack-rate, 40/s, for
+// --duration, 30 s), on (docs/guard.md's example: max_per_prefix digits
+// 6, count 300 per 10m; min_conversion ratio 0.2, min_sends 50 per 30m,
+// digits 5, grace 60s; the same traffic), slow (the same guard with
+// min_conversion's grace --guard-grace, 2 s, and an attack at
+// --slow-attack-rate, 1/s, to two other ranges until 10 s after both
+// are blocked, at most 3 min: a slow attack is the conversion rule's, and with the
+// 60 s grace an attack of r a second a range sends min_sends + 60r
+// before its block). Per attack range: its sends (requests to either
+// simulator, whatever the answer: what the guard counts), those on the
+// backup, its OTPs blocked, when its block was first read and by which
+// rule with the sends it counted; the legitimate OTPs' sends, blocks and
+// p50/p99 publish→sent; the attack's sends and blocks every 5 s; Redis
+// script calls and commands per sent message, with the admission's and
+// the guard's counter's calls. A row with the guard fails the command
+// when a legitimate OTP is blocked, an attack range is not blocked by
+// its row's rule, or it got more than count + 5 sends (on) or
+// min_sends + 5 or more (slow).
+//
 // Files: run.go (Matrix, Soak), config.go (flags, modes, strategies, faults),
 // harness.go (one run), sender.go (workers and the strategies' send loops),
 // queue.go (the load), fault.go (fault schedule; Redis going down is
@@ -193,4 +236,11 @@
 // classesreport.go (its rows, criterion and table), accounts.go (the
 // accounts scenario and its process), accountsreport.go (its criterion and
 // table).
+//
+// The suppressions and pumping scenarios: servestack.go (the dispatcher
+// as serve wires it, in several processes, and the messages' ends),
+// suppressions.go (the list's import and the rows' traffic),
+// suppressionsreport.go (its rows, criterion and table), pumping.go (the
+// rows, the traffic and the blocks read), pumpingreport.go (its rows,
+// criterion and table).
 package loadharness

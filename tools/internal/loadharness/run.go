@@ -19,7 +19,7 @@ import (
 // goes to stderr. A redis-server it starts is stopped before it returns.
 func Matrix(ctx context.Context, cfg *Config, stdout, stderr io.Writer) error {
 	return redisserver.With(ctx, cfg.redisURL, stderr, func(redisOpts *redis.Options) error {
-		if len(cfg.scenarios) > 0 || cfg.failover || cfg.receipts || cfg.classes || cfg.accountsRun || cfg.backlogRun {
+		if len(cfg.scenarios) > 0 || cfg.failover || cfg.receipts || cfg.classes || cfg.accountsRun || cfg.backlogRun || cfg.suppressionsRun || cfg.pumpingRun {
 			return runScenarioRows(ctx, cfg, redisOpts, stdout, stderr)
 		}
 		return runMatrixRows(ctx, cfg, redisOpts, stdout, stderr)
@@ -132,6 +132,26 @@ func runScenarioRows(ctx context.Context, cfg *Config, redisOpts *redis.Options,
 			return err
 		}
 		verdicts = append(verdicts, accountsVerdict(rows))
+	}
+	if cfg.suppressionsRun {
+		run := func(ctx context.Context, cfg *Config, _ *redis.Options, progress io.Writer) ([]*suppressionsRow, error) {
+			return runSuppressionsRows(ctx, cfg, redisURLOf(cfg, redisOpts), progress)
+		}
+		rows, err := tabulate(ctx, cfg, redisOpts, stdout, stderr, run, writeSuppressionsTable)
+		if err != nil {
+			return err
+		}
+		verdicts = append(verdicts, suppressionsVerdict(rows))
+	}
+	if cfg.pumpingRun {
+		run := func(ctx context.Context, cfg *Config, _ *redis.Options, progress io.Writer) ([]*pumpingRow, error) {
+			return runPumpingRows(ctx, cfg, redisURLOf(cfg, redisOpts), progress)
+		}
+		rows, err := tabulate(ctx, cfg, redisOpts, stdout, stderr, run, writePumpingTable)
+		if err != nil {
+			return err
+		}
+		verdicts = append(verdicts, pumpingVerdict(rows))
 	}
 	return errors.Join(verdicts...)
 }

@@ -24,7 +24,7 @@ const (
 	scenAdaptive = "adaptive" // the learned rate, against a provider allowing less than TARGET_RPS
 )
 
-var allScenarios = []string{scenSenders, scenAdaptive, scenFailover, scenReceipts, scenClasses, scenAccounts, scenBacklog}
+var allScenarios = []string{scenSenders, scenAdaptive, scenFailover, scenReceipts, scenClasses, scenAccounts, scenBacklog, scenSuppressions, scenPumping}
 
 // scenarioExcludes are the flags of the matrix that --scenario
 // does not take.
@@ -156,10 +156,21 @@ func resolveScenarios(c *Config, list string, set map[string]bool) ([]scenario, 
 	if err := checkAccounts(c, set); err != nil {
 		return nil, err
 	}
+	c.suppressionsRun = slices.Contains(names, scenSuppressions)
+	if err := checkSuppressions(c, set); err != nil {
+		return nil, err
+	}
+	c.pumpingRun = slices.Contains(names, scenPumping)
+	if err := checkPumping(c, set); err != nil {
+		return nil, err
+	}
 	var out []scenario
 	for _, name := range names {
 		if name == scenFailover || name == scenReceipts || name == scenClasses || name == scenAccounts || name == scenBacklog {
 			continue // their rows run apart (failover.go, receipts.go, classes.go, accounts.go, backlog.go)
+		}
+		if name == scenSuppressions || name == scenPumping {
+			continue // theirs too (suppressions.go, pumping.go)
 		}
 		sc := scenario{name: name, duration: poolDuration, target: poolTarget, burst: poolBurst, otpRate: scenarioOTPRate, maxSegments: poolMaxSegments}
 		if set["segments"] {
