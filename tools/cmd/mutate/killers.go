@@ -186,4 +186,7 @@ var killers = map[string]string{
 	// The console's lists.
 	"M37": "TestListsAndTheirActions",
 	"M38": "TestListsAndTheirActions",
+	// The opt-outs' alert and the demo's STOPs.
+	"OO1": "TestAnInboundSTOPSuppressesAndASTARTLifts",
+	"OO2": "TestTheSTOPsAreHonouredOnBothAccounts",
 }

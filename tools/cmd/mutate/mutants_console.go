@@ -35,4 +35,11 @@ var consoleMutants = []mutant{
 	{"M38", "the lists show a viewer the numbers in clear", []edit{
 		{"console/pages.go", "rows, err := l.list.Search(r.Context(), v.Query, listRows, u.Role >= Support)", "rows, err := l.list.Search(r.Context(), v.Query, listRows, true)"},
 	}, "./console/"},
+	// The opt-outs' alert and the demo's STOPs.
+	{"OO1", "sms_suppression_changes_total without the account: SMSOptOutSpike cannot join opt-outs to sends", []edit{
+		{"server/suppress.go", "s.changed(suppress.SourceInbound, action, account)", "s.changed(suppress.SourceInbound, action, \"\")"},
+	}, "./server/"},
+	{"OO2", "the demo's STOPs all come through its first account: no STOP through the second", []edit{
+		{"internal/demo/optouts.go", "through := accounts[(k/2)%len(accounts)]", "through := accounts[0]"},
+	}, "./internal/demo/"},
 }
