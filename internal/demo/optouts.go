@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -8,8 +9,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"slices"
-	"strings"
 	"time"
 
 	"smsdispatcher/config"
@@ -125,13 +124,4 @@ func printOptOut(w io.Writer, o *OptOut) {
 }
 
 // byAccount is "a 2, b 2" of counts by account, sorted; "none" when empty.
-func byAccount(counts map[string]int) string {
-	if len(counts) == 0 {
-		return "none"
-	}
-	var parts []string
-	for _, a := range slices.Sorted(maps.Keys(counts)) {
-		parts = append(parts, fmt.Sprintf("%s %d", a, counts[a]))
-	}
-	return strings.Join(parts, ", ")
-}
+func byAccount(counts map[string]int) string { return cmp.Or(countsText(counts), "none") }

@@ -1,11 +1,14 @@
 package demo
 
 import (
+	"bytes"
 	"context"
 	"flag"
+	"strings"
 	"testing"
 	"time"
 
+	"smsdispatcher/admission"
 	"smsdispatcher/config"
 	"smsdispatcher/internal/redistest"
 )
@@ -40,6 +43,30 @@ func TestTheSTOPsAreHonouredOnBothAccounts(t *testing.T) {
 	for _, a := range []string{cfg.Account.Name, secondAccount(cfg.Account).Name} {
 		if o.Through[a] != 2 || o.Stopped[a] == 0 {
 			t.Errorf("account %s: %d STOPs through it, %d messages stopped on it; want 2 and some (through: %v, stopped: %v)", a, o.Through[a], o.Stopped[a], o.Through, o.Stopped)
+		}
+	}
+}
+
+// TestReportSaysWhatTheOptOutsWereSent: the report's opt-out lines name
+// the replies and the stops by account, the sends after the STOP apart
+// from those within the list's second; a run without opt-outs has none.
+func TestReportSaysWhatTheOptOutsWereSent(t *testing.T) {
+	r := Report{Instances: 2, Provider: "generic", RateUnit: "message", Sent: map[admission.Class]int{admission.OTP: 40}}
+	var out bytes.Buffer
+	r.Print(&out, config.Settings{})
+	if strings.Contains(out.String(), "opt-outs") || strings.Contains(out.String(), "STOP") {
+		t.Errorf("a run without opt-outs:\n%s", out.String())
+	}
+	r.OptOut = &OptOut{Recipients: 4, Through: map[string]int{"demo": 2, "demo-b": 2}, At: 21340 * time.Millisecond,
+		SentBefore: 21, SentWithin: 1, Stopped: map[string]int{"demo-b": 12, "demo": 10}}
+	out.Reset()
+	r.Print(&out, config.Settings{})
+	for _, want := range []string{
+		"  opt-outs (STOP mid-run)          4 recipients, answered by 21.3s, through demo 2, demo-b 2\n",
+		"  to them after their STOP         sent 0 (1 within the list's 1s), stopped by the list 22 (home demo 10, demo-b 12); sent before it 21\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
 	}
 }

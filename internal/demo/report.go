@@ -136,11 +136,17 @@ func reasons(counts map[string]int) string {
 	if len(counts) == 0 {
 		return ""
 	}
+	return " (" + countsText(counts) + ")"
+}
+
+// countsText is "key n, key n..." of counts, its keys sorted; "" when
+// there are none.
+func countsText(counts map[string]int) string {
 	parts := make([]string, 0, len(counts))
 	for _, k := range slices.Sorted(maps.Keys(counts)) {
 		parts = append(parts, fmt.Sprintf("%s %d", k, counts[k]))
 	}
-	return " (" + strings.Join(parts, ", ") + ")"
+	return strings.Join(parts, ", ")
 }
 
 // classList is r.Classes, or the default two when it names none.
