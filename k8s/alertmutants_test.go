@@ -154,6 +154,16 @@ var alertMutants = []alertMutant{
 		"              > 5 * sum by (sms_class, country)", "              > 10 * sum by (sms_class, country)"},
 	{"recording rule: conversion over every class's counted sends", "recording-rules",
 		"            sum by (sms_class) (rate(sms_guard_sends_total[30m]))", "            sum(rate(sms_guard_sends_total[30m]))"},
+	// The opt-outs' share of an account's sends.
+	{"opt-outs: over 5% (never fires on a campaign at 3%)", "SMSOptOutSpike",
+		"            > 0.02\n            and on (sms_account)\n", "            > 0.05\n            and on (sms_account)\n"},
+	{"opt-outs: over 1% (fires on 1.3%)", "SMSOptOutSpike",
+		"            > 0.02\n            and on (sms_account)\n", "            > 0.01\n            and on (sms_account)\n"},
+	{"opt-outs: no minimum (a few STOPs fire it)", "SMSOptOutSpike",
+		"source=~\"inbound|provider\"}[15m])) >= 20", "source=~\"inbound|provider\"}[15m])) >= 0"},
+	{"opt-outs: not per account", "SMSOptOutSpike",
+		"            sum by (sms_account) (increase(sms_suppression_changes_total{action=\"add\",source=~\"inbound|provider\"}[15m]))\n            /\n            sum by (sms_account) (increase(sms_messages_total{sms_outcome=\"sent\"}[15m]))",
+		"            sum(increase(sms_suppression_changes_total{action=\"add\",source=~\"inbound|provider\"}[15m]))\n            /\n            sum(increase(sms_messages_total{sms_outcome=\"sent\"}[15m]))"},
 }
 
 // TestAlertMutantsAreCaught runs promtool's rule tests on each mutant of

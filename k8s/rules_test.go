@@ -121,6 +121,11 @@ func scrape(t *testing.T) map[string]*family {
 	for _, reason := range finals[1:] {
 		m.Resend("primary", reason)
 	}
+	// The suppression list's changes, through an account (a STOP, a
+	// START, a provider's 21610).
+	m.SuppressionChange("inbound", "add", "primary")
+	m.SuppressionChange("inbound", "remove", "primary")
+	m.SuppressionChange("provider", "add", "primary")
 
 	now := time.Now()
 	decisions := []admission.Decision{

@@ -39,7 +39,7 @@ type suppressions struct {
 	store   *suppress.Store
 	mirror  *suppress.TopicMirror
 	status  *pubsub.Publisher
-	changed func(source, action string) // counts a change; nil: not counted
+	changed func(source, action, account string) // counts a change; nil: not counted
 	// counted counts an inbound reply by account, keyword and outcome
 	// (telemetry's Inbound); nil: not counted.
 	counted func(account, keyword, outcome string)
@@ -63,7 +63,7 @@ func (s *suppressions) OptedOut(ctx context.Context, number, account string) err
 		return err
 	}
 	if s.changed != nil {
-		s.changed(suppress.SourceProvider, suppress.ActionAdd)
+		s.changed(suppress.SourceProvider, suppress.ActionAdd, account)
 	}
 	pctx, cancel := context.WithTimeout(ctx, publishBound)
 	defer cancel()
@@ -239,7 +239,7 @@ func (s *suppressions) inboundOnce(ctx context.Context, account, kw string, in p
 			e.Action = action
 			s.list.Apply(e)
 			if changed && s.changed != nil {
-				s.changed(suppress.SourceInbound, action)
+				s.changed(suppress.SourceInbound, action, account)
 			}
 			if err := s.mirror.Wait(ctx); err != nil {
 				return false, err

@@ -46,6 +46,8 @@ func TestAnInboundSTOPSuppressesAndASTARTLifts(t *testing.T) {
 	s := &suppressions{list: suppress.NewList(store, nil), store: store, mirror: mirror, inbound: client.Publisher("sms-inbound"), logger: slog.New(slog.DiscardHandler)}
 	var counted []string // sms_inbound_total's increments
 	s.counted = func(account, keyword, outcome string) { counted = append(counted, account+" "+keyword+" "+outcome) }
+	var counts []string // sms_suppression_changes_total's increments
+	s.changed = func(source, action, account string) { counts = append(counts, source+" "+action+" "+account) }
 	t.Cleanup(func() {
 		mirror.Publisher.Stop()
 		s.inbound.Stop()
@@ -80,6 +82,9 @@ func TestAnInboundSTOPSuppressesAndASTARTLifts(t *testing.T) {
 	}
 	if want := []string{"otp stop changed", "otp stop duplicate", "otp none unchanged", "bulk start changed"}; !slices.Equal(counted, want) {
 		t.Errorf("sms_inbound_total counted %q, want %q", counted, want)
+	}
+	if want := []string{"inbound add otp", "inbound remove bulk"}; !slices.Equal(counts, want) {
+		t.Errorf("sms_suppression_changes_total counted %q, want %q (each change through its account)", counts, want)
 	}
 	var got []inboundEvent
 	for _, m := range ps.Messages() {

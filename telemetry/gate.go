@@ -38,9 +38,11 @@ func (m *Metrics) GuardSent(class, to string) {
 }
 
 // SuppressionChange counts a change this process made to the
-// suppression list.
-func (m *Metrics) SuppressionChange(source, action string) {
-	m.listChanges.Add(context.Background(), 1, metric.WithAttributes(AttrListSource.String(source), AttrListAction.String(action)))
+// suppression list, through account (the account the reply came to, or
+// whose send the provider refused): the account is what joins an opt-out
+// to the sends it answers (SMSOptOutSpike), a STOP naming no message.
+func (m *Metrics) SuppressionChange(source, action, account string) {
+	m.listChanges.Add(context.Background(), 1, metric.WithAttributes(AttrListSource.String(source), AttrListAction.String(action), AttrAccount.String(account)))
 }
 
 // Inbound counts a verified inbound reply through account.

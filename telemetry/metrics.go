@@ -283,7 +283,7 @@ func NewMetrics() (*Metrics, error) {
 	m.suppressed = counter(MetricSuppressed, "{message}",
 		"Deliveries the suppression list stopped before their send (acked, never sent), by class and the source of the entry that stopped them.")
 	m.listChanges = counter(MetricSuppressionChange, "{change}",
-		"Changes this process made to the suppression list, by source (inbound, provider) and action (add, remove).")
+		"Changes this process made to the suppression list, by source (inbound, provider), action (add, remove) and the account they came through.")
 	m.inbound = counter(MetricInbound, "{message}",
 		"Verified inbound replies, by account, keyword (stop, start, help, none) and outcome (changed: the list changed; unchanged; duplicate: a webhook posted again; failed: answered 503).")
 	m.receiptInstruments, err = newReceiptInstruments(meter)

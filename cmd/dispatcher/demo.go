@@ -39,6 +39,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	withConsole := fs.Bool("console", false, "serve the console (docs/console.md) over the demo's stack while it runs, on CONSOLE_ADDR (default "+defaultConsoleAddr+"); its reads count in Redis's figures")
 	fs.IntVar(&o.Classes, "classes", 2, fmt.Sprintf("classes: 2 (otp, marketing) or 3 (otp, transactional at %g/s, marketing; a report line per class)", demo.DefaultTransactionalRate))
 	fs.BoolVar(&o.QuietHours, "quiet-hours", false, "give marketing send windows: a third of the campaign (French numbers) is deferred until France's window opens a minute or so after the start, then released and sent")
+	fs.IntVar(&o.OptOuts, "opt-outs", 4, "recipients (sent every fifth OTP) who reply STOP once half the campaign is sent, half through each of two accounts (0: none, one account)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -46,8 +47,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if o.Instances < 1 || o.Campaign < 0 || o.OTPRate < 0 || o.CampaignSegments < 1 || o.CampaignSegments > 10 || (o.Classes != 2 && o.Classes != 3) {
-		return fmt.Errorf("demo: --instances must be ≥ 1, --campaign and --otp-rate ≥ 0, --campaign-segments 1-10, --classes 2 or 3")
+	if o.Instances < 1 || o.Campaign < 0 || o.OTPRate < 0 || o.CampaignSegments < 1 || o.CampaignSegments > 10 || (o.Classes != 2 && o.Classes != 3) || o.OptOuts < 0 {
+		return fmt.Errorf("demo: --instances must be ≥ 1, --campaign, --otp-rate and --opt-outs ≥ 0, --campaign-segments 1-10, --classes 2 or 3")
 	}
 	o.Progress = progressWriter(progress, stdout)
 	if *withConsole {

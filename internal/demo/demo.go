@@ -17,6 +17,7 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/config"
+	"smsdispatcher/dispatch"
 	"smsdispatcher/internal/redisstats"
 	"smsdispatcher/internal/topology"
 	"smsdispatcher/provider/providertest"
@@ -57,6 +58,11 @@ type Options struct {
 	// campaign (French numbers) until France's window opens, a minute or
 	// so after the start (quiet.go).
 	QuietHours bool
+	// OptOuts is how many recipients, sent every few OTP, reply STOP once
+	// half the campaign is sent (optouts.go); with any, the instances
+	// run a second account, the home of half of them; 0: none, one
+	// account.
+	OptOuts int
 }
 
 // Run runs the pipeline of cfg on the local stack and returns its report.
@@ -148,14 +154,15 @@ func Run(ctx context.Context, cfg config.Settings, o Options) (Report, error) {
 	r.closers = append(r.closers, func() { statsRdb.Close() })
 	statsErr := redisstats.Reset(ctx, statsRdb)
 
-	published, err := produce(ctx, admin, cfg, o, r.stats, r.showProgress)
+	plan := r.optOutPlan(runCtx)
+	published, err := produce(ctx, admin, cfg, o, r.stats, plan, r.showProgress)
 	if o.Progress != nil {
 		io.WriteString(o.Progress, "\n")
 	}
 	var delivery map[string]Delivery
 	if err == nil {
 		r.stats.mu.Lock()
-		sent := total(r.stats.sent)
+		sent := r.stats.sentOn[cfg.Account.Name] // the receipts waited for are its
 		r.stats.mu.Unlock()
 		delivery = r.waitDelivery(ctx, statsRdb, sent)
 	}
@@ -210,8 +217,37 @@ type run struct {
 	closers  []func() // run last first, once running is done
 }
 
+// optOutPlan is produce's optOutPlan of the run: o.OptOuts recipients,
+// whose replies run until runCtx ends; none without OptOuts.
+func (r *run) optOutPlan(runCtx context.Context) optOutPlan {
+	if r.o.OptOuts == 0 {
+		return optOutPlan{}
+	}
+	recipients := optOutRecipients(r.o.OptOuts)
+	r.stats.mu.Lock()
+	r.stats.stopAt = make([]time.Time, len(recipients))
+	r.stats.mu.Unlock()
+	var accounts []string
+	for _, a := range r.accounts() {
+		accounts = append(accounts, a.Name)
+	}
+	return optOutPlan{recipients: recipients, reply: func() {
+		r.running.Go(func() { r.replyStop(runCtx, accounts, recipients) })
+	}}
+}
+
+// accounts are the accounts the instances send on: the settings' one,
+// and with OptOuts the second (secondAccount).
+func (r *run) accounts() []config.Account {
+	if r.o.OptOuts == 0 {
+		return []config.Account{r.cfg.Account}
+	}
+	return []config.Account{r.cfg.Account, secondAccount(r.cfg.Account)}
+}
+
 // startInstances starts o.Instances servers, each with its own Redis and
-// Pub/Sub clients, running until runCtx ends.
+// Pub/Sub clients, running until runCtx ends; their accounts are routed
+// by longest prefix (the second account's numbers go to it first).
 func (r *run) startInstances(ctx, runCtx context.Context, tel *server.Telemetry, logger *slog.Logger) error {
 	cfg := r.cfg
 	for i := range r.o.Instances {
@@ -228,13 +264,18 @@ func (r *run) startInstances(ctx, runCtx context.Context, tel *server.Telemetry,
 			return err
 		}
 		r.closers = append(r.closers, func() { ps.Close() })
-		sender, secret, err := cfg.Account.Sender(cfg.SendTimeout, append(tel.ProviderOptions(), cfg.ReceiptOptions(cfg.Account)...)...)
-		if err != nil {
-			return err
+		var accounts []server.Account
+		for _, a := range r.accounts() {
+			sender, secret, err := a.Sender(cfg.SendTimeout, append(tel.ProviderOptions(), cfg.ReceiptOptions(a)...)...)
+			if err != nil {
+				return err
+			}
+			r.closers = append(r.closers, sender.CloseIdleConnections)
+			accounts = append(accounts, server.Account{Setup: a, Sender: sender, Credentials: secret})
 		}
-		r.closers = append(r.closers, sender.CloseIdleConnections)
-		srv, err := server.New(cfg, []server.Account{{Setup: cfg.Account, Sender: sender, Credentials: secret}}, rdb, ps, server.Options{
+		srv, err := server.New(cfg, accounts, rdb, ps, server.Options{
 			Version: r.o.Version, Emulator: true, Telemetry: tel, Observer: r.stats, Logger: logger.With("instance", i),
+			Route: dispatch.RouteLongestPrefix,
 		})
 		if err != nil {
 			return err
@@ -292,6 +333,7 @@ func (r *run) report(published []string) Report {
 	}
 	rep.OTPWaitP50, rep.OTPWaitP99 = quantile(s.otpWait, 0.50), quantile(s.otpWait, 0.99)
 	rep.Deferred, rep.Released = len(s.deferred), s.released
+	rep.OptOut = s.optOutReport(r.start)
 	if s.released > 0 {
 		rep.ReleasedFrom, rep.ReleasedUntil = s.firstRelease.Sub(r.start), s.lastRelease.Sub(r.start)
 	}

@@ -17,5 +17,6 @@
 // report.go (the Report and its text), stack.go (the settings pointed at
 // the local stack), classes.go (the three classes of --classes 3:
 // otp, transactional, marketing), quiet.go (the send windows of
-// --quiet-hours).
+// --quiet-hours), optouts.go (the recipients who reply STOP mid-run, and
+// the second account half of them are sent through).
 package demo

@@ -15,12 +15,22 @@ import (
 	"smsdispatcher/config"
 )
 
-// produce publishes the campaign at once, and OTPs at o.OTPRate and
-// (with three classes) transactional messages at o.TransactionalRate
-// while it runs, shows progress, and returns once every published message reached
-// an end (or ctx or the timeout ends the run), with the server's ids of
-// the messages it published.
-func produce(ctx context.Context, ps *pubsub.Client, cfg config.Settings, o Options, stats *stats, progress func()) ([]string, error) {
+// optOutPlan is what produce needs of the recipients who reply STOP
+// mid-run: their numbers, and reply, which has them reply (once half the
+// campaign is sent).
+type optOutPlan struct {
+	recipients []string
+	reply      func()
+}
+
+// produce publishes the campaign at once, and OTPs at o.OTPRate (every
+// optOutEvery-th to one of plan's recipients) and (with three classes)
+// transactional messages at o.TransactionalRate while it runs, has plan's
+// recipients reply STOP once half the campaign is sent, shows progress,
+// and returns once every published message reached an end (or ctx or the
+// timeout ends the run), with the server's ids of the messages it
+// published.
+func produce(ctx context.Context, ps *pubsub.Client, cfg config.Settings, o Options, stats *stats, plan optOutPlan, progress func()) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	mkt, otp := ps.Publisher(cfg.MarketingTopic), ps.Publisher(cfg.OTPTopic)
@@ -67,6 +77,11 @@ func produce(ctx context.Context, ps *pubsub.Client, cfg config.Settings, o Opti
 		defer stats.mu.Unlock()
 		return stats.sent[admission.Marketing]+stats.expired+stats.dead >= o.Campaign
 	}
+	halfSent := func() bool {
+		stats.mu.Lock()
+		defer stats.mu.Unlock()
+		return 2*stats.sent[admission.Marketing] >= o.Campaign
+	}
 	for {
 		for len(ids) < len(results) { // collect server IDs as they come
 			id, err := results[len(ids)].Get(ctx)
@@ -74,6 +89,10 @@ func produce(ctx context.Context, ps *pubsub.Client, cfg config.Settings, o Opti
 				return nil, fmt.Errorf("publish: %w", err)
 			}
 			ids = append(ids, id)
+		}
+		if plan.reply != nil && halfSent() {
+			plan.reply()
+			plan.reply = nil
 		}
 		if campaignDone() {
 			tick, trxTick = nil, nil // the streams end with the campaign
@@ -86,8 +105,14 @@ func produce(ctx context.Context, ps *pubsub.Client, cfg config.Settings, o Opti
 			return nil, fmt.Errorf("demo did not finish: %w", ctx.Err())
 		case <-tick:
 			otpN++
+			id, to := fmt.Sprintf("otp-%s-%d", run, otpN), phone()
+			if n := len(plan.recipients); n > 0 && otpN%optOutEvery == 0 {
+				k := (otpN / optOutEvery) % n
+				to = plan.recipients[k]
+				stats.optOutMessage(id, k)
+			}
 			publish(otp, map[string]string{
-				"id": fmt.Sprintf("otp-%s-%d", run, otpN), "to": phone(),
+				"id": id, "to": to,
 				"body":     fmt.Sprintf("Your code is %06d", rand.IntN(1e6)),
 				"deadline": time.Now().Add(time.Minute).UTC().Format(time.RFC3339),
 			})

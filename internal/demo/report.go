@@ -54,6 +54,9 @@ type Report struct {
 	Quiet                       *QuietHours
 	Deferred, Released          int
 	ReleasedFrom, ReleasedUntil time.Duration
+	// OptOut is what the recipients who replied STOP mid-run were sent;
+	// nil without Options.OptOuts.
+	OptOut *OptOut
 }
 
 // Latency is a class's publish→provider quantiles.
@@ -119,6 +122,7 @@ func (r Report) Print(w io.Writer, cfg config.Settings) {
 	fmt.Fprintf(w, "  deliveries per published message %.3f (Pub/Sub, of %d published)\n",
 		float64(r.Deliveries)/float64(max(r.Published, 1)), r.Published)
 	printDelivery(w, r.classList(), r.Delivery)
+	printOptOut(w, r.OptOut)
 	if q := r.Quiet; q != nil {
 		fmt.Fprintf(w, "  quiet hours                      %s numbers' window %s in %s, opened %s UTC\n", q.Prefix, q.Hours, q.Zone, q.Opens.UTC().Format("15:04:05"))
 		fmt.Fprintf(w, "  deferred / released and sent     %d / %d, sent from %v to %v after the start\n",
@@ -132,11 +136,17 @@ func reasons(counts map[string]int) string {
 	if len(counts) == 0 {
 		return ""
 	}
+	return " (" + countsText(counts) + ")"
+}
+
+// countsText is "key n, key n..." of counts, its keys sorted; "" when
+// there are none.
+func countsText(counts map[string]int) string {
 	parts := make([]string, 0, len(counts))
 	for _, k := range slices.Sorted(maps.Keys(counts)) {
 		parts = append(parts, fmt.Sprintf("%s %d", k, counts[k]))
 	}
-	return " (" + strings.Join(parts, ", ") + ")"
+	return strings.Join(parts, ", ")
 }
 
 // classList is r.Classes, or the default two when it names none.

@@ -35,11 +35,22 @@ type stats struct {
 	deferred                  map[string]bool
 	released                  int
 	firstRelease, lastRelease time.Time
+	sentOn                    map[string]int // sends by account
+	// The recipients who reply STOP mid-run (optouts.go): the ids of the
+	// messages to them (the recipient's index), when each STOP was
+	// answered (zero until then) and through which account, and what
+	// became of their messages.
+	optOutIDs                         map[string]int
+	stopAt                            []time.Time
+	stopThrough, stoppedOn            map[string]int
+	sentBefore, sentWithin, sentAfter int
+	stopErr                           string
 }
 
 func newStats() *stats {
 	return &stats{done: map[string]bool{}, nackedBy: map[string]int{}, sent: map[admission.Class]int{}, latency: map[admission.Class][]time.Duration{},
-		first: map[admission.Class]time.Time{}, last: map[admission.Class]time.Time{}, changed: make(chan struct{}, 1), deferred: map[string]bool{}}
+		first: map[admission.Class]time.Time{}, last: map[admission.Class]time.Time{}, changed: make(chan struct{}, 1), deferred: map[string]bool{},
+		sentOn: map[string]int{}, optOutIDs: map[string]int{}, stopThrough: map[string]int{}, stoppedOn: map[string]int{}}
 }
 
 // Observe counts ev (dispatch.Observer).
@@ -57,6 +68,10 @@ func (s *stats) Observe(ev dispatch.Event) {
 	switch ev.Outcome {
 	case nack.Sent:
 		s.sent[ev.Class]++
+		s.sentOn[ev.Account]++
+		if k, ok := s.optOutIDs[ev.ID]; ok {
+			s.countOptOutSend(k, ev.Admitted)
+		}
 		if s.first[ev.Class].IsZero() {
 			s.first[ev.Class] = ev.Finished
 		}
@@ -76,12 +91,52 @@ func (s *stats) Observe(ev dispatch.Event) {
 		s.deferred[ev.ID] = true
 	case nack.Expired:
 		s.expired++
+	case nack.Suppressed:
+		if _, ok := s.optOutIDs[ev.ID]; ok {
+			s.stoppedOn[ev.Account]++
+		}
 	}
 	s.done[ev.MessageID] = true
 	select {
 	case s.changed <- struct{}{}:
 	default:
 	}
+}
+
+// countOptOutSend counts a send, admitted at admitted, to the k-th
+// recipient who replies STOP: before its STOP was answered, within the
+// list's optOutBound after it, or later.
+func (s *stats) countOptOutSend(k int, admitted time.Time) {
+	at := s.stopAt[k]
+	switch {
+	case at.IsZero() || admitted.Before(at):
+		s.sentBefore++
+	case admitted.Before(at.Add(optOutBound)):
+		s.sentWithin++
+	default:
+		s.sentAfter++
+	}
+}
+
+// optOutMessage notes that the message id goes to the k-th recipient who
+// replies STOP.
+func (s *stats) optOutMessage(id string, k int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.optOutIDs[id] = k
+}
+
+// optedOut notes the k-th recipient's STOP, through account, answered at
+// at (or failed with err).
+func (s *stats) optedOut(k int, account string, at time.Time, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.stopErr = fmt.Sprintf("the STOP through %s: %v", account, err)
+		return
+	}
+	s.stopAt[k] = at
+	s.stopThrough[account]++
 }
 
 // allDone reports whether every message of ids has reached an end.
@@ -127,7 +182,7 @@ func (c *counter) count(args []any) {
 }
 
 // total is the sum of n's counts.
-func total(n map[admission.Class]int) int {
+func total[K comparable](n map[K]int) int {
 	t := 0
 	for _, v := range n {
 		t += v

@@ -2,7 +2,7 @@
 // rules' unit tests replay (package tools/internal/alertrecord says what a run
 // and a recording are): real dispatcher processes, built from this module
 // with `go build`, so it runs from the source tree with the Go toolchain.
-// All the runs take about 80 min.
+// All the runs take about 85 min.
 //
 //	go -C tools run ./cmd/alertrecord --record-alerts ../k8s/monitoring/testdata/recordings
 //	go -C tools run ./cmd/alertrecord --record-alerts DIR --record-runs provider-429,redis-down

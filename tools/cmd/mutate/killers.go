@@ -191,4 +191,7 @@ var killers = map[string]string{
 	"CD2": "TestTheChartSumsTheProcessesDenials",
 	"CD3": "TestABeatTellsTheProcessDenials",
 	"CD4": "TestDenialsCountTheDeniedByAccountAndClass",
+	// The opt-outs' alert and the demo's STOPs.
+	"OO1": "TestAnInboundSTOPSuppressesAndASTARTLifts",
+	"OO2": "TestTheSTOPsAreHonouredOnBothAccounts",
 }

@@ -50,4 +50,11 @@ var consoleMutants = []mutant{
 	{"CD4", "a process counts every delivery it nacks as denied", []edit{
 		{"server/denials.go", "if ev.Outcome == nack.Denied {", "if nack.ActionFor(ev.Outcome) == nack.Nack {"},
 	}, "./server/"},
+	// The opt-outs' alert and the demo's STOPs.
+	{"OO1", "sms_suppression_changes_total without the account: SMSOptOutSpike cannot join opt-outs to sends", []edit{
+		{"server/suppress.go", "s.changed(suppress.SourceInbound, action, account)", "s.changed(suppress.SourceInbound, action, \"\")"},
+	}, "./server/"},
+	{"OO2", "the demo's STOPs all come through its first account: no STOP through the second", []edit{
+		{"internal/demo/optouts.go", "through := accounts[(k/2)%len(accounts)]", "through := accounts[0]"},
+	}, "./internal/demo/"},
 }

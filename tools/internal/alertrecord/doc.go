@@ -6,8 +6,9 @@
 // starts real `dispatcher serve` processes against
 // the local stack (package localstack: pstest and the provider simulator),
 // a real Redis (through a proxy that a fault can cut), feeds them a
-// marketing campaign above its cap and a stream of OTP, injects its fault,
-// and scrapes every process's /metrics once a second, as Prometheus would
+// marketing campaign above its cap and a stream of OTP, injects its fault
+// (or has recipients reply STOP to the pods' inbound webhook, signed by
+// the simulator), and scrapes every process's /metrics once a second, as Prometheus would
 // with a 1 s interval. A run with receipts also scrapes a receipt driver
 // (pod="receipts") that counts, for each send the simulator accepted, the
 // receipts the pods' receipts server would count (receiptDriver). What it

@@ -110,6 +110,9 @@ func (r alertRun) record(ctx context.Context, bin, tmp string, redisOpts *redis.
 	w.proxy = proxy
 	sim := r.sim
 	sim.Token = recordToken
+	if len(r.optOuts) > 0 { // the pods serve receipts: the simulator signs them
+		sim.Receipts.Secret = recordToken
+	}
 	var receiptTarget []target
 	if r.receipts != nil {
 		d, err := startReceiptDriver(ctx, r.name, *r.receipts)
@@ -175,6 +178,13 @@ func (r alertRun) record(ctx context.Context, bin, tmp string, redisOpts *redis.
 	for k, v := range r.env {
 		env = append(env, k+"="+v)
 	}
+	var podEnv [][]string // each pod's settings of its own, besides env
+	var webhooks []string // the pods' inbound webhooks, for the run's STOPs
+	if len(r.optOuts) > 0 {
+		if podEnv, webhooks, err = inboundListeners(pods, r.name, w.tokenFile); err != nil {
+			return nil, err
+		}
+	}
 	setup := exec.CommandContext(ctx, bin, "setup")
 	setup.Env, setup.Stderr = env, stderr
 	if err := setup.Run(); err != nil {
@@ -204,6 +214,9 @@ func (r alertRun) record(ctx context.Context, bin, tmp string, redisOpts *redis.
 		defer logFile.Close()
 		p := exec.Command(bin, "serve")
 		p.Env, p.Stderr = append(env, "HTTP_ADDR="+addr), logFile
+		if podEnv != nil {
+			p.Env = append(p.Env, podEnv[len(procs)]...)
+		}
 		redisserver.SetParentDeathSignal(p)
 		if err := p.Start(); err != nil {
 			return nil, err
@@ -227,6 +240,9 @@ func (r alertRun) record(ctx context.Context, bin, tmp string, redisOpts *redis.
 	start := time.Now()
 	var wg sync.WaitGroup
 	wg.Go(func() { r.feed(ctx, client, start) })
+	if webhooks != nil {
+		wg.Go(func() { r.replyStop(ctx, w.sim, webhooks, start, stderr) })
+	}
 	wg.Go(func() {
 		for _, ev := range r.events {
 			select {

@@ -46,6 +46,9 @@ var recordFamilies = map[string][]string{
 	"sms_deferred_overdue":                 nil,
 	"sms_guard_sends_total":                nil,
 	"sms_verifications_total":              nil,
+	"sms_suppression_changes_total":        nil,
+	"sms_inbound_total":                    nil,
+	"sms_suppressed_total":                 nil,
 	"sms_otp_latency_seconds":              {"bucket"},
 	"http_client_request_duration_seconds": {"count"},
 }
@@ -228,6 +231,9 @@ func (rec *recording) write(w io.Writer) error {
 			fmt.Fprint(w, ", every marketing message undelivered")
 		}
 		fmt.Fprintln(w)
+	}
+	for _, sp := range r.optOuts {
+		fmt.Fprintf(w, "# from %v to %v: recipients reply STOP at %g/s through the inbound webhook (each a number of its own)\n", sp.from, sp.until, sp.rate)
 	}
 	for _, ev := range r.events {
 		fmt.Fprintf(w, "# at %v: %s\n", ev.at, ev.what)

@@ -32,7 +32,19 @@ type alertRun struct {
 	attackRate  float64
 	badFrom     time.Duration // malformed messages at badRate from here, if badRate > 0
 	badRate     float64
-	events      []runEvent
+	// optOuts are stretches of STOP replies, each from a number of its
+	// own, posted signed by the simulator to the pods' inbound webhook
+	// (their receipts listener, on for the run), one pod after the other
+	// as a load balancer spreads them; none: the pods serve no receipts.
+	optOuts []optOutSpan
+	events  []runEvent
+}
+
+// optOutSpan is a stretch of a run in which recipients reply STOP at rate
+// per second.
+type optOutSpan struct {
+	from, until time.Duration
+	rate        float64
 }
 
 // runEvent is a change a run makes at a time from its start.
@@ -182,6 +194,10 @@ accounts:
     generic: {url: %q, token_file: %q}
     classes: [otp, marketing]
 `},
+		{name: "opt-outs", length: 300 * time.Second, mktRate: 10, otpRate: 1,
+			optOuts: []optOutSpan{{5 * time.Second, 7 * time.Second, 1}, {30 * time.Second, 60 * time.Second, 0.5},
+				{150 * time.Second, 210 * time.Second, 0.2}, {210 * time.Second, 300 * time.Second, 1}},
+			about: "a campaign at 10/s (under its cap) and OTP at 1/s, 11 sends a second; recipients reply STOP (each a number of its own) through the account's inbound webhook: one through each pod at 5 s, 0.5/s from 30 s to 60 s (a few, over 2% of the sends so far), 0.2/s from 150 s to 210 s (over 20 since the start, under 2% of the sends), 1/s from 210 s to the end (over 2% from about 240 s)"},
 		{name: "conversion", length: 150 * time.Second, verified: 4, attackFrom: 90 * time.Second, attackRate: 40,
 			about: "the OTP at 5/s go to one range under the pumping guard's min_conversion (ratio 0.2, min_sends 50 in 30 minutes, a range of 7 digits, grace 10s); 4 codes in 5 are verified 6 s after their publish, so the range converts and is never blocked; from 90 s an attack requests 40 OTP/s to random mobile numbers all over +8190 (a thousand ranges of 7 digits, too few sends each for the range rules), none verified",
 			accounts: `classes:
