@@ -11,6 +11,7 @@ import (
 	"smsdispatcher/dispatch"
 	"smsdispatcher/nack"
 	"smsdispatcher/provider/providertest"
+	"smsdispatcher/status"
 	"smsdispatcher/suppress"
 )
 
@@ -82,6 +83,12 @@ func TestSuppressionsCriterion(t *testing.T) {
 	tr, ends, arrivals, cost = syntheticSuppressions(false, 210)
 	if r := measureSuppressions(1000, tr, ends, nil, arrivals, cost); len(r.Failures) != 1 || !strings.Contains(r.Failures[0], "script calls") {
 		t.Errorf("2.14 script calls a sent message: failures %q, want the calls'", r.Failures)
+	}
+	// The heartbeats are no message's: 2.14 calls a sent message of
+	// which 0.10 are heartbeats pass.
+	cost.ops[status.OpHeartbeat] = 10
+	if r := measureSuppressions(1000, tr, ends, nil, arrivals, cost); len(r.Failures) != 0 || r.PathScriptsPerSent != 200.0/98 {
+		t.Errorf("2.14 script calls a sent message, 0.10 of them heartbeats: %.3f on the path, failures %q, want 2.04 and none", r.PathScriptsPerSent, r.Failures)
 	}
 	tr, ends, arrivals, cost = syntheticSuppressions(true, 200)
 	r = measureSuppressions(1000, tr, ends, nil, arrivals, cost)
