@@ -11,6 +11,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
+	"smsdispatcher/config/policy"
 	"smsdispatcher/internal/redistest"
 )
 
@@ -35,7 +36,7 @@ func BenchmarkAcquire(b *testing.B) {
 			class   Class
 		}{
 			{"ours", nil, Marketing},
-			{"ours-one-level", []ClassLimit{{Name: OTP}}, OTP},
+			{"ours-one-level", []ClassLimit{{Name: OTP, Policy: policy.Default(OTP.String())}}, OTP},
 		} {
 			b.Run("impl="+ours.name+"/callers="+strconv.Itoa(callers), func(b *testing.B) {
 				cfg := Config{Account: redistest.UniqueAccount(b), TargetRPS: 1e6, MarketingRPS: 1e6, Burst: 1e6, Classes: ours.classes}

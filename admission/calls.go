@@ -1,5 +1,7 @@
 package admission
 
+import "strconv"
+
 // The scripts' calls as values: one struct per script, its fields the
 // script's KEYS then ARGV in the order of the script's header, each tagged
 // with the header line it stands for (TestScriptCallsFollowTheirHeaders
@@ -52,16 +54,100 @@ type admitCall struct {
 }
 
 func (c admitCall) keys() []string {
-	k := append([]string{c.GlobalTAT, c.CeilingTAT, c.Penalty, c.Wake, c.Override, c.Leases, c.Probe, c.Learned, c.Record, c.Health, c.Skip}, c.Reserves...)
-	k = append(k, c.LaterWakes...)
-	return append(k, c.Senders...)
+	k := make([]string, fixedKeys, fixedKeys+c.lists())
+	for n := range k {
+		k[n] = c.key(n + 1)
+	}
+	return append(append(append(k, c.Reserves...), c.LaterWakes...), c.Senders...)
 }
 
+// key returns KEYS[n] of c, one of the fixed keys (n <= fixedKeys).
+func (c *admitCall) key(n int) string {
+	return [...]string{c.GlobalTAT, c.CeilingTAT, c.Penalty, c.Wake, c.Override, c.Leases, c.Probe, c.Learned, c.Record, c.Health, c.Skip}[n-1]
+}
+
+// lists returns the lists of keys that follow the fixed ones.
+func (c *admitCall) lists() int { return len(c.Reserves) + len(c.LaterWakes) + len(c.Senders) }
+
 func (c admitCall) argv() []any {
-	return []any{c.GlobalInterval, c.GlobalTau, c.CeilingInterval, c.CeilingTau, flag(c.OverrideCeiling),
-		c.RecoveryFloor, c.Reserve, c.Tickets, c.Spacing, c.Within, c.MaxInFlight, c.Lease, c.LeaseTTL, max(c.Cost, 1),
-		max(c.Lookahead, 0), c.Token, c.ClaimMillis, flag(c.Count), c.Adaptive, c.SenderIntervals, c.ProbeEvery, flag(c.Failover), c.RouteProbeEvery,
-		c.ReserveLevels, c.WakePushes, c.HedgedProbe}
+	a := make([]any, admitArgs)
+	for n := range a {
+		a[n] = c.arg(n + 1)
+	}
+	return a
+}
+
+// admitArgs is how many ARGV admitCall has.
+const admitArgs = 26
+
+// arg returns ARGV[n] of c, as the script reads it.
+func (c *admitCall) arg(n int) any {
+	switch n {
+	case 1:
+		return c.GlobalInterval
+	case 2:
+		return c.GlobalTau
+	case 3:
+		return c.CeilingInterval
+	case 4:
+		return c.CeilingTau
+	case 5:
+		return flag(c.OverrideCeiling)
+	case 6:
+		return c.RecoveryFloor
+	case 7:
+		return c.Reserve
+	case 8:
+		return c.Tickets
+	case 9:
+		return c.Spacing
+	case 10:
+		return c.Within
+	case 11:
+		return c.MaxInFlight
+	case 12:
+		return c.Lease
+	case 13:
+		return c.LeaseTTL
+	case 14:
+		return max(c.Cost, 1)
+	case 15:
+		return max(c.Lookahead, 0)
+	case 16:
+		return c.Token
+	case 17:
+		return c.ClaimMillis
+	case 18:
+		return flag(c.Count)
+	case 19:
+		return c.Adaptive
+	case 20:
+		return c.SenderIntervals
+	case 21:
+		return c.ProbeEvery
+	case 22:
+		return flag(c.Failover)
+	case 23:
+		return c.RouteProbeEvery
+	case 24:
+		return c.ReserveLevels
+	case 25:
+		return c.WakePushes
+	case 26:
+		return c.HedgedProbe
+	}
+	panic("admitCall: no ARGV " + strconv.Itoa(n))
+}
+
+// perSend says whether admitCallOf sets ARGV[n] of a class's call for
+// each send; every other value is the class's, as New built it, boxed
+// once (classArgv).
+func perSend(n int) bool {
+	switch n {
+	case 6, 8, 10, 12, 14, 15, 16, 17, 18, 22, 26:
+		return true
+	}
+	return false
 }
 
 // penaltyCall is one call of penalty.lua.

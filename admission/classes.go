@@ -19,6 +19,7 @@ type classState struct {
 	policy  policy.Class  // its rules (ClassLimit.Policy)
 	pos     int           // its place in Config.Classes: 0 is served first
 	admit   admitCall     // its admission script's call, as New builds it
+	argv    []any         // admit's ARGV, boxed once (admitVariant.send)
 	turn    chan int      // one waiter of the class talks to Redis; see Admit
 	queued  atomic.Int32  // callers of Admit waiting for the turn
 	costs   map[int]int   // how many of them wait with each cost; guarded by Limiter.mu
@@ -159,6 +160,7 @@ func newClasses(cfg Config, key keys.Account, base admitCall) (map[Class]*classS
 		}
 		a.WakePushes = strings.Join(pushes, " ")
 		a.Spacing = c.spacing.Microseconds()
+		c.argv = a.argv()
 		byName[k.Name], order[i], list[i] = c, k.Name, c
 	}
 	for i := len(list) - 2; i >= 0; i-- {

@@ -183,23 +183,60 @@ var admitReasons = [codeLen]struct {
 	codePoolMissing:  {"POOL_MISSING", ReasonNone, SourceRedis},
 }
 
-// replyLua returns the Lua of reply(), which the prelude's "--@reply" line
-// stands for, and a comment naming the reason codes.
+// replyLua returns what the prelude's "--@reply" line stands for: a
+// comment naming the reply's fields and the reason codes. A part's
+// reply(<the params of admitReply, in order>) is written as the table it
+// stands for (replyCalls): a function would be made anew on every call.
 func replyLua() string {
 	var b strings.Builder
-	b.WriteString("-- The reply's layout and reason codes (compose.go's tables):")
-	for code, r := range admitReasons {
-		fmt.Fprintf(&b, " %s %d", r.lua, code)
-	}
-	var params, fields []string
+	b.WriteString("-- The reply's layout and reason codes (compose.go's tables): reply(")
+	var params []string
 	for _, f := range admitReply {
 		if f.param {
 			params = append(params, f.lua)
 		}
+	}
+	fmt.Fprintf(&b, "%s) is {%s};", strings.Join(params, ", "), strings.Join(replyFields(params), ", "))
+	for code, r := range admitReasons {
+		fmt.Fprintf(&b, " %s %d", r.lua, code)
+	}
+	b.WriteString("\n\n") // a blank line: no helper's comment (luapart.Prune)
+	return b.String()
+}
+
+// replyFields returns the reply's fields in order, the params of reply()
+// given as args, the others the prelude's shared state of their name.
+func replyFields(args []string) []string {
+	var fields []string
+	for _, f := range admitReply {
+		if f.param {
+			f.lua, args = args[0], args[1:]
+		}
 		fields = append(fields, f.lua)
 	}
-	fmt.Fprintf(&b, "\nlocal function reply(%s)\n  return {%s}\nend\n", strings.Join(params, ", "), strings.Join(fields, ", "))
-	return b.String()
+	return fields
+}
+
+var replyCall = regexp.MustCompile(`\breply\(([^()]*)\)`)
+
+// replyCalls writes each reply(...) of src as the table it stands for.
+func replyCalls(src string) string {
+	params := 0
+	for _, f := range admitReply {
+		if f.param {
+			params++
+		}
+	}
+	return replyCall.ReplaceAllStringFunc(src, func(call string) string {
+		args := strings.Split(replyCall.FindStringSubmatch(call)[1], ",")
+		if len(args) != params {
+			panic(fmt.Sprintf("admit: %s: want %d arguments", call, params))
+		}
+		for i := range args {
+			args[i] = strings.TrimSpace(args[i])
+		}
+		return "{" + strings.Join(replyFields(args), ", ") + "}"
+	})
 }
 
 // reasonRef is how the parts name a reason code: R.<name> of admitReasons,
@@ -234,7 +271,7 @@ func composeParts(keep func(name string, opt partSet) bool) string {
 			parts = append(parts, luapart.Part{Name: p.name, Sections: src.parts[i]})
 		}
 	}
-	return luapart.Compose(src.head, admitPhases, parts)
+	return luapart.Prune(luapart.Compose(src.head, admitPhases, parts))
 }
 
 // partSources are the parts read and split into their sections once (the
@@ -258,7 +295,7 @@ func parsedParts() partSources {
 			if err != nil {
 				panic(err)
 			}
-			return reasonCodes(string(b))
+			return replyCalls(reasonCodes(string(b)))
 		}
 		prelude := read("prelude")
 		if strings.Count(prelude, "\n--@reply\n") != 1 {
@@ -300,30 +337,62 @@ func (v *admitVariant) run(ctx context.Context, rdb redis.Scripter, keys []strin
 	return v.Run(ctx, rdb, keys, args...)
 }
 
-// call returns c's KEYS and ARGV in v's layout.
-func (v *admitVariant) call(c admitCall) ([]string, []any) {
-	full, argv := c.keys(), c.argv()
-	keys := make([]string, 0, len(v.keys)+len(full)-fixedKeys)
-	for _, k := range v.keys {
-		keys = append(keys, full[k-1])
+// send returns the KEYS and ARGV in v's layout of c, a send's call of a
+// class whose ARGV New boxed once (classArgv, the full layout's): a value
+// perSend names is c's, boxed here, the others are taken boxed (a call
+// costs no allocation per value).
+func (v *admitVariant) send(c *admitCall, classArgv []any) ([]string, []any) {
+	keys := make([]string, len(v.keys), len(v.keys)+c.lists())
+	for i, k := range v.keys {
+		keys[i] = c.key(k)
 	}
-	keys = append(keys, full[fixedKeys:]...)
+	keys = append(append(append(keys, c.Reserves...), c.LaterWakes...), c.Senders...)
 	args := make([]any, len(v.args))
 	for i, a := range v.args {
-		args[i] = argv[a-1]
+		if perSend(a) {
+			args[i] = c.arg(a)
+		} else {
+			args[i] = classArgv[a-1]
+		}
 	}
 	return keys, args
 }
 
-var (
-	refLine  = regexp.MustCompile(`\b(KEYS|ARGV|s)\[(\d+)\]`)
-	kvMarker = "--@layout\n"
-)
+const kvMarker = "--@layout\n"
+
+// references returns where src names KEYS[n], ARGV[n] or s[n], each as
+// [start, end, name's start, name's end, n's start, n's end]. It scans
+// with strings.IndexByte: a variant is composed at its first call.
+func references(src string) [][6]int {
+	var refs [][6]int
+	for from := 0; ; {
+		i := strings.IndexByte(src[from:], '[')
+		if i < 0 {
+			return refs
+		}
+		i += from
+		from = i + 1
+		j := from
+		for j < len(src) && '0' <= src[j] && src[j] <= '9' {
+			j++
+		}
+		if j == from || j == len(src) || src[j] != ']' {
+			continue
+		}
+		for _, name := range []string{"KEYS", "ARGV", "s"} {
+			start := i - len(name)
+			if strings.HasSuffix(src[:i], name) && (start == 0 || !luapart.IsNameByte(src[start-1])) {
+				refs = append(refs, [6]int{start, j + 1, start, i, from, j})
+				break
+			}
+		}
+	}
+}
 
 // layout renumbers src's references to the full layout's KEYS, ARGV and
 // the MGET's values (s) to those src reads, and returns the variant.
 func layout(src string) *admitVariant {
-	refs := refLine.FindAllStringSubmatchIndex(src, -1)
+	refs := references(src)
 	used := map[string]map[int]bool{"KEYS": {}, "ARGV": {}}
 	for _, m := range refs {
 		n, _ := strconv.Atoi(src[m[4]:m[5]])

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -231,4 +232,42 @@ func getKey(t *testing.T, rdb *redis.Client, key string) string {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestASendSetsOnlyItsOwnArguments: a send's call differs from its
+// class's only in the ARGV perSend names, so that admitVariant.send may
+// take every other value as the class's, boxed once; and send lays a call
+// out as its full KEYS and ARGV say.
+func TestASendSetsOnlyItsOwnArguments(t *testing.T) {
+	cfg := partConfig(t)
+	cfg.MaxInFlight = 5
+	cfg.Classes[0].Policy.SkipsFailingRoute = true
+	l := newLimiter(t, &recorder{}, cfg)
+	claim := Claim{ID: "id", Token: "t", TTL: time.Minute, Count: true, Failover: true, Hedged: true, Prefix: "+62"}
+	for _, name := range l.order {
+		c := l.classes[name]
+		call := l.admitCallOf(c, 3, true, ticketAlways+" 2", time.Hour, time.Second, claim)
+		full, class := call.argv(), c.admit.argv()
+		for n := 1; n <= admitArgs; n++ {
+			if changed := full[n-1] != class[n-1]; changed && !perSend(n) {
+				t.Errorf("%s: a send sets ARGV[%d] (%v, the class's %v); perSend does not say so", name, n, full[n-1], class[n-1])
+			}
+		}
+		v := layout(composeAdmit(allParts))
+		keys, args := v.send(&call, c.argv)
+		allKeys := call.keys()
+		for i, k := range v.keys {
+			if keys[i] != allKeys[k-1] {
+				t.Errorf("%s: KEYS[%d] sent %q, want %q", name, k, keys[i], allKeys[k-1])
+			}
+		}
+		if !slices.Equal(keys[len(v.keys):], allKeys[fixedKeys:]) {
+			t.Errorf("%s: lists sent %q, want %q", name, keys[len(v.keys):], allKeys[fixedKeys:])
+		}
+		for i, a := range v.args {
+			if args[i] != full[a-1] {
+				t.Errorf("%s: ARGV[%d] sent %v, want %v", name, a, args[i], full[a-1])
+			}
+		}
+	}
 }

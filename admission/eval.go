@@ -27,7 +27,7 @@ func (l *Limiter) eval(ctx context.Context, c *classState, cost int, recovering 
 	script := admitScript(partsOf(call))
 	var v []any
 	err := l.circuit.do(ctx, l.cfg.RedisTimeout, func(ctx context.Context) (err error) {
-		keys, argv := script.call(call)
+		keys, argv := script.send(&call, c.argv)
 		for built := false; ; built = true {
 			v, err = script.run(ctx, l.rdb, keys, argv...).Slice()
 			if err != nil {

@@ -232,3 +232,6 @@ func (l *Limiter) tatKeys() []string {
 	}
 	return k
 }
+
+// call returns c's KEYS and ARGV in v's layout, whatever c's values.
+func (v *admitVariant) call(c admitCall) ([]string, []any) { return v.send(&c, c.argv()) }

@@ -14,10 +14,6 @@
 -- @read
 tat_g = math.max(num(s[1]) or 0, now)
 
--- @scale
--- Tickets are spaced by the class's longest interval in force.
-spacing = math.max(spacing, g_int)
-
 -- @wait
 local g_tau = g_tau0 - reserve
 g_wait = tat_g - now - g_tau
@@ -28,7 +24,9 @@ if wait > lookahead then
   if s_wait > math.max(g_wait, m_wait, r_wait) then
     return deny(s_wait, R.SENDER)
   end
-  press()
+  if press then
+    press()
+  end
   if m_wait > g_wait and m_wait >= r_wait then
     return deny(m_wait, R.CEILING)
   end
@@ -38,7 +36,9 @@ if wait > lookahead then
   return deny(g_wait, R.GLOBAL)
 end
 if math.max(g_wait, m_wait, r_wait) > 0 then
-  press() -- booked ahead: it could not go at once
+  if press then
+    press() -- booked ahead: it could not go at once
+  end
 end
 local at = now + wait
 

@@ -11,15 +11,6 @@
 --            use (0 for the first class, one interval more for each class
 --            after it, at most BURST - 1), so that an earlier class finds
 --            a slot at once even right after a later class's burst
--- ARGV[8] -> wake tickets: '0' none (the caller will not wait), '1' on a
---            denial, '2' or '2 <n>' on a denial and, when allowed, one for
---            the caller's next message of the class, queued behind it, of
---            n units (1 when left out). A ticket is for a send of a cost:
---            the caller's (ARGV[14]), or n; the next ticket handed out is
---            that many spacings later
--- ARGV[9] -> ticket spacing in microseconds per unit (the class's
---            interval: the longest of its levels'), lengthened as an
---            override or the learned rate lengthens them
 -- ARGV[14] -> cost: how many units (messages, or segments when rates count
 --            segments) this send takes, at least 1. A send goes when its
 --            first unit would (TAT - at <= tau, whatever its cost) and
@@ -28,7 +19,6 @@
 --            most rate * W + BURST - 1 + cost units
 -- ARGV[15] -> lookahead in microseconds: a slot opening within this long
 --            is booked now (allowed, with the wait), instead of a denial
--- ARGV[16] -> claim token, unique per delivery attempt ('' takes no claim)
 --
 -- The lowest rate an override or a learned rate may set is min_rps
 -- (admission.MinRPS, one unit in 100 s): a lower one would be an interval
@@ -38,20 +28,9 @@
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local tickets = ARGV[8]
 local cost = math.max(tonumber(ARGV[14]), 1)
-local token = ARGV[16]
 local min_rps, max_us = 0.01, 2 ^ 53 - 1
 
--- rate returns v read as a rate in force, nil unless it is a number of at
--- least min_rps (NaN and inf are not).
-local function rate(v)
-  v = tonumber(v)
-  if v and v >= min_rps and v < math.huge then
-    return v
-  end
-  return nil
-end
 --@num
 
 -- Every key in one MGET: s[i] is KEYS[i]'s value (nil for the leases,
@@ -79,7 +58,7 @@ end
 -- in force (after an override or the learned rate lowered it), then the
 -- ceiling's, the reserves' and the sender pool's, -1 waits when absent.
 local tat_g, g_int, g_tau0 = 0, tonumber(ARGV[1]), tonumber(ARGV[2])
-local reserve, spacing = tonumber(ARGV[7]), tonumber(ARGV[9])
+local reserve, spacing = tonumber(ARGV[7]), 0 -- spacing: wake.lua's
 local capped, tat_m, m_int, m_tau = false, 0, 0, 0
 local res, pushes = {}, {} -- the reserves' levels, the later classes' ticket pushes
 local g_wait, m_wait, r_wait, s_wait = 0, -1, -1, -1
@@ -104,21 +83,34 @@ local function put_wake(key, w, g)
 end
 -- ticket (wake.lua) returns when a denied caller should ask again, in
 -- microseconds from now; press (search.lua) notes that the rate in force
--- was pressed against.
-local ticket
-local function press() end
+-- was pressed against. Each is nil in a script without its part.
+local ticket, press
 
--- scale lowers the account's rate in proportion f (> 1) for what shares
--- it: the global tolerance, the caller's reserve of it, the earlier
--- classes' reserves and the pushes of the later classes' tickets, so that
--- every class keeps its share of the lowered rate.
-local function scale(f)
-  g_tau0, reserve = math.ceil(g_tau0 * f), math.ceil(reserve * f)
-  for _, v in ipairs(res) do
-    v.int, v.tau, v.reserve = math.ceil(v.int * f), math.ceil(v.tau * f), math.ceil(v.reserve * f)
+-- rate returns v read as a rate in force, nil unless it is a number of at
+-- least min_rps (NaN and inf are not). scale lowers the account's rate in
+-- proportion f (> 1) for what shares it: the global tolerance, the
+-- caller's reserve of it, the earlier classes' reserves and the pushes of
+-- the later classes' tickets, so that every class keeps its share of the
+-- lowered rate. Only a value of the override (override.lua) or of the
+-- learned rate (learned.lua) needs them: they are made only when one is
+-- set, as Lua makes a script's functions anew on every call.
+local rate, scale
+if s[5] or s[8] then
+  rate = function(v)
+    v = tonumber(v)
+    if v and v >= min_rps and v < math.huge then
+      return v
+    end
+    return nil
   end
-  for i, p in ipairs(pushes) do
-    pushes[i] = math.ceil(p * f)
+  scale = function(f)
+    g_tau0, reserve = math.ceil(g_tau0 * f), math.ceil(reserve * f)
+    for _, v in ipairs(res) do
+      v.int, v.tau, v.reserve = math.ceil(v.int * f), math.ceil(v.tau * f), math.ceil(v.reserve * f)
+    end
+    for i, p in ipairs(pushes) do
+      pushes[i] = math.ceil(p * f)
+    end
   end
 end
 
@@ -131,9 +123,9 @@ local function stop(wait, reason, detail)
   return reply(0, wait, reason, 0, detail or '', '', 0)
 end
 -- deny is stop for a caller that may wait: it takes a wake ticket when
--- it asked for one.
+-- it asked for one (the script then has wake.lua).
 local function deny(wait, reason, detail)
-  if tickets ~= '0' then
+  if ticket then
     wait = ticket(now + wait, cost)
   end
   return stop(wait, reason, detail)

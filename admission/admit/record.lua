@@ -4,11 +4,12 @@
 -- KEYS[9] -> the id's record ({sms:<account>}:id:<id>), read when
 --            ARGV[16] is not empty: the send-once claim is taken in the
 --            same call
+-- ARGV[16] -> claim token, unique per delivery attempt ('' takes no claim)
 -- ARGV[17] -> claim lifetime in milliseconds, counted from the slot
 -- ARGV[18] -> '1' to count this send in the id's record (the attempts
 --            before it come back in the reply), '0' not to
 --
--- Reads the token (ARGV[16]); sets attempts (the reply's). Returns
+-- Sets attempts (the reply's). Returns
 -- RECORD, its detail 'held' or the record ('sent', 'sent:<provider id>',
 -- 'rejected', 'refused:<why>'), when the record says not to send: another
 -- attempt holds its claim, or it has a final record. A duplicate takes
@@ -18,6 +19,7 @@
 -- kept) is free to claim.
 
 -- @claim
+local token = ARGV[16]
 if token ~= '' and s[9] then
   local n, state = string.match(s[9], '^(%d+)#(.*)$')
   if n then

@@ -7,6 +7,15 @@
 -- KEYS[4] -> wake-ticket key of the caller's class ({sms:<account>}:wake:<class>),
 --            '<next> <global>': the class's next ticket and its shadow of
 --            the global TAT (below)
+-- ARGV[8] -> wake tickets: '0' none (the caller will not wait), '1' on a
+--            denial, '2' or '2 <n>' on a denial and, when allowed, one for
+--            the caller's next message of the class, queued behind it, of
+--            n units (1 when left out). A ticket is for a send of a cost:
+--            the caller's (ARGV[14]), or n; the next ticket handed out is
+--            that many spacings later
+-- ARGV[9] -> ticket spacing in microseconds per unit (the class's
+--            interval: the longest of its levels'), lengthened as an
+--            override or the learned rate lengthens them
 -- ARGV[10] -> the longest the caller will wait, in microseconds: a ticket
 --            further away is not taken (it would be wasted)
 --
@@ -30,6 +39,7 @@
 -- writes the tickets taken. pushes.lua moves the later classes' tickets.
 
 -- @read
+local tickets = ARGV[8]
 -- The cost of the caller queued behind this one ('2 <n>'), which the next
 -- ticket is for: 1 when not given. (Matched into a local first: a Lua
 -- whose failed match returns no value at all would leave tonumber none.)
@@ -62,6 +72,12 @@ ticket = function(open, units)
   put_wake(KEYS[4], w + units * spacing, g + units * g_int)
   return w - now
 end
+
+-- @scale
+-- Tickets are spaced by the class's longest interval in force: the
+-- levels' (ceiling.lua and reserves.lua keep spacing the longest of
+-- theirs), the global one's and the configured one's.
+spacing = math.max(spacing, tonumber(ARGV[9]), g_int)
 
 -- @commit
 if string.sub(tickets, 1, 1) == '2' then

@@ -6,7 +6,9 @@
 //
 // Invariant: a composed script is the same text for the same parts, so
 // its SHA-1 is stable across processes of one version; the parts are
-// read once, never per call.
+// read once, never per call. A helper no part of a script calls is left
+// out of it (Prune): Lua makes a script's local functions anew on every
+// call.
 package luapart
 
 import (
@@ -113,4 +115,101 @@ func (s Script) Contracts(files fs.FS) string {
 		b.WriteString(read(files, path))
 	}
 	return b.String()
+}
+
+// A helper is a top-level "local function" of a script: its name and where
+// its text starts (with the comment lines just above it) and ends.
+type helper struct {
+	name       string
+	start, end int
+	pruned     bool
+}
+
+// Prune returns src without each top-level helper ("local function name(",
+// up to the first "end" at the start of a line after it, with the comment
+// lines just above it) that the rest of src, comments aside, never names:
+// Lua makes a local function anew on every run of the script, so a helper
+// of a part left out would cost every call its closure for nothing. A
+// helper only pruned ones named goes too.
+func Prune(src string) string {
+	var helpers []*helper
+	const def = "\nlocal function "
+	for from := 0; ; {
+		i := strings.Index(src[from:], def)
+		if i < 0 {
+			break
+		}
+		i += from + 1
+		paren := strings.IndexByte(src[i:], '(')
+		end := strings.Index(src[i:], "\nend\n")
+		if paren < 0 || end < 0 {
+			panic(fmt.Sprintf("luapart: a helper has no end at the start of a line: %.40s", src[i:]))
+		}
+		h := &helper{name: src[i+len(def)-1 : i+paren], start: i, end: i + end + len("\nend\n")}
+		from = h.end - 1
+		for h.start > 0 {
+			prev := strings.LastIndex(src[:h.start-1], "\n") + 1
+			if !strings.HasPrefix(src[prev:h.start], "--") {
+				break
+			}
+			h.start = prev
+		}
+		helpers = append(helpers, h)
+	}
+	for pruned := true; pruned; {
+		pruned = false
+		for _, h := range helpers {
+			if !h.pruned && !namedOutside(src, h, helpers) {
+				h.pruned, pruned = true, true
+			}
+		}
+	}
+	var b strings.Builder
+	last := 0
+	for _, h := range helpers {
+		if h.pruned {
+			b.WriteString(src[last:h.start])
+			last = h.end
+		}
+	}
+	b.WriteString(src[last:])
+	return b.String()
+}
+
+// namedOutside reports whether src names h outside h's definition and
+// the pruned helpers'.
+func namedOutside(src string, h *helper, helpers []*helper) bool {
+	last := 0
+	for _, o := range helpers {
+		if o == h || o.pruned {
+			if names(src[last:o.start], h.name) {
+				return true
+			}
+			last = o.end
+		}
+	}
+	return names(src[last:], h.name)
+}
+
+// names reports whether code names name (as a whole word, not in a
+// comment). It scans with strings.Index: a script's variants are composed
+// while it serves.
+func names(code, name string) bool {
+	for from := 0; ; {
+		i := strings.Index(code[from:], name)
+		if i < 0 {
+			return false
+		}
+		i += from
+		from = i + len(name)
+		line := code[strings.LastIndexByte(code[:i], '\n')+1 : i]
+		if (i == 0 || !IsNameByte(code[i-1])) && (from == len(code) || !IsNameByte(code[from])) && !strings.Contains(line, "--") {
+			return true
+		}
+	}
+}
+
+// IsNameByte reports whether c can be part of a Lua name (or a number).
+func IsNameByte(c byte) bool {
+	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }
