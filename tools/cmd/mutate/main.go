@@ -185,9 +185,10 @@ func baseline(root string, match *regexp.Regexp) error {
 }
 
 // result is what try found for one mutant, and what it cost: its wall
-// time, the CPU time (user and system) of its go test commands with
-// everything they ran (compiler, linker, test binary), and the time its
-// test binaries ran, as go test reports it (the rest of the wall time is
+// time, the CPU time (user and system) of the commands it ran with all
+// they ran (go test's compiler, linker and test binary, or a prebuilt
+// test binary), and the time its test binaries ran, as go test reports
+// it or as measured around a prebuilt one (the rest of the wall time is
 // the build).
 type result struct {
 	killer, out string
