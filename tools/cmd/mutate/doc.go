@@ -7,19 +7,25 @@
 // Usage (with the Redis variables of .ci/redis.sh set):
 //
 //	go -C tools run ./cmd/mutate [-run REGEXP] [-v] [-no-baseline] [-j N]
+//	go -C tools run ./cmd/mutate -build [-run REGEXP]
 //
 // Before any mutant, the killers run once on the module as it is: a killer
 // that fails without its mutant would otherwise kill it (-no-baseline
 // skips that, for a caller that has just run every test, as .ci/run does).
 // Each mutant first runs the test known to kill it (the killers table),
 // alone; if that test passes, the whole package runs. Each line of output
-// names a mutant and either the test that killed it or SURVIVED, and the
-// time the mutant took. The tests build with -trimpath, once before the
-// first mutant, so that every copy of the module shares their builds; a
-// mutant of admission's scripts alone runs the package's tests unbuilt,
-// on a copy of the scripts they read instead of the embedded ones
-// (admission/mutate_test.go). A mutation whose text is not found exactly
-// once is an error: the mutant table has drifted from the code.
+// names a mutant and either the test that killed it or SURVIVED, and what
+// the mutant cost: its time, the CPU time of everything it ran (compiler,
+// linker, tests) and the time its tests ran (the rest is the build); the
+// last line sums them. The tests build with -trimpath and -vet=off, once
+// before the first mutant, so that every copy of the module shares their
+// builds (-build does only that, in the module itself: .ci/run starts it
+// in the background, so that the check finds its builds in the cache); a
+// mutant of admission's or the ledger's scripts alone runs the package's
+// test binary of that first build as it is, on a copy of the scripts it
+// reads instead of the embedded ones (admission/mutate_test.go). A
+// mutation whose text is not found exactly once is an error: the mutant
+// table has drifted from the code.
 //
 // A mutant's file and package paths are relative to the product's root
 // (the directory of the go.mod of module smsdispatcher at or above the

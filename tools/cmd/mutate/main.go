@@ -28,6 +28,8 @@ func run() error {
 	only := flag.String("run", "", "run only the mutants whose ID or name matches this regexp")
 	verbose := flag.Bool("v", false, "print the test output of every mutant")
 	check := flag.Bool("check", false, "only check that every mutation applies (no tests)")
+	buildOnly := flag.Bool("build", false,
+		"only build the mutants' packages and tests, unmutated, into the build cache, for a run to come (.ci/run starts it in the background)")
 	jobs := flag.Int("j", 1, "mutants tried at once, each in its own copy of the module: most killers wait on Redis, timers or a child process more than they compute")
 	noBaseline := flag.Bool("no-baseline", false,
 		"skip the run of the killers on the unmutated module: for a caller that has just run every test and stops on a failure (.ci/run)")
@@ -45,7 +47,7 @@ func run() error {
 		return err
 	}
 
-	if !*check && !*noBaseline {
+	if !*check && !*noBaseline && !*buildOnly {
 		if err := baseline(root, match); err != nil {
 			return err
 		}
@@ -72,6 +74,11 @@ func run() error {
 		fmt.Printf("%d mutants apply\n", total)
 		return nil
 	}
+	if *buildOnly {
+		// Built with -trimpath in the module itself: the copies of a run
+		// find the same builds in the cache (see prebuild).
+		return withTemp("mutants-bin-", func(bins string) error { return prebuild(root, bins, selected) })
+	}
 	// One copy of the module per worker, each mutant's edits undone after
 	// it: the packages a mutant leaves alone keep their path and their
 	// content, so the build cache holds them, and each mutant compiles
@@ -92,8 +99,14 @@ func run() error {
 	// the workers start: built with -trimpath, a package's build does not
 	// name the copy it was built in, so every copy finds it in the build
 	// cache, instead of each worker compiling the same dependencies at the
-	// same time.
-	if err := prebuild(dirs[0], selected); err != nil {
+	// same time. Their test binaries are kept in bins: a mutant of scripts
+	// alone runs its package's binary as it is.
+	bins, err := os.MkdirTemp("", "mutants-bin-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(bins)
+	if err := prebuild(dirs[0], bins, selected); err != nil {
 		return err
 	}
 	// Each worker takes the next mutant; the results are printed in the
@@ -118,14 +131,16 @@ func run() error {
 				default:
 				}
 				start := time.Now()
-				killer, out, err := try(root, dir, selected[i])
-				results[i] <- result{killer, out, err, time.Since(start).Round(100 * time.Millisecond)}
+				r := try(root, dir, bins, selected[i])
+				r.took = time.Since(start)
+				results[i] <- r
 			}
 		})
 	}
 	defer wg.Wait()
 	defer close(stop) // before the wait: the workers take no new mutant
 	survived := 0
+	var sum result
 	for i, m := range selected {
 		r := <-results[i]
 		if r.err != nil {
@@ -134,14 +149,15 @@ func run() error {
 		if *verbose {
 			fmt.Println(r.out)
 		}
+		sum.took, sum.cpu, sum.tests = sum.took+r.took, sum.cpu+r.cpu, sum.tests+r.tests
 		if r.killer == "" {
 			survived++
-			fmt.Printf("%-4s %-56s SURVIVED (%v)\n", m.ID, m.Name, r.took)
+			fmt.Printf("%-4s %-56s SURVIVED (%s)\n", m.ID, m.Name, r.times())
 		} else {
-			fmt.Printf("%-4s %-56s killed by %s (%v)\n", m.ID, m.Name, r.killer, r.took)
+			fmt.Printf("%-4s %-56s killed by %s (%s)\n", m.ID, m.Name, r.killer, r.times())
 		}
 	}
-	fmt.Printf("%d/%d mutants killed\n", total-survived, total)
+	fmt.Printf("%d/%d mutants killed (summed over the mutants: %s)\n", total-survived, total, sum.times())
 	if survived > 0 {
 		return fmt.Errorf("%d mutant(s) survived", survived)
 	}
@@ -159,20 +175,47 @@ func baseline(root string, match *regexp.Regexp) error {
 		}
 	}
 	for _, pkg := range slices.Sorted(maps.Keys(byPkg)) {
-		failed, out, err := goTest(root, nil, pkg, "-run", "^("+strings.Join(byPkg[pkg], "|")+")$")
-		if err != nil || failed != "" {
-			return fmt.Errorf("baseline: the killers of %s must pass before any mutant (%s failed):\n%s", pkg, failed, out)
+		var r result
+		goTest(&r, root, nil, "", pkg, "-run", "^("+strings.Join(byPkg[pkg], "|")+")$")
+		if r.err != nil || r.killer != "" {
+			return fmt.Errorf("baseline: the killers of %s must pass before any mutant (%s failed):\n%s", pkg, r.killer, r.out)
 		}
 	}
 	return nil
 }
 
-// result is what try found for one mutant, and how long it took.
+// result is what try found for one mutant, and what it cost: its wall
+// time, the CPU time (user and system) of the commands it ran with all
+// they ran (go test's compiler, linker and test binary, or a prebuilt
+// test binary), and the time its test binaries ran, as go test reports
+// it or as measured around a prebuilt one (the rest of the wall time is
+// the build).
 type result struct {
 	killer, out string
 	err         error
 	took        time.Duration
+	cpu, tests  time.Duration
 }
+
+// add counts the cost of one go test command of the mutant's.
+func (r *result) add(cmd *exec.Cmd, out string) {
+	if s := cmd.ProcessState; s != nil {
+		r.cpu += s.UserTime() + s.SystemTime()
+	}
+	for _, m := range testTime.FindAllStringSubmatch(out, -1) {
+		if d, err := time.ParseDuration(m[1] + "s"); err == nil {
+			r.tests += d
+		}
+	}
+}
+
+func (r result) times() string {
+	round := func(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
+	return fmt.Sprintf("%v, CPU %v, tests %v", round(r.took), round(r.cpu), round(r.tests))
+}
+
+// testTime matches go test's line for a package's test binary: its time.
+var testTime = regexp.MustCompile(`(?m)^(?:ok|FAIL)\s+\S+\s+([0-9.]+)s`)
 
 var failLine = regexp.MustCompile(`^\s*--- FAIL: (\S+)`)
 
@@ -183,38 +226,40 @@ var failLine = regexp.MustCompile(`^\s*--- FAIL: (\S+)`)
 // A mutant of one package's scripts alone (admission's, the ledger's) is
 // applied beside dir instead, to a copy of the scripts in dir+"-scripts"
 // that the package's tests read (its mutate_test.go): the package's test
-// binary, unchanged, comes from the build cache instead of a build for
-// each such mutant.
-func try(root, dir string, m mutant) (killer, output string, err error) {
-	edited, env := dir, []string(nil)
+// binary, unchanged, is the one prebuild left in bins, run as it is,
+// without a build or a link for each such mutant.
+func try(root, dir, bins string, m mutant) (r result) {
+	edited, env, bin := dir, []string(nil), ""
 	if pkg, ok := m.scriptsOnly(); ok {
-		edited = dir + "-scripts"
+		edited, bin = dir+"-scripts", filepath.Join(bins, testBinary(pkg))
 		env = []string{"SMS_MUTATE_SCRIPTS=" + filepath.Join(edited, pkg)}
 		if err := copyScripts(root, edited, pkg); err != nil {
-			return "", "", err
+			return result{err: err}
 		}
 	}
 	defer func() {
 		for _, e := range m.Edits {
-			if restoreErr := copyFile(filepath.Join(root, e.File), filepath.Join(edited, e.File)); restoreErr != nil && err == nil {
-				err = restoreErr
+			if restoreErr := copyFile(filepath.Join(root, e.File), filepath.Join(edited, e.File)); restoreErr != nil && r.err == nil {
+				r.err = restoreErr
 			}
 		}
 	}()
 	for _, e := range m.Edits {
 		if err := apply(filepath.Join(edited, e.File), e); err != nil {
-			return "", "", err
+			return result{err: err}
 		}
 	}
 	// The test known to kill the mutant goes first, alone: most mutants
 	// die in seconds instead of a whole package's run. If it passes, the
 	// table's expectation is stale and the whole package decides.
 	if k := killers[m.ID]; k != "" {
-		if killer, out, err := goTest(dir, env, m.pkg(), "-run", "^"+k+"$"); err != nil || killer != "" {
-			return killer, out, err
+		goTest(&r, dir, env, bin, m.pkg(), "-run", "^"+k+"$")
+		if r.err != nil || r.killer != "" {
+			return r
 		}
 	}
-	return goTest(dir, env, m.pkg(), "-failfast")
+	goTest(&r, dir, env, bin, m.pkg(), "-failfast")
+	return r
 }
 
 // copyScripts copies the scripts of package pkg (a directory of the
@@ -239,9 +284,20 @@ func copyScripts(root, dst, pkg string) error {
 	})
 }
 
-// prebuild builds the tests of the mutants' packages in dir, running none.
-func prebuild(dir string, selected []mutant) error {
-	args := []string{"test", "-trimpath", "-count=1", "-run", "^$"}
+// withTemp calls f with a new temporary directory, removed after.
+func withTemp(pattern string, f func(dir string) error) error {
+	dir, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	return f(dir)
+}
+
+// prebuild builds the tests of the mutants' packages in dir, running
+// none, and writes their test binaries to bins (testBinary names them).
+func prebuild(dir, bins string, selected []mutant) error {
+	args := append([]string{"test", "-c", "-o", bins + string(filepath.Separator)}, buildFlags...)
 	for _, m := range selected {
 		if !slices.Contains(args, m.pkg()) {
 			args = append(args, m.pkg())
@@ -249,37 +305,74 @@ func prebuild(dir string, selected []mutant) error {
 	}
 	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
+	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build the tests: %w\n%s", err, out)
 	}
+	r := result{took: time.Since(start)}
+	r.add(cmd, "")
+	fmt.Printf("tests built in %s\n", r.times())
 	return nil
 }
 
-// goTest runs go test on pkg in dir and returns the first failing test, or
-// "" if every test passed. Built with -trimpath, as prebuild builds.
-func goTest(dir string, env []string, pkg string, flags ...string) (killer, output string, err error) {
-	cmd := exec.Command("go", append(append([]string{"test", "-trimpath", "-count=1"}, flags...), pkg)...)
-	cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
+// testBinary is the name go test -c -o DIR/ gives the test binary of pkg.
+func testBinary(pkg string) string {
+	return filepath.Base(filepath.Clean(pkg)) + ".test"
+}
+
+// buildFlags are those of every build of the check. -trimpath: see
+// prebuild. -vet=off: a mutant is killed by a failing test, never by vet
+// (a mutant vet rejects would fail without a failing test: an error), and
+// .ci/run's go vet step has vetted the module as it is.
+var buildFlags = []string{"-trimpath", "-vet=off"}
+
+// goTest runs the tests of pkg in dir, the module's copy, and sets r's
+// killer to the first failing test, or "" if every test passed, and its
+// output; it adds the run's cost to r's. flags are go test's -run and
+// -failfast. With bin, the package's test binary, it runs that in the
+// package's directory, as go test would; without, go test builds the
+// tests with the flags prebuild built with.
+func goTest(r *result, dir string, env []string, bin, pkg string, flags ...string) {
+	var cmd *exec.Cmd
+	if bin != "" {
+		args := []string{"-test.count=1", "-test.timeout=10m0s", "-test.paniconexit0"}
+		for _, f := range flags {
+			if strings.HasPrefix(f, "-") {
+				f = "-test." + f[1:]
+			}
+			args = append(args, f)
+		}
+		cmd = exec.Command(bin, args...)
+		cmd.Dir = filepath.Join(dir, pkg)
+	} else {
+		cmd = exec.Command("go", slices.Concat([]string{"test", "-count=1"}, buildFlags, flags, []string{pkg})...)
+		cmd.Dir = dir
+	}
+	cmd.Env = append(os.Environ(), env...)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
+	start := time.Now()
 	runErr := cmd.Run()
-	out := buf.String()
-	if runErr == nil {
-		return "", out, nil
+	r.out, r.killer = buf.String(), ""
+	r.add(cmd, r.out)
+	if bin != "" {
+		r.tests += time.Since(start)
 	}
-	sc := bufio.NewScanner(strings.NewReader(out))
+	if runErr == nil {
+		return
+	}
+	sc := bufio.NewScanner(strings.NewReader(r.out))
 	for sc.Scan() {
 		if f := failLine.FindStringSubmatch(sc.Text()); f != nil {
 			// Prefer the top-level test: subtests print first.
-			killer = strings.SplitN(f[1], "/", 2)[0]
+			r.killer = strings.SplitN(f[1], "/", 2)[0]
 		}
 	}
-	if killer == "" {
+	if r.killer == "" {
 		// A mutant that does not build, or a test binary that crashed,
 		// says the table is wrong, not that a test caught the bug.
-		return "", out, fmt.Errorf("tests failed without a failing test:\n%s", out)
+		r.err = fmt.Errorf("tests failed without a failing test:\n%s", r.out)
 	}
-	return killer, out, nil
 }
 
 func apply(path string, e edit) error {
