@@ -61,4 +61,7 @@ var consoleMutants = []mutant{
 	{"GB1", "the guard's counter does not linger: each send its own call of sent.lua", []edit{
 		{"guard/guard.go", "linger := time.NewTimer(g.opts.Linger)", "linger := time.NewTimer(0)"},
 	}, "./guard/"},
+	{"GB2", "a verification that comes while its send lingers is ignored as unknown", []edit{
+		{"guard/verifications.go", "if err == nil && len(in) == 0 {", "if false {"},
+	}, "./guard/"},
 }
