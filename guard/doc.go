@@ -8,8 +8,14 @@
 // Invariants:
 //   - A message that passes costs no Redis call on its way: Blocks reads
 //     the countries and the blocks this process holds in memory, and Sent
-//     only queues the send; a counter per class (flush) takes what queued
-//     while its last call was out in one call, off the message's path.
+//     only queues the send; a counter per class (count) takes a queued
+//     send, waits Options.Linger for more, and counts them in one call,
+//     off the message's path.
+//   - The counts cannot ride in a message's admission or finish call:
+//     those scripts take one account's keys ({sms:<account>}, one slot),
+//     and the guard's are the class's, {sms:guard:<class>}, another slot,
+//     so Redis Cluster refuses a script that takes both. The linger is
+//     what keeps the counts' calls to a fraction of the sends.
 //   - The blocks are one hash per class, {sms:guard:<class>}:blocks
 //     (internal/keys), in a slot of its own: the sends of every account
 //     count there. A script that sets a block publishes the hash's name

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"smsdispatcher/config/policy"
+	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/redistest"
 )
 
@@ -182,5 +183,53 @@ func TestCountedHearsTheCountedSends(t *testing.T) {
 	g.Sent("another", "c", "+447700100002")
 	if want := []string{class + " +447700100001"}; fmt.Sprint(heard) != fmt.Sprint(want) {
 		t.Errorf("Counted heard %q, want %q", heard, want)
+	}
+}
+
+// Sends that queue within the linger are counted in one call of
+// sent.lua, however far apart they come: a message that passes costs a
+// share of a call, not one.
+func TestSendsWithinTheLingerAreCountedInOneCall(t *testing.T) {
+	ctx := context.Background()
+	rules := &policy.Guard{MaxPerPrefix: policy.PrefixRate{Digits: 6, Count: 100, Per: time.Minute, BlockFor: time.Hour}}
+	class := redistest.UniqueAccount(t)
+	rdb := redistest.Client(t)
+	if err := sentScript.Load(ctx, rdb).Err(); err != nil { // no NOSCRIPT retry to count
+		t.Fatal(err)
+	}
+	rec := &redistest.Recorder{}
+	rdb.AddHook(rec)
+	g := New(rdb, map[string]*policy.Guard{class: rules}, "p1", Options{Linger: 3 * time.Second})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); g.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+
+	const n = 10
+	for i := range n { // 20 ms apart: each its own call without the linger
+		g.Sent(class, fmt.Sprintf("s%d", i), fmt.Sprintf("+447700100%03d", i))
+		time.Sleep(20 * time.Millisecond)
+	}
+	window := keys.GuardOf(class).Prefix() + "rate:447700"
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got, err := rdb.ZCard(ctx, window).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the %d sends counted after 10 s", got, n)
+		}
+	}
+	calls := 0
+	for _, args := range rec.Commands() {
+		if name, _ := args[0].(string); name == "evalsha" || name == "eval" {
+			calls++
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("%d sends within the linger took %d calls of sent.lua, want 1", n, calls)
 	}
 }

@@ -194,4 +194,7 @@ var killers = map[string]string{
 	// The opt-outs' alert and the demo's STOPs.
 	"OO1": "TestAnInboundSTOPSuppressesAndASTARTLifts",
 	"OO2": "TestTheSTOPsAreHonouredOnBothAccounts",
+	// The guard's counter lingers.
+	"GB1": "TestSendsWithinTheLingerAreCountedInOneCall",
+	"GB2": "TestAVerificationAheadOfItsCountCounts",
 }

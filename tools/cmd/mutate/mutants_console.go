@@ -57,4 +57,11 @@ var consoleMutants = []mutant{
 	{"OO2", "the demo's STOPs all come through its first account: no STOP through the second", []edit{
 		{"internal/demo/optouts.go", "through := accounts[(k/2)%len(accounts)]", "through := accounts[0]"},
 	}, "./internal/demo/"},
+	// The guard's counter lingers: sends that queue close together share a call.
+	{"GB1", "the guard's counter does not linger: each send its own call of sent.lua", []edit{
+		{"guard/guard.go", "linger := time.NewTimer(g.opts.Linger)", "linger := time.NewTimer(0)"},
+	}, "./guard/"},
+	{"GB2", "a verification that comes while its send lingers is ignored as unknown", []edit{
+		{"guard/verifications.go", "if err == nil && len(in) == 0 {", "if false {"},
+	}, "./guard/"},
 }
