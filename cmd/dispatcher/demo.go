@@ -40,6 +40,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&o.Classes, "classes", 2, fmt.Sprintf("classes: 2 (otp, marketing) or 3 (otp, transactional at %g/s, marketing; a report line per class)", demo.DefaultTransactionalRate))
 	fs.BoolVar(&o.QuietHours, "quiet-hours", false, "give marketing send windows: a third of the campaign (French numbers) is deferred until France's window opens a minute or so after the start, then released and sent")
 	fs.IntVar(&o.OptOuts, "opt-outs", 4, "recipients (sent every fifth OTP) who reply STOP once half the campaign is sent, half through each of two accounts (0: none, one account)")
+	fs.BoolVar(&o.Guard, "guard", false, "give the first class (otp) docs/guard.md's pumping guard and verify about 80 % of its codes; the report says what it blocked and what its counting cost")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

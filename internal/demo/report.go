@@ -57,6 +57,8 @@ type Report struct {
 	// OptOut is what the recipients who replied STOP mid-run were sent;
 	// nil without Options.OptOuts.
 	OptOut *OptOut
+	// Guard is what --guard's guard did; nil without Options.Guard.
+	Guard *GuardFigures
 }
 
 // Latency is a class's publish→provider quantiles.
@@ -123,6 +125,7 @@ func (r Report) Print(w io.Writer, cfg config.Settings) {
 		float64(r.Deliveries)/float64(max(r.Published, 1)), r.Published)
 	printDelivery(w, r.classList(), r.Delivery)
 	printOptOut(w, r.OptOut)
+	printGuard(w, r.Guard, sent)
 	if q := r.Quiet; q != nil {
 		fmt.Fprintf(w, "  quiet hours                      %s numbers' window %s in %s, opened %s UTC\n", q.Prefix, q.Hours, q.Zone, q.Opens.UTC().Format("15:04:05"))
 		fmt.Fprintf(w, "  deferred / released and sent     %d / %d, sent from %v to %v after the start\n",

@@ -12,7 +12,9 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/dispatch"
+	"smsdispatcher/guard"
 	"smsdispatcher/internal/keys"
+	"smsdispatcher/internal/scriptop"
 	"smsdispatcher/nack"
 )
 
@@ -45,12 +47,20 @@ type stats struct {
 	stopThrough, stoppedOn            map[string]int
 	sentBefore, sentWithin, sentAfter int
 	stopErr                           string
+	// With --guard: the messages the guard blocked, by reason, the ids of
+	// the first class's sends and how many (with duplicates), and verify,
+	// which publishes an OTP's verification (guard.go).
+	blocked     map[string]int
+	guardedIDs  map[string]bool
+	guardedSent int
+	verify      func(id string)
 }
 
 func newStats() *stats {
 	return &stats{done: map[string]bool{}, nackedBy: map[string]int{}, sent: map[admission.Class]int{}, latency: map[admission.Class][]time.Duration{},
 		first: map[admission.Class]time.Time{}, last: map[admission.Class]time.Time{}, changed: make(chan struct{}, 1), deferred: map[string]bool{},
-		sentOn: map[string]int{}, optOutIDs: map[string]int{}, stopThrough: map[string]int{}, stoppedOn: map[string]int{}}
+		sentOn: map[string]int{}, optOutIDs: map[string]int{}, stopThrough: map[string]int{}, stoppedOn: map[string]int{},
+		blocked: map[string]int{}, guardedIDs: map[string]bool{}}
 }
 
 // Observe counts ev (dispatch.Observer).
@@ -80,6 +90,9 @@ func (s *stats) Observe(ev dispatch.Event) {
 		if ev.Class == admission.OTP {
 			s.otpWait = append(s.otpWait, ev.Admitted.Sub(ev.Received))
 		}
+		if s.verify != nil && ev.Class == admission.OTP {
+			s.guardedSend(ev.ID)
+		}
 		if s.deferred[ev.ID] {
 			s.released++
 			if s.firstRelease.IsZero() {
@@ -91,6 +104,8 @@ func (s *stats) Observe(ev dispatch.Event) {
 		s.deferred[ev.ID] = true
 	case nack.Expired:
 		s.expired++
+	case nack.Blocked:
+		s.blocked[ev.Blocked]++
 	case nack.Suppressed:
 		if _, ok := s.optOutIDs[ev.ID]; ok {
 			s.stoppedOn[ev.Account]++
@@ -100,6 +115,17 @@ func (s *stats) Observe(ev dispatch.Event) {
 	select {
 	case s.changed <- struct{}{}:
 	default:
+	}
+}
+
+// guardedSend notes a send of the guarded class's message id, and has
+// its code verified unless it is the unverifiedEvery-th such send; s.mu
+// is held.
+func (s *stats) guardedSend(id string) {
+	s.guardedIDs[id] = true
+	s.guardedSent++
+	if s.guardedSent%unverifiedEvery != 0 {
+		s.verify(id)
 	}
 }
 
@@ -152,8 +178,8 @@ func (s *stats) allDone(ids []string) bool {
 }
 
 // counter counts the Redis commands of one client, and the admission
-// script calls among them.
-type counter struct{ cmds, scripts atomic.Int64 }
+// script calls and the guard's among them.
+type counter struct{ cmds, scripts, guardSent, guardVerify atomic.Int64 }
 
 func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -176,8 +202,17 @@ func (c *counter) count(args []any) {
 		return
 	}
 	c.cmds.Add(1)
-	if (name == "evalsha" || name == "eval") && len(args) > 3 && keys.IsGlobalTAT(fmt.Sprint(args[3])) {
+	if name != "evalsha" && name != "eval" {
+		return
+	}
+	if len(args) > 3 && keys.IsGlobalTAT(fmt.Sprint(args[3])) {
 		c.scripts.Add(1)
+	}
+	switch scriptop.Of(args) {
+	case guard.OpSent:
+		c.guardSent.Add(1)
+	case guard.OpVerify:
+		c.guardVerify.Add(1)
 	}
 }
 
