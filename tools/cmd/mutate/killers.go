@@ -186,4 +186,6 @@ var killers = map[string]string{
 	// The console's lists.
 	"M37": "TestListsAndTheirActions",
 	"M38": "TestListsAndTheirActions",
+	// The deferral store's release.
+	"DR1": "TestARemoveTakesAPageAndKeepsADeferralMadeSince",
 }
