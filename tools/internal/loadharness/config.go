@@ -151,6 +151,12 @@ type Config struct {
 	accountsRun  bool
 	accounts     []int
 	accountsList string
+	// deferredRun is set when --scenario names deferred, whose rows
+	// (deferredSpecs: --release-spread × --code) run apart (deferred.go).
+	deferredRun        bool
+	deferredMessages   int
+	deferredSpreadList string
+	deferredSpecs      []deferredSpec
 }
 
 // defaults of the flags; --quick changes the first three unless given.
@@ -238,17 +244,19 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 				scenBacklog, backlogInstances, classesTarget, classesMktRPS, backlogLimit, classesBacklog, backlogOTPRate, backlogDuration, backlogMaxOTPP99)+
 			fmt.Sprintf(", %s (one dispatcher process per size of --accounts, each account one destination prefix, OTP %g/s over them for --duration (%v): its memory, goroutines, Redis connections, heartbeats and other calls a second not for a message, and status's read; fails above %g heartbeat or %g such calls a second (and one more of each its window may catch), or when the largest size's memory or connections pass %gx the smallest's)",
 				scenAccounts, accountsOTPRate, accountsDuration, accountsMaxBeats, accountsMaxOwn, accountsMaxRSS)+
+			deferredUsage()+
 			fmt.Sprintf("; K=%d and OTP %g/s unless given (failover: OTP %g/s, classes: %g/s)", scenarioK, scenarioOTPRate, failoverOTPRate, classesOTPRate))
 		fs.DurationVar(&c.adaptiveStep, "adaptive-step", admission.DefaultAdaptiveStep, "with --scenario adaptive, the learned rate's Adaptive.Step: how long a rate holds under load before the search moves on")
 		fs.IntVar(&c.pool, "pool", poolSenders, fmt.Sprintf("with --scenario senders, the senders in the account's pool (1 to %d), each of %d segments per sliding second", admission.MaxPoolSize, poolSenderLimit))
 		fs.DurationVar(&c.providerJitter, "provider-arrival-jitter", poolJitter, "with --scenario senders, the limiter's ArrivalJitter (PROVIDER_ARRIVAL_JITTER): each sender's slots are spaced by (1s + this) / its rate")
-		fs.StringVar(&codes, "code", strings.Join(allCodes, ","), "with --scenario failover, classes or backlog, the rows' code (comma list): before (failover: the account health rule off, as the dispatcher was before it; classes: today's two classes; backlog: every pull stream pinged), after (failover: its defaults; classes: three classes; backlog: as the dispatcher does)")
+		fs.StringVar(&codes, "code", strings.Join(allCodes, ","), "with --scenario failover, classes, backlog or deferred, the rows' code (comma list): before (failover: the account health rule off, as the dispatcher was before it; classes: today's two classes; backlog: every pull stream pinged; deferred: a remove call per released message), after (failover: its defaults; classes: three classes; backlog: as the dispatcher does; deferred: a page removed per call)")
 		fs.StringVar(&storms, "storm", strings.Join(allStorms, ","), "with --scenario failover, how the primary fails (comma list): 503 (every request answered 503), hang (a request answered 503 after 12 s)")
 		fs.DurationVar(&c.stormLength, "storm-length", failoverStorm, "with --scenario failover, how long the primary fails")
 		fs.DurationVar(&c.sendTimeout, "send-timeout", failoverSendTimeout, "with --scenario failover, the dispatchers' SEND_TIMEOUT")
 		fs.Float64Var(&c.receiptRate, "receipt-rate", receiptsRate, "with --scenario receipts, the receipts the simulators post per second")
 		fs.DurationVar(&c.statusOutage, "status-outage", 0, "with --scenario receipts, how long the status topic refuses every publish (PermissionDenied), from the middle of the receipts")
 		fs.StringVar(&c.accountsList, "accounts", accountsDefault, "with --scenario accounts, the accounts of each row's process (comma list)")
+		addDeferredFlags(fs, c)
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -281,7 +289,7 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 			c.marketing = c.target // each scenario's default: MARKETING_RPS = TARGET_RPS
 		}
 	} else {
-		for _, name := range append(append([]string{"adaptive-step", "provider-arrival-jitter", "accounts"}, failoverFlags...), receiptsFlags...) {
+		for _, name := range slices.Concat([]string{"adaptive-step", "provider-arrival-jitter", "accounts"}, failoverFlags, receiptsFlags, deferredFlags) {
 			if set[name] {
 				return nil, fmt.Errorf("--%s needs --scenario", name)
 			}
