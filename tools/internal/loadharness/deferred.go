@@ -185,6 +185,8 @@ func runDeferred(ctx context.Context, cfg *Config, redisOpts *redis.Options, s d
 	tally.begin(start)
 	shift := open.Sub(start) // the releasers' clocks read the opening now
 	released := make([]atomic.Int64, deferredProcesses)
+	warnings := &warnCount{}
+	logger = slog.New(warnings.wrap(logger.Handler()))
 	stop, err := startReleasers(ctx, redisOpts, srv.Addr, class, s.code, shift, released, logger)
 	if err != nil {
 		return nil, err
@@ -196,6 +198,7 @@ func runDeferred(ctx context.Context, cfg *Config, redisOpts *redis.Options, s d
 	r.TimedOut = !done
 
 	r.Tally = tally.sum()
+	r.Warnings, r.FirstWarning = warnings.read()
 	for i := range released {
 		r.ByReleaser = append(r.ByReleaser, released[i].Load())
 	}
@@ -390,4 +393,52 @@ func usedMemory(ctx context.Context, rdb *redis.Client) (uint64, error) {
 		return 0, fmt.Errorf("INFO memory: %w", err)
 	}
 	return parseUsedMemory(info)
+}
+
+// warnCount counts the releasers' warnings (a release not confirmed, a
+// remove that failed) and keeps the first one's message.
+type warnCount struct {
+	mu    sync.Mutex
+	n     int
+	first string
+}
+
+func (w *warnCount) read() (int, string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n, w.first
+}
+
+// wrap returns next with w counting its records of level warn and above.
+func (w *warnCount) wrap(next slog.Handler) slog.Handler { return warnHandler{next, w} }
+
+type warnHandler struct {
+	slog.Handler
+	w *warnCount
+}
+
+func (h warnHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn || h.Handler.Enabled(ctx, l)
+}
+
+func (h warnHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		h.w.mu.Lock()
+		if h.w.n++; h.w.n == 1 {
+			h.w.first = r.Message
+		}
+		h.w.mu.Unlock()
+	}
+	if !h.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h warnHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return warnHandler{h.Handler.WithAttrs(as), h.w}
+}
+
+func (h warnHandler) WithGroup(name string) slog.Handler {
+	return warnHandler{h.Handler.WithGroup(name), h.w}
 }

@@ -38,7 +38,7 @@ func TestDeferredTallyCountsEachIdOnce(t *testing.T) {
 	tally.record(&pubsubpb.PublishRequest{Topic: "topic", Messages: []*pubsubpb.PubsubMessage{msg(tally.id(3)), msg(tally.id(1))}},
 		start.Add(2500*time.Millisecond))
 	got := tally.sum()
-	want := tallySum{Published: 5, Distinct: 3, Twice: 1, Extra: 2, Lost: 2, Strays: 4, WrongTopic: 1, Last: 2500 * time.Millisecond, Peak: 2}
+	want := tallySum{Published: 5, Distinct: 3, Twice: 1, Extra: 2, Lost: 2, Strays: 4, WrongTopic: 1, Last: 2500 * time.Millisecond, Peak: 2, Gap: 1, FirstExtra: 100 * time.Millisecond}
 	if got != want {
 		t.Errorf("sum = %+v, want %+v", got, want)
 	}

@@ -29,6 +29,7 @@ type deferredTally struct {
 	wrongTopic    int
 	perSecond     []int // first publishes, by second from start
 	last          time.Duration
+	firstExtra    time.Duration // the first publish after an id's first, from start
 }
 
 func newDeferredTally(prefix, topic string, n int) *deferredTally {
@@ -66,7 +67,9 @@ func (t *deferredTally) record(r *pubsubpb.PublishRequest, at time.Time) {
 		case !ok:
 			t.strays++
 		case t.counts[i] > 0:
-			t.extra++
+			if t.extra++; t.extra == 1 {
+				t.firstExtra = at.Sub(t.start)
+			}
 			t.counts[i] = min(t.counts[i], 254) + 1
 		default:
 			t.counts[i] = 1
@@ -117,20 +120,27 @@ type tallySum struct {
 	WrongTopic int           // publishes to another topic
 	Last       time.Duration // the last id's first publish, from the start
 	Peak       int           // the most first publishes in a second
+	Gap        int           // the most seconds in a row without a first publish, before the last
+	FirstExtra time.Duration // the first second publish, from the start (0: none)
 }
 
 func (t *deferredTally) sum() tallySum {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := tallySum{Published: t.distinct + t.extra, Distinct: t.distinct, Extra: t.extra, Lost: len(t.counts) - t.distinct,
-		Strays: t.strays, WrongTopic: t.wrongTopic, Last: t.last}
+		Strays: t.strays, WrongTopic: t.wrongTopic, Last: t.last, FirstExtra: t.firstExtra}
 	for _, c := range t.counts {
 		if c > 1 {
 			s.Twice++
 		}
 	}
+	gap := 0
 	for _, n := range t.perSecond {
 		s.Peak = max(s.Peak, n)
+		if gap++; n > 0 {
+			gap = 0
+		}
+		s.Gap = max(s.Gap, gap)
 	}
 	return s
 }
@@ -146,6 +156,8 @@ type deferredRow struct {
 	Empty                time.Duration // from the opening until every id was published and the store empty (or the wait ended)
 	TimedOut             bool
 	ByReleaser           []int64 // messages each releaser released
+	Warnings             int     // the releasers' warnings
+	FirstWarning         string  // the first one's message
 	Scripts, Commands    int64   // Redis's, during the release
 	Left                 int64   // due ids, envelopes and claims left stored; -1: unread
 	Load                 string  // the load average at the row's end
@@ -202,7 +214,7 @@ func writeDeferredTable(w io.Writer, _ *Config, rows []*deferredRow) error {
 	fmt.Fprintf(w, "scenario deferred: messages stored by deferral.Store.Judge (%d at once over %d clients), released by %d releasers (pages of %d) to pstest\n",
 		deferredStorers, deferredProcesses, deferredProcesses, deferredPage)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "code\tspread\tmessages\tdata B\tstore s\tstored/s\tRedis B/msg\tafter MiB\trelease s\tempty s\tpeak/s\tby releaser\tscripts/msg\tcommands/msg\tlost\ttwice\tleft\tload\tverdict\t")
+	fmt.Fprintln(tw, "code\tspread\tmessages\tdata B\tstore s\tstored/s\tRedis B/msg\tafter MiB\trelease s\tempty s\tpeak/s\tby releaser\tscripts/msg\tcommands/msg\tlost\ttwice\t2nd at s\tgap s\twarnings\tleft\tload\tverdict\t")
 	for _, r := range rows {
 		v := "ok"
 		if len(r.Failures) > 0 {
@@ -212,18 +224,23 @@ func writeDeferredTable(w io.Writer, _ *Config, rows []*deferredRow) error {
 		for i, n := range r.ByReleaser {
 			by[i] = strconv.FormatInt(n, 10)
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%d\t%.0f\t%.1f\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f\t%d\t%s\t%.4f\t%.2f\t%d\t%d\t%d\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%v\t%d\t%.0f\t%.1f\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f\t%d\t%s\t%.4f\t%.2f\t%d\t%d\t%.1f\t%d\t%d\t%d\t%s\t%s\t\n",
 			r.Spec.code, r.Spec.spread, r.Spec.messages, r.DataBytes, r.StoreTime.Seconds(), float64(r.Spec.messages)/r.StoreTime.Seconds(),
 			r.bytesPerMessage(), float64(r.MemAfter-min(r.MemAfter, r.MemBefore))/(1<<20), r.Tally.Last.Seconds(), r.Empty.Seconds(), r.Tally.Peak,
-			strings.Join(by, "/"), r.perMessage(float64(r.Scripts)), r.perMessage(float64(r.Commands)), r.Tally.Lost, r.Tally.Twice, r.Left, r.Load, v)
+			strings.Join(by, "/"), r.perMessage(float64(r.Scripts)), r.perMessage(float64(r.Commands)), r.Tally.Lost, r.Tally.Twice, r.Tally.FirstExtra.Seconds(), r.Tally.Gap, r.Warnings, r.Left, r.Load, v)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, r := range rows {
+		if r.Warnings > 0 {
+			fmt.Fprintf(w, "%s %v: first warning: %s\n", r.Spec.code, r.Spec.spread, r.FirstWarning)
+		}
+	}
 	fmt.Fprintln(w, "data B: a message's data as published (with its id and deadline written in); Redis B/msg: used_memory after the stores less before, per message; "+
 		"after MiB: used_memory after the release over before; release s: the opening to the last id's first publish; empty s: to every id published and the store empty; "+
 		"peak/s: the most first publishes in a second; by releaser: messages each released; scripts, commands/msg: Redis's (INFO commandstats) during the release; "+
-		"lost: ids never published; twice: ids published more than once; left: ids, envelopes and claims still stored; load: the load average at the row's end")
+		"lost: ids never published; twice: ids published more than once; 2nd at s: the first publish of an id published before, from the opening; gap s: the most seconds in a row without a first publish; warnings: the releasers' (the first's message below); left: ids, envelopes and claims still stored; load: the load average at the row's end")
 	return nil
 }
 
