@@ -202,8 +202,10 @@ func runDeferred(ctx context.Context, cfg *Config, redisOpts *redis.Options, s d
 	for i := range released {
 		r.ByReleaser = append(r.ByReleaser, released[i].Load())
 	}
-	if cs, err := redisstats.Read(ctx, admin); statsErr == nil && err == nil {
-		r.Scripts, r.Commands = cs.Scripts(), cs.Executed()
+	cs, err := redisstats.Read(ctx, admin)
+	us, usErr := redisstats.ScriptMicros(ctx, admin)
+	if statsErr == nil && err == nil && usErr == nil {
+		r.Scripts, r.Commands, r.ScriptMicros = cs.Scripts(), cs.Executed(), us
 	}
 	if r.MemAfter, err = usedMemory(ctx, admin); err != nil {
 		return nil, err

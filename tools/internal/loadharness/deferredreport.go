@@ -159,6 +159,7 @@ type deferredRow struct {
 	Warnings             int     // the releasers' warnings
 	FirstWarning         string  // the first one's message
 	Scripts, Commands    int64   // Redis's, during the release
+	ScriptMicros         int64   // Redis's time in the scripts (their usec), during the release
 	Left                 int64   // due ids, envelopes and claims left stored; -1: unread
 	Load                 string  // the load average at the row's end
 	Failures             []string
@@ -214,7 +215,7 @@ func writeDeferredTable(w io.Writer, _ *Config, rows []*deferredRow) error {
 	fmt.Fprintf(w, "scenario deferred: messages stored by deferral.Store.Judge (%d at once over %d clients), released by %d releasers (pages of %d) to pstest\n",
 		deferredStorers, deferredProcesses, deferredProcesses, deferredPage)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "code\tspread\tmessages\tdata B\tstore s\tstored/s\tRedis B/msg\tafter MiB\trelease s\tempty s\tpeak/s\tby releaser\tscripts/msg\tcommands/msg\tlost\ttwice\t2nd at s\tgap s\twarnings\tleft\tload\tverdict\t")
+	fmt.Fprintln(tw, "code\tspread\tmessages\tdata B\tstore s\tstored/s\tRedis B/msg\tafter MiB\trelease s\tempty s\tpeak/s\tby releaser\tscripts/msg\tcommands/msg\tRedis µs/msg\tlost\ttwice\t2nd at s\tgap s\twarnings\tleft\tload\tverdict\t")
 	for _, r := range rows {
 		v := "ok"
 		if len(r.Failures) > 0 {
@@ -224,10 +225,10 @@ func writeDeferredTable(w io.Writer, _ *Config, rows []*deferredRow) error {
 		for i, n := range r.ByReleaser {
 			by[i] = strconv.FormatInt(n, 10)
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%d\t%.0f\t%.1f\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f\t%d\t%s\t%.4f\t%.2f\t%d\t%d\t%.1f\t%d\t%d\t%d\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%v\t%d\t%.0f\t%.1f\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f\t%d\t%s\t%.4f\t%.2f\t%.1f\t%d\t%d\t%.1f\t%d\t%d\t%d\t%s\t%s\t\n",
 			r.Spec.code, r.Spec.spread, r.Spec.messages, r.DataBytes, r.StoreTime.Seconds(), float64(r.Spec.messages)/r.StoreTime.Seconds(),
 			r.bytesPerMessage(), float64(r.MemAfter-min(r.MemAfter, r.MemBefore))/(1<<20), r.Tally.Last.Seconds(), r.Empty.Seconds(), r.Tally.Peak,
-			strings.Join(by, "/"), r.perMessage(float64(r.Scripts)), r.perMessage(float64(r.Commands)), r.Tally.Lost, r.Tally.Twice, r.Tally.FirstExtra.Seconds(), r.Tally.Gap, r.Warnings, r.Left, r.Load, v)
+			strings.Join(by, "/"), r.perMessage(float64(r.Scripts)), r.perMessage(float64(r.Commands)), r.perMessage(float64(r.ScriptMicros)), r.Tally.Lost, r.Tally.Twice, r.Tally.FirstExtra.Seconds(), r.Tally.Gap, r.Warnings, r.Left, r.Load, v)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -239,7 +240,7 @@ func writeDeferredTable(w io.Writer, _ *Config, rows []*deferredRow) error {
 	}
 	fmt.Fprintln(w, "data B: a message's data as published (with its id and deadline written in); Redis B/msg: used_memory after the stores less before, per message; "+
 		"after MiB: used_memory after the release over before; release s: the opening to the last id's first publish; empty s: to every id published and the store empty; "+
-		"peak/s: the most first publishes in a second; by releaser: messages each released; scripts, commands/msg: Redis's (INFO commandstats) during the release; "+
+		"peak/s: the most first publishes in a second; by releaser: messages each released; scripts, commands/msg: Redis's (INFO commandstats) during the release; Redis µs/msg: its time in the scripts (their usec); "+
 		"lost: ids never published; twice: ids published more than once; 2nd at s: the first publish of an id published before, from the opening; gap s: the most seconds in a row without a first publish; warnings: the releasers' (the first's message below); left: ids, envelopes and claims still stored; load: the load average at the row's end")
 	return nil
 }
