@@ -224,3 +224,23 @@ func TestARemoveTakesAPageAndKeepsADeferralMadeSince(t *testing.T) {
 		t.Fatalf("left stored: %d %v (%v), want r7 alone", total, list, err)
 	}
 }
+
+// TestStatsReadNoMoreThanTheNextAskedFor: the releasers' stats (no next
+// release asked for) read the counts alone, not the whole set; status's
+// read gets the n soonest.
+func TestStatsReadNoMoreThanTheNextAskedFor(t *testing.T) {
+	c := newClock(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
+	s := New(redistest.Client(t), c.now, nil)
+	cl := class(t)
+	for i := range 20 {
+		if j, err := s.Judge(context.Background(), msg(cl, fmt.Sprint("n", i), "+33612345678"), policy.Sending{Window: fixedWindow(c.now().Add(time.Hour))}); err != nil || j.Verdict != Deferred {
+			t.Fatal(j, err)
+		}
+	}
+	for _, n := range []int{0, 3} {
+		st, err := s.StatsOf(context.Background(), cl, n)
+		if err != nil || st.Deferred != 20 || len(st.Next) != n {
+			t.Errorf("StatsOf(%d): %d deferred, %d next (%v); want 20 and %d", n, st.Deferred, len(st.Next), err, n)
+		}
+	}
+}

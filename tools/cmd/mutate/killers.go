@@ -188,4 +188,5 @@ var killers = map[string]string{
 	"M38": "TestListsAndTheirActions",
 	// The deferral store's release.
 	"DR1": "TestARemoveTakesAPageAndKeepsADeferralMadeSince",
+	"DR2": "TestStatsReadNoMoreThanTheNextAskedFor",
 }

@@ -95,4 +95,7 @@ var gateMutants = []mutant{
 	{"DR1", "a release's remove erases a deferral made since its claim: the message is never sent", []edit{
 		{"deferral/remove.lua", "if ARGV[1] == '' or owners[i - 1] == ARGV[1] then", "if true then"},
 	}, "./deferral/"},
+	{"DR2", "the releasers' stats read the whole deferred set every 10 s: a million block Redis for seconds", []edit{
+		{"deferral/stats.lua", "if tonumber(ARGV[2]) > 0 then", "if true then"},
+	}, "./deferral/"},
 }
