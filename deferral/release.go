@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -118,8 +117,8 @@ func (r *Releaser) Pass(ctx context.Context, l Lane) (int, error) {
 	}
 	var (
 		out     []pending
-		done    []string // ids to remove, the expired first
-		expired int
+		expired []string // ids past their deadline, to remove first
+		done    []string // ids unreadable, then released, to remove
 	)
 	now := r.Store.now()
 	for _, c := range claimed {
@@ -128,8 +127,7 @@ func (r *Releaser) Pass(ctx context.Context, l Lane) (int, error) {
 			r.Logger.Error("a deferred message's envelope is unreadable; dropped", "class", l.Class, "id", c.ID)
 			done = append(done, c.ID)
 		case !c.Deadline.IsZero() && !now.Before(c.Deadline):
-			done = slices.Insert(done, expired, c.ID)
-			expired++
+			expired = append(expired, c.ID)
 		default:
 			res := l.Publisher.Publish(ctx, &pubsub.Message{Data: c.Data, Attributes: c.Attributes})
 			out = append(out, pending{c, res})
@@ -146,13 +144,14 @@ func (r *Releaser) Pass(ctx context.Context, l Lane) (int, error) {
 		done = append(done, p.c.ID)
 		released++
 	}
+	done = append(expired, done...)
 	removed, err := r.Store.RemoveAll(ctx, l.Class, r.Token, done)
 	if err != nil {
 		// Released twice at worst: their send-once records hold.
 		r.Logger.Warn("released messages could not be removed; they are released again later",
 			"class", l.Class, "messages", len(done)-len(removed), "err", err)
 	}
-	for i, ok := range removed[:min(expired, len(removed))] {
+	for i, ok := range removed[:min(len(expired), len(removed))] {
 		if ok {
 			r.Store.expired(ctx, Message{Class: l.Class, ID: done[i]})
 		}
