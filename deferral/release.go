@@ -103,7 +103,9 @@ func (r *Releaser) batch() int {
 }
 
 // Pass claims one page of l's due messages and releases it; it returns
-// how many it claimed.
+// how many it claimed. It removes the page's ids once Pub/Sub confirmed
+// their republish, in one call (Store.RemoveAll): the unreadable, the
+// expired and the released together.
 func (r *Releaser) Pass(ctx context.Context, l Lane) (int, error) {
 	claimed, err := r.Store.Claim(ctx, l.Class, r.batch(), r.Token)
 	if err != nil {
@@ -113,17 +115,19 @@ func (r *Releaser) Pass(ctx context.Context, l Lane) (int, error) {
 		c   Claimed
 		res *pubsub.PublishResult
 	}
-	var out []pending
+	var (
+		out     []pending
+		expired []string // ids past their deadline, to remove first
+		done    []string // ids unreadable, then released, to remove
+	)
 	now := r.Store.now()
 	for _, c := range claimed {
 		switch {
 		case len(c.Data) == 0: // unreadable: nothing to send
 			r.Logger.Error("a deferred message's envelope is unreadable; dropped", "class", l.Class, "id", c.ID)
-			_, _ = r.Store.Remove(ctx, l.Class, c.ID, c.Token)
+			done = append(done, c.ID)
 		case !c.Deadline.IsZero() && !now.Before(c.Deadline):
-			if ok, _ := r.Store.Remove(ctx, l.Class, c.ID, c.Token); ok {
-				r.Store.expired(ctx, Message{Class: l.Class, ID: c.ID})
-			}
+			expired = append(expired, c.ID)
 		default:
 			res := l.Publisher.Publish(ctx, &pubsub.Message{Data: c.Data, Attributes: c.Attributes})
 			out = append(out, pending{c, res})
@@ -137,11 +141,20 @@ func (r *Releaser) Pass(ctx context.Context, l Lane) (int, error) {
 				"class", l.Class, "id", p.c.ID, "err", err)
 			continue
 		}
-		if _, err := r.Store.Remove(ctx, l.Class, p.c.ID, p.c.Token); err != nil {
-			// Released twice at worst: its send-once record holds.
-			r.Logger.Warn("a released message could not be removed; it is released again later", "class", l.Class, "id", p.c.ID, "err", err)
-		}
+		done = append(done, p.c.ID)
 		released++
+	}
+	done = append(expired, done...)
+	removed, err := r.Store.RemoveAll(ctx, l.Class, r.Token, done)
+	if err != nil {
+		// Released twice at worst: their send-once records hold.
+		r.Logger.Warn("released messages could not be removed; they are released again later",
+			"class", l.Class, "messages", len(done)-len(removed), "err", err)
+	}
+	for i, ok := range removed[:min(len(expired), len(removed))] {
+		if ok {
+			r.Store.expired(ctx, Message{Class: l.Class, ID: done[i]})
+		}
 	}
 	if r.Released != nil && released > 0 {
 		r.Released(l.Class, released)

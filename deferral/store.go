@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"time"
 
@@ -230,9 +231,37 @@ func (s *Store) Claim(ctx context.Context, class string, n int, token string) ([
 // it; token "" removes it whatever (an operator's drop). It reports
 // whether it was removed.
 func (s *Store) Remove(ctx context.Context, class, id, token string) (bool, error) {
+	removed, err := s.RemoveAll(ctx, class, token, []string{id})
+	return len(removed) == 1 && removed[0], err
+}
+
+// removePage is the most ids one remove call takes: the script hands
+// them to Redis's commands with unpack, which stops near 8,000 values.
+const removePage = 1000
+
+// RemoveAll forgets ids of class once released, those token still
+// claims (token "": every one), in one script call per removePage ids.
+// removed[i] says whether ids[i] was removed; on an error it holds the
+// pages done before it, and the ids after stay stored (released again
+// at their claim's end: the send-once record makes that harmless).
+func (s *Store) RemoveAll(ctx context.Context, class, token string, ids []string) (removed []bool, err error) {
 	k := keys.DeferredOf(class)
-	n, err := removeScript.Run(ctx, s.rdb, []string{k.Due(), k.Messages(), k.Claims()}, id, token).Int()
-	return n == 1, err
+	removed = make([]bool, 0, len(ids))
+	for page := range slices.Chunk(ids, removePage) {
+		args := make([]any, 0, 1+len(page))
+		args = append(args, token)
+		for _, id := range page {
+			args = append(args, id)
+		}
+		res, err := removeScript.Run(ctx, s.rdb, []string{k.Due(), k.Messages(), k.Claims()}, args...).Int64Slice()
+		if err != nil {
+			return removed, fmt.Errorf("deferral: remove: %w", err)
+		}
+		for _, n := range res {
+			removed = append(removed, n == 1)
+		}
+	}
+	return removed, nil
 }
 
 // Entry is one deferred message as List shows it.

@@ -3,10 +3,13 @@ package deferral
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/config/policy"
 	"smsdispatcher/internal/redistest"
@@ -158,4 +161,86 @@ func (f fixedWindow) Next(_, _ string, t time.Time) time.Time {
 		return time.Time(f)
 	}
 	return t
+}
+
+// scriptCalls counts a store's script calls.
+type scriptCalls struct {
+	Redis
+	n atomic.Int64
+}
+
+func (c *scriptCalls) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	c.n.Add(1)
+	return c.Redis.EvalSha(ctx, sha, keys, args...)
+}
+
+// TestARemoveTakesAPageAndKeepsADeferralMadeSince: a release's ids are
+// removed a page of removePage in one script call each, only those its
+// token still claims: an id deferred again since its claim, another
+// releaser's token and an id not stored stay as they are.
+func TestARemoveTakesAPageAndKeepsADeferralMadeSince(t *testing.T) {
+	c := newClock(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
+	rdb := &scriptCalls{Redis: redistest.Client(t)}
+	s := New(rdb, c.now, nil)
+	cl := class(t)
+	rules := policy.Sending{Window: fixedWindow(c.now().Add(time.Hour))}
+	const n = 2*removePage + 5
+	for i := range n {
+		if j, err := s.Judge(context.Background(), msg(cl, fmt.Sprint("r", i), "+33612345678"), rules); err != nil || j.Verdict != Deferred {
+			t.Fatal(j, err)
+		}
+	}
+	c.add(time.Hour)
+	claimed, err := s.Claim(context.Background(), cl, n, "p")
+	if err != nil || len(claimed) != n {
+		t.Fatalf("claimed %d (%v), want %d", len(claimed), err, n)
+	}
+	// r7 comes back outside its window: deferred again, its claim cancelled.
+	if j, err := s.Judge(context.Background(), msg(cl, "r7", "+33612345678"), policy.Sending{Window: fixedWindow(c.now().Add(time.Hour))}); err != nil || j.Verdict != Deferred {
+		t.Fatal(j, err)
+	}
+	ids := []string{"unknown"}
+	for _, m := range claimed {
+		ids = append(ids, m.ID)
+	}
+	if removed, err := s.RemoveAll(context.Background(), cl, "q", ids[:10]); err != nil || slices.Contains(removed, true) {
+		t.Fatalf("another token removed %v (%v)", removed, err)
+	}
+	before := rdb.n.Load()
+	removed, err := s.RemoveAll(context.Background(), cl, "p", ids)
+	if err != nil || len(removed) != len(ids) {
+		t.Fatalf("removed %d answers (%v), want %d", len(removed), err, len(ids))
+	}
+	if calls, want := rdb.n.Load()-before, int64((len(ids)+removePage-1)/removePage); calls != want {
+		t.Errorf("%d ids removed in %d script calls, want %d", len(ids), calls, want)
+	}
+	for i, id := range ids {
+		if want := id != "unknown" && id != "r7"; removed[i] != want {
+			t.Errorf("%s removed %v, want %v", id, removed[i], want)
+		}
+	}
+	list, total, err := s.List(context.Background(), cl, 0, 10)
+	if err != nil || total != 1 || list[0].ID != "r7" {
+		t.Fatalf("left stored: %d %v (%v), want r7 alone", total, list, err)
+	}
+}
+
+// TestStatsReadNoMoreThanTheNextAskedFor: the releasers' stats (no next
+// release asked for) read the counts alone, not the whole set; status's
+// read gets the n soonest.
+func TestStatsReadNoMoreThanTheNextAskedFor(t *testing.T) {
+	c := newClock(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
+	s := New(redistest.Client(t), c.now, nil)
+	cl := class(t)
+	for i := range 20 {
+		if j, err := s.Judge(context.Background(), msg(cl, fmt.Sprint("n", i), "+33612345678"), policy.Sending{Window: fixedWindow(c.now().Add(time.Hour))}); err != nil || j.Verdict != Deferred {
+			t.Fatal(j, err)
+		}
+	}
+	for _, n := range []int{0, 3} {
+		st, err := s.StatsOf(context.Background(), cl, n)
+		if err != nil || st.Deferred != 20 || len(st.Next) != n {
+			t.Errorf("StatsOf(%d): %d deferred, %d next (%v); want 20 and %d", n, st.Deferred, len(st.Next), err, n)
+		}
+	}
 }

@@ -23,9 +23,11 @@
 //	go -C tools run ./cmd/loadtest --scenario accounts --accounts 1,10,50  # a dispatcher process per size: memory, goroutines, connections, heartbeats, status
 //	go -C tools run ./cmd/loadtest --scenario suppressions  # 3 dispatchers, the demo's traffic, 2 % of recipients suppressed: without a list, then with a million imported; about 4 min
 //	go -C tools run ./cmd/loadtest --scenario pumping  # 3 dispatchers, two accounts failing over, legitimate OTP and an attack: the guard off, on, against a slow attack; about 4 min
+//	go -C tools run ./cmd/loadtest --scenario deferred  # 1,000,000 messages deferred, then released by 3 releasers: before/after at release_spread 0s, after at 10m, about 20 min
+//	go -C tools run ./cmd/loadtest --scenario deferred --messages 100000 --release-spread 0s
 //
 // The table goes to stdout, progress to stderr; the exit status is 1 when a
-// run fails (an adaptive, a failover after, the receipts or the classes after row missing its criterion, say), 2 for -h.
+// run fails (an adaptive, a failover after, the receipts or the classes after row missing its criterion, a deferred message lost or published twice, say), 2 for -h.
 package main
 
 import (

@@ -197,4 +197,7 @@ var killers = map[string]string{
 	// The guard's counter lingers.
 	"GB1": "TestSendsWithinTheLingerAreCountedInOneCall",
 	"GB2": "TestAVerificationAheadOfItsCountCounts",
+	// The deferral store's release.
+	"DR1": "TestARemoveTakesAPageAndKeepsADeferralMadeSince",
+	"DR2": "TestStatsReadNoMoreThanTheNextAskedFor",
 }

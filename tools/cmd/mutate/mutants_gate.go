@@ -90,4 +90,12 @@ var gateMutants = []mutant{
 	{"GU8", "allow_prefixes ignored by the automatic blocks", []edit{
 		{"guard/rules.go", "allowed := g != nil && hasPrefix(to, g.AllowPrefixes)", "allowed := false"},
 	}, "./guard/"},
+
+	// The deferral store's release, a page of ids removed per call.
+	{"DR1", "a release's remove erases a deferral made since its claim: the message is never sent", []edit{
+		{"deferral/remove.lua", "if ARGV[1] == '' or owners[i - 1] == ARGV[1] then", "if true then"},
+	}, "./deferral/"},
+	{"DR2", "the releasers' stats read the whole deferred set every 10 s: a million block Redis for seconds", []edit{
+		{"deferral/stats.lua", "if tonumber(ARGV[2]) > 0 then", "if true then"},
+	}, "./deferral/"},
 }

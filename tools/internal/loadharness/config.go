@@ -161,6 +161,12 @@ type Config struct {
 	// apart (pumping.go).
 	pumpingRun bool
 	pumping    pumpingSettings
+	// deferredRun is set when --scenario names deferred, whose rows
+	// (deferredSpecs: --release-spread × --code) run apart (deferred.go).
+	deferredRun        bool
+	deferredMessages   int
+	deferredSpreadList string
+	deferredSpecs      []deferredSpec
 }
 
 // defaults of the flags; --quick changes the first three unless given.
@@ -252,11 +258,12 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 				scenSuppressions, suppressionsInstances, suppressionsCampaign, suppressionsOTPRate, suppressEvery, suppressionsMaxScripts)+
 			fmt.Sprintf(", %s (the real dispatcher as serve wires it, %d processes, an OTP account and its backup failing over: legitimate OTP %g/s to many ranges, 80%% verified, and an attack of --attack-rate to two ranges, none verified; rows: the guard off, on (max_per_prefix), on against a slow attack (min_conversion, grace --guard-grace); fails when an attack range is not blocked by its row's rule, gets more than count + %d sends (on) or min_sends + %d OTPs or more (slow), or a legitimate OTP is blocked)",
 				scenPumping, pumpingInstances, pumpingLegitRate, pumpingSlack, pumpingSlack)+
+			deferredUsage()+
 			fmt.Sprintf("; K=%d and OTP %g/s unless given (failover: OTP %g/s, classes: %g/s)", scenarioK, scenarioOTPRate, failoverOTPRate, classesOTPRate))
 		fs.DurationVar(&c.adaptiveStep, "adaptive-step", admission.DefaultAdaptiveStep, "with --scenario adaptive, the learned rate's Adaptive.Step: how long a rate holds under load before the search moves on")
 		fs.IntVar(&c.pool, "pool", poolSenders, fmt.Sprintf("with --scenario senders, the senders in the account's pool (1 to %d), each of %d segments per sliding second", admission.MaxPoolSize, poolSenderLimit))
 		fs.DurationVar(&c.providerJitter, "provider-arrival-jitter", poolJitter, "with --scenario senders, the limiter's ArrivalJitter (PROVIDER_ARRIVAL_JITTER): each sender's slots are spaced by (1s + this) / its rate")
-		fs.StringVar(&codes, "code", strings.Join(allCodes, ","), "with --scenario failover, classes or backlog, the rows' code (comma list): before (failover: the account health rule off, as the dispatcher was before it; classes: today's two classes; backlog: every pull stream pinged), after (failover: its defaults; classes: three classes; backlog: as the dispatcher does)")
+		fs.StringVar(&codes, "code", strings.Join(allCodes, ","), "with --scenario failover, classes, backlog or deferred, the rows' code (comma list): before (failover: the account health rule off, as the dispatcher was before it; classes: today's two classes; backlog: every pull stream pinged; deferred: a remove call per released message), after (failover: its defaults; classes: three classes; backlog: as the dispatcher does; deferred: a page removed per call)")
 		fs.StringVar(&storms, "storm", strings.Join(allStorms, ","), "with --scenario failover, how the primary fails (comma list): 503 (every request answered 503), hang (a request answered 503 after 12 s)")
 		fs.DurationVar(&c.stormLength, "storm-length", failoverStorm, "with --scenario failover, how long the primary fails")
 		fs.DurationVar(&c.sendTimeout, "send-timeout", failoverSendTimeout, "with --scenario failover, the dispatchers' SEND_TIMEOUT")
@@ -265,6 +272,7 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 		fs.StringVar(&c.accountsList, "accounts", accountsDefault, "with --scenario accounts, the accounts of each row's process (comma list)")
 		fs.IntVar(&c.listSize, "list-size", suppressionsListSize, "with --scenario suppressions, the numbers imported on the suppression list")
 		pumpingFlags(fs, &c.pumping)
+		addDeferredFlags(fs, c)
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -297,7 +305,7 @@ func parseFlags(program string, args []string, stderr io.Writer) (*Config, error
 			c.marketing = c.target // each scenario's default: MARKETING_RPS = TARGET_RPS
 		}
 	} else {
-		for _, name := range append(append([]string{"adaptive-step", "provider-arrival-jitter", "accounts"}, failoverFlags...), receiptsFlags...) {
+		for _, name := range slices.Concat([]string{"adaptive-step", "provider-arrival-jitter", "accounts"}, failoverFlags, receiptsFlags, deferredFlags) {
 			if set[name] {
 				return nil, fmt.Errorf("--%s needs --scenario", name)
 			}

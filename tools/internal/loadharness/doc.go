@@ -49,7 +49,7 @@
 // shorter than 4 min) to the end, or if the provider answered any 429.
 // Closing a sender's stdin stops it.
 //
-// Scenarios (tools/cmd/loadtest --scenario senders,adaptive,failover,receipts,classes,accounts,backlog): rows instead of the matrix, each
+// Scenarios (tools/cmd/loadtest --scenario senders,adaptive,failover,receipts,classes,accounts,backlog,deferred): rows instead of the matrix, each
 // with a provider set up for one feature of the limiter, gcra only, K (3)
 // senders as above, OTP at 2/s; --duration, --senders, --otp-rate,
 // --target-rps, --marketing-rps and --burst change a scenario's defaults.
@@ -217,6 +217,23 @@
 // its row's rule, or it got more than count + 5 sends (on) or
 // min_sends + 5 or more (slow).
 //
+// deferred: a campaign deferred to a window's opening and released, at
+// scale. --messages (1,000,000) messages are stored through
+// deferral.Store.Judge as a dispatcher stores them before acking their
+// delivery (24 calls at once over 3 clients), Redis's used_memory read
+// before and after; then the window opens and 3 releasers, each with its
+// own Redis and Pub/Sub clients, release them to the class's topic on
+// pstest, which counts every publish by id (a Publish reactor) before
+// keeping it. Rows: --release-spread (0s and the default release_spread)
+// × --code: after (deferral.Releaser, a page removed per call), before
+// (the release as it was, a remove call per message; at 0s only). Per
+// row: the data's size, the stores' time, Redis bytes per message, the
+// release's time (to the last id's first publish, and to the store
+// empty), the most publishes in a second, each releaser's share, Redis
+// script calls and commands per message during the release, lost, twice
+// and left. A message lost, published twice or elsewhere, or left stored
+// fails the command.
+//
 // Files: run.go (Matrix, Soak), config.go (flags, modes, strategies, faults),
 // harness.go (one run), sender.go (workers and the strategies' send loops),
 // queue.go (the load), fault.go (fault schedule; Redis going down is
@@ -235,7 +252,8 @@
 // table), classes.go (the classes scenario: its processes and traffic),
 // classesreport.go (its rows, criterion and table), accounts.go (the
 // accounts scenario and its process), accountsreport.go (its criterion and
-// table).
+// table), deferred.go (the deferred scenario: its stores and releasers),
+// deferredreport.go (its tally, criterion and table).
 //
 // The suppressions and pumping scenarios: servestack.go (the dispatcher
 // as serve wires it, in several processes, and the messages' ends),

@@ -19,7 +19,7 @@ import (
 // goes to stderr. A redis-server it starts is stopped before it returns.
 func Matrix(ctx context.Context, cfg *Config, stdout, stderr io.Writer) error {
 	return redisserver.With(ctx, cfg.redisURL, stderr, func(redisOpts *redis.Options) error {
-		if len(cfg.scenarios) > 0 || cfg.failover || cfg.receipts || cfg.classes || cfg.accountsRun || cfg.backlogRun || cfg.suppressionsRun || cfg.pumpingRun {
+		if len(cfg.scenarios) > 0 || cfg.failover || cfg.receipts || cfg.classes || cfg.accountsRun || cfg.backlogRun || cfg.suppressionsRun || cfg.pumpingRun || cfg.deferredRun {
 			return runScenarioRows(ctx, cfg, redisOpts, stdout, stderr)
 		}
 		return runMatrixRows(ctx, cfg, redisOpts, stdout, stderr)
@@ -152,6 +152,13 @@ func runScenarioRows(ctx context.Context, cfg *Config, redisOpts *redis.Options,
 			return err
 		}
 		verdicts = append(verdicts, pumpingVerdict(rows))
+	}
+	if cfg.deferredRun {
+		rows, err := tabulate(ctx, cfg, redisOpts, stdout, stderr, runDeferredRows, writeDeferredTable)
+		if err != nil {
+			return err
+		}
+		verdicts = append(verdicts, deferredVerdict(rows))
 	}
 	return errors.Join(verdicts...)
 }

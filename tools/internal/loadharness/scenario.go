@@ -24,7 +24,7 @@ const (
 	scenAdaptive = "adaptive" // the learned rate, against a provider allowing less than TARGET_RPS
 )
 
-var allScenarios = []string{scenSenders, scenAdaptive, scenFailover, scenReceipts, scenClasses, scenAccounts, scenBacklog, scenSuppressions, scenPumping}
+var allScenarios = []string{scenSenders, scenAdaptive, scenFailover, scenReceipts, scenClasses, scenAccounts, scenBacklog, scenSuppressions, scenPumping, scenDeferred}
 
 // scenarioExcludes are the flags of the matrix that --scenario
 // does not take.
@@ -121,8 +121,9 @@ func resolveScenarios(c *Config, list string, set map[string]bool) ([]scenario, 
 	c.failover = slices.Contains(names, scenFailover)
 	c.classes = slices.Contains(names, scenClasses)
 	c.backlogRun = slices.Contains(names, scenBacklog)
+	c.deferredRun = slices.Contains(names, scenDeferred)
 	for _, name := range failoverFlags {
-		if set[name] && !c.failover && !(name == "code" && (c.classes || c.backlogRun)) {
+		if set[name] && !c.failover && !(name == "code" && (c.classes || c.backlogRun || c.deferredRun)) {
 			return nil, fmt.Errorf("--%s applies to --scenario %s", name, scenFailover)
 		}
 	}
@@ -164,10 +165,13 @@ func resolveScenarios(c *Config, list string, set map[string]bool) ([]scenario, 
 	if err := checkPumping(c, set); err != nil {
 		return nil, err
 	}
+	if err := checkDeferred(c, set); err != nil {
+		return nil, err
+	}
 	var out []scenario
 	for _, name := range names {
-		if name == scenFailover || name == scenReceipts || name == scenClasses || name == scenAccounts || name == scenBacklog {
-			continue // their rows run apart (failover.go, receipts.go, classes.go, accounts.go, backlog.go)
+		if name == scenFailover || name == scenReceipts || name == scenClasses || name == scenAccounts || name == scenBacklog || name == scenDeferred {
+			continue // their rows run apart (failover.go, receipts.go, classes.go, accounts.go, backlog.go, deferred.go)
 		}
 		if name == scenSuppressions || name == scenPumping {
 			continue // theirs too (suppressions.go, pumping.go)

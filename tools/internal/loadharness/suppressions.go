@@ -156,7 +156,7 @@ func importList(ctx context.Context, rdb *redis.Client, size int) (listMemory, e
 	if err != nil {
 		return m, err
 	}
-	m.RedisBytes = float64(after-before) / float64(size)
+	m.RedisBytes = float64(int64(after)-int64(before)) / float64(size)
 	hash, err := rdb.MemoryUsage(ctx, keys.Suppress().List(), 0).Result()
 	if err != nil {
 		return m, err
@@ -180,16 +180,6 @@ func importList(ctx context.Context, rdb *redis.Client, size int) (listMemory, e
 	m.ProcessBytes = float64(int64(a.HeapAlloc)-int64(b.HeapAlloc)) / float64(size)
 	runtime.KeepAlive(l)
 	return m, nil
-}
-
-// usedMemory is Redis's used_memory (INFO memory).
-func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
-	info, err := rdb.Info(ctx, "memory").Result()
-	if err != nil {
-		return 0, err
-	}
-	n, err := parseUsedMemory(info)
-	return int64(n), err
 }
 
 // suppressionsAccounts is the demo's account on the simulator at url:
