@@ -135,6 +135,42 @@ func TestAnOTPFailsOverPastADegradedHome(t *testing.T) {
 	}
 }
 
+// TestADegradedHomeSendsAnOTPBurstStraightToTheBackup: an OTP that a
+// degraded home denies goes to the next account at once, not after a
+// failed probe of the home. Of a burst of 20 OTPs most never reach the
+// home: it leaves its probes to the campaign, which cannot go elsewhere,
+// and a hedged OTP takes one at most every 100 ms. Were the denial not
+// failed over, each OTP would wait for a probe of its own, fail on the
+// home and only then go to the backup (the test above cannot tell: its
+// OTPs come 20 ms apart and its bound on the home's requests is by time).
+func TestADegradedHomeSendsAnOTPBurstStraightToTheBackup(t *testing.T) {
+	h := newHarness(t, providertest.Config{}, nil)
+	primary, _, limiters := twoAccounts(t, h, false, nil)
+	h.start(3, Config{OTPMaxWait: 500 * time.Millisecond, MarketingMaxWait: 200 * time.Millisecond})
+	h.flood("sale", 400) // the campaign, which takes the home's probes
+	primary.FailFor(http.StatusServiceUnavailable, time.Minute)
+	h.waitUntil("the primary degraded", 20*time.Second, func() bool {
+		return limiters["primary"][0].Health() == admission.Degraded || limiters["primary"][1].Health() == admission.Degraded
+	})
+	const n = 20
+	ids := h.floodClass(admission.OTP, "burst", n)
+	for id, ev := range h.waitEnded(ids, 8*time.Second) {
+		if ev.Outcome != nack.Sent || ev.Account != "backup" {
+			t.Fatalf("%s: %v on %q, want sent on backup while the primary is degraded", id, ev.Outcome, ev.Account)
+		}
+	}
+	tried := 0
+	for _, a := range primary.Arrivals() {
+		if strings.HasPrefix(a.ID, "burst-") {
+			tried++
+		}
+	}
+	t.Logf("%d of the %d OTPs tried on the degraded primary first", tried, n)
+	if tried > n*3/4 {
+		t.Fatalf("%d of the %d OTPs were tried on the degraded primary before the backup, want most sent there at once", tried, n)
+	}
+}
+
 // With failover_classes: [marketing] on the primary, a campaign rides past
 // it as OTP does; without it (the test above) marketing waits.
 func TestMarketingFailsOverOnlyWhereItsAccountAllows(t *testing.T) {

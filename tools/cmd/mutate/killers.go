@@ -102,7 +102,7 @@ var killers = map[string]string{
 	"HD2":  "TestClearPenaltyEndsA429EverywhereWithinARecheck",
 	"HD3":  "TestAWaiterThroughAPenaltySeesItCleared",
 	"FA1":  "TestADegradedAccountAdmitsOneProbePerInterval",
-	"FA2":  "TestAnOTPFailsOverPastADegradedHome",
+	"FA2":  "TestADegradedHomeSendsAnOTPBurstStraightToTheBackup",
 	"FA4":  "TestADegradedAccountAdmitsOneProbePerInterval",
 	"FA5":  "TestTableRoutes",
 	"FA6":  "TestTableRoutes",
