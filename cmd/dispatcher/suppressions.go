@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -217,9 +216,6 @@ func runSuppressionsList(ctx context.Context, cmd string, args []string, stdout,
 	}
 }
 
-// importBatch is how many entries `suppressions import` adds at a time.
-const importBatch = 10_000
-
 // runSuppressionsImport is `suppressions import --file F`: JSON lines of
 // entries (an export's, or {"number": ...} alone), added unless on the
 // list already; a line that is no entry of an E.164 number stops it
@@ -251,43 +247,14 @@ func runSuppressionsImport(ctx context.Context, args []string, stdout, stderr io
 	}
 	defer done()
 	start := time.Now()
-	read, added := 0, 0
-	batch := make([]suppress.Entry, 0, importBatch)
-	flush := func() error {
+	read, added, err := suppress.ReadLines(in, *reason, func(batch []suppress.Entry) (int, error) {
 		n, err := store.Import(ctx, batch)
-		added += n
-		batch = batch[:0]
 		if err != nil {
-			return err
+			return n, err
 		}
-		return mirror.Wait(ctx)
-	}
-	sc := bufio.NewScanner(in)
-	for line := 1; sc.Scan(); line++ {
-		if len(sc.Bytes()) == 0 {
-			continue
-		}
-		var e suppress.Entry
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return fmt.Errorf("suppressions import: line %d: %v (imported %d so far)", line, err, added)
-		}
-		if _, err := suppress.Key(e.Number); err != nil {
-			return fmt.Errorf("suppressions import: line %d: %s: %w (imported %d so far)", line, provider.MaskNumber(e.Number), err, added)
-		}
-		if e.Reason == "" {
-			e.Reason = *reason
-		}
-		read++
-		if batch = append(batch, e); len(batch) == importBatch {
-			if err := flush(); err != nil {
-				return fmt.Errorf("suppressions import: %w (imported %d so far)", err, added)
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	if err := flush(); err != nil {
+		return n, mirror.Wait(ctx)
+	})
+	if err != nil {
 		return fmt.Errorf("suppressions import: %w (imported %d so far)", err, added)
 	}
 	fmt.Fprintf(stdout, "read %d, added %d, already on the list %d, in %v\n", read, added, read-added, time.Since(start).Round(time.Millisecond))
