@@ -3,13 +3,9 @@ package demo
 import (
 	"bytes"
 	"context"
-	"flag"
 	"strings"
 	"testing"
 	"time"
-
-	"smsdispatcher/config"
-	"smsdispatcher/internal/redistest"
 )
 
 // TestTheDemosGuardCountsEveryOTPAndBlocksNothing runs the demo with
@@ -17,12 +13,7 @@ import (
 // about 80 % of the codes are verified, nothing legitimate is blocked, and
 // the clients count the guard's calls apart (the report's cost line).
 func TestTheDemosGuardCountsEveryOTPAndBlocksNothing(t *testing.T) {
-	env := map[string]string{"REDIS_URL": "unix://" + redistest.Private(t), "SMS_ACCOUNT": redistest.UniqueAccount(t), "REDIS_TIMEOUT": "2s"}
-	load := config.Flags(flag.NewFlagSet("demo", flag.ContinueOnError), config.All, func(k string) string { return env[k] })
-	cfg, err := load()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := onPrivateRedis(t)
 	r, err := Run(context.Background(), cfg, Options{Instances: 2, Campaign: 400, OTPRate: 20, Timeout: 2 * time.Minute, Guard: true})
 	if err != nil {
 		t.Fatal(err)

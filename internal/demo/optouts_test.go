@@ -13,6 +13,19 @@ import (
 	"smsdispatcher/internal/redistest"
 )
 
+// onPrivateRedis is the demo's configuration on a real Redis of the test's
+// own (a unix socket), under an account name of its own.
+func onPrivateRedis(t *testing.T) config.Settings {
+	t.Helper()
+	env := map[string]string{"REDIS_URL": "unix://" + redistest.Private(t), "SMS_ACCOUNT": redistest.UniqueAccount(t), "REDIS_TIMEOUT": "2s"}
+	load := config.Flags(flag.NewFlagSet("demo", flag.ContinueOnError), config.All, func(k string) string { return env[k] })
+	cfg, err := load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // TestTheSTOPsAreHonouredOnBothAccounts runs the demo with four
 // recipients who reply STOP mid-run, two through each account (each the
 // home of two of them), on a real Redis: nothing is sent to them that was
@@ -20,12 +33,7 @@ import (
 // through either account, and the list stops their later messages on
 // both accounts.
 func TestTheSTOPsAreHonouredOnBothAccounts(t *testing.T) {
-	env := map[string]string{"REDIS_URL": "unix://" + redistest.Private(t), "SMS_ACCOUNT": redistest.UniqueAccount(t), "REDIS_TIMEOUT": "2s"}
-	load := config.Flags(flag.NewFlagSet("demo", flag.ContinueOnError), config.All, func(k string) string { return env[k] })
-	cfg, err := load()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := onPrivateRedis(t)
 	r, err := Run(context.Background(), cfg, Options{Instances: 2, Campaign: 600, OTPRate: 20, Timeout: 2 * time.Minute, OptOuts: 4})
 	if err != nil {
 		t.Fatal(err)
