@@ -639,8 +639,13 @@ func TestReceiptCloseStopsEverything(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("Close did not return with a post under way")
 	}
-	if stacksHold("(*receiptPoster)") {
-		t.Error("Close returned before the posting goroutines ended")
+	// A worker that has run its deferred wg.Done may still be on the stack
+	// for an instant after Close returns: allow it that instant, no more.
+	for i := 0; stacksHold("(*receiptPoster)"); i++ {
+		if i == 100 {
+			t.Fatal("Close returned before the posting goroutines ended")
+		}
+		time.Sleep(time.Millisecond)
 	}
 	unblock()
 	sendGeneric(t, s, "after", "+819012345678", rc.url) // answered, but no receipt
