@@ -8,6 +8,13 @@
 //
 //	go -C tools run ./cmd/mutate [-run REGEXP] [-v] [-no-baseline] [-j N]
 //	go -C tools run ./cmd/mutate -build [-run REGEXP]
+//	go -C tools run ./cmd/mutate [-build] -shard I/N [-changed REV] ...
+//
+// -shard runs a sample: of the mutants -run selects, every Nth from the
+// Ith, and with -changed every mutant a change since the git revision REV
+// touches (the file it breaks, or the file of its killer). .ci/run runs a
+// different quarter at each commit, with the commit's own changes;
+// .ci/mutate runs the whole table.
 //
 // Before any mutant, the killers run once on the module as it is: a killer
 // that fails without its mutant would otherwise kill it (-no-baseline

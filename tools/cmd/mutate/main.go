@@ -33,6 +33,8 @@ func run() error {
 	jobs := flag.Int("j", 1, "mutants tried at once, each in its own copy of the module: most killers wait on Redis, timers or a child process more than they compute")
 	noBaseline := flag.Bool("no-baseline", false,
 		"skip the run of the killers on the unmutated module: for a caller that has just run every test and stops on a failure (.ci/run)")
+	shard := flag.String("shard", "", "I/N: of the mutants -run selects, only every Nth from the Ith (0 ≤ I < N), plus those -changed selects")
+	changed := flag.String("changed", "", "with -shard: also the mutants a change since this git revision touches (the file a mutant edits, or its killer's file)")
 	flag.Parse()
 	var match *regexp.Regexp
 	if *only != "" {
@@ -57,6 +59,13 @@ func run() error {
 		if match == nil || match.MatchString(m.ID) || match.MatchString(m.Name) {
 			selected = append(selected, m)
 		}
+	}
+	if *shard != "" {
+		if selected, err = sample(root, selected, *shard, *changed); err != nil {
+			return err
+		}
+	} else if *changed != "" {
+		return fmt.Errorf("-changed needs -shard")
 	}
 	total := len(selected)
 	if *check {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,23 +43,50 @@ func TestEveryKillerExists(t *testing.T) {
 			t.Errorf("%s (%s): no killer named", m.ID, m.Name)
 			continue
 		}
-		files, err := filepath.Glob(filepath.Join(root, m.pkg(), "*_test.go"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		found := false
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			found = found || strings.Contains(string(b), "\nfunc "+k+"(t *testing.T) {")
-		}
+		found := killerFile(root, m) != ""
 		if !found {
 			t.Errorf("%s (%s): killer %s is not a test of %s", m.ID, m.Name, k, m.pkg())
 		}
 	}
 	if len(killers) != len(mutants) {
 		t.Errorf("%d killers for %d mutants", len(killers), len(mutants))
+	}
+}
+
+// TestShardsPartitionTheTable: the N shards of a sample together run every
+// mutant once, and a change to a mutant's file or its killer's adds it to
+// any shard.
+func TestShardsPartitionTheTable(t *testing.T) {
+	root, err := productRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for i := range 4 {
+		kept, err := sample(root, mutants, fmt.Sprintf("%d/4", i), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range kept {
+			seen[m.ID]++
+		}
+	}
+	for _, m := range mutants {
+		if seen[m.ID] != 1 {
+			t.Errorf("%s in %d of the 4 shards, want 1", m.ID, seen[m.ID])
+		}
+	}
+	m := mutants[1] // not in shard 0/4
+	if !touches(root, m, map[string]bool{m.Edits[0].File: true}) {
+		t.Errorf("%s: a change to %s does not touch it", m.ID, m.Edits[0].File)
+	}
+	if f := killerFile(root, m); !touches(root, m, map[string]bool{f: true}) {
+		t.Errorf("%s: a change to its killer's file %q does not touch it", m.ID, f)
+	}
+	if touches(root, m, map[string]bool{"README.md": true}) {
+		t.Errorf("%s: touched by a change to README.md", m.ID)
+	}
+	if _, err := sample(root, mutants, "4/4", ""); err == nil {
+		t.Error("-shard 4/4 accepted")
 	}
 }
