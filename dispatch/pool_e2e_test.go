@@ -103,7 +103,20 @@ func TestTheLearnedRateFindsTheProvidersRealLimit(t *testing.T) {
 	start := time.Now()
 	h.start(3, Config{ReadAhead: 1000, MarketingOutstanding: 100})
 	const run, tail = 30 * time.Second, 10 * time.Second
-	time.Sleep(run)
+	time.Sleep(run - tail)
+	// The learned rate through the tail, twice a second: a late 429 moves
+	// the search down a step for the seconds it takes to climb back, so
+	// that one reading at the end would judge that instant, not the rate
+	// learned.
+	var learnedTail []float64
+	for range int(tail / (500 * time.Millisecond)) {
+		time.Sleep(500 * time.Millisecond)
+		l, err := h.limiters[0].Learned(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		learnedTail = append(learnedTail, l.RPS)
+	}
 
 	var throttled, inTail, acceptedTail int
 	var lastThrottle time.Time
@@ -123,11 +136,9 @@ func TestTheLearnedRateFindsTheProvidersRealLimit(t *testing.T) {
 		}
 	}
 	rate := float64(acceptedTail) / tail.Seconds()
-	learned, err := h.limiters[0].Learned(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("429s %d (last at +%v), %.1f/s over the last %v, learned %+v", throttled, lastThrottle.Sub(start).Round(time.Millisecond), rate, tail, learned)
+	slices.Sort(learnedTail)
+	learned := learnedTail[len(learnedTail)/2]
+	t.Logf("429s %d (last at +%v), %.1f/s over the last %v, learned %.1f/s (median of %v)", throttled, lastThrottle.Sub(start).Round(time.Millisecond), rate, tail, learned, learnedTail)
 	if len(ids) <= int(rate*run.Seconds()) {
 		t.Fatal("the backlog ran dry: the figures say nothing")
 	}
@@ -138,9 +149,10 @@ func TestTheLearnedRateFindsTheProvidersRealLimit(t *testing.T) {
 	if throttled > 10 || inTail > 1 || rate < 0.8*limit {
 		t.Fatalf("%d answers of 429 (want at most 10), %d in the last %v (want at most 1), %.1f/s then (want at least %v)", throttled, inTail, tail, rate, 0.8*limit)
 	}
-	// Still searching now and then at the run's end on a loaded machine (a
-	// late 429 moves it down a step): within 0.85 of the limit, never above.
-	if learned.RPS > limit || learned.RPS < 0.85*limit {
-		t.Fatalf("learned %v/s, want within [%v, %v]", learned.RPS, 0.85*limit, limit)
+	// Still searching now and then in the tail on a loaded machine (a late
+	// 429 moves it down a step): its median within 0.85 of the limit, and
+	// never above it.
+	if learnedTail[len(learnedTail)-1] > limit || learned < 0.85*limit {
+		t.Fatalf("learned %.1f/s (median of the tail's %v), want within [%v, %v]", learned, learnedTail, 0.85*limit, limit)
 	}
 }
