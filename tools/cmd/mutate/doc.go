@@ -13,7 +13,7 @@
 // -shard runs a sample: of the mutants -run selects, every Nth from the
 // Ith, and with -changed every mutant a change since the git revision REV
 // touches (the file it breaks, or the file of its killer). .ci/run runs a
-// different quarter at each commit, with the commit's own changes;
+// different sixth at each commit, with the commit's own changes;
 // .ci/mutate runs the whole table.
 //
 // Before any mutant, the killers run once on the module as it is: a killer
