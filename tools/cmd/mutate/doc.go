@@ -12,7 +12,8 @@
 //
 // -shard runs a sample: of the mutants -run selects, every Nth from the
 // Ith, and with -changed every mutant a change since the git revision REV
-// touches (the file it breaks, or the file of its killer). .ci/run runs a
+// touches (the file it breaks, the file of its killer, or its line in the
+// mutant or killers table). .ci/run runs a
 // different sixth at each commit, with the commit's own changes;
 // .ci/mutate runs the whole table.
 //

@@ -86,6 +86,14 @@ func TestShardsPartitionTheTable(t *testing.T) {
 	if touches(root, m, map[string]bool{"README.md": true}) {
 		t.Errorf("%s: touched by a change to README.md", m.ID)
 	}
+	diff := "@@ -1 +1 @@\n+\t{\"SL10\", \"a body\", []edit{\n-\t\"M2\":   \"TestOld\",\n+\t\"M28b\": \"TestNew\",\n+\t\t{\"dispatch/x.go\", \"a\", \"b\"},\n"
+	var ids []string
+	for _, m := range tableID.FindAllStringSubmatch(diff, -1) {
+		ids = append(ids, m[1])
+	}
+	if fmt.Sprint(ids) != "[SL10 M28b]" {
+		t.Errorf("the table's changed lines name %v, want [SL10 M28b]", ids)
+	}
 	if _, err := sample(root, mutants, "4/4", ""); err == nil {
 		t.Error("-shard 4/4 accepted")
 	}
