@@ -163,19 +163,12 @@ func (l *List) Load(ctx context.Context) error {
 		from = msgs[0].ID
 	}
 	set := make(map[uint64]uint8, max(l.Len(), 64))
-	var cursor uint64
-	for {
-		page, next, err := l.store.Scan(ctx, cursor)
+	for e, err := range l.store.All(ctx) {
 		if err != nil {
 			return err
 		}
-		for _, e := range page {
-			if k, err := Key(e.Number); err == nil {
-				set[k] = sourceIndex(e.Source)
-			}
-		}
-		if cursor = next; cursor == 0 {
-			break
+		if k, err := Key(e.Number); err == nil {
+			set[k] = sourceIndex(e.Source)
 		}
 	}
 	l.mu.Lock()

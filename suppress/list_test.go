@@ -149,13 +149,18 @@ func TestFlushThenImportRestoresEveryNumber(t *testing.T) {
 		}
 	}
 	var export []Entry
-	for cursor := uint64(0); ; {
-		page, next, err := store.Scan(ctx, cursor)
+	for e, err := range store.All(ctx) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		export = append(export, page...)
-		if cursor = next; cursor == 0 {
+		export = append(export, e)
+	}
+	n := 0
+	for _, err := range store.All(ctx) { // a caller that stops early stops the pages
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n++; n == ScanPage+1 {
 			break
 		}
 	}

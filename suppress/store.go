@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"strconv"
 	"strings"
 	"time"
@@ -228,10 +229,33 @@ func (s *Store) Refusal(ctx context.Context, id string) (at time.Time, e Entry, 
 // in one call.
 const ScanPage = 1000
 
-// Scan reads one page of the list from cursor (0: the start) and returns
-// its entries and the next cursor (0: the end). An entry may come twice
-// across pages (HSCAN's promise), never be missed if it stayed.
-func (s *Store) Scan(ctx context.Context, cursor uint64) ([]Entry, uint64, error) {
+// All reads the list in pages of ScanPage (HSCAN: the list is never read
+// in one call) and yields each entry, until the caller stops or an error,
+// yielded last. An entry may come twice across pages (HSCAN's promise),
+// never be missed if it stayed on the list throughout.
+func (s *Store) All(ctx context.Context) iter.Seq2[Entry, error] {
+	return func(yield func(Entry, error) bool) {
+		for cursor := uint64(0); ; {
+			page, next, err := s.scan(ctx, cursor)
+			if err != nil {
+				yield(Entry{}, err)
+				return
+			}
+			for _, e := range page {
+				if !yield(e, nil) {
+					return
+				}
+			}
+			if cursor = next; cursor == 0 {
+				return
+			}
+		}
+	}
+}
+
+// scan reads one page of the list from cursor (0: the start) and returns
+// its entries and the next cursor (0: the end).
+func (s *Store) scan(ctx context.Context, cursor uint64) ([]Entry, uint64, error) {
 	kv, next, err := s.rdb.HScan(ctx, s.names.List(), cursor, "", ScanPage).Result()
 	if err != nil {
 		return nil, 0, err

@@ -186,34 +186,29 @@ func runSuppressionsList(ctx context.Context, cmd string, args []string, stdout,
 	out := bufio.NewWriter(stdout)
 	defer out.Flush()
 	printed := 0
-	for cursor := uint64(0); ; {
-		page, next, err := store.Scan(ctx, cursor)
+	for e, err := range store.All(ctx) {
 		if err != nil {
 			return err
 		}
-		for _, e := range page {
-			if *limit > 0 && printed == *limit {
-				n, _ := store.Len(ctx)
-				fmt.Fprintf(out, "… %d entries in all (--limit 0 prints every one)\n", n)
-				return nil
-			}
-			printed++
-			if cmd == "export" {
-				e.Action = ""
-				out.Write(suppress.MirrorJSON(e))
-				out.WriteByte('\n')
-				continue
-			}
-			n := provider.MaskNumber(e.Number)
-			if *show {
-				n = e.Number
-			}
-			fmt.Fprintf(out, "%s  %s  %s\n", n, e.At.Format(time.RFC3339), operator.DescribeEntry(e))
-		}
-		if cursor = next; cursor == 0 {
+		if *limit > 0 && printed == *limit {
+			n, _ := store.Len(ctx)
+			fmt.Fprintf(out, "… %d entries in all (--limit 0 prints every one)\n", n)
 			return nil
 		}
+		printed++
+		if cmd == "export" {
+			e.Action = ""
+			out.Write(suppress.MirrorJSON(e))
+			out.WriteByte('\n')
+			continue
+		}
+		n := provider.MaskNumber(e.Number)
+		if *show {
+			n = e.Number
+		}
+		fmt.Fprintf(out, "%s  %s  %s\n", n, e.At.Format(time.RFC3339), operator.DescribeEntry(e))
 	}
+	return nil
 }
 
 // runSuppressionsImport is `suppressions import --file F`: JSON lines of

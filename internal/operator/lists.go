@@ -99,23 +99,18 @@ func (o OptOuts) Search(ctx context.Context, query string, limit int, clear bool
 		return [][]string{row(e)}, nil
 	}
 	var rows [][]string
-	for cursor := uint64(0); ; {
-		page, next, err := o.Store.Scan(ctx, cursor)
+	for e, err := range o.Store.All(ctx) {
 		if err != nil {
 			return rows, err
 		}
-		for _, e := range page {
-			if !strings.Contains(e.Number, query) {
-				continue
-			}
-			if rows = append(rows, row(e)); len(rows) == limit {
-				return rows, nil
-			}
+		if !strings.Contains(e.Number, query) {
+			continue
 		}
-		if cursor = next; cursor == 0 {
-			return rows, nil
+		if rows = append(rows, row(e)); len(rows) == limit {
+			break
 		}
 	}
+	return rows, nil
 }
 
 func (o OptOuts) Act(ctx context.Context, a Action) (string, error) {
