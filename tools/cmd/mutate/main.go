@@ -34,7 +34,7 @@ func run() error {
 	noBaseline := flag.Bool("no-baseline", false,
 		"skip the run of the killers on the unmutated module: for a caller that has just run every test and stops on a failure (.ci/run)")
 	shard := flag.String("shard", "", "I/N: of the mutants -run selects, only every Nth from the Ith (0 ≤ I < N), plus those -changed selects")
-	changed := flag.String("changed", "", "with -shard: also the mutants a change since this git revision touches (the file a mutant edits, or its killer's file)")
+	changed := flag.String("changed", "", "with -shard: also the mutants a change since this git revision touches (the file a mutant edits, its killer's file, or its line in the mutant or killers table)")
 	flag.Parse()
 	var match *regexp.Regexp
 	if *only != "" {

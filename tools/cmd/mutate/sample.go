@@ -13,9 +13,10 @@ import (
 // sample keeps, of the mutants ms, those of one shard ("I/N": the Ith of
 // every N, in the table's order) and those a change since the git
 // revision rev touches: a mutant whose edited file changed, the file of
-// the test that kills it, or its lines in the mutant or killers table. .ci/run runs such a sample, a different shard
-// at each commit (.ci/mutate runs them all): a change to a mechanism or to
-// its killer is checked at once, every other mutant once in N commits.
+// the test that kills it, or its lines in the mutant or killers table.
+// .ci/run runs such a sample, a different shard at each commit
+// (.ci/mutate runs them all): a change to a mechanism or to its killer is
+// checked at once, every other mutant once in N commits.
 // With rev empty, or a revision the clone does not have (a shallow clone's
 // parent), the shard alone.
 func sample(root string, ms []mutant, shard, rev string) ([]mutant, error) {
