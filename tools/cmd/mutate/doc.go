@@ -7,8 +7,7 @@
 // Usage (with the Redis variables of .ci/redis.sh set):
 //
 //	go -C tools run ./cmd/mutate [-run REGEXP] [-v] [-no-baseline] [-j N]
-//	go -C tools run ./cmd/mutate -build [-run REGEXP]
-//	go -C tools run ./cmd/mutate [-build] -shard I/N [-changed REV] ...
+//	go -C tools run ./cmd/mutate -shard I/N [-changed REV] ...
 //
 // -shard runs a sample: of the mutants -run selects, every Nth from the
 // Ith, and with -changed every mutant a change since the git revision REV
@@ -25,11 +24,11 @@
 // names a mutant and either the test that killed it or SURVIVED, and what
 // the mutant cost: its time, the CPU time of everything it ran (compiler,
 // linker, tests) and the time its tests ran (the rest is the build); the
-// last line sums them. The tests build with -trimpath and -vet=off, once
-// before the first mutant, so that every copy of the module shares their
-// builds (-build does only that, in the module itself: .ci/run starts it
-// in the background, so that the check finds its builds in the cache); a
-// mutant of admission's or the ledger's scripts alone runs the package's
+// last line sums them. The tests build once, before the first mutant,
+// with -race, -trimpath and -vet=off: every copy of the module shares
+// those builds, and so do .ci/run's vet and test steps, which build with
+// -race and -trimpath too, so that after them the check builds only its
+// test binaries and what each mutant changed; a mutant of admission's or the ledger's scripts alone runs the package's
 // test binary of that first build as it is, on a copy of the scripts it
 // reads instead of the embedded ones (admission/mutate_test.go). A
 // mutation whose text is not found exactly once is an error: the mutant

@@ -28,8 +28,6 @@ func run() error {
 	only := flag.String("run", "", "run only the mutants whose ID or name matches this regexp")
 	verbose := flag.Bool("v", false, "print the test output of every mutant")
 	check := flag.Bool("check", false, "only check that every mutation applies (no tests)")
-	buildOnly := flag.Bool("build", false,
-		"only build the mutants' packages and tests, unmutated, into the build cache, for a run to come (.ci/run starts it in the background)")
 	jobs := flag.Int("j", 1, "mutants tried at once, each in its own copy of the module: most killers wait on Redis, timers or a child process more than they compute")
 	noBaseline := flag.Bool("no-baseline", false,
 		"skip the run of the killers on the unmutated module: for a caller that has just run every test and stops on a failure (.ci/run)")
@@ -49,7 +47,7 @@ func run() error {
 		return err
 	}
 
-	if !*check && !*noBaseline && !*buildOnly {
+	if !*check && !*noBaseline {
 		if err := baseline(root, match); err != nil {
 			return err
 		}
@@ -82,11 +80,6 @@ func run() error {
 		}
 		fmt.Printf("%d mutants apply\n", total)
 		return nil
-	}
-	if *buildOnly {
-		// Built with -trimpath in the module itself: the copies of a run
-		// find the same builds in the cache (see prebuild).
-		return withTemp("mutants-bin-", func(bins string) error { return prebuild(root, bins, selected) })
 	}
 	// One copy of the module per worker, each mutant's edits undone after
 	// it: the packages a mutant leaves alone keep their path and their
@@ -293,16 +286,6 @@ func copyScripts(root, dst, pkg string) error {
 	})
 }
 
-// withTemp calls f with a new temporary directory, removed after.
-func withTemp(pattern string, f func(dir string) error) error {
-	dir, err := os.MkdirTemp("", pattern)
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	return f(dir)
-}
-
 // prebuild builds the tests of the mutants' packages in dir, running
 // none, and writes their test binaries to bins (testBinary names them).
 func prebuild(dir, bins string, selected []mutant) error {
@@ -329,13 +312,16 @@ func testBinary(pkg string) string {
 	return filepath.Base(filepath.Clean(pkg)) + ".test"
 }
 
-// buildFlags are those of every build of the check. -trimpath: see
-// prebuild. -vet=off: a mutant is killed by a failing test, never by vet
+// buildFlags are those of every build of the check. -race and -trimpath:
+// the flags .ci/run vets and tests the modules with, so that every
+// package a mutant leaves alone, and every dependency, is already in the
+// build cache (-trimpath: see prebuild too; a killer runs as the test
+// step ran it). -vet=off: a mutant is killed by a failing test, never by vet
 // (a mutant vet rejects would fail without a failing test: an error), and
 // .ci/run's go vet step has vetted the module as it is. -ldflags=-w: no
 // DWARF in the test binaries (nobody debugs a mutant; a panic's trace
 // still names its lines), about a second less of each mutant's link.
-var buildFlags = []string{"-trimpath", "-vet=off", "-ldflags=-w"}
+var buildFlags = []string{"-race", "-trimpath", "-vet=off", "-ldflags=-w"}
 
 // goTest runs the tests of pkg in dir, the module's copy, and sets r's
 // killer to the first failing test, or "" if every test passed, and its
