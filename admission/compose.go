@@ -257,6 +257,92 @@ func reasonCodes(src string) string {
 	})
 }
 
+// The ends of a call that takes no slot, as the prelude writes them
+// between its "--@deny(wait, reason, detail)", "--@stop(...)" and "--@end"
+// lines: each part's return of one is written as these lines in place.
+const (
+	denyMark = "--@deny(wait, reason, detail)\n"
+	stopMark = "--@stop(wait, reason, detail)\n"
+	endMark  = "--@end\n"
+)
+
+// cutEnds returns the prelude without its ends, and the lines deny and
+// stop stand for (deny's run on into stop's).
+func cutEnds(prelude string) (rest string, ends map[string]string) {
+	d := strings.Index(prelude, denyMark)
+	st := strings.Index(prelude, stopMark)
+	e := strings.Index(prelude, endMark)
+	if d < 0 || st < d || e < st || strings.Count(prelude, denyMark)+strings.Count(prelude, stopMark)+strings.Count(prelude, endMark) != 3 {
+		panic("admit/prelude.lua: want one --@deny, --@stop and --@end, in that order")
+	}
+	stop := prelude[st+len(stopMark) : e]
+	ends = map[string]string{"deny": prelude[d+len(denyMark):st] + stop, "stop": stop}
+	return prelude[:d] + prelude[e+len(endMark):], ends
+}
+
+var endCall = regexp.MustCompile(`\breturn (deny|stop)\(`)
+
+// endCalls writes each "return deny(...)" and "return stop(...)" of src
+// (outside comments) as the lines of ends it stands for, indented as the
+// call is, after a line making the call's arguments the locals wait,
+// reason and detail (nil when the call gives two).
+func endCalls(name, src string, ends map[string]string) string {
+	var b strings.Builder
+	for {
+		m := endCall.FindStringSubmatchIndex(src)
+		if m == nil {
+			b.WriteString(src)
+			return b.String()
+		}
+		line := src[strings.LastIndexByte(src[:m[0]], '\n')+1 : m[0]]
+		if strings.Contains(line, "--") { // in a comment
+			b.WriteString(src[:m[1]])
+			src = src[m[1]:]
+			continue
+		}
+		args, n := callArgs(src[m[1]:])
+		if n < 0 || len(args) < 2 || len(args) > 3 {
+			panic(fmt.Sprintf("%s: %s...: want (wait, reason[, detail])", name, src[m[0]:m[1]]))
+		}
+		indent := line[:len(line)-len(strings.TrimLeft(line, " "))]
+		b.WriteString(src[:m[0]])
+		b.WriteString("local wait, reason, detail = " + strings.Join(args, ", "))
+		for l := range strings.Lines(strings.TrimSuffix(ends[src[m[2]:m[3]]], "\n")) {
+			b.WriteString("\n" + indent + strings.TrimSuffix(l, "\n"))
+		}
+		src = src[m[1]+n:]
+	}
+}
+
+// callArgs returns the arguments of the call whose "(" src follows, each
+// trimmed, and the length of src up to and with its ")" (-1 when it has
+// none). Commas within brackets or strings do not split them.
+func callArgs(src string) (args []string, n int) {
+	depth, from := 0, 0
+	for i := 0; i < len(src); i++ {
+		switch c := src[i]; c {
+		case '\'', '"':
+			for i++; i < len(src) && src[i] != c; i++ {
+				if src[i] == '\\' {
+					i++
+				}
+			}
+		case '(', '[', '{':
+			depth++
+		case ')', ']', '}':
+			if depth == 0 {
+				return append(args, strings.TrimSpace(src[from:i])), i + 1
+			}
+			depth--
+		case ',':
+			if depth == 0 {
+				args, from = append(args, strings.TrimSpace(src[from:i])), i+1
+			}
+		}
+	}
+	return nil, -1
+}
+
 // composeAdmit returns the admission script of the parts in set.
 func composeAdmit(set partSet) string {
 	return composeParts(func(name string, opt partSet) bool { return opt == 0 || set&opt != 0 })
@@ -295,9 +381,13 @@ func parsedParts() partSources {
 			if err != nil {
 				panic(err)
 			}
-			return replyCalls(reasonCodes(string(b)))
+			return reasonCodes(string(b))
 		}
-		prelude := read("prelude")
+		prelude, ends := cutEnds(read("prelude"))
+		prelude = replyCalls(prelude)
+		for k, v := range ends {
+			ends[k] = replyCalls(v)
+		}
 		if strings.Count(prelude, "\n--@reply\n") != 1 {
 			panic("admit/prelude.lua: want one --@reply line")
 		}
@@ -305,7 +395,8 @@ func parsedParts() partSources {
 			luapart.Shared(strings.Replace(prelude, "--@reply\n", replyLua(), 1))
 		partsRead.parts = make([]map[string]string, len(admitParts))
 		for i, p := range admitParts {
-			partsRead.parts[i] = luapart.Sections("admit/"+p.name, read(p.name), admitPhases)
+			src := replyCalls(endCalls("admit/"+p.name+".lua", read(p.name), ends))
+			partsRead.parts[i] = luapart.Sections("admit/"+p.name, src, admitPhases)
 		}
 	})
 	return partsRead

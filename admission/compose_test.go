@@ -271,3 +271,27 @@ func TestASendSetsOnlyItsOwnArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestEndCallsWriteTheEndsInPlace: a part's return of stop or deny
+// becomes the prelude's lines, indented as the call, after the call's
+// arguments made locals; commas within brackets or strings do not split
+// them, and a call in a comment stays as it is.
+func TestEndCallsWriteTheEndsInPlace(t *testing.T) {
+	ends := map[string]string{"deny": "if ticket then\n  wait = 1\nend\nreturn {wait}\n", "stop": "return {wait}\n"}
+	src := "if x then\n  return deny(math.max(a, b), 2, s[3] .. ', )')\nend\n-- return stop(z, 1)\nreturn stop(0, 9)\n"
+	want := "if x then\n  local wait, reason, detail = math.max(a, b), 2, s[3] .. ', )'\n  if ticket then\n    wait = 1\n  end\n  return {wait}\nend\n" +
+		"-- return stop(z, 1)\nlocal wait, reason, detail = 0, 9\nreturn {wait}\n"
+	if got := endCalls("test.lua", src, ends); got != want {
+		t.Errorf("endCalls:\n%s\nwant:\n%s", got, want)
+	}
+	for _, bad := range []string{"return deny(1)\n", "return stop(1, 2\n"} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("endCalls(%q) did not panic", bad)
+				}
+			}()
+			endCalls("test.lua", bad, ends)
+		}()
+	}
+}

@@ -115,18 +115,20 @@ if s[5] or s[8] then
 end
 
 -- stop ends a call that takes no slot: what was written so far (a
--- recovery floor, a wake ticket, the learned rate's state) is kept.
-local function stop(wait, reason, detail)
-  if #out > 0 then
-    redis.call('MSET', unpack(out))
-  end
-  return reply(0, wait, reason, 0, detail or '', '', 0)
+-- recovery floor, a wake ticket, the learned rate's state) is kept. deny
+-- is stop for a caller that may wait: it takes a wake ticket when it
+-- asked for one (the script then has wake.lua). Neither is a function,
+-- which every call would pay to make: a part ends with one as a
+-- "return stop(...)" or "return deny(...)" of (wait, reason[, detail]),
+-- and the composer writes the lines below in its place, the arguments
+-- made locals of those names (compose.go's endCalls).
+--@deny(wait, reason, detail)
+if ticket then
+  wait = ticket(now + wait, cost)
 end
--- deny is stop for a caller that may wait: it takes a wake ticket when
--- it asked for one (the script then has wake.lua).
-local function deny(wait, reason, detail)
-  if ticket then
-    wait = ticket(now + wait, cost)
-  end
-  return stop(wait, reason, detail)
+--@stop(wait, reason, detail)
+if #out > 0 then
+  redis.call('MSET', unpack(out))
 end
+return reply(0, wait, reason, 0, detail or '', '', 0)
+--@end

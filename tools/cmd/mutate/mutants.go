@@ -109,7 +109,7 @@ var coreMutants = []mutant{
 	}, ""},
 	{"M17", "no wake tickets: every waiter wakes when the slot opens", []edit{
 		{"admission/admit/wake.lua", "local tickets = ARGV[8]", "local tickets = '0'"},
-		{"admission/admit/prelude.lua", "  if ticket then\n", "  if false then\n"},
+		{"admission/admit/prelude.lua", "--@deny(wait, reason, detail)\nif ticket then\n", "--@deny(wait, reason, detail)\nif false then\n"},
 	}, ""},
 	{"M18", "the operator's override is ignored", []edit{
 		{"admission/admit/override.lua", "  local o_g, o_m = tonumber(a), tonumber(b)", "  local o_g, o_m = nil, nil"},
@@ -219,7 +219,7 @@ var coreMutants = []mutant{
 	// Two calls a message: the claim taken with the slot, the record with
 	// the lease's end, and slots booked a little ahead.
 	{"F1", "a denial writes the claim", []edit{
-		{"admission/admit/prelude.lua", "local function deny(wait, reason, detail)\n", "local function deny(wait, reason, detail)\n  if ARGV[16] ~= '' then\n    redis.call('SET', KEYS[9], 'claim:' .. ARGV[16], 'PX', 60000)\n  end\n"},
+		{"admission/admit/prelude.lua", "--@deny(wait, reason, detail)\n", "--@deny(wait, reason, detail)\nif ARGV[16] ~= '' then\n  redis.call('SET', KEYS[9], 'claim:' .. ARGV[16], 'PX', 60000)\nend\n"},
 	}, ""},
 	{"F2", "a duplicate takes a slot", []edit{
 		{"admission/admit/record.lua", "    return stop(0, R.RECORD, state)", "    redis.call('SET', KEYS[1], string.format('%d', math.max(tonumber(s[1]) or 0, now) + tonumber(ARGV[1])))\n    return stop(0, R.RECORD, state)"},
