@@ -44,7 +44,7 @@ func TestAccountPauseStopsEveryProcessUntilResumed(t *testing.T) {
 	if why, left, ok := b.AccountPause(); !ok || !strings.HasPrefix(why, "account:") || left < 50*time.Second {
 		t.Fatalf("AccountPause on the other process = %q, %v, %v; want the pause", why, left, ok)
 	}
-	if penalty, _ := b.State(); !penalty {
+	if !b.State().Penalty {
 		t.Fatalf("State: no penalty during the pause")
 	}
 

@@ -49,8 +49,8 @@ func TestA429LowersTheLearnedRateOncePerIncident(t *testing.T) {
 		t.Fatalf("after one incident: %+v, want 63/s searching below 90", s)
 	}
 	time.Sleep(1100 * time.Millisecond)
-	if d := try(t, other, OTP); !d.Allowed || other.LearnedRPS() != 63 {
-		t.Fatalf("another process: %+v, learned %v; want allowed at the shared 63/s", d, other.LearnedRPS())
+	if d := try(t, other, OTP); !d.Allowed || other.State().LearnedRPS != 63 {
+		t.Fatalf("another process: %+v, learned %v; want allowed at the shared 63/s", d, other.State().LearnedRPS)
 	}
 	if err := other.ReportThrottled(ctx, time.Millisecond); err != nil {
 		t.Fatal(err)
@@ -95,8 +95,8 @@ func TestTheLearnedRateSlowsTheAccount(t *testing.T) {
 	if took := time.Since(start); took < 4*50*time.Millisecond-time.Millisecond {
 		t.Fatalf("five sends at a pinned 20/s took %v, want at least 200ms", took)
 	}
-	if l.LearnedRPS() != 20 {
-		t.Fatalf("LearnedRPS %v, want 20", l.LearnedRPS())
+	if l.State().LearnedRPS != 20 {
+		t.Fatalf("LearnedRPS %v, want 20", l.State().LearnedRPS)
 	}
 	if s, err := l.PinLearned(ctx, 0); err != nil || s.RPS != 0 {
 		t.Fatalf("reset: %+v, %v", s, err)
@@ -133,7 +133,7 @@ func TestTheSearchClimbsOnlyWhenBusyAndNeverAboveTheTarget(t *testing.T) {
 		if err != nil || !d.Allowed {
 			t.Fatalf("busy admission: %+v, %v", d, err)
 		}
-		if r := l.LearnedRPS(); r > cfg.TargetRPS {
+		if r := l.State().LearnedRPS; r > cfg.TargetRPS {
 			t.Fatalf("learned rate %v above the target %v", r, cfg.TargetRPS)
 		}
 		s := learned(t, l)
@@ -183,8 +183,8 @@ func TestTheSearchWaitsForThePenaltyAndForPressure(t *testing.T) {
 	off := cfg
 	off.Adaptive = Adaptive{}
 	other := newLimiter(t, rdb, off)
-	if d := try(t, other, OTP); !d.Allowed || other.LearnedRPS() != 0 {
-		t.Fatalf("a Limiter that does not learn: %+v, learned %v; want the configured rate", d, other.LearnedRPS())
+	if d := try(t, other, OTP); !d.Allowed || other.State().LearnedRPS != 0 {
+		t.Fatalf("a Limiter that does not learn: %+v, learned %v; want the configured rate", d, other.State().LearnedRPS)
 	}
 }
 

@@ -61,9 +61,9 @@ func ParseLearned(v string) (Learned, error) {
 	return s, nil
 }
 
-// LearnedRPS returns the learned rate as the last Redis answer of this
+// learnedRPS returns the learned rate as the last Redis answer of this
 // process said, 0 when none is in force (the configured rates hold).
-func (l *Limiter) LearnedRPS() float64 { return float64(l.learned.Load()) / 1000 }
+func (l *Limiter) learnedRPS() float64 { return float64(l.learned.Load()) / 1000 }
 
 // Learned reads the account's learned rate from Redis.
 func (l *Limiter) Learned(ctx context.Context) (Learned, error) {

@@ -247,7 +247,7 @@ func (l *Limiter) withoutRedis(now time.Time, c *classState, cost int, claim Cla
 		// No shared health without Redis: the fallback decides alone,
 		// and a degraded state seen before would hold for good.
 		l.health.Store(int32(Healthy))
-		l.fb.learnedRate(l.cfg, l.LearnedRPS())
+		l.fb.learnedRate(l.cfg, l.learnedRPS())
 		l.fb.enterAt(now, rand.Float64())
 		l.cfg.Logger.Warn("admission: deciding locally until redis answers",
 			"rate_per_process", l.cfg.TargetRPS/float64(l.cfg.MaxSenders), "err", err)
@@ -270,12 +270,21 @@ func (l *Limiter) stopped() (Decision, bool) {
 	return l.stops.live(now)
 }
 
-// State reports whether this process knows of a live penalty (a 429's or
-// an account-level pause) and whether it is deciding locally because Redis
-// is unreachable.
-func (l *Limiter) State() (penalty, fallback bool) {
+// A State is what a process knows of its account at one instant, for its
+// gauges and heartbeat.
+type State struct {
+	Penalty    bool    // a penalty is live: a 429's, or an account-level pause
+	Paused     bool    // an account-level pause is live (AccountPause says why)
+	Fallback   bool    // deciding locally: Redis is unreachable
+	LearnedRPS float64 // the learned rate in force as Redis last answered; 0: none, the configured rates hold
+}
+
+// State reports what this process knows of its account now.
+func (l *Limiter) State() State {
 	now := l.clock.Now()
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.stops.state(now)
+	penalty, fallback := l.stops.state(now)
+	_, _, paused := l.stops.accountPause(now)
+	l.mu.Unlock()
+	return State{Penalty: penalty, Paused: paused, Fallback: fallback, LearnedRPS: l.learnedRPS()}
 }

@@ -77,7 +77,7 @@ func TestClearPenaltyEndsA429EverywhereWithinARecheck(t *testing.T) {
 	if d := try(t, b, OTP); d.Source != SourceRedis || d.Reason == ReasonPenalty {
 		t.Fatalf("the other process %v after the clear: %+v, want Redis's decision, no penalty", penaltyRecheck, d)
 	}
-	if penalty, _ := b.State(); penalty {
+	if b.State().Penalty {
 		t.Fatal("State of the other process: penalty, after Redis said there was none")
 	}
 	if ended, err := operator.ClearPenalty(ctx); err != nil || ended {

@@ -341,7 +341,7 @@ func TestOverrideUnderLoad(t *testing.T) {
 	}
 	h.mu.Unlock()
 	for _, l := range h.limiters {
-		if _, fb := l.State(); fb {
+		if l.State().Fallback {
 			t.Error("a pod is in its Redis-down fallback")
 		}
 	}

@@ -245,12 +245,11 @@ func (s *Server) state() telemetry.State {
 		st.GuardBlocks = s.guard.g.Held()
 	}
 	for n, lim := range s.limiters {
-		penalty, fallback := lim.State()
-		_, _, paused := lim.AccountPause()
+		ls := lim.State()
 		c := s.accounts[n].Setup
 		st.Accounts = append(st.Accounts, telemetry.AccountState{
-			Name: c.Name, PenaltyActive: penalty, FallbackActive: fallback, Paused: paused, Degraded: lim.Health() == admission.Degraded, Receipts: s.cfg.ReceiptsOn(),
-			ContractRPS: c.ContractRPS, TargetRPS: c.TargetRPS, MarketingRPS: c.MarketingRPS, LearnedRPS: lim.LearnedRPS(),
+			Name: c.Name, PenaltyActive: ls.Penalty, FallbackActive: ls.Fallback, Paused: ls.Paused, Degraded: lim.Health() == admission.Degraded, Receipts: s.cfg.ReceiptsOn(),
+			ContractRPS: c.ContractRPS, TargetRPS: c.TargetRPS, MarketingRPS: c.MarketingRPS, LearnedRPS: ls.LearnedRPS,
 			Classes: s.cfg.Limiter(c).Classes,
 		})
 	}

@@ -179,14 +179,13 @@ func parseHealth(v string) healthState {
 // heartbeat: "fallback" while it decides locally, "paused" or "penalty"
 // while it knows of an account pause or a 429's penalty, else "ok".
 func modeOf(lim *admission.Limiter) string {
-	penalty, fallback := lim.State()
-	_, _, paused := lim.AccountPause()
+	st := lim.State()
 	switch {
-	case fallback:
+	case st.Fallback:
 		return "fallback"
-	case paused:
+	case st.Paused:
 		return "paused"
-	case penalty:
+	case st.Penalty:
 		return "penalty"
 	}
 	return "ok"

@@ -360,7 +360,7 @@ func runScenario(ctx context.Context, cfg *Config, redisOpts *redis.Options, sc 
 			r.Learned = &end
 		}
 		for _, l := range lims {
-			r.PodsLearned = append(r.PodsLearned, l.LearnedRPS())
+			r.PodsLearned = append(r.PodsLearned, l.State().LearnedRPS)
 		}
 		r.learnedSeries(samples, sc)
 	}

@@ -74,7 +74,7 @@ type scenarioResult struct {
 	Last429           *time.Duration // since the run's start; nil: none
 	Learned           *admission.Learned
 	LearnedErr        string
-	PodsLearned       []float64 // each sender's Limiter.LearnedRPS() at the end
+	PodsLearned       []float64 // each sender's Limiter.State().LearnedRPS at the end
 	Trajectory        []float64 // the rate in force every trajectoryEvery from the start
 	Changes           []learnedSample
 	LearnedReadErrors int
@@ -387,7 +387,7 @@ func writeAdaptiveTable(w io.Writer, cfg *Config, sc scenario, rows []*scenarioR
   suspend); suspended: times it suspended the account. last 429 at: since the run's start.
 sent/s last %v, of 60: messages the provider accepted per second over the run's last %v, and that over the %d it allows.
 learned at end: Limiter.Learned (the rate in force, its mode, and the search's last good and last throttled rates);
-  pods' view: each sender's Limiter.LearnedRPS(), what its last Redis answer said ("-": none learned).
+  pods' view: each sender's Limiter.State().LearnedRPS, what its last Redis answer said ("-": none learned).
 learned rate every %v: the rate in force from the run's start (the target while none is learned); ×n: n readings in a row.
 
 `, suspendAfter429s, tail, tail, adaptiveLimit, trajectoryEvery)
