@@ -28,9 +28,10 @@
 // with -race, -trimpath and -vet=off: every copy of the module shares
 // those builds, and so do .ci/run's vet and test steps, which build with
 // -race and -trimpath too, so that after them the check builds only its
-// test binaries and what each mutant changed; a mutant of admission's or the ledger's scripts alone runs the package's
-// test binary of that first build as it is, on a copy of the scripts it
-// reads instead of the embedded ones (admission/mutate_test.go). A
+// test binaries and what each mutant changed. A mutant of admission's or
+// the ledger's scripts alone runs the package's test binary of that first
+// build as it is, on a copy of the scripts it reads instead of the
+// embedded ones (admission/mutate_test.go). A
 // mutation whose text is not found exactly once is an error: the mutant
 // table has drifted from the code.
 //
