@@ -44,8 +44,8 @@ func TestAccountPauseStopsEveryProcessUntilResumed(t *testing.T) {
 	if why, left, ok := b.AccountPause(); !ok || !strings.HasPrefix(why, "account:") || left < 50*time.Second {
 		t.Fatalf("AccountPause on the other process = %q, %v, %v; want the pause", why, left, ok)
 	}
-	if !b.State().Penalty {
-		t.Fatalf("State: no penalty during the pause")
+	if st := b.State(); !st.Penalty || !st.Paused {
+		t.Fatalf("State during the pause: %+v, want a penalty and a pause", st)
 	}
 
 	if err := a.ResumeAccount(ctx); err != nil {
@@ -73,6 +73,9 @@ func TestAccountPauseStopsEveryProcessUntilResumed(t *testing.T) {
 	}
 	if _, _, ok := b.AccountPause(); ok {
 		t.Fatalf("AccountPause still reported after Redis said it was over")
+	}
+	if st := b.State(); st.Penalty || st.Paused {
+		t.Fatalf("State after the resume: %+v, want neither a penalty nor a pause", st)
 	}
 }
 
