@@ -38,7 +38,9 @@
 //
 // One concept per file: limiter.go (the Limiter and one decision),
 // acquire.go (waiting for a slot), eval.go (an admission script call and its reply),
-// compose.go (the admission script composed of its parts), parts.go
+// compose.go (the admission script composed of its parts), rewrite.go
+// (the reply's and reasons' tables, a part's source rewritten before it
+// is composed), variant.go (a composed script's layout and cache), parts.go
 // (finish.lua composed of its parts, finish/), penalty.go (a 429 for every
 // process), stops.go (the penalty, pause and fallback this process knows
 // of, as pure transitions at given instants), override.go (an operator's

@@ -109,7 +109,7 @@ func (l *Limiter) admitCallOf(c *classState, cost int, recovering bool, tickets 
 	return call
 }
 
-// parseReply turns the admission script's reply (compose.go's admitReply)
+// parseReply turns the admission script's reply (rewrite.go's admitReply)
 // into a Decision, and the learned rate's thousandths.
 func parseReply(v []any) (Decision, int64, error) {
 	d, err := parseDecision(v)

@@ -34,7 +34,7 @@ local min_rps, max_us = 0.01, 2 ^ 53 - 1
 --@num
 
 -- Every key in one MGET: s[i] is KEYS[i]'s value (nil for the leases,
--- a sorted set). The lists of keys start at KV (compose.go's layout).
+-- a sorted set). The lists of keys start at KV (variant.go's layout).
 local s = redis.call('MGET', unpack(KEYS))
 --@layout
 
@@ -64,7 +64,7 @@ local res, pushes = {}, {} -- the reserves' levels, the later classes' ticket pu
 local g_wait, m_wait, r_wait, s_wait = 0, -1, -1, -1
 local lookahead, open, nxt = tonumber(ARGV[15]), 0, 0
 local pool, senders, pick = false, 0, nil
--- What the reply says besides the decision (compose.go's reply table).
+-- What the reply says besides the decision (rewrite.go's reply table).
 local attempts, learned, ignored, health = 0, 0, 0, 0
 --@reply
 -- A wake-ticket key holds '<next> <global>': the next ticket of the class
@@ -121,7 +121,7 @@ end
 -- which every call would pay to make: a part ends with one as a
 -- "return stop(...)" or "return deny(...)" of (wait, reason[, detail]),
 -- and the composer writes the lines below in its place, the arguments
--- made locals of those names (compose.go's endCalls).
+-- made locals of those names (rewrite.go's endCalls).
 --@deny(wait, reason, detail)
 if ticket then
   wait = ticket(now + wait, cost)
