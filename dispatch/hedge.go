@@ -125,7 +125,7 @@ func (d *Dispatcher) sendHedged(ctx context.Context, class admission.Class, r []
 	}
 	nextEnd := make(chan try, 1)
 	go func() {
-		none := try{account: home, outcome: nack.Denied, err: errors.New("no slot for the hedge")}
+		none := try{account: home, home: home, outcome: nack.Denied, err: errors.New("no slot for the hedge")}
 		nextEnd <- d.sendOnNext(actx, nextLost, class, nextOf(r, segments), m, segments, deliveryAttempt, prefix, wait, none)
 	}()
 	var ht, nt try

@@ -20,7 +20,7 @@ import (
 // slot only.
 func (d *Dispatcher) overflow(ctx context.Context, class admission.Class, r []*account, m Message, segments, deliveryAttempt int, claim admission.Claim, wait time.Duration, denied admission.Decision) try {
 	home := r[0]
-	t := try{decision: denied, account: home, outcome: nack.Denied,
+	t := try{decision: denied, account: home, home: home, outcome: nack.Denied,
 		err: fmt.Errorf("no send slot within the max wait (%s, %s) on any account", denied.Source, denied.Reason)}
 	start := time.Now()
 	// The claim outlives the wait for the other account's slot, then the

@@ -28,6 +28,7 @@ import (
 // try is what one delivery's attempt came to, for its Event.
 type try struct {
 	account  *account // the account that admitted it, or the class's home
+	home     *account // the first account of its route: a stopped message's status event names it
 	outcome  nack.Outcome
 	err      error
 	decision admission.Decision   // the last admission decision; zero if admission was not reached
@@ -104,6 +105,10 @@ func (d *Dispatcher) handle(ctx context.Context, class admission.Class, subscrip
 		ev.Blocked, ev.BlockedCountry = t.blocked, CountryCode(msg.To)
 	}
 	switch {
+	case (t.outcome == nack.Suppressed || t.outcome == nack.Blocked) && len(r) > 0:
+		// Stopped, whichever account it waited on or was refused by, a
+		// message is its home's (docs/contract.md, sections 7 and 8).
+		ev.Account = r[0].Name
 	case t.account != nil:
 		ev.Account = t.account.Name
 	case len(r) > 0:
@@ -263,7 +268,7 @@ func (d *Dispatcher) claimAndSend(ctx context.Context, class admission.Class, r 
 	if err == nil && claim.Failover && overflows(dec) {
 		return d.overflow(ctx, class, r, m, segments, deliveryAttempt, claim, maxWait-time.Since(start), dec)
 	}
-	t := try{decision: dec, account: home}
+	t := try{decision: dec, account: home, home: home}
 	switch {
 	case errors.Is(err, errGateHeld):
 		t.outcome, t.err = nack.Denied, fmt.Errorf("%w for the whole max wait (%v)", err, maxWait)

@@ -26,7 +26,7 @@ func (d *Dispatcher) sendAdmitted(ctx context.Context, class admission.Class, a 
 		t.outcome = nack.Expired // the slot goes unused: cheaper than a send nobody waits for
 		return t
 	}
-	if d.refused(ctx, class, m, a, &t) {
+	if d.refused(ctx, class, m, t.home, &t) {
 		return t // put on the list or blocked while it waited for its slot: the slot goes unused
 	}
 	var sendErr error

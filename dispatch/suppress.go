@@ -27,16 +27,16 @@ func (d *Dispatcher) listed(class admission.Class, number string) (source string
 
 // refused reports whether m may not go at all, and if so makes t say why:
 // its number is on the suppression list (the recipient's consent comes
-// first), or the pumping guard blocks it (a is the account its status
-// event names). Asked before admission on every path, and again just
+// first), or the pumping guard blocks it (home, the first account of its
+// route, is the account its status event names). Asked before admission on every path, and again just
 // before the send, since either may change while a message waits for its
 // slot. Both read the process's memory: no Redis call.
-func (d *Dispatcher) refused(ctx context.Context, class admission.Class, m Message, a *account, t *try) bool {
+func (d *Dispatcher) refused(ctx context.Context, class admission.Class, m Message, home *account, t *try) bool {
 	if source, ok := d.listed(class, m.To); ok {
 		t.outcome, t.err, t.suppressed = nack.Suppressed, nil, source
 		return true
 	}
-	if b := d.guardBlocks(ctx, class, m, a); b.blocked != "" {
+	if b := d.guardBlocks(ctx, class, m, home); b.blocked != "" {
 		t.outcome, t.err, t.blocked = b.outcome, b.err, b.blocked
 		return true
 	}

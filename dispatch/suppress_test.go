@@ -245,6 +245,38 @@ func TestAChangeWhileWaitingForASlotStopsTheSend(t *testing.T) {
 	}
 }
 
+// TestAStoppedOverflowNamesItsHome: an OTP that overflowed past its home
+// and was stopped by a STOP that came while it waited for the other
+// account's slot is its home's: its event and status event name the
+// home, not the account that admitted it (docs/contract.md, section 7).
+func TestAStoppedOverflowNamesItsHome(t *testing.T) {
+	h := newHarness(t, providertest.Config{}, nil)
+	_, backup, limiters := twoAccounts(t, h, false, nil)
+	store, log := withList(t, h)
+	h.start(1, Config{OTPMaxWait: 10 * time.Second})
+	if err := limiters["primary"][0].ReportThrottled(context.Background(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := limiters["backup"][0].ReportThrottled(context.Background(), 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	otp := h.publish(admission.OTP, map[string]string{"id": "login-1", "to": stopped, "body": "code"})
+	h.waitUntil("the OTP waits for the backup's slot", 5*time.Second, func() bool {
+		return h.dispatchers[0].Waiting()[admission.OTP] > 0
+	})
+	stop(t, h, store, stopped, "backup")
+	ev := h.waitEnded([]string{otp}, 20*time.Second)[otp]
+	if ev.Outcome != nack.Suppressed || ev.Action != nack.Ack || ev.Admitted.IsZero() || ev.Account != "primary" {
+		t.Fatalf("an overflow stopped after its admission: %v/%v admitted at %v on %q (%v); want suppressed, acked, its home primary", ev.Outcome, ev.Action, ev.Admitted, ev.Account, ev.Err)
+	}
+	if rs := log.all(); len(rs) != 1 || rs[0].account != "primary" {
+		t.Fatalf("status events suppressed: %+v; want one, naming the home primary", rs)
+	}
+	if n := backup.SentCount("login-1"); n != 0 {
+		t.Fatalf("the backup was sent it %d times", n)
+	}
+}
+
 // TestTwilio21610SuppressesEverywhere: a send answered 21610 (the
 // recipient replied STOP to that sender) puts the number on the list for
 // every account, source provider; the message is acked, not failed over,
