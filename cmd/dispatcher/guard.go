@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"smsdispatcher/config"
@@ -23,7 +24,7 @@ func runGuard(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlagSet("guard "+verb, stderr)
 	// Topics: the classes, and their guards, are read with them.
 	load := config.Flags(fs, config.Redis|config.Accounts|config.Topics, environ)
-	class := fs.String("class", "", "the class whose blocks to read or change (default: the first guarded class, else the first class)")
+	class := fs.String("class", "", "the guarded class whose blocks to read or change (default: list reads every guarded class; block and unblock the first)")
 	prefix := fs.String("prefix", "", "the range to block or unblock, as an E.164 prefix such as +447700")
 	forD := fs.Duration("for", operator.DefaultBlock, "how long an operator's block holds")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -36,12 +37,18 @@ func runGuard(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	name := *class
-	if name == "" { // the first guarded class, else the first
-		name = cfg.ClassList()[0].Name.String()
-		if guarded := operator.GuardedClasses(cfg.ClassList()); len(guarded) > 0 {
-			name = guarded[0]
-		}
+	// Only a guarded class's processes read its blocks: a block of any
+	// other class would be written and never enforced.
+	guarded := operator.GuardedClasses(cfg.ClassList())
+	switch {
+	case len(guarded) == 0:
+		return fmt.Errorf("guard %s: no class has guard rules (countries, deny_countries, max_per_prefix, min_conversion in ACCOUNTS_FILE's classes)", verb)
+	case *class != "" && !slices.Contains(guarded, *class):
+		return fmt.Errorf("guard %s: class %q has no guard rules, so no process would enforce its blocks; the guarded classes: %s", verb, *class, strings.Join(guarded, ", "))
+	case *class != "":
+		guarded = []string{*class}
+	case verb != "list":
+		guarded = guarded[:1]
 	}
 	rdb, _, err := operatorRedis(cfg, "the guard's blocks live in the limiter's Redis", operatorTimeout)
 	if err != nil {
@@ -49,6 +56,7 @@ func runGuard(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer rdb.Close()
 	now := time.Now()
+	name := guarded[0]
 	switch verb {
 	case "block":
 		if err := guard.BlockRange(ctx, rdb, name, *prefix, *forD, now); err != nil {
@@ -66,11 +74,13 @@ func runGuard(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		fmt.Fprintf(stdout, "%s: %s %s\n", name, *prefix, what)
 	default:
-		blocks, err := guard.List(ctx, rdb, name, now)
-		if err != nil {
-			return err
+		for _, name := range guarded {
+			blocks, err := guard.List(ctx, rdb, name, now)
+			if err != nil {
+				return err
+			}
+			writeBlocks(stdout, name, blocks, now)
 		}
-		writeBlocks(stdout, name, blocks, now)
 	}
 	return nil
 }

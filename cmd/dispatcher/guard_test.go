@@ -12,7 +12,7 @@ import (
 // TestGuardBlocksListsAndUnblocksARange: `dispatcher guard` blocks a
 // range of the guarded class for a while (reason operator), lists it with
 // its end (and `dispatcher status` shows it), and lifts it; a missing or
-// bad prefix is refused.
+// bad prefix, and a class without guard rules, are refused.
 func TestGuardBlocksListsAndUnblocksARange(t *testing.T) {
 	class := strings.ToLower(strings.NewReplacer("_", "-").Replace(redistest.UniqueAccount(t)))
 	if len(class) > 32 {
@@ -57,6 +57,14 @@ func TestGuardBlocksListsAndUnblocksARange(t *testing.T) {
 	}
 	if _, err := guardRun("block", "--prefix", "447700"); err == nil || !strings.Contains(err.Error(), "want a prefix such as +447700") {
 		t.Fatalf("a prefix without +: %v", err)
+	}
+	// otp has no guard rules: its processes never read blocks, so a block
+	// of it would be written and never enforced.
+	if _, err := guardRun("block", "--class", "otp", "--prefix", "+447700"); err == nil || !strings.Contains(err.Error(), `class "otp" has no guard rules`) {
+		t.Fatalf("a block of an unguarded class: %v", err)
+	}
+	if _, err := guardRun("block", "--class", "opt", "--prefix", "+447700"); err == nil || !strings.Contains(err.Error(), "the guarded classes: "+class) {
+		t.Fatalf("a block of an unknown class: %v", err)
 	}
 	if _, err := guardRun("drop"); err == nil {
 		t.Fatal("an unknown verb accepted")
