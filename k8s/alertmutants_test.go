@@ -153,6 +153,8 @@ var alertMutants = []alertMutant{
 		"              > 5 * sum by (sms_class, country)", "              > 0.5 * sum by (sms_class, country)"},
 	{"pumping: over 10 times the day before's", "SMSPumpingSuspected",
 		"              > 5 * sum by (sms_class, country)", "              > 10 * sum by (sms_class, country)"},
+	{"pumping: no floor (fires on a country of a few sends)", "SMSPumpingSuspected",
+		"            and\n            sum by (sms_class, country) (increase(sms_guard_sends_total[1h])) >= 100\n", ""},
 	{"recording rule: conversion over every class's counted sends", "recording-rules",
 		"            sum by (sms_class) (rate(sms_guard_sends_total[30m]))", "            sum(rate(sms_guard_sends_total[30m]))"},
 	// The opt-outs' share of an account's sends.

@@ -105,6 +105,8 @@ type recordingRef struct {
 	// before it (test time 0 is the lead's start): the day before, for a
 	// rule that compares with it (promseries.Window.Lead).
 	Lead string `yaml:"lead"`
+	// LeadQuiet: the lead's counters count nothing (promseries.Window.LeadQuiet).
+	LeadQuiet bool `yaml:"lead_quiet"`
 }
 
 // renderTestFile turns a case file into the promtool test file: each
@@ -161,7 +163,10 @@ func describe(ref recordingRef, interval string) string {
 		from = "0s"
 	}
 	s := fmt.Sprintf("%s to %s, every %s", from, ref.Until, interval)
-	if ref.Lead != "" {
+	switch {
+	case ref.Lead != "" && ref.LeadQuiet:
+		s = fmt.Sprintf("its first values, counting nothing, for %s, then %s", ref.Lead, s)
+	case ref.Lead != "":
 		s = fmt.Sprintf("its first interval for %s, then %s", ref.Lead, s)
 	}
 	if ref.RepeatFrom != "" {
@@ -198,7 +203,7 @@ func inputSeries(dir, interval string, ref recordingRef) ([]promseries.InputSeri
 		errs = append(errs, err)
 		return d
 	}
-	w := promseries.Window{Interval: dur(interval), From: dur(ref.From), Until: dur(ref.Until), Lead: dur(ref.Lead)}
+	w := promseries.Window{Interval: dur(interval), From: dur(ref.From), Until: dur(ref.Until), Lead: dur(ref.Lead), LeadQuiet: ref.LeadQuiet}
 	if ref.RepeatFrom != "" || ref.RepeatUntil != "" {
 		w.Repeat = &promseries.Repeat{From: dur(ref.RepeatFrom), Until: dur(ref.RepeatUntil)}
 	}

@@ -194,6 +194,9 @@ type Window struct {
 	// recorded part goes on from the lead's count; a series missing at
 	// From is missing throughout the lead.
 	Lead time.Duration
+	// LeadQuiet, with Lead, holds every counter at its first value
+	// throughout the lead: a day before that counted nothing.
+	LeadQuiet bool
 }
 
 // Repeat is a recorded stretch replayed again: from From (recording time)
@@ -258,7 +261,7 @@ func (w Window) lead(metric string, at func(time.Duration) float64) (vals []floa
 	n := int(w.Lead / w.Interval)
 	first := at(w.From)
 	var step float64
-	if isCounter(metric) && !math.IsNaN(first) {
+	if isCounter(metric) && !math.IsNaN(first) && !w.LeadQuiet {
 		step = at(w.From+w.Interval) - first
 	}
 	for i := range n {

@@ -175,6 +175,24 @@ func TestInputSeries(t *testing.T) {
 		}
 	}
 
+	// A quiet lead: every counter holds its first value, a day that
+	// counted nothing.
+	got, err = rec.InputSeries(Window{Interval: 2 * time.Second, From: 2 * time.Second, Until: 4 * time.Second, Lead: 4 * time.Second, LeadQuiet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantVals = map[string][]float64{
+		`c_total{pod="a"}`:    {20, 20, 20, 40},
+		`g{pod="a"}`:          {2, 2, 2, 3},
+		`late_total{pod="b"}`: {nan, nan, nan, 1},
+	}
+	for _, s := range got {
+		vals, err := ParseValues(s.Values)
+		if err != nil || !same(vals, wantVals[s.Series]) {
+			t.Errorf("quiet lead: %s: %q = %v, want %v", s.Series, s.Values, vals, wantVals[s.Series])
+		}
+	}
+
 	// A series that appears during the stretch holds its last value.
 	got, err = rec.InputSeries(Window{Interval: 2 * time.Second, Until: 8 * time.Second, Repeat: &Repeat{Until: 12 * time.Second}})
 	if err != nil {
