@@ -110,7 +110,7 @@ func (s *Store) Judge(ctx context.Context, m Message, rules policy.Sending) (Jud
 	if rules.Window != nil {
 		next := rules.Window.Next(m.To, m.TZ, now)
 		if next.IsZero() || next.After(now) {
-			return s.hold(ctx, m, now, s.spread(m.ID, next, rules.ReleaseSpread), "window")
+			return s.hold(ctx, m, now, spread(m.ID, next, m.Deadline, rules.ReleaseSpread), "window")
 		}
 	}
 	if rules.Cap.Count <= 0 {
@@ -142,16 +142,22 @@ func (s *Store) GiveBack(ctx context.Context, m Message, j Judgement) error {
 }
 
 // spread is the release of id at a window's opening next, spread over
-// spread by the id's hash: a million messages deferred to one opening do
-// not all wake in one second. Zero next (the window never opens) stays
-// zero.
-func (s *Store) spread(id string, next time.Time, spread time.Duration) time.Time {
-	if next.IsZero() || spread <= 0 {
+// over by the id's hash: a million messages deferred to one opening do
+// not all wake in one second. With a deadline, the spread is capped at
+// half the time from the opening to the deadline: a message whose window
+// opens before its deadline is released, not expired by its share of the
+// spread, and keeps at least as long again for its release and its send.
+// Zero next (the window never opens) stays zero.
+func spread(id string, next, deadline time.Time, over time.Duration) time.Time {
+	if !deadline.IsZero() && !next.IsZero() {
+		over = min(over, deadline.Sub(next)/2)
+	}
+	if next.IsZero() || over <= 0 {
 		return next
 	}
 	h := fnv.New64a()
 	h.Write([]byte(id))
-	return next.Add(time.Duration(h.Sum64() % uint64(spread)))
+	return next.Add(time.Duration(h.Sum64() % uint64(over)))
 }
 
 // hold stores m until until, or ends it expired when until (its window

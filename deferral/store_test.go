@@ -153,6 +153,44 @@ func TestAReleaseSpreadsOverTheSpread(t *testing.T) {
 	}
 }
 
+// TestTheSpreadEndsBeforeTheDeadline: a window opening before a
+// message's deadline releases it, whatever its share of release_spread:
+// opening 08:00, deadline 08:05, spread 10m; every release falls in the
+// first half of the 5 minutes, still spread over it.
+func TestTheSpreadEndsBeforeTheDeadline(t *testing.T) {
+	c := newClock(time.Date(2026, 6, 1, 7, 0, 0, 0, time.UTC))
+	s := New(redistest.Client(t), c.now, nil)
+	cl := class(t)
+	opening := time.Date(2026, 6, 1, 8, 0, 0, 0, time.UTC)
+	deadline := opening.Add(5 * time.Minute)
+	rules := policy.Sending{Window: fixedWindow(opening), ReleaseSpread: 10 * time.Minute}
+	var minDue, maxDue time.Time
+	for i := range 200 {
+		m := msg(cl, fmt.Sprint("d", i), "+33612345678")
+		m.Deadline = deadline
+		j, err := s.Judge(context.Background(), m, rules)
+		if err != nil || j.Verdict != Deferred {
+			t.Fatalf("%s: %+v %v, want deferred: its window opens before its deadline", m.ID, j, err)
+		}
+		if minDue.IsZero() || j.Until.Before(minDue) {
+			minDue = j.Until
+		}
+		if j.Until.After(maxDue) {
+			maxDue = j.Until
+		}
+	}
+	half := opening.Add(deadline.Sub(opening) / 2)
+	if minDue.Before(opening) || !maxDue.Before(half) || maxDue.Sub(minDue) < time.Minute {
+		t.Errorf("releases from %v to %v, want spread over [%v, %v)", minDue, maxDue, opening, half)
+	}
+	// A deadline at the opening leaves no room: the message expires.
+	m := msg(cl, "at", "+33612345678")
+	m.Deadline = opening
+	if j, err := s.Judge(context.Background(), m, rules); err != nil || j.Verdict != Expired {
+		t.Errorf("a deadline at the opening: %+v %v, want expired", j, err)
+	}
+}
+
 // fixedWindow opens at one instant.
 type fixedWindow time.Time
 

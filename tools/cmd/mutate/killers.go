@@ -200,4 +200,6 @@ var killers = map[string]string{
 	// The deferral store's release.
 	"DR1": "TestARemoveTakesAPageAndKeepsADeferralMadeSince",
 	"DR2": "TestStatsReadNoMoreThanTheNextAskedFor",
+	// The release spread, capped before a message's deadline.
+	"DR3": "TestTheSpreadEndsBeforeTheDeadline",
 }

@@ -98,4 +98,9 @@ var gateMutants = []mutant{
 	{"DR2", "the releasers' stats read the whole deferred set every 10 s: a million block Redis for seconds", []edit{
 		{"deferral/stats.lua", "if tonumber(ARGV[2]) > 0 then", "if true then"},
 	}, "./deferral/"},
+
+	// The release spread, capped before a message's deadline.
+	{"DR3", "the release spread past a message's deadline: a window opening before it ends the message expired", []edit{
+		{"deferral/store.go", "	if !deadline.IsZero() && !next.IsZero() {\n", "	if false {\n"},
+	}, "./deferral/"},
 }
