@@ -202,4 +202,5 @@ var killers = map[string]string{
 	"DR2": "TestStatsReadNoMoreThanTheNextAskedFor",
 	// The release spread, capped before a message's deadline.
 	"DR3": "TestTheSpreadEndsBeforeTheDeadline",
+	"DR4": "TestAServeKilledMidReleaseLosesNothing",
 }

@@ -103,4 +103,7 @@ var gateMutants = []mutant{
 	{"DR3", "the release spread past a message's deadline: a window opening before it ends the message expired", []edit{
 		{"deferral/store.go", "	if !deadline.IsZero() && !next.IsZero() {\n", "	if false {\n"},
 	}, "./deferral/"},
+	{"DR4", "a release claimed for 40 s: one its releaser's death interrupts is finished after the 30 s promised", []edit{
+		{"deferral/store.go", "const ClaimLease = 20 * time.Second", "const ClaimLease = 40 * time.Second"},
+	}, "./cmd/dispatcher/"},
 }
