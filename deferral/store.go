@@ -88,7 +88,8 @@ type Store struct {
 }
 
 // Events publishes a message's status events (deferred, capped,
-// expired) to STATUS_TOPIC; nil publishes none.
+// expired, and dropped by an operator) to STATUS_TOPIC; nil publishes
+// none.
 type Events interface {
 	Event(ctx context.Context, class, id, status string, until time.Time)
 }
@@ -173,7 +174,8 @@ func (s *Store) hold(ctx context.Context, m Message, now, until time.Time, reaso
 		return Judgement{}, err
 	}
 	k := keys.DeferredOf(m.Class)
-	stored, err := deferScript.Run(ctx, s.rdb, []string{k.Due(), k.Messages(), k.Claims(), k.Forced()}, m.ID, until.UnixMilli(), env).Int()
+	stored, err := deferScript.Run(ctx, s.rdb, []string{k.Due(), k.Messages(), k.Claims(), k.Forced(), k.Trace(m.ID)},
+		m.ID, until.UnixMilli(), env, now.UnixMilli(), reason, TraceKeep.Milliseconds()).Int()
 	if err != nil {
 		return Judgement{}, fmt.Errorf("deferral: store: %w", err)
 	}
@@ -233,9 +235,21 @@ func (s *Store) Claim(ctx context.Context, class string, n int, token string) ([
 	return out, nil
 }
 
+// Drop removes id of class for good (an operator's drop: a campaign
+// cancelled), ends its trace dropped and publishes its final status
+// event, dropped. It reports whether id was deferred.
+func (s *Store) Drop(ctx context.Context, class, id string) (bool, error) {
+	removed, err := s.removeEnded(ctx, class, "", EndDropped, []string{id})
+	dropped := len(removed) == 1 && removed[0]
+	if dropped {
+		s.event(ctx, Message{Class: class, ID: id}, EndDropped, time.Time{})
+	}
+	return dropped, err
+}
+
 // Remove forgets id of class once released, while token still claims
-// it; token "" removes it whatever (an operator's drop). It reports
-// whether it was removed.
+// it; token "" removes it whatever. It reports whether it was removed.
+// It leaves the id's trace as it is: Drop and the releaser end it.
 func (s *Store) Remove(ctx context.Context, class, id, token string) (bool, error) {
 	removed, err := s.RemoveAll(ctx, class, token, []string{id})
 	return len(removed) == 1 && removed[0], err
@@ -268,6 +282,88 @@ func (s *Store) RemoveAll(ctx context.Context, class, token string, ids []string
 		}
 	}
 	return removed, nil
+}
+
+// How a deferral ended, in its trace.
+const (
+	EndReleased = "released" // republished to its class's topic
+	EndExpired  = "expired"  // its deadline came before its release
+	EndDropped  = "dropped"  // by an operator, or its envelope unreadable
+)
+
+// TraceKeep is how long a deferral's trace outlives its end (and, while
+// it is deferred, its due time): as long as the id's send-once record
+// lives (24 h), so that dispatcher message tells both.
+const TraceKeep = 24 * time.Hour
+
+// Trace is what the store remembers of an id's deferral once its entry
+// is gone: deferred when, until when and why, and how and when it ended.
+// While the id is deferred, Ended is "".
+type Trace struct {
+	DeferredAt time.Time
+	Until      time.Time
+	Reason     string
+	Ended      string // EndReleased, EndExpired or EndDropped
+	EndedAt    time.Time
+}
+
+// end ends the traces of ids of class, a page of removePage at a time.
+// It follows the remove that took them from the store, in a call of its
+// own: a process that dies between the two leaves a trace that says
+// deferred and no end, which the store and the id's record correct.
+func (s *Store) end(ctx context.Context, class, how string, ids []string) error {
+	k := keys.DeferredOf(class)
+	now := s.now().UnixMilli()
+	for page := range slices.Chunk(ids, removePage) {
+		traces := make([]string, len(page))
+		for i, id := range page {
+			traces[i] = k.Trace(id)
+		}
+		if err := endedScript.Run(ctx, s.rdb, traces, how, now, TraceKeep.Milliseconds()).Err(); err != nil {
+			return fmt.Errorf("deferral: end traces: %w", err)
+		}
+	}
+	return nil
+}
+
+// removeEnded removes ids of class (RemoveAll) and ends the traces of
+// those removed as how; it returns RemoveAll's answer.
+func (s *Store) removeEnded(ctx context.Context, class, token, how string, ids []string) ([]bool, error) {
+	removed, err := s.RemoveAll(ctx, class, token, ids)
+	var gone []string
+	for i, ok := range removed {
+		if ok {
+			gone = append(gone, ids[i])
+		}
+	}
+	if len(gone) > 0 {
+		if terr := s.end(ctx, class, how, gone); err == nil {
+			err = terr
+		}
+	}
+	return removed, err
+}
+
+// TraceOf returns id's deferral trace in class; found is false when there
+// is none (never deferred there, or ended more than TraceKeep ago).
+func (s *Store) TraceOf(ctx context.Context, class, id string) (t Trace, found bool, err error) {
+	res, err := traceScript.RunRO(ctx, s.rdb, []string{keys.DeferredOf(class).Trace(id)}).Slice()
+	if err != nil {
+		return Trace{}, false, fmt.Errorf("deferral: trace: %w", err)
+	}
+	if len(res) != 5 {
+		return Trace{}, false, fmt.Errorf("deferral: trace: %d values, want 5", len(res))
+	}
+	field := func(i int) string { v, _ := res[i].(string); return v }
+	ms := func(i int) time.Time {
+		n, err := strconv.ParseInt(field(i), 10, 64)
+		if err != nil {
+			return time.Time{}
+		}
+		return time.UnixMilli(n)
+	}
+	t = Trace{DeferredAt: ms(0), Until: ms(1), Reason: field(2), Ended: field(3), EndedAt: ms(4)}
+	return t, t != Trace{}, nil
 }
 
 // Entry is one deferred message as List shows it.

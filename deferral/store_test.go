@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/config/policy"
+	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/redistest"
 )
 
@@ -280,5 +281,88 @@ func TestStatsReadNoMoreThanTheNextAskedFor(t *testing.T) {
 		if err != nil || st.Deferred != 20 || len(st.Next) != n {
 			t.Errorf("StatsOf(%d): %d deferred, %d next (%v); want 20 and %d", n, st.Deferred, len(st.Next), err, n)
 		}
+	}
+}
+
+// events records a store's status events.
+type events struct {
+	mu  sync.Mutex
+	got []string // "id status"
+}
+
+func (e *events) Event(_ context.Context, _, id, status string, _ time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.got = append(e.got, id+" "+status)
+}
+
+var _ Events = (*events)(nil)
+
+// TestATraceTellsADeferralAfterItsEnd: a deferral leaves a trace (when,
+// until when, why) that outlives the entry by TraceKeep and says how it
+// ended: released by a releaser, expired at its release, or dropped by
+// an operator, whose drop publishes the final status event dropped.
+func TestATraceTellsADeferralAfterItsEnd(t *testing.T) {
+	c := newClock(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
+	rdb := redistest.Client(t)
+	ev := &events{}
+	s := New(rdb, c.now, ev)
+	cl := class(t)
+	ctx := context.Background()
+	deferredAt := c.now()
+	opening := deferredAt.Add(time.Hour)
+	rules := policy.Sending{Window: fixedWindow(opening)}
+	for _, id := range []string{"rel", "exp", "drop"} {
+		m := msg(cl, id, "+33612345678")
+		if id == "exp" {
+			m.Deadline = opening.Add(time.Minute)
+		}
+		if j, err := s.Judge(ctx, m, rules); err != nil || j.Verdict != Deferred {
+			t.Fatal(id, j, err)
+		}
+	}
+	if tr, found, err := s.TraceOf(ctx, cl, "rel"); err != nil || !found || tr.Ended != "" || !tr.DeferredAt.Equal(deferredAt) ||
+		!tr.Until.Equal(opening) || tr.Reason != "window" {
+		t.Fatalf("the trace of a message deferred: %+v %v %v", tr, found, err)
+	}
+	if ttl := rdb.PTTL(ctx, keys.DeferredOf(cl).Trace("rel")).Val(); ttl <= TraceKeep || ttl > TraceKeep+time.Hour {
+		t.Errorf("a deferral's trace lives %v, want its wait (1h) and TraceKeep", ttl)
+	}
+	if _, found, err := s.TraceOf(ctx, cl, "never"); err != nil || found {
+		t.Errorf("an id never deferred: trace found %v (%v)", found, err)
+	}
+
+	if ok, err := s.Drop(ctx, cl, "drop"); err != nil || !ok {
+		t.Fatalf("drop: %v %v", ok, err)
+	}
+	c.add(2 * time.Hour) // past exp's deadline
+	r := &Releaser{Store: s, Token: "p", Logger: discard()}
+	// rel is released by hand, as Pass does once Pub/Sub confirmed it
+	// (the lane here has no publisher); exp's claim ends, and the next
+	// pass finds it past its deadline.
+	claimed, err := s.Claim(ctx, cl, 10, "p")
+	if err != nil || len(claimed) != 2 {
+		t.Fatalf("claimed %d (%v), want rel and exp", len(claimed), err)
+	}
+	if _, err := s.removeEnded(ctx, cl, "p", EndReleased, []string{"rel"}); err != nil {
+		t.Fatal(err)
+	}
+	c.add(ClaimLease + time.Second)
+	if n, err := r.Pass(ctx, Lane{Class: cl}); err != nil || n != 1 {
+		t.Fatalf("pass: %d %v, want exp claimed and expired", n, err)
+	}
+	for id, want := range map[string]string{"rel": EndReleased, "exp": EndExpired, "drop": EndDropped} {
+		tr, found, err := s.TraceOf(ctx, cl, id)
+		if err != nil || !found || tr.Ended != want || tr.EndedAt.IsZero() || !tr.DeferredAt.Equal(deferredAt) {
+			t.Errorf("%s's trace: %+v %v %v, want ended %s", id, tr, found, err, want)
+		}
+		if ttl := rdb.PTTL(ctx, keys.DeferredOf(cl).Trace(id)).Val(); ttl <= 0 || ttl > TraceKeep {
+			t.Errorf("%s's trace lives %v after its end, want at most TraceKeep", id, ttl)
+		}
+	}
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if want := []string{"rel deferred", "exp deferred", "drop deferred", "drop dropped", "exp expired"}; !slices.Equal(ev.got, want) {
+		t.Errorf("events %q, want %q", ev.got, want)
 	}
 }
