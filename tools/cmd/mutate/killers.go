@@ -203,4 +203,6 @@ var killers = map[string]string{
 	// The release spread, capped before a message's deadline.
 	"DR3": "TestTheSpreadEndsBeforeTheDeadline",
 	"DR4": "TestAServeKilledMidReleaseLosesNothing",
+	"DR5": "TestATraceTellsADeferralAfterItsEnd",
+	"DR6": "TestATraceTellsADeferralAfterItsEnd",
 }

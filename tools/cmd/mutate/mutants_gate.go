@@ -106,4 +106,10 @@ var gateMutants = []mutant{
 	{"DR4", "a release claimed for 40 s: one its releaser's death interrupts is finished after the 30 s promised", []edit{
 		{"deferral/store.go", "const ClaimLease = 20 * time.Second", "const ClaimLease = 40 * time.Second"},
 	}, "./cmd/dispatcher/"},
+	{"DR5", "an operator's drop publishes no final status event: its producer never learns the message's end", []edit{
+		{"deferral/store.go", "		s.event(ctx, Message{Class: class, ID: id}, EndDropped, time.Time{})\n", ""},
+	}, "./deferral/"},
+	{"DR6", "a release leaves no trace: once released, nothing says the message was deferred", []edit{
+		{"deferral/store.go", "	if len(gone) > 0 {\n", "	if false {\n"},
+	}, "./deferral/"},
 }
