@@ -4,11 +4,13 @@
 -- operator released early), KEYS[5] the id's trace (hash).
 -- ARGV[1] id, ARGV[2] due (ms), ARGV[3] envelope, ARGV[4] now (ms),
 -- ARGV[5] reason, ARGV[6] how long the trace outlives the due time (ms).
--- An id an operator released early is not stored again: 0, send it (once:
--- the mark is taken). Else 1: a new deferral of an id replaces its
--- envelope and cancels a releaser's claim on it, so that releaser's
--- remove leaves it stored; its trace says deferred, not yet ended.
-if redis.call('SREM', KEYS[4], ARGV[1]) == 1 then
+-- An id an operator released early is not stored again for its window:
+-- 0, send it (once: the mark is taken). For its cap it is (the mark
+-- taken too): an early release never breaks a cap. Else 1: a new
+-- deferral of an id replaces its envelope and cancels a releaser's claim
+-- on it, so that releaser's remove leaves it stored; its trace says
+-- deferred, not yet ended.
+if redis.call('SREM', KEYS[4], ARGV[1]) == 1 and ARGV[5] == 'window' then
   return 0
 end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])

@@ -105,13 +105,19 @@ func New(rdb Redis, now func() time.Time, events Events) *Store {
 // Judge decides whether m may be sent now under its class's rules: in
 // its window (rules.Window), then under its cap (rules.Cap). A message
 // it defers is stored before Judge returns Deferred. The zero rules
-// send everything.
+// send everything. A message an operator released early (ReleaseNow)
+// passes its window once, never its cap: a cap may be the law's (3 a day
+// in Florida), a window released early is one configured wrong.
 func (s *Store) Judge(ctx context.Context, m Message, rules policy.Sending) (Judgement, error) {
 	now := s.now()
 	if rules.Window != nil {
 		next := rules.Window.Next(m.To, m.TZ, now)
 		if next.IsZero() || next.After(now) {
-			return s.hold(ctx, m, now, spread(m.ID, next, m.Deadline, rules.ReleaseSpread), "window")
+			j, err := s.hold(ctx, m, now, spread(m.ID, next, m.Deadline, rules.ReleaseSpread), "window")
+			if err != nil || j.Verdict != Send {
+				return j, err
+			}
+			// Released early by an operator: past its window, not its cap.
 		}
 	}
 	if rules.Cap.Count <= 0 {
@@ -399,7 +405,8 @@ func (s *Store) List(ctx context.Context, class string, offset, count int) ([]En
 }
 
 // ReleaseNow makes id of class due at once (an operator's early release):
-// when it comes back it is sent whatever its window or cap says. It
+// when it comes back it is sent whatever its window says, within its
+// cap (one held by its cap is deferred again until a place frees). It
 // reports whether id was deferred.
 func (s *Store) ReleaseNow(ctx context.Context, class, id string) (bool, error) {
 	k := keys.DeferredOf(class)

@@ -366,3 +366,54 @@ func TestATraceTellsADeferralAfterItsEnd(t *testing.T) {
 		t.Errorf("events %q, want %q", ev.got, want)
 	}
 }
+
+// TestAnEarlyReleasePassesTheWindowNotTheCap: a message released early
+// by an operator comes back past its closed window once, but its cap
+// still holds: over it, it is deferred for the cap; one deferred for its
+// cap and released early is deferred for it again; with a place free it
+// is sent.
+func TestAnEarlyReleasePassesTheWindowNotTheCap(t *testing.T) {
+	c := newClock(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
+	s := New(redistest.Client(t), c.now, nil)
+	cl := class(t)
+	ctx := context.Background()
+	const to = "+33612345678"
+	capOnly := policy.Sending{Cap: policy.Cap{Count: 1, Per: time.Hour}}
+	both := policy.Sending{Window: fixedWindow(c.now().Add(time.Hour)), Cap: capOnly.Cap}
+	judge := func(id string, rules policy.Sending) Judgement {
+		t.Helper()
+		j, err := s.Judge(ctx, msg(cl, id, to), rules)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	release := func(id string) {
+		t.Helper()
+		if ok, err := s.ReleaseNow(ctx, cl, id); err != nil || !ok {
+			t.Fatalf("release %s early: %v %v", id, ok, err)
+		}
+	}
+	if j := judge("free", both); j.Verdict != Deferred || j.Reason != "window" {
+		t.Fatalf("outside its window: %+v", j)
+	}
+	release("free")
+	if j := judge("free", both); j.Verdict != Send {
+		t.Fatalf("released early, its cap free: %+v, want send", j)
+	}
+	// The number's one place is free's now.
+	if j := judge("over", both); j.Verdict != Deferred || j.Reason != "window" {
+		t.Fatalf("outside its window: %+v", j)
+	}
+	release("over")
+	if j := judge("over", both); j.Verdict != Deferred || j.Reason != "cap" {
+		t.Errorf("released early, its cap full: %+v, want deferred for the cap", j)
+	}
+	if j := judge("capped", capOnly); j.Verdict != Deferred || j.Reason != "cap" {
+		t.Fatalf("over its cap: %+v", j)
+	}
+	release("capped")
+	if j := judge("capped", capOnly); j.Verdict != Deferred || j.Reason != "cap" {
+		t.Errorf("held by its cap and released early: %+v, want deferred for the cap again", j)
+	}
+}

@@ -175,7 +175,7 @@ func (d Deferred) Messages() string { return string(d) + ":msg" }
 func (d Deferred) Claims() string { return string(d) + ":claim" }
 
 // Forced is the set of the ids an operator released early: sent when
-// they come back, whatever their window or cap says.
+// they come back, whatever their window says, within their cap.
 func (d Deferred) Forced() string { return string(d) + ":forced" }
 
 // Trace is the hash of what id's deferral was (when, until when, why)

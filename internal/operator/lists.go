@@ -176,7 +176,7 @@ func DeferredOf(ctx context.Context, store *deferral.Store, class, id string) ([
 }
 
 // ActOnDeferred releases id of class now ("release": sent when it comes
-// back, whatever its window or cap) or drops it ("drop": its status
+// back, whatever its window, within its cap) or drops it ("drop": its status
 // event, dropped, published by the store's Events), and reports whether
 // it was deferred.
 func ActOnDeferred(ctx context.Context, store *deferral.Store, verb, class, id string) (bool, error) {

@@ -205,4 +205,7 @@ var killers = map[string]string{
 	"DR4": "TestAServeKilledMidReleaseLosesNothing",
 	"DR5": "TestATraceTellsADeferralAfterItsEnd",
 	"DR6": "TestATraceTellsADeferralAfterItsEnd",
+	// An early release passes the window, never the cap.
+	"DR7": "TestAnEarlyReleasePassesTheWindowNotTheCap",
+	"DR8": "TestAnEarlyReleasePassesTheWindowNotTheCap",
 }

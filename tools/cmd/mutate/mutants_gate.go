@@ -112,4 +112,10 @@ var gateMutants = []mutant{
 	{"DR6", "a release leaves no trace: once released, nothing says the message was deferred", []edit{
 		{"deferral/store.go", "	if len(gone) > 0 {\n", "	if false {\n"},
 	}, "./deferral/"},
+	{"DR7", "an early release passes the cap too: an operator's release breaks a legal cap", []edit{
+		{"deferral/defer.lua", "if redis.call('SREM', KEYS[4], ARGV[1]) == 1 and ARGV[5] == 'window' then", "if redis.call('SREM', KEYS[4], ARGV[1]) == 1 then"},
+	}, "./deferral/"},
+	{"DR8", "a message released early past its window is sent without its cap's check", []edit{
+		{"deferral/store.go", "			if err != nil || j.Verdict != Send {\n				return j, err\n			}\n", "			return j, err\n"},
+	}, "./deferral/"},
 }
