@@ -21,7 +21,7 @@ import (
 func runMessage(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("message", stderr)
 	load := config.Flags(fs, config.Redis|config.Accounts, environ)
-	asJSON := fs.Bool("json", false, `print one JSON object {"id", "accounts": [...]} (docs/configuring.md, "Receipts")`)
+	asJSON := fs.Bool("json", false, `print one JSON object {"id", "accounts": [...], "suppressed", "deferrals": [...]} (docs/configuring.md, "Receipts"; docs/windows.md)`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
