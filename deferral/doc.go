@@ -20,6 +20,11 @@
 //     any window of Per; a place taken by a delivery that was not handed
 //     to a provider is given back;
 //   - a message whose deadline comes before its release is never sent:
-//     it ends expired;
+//     it ends expired; the release spread never pushes a release past
+//     the deadline of a message whose window opens before it;
+//   - an operator's early release passes a message's window once, never
+//     its cap;
+//   - a deferral leaves a trace (when, until when, why, how it ended)
+//     that outlives its end by TraceKeep, for dispatcher message;
 //   - no script reads a whole set: claims and lists go by pages.
 package deferral

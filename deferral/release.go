@@ -104,8 +104,8 @@ func (r *Releaser) batch() int {
 
 // Pass claims one page of l's due messages and releases it; it returns
 // how many it claimed. It removes the page's ids once Pub/Sub confirmed
-// their republish, in one call (Store.RemoveAll): the unreadable, the
-// expired and the released together.
+// their republish, a call per way they ended (Store.RemoveAll; usually
+// all released), and ends their traces.
 func (r *Releaser) Pass(ctx context.Context, l Lane) (int, error) {
 	claimed, err := r.Store.Claim(ctx, l.Class, r.batch(), r.Token)
 	if err != nil {
@@ -116,16 +116,17 @@ func (r *Releaser) Pass(ctx context.Context, l Lane) (int, error) {
 		res *pubsub.PublishResult
 	}
 	var (
-		out     []pending
-		expired []string // ids past their deadline, to remove first
-		done    []string // ids unreadable, then released, to remove
+		out        []pending
+		expired    []string // ids past their deadline
+		unreadable []string // nothing to send
+		released   []string // published, confirmed
 	)
 	now := r.Store.now()
 	for _, c := range claimed {
 		switch {
-		case len(c.Data) == 0: // unreadable: nothing to send
+		case len(c.Data) == 0:
 			r.Logger.Error("a deferred message's envelope is unreadable; dropped", "class", l.Class, "id", c.ID)
-			done = append(done, c.ID)
+			unreadable = append(unreadable, c.ID)
 		case !c.Deadline.IsZero() && !now.Before(c.Deadline):
 			expired = append(expired, c.ID)
 		default:
@@ -133,7 +134,6 @@ func (r *Releaser) Pass(ctx context.Context, l Lane) (int, error) {
 			out = append(out, pending{c, res})
 		}
 	}
-	released := 0
 	for _, p := range out {
 		if _, err := p.res.Get(ctx); err != nil {
 			// Left claimed: due again at the claim's end.
@@ -141,23 +141,32 @@ func (r *Releaser) Pass(ctx context.Context, l Lane) (int, error) {
 				"class", l.Class, "id", p.c.ID, "err", err)
 			continue
 		}
-		done = append(done, p.c.ID)
-		released++
+		released = append(released, p.c.ID)
 	}
-	done = append(expired, done...)
-	removed, err := r.Store.RemoveAll(ctx, l.Class, r.Token, done)
-	if err != nil {
-		// Released twice at worst: their send-once records hold.
-		r.Logger.Warn("released messages could not be removed; they are released again later",
-			"class", l.Class, "messages", len(done)-len(removed), "err", err)
-	}
-	for i, ok := range removed[:min(len(expired), len(removed))] {
-		if ok {
-			r.Store.expired(ctx, Message{Class: l.Class, ID: done[i]})
+	for _, g := range []struct {
+		how string
+		ids []string
+	}{{EndExpired, expired}, {EndDropped, unreadable}, {EndReleased, released}} {
+		if len(g.ids) == 0 {
+			continue
+		}
+		removed, err := r.Store.removeEnded(ctx, l.Class, r.Token, g.how, g.ids)
+		if err != nil {
+			// Released twice at worst: their send-once records hold.
+			r.Logger.Warn("released messages could not be removed; they are released again later",
+				"class", l.Class, "messages", len(g.ids)-len(removed), "err", err)
+		}
+		if g.how != EndExpired {
+			continue
+		}
+		for i, ok := range removed {
+			if ok {
+				r.Store.expired(ctx, Message{Class: l.Class, ID: g.ids[i]})
+			}
 		}
 	}
-	if r.Released != nil && released > 0 {
-		r.Released(l.Class, released)
+	if r.Released != nil && len(released) > 0 {
+		r.Released(l.Class, len(released))
 	}
 	return len(claimed), nil
 }

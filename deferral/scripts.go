@@ -28,6 +28,10 @@ var (
 	statsLua string
 	//go:embed get.lua
 	getLua string
+	//go:embed ended.lua
+	endedLua string
+	//go:embed trace.lua
+	traceLua string
 
 	deferScript  = redis.NewScript(deferLua)
 	claimScript  = redis.NewScript(claimLua)
@@ -38,6 +42,8 @@ var (
 	dueScript    = redis.NewScript(dueLua)
 	statsScript  = redis.NewScript(statsLua)
 	getScript    = redis.NewScript(getLua)
+	endedScript  = redis.NewScript(endedLua)
+	traceScript  = redis.NewScript(traceLua)
 )
 
 // Operations, one per script, for the Redis-calls figures.
@@ -51,6 +57,8 @@ const (
 	OpDue    = "deferred_due"
 	OpStats  = "deferred_stats"
 	OpGet    = "deferred_get"
+	OpEnded  = "deferred_ended"
+	OpTrace  = "deferred_trace"
 )
 
 func init() {
@@ -63,4 +71,6 @@ func init() {
 	scriptop.Register(OpDue, dueLua)
 	scriptop.Register(OpStats, statsLua)
 	scriptop.Register(OpGet, getLua)
+	scriptop.Register(OpEnded, endedLua)
+	scriptop.Register(OpTrace, traceLua)
 }

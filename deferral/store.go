@@ -88,7 +88,8 @@ type Store struct {
 }
 
 // Events publishes a message's status events (deferred, capped,
-// expired) to STATUS_TOPIC; nil publishes none.
+// expired, and dropped by an operator) to STATUS_TOPIC; nil publishes
+// none.
 type Events interface {
 	Event(ctx context.Context, class, id, status string, until time.Time)
 }
@@ -104,13 +105,19 @@ func New(rdb Redis, now func() time.Time, events Events) *Store {
 // Judge decides whether m may be sent now under its class's rules: in
 // its window (rules.Window), then under its cap (rules.Cap). A message
 // it defers is stored before Judge returns Deferred. The zero rules
-// send everything.
+// send everything. A message an operator released early (ReleaseNow)
+// passes its window once, never its cap: a cap may be the law's (3 a day
+// in Florida), a window released early is one configured wrong.
 func (s *Store) Judge(ctx context.Context, m Message, rules policy.Sending) (Judgement, error) {
 	now := s.now()
 	if rules.Window != nil {
 		next := rules.Window.Next(m.To, m.TZ, now)
 		if next.IsZero() || next.After(now) {
-			return s.hold(ctx, m, now, s.spread(m.ID, next, rules.ReleaseSpread), "window")
+			j, err := s.hold(ctx, m, now, spread(m.ID, next, m.Deadline, rules.ReleaseSpread), "window")
+			if err != nil || j.Verdict != Send {
+				return j, err
+			}
+			// Released early by an operator: past its window, not its cap.
 		}
 	}
 	if rules.Cap.Count <= 0 {
@@ -142,16 +149,22 @@ func (s *Store) GiveBack(ctx context.Context, m Message, j Judgement) error {
 }
 
 // spread is the release of id at a window's opening next, spread over
-// spread by the id's hash: a million messages deferred to one opening do
-// not all wake in one second. Zero next (the window never opens) stays
-// zero.
-func (s *Store) spread(id string, next time.Time, spread time.Duration) time.Time {
-	if next.IsZero() || spread <= 0 {
+// over by the id's hash: a million messages deferred to one opening do
+// not all wake in one second. With a deadline, the spread is capped at
+// half the time from the opening to the deadline: a message whose window
+// opens before its deadline is released, not expired by its share of the
+// spread, and keeps at least as long again for its release and its send.
+// Zero next (the window never opens) stays zero.
+func spread(id string, next, deadline time.Time, over time.Duration) time.Time {
+	if !deadline.IsZero() && !next.IsZero() {
+		over = min(over, deadline.Sub(next)/2)
+	}
+	if next.IsZero() || over <= 0 {
 		return next
 	}
 	h := fnv.New64a()
 	h.Write([]byte(id))
-	return next.Add(time.Duration(h.Sum64() % uint64(spread)))
+	return next.Add(time.Duration(h.Sum64() % uint64(over)))
 }
 
 // hold stores m until until, or ends it expired when until (its window
@@ -167,7 +180,8 @@ func (s *Store) hold(ctx context.Context, m Message, now, until time.Time, reaso
 		return Judgement{}, err
 	}
 	k := keys.DeferredOf(m.Class)
-	stored, err := deferScript.Run(ctx, s.rdb, []string{k.Due(), k.Messages(), k.Claims(), k.Forced()}, m.ID, until.UnixMilli(), env).Int()
+	stored, err := deferScript.Run(ctx, s.rdb, []string{k.Due(), k.Messages(), k.Claims(), k.Forced(), k.Trace(m.ID)},
+		m.ID, until.UnixMilli(), env, now.UnixMilli(), reason, TraceKeep.Milliseconds()).Int()
 	if err != nil {
 		return Judgement{}, fmt.Errorf("deferral: store: %w", err)
 	}
@@ -227,9 +241,21 @@ func (s *Store) Claim(ctx context.Context, class string, n int, token string) ([
 	return out, nil
 }
 
+// Drop removes id of class for good (an operator's drop: a campaign
+// cancelled), ends its trace dropped and publishes its final status
+// event, dropped. It reports whether id was deferred.
+func (s *Store) Drop(ctx context.Context, class, id string) (bool, error) {
+	removed, err := s.removeEnded(ctx, class, "", EndDropped, []string{id})
+	dropped := len(removed) == 1 && removed[0]
+	if dropped {
+		s.event(ctx, Message{Class: class, ID: id}, EndDropped, time.Time{})
+	}
+	return dropped, err
+}
+
 // Remove forgets id of class once released, while token still claims
-// it; token "" removes it whatever (an operator's drop). It reports
-// whether it was removed.
+// it; token "" removes it whatever. It reports whether it was removed.
+// It leaves the id's trace as it is: Drop and the releaser end it.
 func (s *Store) Remove(ctx context.Context, class, id, token string) (bool, error) {
 	removed, err := s.RemoveAll(ctx, class, token, []string{id})
 	return len(removed) == 1 && removed[0], err
@@ -262,6 +288,88 @@ func (s *Store) RemoveAll(ctx context.Context, class, token string, ids []string
 		}
 	}
 	return removed, nil
+}
+
+// How a deferral ended, in its trace.
+const (
+	EndReleased = "released" // republished to its class's topic
+	EndExpired  = "expired"  // its deadline came before its release
+	EndDropped  = "dropped"  // by an operator, or its envelope unreadable
+)
+
+// TraceKeep is how long a deferral's trace outlives its end (and, while
+// it is deferred, its due time): as long as the id's send-once record
+// lives (24 h), so that dispatcher message tells both.
+const TraceKeep = 24 * time.Hour
+
+// Trace is what the store remembers of an id's deferral once its entry
+// is gone: deferred when, until when and why, and how and when it ended.
+// While the id is deferred, Ended is "".
+type Trace struct {
+	DeferredAt time.Time
+	Until      time.Time
+	Reason     string
+	Ended      string // EndReleased, EndExpired or EndDropped
+	EndedAt    time.Time
+}
+
+// end ends the traces of ids of class, a page of removePage at a time.
+// It follows the remove that took them from the store, in a call of its
+// own: a process that dies between the two leaves a trace that says
+// deferred and no end, which the store and the id's record correct.
+func (s *Store) end(ctx context.Context, class, how string, ids []string) error {
+	k := keys.DeferredOf(class)
+	now := s.now().UnixMilli()
+	for page := range slices.Chunk(ids, removePage) {
+		traces := make([]string, len(page))
+		for i, id := range page {
+			traces[i] = k.Trace(id)
+		}
+		if err := endedScript.Run(ctx, s.rdb, traces, how, now, TraceKeep.Milliseconds()).Err(); err != nil {
+			return fmt.Errorf("deferral: end traces: %w", err)
+		}
+	}
+	return nil
+}
+
+// removeEnded removes ids of class (RemoveAll) and ends the traces of
+// those removed as how; it returns RemoveAll's answer.
+func (s *Store) removeEnded(ctx context.Context, class, token, how string, ids []string) ([]bool, error) {
+	removed, err := s.RemoveAll(ctx, class, token, ids)
+	var gone []string
+	for i, ok := range removed {
+		if ok {
+			gone = append(gone, ids[i])
+		}
+	}
+	if len(gone) > 0 {
+		if terr := s.end(ctx, class, how, gone); err == nil {
+			err = terr
+		}
+	}
+	return removed, err
+}
+
+// TraceOf returns id's deferral trace in class; found is false when there
+// is none (never deferred there, or ended more than TraceKeep ago).
+func (s *Store) TraceOf(ctx context.Context, class, id string) (t Trace, found bool, err error) {
+	res, err := traceScript.RunRO(ctx, s.rdb, []string{keys.DeferredOf(class).Trace(id)}).Slice()
+	if err != nil {
+		return Trace{}, false, fmt.Errorf("deferral: trace: %w", err)
+	}
+	if len(res) != 5 {
+		return Trace{}, false, fmt.Errorf("deferral: trace: %d values, want 5", len(res))
+	}
+	field := func(i int) string { v, _ := res[i].(string); return v }
+	ms := func(i int) time.Time {
+		n, err := strconv.ParseInt(field(i), 10, 64)
+		if err != nil {
+			return time.Time{}
+		}
+		return time.UnixMilli(n)
+	}
+	t = Trace{DeferredAt: ms(0), Until: ms(1), Reason: field(2), Ended: field(3), EndedAt: ms(4)}
+	return t, t != Trace{}, nil
 }
 
 // Entry is one deferred message as List shows it.
@@ -297,7 +405,8 @@ func (s *Store) List(ctx context.Context, class string, offset, count int) ([]En
 }
 
 // ReleaseNow makes id of class due at once (an operator's early release):
-// when it comes back it is sent whatever its window or cap says. It
+// when it comes back it is sent whatever its window says, within its
+// cap (one held by its cap is deferred again until a place frees). It
 // reports whether id was deferred.
 func (s *Store) ReleaseNow(ctx context.Context, class, id string) (bool, error) {
 	k := keys.DeferredOf(class)

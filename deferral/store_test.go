@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/config/policy"
+	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/redistest"
 )
 
@@ -153,6 +154,44 @@ func TestAReleaseSpreadsOverTheSpread(t *testing.T) {
 	}
 }
 
+// TestTheSpreadEndsBeforeTheDeadline: a window opening before a
+// message's deadline releases it, whatever its share of release_spread:
+// opening 08:00, deadline 08:05, spread 10m; every release falls in the
+// first half of the 5 minutes, still spread over it.
+func TestTheSpreadEndsBeforeTheDeadline(t *testing.T) {
+	c := newClock(time.Date(2026, 6, 1, 7, 0, 0, 0, time.UTC))
+	s := New(redistest.Client(t), c.now, nil)
+	cl := class(t)
+	opening := time.Date(2026, 6, 1, 8, 0, 0, 0, time.UTC)
+	deadline := opening.Add(5 * time.Minute)
+	rules := policy.Sending{Window: fixedWindow(opening), ReleaseSpread: 10 * time.Minute}
+	var minDue, maxDue time.Time
+	for i := range 200 {
+		m := msg(cl, fmt.Sprint("d", i), "+33612345678")
+		m.Deadline = deadline
+		j, err := s.Judge(context.Background(), m, rules)
+		if err != nil || j.Verdict != Deferred {
+			t.Fatalf("%s: %+v %v, want deferred: its window opens before its deadline", m.ID, j, err)
+		}
+		if minDue.IsZero() || j.Until.Before(minDue) {
+			minDue = j.Until
+		}
+		if j.Until.After(maxDue) {
+			maxDue = j.Until
+		}
+	}
+	half := opening.Add(deadline.Sub(opening) / 2)
+	if minDue.Before(opening) || !maxDue.Before(half) || maxDue.Sub(minDue) < time.Minute {
+		t.Errorf("releases from %v to %v, want spread over [%v, %v)", minDue, maxDue, opening, half)
+	}
+	// A deadline at the opening leaves no room: the message expires.
+	m := msg(cl, "at", "+33612345678")
+	m.Deadline = opening
+	if j, err := s.Judge(context.Background(), m, rules); err != nil || j.Verdict != Expired {
+		t.Errorf("a deadline at the opening: %+v %v, want expired", j, err)
+	}
+}
+
 // fixedWindow opens at one instant.
 type fixedWindow time.Time
 
@@ -242,5 +281,139 @@ func TestStatsReadNoMoreThanTheNextAskedFor(t *testing.T) {
 		if err != nil || st.Deferred != 20 || len(st.Next) != n {
 			t.Errorf("StatsOf(%d): %d deferred, %d next (%v); want 20 and %d", n, st.Deferred, len(st.Next), err, n)
 		}
+	}
+}
+
+// events records a store's status events.
+type events struct {
+	mu  sync.Mutex
+	got []string // "id status"
+}
+
+func (e *events) Event(_ context.Context, _, id, status string, _ time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.got = append(e.got, id+" "+status)
+}
+
+var _ Events = (*events)(nil)
+
+// TestATraceTellsADeferralAfterItsEnd: a deferral leaves a trace (when,
+// until when, why) that outlives the entry by TraceKeep and says how it
+// ended: released by a releaser, expired at its release, or dropped by
+// an operator, whose drop publishes the final status event dropped.
+func TestATraceTellsADeferralAfterItsEnd(t *testing.T) {
+	c := newClock(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
+	rdb := redistest.Client(t)
+	ev := &events{}
+	s := New(rdb, c.now, ev)
+	cl := class(t)
+	ctx := context.Background()
+	deferredAt := c.now()
+	opening := deferredAt.Add(time.Hour)
+	rules := policy.Sending{Window: fixedWindow(opening)}
+	for _, id := range []string{"rel", "exp", "drop"} {
+		m := msg(cl, id, "+33612345678")
+		if id == "exp" {
+			m.Deadline = opening.Add(time.Minute)
+		}
+		if j, err := s.Judge(ctx, m, rules); err != nil || j.Verdict != Deferred {
+			t.Fatal(id, j, err)
+		}
+	}
+	if tr, found, err := s.TraceOf(ctx, cl, "rel"); err != nil || !found || tr.Ended != "" || !tr.DeferredAt.Equal(deferredAt) ||
+		!tr.Until.Equal(opening) || tr.Reason != "window" {
+		t.Fatalf("the trace of a message deferred: %+v %v %v", tr, found, err)
+	}
+	if ttl := rdb.PTTL(ctx, keys.DeferredOf(cl).Trace("rel")).Val(); ttl <= TraceKeep || ttl > TraceKeep+time.Hour {
+		t.Errorf("a deferral's trace lives %v, want its wait (1h) and TraceKeep", ttl)
+	}
+	if _, found, err := s.TraceOf(ctx, cl, "never"); err != nil || found {
+		t.Errorf("an id never deferred: trace found %v (%v)", found, err)
+	}
+
+	if ok, err := s.Drop(ctx, cl, "drop"); err != nil || !ok {
+		t.Fatalf("drop: %v %v", ok, err)
+	}
+	c.add(2 * time.Hour) // past exp's deadline
+	r := &Releaser{Store: s, Token: "p", Logger: discard()}
+	// rel is released by hand, as Pass does once Pub/Sub confirmed it
+	// (the lane here has no publisher); exp's claim ends, and the next
+	// pass finds it past its deadline.
+	claimed, err := s.Claim(ctx, cl, 10, "p")
+	if err != nil || len(claimed) != 2 {
+		t.Fatalf("claimed %d (%v), want rel and exp", len(claimed), err)
+	}
+	if _, err := s.removeEnded(ctx, cl, "p", EndReleased, []string{"rel"}); err != nil {
+		t.Fatal(err)
+	}
+	c.add(ClaimLease + time.Second)
+	if n, err := r.Pass(ctx, Lane{Class: cl}); err != nil || n != 1 {
+		t.Fatalf("pass: %d %v, want exp claimed and expired", n, err)
+	}
+	for id, want := range map[string]string{"rel": EndReleased, "exp": EndExpired, "drop": EndDropped} {
+		tr, found, err := s.TraceOf(ctx, cl, id)
+		if err != nil || !found || tr.Ended != want || tr.EndedAt.IsZero() || !tr.DeferredAt.Equal(deferredAt) {
+			t.Errorf("%s's trace: %+v %v %v, want ended %s", id, tr, found, err, want)
+		}
+		if ttl := rdb.PTTL(ctx, keys.DeferredOf(cl).Trace(id)).Val(); ttl <= 0 || ttl > TraceKeep {
+			t.Errorf("%s's trace lives %v after its end, want at most TraceKeep", id, ttl)
+		}
+	}
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if want := []string{"rel deferred", "exp deferred", "drop deferred", "drop dropped", "exp expired"}; !slices.Equal(ev.got, want) {
+		t.Errorf("events %q, want %q", ev.got, want)
+	}
+}
+
+// TestAnEarlyReleasePassesTheWindowNotTheCap: a message released early
+// by an operator comes back past its closed window once, but its cap
+// still holds: over it, it is deferred for the cap; one deferred for its
+// cap and released early is deferred for it again; with a place free it
+// is sent.
+func TestAnEarlyReleasePassesTheWindowNotTheCap(t *testing.T) {
+	c := newClock(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
+	s := New(redistest.Client(t), c.now, nil)
+	cl := class(t)
+	ctx := context.Background()
+	const to = "+33612345678"
+	capOnly := policy.Sending{Cap: policy.Cap{Count: 1, Per: time.Hour}}
+	both := policy.Sending{Window: fixedWindow(c.now().Add(time.Hour)), Cap: capOnly.Cap}
+	judge := func(id string, rules policy.Sending) Judgement {
+		t.Helper()
+		j, err := s.Judge(ctx, msg(cl, id, to), rules)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	release := func(id string) {
+		t.Helper()
+		if ok, err := s.ReleaseNow(ctx, cl, id); err != nil || !ok {
+			t.Fatalf("release %s early: %v %v", id, ok, err)
+		}
+	}
+	if j := judge("free", both); j.Verdict != Deferred || j.Reason != "window" {
+		t.Fatalf("outside its window: %+v", j)
+	}
+	release("free")
+	if j := judge("free", both); j.Verdict != Send {
+		t.Fatalf("released early, its cap free: %+v, want send", j)
+	}
+	// The number's one place is free's now.
+	if j := judge("over", both); j.Verdict != Deferred || j.Reason != "window" {
+		t.Fatalf("outside its window: %+v", j)
+	}
+	release("over")
+	if j := judge("over", both); j.Verdict != Deferred || j.Reason != "cap" {
+		t.Errorf("released early, its cap full: %+v, want deferred for the cap", j)
+	}
+	if j := judge("capped", capOnly); j.Verdict != Deferred || j.Reason != "cap" {
+		t.Fatalf("over its cap: %+v", j)
+	}
+	release("capped")
+	if j := judge("capped", capOnly); j.Verdict != Deferred || j.Reason != "cap" {
+		t.Errorf("held by its cap and released early: %+v, want deferred for the cap again", j)
 	}
 }

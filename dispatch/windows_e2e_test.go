@@ -329,3 +329,89 @@ func TestACapHoldsOnTheFailoverPath(t *testing.T) {
 		t.Errorf("the failing primary accepted %d", n)
 	}
 }
+
+// TestADeferringCapHoldsAcrossAccounts: marketing capped at 3 an hour per
+// number with on_cap defer, served by two accounts (failing over past a
+// degraded primary), on two processes: two sends to a number go out on
+// the primary, then, the primary degraded, one on the backup; the cap
+// counts the three across both accounts, and the next three to the
+// number are deferred, due when the first place leaves the hour.
+func TestADeferringCapHoldsAcrossAccounts(t *testing.T) {
+	h := newHarness(t, providertest.Config{}, nil)
+	primary, backup, limiters := twoAccounts(t, h, true, nil)
+	h.deferral = func(rdb redis.Scripter) *deferral.Store { return deferral.New(rdb, nil, nil) }
+	h.addClass(admission.OTP, 0)
+	h.addClass(admission.Marketing, 0)
+	h.lanes[1].Policy.Sending = policy.Sending{Cap: policy.Cap{Count: 3, Per: time.Hour}}
+	h.start(2, Config{OTPMaxWait: 500 * time.Millisecond, MarketingMaxWait: 200 * time.Millisecond})
+	number := fmt.Sprintf("+8190%08d", time.Now().UnixNano()%100000000)
+	dataID := map[string]string{} // the messages' ids by their deliveries'
+	publish := func(prefix string, n int) []string {
+		ids := make([]string, n)
+		for i := range n {
+			id := fmt.Sprintf("%s-%d-%s", prefix, i, number)
+			ids[i] = h.publish(admission.Marketing, map[string]string{"id": id, "to": number, "body": "sale"})
+			dataID[ids[i]] = id
+		}
+		return ids
+	}
+	home := publish("home", 2)
+	for id, ev := range h.waitEnded(home, 20*time.Second) {
+		if ev.Outcome != nack.Sent || ev.Account != "primary" {
+			t.Fatalf("%s: %v on %q (%v), want sent on the primary", id, ev.Outcome, ev.Account, ev.Err)
+		}
+	}
+
+	primary.FailFor(http.StatusServiceUnavailable, time.Minute)
+	degraded := func() bool {
+		return limiters["primary"][0].Health() == admission.Degraded && limiters["primary"][1].Health() == admission.Degraded
+	}
+	for i := 0; !degraded(); i++ {
+		id := h.publish(admission.OTP, map[string]string{"id": fmt.Sprintf("warm-%d-%s", i, number), "to": fmt.Sprintf("+8170%08d", i), "body": "code"})
+		h.waitEnded([]string{id}, 10*time.Second)
+		if i > 100 {
+			t.Fatal("the primary never became degraded in both processes")
+		}
+	}
+	away := publish("away", 4)
+	evs := h.waitEnded(away, 30*time.Second)
+	sent, deferred := 0, 0
+	for _, id := range away {
+		switch ev := evs[id]; {
+		case ev.Outcome == nack.Sent && ev.Account == "backup":
+			sent++
+		case ev.Outcome == nack.Deferred:
+			deferred++
+		default:
+			t.Errorf("%s: %v on %q (%v), want sent on the backup or deferred", id, ev.Outcome, ev.Account, ev.Err)
+		}
+	}
+	if sent != 1 || deferred != 3 {
+		t.Errorf("past the primary, %d sent on the backup and %d deferred, want 1 and 3: the cap counts both accounts' sends", sent, deferred)
+	}
+	total := 0
+	for _, id := range append(home, away...) {
+		id = dataID[id]
+		n := primary.SentCount(id) + backup.SentCount(id)
+		if n > 1 {
+			t.Errorf("%s sent %d times", id, n)
+		}
+		total += n
+	}
+	if total != 3 {
+		t.Errorf("%d of the number's messages reached a provider, want 3 (its cap)", total)
+	}
+	store := deferral.New(redistest.Client(t), nil, nil)
+	for _, id := range away {
+		if evs[id].Outcome != nack.Deferred {
+			continue
+		}
+		e, found, err := store.Get(context.Background(), admission.Marketing.String(), dataID[id])
+		if err != nil || !found || e.Reason != "cap" || e.Due.Before(time.Now().Add(50*time.Minute)) {
+			t.Errorf("%s stored %+v (found %v, %v), want it due in about an hour, for its cap", dataID[id], e, found, err)
+		}
+		if _, err := store.Remove(context.Background(), admission.Marketing.String(), dataID[id], ""); err != nil {
+			t.Error(err)
+		}
+	}
+}

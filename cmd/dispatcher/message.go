@@ -21,7 +21,7 @@ import (
 func runMessage(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("message", stderr)
 	load := config.Flags(fs, config.Redis|config.Accounts, environ)
-	asJSON := fs.Bool("json", false, `print one JSON object {"id", "accounts": [...]} (docs/configuring.md, "Receipts")`)
+	asJSON := fs.Bool("json", false, `print one JSON object {"id", "accounts": [...], "suppressed", "deferrals": [...]} (docs/configuring.md, "Receipts"; docs/windows.md)`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -56,8 +56,12 @@ func runMessage(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("message: the suppression list: %v", err)
 	}
+	deferrals, err := operator.Deferrals(ctx, rdb, cfg, id)
+	if err != nil {
+		return fmt.Errorf("message: %v", err)
+	}
 	if *asJSON {
-		out := messageJSON{Message: m}
+		out := messageJSON{Message: m, Deferrals: deferrals}
 		if stopped {
 			masked := e
 			masked.Number = provider.MaskNumber(e.Number)
@@ -67,11 +71,7 @@ func runMessage(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 	}
-	deferred, err := operator.DeferredNotes(ctx, rdb, cfg, id)
-	if err != nil {
-		return fmt.Errorf("message: %v", err)
-	}
-	if !m.Found() && !stopped && len(deferred) == 0 {
+	if !m.Found() && !stopped && len(deferrals) == 0 {
 		if !*asJSON {
 			if blocked, err := writeBlockedNote(ctx, stdout, rdb, routing.Classes, id); err != nil || blocked {
 				return err
@@ -87,18 +87,20 @@ func runMessage(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if stopped {
 			fmt.Fprintln(stdout, operator.SuppressedNote(at, e))
 		}
-		for _, d := range deferred {
-			fmt.Fprintln(stdout, d)
+		for _, d := range deferrals {
+			fmt.Fprintln(stdout, d.Note())
 		}
 	}
 	return nil
 }
 
-// messageJSON is message --json's object: the id's story, and when the
-// suppression list stopped it.
+// messageJSON is message --json's object: the id's story, when the
+// suppression list stopped it, and its deferrals by send windows or caps
+// (held now, or ended within a day).
 type messageJSON struct {
 	status.Message
-	Suppressed *suppressedJSON `json:"suppressed,omitempty"`
+	Suppressed *suppressedJSON     `json:"suppressed,omitempty"`
+	Deferrals  []operator.Deferral `json:"deferrals,omitempty"`
 }
 
 // suppressedJSON says when the list stopped a message, and the change

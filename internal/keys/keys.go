@@ -175,8 +175,14 @@ func (d Deferred) Messages() string { return string(d) + ":msg" }
 func (d Deferred) Claims() string { return string(d) + ":claim" }
 
 // Forced is the set of the ids an operator released early: sent when
-// they come back, whatever their window or cap says.
+// they come back, whatever their window says, within their cap.
 func (d Deferred) Forced() string { return string(d) + ":forced" }
+
+// Trace is the hash of what id's deferral was (when, until when, why)
+// and how it ended (released, expired, dropped, and when): dispatcher
+// message reads it after the release, until it expires (deferral.TraceKeep
+// past its end).
+func (d Deferred) Trace(id string) string { return string(d) + ":trace:" + id }
 
 // RecipientSends is the sorted set of the ids of class sent to number in
 // its cap's window, by the instant (ms) each took its place; under the

@@ -176,14 +176,15 @@ func DeferredOf(ctx context.Context, store *deferral.Store, class, id string) ([
 }
 
 // ActOnDeferred releases id of class now ("release": sent when it comes
-// back, whatever its window or cap) or drops it ("drop"), and reports
-// whether it was deferred.
+// back, whatever its window, within its cap) or drops it ("drop": its status
+// event, dropped, published by the store's Events), and reports whether
+// it was deferred.
 func ActOnDeferred(ctx context.Context, store *deferral.Store, verb, class, id string) (bool, error) {
 	switch verb {
 	case "release":
 		return store.ReleaseNow(ctx, class, id)
 	case "drop":
-		return store.Remove(ctx, class, id, "")
+		return store.Drop(ctx, class, id)
 	}
 	return false, fmt.Errorf("want release or drop, got %q", verb)
 }
@@ -312,27 +313,87 @@ func (b Blocks) Act(ctx context.Context, a Action) (string, error) {
 	return "", fmt.Errorf("want block or unblock, got %q", a.Name)
 }
 
-// DeferredNotes say, a line each, where id is deferred: in the store of
-// any class of cfg with send windows or a cap (`dispatcher message`'s
-// lines, docs/windows.md).
-func DeferredNotes(ctx context.Context, rdb deferral.Redis, cfg config.Settings, id string) ([]string, error) {
+// Deferral is an id's deferral in one class as dispatcher message shows
+// it: held now by the store (State deferred), or ended, from its trace
+// (deferral.Trace, kept deferral.TraceKeep past its end).
+type Deferral struct {
+	Class      string    `json:"class"`
+	Reason     string    `json:"reason,omitempty"` // window or cap
+	DeferredAt time.Time `json:"deferred_at,omitzero"`
+	Until      time.Time `json:"until,omitzero"`
+	// State is deferred while the store holds the id, else how its
+	// deferral ended: released, expired or dropped.
+	State string `json:"state"`
+	// Due is, while deferred, when it is due for release (a claimed
+	// one's: its claim's end).
+	Due     time.Time `json:"due,omitzero"`
+	EndedAt time.Time `json:"ended_at,omitzero"`
+}
+
+// Deferrals returns id's deferrals in every class of cfg with send
+// windows or a cap, held now or ended within deferral.TraceKeep.
+func Deferrals(ctx context.Context, rdb deferral.Redis, cfg config.Settings, id string) ([]Deferral, error) {
 	classes, err := DeferringClasses(cfg, "")
 	if err != nil {
 		return nil, err
 	}
 	store := deferral.New(rdb, nil, nil)
-	var out []string
+	var out []Deferral
 	for _, c := range classes {
-		e, found, err := store.Get(ctx, c, id)
+		e, held, err := store.Get(ctx, c, id)
 		if err != nil {
 			return nil, err
 		}
-		if found {
-			out = append(out, fmt.Sprintf("deferred (%s): class %s, since %s, due %s", e.Reason, c,
-				e.DeferredAt.UTC().Format(time.RFC3339), e.Due.UTC().Format(time.RFC3339)))
+		if held {
+			out = append(out, Deferral{Class: c, Reason: e.Reason, DeferredAt: e.DeferredAt.UTC(), Until: e.Until.UTC(),
+				State: "deferred", Due: e.Due.UTC()})
+			continue
+		}
+		t, traced, err := store.TraceOf(ctx, c, id)
+		if err != nil {
+			return nil, err
+		}
+		if traced && t.Ended != "" {
+			out = append(out, Deferral{Class: c, Reason: t.Reason, DeferredAt: utc(t.DeferredAt), Until: utc(t.Until),
+				State: t.Ended, EndedAt: utc(t.EndedAt)})
 		}
 	}
 	return out, nil
+}
+
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
+}
+
+// Note is d in one line: `dispatcher message`'s (docs/windows.md).
+func (d Deferral) Note() string {
+	if d.State == "deferred" {
+		return fmt.Sprintf("deferred (%s): class %s, since %s, due %s", d.Reason, d.Class,
+			d.DeferredAt.Format(time.RFC3339), d.Due.Format(time.RFC3339))
+	}
+	s := "deferred"
+	if d.Reason != "" {
+		s += " (" + d.Reason + ")"
+	}
+	s += ": class " + d.Class
+	if !d.DeferredAt.IsZero() {
+		s += fmt.Sprintf(", since %s until %s", d.DeferredAt.Format(time.RFC3339), d.Until.Format(time.RFC3339))
+	}
+	return s + fmt.Sprintf("; %s at %s", d.State, d.EndedAt.Format(time.RFC3339))
+}
+
+// DeferredNotes say, a line each, where id is deferred, or was within
+// deferral.TraceKeep and how that ended (Deferrals, Note).
+func DeferredNotes(ctx context.Context, rdb deferral.Redis, cfg config.Settings, id string) ([]string, error) {
+	ds, err := Deferrals(ctx, rdb, cfg, id)
+	var out []string
+	for _, d := range ds {
+		out = append(out, d.Note())
+	}
+	return out, err
 }
 
 // SuppressedNote says when the suppression list stopped a message and by

@@ -200,4 +200,12 @@ var killers = map[string]string{
 	// The deferral store's release.
 	"DR1": "TestARemoveTakesAPageAndKeepsADeferralMadeSince",
 	"DR2": "TestStatsReadNoMoreThanTheNextAskedFor",
+	// The release spread, capped before a message's deadline.
+	"DR3": "TestTheSpreadEndsBeforeTheDeadline",
+	"DR4": "TestAServeKilledMidReleaseLosesNothing",
+	"DR5": "TestATraceTellsADeferralAfterItsEnd",
+	"DR6": "TestATraceTellsADeferralAfterItsEnd",
+	// An early release passes the window, never the cap.
+	"DR7": "TestAnEarlyReleasePassesTheWindowNotTheCap",
+	"DR8": "TestAnEarlyReleasePassesTheWindowNotTheCap",
 }

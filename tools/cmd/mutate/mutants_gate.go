@@ -98,4 +98,24 @@ var gateMutants = []mutant{
 	{"DR2", "the releasers' stats read the whole deferred set every 10 s: a million block Redis for seconds", []edit{
 		{"deferral/stats.lua", "if tonumber(ARGV[2]) > 0 then", "if true then"},
 	}, "./deferral/"},
+
+	// The release spread, capped before a message's deadline.
+	{"DR3", "the release spread past a message's deadline: a window opening before it ends the message expired", []edit{
+		{"deferral/store.go", "	if !deadline.IsZero() && !next.IsZero() {\n", "	if false {\n"},
+	}, "./deferral/"},
+	{"DR4", "a release claimed for 40 s: one its releaser's death interrupts is finished after the 30 s promised", []edit{
+		{"deferral/store.go", "const ClaimLease = 20 * time.Second", "const ClaimLease = 40 * time.Second"},
+	}, "./cmd/dispatcher/"},
+	{"DR5", "an operator's drop publishes no final status event: its producer never learns the message's end", []edit{
+		{"deferral/store.go", "		s.event(ctx, Message{Class: class, ID: id}, EndDropped, time.Time{})\n", ""},
+	}, "./deferral/"},
+	{"DR6", "a release leaves no trace: once released, nothing says the message was deferred", []edit{
+		{"deferral/store.go", "	if len(gone) > 0 {\n", "	if false {\n"},
+	}, "./deferral/"},
+	{"DR7", "an early release passes the cap too: an operator's release breaks a legal cap", []edit{
+		{"deferral/defer.lua", "if redis.call('SREM', KEYS[4], ARGV[1]) == 1 and ARGV[5] == 'window' then", "if redis.call('SREM', KEYS[4], ARGV[1]) == 1 then"},
+	}, "./deferral/"},
+	{"DR8", "a message released early past its window is sent without its cap's check", []edit{
+		{"deferral/store.go", "			if err != nil || j.Verdict != Send {\n				return j, err\n			}\n", "			return j, err\n"},
+	}, "./deferral/"},
 }
