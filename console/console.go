@@ -60,6 +60,9 @@ type Options struct {
 	DeadLetterWait time.Duration
 	// Timeout bounds each Redis call (0: 2 s).
 	Timeout time.Duration
+	// SampleEvery is how often the chart's sampler reads every account's
+	// state, whether or not anyone looks (0: 2 s).
+	SampleEvery time.Duration
 }
 
 // Lists are the lists an operator searches and acts on besides the dead
@@ -122,10 +125,15 @@ type Handler struct {
 	logger  *slog.Logger
 	actions metric.Int64Counter
 	chart   *history
+	proof   proofKey // signs a dry run's list (replay)
+
+	stopSampler context.CancelFunc
+	sampled     chan struct{} // closed when the sampler has returned
 }
 
-// NewHandler returns the console of o. It reads Redis and Pub/Sub only
-// when a page asks.
+// NewHandler returns the console of o, its chart's sampler started: it
+// reads every account's state every Options.SampleEvery until Close.
+// Besides the sampler, it reads Redis and Pub/Sub only when a page asks.
 func NewHandler(o Options) (*Handler, error) {
 	if o.Auth == nil {
 		return nil, errors.New("console: Options.Auth is required")
@@ -140,7 +148,10 @@ func NewHandler(o Options) (*Handler, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 2 * time.Second
 	}
-	h := &Handler{o: o, logger: o.Logger, chart: newHistory()}
+	if o.SampleEvery <= 0 {
+		o.SampleEvery = 2 * time.Second
+	}
+	h := &Handler{o: o, logger: o.Logger, chart: newHistory(), proof: newProofKey()}
 	if h.logger == nil {
 		h.logger = slog.Default()
 	}
@@ -167,7 +178,41 @@ func NewHandler(o Options) (*Handler, error) {
 		return nil, err
 	}
 	h.routes()
+	ctx, stop := context.WithCancel(context.Background())
+	h.stopSampler, h.sampled = stop, make(chan struct{})
+	go h.sample(ctx)
 	return h, nil
+}
+
+// Close stops the chart's sampler and waits for it to return. The
+// handler still serves its pages; the chart stops moving.
+func (h *Handler) Close() {
+	h.stopSampler()
+	<-h.sampled
+}
+
+// sample is the chart's sampler: a reading of every account's state at
+// once and then every SampleEvery, each added to the chart, until ctx
+// ends. A failed reading is logged and the next one tried: the chart has
+// a gap where Redis did not answer for more than a minute.
+func (h *Handler) sample(ctx context.Context) {
+	defer close(h.sampled)
+	tick := time.NewTicker(h.o.SampleEvery)
+	defer tick.Stop()
+	for {
+		rep, err := status.Read(ctx, status.Redis{Client: h.o.Redis, Timeout: h.o.Timeout}, h.setups, h.routing, time.Now())
+		switch {
+		case err == nil:
+			h.chart.add(rep)
+		case ctx.Err() == nil:
+			h.logger.Warn("console: the chart's reading", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // routes are the console's pages: each a stable URL an operator can paste.

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -74,6 +75,7 @@ func (s *syncBuffer) audits(t *testing.T) []map[string]string {
 // pstest with the topology `dispatcher setup` creates.
 type harness struct {
 	t      *testing.T
+	h      *Handler
 	srv    *httptest.Server
 	ps     *pubsub.Client
 	cfg    config.Settings
@@ -106,6 +108,13 @@ func newHarness(t *testing.T, auth Auth, lists Lists) *harness {
 // and Redis's.
 func newHarnessOf(t *testing.T, auth Auth, lists Lists, env map[string]string) *harness {
 	t.Helper()
+	return newHarnessBefore(t, auth, lists, env, nil)
+}
+
+// newHarnessBefore is newHarnessOf calling before, if not nil, with the
+// settings before the handler starts (and its sampler's first reading).
+func newHarnessBefore(t *testing.T, auth Auth, lists Lists, env map[string]string, before func(config.Settings)) *harness {
+	t.Helper()
 	psSrv := pstest.NewServer()
 	t.Cleanup(func() { psSrv.Close() })
 	t.Setenv("PUBSUB_EMULATOR_HOST", psSrv.Addr)
@@ -119,15 +128,19 @@ func newHarnessOf(t *testing.T, auth Auth, lists Lists, env map[string]string) *
 	if err := topology.Setup(context.Background(), ps, cfg.Topology(), func(string, string, string) {}); err != nil {
 		t.Fatal(err)
 	}
+	if before != nil {
+		before(cfg)
+	}
 	log := &syncBuffer{}
 	h, err := NewHandler(Options{Settings: cfg, Redis: redistest.Client(t), PubSub: ps, Auth: auth, Lists: lists,
-		Logger: slog.New(slog.NewJSONHandler(log, nil)), DeadLetterWait: 700 * time.Millisecond})
+		Logger: slog.New(slog.NewJSONHandler(log, nil)), DeadLetterWait: 700 * time.Millisecond, SampleEvery: 250 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(h.Close)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &harness{t: t, srv: srv, ps: ps, cfg: cfg, log: log, client: srv.Client()}
+	return &harness{t: t, h: h, srv: srv, ps: ps, cfg: cfg, log: log, client: srv.Client()}
 }
 
 // deadLetter publishes a dead letter as a dispatcher does.
@@ -512,4 +525,88 @@ func between(s, from, to string) string {
 	_, after, _ := strings.Cut(s, from)
 	v, _, _ := strings.Cut(after, to)
 	return v
+}
+
+// dryRunForm is the replay form of a dry run's page: its letters, at and
+// proof.
+func dryRunForm(body string) url.Values {
+	form := url.Values{}
+	for _, f := range strings.Split(body, `<input type="hidden" name="`)[1:] {
+		name, rest, _ := strings.Cut(f, `" value="`)
+		value, _, _ := strings.Cut(rest, `"`)
+		form.Add(name, value)
+	}
+	return form
+}
+
+// TestReplayReplaysWhatItsDryRunListed: a replay without a dry run's list
+// is refused; with one, it replays those letters and not one that arrived
+// since, even by "all"; a list changed by hand, or another user's, is
+// refused; the same list replayed again says its letter is gone.
+func TestReplayReplaysWhatItsDryRunListed(t *testing.T) {
+	h := newHarness(t, basicAuth(t, map[string]string{"olga": "operator", "otto": "operator"}), Lists{})
+	h.deadLetter("early-1", "+819012345678")
+
+	for _, form := range []url.Values{{"mode": {"all"}}, {"letter": {"early-1"}}, {"letter": {"early-1"}, "at": {"1"}, "proof": {"x"}}} {
+		code, body := h.request("olga", "POST", "/deadletters/replay", form)
+		if code != 400 || !strings.Contains(body, "dry-run first") {
+			t.Errorf("replay of %v without a dry run: %d, want 400\n%s", form, code, body)
+		}
+		if a := last(h.log.audits(t)); a["action"] != "replay" || a["outcome"] != "refused" {
+			t.Errorf("replay of %v without a dry run: audit %v", form, a)
+		}
+	}
+
+	var form url.Values
+	for range 5 { // pstest now and then reads nothing right after a read
+		code, body := h.request("olga", "POST", "/deadletters/replay", url.Values{"mode": {"all"}, "dry_run": {"1"}})
+		if code != 200 {
+			t.Fatalf("dry run: %d\n%s", code, body)
+		}
+		if form = dryRunForm(body); len(form["letter"]) > 0 {
+			break
+		}
+	}
+	if !slices.Equal(form["letter"], []string{"early-1"}) || form.Get("proof") == "" {
+		t.Fatalf("the dry run's form: %v", form)
+	}
+	h.deadLetter("late-2", "+819012340000") // arrives after the dry run
+
+	forged := url.Values{"letter": {"early-1", "late-2"}, "at": form["at"], "proof": form["proof"]}
+	if code, _ := h.request("olga", "POST", "/deadletters/replay", forged); code != 400 {
+		t.Errorf("a dry run's list with a letter added: %d, want 400", code)
+	}
+	if code, _ := h.request("otto", "POST", "/deadletters/replay", form); code != 400 {
+		t.Errorf("olga's dry run replayed by otto: %d, want 400", code)
+	}
+
+	var body string
+	for range 5 {
+		var code int
+		code, body = h.request("olga", "POST", "/deadletters/replay", form)
+		if code != 200 {
+			t.Fatalf("replay: %d\n%s", code, body)
+		}
+		if !strings.Contains(body, "replayed 0, skipped 0") {
+			break
+		}
+	}
+	if !strings.Contains(body, "replayed 1, skipped 1 (filtered 1)") || strings.Contains(body, "late-2") {
+		t.Errorf("the replay of the dry run's list:\n%s", body)
+	}
+	if a := last(h.log.audits(t)); a["action"] != "replay" || a["target"] != "ids=early-1" || a["outcome"] != "ok" {
+		t.Errorf("the replay: audit %v", a)
+	}
+	for range 5 {
+		if _, body = h.request("olga", "GET", "/deadletters", nil); strings.Contains(body, "late-2") {
+			break
+		}
+	}
+	if !strings.Contains(body, "late-2") || strings.Contains(body, "early-1") {
+		t.Errorf("after the replay, want late-2 listed and early-1 gone:\n%s", body)
+	}
+	_, body = h.request("olga", "POST", "/deadletters/replay", form)
+	if !strings.Contains(body, "replayed 0,") || !strings.Contains(between(body, `class="gone"`, "</tr>"), "early-1") {
+		t.Errorf("the same list replayed again: want early-1 gone\n%s", body)
+	}
 }

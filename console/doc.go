@@ -8,7 +8,9 @@
 // Invariants: it reads and acts only through the code the dispatcher's
 // commands use (internal/operator, status, deadletter), so a page shows
 // what `status`, `message` and `deadletters list` print, a replay does
-// what `deadletters replay` does, dry run first, and a list's action what
+// what `deadletters replay` does to the letters its dry run listed (the
+// list signed by the handler, a replay without one refused), and a list's
+// action what
 // `suppressions`, `deferred` or `guard` does. Every request has a user
 // (an Auth: Local only on loopback, Basic, IAP), every write is a POST
 // refused when cross-origin and when the user's role is below the action's,
@@ -18,7 +20,9 @@
 // operators, one dead letter at a time, and on /lists to them. Templates, style and script are
 // embedded; nothing is fetched from elsewhere.
 //
-// Files: console.go (the handler, its options, rendering, audit), auth.go
-// (users, roles, Local, Basic, IAP, the settings), pages.go (each page),
-// history.go (the chart's history and drawing), templates/ and assets/.
+// Files: console.go (the handler, its options, the chart's sampler,
+// rendering, audit), auth.go (users, roles, Local, Basic, IAP, the
+// settings), pages.go (each page), proof.go (the signature of a dry run's
+// list), history.go (the chart's history and drawing), templates/ and
+// assets/.
 package console

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,13 +20,11 @@ import (
 	"smsdispatcher/suppress"
 )
 
-// report reads every account's state now, and adds it to the chart.
+// report reads every account's state now. The chart is the sampler's
+// (Handler.sample): a page's reading is not added to it, so that the
+// readings it takes in come one after the other.
 func (h *Handler) report(ctx context.Context) (status.Report, error) {
-	rep, err := status.Read(ctx, status.Redis{Client: h.o.Redis, Timeout: h.o.Timeout}, h.setups, h.routing, time.Now())
-	if err == nil {
-		h.chart.add(rep)
-	}
-	return rep, err
+	return status.Read(ctx, status.Redis{Client: h.o.Redis, Timeout: h.o.Timeout}, h.setups, h.routing, time.Now())
 }
 
 // classNames are the configured classes' names, in priority order.
@@ -44,32 +43,30 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, "reading the accounts' state in Redis", err)
 		return
 	}
-	h.render(w, r, "overview", map[string]any{"Report": rep, "Classes": h.classNames(), "Chart": h.chartOf(rep)})
+	h.render(w, r, "overview", map[string]any{"Report": rep, "Classes": h.classNames(), "Chart": h.chartNow()})
 }
 
 // chartFragment is the chart alone, which the overview's script fetches
-// every few seconds.
+// every few seconds: the sampler's readings, no Redis call.
 func (h *Handler) chartFragment(w http.ResponseWriter, r *http.Request) {
-	rep, err := h.report(r.Context())
-	if err != nil {
-		h.logger.Warn("console: chart", "err", err)
-		http.Error(w, "reading Redis failed", http.StatusBadGateway)
-		return
-	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	if err := h.pages["overview"].ExecuteTemplate(w, "chart", h.chartOf(rep)); err != nil {
+	if err := h.pages["overview"].ExecuteTemplate(w, "chart", h.chartNow()); err != nil {
 		h.logger.Warn("console: render chart", "err", err)
 	}
 }
 
-// chartOf is the chart up to rep, against every account's contract.
-func (h *Handler) chartOf(rep status.Report) chartView {
+// chartNow is the chart up to now, against every account's contract.
+func (h *Handler) chartNow() chartView {
 	contract := 0.0
-	for _, a := range rep.Accounts {
-		contract += a.ContractRPS
+	var accounts []string
+	for _, s := range h.setups {
+		contract += s.ContractRPS
+		accounts = append(accounts, s.Name)
 	}
-	return h.chart.view(rep.Time, h.classNames(), contract)
+	v := h.chart.view(time.Now(), h.classNames(), accounts, contract)
+	v.SampleSeconds = h.o.SampleEvery.Seconds()
+	return v
 }
 
 // event is one line of a message's timeline.
@@ -270,16 +267,18 @@ func (s selection) String() string {
 	return b.String()
 }
 
-// replay dry-runs or replays a selection; the dry run's page offers the
-// replay of the same selection.
+// replay dry-runs a selection, or replays what a dry run listed: the
+// dry run's page carries the ids it would replay, signed (dryRunProof),
+// and the replay takes those ids and no selection, so it replays what the
+// operator saw and nothing the letters' arrival since would add. A
+// replay without a dry run's ids is refused.
 func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
-	dry := r.FormValue("dry_run") == "1"
-	action := "replay"
-	if dry {
-		action = "dry_run"
+	if r.FormValue("dry_run") != "1" {
+		h.replayListed(w, r)
+		return
 	}
 	sel := selection{Mode: r.FormValue("mode"), IDs: r.Form["id"], Reason: r.FormValue("reason"), Class: r.FormValue("class"), Since: r.FormValue("since")}
-	if !h.allowed(w, r, Operator, action, sel.String()) {
+	if !h.allowed(w, r, Operator, "dry_run", sel.String()) {
 		return
 	}
 	f, err := filterOf(r)
@@ -304,6 +303,72 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 	case "all":
 		f.Reason = ""
 	}
+	results, sum, err := h.runReplay(w, r, f, true)
+	outcome := "ok"
+	if err != nil || sum.Failed > 0 {
+		outcome = "error"
+	}
+	h.auditDetail(r.Context(), userOf(r), "dry_run", sel.String(), outcome, sum.String())
+	if err != nil {
+		h.fail(w, r, "dry-running the replay", err)
+		return
+	}
+	var listed []string // the ids the replay would send, each once
+	for _, res := range results {
+		if res.Action == deadletter.Replayed && res.ID != "" && !slices.Contains(listed, res.ID) {
+			listed = append(listed, res.ID)
+		}
+	}
+	at := time.Now().Unix()
+	h.render(w, r, "replay", map[string]any{"Results": results, "Summary": sum.String(), "DryRun": true,
+		"Listed": listed, "At": at, "Proof": h.proof.sign(userOf(r).Name, at, listed)})
+}
+
+// replayListed replays the ids a dry run listed (replay), those still
+// dead-lettered, and says which are gone.
+func (h *Handler) replayListed(w http.ResponseWriter, r *http.Request) {
+	ids := r.Form["letter"]
+	target := "ids=" + strings.Join(ids, ",")
+	if !h.allowed(w, r, Operator, "replay", target) {
+		return
+	}
+	at, _ := strconv.ParseInt(r.FormValue("at"), 10, 64)
+	if len(ids) == 0 || !h.proof.valid(r.FormValue("proof"), userOf(r).Name, at, ids, time.Now()) {
+		h.audit(r.Context(), userOf(r), "replay", target, "refused")
+		http.Error(w, "a replay replays the letters its dry run listed: dry-run first from the dead letters page "+
+			"(no dry run's list here, or one older than "+dryRunValid.String()+", made for another user or by an earlier console)",
+			http.StatusBadRequest)
+		return
+	}
+	results, sum, err := h.runReplay(w, r, deadletter.Filter{IDs: ids}, false)
+	seen := map[string]bool{}
+	for _, res := range results {
+		seen[res.ID] = true
+	}
+	var gone []string
+	for _, id := range ids {
+		if !seen[id] {
+			gone = append(gone, id)
+		}
+	}
+	outcome, detail := "ok", sum.String()
+	if err != nil || sum.Failed > 0 {
+		outcome = "error"
+	}
+	if len(gone) > 0 {
+		detail += "; gone since the dry run: " + strings.Join(gone, ",")
+	}
+	h.auditDetail(r.Context(), userOf(r), "replay", target, outcome, detail)
+	if err != nil {
+		h.fail(w, r, "replaying the dead letters", err)
+		return
+	}
+	h.render(w, r, "replay", map[string]any{"Results": results, "Summary": sum.String(), "Gone": gone})
+}
+
+// runReplay runs deadletter.Replay over the letters f selects, a dry run
+// or not, and returns each selected letter's result.
+func (h *Handler) runReplay(w http.ResponseWriter, r *http.Request, f deadletter.Filter, dry bool) ([]deadletter.Result, deadletter.Summary, error) {
 	// A replay of many letters outlasts the server's write timeout.
 	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(replayBound))
 	opts := operator.Replay(h.o.Redis, h.o.Settings, h.routing, h.o.Timeout, h.logger)
@@ -311,16 +376,7 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 	opts.MaxReplays, opts.DryRun = 3, dry
 	var results []deadletter.Result
 	sum, err := deadletter.Replay(r.Context(), h.o.PubSub, opts, func(res deadletter.Result) { results = append(results, res) })
-	outcome := "ok"
-	if err != nil || sum.Failed > 0 {
-		outcome = "error"
-	}
-	h.auditDetail(r.Context(), userOf(r), action, sel.String(), outcome, sum.String())
-	if err != nil {
-		h.fail(w, r, "replaying the dead letters", err)
-		return
-	}
-	h.render(w, r, "replay", map[string]any{"Results": results, "Summary": sum.String(), "DryRun": dry, "Sel": sel, "Replayable": sum.Replayed > 0})
+	return results, sum, err
 }
 
 // number shows one dead letter's whole number to a support user.

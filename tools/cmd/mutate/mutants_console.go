@@ -64,4 +64,20 @@ var consoleMutants = []mutant{
 	{"GB2", "a verification that comes while its send lingers is ignored as unknown", []edit{
 		{"guard/verifications.go", "if err == nil && len(in) == 0 {", "if false {"},
 	}, "./guard/"},
+	// The console's gaps (issue 45).
+	{"CG1", "the console replays without a dry run's list", []edit{
+		{"console/pages.go", "if len(ids) == 0 || !h.proof.valid(", "if len(ids) == 0 && !h.proof.valid("},
+	}, "./console/"},
+	{"CG2", "the console's replay re-reads the selection instead of the dry run's ids", []edit{
+		{"console/pages.go", "h.runReplay(w, r, deadletter.Filter{IDs: ids}, false)", "h.runReplay(w, r, deadletter.Filter{}, false)"},
+	}, "./console/"},
+	{"CG3", "the console's chart has no sampler: it reads only when a page asks", []edit{
+		{"console/console.go", "	go h.sample(ctx)\n", "	go func() { <-ctx.Done(); close(h.sampled) }()\n"},
+	}, "./console/"},
+	{"CG4", "the chart draws an account's 429 on every account's row", []edit{
+		{"console/history.go", "slices.Contains(h.throttled[sec], account)", "len(h.throttled[sec]) > 0"},
+	}, "./console/"},
+	{"CG5", "the delivered ratio is drawn on the sends' scale", []edit{
+		{"console/history.go", "ratioHeight-int(r*ratioHeight)", "chartHeight-int(r*chartHeight)"},
+	}, "./console/"},
 }
