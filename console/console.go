@@ -171,7 +171,7 @@ func NewHandler(o Options) (*Handler, error) {
 		meter = otel.GetMeterProvider().Meter("smsdispatcher/console")
 	}
 	if h.actions, err = meter.Int64Counter(MetricActions, metric.WithUnit("{action}"),
-		metric.WithDescription("The console's actions (replay, dry_run, reveal_number, a list's action), by action and outcome (ok, error, forbidden).")); err != nil {
+		metric.WithDescription("The console's actions (replay, dry_run, reveal_number, a list's action, override.set, override.clear), by action and outcome (ok, error, forbidden).")); err != nil {
 		return nil, err
 	}
 	if h.pages, err = parsePages(); err != nil {
@@ -226,6 +226,7 @@ func (h *Handler) routes() {
 	mux.HandleFunc("GET /deadletters", h.deadLetters)
 	mux.HandleFunc("POST /deadletters/replay", h.replay)
 	mux.HandleFunc("POST /deadletters/number", h.number)
+	mux.HandleFunc("POST /accounts/{account}/override", h.override)
 	mux.HandleFunc("GET /lists", h.lists)
 	mux.HandleFunc("POST /lists/{list}/{action}", h.listAction)
 	mux.HandleFunc("GET /config", h.configuration)

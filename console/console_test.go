@@ -610,3 +610,48 @@ func TestReplayReplaysWhatItsDryRunListed(t *testing.T) {
 		t.Errorf("the same list replayed again: want early-1 gone\n%s", body)
 	}
 }
+
+// TestTheOverrideAction: an operator sets an account's override from the
+// overview and clears it, as `dispatcher override` does, each audited; a
+// viewer is refused (403) and changes nothing; a rate that would not
+// lower is refused.
+func TestTheOverrideAction(t *testing.T) {
+	h := newHarness(t, basicAuth(t, map[string]string{"vic": "viewer", "olga": "operator"}), Lists{})
+	account := h.h.setups[0].Name
+	path := "/accounts/" + account + "/override"
+
+	if _, body := h.request("vic", "GET", "/", nil); strings.Contains(body, `name="target_rps"`) {
+		t.Errorf("a viewer's overview offers the override")
+	}
+	if code, _ := h.request("vic", "POST", path, url.Values{"action": {"set"}, "target_rps": {"5"}}); code != 403 {
+		t.Errorf("vic's override: %d, want 403", code)
+	}
+	if a := last(h.log.audits(t)); a["user"] != "vic" || a["action"] != "override.set" || a["target"] != account || a["outcome"] != "forbidden" {
+		t.Errorf("vic's override: audit %v", a)
+	}
+	if _, body := h.request("olga", "GET", "/", nil); strings.Contains(body, "overridden:") || !strings.Contains(body, `name="target_rps"`) {
+		t.Fatalf("before olga's override, the overview shows one, or no form:\n%s", body)
+	}
+
+	code, body := h.request("olga", "POST", path, url.Values{"action": {"set"}, "target_rps": {"5"}, "ttl": {"10m"}})
+	if code != 200 || !strings.Contains(body, "overridden: target 5") || !strings.Contains(body, "Clear override") {
+		t.Errorf("olga's override: %d, want the overview showing it\n%s", code, body)
+	}
+	if a := last(h.log.audits(t)); a["user"] != "olga" || a["action"] != "override.set" || a["outcome"] != "ok" || !strings.Contains(a["detail"], "override set for 10m0s: target 5/s") {
+		t.Errorf("olga's override: audit %v", a)
+	}
+	if code, body := h.request("olga", "POST", path, url.Values{"action": {"set"}, "target_rps": {"0.001"}}); code != 400 || !strings.Contains(body, "target_rps must be") {
+		t.Errorf("an override below the minimum rate: %d, want 400\n%s", code, body)
+	}
+	if code, _ := h.request("olga", "POST", "/accounts/nobody/override", url.Values{"action": {"clear"}}); code != 404 {
+		t.Errorf("an unknown account's override: %d, want 404", code)
+	}
+
+	code, body = h.request("olga", "POST", path, url.Values{"action": {"clear"}})
+	if code != 200 || strings.Contains(body, "overridden:") {
+		t.Errorf("olga's clear: %d, want the overview without the override\n%s", code, body)
+	}
+	if a := last(h.log.audits(t)); a["action"] != "override.clear" || a["outcome"] != "ok" || !strings.Contains(a["detail"], "override cleared") {
+		t.Errorf("olga's clear: audit %v", a)
+	}
+}

@@ -190,6 +190,72 @@ func (h *Handler) messageOf(ctx context.Context, pid string) (string, error) {
 	return "", nil
 }
 
+// override sets or clears an account's override (the form's action, set
+// or clear) as `dispatcher override --set-target-rps, --set-marketing-rps,
+// --ttl, --clear` does: operators only, audited with what it did.
+func (h *Handler) override(w http.ResponseWriter, r *http.Request) {
+	name, clear := r.PathValue("account"), r.FormValue("action") == "clear"
+	action := "override.set"
+	if clear {
+		action = "override.clear"
+	}
+	if !h.allowed(w, r, Operator, action, name) {
+		return
+	}
+	i := slices.IndexFunc(h.setups, func(s status.Setup) bool { return s.Name == name })
+	if i < 0 {
+		http.Error(w, "no such account", http.StatusNotFound)
+		return
+	}
+	o, err := overrideOf(r, clear)
+	if err == nil {
+		err = operator.CheckOverride(o, [3]string{"target_rps", "marketing_rps", "ttl"})
+	}
+	if err != nil {
+		h.auditDetail(r.Context(), userOf(r), action, name, "error", err.Error())
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	did, err := operator.ChangeOverride(r.Context(), h.setups[i].Limiter, h.setups[i].Account, o)
+	if err != nil {
+		h.auditDetail(r.Context(), userOf(r), action, name, "error", err.Error())
+		h.fail(w, r, "changing the override in Redis", err)
+		return
+	}
+	h.auditDetail(r.Context(), userOf(r), action, name, "ok", did)
+	http.Redirect(w, r, h.o.Path+"/#account-"+url.PathEscape(name), http.StatusSeeOther)
+}
+
+// overrideOf is the override r's form asks for: target_rps and
+// marketing_rps (empty: not lowered), ttl (empty: an hour, as
+// `dispatcher override`'s; 0: until cleared).
+func overrideOf(r *http.Request, clear bool) (operator.Override, error) {
+	o := operator.Override{TTL: time.Hour, Clear: clear}
+	if clear {
+		return o, nil
+	}
+	for _, f := range []struct {
+		name string
+		to   *float64
+	}{{"target_rps", &o.TargetRPS}, {"marketing_rps", &o.MarketingRPS}} {
+		if v := strings.TrimSpace(r.FormValue(f.name)); v != "" {
+			rps, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return o, fmt.Errorf("%s %q: want a number of units per second", f.name, v)
+			}
+			*f.to = rps
+		}
+	}
+	if v := strings.TrimSpace(r.FormValue("ttl")); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return o, fmt.Errorf("ttl %q: want a duration such as 1h (0: until cleared)", v)
+		}
+		o.TTL = d
+	}
+	return o, nil
+}
+
 // filterOf is the dead-letter selection of r's reason, class and since.
 func filterOf(r *http.Request) (deadletter.Filter, error) {
 	f := deadletter.Filter{Reason: r.FormValue("reason"), Class: r.FormValue("class")}

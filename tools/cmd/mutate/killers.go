@@ -206,4 +206,5 @@ var killers = map[string]string{
 	"CG3": "TestTheSamplerReadsWhileNobodyLooks",
 	"CG4": "TestHistory",
 	"CG5": "TestHistory",
+	"CG6": "TestTheOverrideAction",
 }

@@ -80,4 +80,7 @@ var consoleMutants = []mutant{
 	{"CG5", "the delivered ratio is drawn on the sends' scale", []edit{
 		{"console/history.go", "ratioHeight-int(r*ratioHeight)", "chartHeight-int(r*chartHeight)"},
 	}, "./console/"},
+	{"CG6", "a viewer sets an account's override from the console", []edit{
+		{"console/pages.go", "if !h.allowed(w, r, Operator, action, name) {", "if !h.allowed(w, r, Viewer, action, name) {"},
+	}, "./console/"},
 }
