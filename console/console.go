@@ -126,6 +126,7 @@ type Handler struct {
 	actions metric.Int64Counter
 	chart   *history
 	proof   proofKey // signs a dry run's list (replay)
+	tokens  sealer   // seals a list's row key (lists)
 
 	stopSampler context.CancelFunc
 	sampled     chan struct{} // closed when the sampler has returned
@@ -151,7 +152,7 @@ func NewHandler(o Options) (*Handler, error) {
 	if o.SampleEvery <= 0 {
 		o.SampleEvery = 2 * time.Second
 	}
-	h := &Handler{o: o, logger: o.Logger, chart: newHistory(), proof: newProofKey()}
+	h := &Handler{o: o, logger: o.Logger, chart: newHistory(), proof: newProofKey(), tokens: newSealer()}
 	if h.logger == nil {
 		h.logger = slog.Default()
 	}
@@ -171,7 +172,7 @@ func NewHandler(o Options) (*Handler, error) {
 		meter = otel.GetMeterProvider().Meter("smsdispatcher/console")
 	}
 	if h.actions, err = meter.Int64Counter(MetricActions, metric.WithUnit("{action}"),
-		metric.WithDescription("The console's actions (replay, dry_run, reveal_number, a list's action, override.set, override.clear), by action and outcome (ok, error, forbidden).")); err != nil {
+		metric.WithDescription("The console's actions (replay, dry_run, reveal_number, a list's action, override.set, override.clear), by action and outcome (ok, error, forbidden, refused, not_found).")); err != nil {
 		return nil, err
 	}
 	if h.pages, err = parsePages(); err != nil {
@@ -223,6 +224,7 @@ func (h *Handler) routes() {
 	mux.HandleFunc("GET /{$}", h.overview)
 	mux.HandleFunc("GET /chart", h.chartFragment)
 	mux.HandleFunc("GET /message", h.message)
+	mux.HandleFunc("POST /message/number", h.messageNumber)
 	mux.HandleFunc("GET /deadletters", h.deadLetters)
 	mux.HandleFunc("POST /deadletters/replay", h.replay)
 	mux.HandleFunc("POST /deadletters/number", h.number)

@@ -363,10 +363,11 @@ func TestListsNotConfigured(t *testing.T) {
 
 // TestListsAndTheirActions: each list over the test Redis, as the
 // dispatcher's commands change it: a viewer sees numbers masked and no
-// action, and is refused each (403, audited); support sees numbers in
-// clear; an operator adds and removes opt-outs (a reason required, source
-// operator), releases and drops deferred messages, unblocks and blocks a
-// range, each audited with what it did.
+// action, and is refused each (403, audited); support and operators see
+// numbers masked too; an operator adds opt-outs by typing the number and
+// removes them by the row's token (a reason required, source operator),
+// releases and drops deferred messages, unblocks and blocks a range, each
+// audited with what it did, a number masked.
 func TestListsAndTheirActions(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Client(t)
@@ -417,19 +418,25 @@ func TestListsAndTheirActions(t *testing.T) {
 	if _, ok, _ := store.Get(ctx, optedOut); !ok {
 		t.Fatal("the viewer's remove went through")
 	}
-	for _, q := range []string{"900123", url.QueryEscape(optedOut)} {
-		if code, body := h.request("sue", "GET", "/lists?optouts="+q, nil); code != 200 || !strings.Contains(body, optedOut) {
-			t.Errorf("sue's search of %s: %d, want %s in clear\n%s", q, code, optedOut, body)
+	// Numbers are masked to every role, support's and the operator's
+	// searches too; the operator's rows carry tokens, not numbers.
+	for _, user := range []string{"sue", "olga"} {
+		for _, q := range []string{"900123", url.QueryEscape(optedOut)} {
+			if code, body := h.request(user, "GET", "/lists?optouts="+q, nil); code != 200 || !strings.Contains(body, "+********0123") || strings.Contains(body, optedOut) {
+				t.Errorf("%s's search of %s: %d, want %s masked\n%s", user, q, code, optedOut, body)
+			}
 		}
 	}
 
 	act := func(list, action, key string, form url.Values, detail string) {
 		t.Helper()
-		form.Set("key", key)
+		if key != "" {
+			form.Set("key", key)
+		}
 		if code, body := h.request("olga", "POST", "/lists/"+list+"/"+action, form); code != 200 {
 			t.Errorf("olga's %s %s: %d (after the redirect), want 200\n%s", action, key, code, body)
 		}
-		if a := last(h.log.audits(t)); a["user"] != "olga" || a["action"] != list+"."+action || a["target"] != key || a["outcome"] != "ok" || a["detail"] != detail {
+		if a := last(h.log.audits(t)); a["user"] != "olga" || a["action"] != list+"."+action || (key != "" && a["target"] != shownKey(list, key)) || a["outcome"] != "ok" || a["detail"] != detail {
 			t.Errorf("olga's %s %s: audit %v, want detail %q", action, key, a, detail)
 		}
 	}
@@ -440,9 +447,18 @@ func TestListsAndTheirActions(t *testing.T) {
 	if e, ok, err := store.Get(ctx, another); !ok || err != nil || e.Source != suppress.SourceOperator || e.Reason != "asked by e-mail" {
 		t.Errorf("after the add: %+v %v %v, want source operator and the reason", e, ok, err)
 	}
-	act("optouts", "remove", optedOut, url.Values{"reason": {"opted in again"}}, "removed")
+	// The remove of a row: its token, from the page.
+	_, page := h.request("olga", "GET", "/lists?optouts=900123", nil)
+	token := between(between(page, `id="list-optouts"`, "</section>"), `name="token" value="`, `"`)
+	if code, body := h.request("olga", "POST", "/lists/optouts/remove", url.Values{"token": {token + "x"}, "reason": {"r"}}); code != 400 {
+		t.Errorf("a remove with a token changed: %d, want 400\n%s", code, body)
+	}
+	act("optouts", "remove", "", url.Values{"token": {token}, "reason": {"opted in again"}}, "removed")
 	if _, ok, _ := store.Get(ctx, optedOut); ok {
 		t.Errorf("%s still on the list after the remove", optedOut)
+	}
+	if a := last(h.log.audits(t)); a["target"] != "+********0123" {
+		t.Errorf("the remove's audit target %q, want the number masked", a["target"])
 	}
 	act("deferred", "release", class+"/early-1", url.Values{}, "released")
 	if e, found, err := deferrals.Get(ctx, class, "early-1"); !found || err != nil || e.Due.After(time.Now()) {
@@ -653,5 +669,47 @@ func TestTheOverrideAction(t *testing.T) {
 	}
 	if a := last(h.log.audits(t)); a["action"] != "override.clear" || a["outcome"] != "ok" || !strings.Contains(a["detail"], "override cleared") {
 		t.Errorf("olga's clear: audit %v", a)
+	}
+}
+
+// TestSupportRevealsOneMessagesNumber: the Message page shows a number
+// masked to everyone; support (not a viewer) reads one message's number
+// with a POST, audited with where it was read; a message whose number the
+// console cannot read says so.
+func TestSupportRevealsOneMessagesNumber(t *testing.T) {
+	h := newHarness(t, basicAuth(t, map[string]string{"vic": "viewer", "sue": "support"}), Lists{})
+	ctx, id := context.Background(), "stopped-"+redistest.UniqueAccount(t)
+	const number = "+819012345678"
+	store := suppress.NewStore(redistest.Client(t), "", nil)
+	if err := store.Refused(ctx, id, time.Now(), suppress.Entry{Number: number, Source: suppress.SourceInbound, At: time.Now().Add(-time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, user := range []string{"vic", "sue"} {
+		code, body := h.request(user, "GET", "/message?id="+id, nil)
+		if code != 200 || !strings.Contains(body, "+********5678") || strings.Contains(body, number) {
+			t.Errorf("%s's message page: %d, want the number masked\n%s", user, code, body)
+		}
+		if strings.Contains(body, "Show number") != (user == "sue") {
+			t.Errorf("%s's message page: Show number offered %v", user, user == "vic")
+		}
+	}
+	if code, body := h.request("vic", "POST", "/message/number", url.Values{"message_id": {id}}); code != 403 || strings.Contains(body, number) {
+		t.Errorf("vic's reveal: %d, want 403", code)
+	}
+	if a := last(h.log.audits(t)); a["user"] != "vic" || a["action"] != "reveal_number" || a["outcome"] != "forbidden" {
+		t.Errorf("vic's reveal: audit %v", a)
+	}
+	code, body := h.request("sue", "POST", "/message/number", url.Values{"message_id": {id}})
+	if code != 200 || !strings.Contains(body, number) {
+		t.Errorf("sue's reveal: %d, want %s\n%s", code, number, body)
+	}
+	if a := last(h.log.audits(t)); a["user"] != "sue" || a["target"] != id || a["outcome"] != "ok" || a["detail"] != "its refusal by the suppression list" {
+		t.Errorf("sue's reveal: audit %v", a)
+	}
+	if code, body := h.request("sue", "POST", "/message/number", url.Values{"message_id": {"never-" + id}}); code != 200 || !strings.Contains(body, "no number found") {
+		t.Errorf("sue's reveal of an unknown message: %d\n%s", code, body)
+	}
+	if a := last(h.log.audits(t)); a["outcome"] != "not_found" {
+		t.Errorf("sue's reveal of an unknown message: audit %v", a)
 	}
 }

@@ -15,9 +15,11 @@
 // (an Auth: Local only on loopback, Basic, IAP), every write is a POST
 // refused when cross-origin and when the user's role is below the action's,
 // and every action and refusal is an `audit` log line and a count. A
-// number shows masked to its last four digits (provider.MaskNumber, through
-// deadletter.Letter.MaskedTo) except on /deadletters/number, to support and
-// operators, one dead letter at a time, and on /lists to them. Templates, style and script are
+// number shows masked to its last four digits (provider.MaskNumber) to
+// every role, on every page and in the audit lines, except on
+// /deadletters/number and /message/number: to support and operators, one
+// message at a time, each reading audited. A list's row action posts an
+// opaque token, never the number. Templates, style and script are
 // embedded; nothing is fetched from elsewhere.
 //
 // Files: console.go (the handler, its options, the chart's sampler,

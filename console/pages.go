@@ -12,10 +12,12 @@ import (
 
 	"smsdispatcher/admission"
 	"smsdispatcher/deadletter"
+	"smsdispatcher/deferral"
 	"smsdispatcher/dispatch"
 	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/operator"
 	"smsdispatcher/ledger"
+	"smsdispatcher/provider"
 	"smsdispatcher/status"
 	"smsdispatcher/suppress"
 )
@@ -460,14 +462,76 @@ func (h *Handler) number(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, "reading the dead letters", err)
 		return
 	}
-	data, outcome := map[string]any{"MessageID": id}, "not_found"
+	data, outcome := map[string]any{"Of": "Dead letter " + id, "Back": "/deadletters"}, "not_found"
 	for _, l := range ls.Letters {
 		if m, _ := dispatch.Decode(l.Data, l.MessageID); l.MessageID == id && m.To != "" {
-			data["ID"], data["To"], outcome = l.ID, m.To, "ok"
+			data["Of"], data["To"], outcome = "Dead letter "+id+" (message "+l.ID+")", m.To, "ok"
 		}
 	}
 	h.audit(r.Context(), userOf(r), "reveal_number", id, outcome)
 	h.render(w, r, "number", data)
+}
+
+// messageNumber shows one message's whole number to a support user, from
+// the Message page: read where the console finds a message's number
+// (numberOf), audited with where it was found.
+func (h *Handler) messageNumber(w http.ResponseWriter, r *http.Request) {
+	id := strings.TrimSpace(r.FormValue("message_id"))
+	if !h.allowed(w, r, Support, "reveal_number", id) {
+		return
+	}
+	if id == "" {
+		http.Error(w, "no message_id", http.StatusBadRequest)
+		return
+	}
+	number, where, err := h.numberOf(r.Context(), id)
+	if err != nil {
+		h.auditDetail(r.Context(), userOf(r), "reveal_number", id, "error", err.Error())
+		h.fail(w, r, "reading the message's number", err)
+		return
+	}
+	outcome := "ok"
+	if number == "" {
+		outcome = "not_found"
+	}
+	h.auditDetail(r.Context(), userOf(r), "reveal_number", id, outcome, where)
+	h.render(w, r, "number", map[string]any{"Of": "Message " + id + " (from " + where + ")", "To": number,
+		"Back": "/message?" + url.Values{"id": {id}}.Encode(), "Message": true})
+}
+
+// numberOf is message id's whole number and where it was read: the
+// suppression list's record of its refusal, its deferral, or its dead
+// letter; "" when none of them has it. The ledger keeps no number of a
+// message sent (only a hash of an OTP's, for its route's health).
+func (h *Handler) numberOf(ctx context.Context, id string) (number, where string, err error) {
+	_, e, stopped, err := suppress.NewStore(h.o.Redis, "", nil).Refusal(ctx, id)
+	if err != nil || (stopped && e.Number != "") {
+		return e.Number, "its refusal by the suppression list", err
+	}
+	classes, err := operator.DeferringClasses(h.o.Settings, "")
+	if err != nil {
+		return "", "", err
+	}
+	store := deferral.New(h.o.Redis, nil, nil)
+	for _, class := range classes {
+		d, found, err := store.Get(ctx, class, id)
+		if err != nil {
+			return "", "", err
+		}
+		if m, _ := dispatch.Decode(d.Data, id); found && m.To != "" {
+			return m.To, "its deferral in class " + class, nil
+		}
+	}
+	ls, err := deadletter.List(ctx, h.o.PubSub, operator.Inspect(h.o.Settings, h.o.DeadLetterWait, deadLetterLimit), deadletter.Filter{IDs: []string{id}})
+	if err != nil {
+		return "", "", err
+	}
+	for _, l := range ls.Letters {
+		if m, _ := dispatch.Decode(l.Data, l.MessageID); m.To != "" {
+			return m.To, "its dead letter " + l.MessageID, nil
+		}
+	}
+	return "", "none of its suppression record, deferral or dead letter", nil
 }
 
 // listView is one list of page 4.
@@ -475,13 +539,19 @@ type listView struct {
 	Name, Title string
 	Missing     string // why the list is not configured; "" when it is
 	Columns     []string
-	Rows        [][]string
+	Rows        []listRow
 	RowActions  []string // on a row: remove, release, drop, unblock
 	NewActions  []string // of a new key: add, block
 	Reason      bool     // the actions need a reason
-	Query       string
+	Query       string   // as shown: a whole number masked
 	Err         string
 	Operator    bool // the user may act
+}
+
+// listRow is a row as shown, and the token its actions post.
+type listRow struct {
+	Cells []string
+	Token string // the row's key sealed (Handler.tokens); "" for a user who may not act
 }
 
 // namedList is a List with its URL name, title and what its absence
@@ -500,6 +570,18 @@ func (h *Handler) listsOf() []namedList {
 	}
 }
 
+// numberKeyed reports whether list name's key is a phone number: masked
+// on the page and in the audit, its rows acted on by token.
+func numberKeyed(name string) bool { return name == "optouts" }
+
+// shownKey is a key of list name as the page and the audit show it.
+func shownKey(name, key string) string {
+	if numberKeyed(name) && key != "" {
+		return provider.MaskNumber(key)
+	}
+	return key
+}
+
 // listRows bounds the rows each list shows.
 const listRows = 200
 
@@ -507,14 +589,19 @@ const listRows = 200
 var newKeyActions = []string{"add", "block"}
 
 // lists is page 4: opt-outs, deferred messages and guard blocks, each
-// searchable, or said not configured. Numbers show in clear to support
-// and operators, masked to others.
+// searchable, or said not configured. Numbers show masked to every role:
+// an operator's row action posts the row's token, never the number, and
+// a new opt-out is typed.
 func (h *Handler) lists(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	u := userOf(r)
 	var views []listView
 	for _, l := range h.listsOf() {
-		v := listView{Name: l.name, Title: l.title, Query: q.Get(l.name), Operator: u.Role >= Operator}
+		query := q.Get(l.name)
+		v := listView{Name: l.name, Title: l.title, Query: query, Operator: u.MayAct()}
+		if _, err := suppress.Key(query); err == nil {
+			v.Query = shownKey(l.name, query)
+		}
 		if l.list == nil {
 			v.Missing = l.missing
 			views = append(views, v)
@@ -528,27 +615,47 @@ func (h *Handler) lists(w http.ResponseWriter, r *http.Request) {
 				v.RowActions = append(v.RowActions, a)
 			}
 		}
-		rows, err := l.list.Search(r.Context(), v.Query, listRows, u.Role >= Support)
+		// An operator's rows are read with their keys in clear, for the
+		// tokens; the page shows them masked.
+		rows, err := l.list.Search(r.Context(), query, listRows, v.Operator)
 		if err != nil {
 			v.Err = err.Error()
 		}
-		v.Rows = rows
+		for _, row := range rows {
+			shown := listRow{Cells: slices.Clone(row)}
+			if len(row) > 0 {
+				shown.Cells[0] = shownKey(l.name, row[0])
+				if v.Operator {
+					shown.Token = h.tokens.seal(l.name, row[0])
+				}
+			}
+			v.Rows = append(v.Rows, shown)
+		}
 		views = append(views, v)
 	}
 	h.render(w, r, "lists", views)
 }
 
-// listAction applies an operator's action to a list's row, or of a new
-// key: operators only, audited with what it did.
+// listAction applies an operator's action to a list's row (its token) or
+// of a new key (typed): operators only, audited with what it did, a
+// number masked.
 func (h *Handler) listAction(w http.ResponseWriter, r *http.Request) {
 	name, action, key := r.PathValue("list"), r.PathValue("action"), strings.TrimSpace(r.FormValue("key"))
-	if !h.allowed(w, r, Operator, name+"."+action, key) {
+	sealed := true // the row's token, if any, is this console's
+	if tok := r.FormValue("token"); key == "" && tok != "" {
+		key, sealed = h.tokens.open(name, tok)
+	}
+	if !h.allowed(w, r, Operator, name+"."+action, shownKey(name, key)) {
 		return
 	}
 	lists := h.listsOf()
 	i := slices.IndexFunc(lists, func(l namedList) bool { return l.name == name })
 	if i < 0 || lists[i].list == nil || !slices.Contains(lists[i].list.Actions(), action) {
 		http.Error(w, "no such list or action", http.StatusNotFound)
+		return
+	}
+	if !sealed {
+		http.Error(w, "the row's token is not this console's (restarted since the page was read): search the list again", http.StatusBadRequest)
 		return
 	}
 	a := Action{Name: action, Key: key, Reason: strings.TrimSpace(r.FormValue("reason"))}
@@ -565,13 +672,20 @@ func (h *Handler) listAction(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		outcome, did = "error", err.Error()
 	}
-	h.auditDetail(r.Context(), userOf(r), name+"."+action, key, outcome, did)
+	shown := shownKey(name, key)
+	h.auditDetail(r.Context(), userOf(r), name+"."+action, shown, outcome, did)
 	if err != nil {
 		w.WriteHeader(http.StatusBadRequest)
-		h.render(w, r, "error", map[string]any{"What": action + " " + key, "Err": err.Error()})
+		h.render(w, r, "error", map[string]any{"What": action + " " + shown, "Err": err.Error()})
 		return
 	}
-	http.Redirect(w, r, h.o.Path+"/lists?"+url.Values{name: {key}}.Encode()+"#list-"+name, http.StatusSeeOther)
+	// Back to the list, searched for the key: a number by its last four
+	// digits, so that the URL holds no number.
+	search := key
+	if numberKeyed(name) {
+		search = key[max(len(key)-4, 0):]
+	}
+	http.Redirect(w, r, h.o.Path+"/lists?"+url.Values{name: {search}}.Encode()+"#list-"+name, http.StatusSeeOther)
 }
 
 // accountConfig is an account's configuration as page 5 shows it: the

@@ -1,6 +1,8 @@
 package console
 
 import (
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -41,4 +43,36 @@ func (k proofKey) valid(proof, user string, at int64, ids []string, now time.Tim
 		return false
 	}
 	return hmac.Equal([]byte(proof), []byte(k.sign(user, at, ids)))
+}
+
+// sealer makes the opaque token of a list's row: its key (an opt-out's
+// number) sealed with a key the console makes when it starts, so that an
+// operator's row action names the entry without the page holding the
+// number. A token of an earlier console, or another list's, opens to
+// nothing.
+type sealer struct{ aead cipher.AEAD }
+
+func newSealer() sealer {
+	k := make([]byte, 32)
+	rand.Read(k)
+	block, _ := aes.NewCipher(k) // a 32-byte key: never an error
+	aead, _ := cipher.NewGCM(block)
+	return sealer{aead}
+}
+
+// seal is list's key as a token.
+func (s sealer) seal(list, key string) string {
+	nonce := make([]byte, s.aead.NonceSize())
+	rand.Read(nonce)
+	return base64.RawURLEncoding.EncodeToString(s.aead.Seal(nonce, nonce, []byte(key), []byte(list)))
+}
+
+// open is the key of list that token seals; false when it seals none.
+func (s sealer) open(list, token string) (string, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil || len(b) < s.aead.NonceSize() {
+		return "", false
+	}
+	key, err := s.aead.Open(nil, b[:s.aead.NonceSize()], b[s.aead.NonceSize():], []byte(list))
+	return string(key), err == nil
 }

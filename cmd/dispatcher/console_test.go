@@ -303,14 +303,15 @@ func TestConsoleInABrowser(t *testing.T) {
 	do("the configuration", chromedp.Navigate(base+"/config"), visible("#routes"))
 	screenshot("config")
 	// An opt-out `suppressions add` put on the list: the operator finds
-	// it on the lists page and removes it, with a reason; it is gone.
+	// it on the lists page, its number masked, and removes it (the row's
+	// token), with a reason; it is gone.
 	const optedOut = "+447700900777"
 	if _, errs, err := h.cmd("suppressions", "add", "--reason", "STOP by phone", optedOut); err != nil {
 		t.Fatalf("suppressions add: %v\n%s", err, errs)
 	}
 	do("the lists", chromedp.Navigate(base+"/lists?optouts=900777"), visible("#list-optouts table"))
-	if row := text("#list-optouts table"); !strings.Contains(row, optedOut) || !strings.Contains(row, "STOP by phone") {
-		t.Errorf("the opt-out's row:\n%s", row)
+	if row := text("#list-optouts table"); strings.Contains(row, optedOut) || !strings.Contains(row, "+********0777") || !strings.Contains(row, "STOP by phone") {
+		t.Errorf("the opt-out's row, want the number masked:\n%s", row)
 	}
 	screenshot("lists")
 	do("an opt-out removed", chromedp.SendKeys(chromedp.CSS("#list-optouts input[name=reason]"), "opted in again"),

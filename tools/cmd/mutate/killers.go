@@ -207,4 +207,5 @@ var killers = map[string]string{
 	"CG4": "TestHistory",
 	"CG5": "TestHistory",
 	"CG6": "TestTheOverrideAction",
+	"CG7": "TestSupportRevealsOneMessagesNumber",
 }

@@ -30,10 +30,10 @@ var consoleMutants = []mutant{
 
 	// The console's lists.
 	{"M37", "a list's action takes a viewer: a viewer removes an opt-out", []edit{
-		{"console/pages.go", "if !h.allowed(w, r, Operator, name+\".\"+action, key) {", "if !h.allowed(w, r, Viewer, name+\".\"+action, key) {"},
+		{"console/pages.go", "if !h.allowed(w, r, Operator, name+\".\"+action, shownKey(name, key)) {", "if !h.allowed(w, r, Viewer, name+\".\"+action, shownKey(name, key)) {"},
 	}, "./console/"},
-	{"M38", "the lists show a viewer the numbers in clear", []edit{
-		{"console/pages.go", "rows, err := l.list.Search(r.Context(), v.Query, listRows, u.Role >= Support)", "rows, err := l.list.Search(r.Context(), v.Query, listRows, true)"},
+	{"M38", "the lists show an operator the numbers in clear", []edit{
+		{"console/pages.go", "shown.Cells[0] = shownKey(l.name, row[0])", "shown.Cells[0] = row[0]"},
 	}, "./console/"},
 
 	// The chart's denied series: counted in each process, told in its
@@ -82,5 +82,8 @@ var consoleMutants = []mutant{
 	}, "./console/"},
 	{"CG6", "a viewer sets an account's override from the console", []edit{
 		{"console/pages.go", "if !h.allowed(w, r, Operator, action, name) {", "if !h.allowed(w, r, Viewer, action, name) {"},
+	}, "./console/"},
+	{"CG7", "a viewer reads a message's number from the Message page", []edit{
+		{"console/pages.go", "id := strings.TrimSpace(r.FormValue(\"message_id\"))\n\tif !h.allowed(w, r, Support,", "id := strings.TrimSpace(r.FormValue(\"message_id\"))\n\tif !h.allowed(w, r, Viewer,"},
 	}, "./console/"},
 }
