@@ -713,3 +713,52 @@ func TestSupportRevealsOneMessagesNumber(t *testing.T) {
 		t.Errorf("sue's reveal of an unknown message: audit %v", a)
 	}
 }
+
+// TestConfigurationShowsTheRulesInForce: /config shows each class's send
+// windows and cap, guard rules and suppression, and each account's
+// reserve, from ACCOUNTS_FILE; the token never.
+func TestConfigurationShowsTheRulesInForce(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "accounts.yaml")
+	if err := os.WriteFile(file, []byte(`classes:
+  - name: otp
+    countries: ["+44", "+81"]
+    max_per_prefix: {digits: 6, count: 300, per: 10m, block_for: 1h}
+  - name: marketing
+    suppression: false
+    send_hours: "08:00-21:00 mon-fri"
+    default_zone: Europe/Paris
+    max_per_recipient: {count: 2, per: 24h}
+accounts:
+  - name: main
+    provider: generic
+    generic: {url: "https://sms.example.com", token: tok-secret-1}
+    contract_rps: 100
+    target_rps: 90
+    classes: [otp, marketing]
+    class_rps: {marketing: 70}
+    reserve_rps: {otp: 20}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessOf(t, Local{}, Lists{}, map[string]string{"ACCOUNTS_FILE": file})
+	code, body := h.request("", "GET", "/config", nil)
+	rules := between(body, `id="class-rules"`, "</table>")
+	for _, want := range []string{
+		"only to +44, +81", "at most 300 sends in 10m0s to a range of 6 digits; the next blocks it for 1h0m0s",
+		"off (suppression: false)", "hours mon-fri 08:00-21:00; sat-sun closed in the recipient's zone (Europe/Paris when unknown)",
+		"at most 2 to one number in any 24h0m0s; over it, deferred",
+	} {
+		if code != 200 || !strings.Contains(rules, want) {
+			t.Errorf("/config's rules lack %q: %d\n%s", want, code, rules)
+		}
+	}
+	if otp := between(rules, "<td>otp</td>", "</tr>"); !strings.Contains(otp, "on: a number on the list is refused") || !strings.Contains(otp, "none: any time") {
+		t.Errorf("otp's rules: want suppression on and no send windows\n%s", otp)
+	}
+	if reserve := between(body, `class="reserve">`, "</td>"); !strings.Contains(reserve, "otp 20") {
+		t.Errorf("main's reserve: %q, want otp 20", reserve)
+	}
+	if strings.Contains(body, "tok-secret-1") {
+		t.Errorf("/config shows the account's token")
+	}
+}

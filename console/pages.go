@@ -695,15 +695,15 @@ type accountConfig struct {
 	Name, Provider, RateUnit             string
 	Classes                              []admission.Class
 	ContractRPS, TargetRPS, MarketingRPS float64
-	ClassRPS                             map[admission.Class]float64
+	ClassRPS, ReserveRPS                 map[admission.Class]float64
 	Burst, MaxInFlight, MaxSegments      int
 	MinDeliveredRatio                    float64
 	InForceRPS                           float64
 	Override                             *status.Override
 }
 
-// configuration is page 5: the classes, accounts, routes and limits in
-// force.
+// configuration is page 5: the classes and their rules, accounts, routes
+// and limits in force.
 func (h *Handler) configuration(w http.ResponseWriter, r *http.Request) {
 	rep, err := h.report(r.Context())
 	if err != nil {
@@ -713,12 +713,13 @@ func (h *Handler) configuration(w http.ResponseWriter, r *http.Request) {
 	var accounts []accountConfig
 	for i, a := range h.routing.Accounts {
 		c := accountConfig{Name: a.Name, Provider: a.Provider, RateUnit: a.RateUnit, Classes: a.Classes,
-			ContractRPS: a.ContractRPS, TargetRPS: a.TargetRPS, MarketingRPS: a.MarketingRPS, ClassRPS: a.ClassRPS,
+			ContractRPS: a.ContractRPS, TargetRPS: a.TargetRPS, MarketingRPS: a.MarketingRPS, ClassRPS: a.ClassRPS, ReserveRPS: a.ReserveRPS,
 			Burst: a.Burst, MaxInFlight: a.MaxInFlight, MaxSegments: a.MaxSegments, MinDeliveredRatio: a.MinDeliveredRatio}
 		if i < len(rep.Accounts) {
 			c.InForceRPS, c.Override = rep.Accounts[i].InForceRPS, rep.Accounts[i].Override
 		}
 		accounts = append(accounts, c)
 	}
-	h.render(w, r, "config", map[string]any{"Classes": h.o.Settings.ClassList(), "Accounts": accounts, "Route": rep.Route, "Routes": rep.Routes})
+	h.render(w, r, "config", map[string]any{"Classes": h.o.Settings.ClassList(), "Rules": rulesOf(h.o.Settings.Process),
+		"Accounts": accounts, "Route": rep.Route, "Routes": rep.Routes})
 }

@@ -208,4 +208,5 @@ var killers = map[string]string{
 	"CG5": "TestHistory",
 	"CG6": "TestTheOverrideAction",
 	"CG7": "TestSupportRevealsOneMessagesNumber",
+	"CG8": "TestConfigurationShowsTheRulesInForce",
 }

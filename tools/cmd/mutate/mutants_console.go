@@ -86,4 +86,7 @@ var consoleMutants = []mutant{
 	{"CG7", "a viewer reads a message's number from the Message page", []edit{
 		{"console/pages.go", "id := strings.TrimSpace(r.FormValue(\"message_id\"))\n\tif !h.allowed(w, r, Support,", "id := strings.TrimSpace(r.FormValue(\"message_id\"))\n\tif !h.allowed(w, r, Viewer,"},
 	}, "./console/"},
+	{"CG8", "the configuration page says a class without suppression is on the list", []edit{
+		{"console/rules.go", "if !pol.Suppressed {", "if pol.Suppressed {"},
+	}, "./console/"},
 }
