@@ -414,15 +414,15 @@ func (l *lockedBuffer) String() string {
 }
 
 // TestDemoServesTheConsole: `demo --console` prints the console's URL and
-// serves the overview of its own stack while the campaign runs, and stops
-// it with the run.
+// serves the overview of its own stack while the campaign runs, logs its
+// actions' audit lines, and stops it with the run.
 func TestDemoServesTheConsole(t *testing.T) {
 	t.Setenv("CONSOLE_ADDR", freeAddr(t))
-	var out lockedBuffer
+	var out, errs lockedBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(context.Background(), []string{"demo", "--console", "--campaign", "300", "--otp-rate", "10", "--instances", "2",
-			"--progress", "off", "--redis-timeout", "2s"}, &out, io.Discard)
+			"--progress", "off", "--redis-timeout", "2s"}, &out, &errs)
 	}()
 	url := ""
 	waitWithin(t, 30*time.Second, "the console's URL printed", func() bool {
@@ -438,6 +438,18 @@ func TestDemoServesTheConsole(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(page), "local (operator)") || !strings.Contains(string(page), `id="chart-summary"`) {
 		t.Errorf("the demo's console: %d\n%s", resp.StatusCode, page)
+	}
+	// A replay without a dry run: refused, and its audit line logged.
+	req, _ := http.NewRequest("POST", url+"deadletters/replay", strings.NewReader("letter=x"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 400 {
+		t.Errorf("the demo's console, a replay without a dry run: %v %v, want 400", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if !strings.Contains(errs.String(), `"msg":"audit","user":"local","role":"operator","action":"replay"`) {
+		t.Errorf("the demo logged no audit line for the refused replay:\n%s", errs.String())
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())

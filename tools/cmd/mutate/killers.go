@@ -209,4 +209,5 @@ var killers = map[string]string{
 	"CG6": "TestTheOverrideAction",
 	"CG7": "TestSupportRevealsOneMessagesNumber",
 	"CG8": "TestConfigurationShowsTheRulesInForce",
+	"CG9": "TestDemoServesTheConsole",
 }

@@ -89,4 +89,7 @@ var consoleMutants = []mutant{
 	{"CG8", "the configuration page says a class without suppression is on the list", []edit{
 		{"console/rules.go", "if !pol.Suppressed {", "if pol.Suppressed {"},
 	}, "./console/"},
+	{"CG9", "the demo's console logs at Warn: its audit lines are dropped", []edit{
+		{"cmd/dispatcher/demo.go", "&slog.HandlerOptions{Level: slog.LevelInfo}", "&slog.HandlerOptions{Level: slog.LevelWarn}"},
+	}, "./cmd/dispatcher/"},
 }
