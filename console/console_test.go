@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"golang.org/x/crypto/bcrypt"
 
+	"smsdispatcher/admission"
 	"smsdispatcher/config"
 	"smsdispatcher/config/policy"
 	"smsdispatcher/deferral"
@@ -760,5 +762,69 @@ accounts:
 	}
 	if strings.Contains(body, "tok-secret-1") {
 		t.Errorf("/config shows the account's token")
+	}
+}
+
+// TestTheTimelineInTimeOrder: a message's suppression by the list and its
+// block by the guard show on the Message page's timeline, each at its
+// time, in time order with the ledger's events (the send at its start).
+func TestTheTimelineInTimeOrder(t *testing.T) {
+	name := "t" + strings.ToLower(strings.NewReplacer("_", "-").Replace(redistest.UniqueAccount(t)))
+	name = name[:min(len(name), 32)]
+	file := filepath.Join(t.TempDir(), "accounts.yaml")
+	if err := os.WriteFile(file, []byte("classes:\n  - name: otp\n    countries: [\"+44\"]\n  - name: marketing\n"+
+		"accounts:\n  - name: "+name+"\n    provider: generic\n    generic: {url: https://a.example, token: t1}\n    classes: [otp, marketing]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessOf(t, Local{}, Lists{}, map[string]string{"ACCOUNTS_FILE": file})
+	ctx, rdb, id := context.Background(), redistest.Client(t), "timeline-"+name
+	now := time.Now()
+	// The send, now.
+	lim := h.h.setups[0].Limiter
+	d, err := lim.Admit(ctx, "otp", 1, time.Second, admission.Claim{ID: id, Token: "t-" + id})
+	if err != nil || !d.Allowed {
+		t.Fatalf("admit: %+v %v", d, err)
+	}
+	if err := lim.Settle(ctx, d, ledger.SentRecord("prov-"+id), admission.ResultNone, ledger.Story{ID: id, Class: "otp", ProviderIDs: []string{"prov-" + id}}); err != nil {
+		t.Fatal(err)
+	}
+	// Its suppression an hour before and its block a minute after, as the
+	// list and the guard record them (no message is all three: the order
+	// is what is tested).
+	stoppedAt, blockedAt := now.Add(-time.Hour), now.Add(time.Minute)
+	if err := suppress.NewStore(rdb, "", nil).Refused(ctx, id, stoppedAt, suppress.Entry{Number: "+447700900123", Source: suppress.SourceInbound, At: stoppedAt.Add(-time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Set(ctx, keys.GuardOf("otp").Blocked(id), "country "+name+" "+strconv.FormatInt(blockedAt.UnixMilli(), 10), time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	code, body := h.request("", "GET", "/message?id="+id, nil)
+	items := strings.Split(between(body, `<ol class="timeline">`, "</ol>"), "<li>")[1:]
+	var order []string
+	for _, it := range items {
+		switch {
+		case strings.Contains(it, "suppressed at"):
+			order = append(order, "suppressed")
+			if !strings.Contains(it, "<time>"+stoppedAt.UTC().Format("2006-01-02T15:04:05")) {
+				t.Errorf("the suppression's line has not its time:\n%s", it)
+			}
+		case strings.Contains(it, "blocked by the guard (country)"):
+			order = append(order, "blocked")
+			if !strings.Contains(it, "<time>"+blockedAt.UTC().Format("2006-01-02T15:04:05")) {
+				t.Errorf("the block's line has not its time:\n%s", it)
+			}
+		case strings.Contains(it, "sent on "+name):
+			order = append(order, "sent")
+			if !strings.Contains(it, "<time>"+now.UTC().Format("2006-01-02T")) {
+				t.Errorf("the send's line has not its time:\n%s", it)
+			}
+		}
+	}
+	if code != 200 || !slices.Equal(order, []string{"suppressed", "sent", "blocked"}) {
+		t.Errorf("/message?id=%s: %d, timeline order %v, want suppressed, sent, blocked\n%s", id, code, order, body)
+	}
+	if strings.Contains(body, "+447700900123") {
+		t.Errorf("the timeline shows the number in clear")
 	}
 }

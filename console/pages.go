@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"smsdispatcher/deadletter"
 	"smsdispatcher/deferral"
 	"smsdispatcher/dispatch"
+	"smsdispatcher/guard"
 	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/operator"
 	"smsdispatcher/ledger"
@@ -75,15 +77,17 @@ func (h *Handler) chartNow() chartView {
 type event struct {
 	At   string // RFC 3339, "" when the record keeps no time
 	What string
+
+	sortAt time.Time // At, or the time of the event before it on its account
 }
 
-// storyView is one account's story of a message, as a timeline.
-type storyView struct {
-	status.MessageStory
-	Events []event
-}
+// stampLayout is how the timeline writes a time: status's (RFC 3339,
+// milliseconds, UTC).
+const stampLayout = "2006-01-02T15:04:05.000Z07:00"
 
-// timeline is s's events in order.
+// timeline is s's events in order, each with its time where the ledger
+// keeps one: the admission and the send at the send's start (the slot
+// its admission booked), the receipt at its time.
 func timeline(s status.MessageStory) []event {
 	record := s.Record
 	if record == "" {
@@ -93,42 +97,67 @@ func timeline(s status.MessageStory) []event {
 	if s.Resend {
 		as = " (as a resend)"
 	}
-	ev := []event{{"", fmt.Sprintf("admitted on %s: %s, %d attempt(s)%s", s.Account, record, s.Attempts, as)}}
+	ev := []event{{At: s.SentAt, What: fmt.Sprintf("admitted on %s: %s, %d attempt(s)%s", s.Account, record, s.Attempts, as)}}
 	if s.SentAt != "" || len(s.ProviderIDs) > 0 {
-		ev = append(ev, event{s.SentAt, "sent, provider id(s) " + strings.Join(s.ProviderIDs, ", ")})
+		ev = append(ev, event{At: s.SentAt, What: "sent on " + s.Account + ", provider id(s) " + strings.Join(s.ProviderIDs, ", ")})
 	}
 	if s.Status != "" {
-		what := "receipt: " + s.Status
+		what := "receipt on " + s.Account + ": " + s.Status
 		if s.ErrorCode != "" {
 			what += ", error " + s.ErrorCode
 		}
-		ev = append(ev, event{s.StatusAt, what})
+		ev = append(ev, event{At: s.StatusAt, What: what})
 	} else {
-		ev = append(ev, event{"", "no receipt yet"})
+		ev = append(ev, event{What: "no receipt yet on " + s.Account})
 	}
-	for _, id := range slices.Sorted(func(yield func(string) bool) {
-		for id := range s.Parts {
-			if !yield(id) {
-				return
-			}
-		}
-	}) {
+	for _, id := range slices.Sorted(maps.Keys(s.Parts)) {
 		if len(s.Parts) > 1 {
-			ev = append(ev, event{"", "part " + id + ": " + s.Parts[id]})
+			ev = append(ev, event{What: "part " + id + ": " + s.Parts[id]})
 		}
 	}
 	if s.Resent {
-		ev = append(ev, event{"", "resent once through the next account"})
+		ev = append(ev, event{What: "resent once through the next account"})
 	}
 	if s.Owed {
-		ev = append(ev, event{"", "status event owed: not yet published"})
+		ev = append(ev, event{What: "status event owed: not yet published"})
+	}
+	// An event without a time keeps its place after the one before it.
+	var last time.Time
+	for i := range ev {
+		if t, err := time.Parse(time.RFC3339, ev[i].At); err == nil {
+			last = t
+		}
+		ev[i].sortAt = last
 	}
 	return ev
 }
 
+// noteAt is a note of the message's story kept outside the ledger (its
+// suppression, deferral, block) at the time it happened.
+func noteAt(at time.Time, what string) event {
+	e := event{What: what, sortAt: at}
+	if !at.IsZero() {
+		e.At = at.UTC().Format(stampLayout)
+	}
+	return e
+}
+
+// merged is every account's events and the notes, in time order: an
+// event without a time stays after the one before it on its account.
+func merged(stories []status.MessageStory, notes []event) []event {
+	var all []event
+	for _, s := range stories {
+		all = append(all, timeline(s)...)
+	}
+	all = append(all, notes...)
+	slices.SortStableFunc(all, func(a, b event) int { return a.sortAt.Compare(b.sortAt) })
+	return all
+}
+
 // message is page 2: a message's story by its id or, when no message
-// has that id, by a provider id; with where it is deferred and why the
-// guard blocked it, as `dispatcher message` prints them.
+// has that id, by a provider id, on one timeline with where it is
+// deferred, the suppression list's refusal and the guard's block, as
+// `dispatcher message` prints them, in time order.
 func (h *Handler) message(w http.ResponseWriter, r *http.Request) {
 	id := strings.TrimSpace(r.URL.Query().Get("id"))
 	data := map[string]any{"ID": id}
@@ -145,39 +174,78 @@ func (h *Handler) message(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, "reading the message's story in Redis", err)
 			return
 		}
-		var stories []storyView
+		var accounts []string
 		for _, s := range m.Accounts {
-			stories = append(stories, storyView{s, timeline(s)})
+			accounts = append(accounts, s.Account)
 		}
-		data["Searched"], data["Stories"], data["Notes"] = true, stories, notes
+		data["Searched"], data["Accounts"], data["Found"] = true, accounts, m.Found() || len(notes) > 0
+		data["Events"] = merged(m.Accounts, notes)
 	}
 	h.render(w, r, "message", data)
 }
 
-// story is id's story on every account, and the lines saying that the
+// story is id's story on every account, and the notes saying that the
 // suppression list stopped it, where it is deferred, or that the guard
-// blocked it.
-func (h *Handler) story(ctx context.Context, id string) (status.Message, []string, error) {
+// blocked it, each at its time.
+func (h *Handler) story(ctx context.Context, id string) (status.Message, []event, error) {
 	m, err := status.ReadMessage(ctx, h.setups, id)
 	if err != nil {
 		return m, nil, err
 	}
-	notes, err := operator.DeferredNotes(ctx, h.o.Redis, h.o.Settings, id)
+	deferred, err := h.deferredNotes(ctx, id)
 	if err != nil {
 		return m, nil, err
 	}
+	notes := deferred
 	at, e, stopped, err := suppress.NewStore(h.o.Redis, "", nil).Refusal(ctx, id)
 	if err != nil {
 		return m, nil, err
 	}
 	if stopped {
-		notes = append(notes, operator.SuppressedNote(at, e))
+		notes = append(notes, noteAt(at, operator.SuppressedNote(at, e)))
 	}
-	note, blocked, err := operator.BlockedNote(ctx, h.o.Redis, h.o.Settings.ClassList(), id)
-	if blocked {
-		notes = append(notes, note)
+	guarded := operator.GuardedClasses(h.o.Settings.ClassList())
+	n, blocked, err := guard.Noted(ctx, h.o.Redis, guarded, id)
+	if err != nil || !blocked {
+		return m, notes, err
 	}
-	return m, notes, err
+	note, _, err := operator.BlockedNote(ctx, h.o.Redis, h.o.Settings.ClassList(), id)
+	return m, append(notes, noteAt(n.At, note)), err
+}
+
+// deferredNotes are `dispatcher message`'s deferral lines of id
+// (operator.DeferredNotes), each at the time it was deferred: the
+// entries are read once more for their times, class by class in the
+// same order; should they differ (a release between the reads), the
+// lines show without a time.
+func (h *Handler) deferredNotes(ctx context.Context, id string) ([]event, error) {
+	lines, err := operator.DeferredNotes(ctx, h.o.Redis, h.o.Settings, id)
+	if err != nil || len(lines) == 0 {
+		return nil, err
+	}
+	classes, err := operator.DeferringClasses(h.o.Settings, "")
+	if err != nil {
+		return nil, err
+	}
+	var times []time.Time
+	store := deferral.New(h.o.Redis, nil, nil)
+	for _, c := range classes {
+		e, found, err := store.Get(ctx, c, id)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			times = append(times, e.DeferredAt)
+		}
+	}
+	out := make([]event, len(lines))
+	for i, line := range lines {
+		out[i] = event{What: line}
+		if len(times) == len(lines) {
+			out[i] = noteAt(times[i], line)
+		}
+	}
+	return out, nil
 }
 
 // messageOf is the id of the message whose story a provider id names on

@@ -210,4 +210,5 @@ var killers = map[string]string{
 	"CG7": "TestSupportRevealsOneMessagesNumber",
 	"CG8": "TestConfigurationShowsTheRulesInForce",
 	"CG9": "TestDemoServesTheConsole",
+	"CG10": "TestTheTimelineInTimeOrder",
 }

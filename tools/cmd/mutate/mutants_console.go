@@ -92,4 +92,7 @@ var consoleMutants = []mutant{
 	{"CG9", "the demo's console logs at Warn: its audit lines are dropped", []edit{
 		{"cmd/dispatcher/demo.go", "&slog.HandlerOptions{Level: slog.LevelInfo}", "&slog.HandlerOptions{Level: slog.LevelWarn}"},
 	}, "./cmd/dispatcher/"},
+	{"CG10", "the message's timeline is not in time order: the notes after the ledger's events", []edit{
+		{"console/pages.go", "slices.SortStableFunc(all, func(a, b event) int { return a.sortAt.Compare(b.sortAt) })", "_ = all"},
+	}, "./console/"},
 }
