@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -117,6 +118,14 @@ func newHarnessOf(t *testing.T, auth Auth, lists Lists, env map[string]string) *
 // settings before the handler starts (and its sampler's first reading).
 func newHarnessBefore(t *testing.T, auth Auth, lists Lists, env map[string]string, before func(config.Settings)) *harness {
 	t.Helper()
+	return newHarnessMounted(t, auth, lists, env, before, "")
+}
+
+// newHarnessMounted is newHarnessBefore with the handler mounted at path
+// ("" the root) as docs/console.md shows: Options.Path and
+// http.StripPrefix.
+func newHarnessMounted(t *testing.T, auth Auth, lists Lists, env map[string]string, before func(config.Settings), path string) *harness {
+	t.Helper()
 	psSrv := pstest.NewServer()
 	t.Cleanup(func() { psSrv.Close() })
 	t.Setenv("PUBSUB_EMULATOR_HOST", psSrv.Addr)
@@ -135,12 +144,18 @@ func newHarnessBefore(t *testing.T, auth Auth, lists Lists, env map[string]strin
 	}
 	log := &syncBuffer{}
 	h, err := NewHandler(Options{Settings: cfg, Redis: redistest.Client(t), PubSub: ps, Auth: auth, Lists: lists,
-		Logger: slog.New(slog.NewJSONHandler(log, nil)), DeadLetterWait: 700 * time.Millisecond, SampleEvery: 250 * time.Millisecond})
+		Logger: slog.New(slog.NewJSONHandler(log, nil)), DeadLetterWait: 700 * time.Millisecond, SampleEvery: 250 * time.Millisecond, Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Close)
-	srv := httptest.NewServer(h)
+	var served http.Handler = h
+	if path != "" {
+		mux := http.NewServeMux()
+		mux.Handle(path+"/", http.StripPrefix(path, h))
+		served = mux
+	}
+	srv := httptest.NewServer(served)
 	t.Cleanup(srv.Close)
 	return &harness{t: t, h: h, srv: srv, ps: ps, cfg: cfg, log: log, client: srv.Client()}
 }
@@ -826,5 +841,63 @@ func TestTheTimelineInTimeOrder(t *testing.T) {
 	}
 	if strings.Contains(body, "+447700900123") {
 		t.Errorf("the timeline shows the number in clear")
+	}
+}
+
+// TestMountedUnderAPrefix: the handler mounted under /console, as
+// docs/console.md shows: every link, form, asset and the chart's fetch of
+// every page is under the prefix and answers; the actions' redirects
+// stay under it.
+func TestMountedUnderAPrefix(t *testing.T) {
+	tag := redistest.UniqueAccount(t)
+	store := suppress.NewStore(redistest.Client(t), keys.Suppressions("{"+tag+"}"), nil)
+	h := newHarnessMounted(t, Local{}, Lists{OptOuts: operator.OptOuts{Store: store}}, map[string]string{"SMS_ACCOUNT": tag}, nil, "/console")
+	if code, _ := h.request("", "GET", "/config", nil); code != 404 {
+		t.Errorf("/config outside the prefix: %d, want 404", code)
+	}
+	urls := regexp.MustCompile(`(?:href|src|action|data-src)="([^"#]*)`)
+	checked := map[string]bool{}
+	for _, page := range []string{"/console/", "/console/message?id=nobody", "/console/deadletters", "/console/lists?optouts=0999", "/console/config"} {
+		code, body := h.request("", "GET", page, nil)
+		if code != 200 {
+			t.Fatalf("%s: %d\n%s", page, code, body)
+		}
+		for _, m := range urls.FindAllStringSubmatch(body, -1) {
+			u := m[1]
+			if !strings.HasPrefix(u, "/console/") {
+				t.Errorf("%s links to %q, outside /console/", page, u)
+				continue
+			}
+			if checked[u] || strings.Contains(m[0], "action=") {
+				continue
+			}
+			checked[u] = true
+			if code, body := h.request("", "GET", u, nil); code != 200 {
+				t.Errorf("%s's %q: %d\n%s", page, u, code, body)
+			}
+		}
+	}
+	for _, u := range []string{"/console/assets/console.css", "/console/assets/console.js", "/console/chart"} {
+		if !checked[u] {
+			t.Errorf("no page fetched %s", u)
+		}
+	}
+	noFollow := *h.client
+	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	for _, w := range []struct{ path, form, want string }{
+		{"/console/lists/optouts/add", "key=%2B447700900999&reason=r", "/console/lists?optouts=0999#list-optouts"},
+		{"/console/accounts/" + h.h.setups[0].Name + "/override", "action=clear", "/console/#account-" + h.h.setups[0].Name},
+	} {
+		req, _ := http.NewRequest("POST", h.srv.URL+w.path, strings.NewReader(w.form))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		resp, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 303 || resp.Header.Get("Location") != w.want {
+			t.Errorf("POST %s: %d to %q, want 303 to %q", w.path, resp.StatusCode, resp.Header.Get("Location"), w.want)
+		}
 	}
 }

@@ -211,4 +211,6 @@ var killers = map[string]string{
 	"CG8": "TestConfigurationShowsTheRulesInForce",
 	"CG9": "TestDemoServesTheConsole",
 	"CG10": "TestTheTimelineInTimeOrder",
+	"CG11": "TestMountedUnderAPrefix",
+	"CG12": "TestMountedUnderAPrefix",
 }

@@ -95,4 +95,10 @@ var consoleMutants = []mutant{
 	{"CG10", "the message's timeline is not in time order: the notes after the ledger's events", []edit{
 		{"console/pages.go", "slices.SortStableFunc(all, func(a, b event) int { return a.sortAt.Compare(b.sortAt) })", "_ = all"},
 	}, "./console/"},
+	{"CG11", "the overview's chart fetches /chart from the root, not under the console's path", []edit{
+		{"console/templates/overview.html", `data-src="{{.Base}}/chart"`, `data-src="/chart"`},
+	}, "./console/"},
+	{"CG12", "a list's action redirects to the root's /lists, not under the console's path", []edit{
+		{"console/pages.go", `http.Redirect(w, r, h.o.Path+"/lists?"`, `http.Redirect(w, r, "/lists?"`},
+	}, "./console/"},
 }
