@@ -901,3 +901,18 @@ func TestMountedUnderAPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestTheOverviewShowsAnAccountPause: an account paused for the
+// provider's reason shows on the overview as `dispatcher status` says it:
+// the pause, its time left and the reason.
+func TestTheOverviewShowsAnAccountPause(t *testing.T) {
+	h := newHarness(t, Local{}, Lists{})
+	if err := h.h.setups[0].Limiter.ReportAccountFailure(context.Background(), time.Minute, "provider 401: bad token"); err != nil {
+		t.Fatal(err)
+	}
+	code, body := h.request("", "GET", "/", nil)
+	cell := between(body, `<td class="penalty">`, "</td>")
+	if code != 200 || !strings.Contains(cell, "account paused, ") || !strings.Contains(cell, "s left (provider 401: bad token)") {
+		t.Errorf("the overview's pause: %d %q, want the account pause, its time left and its reason", code, cell)
+	}
+}

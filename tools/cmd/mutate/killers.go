@@ -213,4 +213,5 @@ var killers = map[string]string{
 	"CG10": "TestTheTimelineInTimeOrder",
 	"CG11": "TestMountedUnderAPrefix",
 	"CG12": "TestMountedUnderAPrefix",
+	"CG13": "TestTheOverviewShowsAnAccountPause",
 }

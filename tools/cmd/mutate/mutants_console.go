@@ -101,4 +101,7 @@ var consoleMutants = []mutant{
 	{"CG12", "a list's action redirects to the root's /lists, not under the console's path", []edit{
 		{"console/pages.go", `http.Redirect(w, r, h.o.Path+"/lists?"`, `http.Redirect(w, r, "/lists?"`},
 	}, "./console/"},
+	{"CG13", "the overview shows an account pause without its reason", []edit{
+		{"console/console.go", `return fmt.Sprintf("account paused, %v left (%s)", left, p.Detail)`, `return fmt.Sprintf("account paused, %v left", left)`},
+	}, "./console/"},
 }
