@@ -242,7 +242,6 @@ func TestConsoleInABrowser(t *testing.T) {
 	if story := text(".story"); !strings.Contains(story, "admitted on "+h.account+": sent") {
 		t.Errorf("hello-1's story:\n%s", story)
 	}
-	screenshot("message")
 
 	// The refused message: a dry run, then the replay; it is sent. A read
 	// of the inspect subscription right after another's end finds, now and
@@ -300,6 +299,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	if story := text(".story"); !strings.Contains(story, "admitted on "+h.account+": sent") {
 		t.Errorf("refused-1's story after the replay:\n%s", story)
 	}
+	screenshot("message") // an OTP's story: its send and receipt have their times
 	do("the configuration", chromedp.Navigate(base+"/config"), visible("#routes"))
 	screenshot("config")
 	// An opt-out `suppressions add` put on the list: the operator finds
