@@ -200,7 +200,7 @@ var killers = map[string]string{
 	// The deferral store's release.
 	"DR1": "TestARemoveTakesAPageAndKeepsADeferralMadeSince",
 	"DR2": "TestStatsReadNoMoreThanTheNextAskedFor",
-	// The console's gaps (issue 45).
+	// The console's replay, chart, override, masking, rules, timeline, mounting and pause.
 	"CG1": "TestReplayReplaysWhatItsDryRunListed",
 	"CG2": "TestReplayReplaysWhatItsDryRunListed",
 	"CG3": "TestTheSamplerReadsWhileNobodyLooks",

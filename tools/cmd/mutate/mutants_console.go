@@ -64,7 +64,7 @@ var consoleMutants = []mutant{
 	{"GB2", "a verification that comes while its send lingers is ignored as unknown", []edit{
 		{"guard/verifications.go", "if err == nil && len(in) == 0 {", "if false {"},
 	}, "./guard/"},
-	// The console's gaps (issue 45).
+	// The console's replay, chart, override, masking, rules, timeline, mounting and pause.
 	{"CG1", "the console replays without a dry run's list", []edit{
 		{"console/pages.go", "if len(ids) == 0 || !h.proof.valid(", "if len(ids) == 0 && !h.proof.valid("},
 	}, "./console/"},
