@@ -183,8 +183,8 @@ type chartView struct {
 	Penalties     []accountPenalties
 	PenaltyHeight int
 	Last60s       []classCount
-	Updated       time.Time
-	SpanMinutes   int // the span drawn
+	Updated       time.Time // the latest reading's time: a sampler that stopped reading shows
+	SpanMinutes   int       // the span drawn
 	BucketSeconds int
 	SampleSeconds float64 // how often the sampler reads (the handler sets it)
 }
@@ -229,7 +229,7 @@ func (h *history) view(now time.Time, classes, accounts []string, contract float
 	buckets := chartBuckets
 	per := int64(span/time.Second) / int64(buckets)
 	start := end - int64(buckets)*per
-	v := chartView{Width: chartWidth, Height: chartHeight, RatioHeight: ratioHeight, Readings: h.readings, Contract: contract, Updated: now.UTC(),
+	v := chartView{Width: chartWidth, Height: chartHeight, RatioHeight: ratioHeight, Readings: h.readings, Contract: contract, Updated: h.last.UTC(),
 		SpanMinutes: int(span / time.Minute), BucketSeconds: int(per), PenaltyHeight: penaltyRow * len(accounts)}
 	rates, deniedRates := make([][]float64, len(classes)), make([][]float64, len(classes))
 	for ci, class := range classes {
