@@ -449,9 +449,12 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, "dry-running the replay", err)
 		return
 	}
-	var listed []string // the ids the replay would send, each once
+	// The ids the replay would act on, each once: those it would send,
+	// and those already sent, whose dead letter it would ack.
+	var listed []string
 	for _, res := range results {
-		if res.Action == deadletter.Replayed && res.ID != "" && !slices.Contains(listed, res.ID) {
+		acts := res.Action == deadletter.Replayed || (res.Action == deadletter.Skipped && res.Reason == deadletter.SkipSent)
+		if acts && res.ID != "" && !slices.Contains(listed, res.ID) {
 			listed = append(listed, res.ID)
 		}
 	}
