@@ -41,7 +41,7 @@ var consoleMutants = []mutant{
 	{"CD1", "the chart adds a process's whole count of denials at every reading, not what it denied since the last", []edit{
 		{"console/history.go", "denied[class] += max(n-before.n, 0)", "denied[class] += n"},
 	}, "./console/"},
-	{"CD2", "the chart counts what the processes denied before the console first looked", []edit{
+	{"CD2", "the chart counts what the processes denied before the console started", []edit{
 		{"console/history.go", "if known || h.readings > 0 {", "if known || h.readings >= 0 {"},
 	}, "./console/"},
 	{"CD3", "a beat tells no denials", []edit{
