@@ -27,8 +27,8 @@ const (
 	Viewer Role = iota
 	// Support may also read one dead letter's whole number.
 	Support
-	// Operator may also act: replay dead letters, and the actions of the
-	// lists (Options.Lists).
+	// Operator may also act: replay dead letters, the actions of the
+	// lists (Options.Lists), set and clear an account's override.
 	Operator
 )
 
@@ -54,6 +54,9 @@ type User struct {
 
 // MaySee reports whether u may read a dead letter's whole number.
 func (u User) MaySee() bool { return u.Role >= Support }
+
+// MayAct reports whether u may act: replay, a list's actions, override.
+func (u User) MayAct() bool { return u.Role >= Operator }
 
 // Auth says who sent a request; an error means nobody it knows (the
 // console answers 401).

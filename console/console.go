@@ -60,6 +60,9 @@ type Options struct {
 	DeadLetterWait time.Duration
 	// Timeout bounds each Redis call (0: 2 s).
 	Timeout time.Duration
+	// SampleEvery is how often the chart's sampler reads every account's
+	// state, whether or not anyone looks (0: 2 s).
+	SampleEvery time.Duration
 }
 
 // Lists are the lists an operator searches and acts on besides the dead
@@ -122,10 +125,16 @@ type Handler struct {
 	logger  *slog.Logger
 	actions metric.Int64Counter
 	chart   *history
+	proof   proofKey // signs a dry run's list (replay)
+	tokens  sealer   // seals a list's row key (lists)
+
+	stopSampler context.CancelFunc
+	sampled     chan struct{} // closed when the sampler has returned
 }
 
-// NewHandler returns the console of o. It reads Redis and Pub/Sub only
-// when a page asks.
+// NewHandler returns the console of o, its chart's sampler started: it
+// reads every account's state every Options.SampleEvery until Close.
+// Besides the sampler, it reads Redis and Pub/Sub only when a page asks.
 func NewHandler(o Options) (*Handler, error) {
 	if o.Auth == nil {
 		return nil, errors.New("console: Options.Auth is required")
@@ -140,7 +149,10 @@ func NewHandler(o Options) (*Handler, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 2 * time.Second
 	}
-	h := &Handler{o: o, logger: o.Logger, chart: newHistory()}
+	if o.SampleEvery <= 0 {
+		o.SampleEvery = 2 * time.Second
+	}
+	h := &Handler{o: o, logger: o.Logger, chart: newHistory(), proof: newProofKey(), tokens: newSealer()}
 	if h.logger == nil {
 		h.logger = slog.Default()
 	}
@@ -160,14 +172,48 @@ func NewHandler(o Options) (*Handler, error) {
 		meter = otel.GetMeterProvider().Meter("smsdispatcher/console")
 	}
 	if h.actions, err = meter.Int64Counter(MetricActions, metric.WithUnit("{action}"),
-		metric.WithDescription("The console's actions (replay, dry_run, reveal_number, a list's action), by action and outcome (ok, error, forbidden).")); err != nil {
+		metric.WithDescription("The console's actions (replay, dry_run, reveal_number, a list's action, override.set, override.clear), by action and outcome (ok, error, forbidden, refused, not_found).")); err != nil {
 		return nil, err
 	}
 	if h.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
 	h.routes()
+	ctx, stop := context.WithCancel(context.Background())
+	h.stopSampler, h.sampled = stop, make(chan struct{})
+	go h.sample(ctx)
 	return h, nil
+}
+
+// Close stops the chart's sampler and waits for it to return. The
+// handler still serves its pages; the chart stops moving.
+func (h *Handler) Close() {
+	h.stopSampler()
+	<-h.sampled
+}
+
+// sample is the chart's sampler: a reading of every account's state at
+// once and then every SampleEvery, each added to the chart, until ctx
+// ends. A failed reading is logged and the next one tried: the chart has
+// a gap where Redis did not answer for more than a minute.
+func (h *Handler) sample(ctx context.Context) {
+	defer close(h.sampled)
+	tick := time.NewTicker(h.o.SampleEvery)
+	defer tick.Stop()
+	for {
+		rep, err := status.Read(ctx, status.Redis{Client: h.o.Redis, Timeout: h.o.Timeout}, h.setups, h.routing, time.Now())
+		switch {
+		case err == nil:
+			h.chart.add(rep)
+		case ctx.Err() == nil:
+			h.logger.Warn("console: the chart's reading", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // routes are the console's pages: each a stable URL an operator can paste.
@@ -178,9 +224,11 @@ func (h *Handler) routes() {
 	mux.HandleFunc("GET /{$}", h.overview)
 	mux.HandleFunc("GET /chart", h.chartFragment)
 	mux.HandleFunc("GET /message", h.message)
+	mux.HandleFunc("POST /message/number", h.messageNumber)
 	mux.HandleFunc("GET /deadletters", h.deadLetters)
 	mux.HandleFunc("POST /deadletters/replay", h.replay)
 	mux.HandleFunc("POST /deadletters/number", h.number)
+	mux.HandleFunc("POST /accounts/{account}/override", h.override)
 	mux.HandleFunc("GET /lists", h.lists)
 	mux.HandleFunc("POST /lists/{list}/{action}", h.listAction)
 	mux.HandleFunc("GET /config", h.configuration)
@@ -304,9 +352,21 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprintf("%.1f %%", *v*100)
 	},
-	"join":  func(s []string) string { return strings.Join(s, ", ") },
-	"clock": func(t time.Time) string { return t.Format("15:04:05 UTC") },
-	"secs":  func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + " s" },
-	"deref": func(v *float64) float64 { return *v },
-	"round": math.Round,
+	"join":    func(s []string) string { return strings.Join(s, ", ") },
+	"clock":   func(t time.Time) string { return t.Format("15:04:05 UTC") },
+	"secs":    func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + " s" },
+	"deref":   func(v *float64) float64 { return *v },
+	"penalty": penaltyText,
+	"round":   math.Round,
+}
+
+// penaltyText is an account's pause as `dispatcher status` says it
+// (status's Penalty.text, unexported there): a 429's penalty and its time
+// left, or an account pause, its time left and the provider's reason.
+func penaltyText(p *status.Penalty) string {
+	left := time.Duration(p.LeftSeconds * float64(time.Second)).Round(100 * time.Millisecond)
+	if p.Reason == "account" {
+		return fmt.Sprintf("account paused, %v left (%s)", left, p.Detail)
+	}
+	return fmt.Sprintf("429, %v left", left)
 }

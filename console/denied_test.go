@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/config"
 	"smsdispatcher/internal/keys"
 	"smsdispatcher/internal/operator"
 	"smsdispatcher/internal/redistest"
@@ -67,28 +68,33 @@ func beat(t *testing.T, id string, lims []*admission.Limiter) *beating {
 // process ends and its registry entry goes, what it denied stays on the
 // chart while the other's new denials add to it.
 func TestTheChartSumsTheProcessesDenials(t *testing.T) {
-	h := newHarness(t, basicAuth(t, map[string]string{"vic": "viewer"}), Lists{})
-	routing, err := h.cfg.Routing()
-	if err != nil {
-		t.Fatal(err)
-	}
 	rdb := redistest.Client(t)
-	setups, err := operator.Setups(rdb, h.cfg, routing.Accounts, 2*time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	account, lims := setups[0].Name, []*admission.Limiter{setups[0].Limiter}
-	id := redistest.UniqueAccount(t)
-	p1, p2 := beat(t, id+"-1", lims), beat(t, id+"-2", lims)
-	// Denied before the console looks (the hour's worth of a long-running
-	// pool): not on its chart.
-	p1.set(account, "marketing", 18000)
-	p2.set(account, "otp", 1)
 	ctx := context.Background()
-	waitFor(t, "both processes beating with their denials", func() bool {
-		states, err := rdb.HMGet(ctx, keys.ProcessStates(), id+"-1", id+"-2").Result()
-		return err == nil && strings.Contains(stateOf(states[0]), "/marketing=18000") && strings.Contains(stateOf(states[1]), "/otp=1")
-	})
+	id := redistest.UniqueAccount(t)
+	var account string
+	var p1, p2 *beating
+	// Denied before the console starts (the hour's worth of a
+	// long-running pool): not on its chart.
+	before := func(cfg config.Settings) {
+		routing, err := cfg.Routing()
+		if err != nil {
+			t.Fatal(err)
+		}
+		setups, err := operator.Setups(rdb, cfg, routing.Accounts, 2*time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		account = setups[0].Name
+		lims := []*admission.Limiter{setups[0].Limiter}
+		p1, p2 = beat(t, id+"-1", lims), beat(t, id+"-2", lims)
+		p1.set(account, "marketing", 18000)
+		p2.set(account, "otp", 1)
+		waitFor(t, "both processes beating with their denials", func() bool {
+			states, err := rdb.HMGet(ctx, keys.ProcessStates(), id+"-1", id+"-2").Result()
+			return err == nil && strings.Contains(stateOf(states[0]), "/marketing=18000") && strings.Contains(stateOf(states[1]), "/otp=1")
+		})
+	}
+	h := newHarnessBefore(t, basicAuth(t, map[string]string{"vic": "viewer"}), Lists{}, map[string]string{"SMS_ACCOUNT": redistest.UniqueAccount(t)}, before)
 	// denied reads the chart's denials of the last 60 s, by class.
 	denied := func() (marketing, otp int) {
 		t.Helper()

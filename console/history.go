@@ -20,16 +20,23 @@ const (
 	chartBuckets = 120
 	chartWidth   = 720
 	chartHeight  = 180
+	ratioHeight  = 60 // the delivered ratio's strip, 0-100 %
+	penaltyRow   = 14 // an account's row of 429 penalties
 )
 
 // history is what the overview's chart draws: the units sent each second
 // per class (every account's summed), the deliveries denied each second
 // per class (every process's and account's summed), and at each reading
-// the delivered ratio per class and the accounts in a 429's penalty. It is
-// filled from the reports the console reads: each report holds the last
-// 60 s of sends second by second, so the chart has no gap as long as
-// someone looked at it once a minute; before the console started, or
-// while nobody looked, it has none.
+// the delivered ratio per class and the accounts in a 429's penalty. The
+// handler's sampler fills it (Handler.sample), a reading every few
+// seconds whether or not anyone looks; each reading holds the last 60 s
+// of sends second by second, so the chart has no gap but where Redis did
+// not answer for a minute. It keeps the last hour, in memory: a console
+// restarted starts empty.
+//
+// The 429s are an account's, not a class's: a provider answers 429 to an
+// account, and its penalty stops every class on it; no process records
+// which class's send drew it. So they are kept, and drawn, per account.
 //
 // The denials are counts each process keeps since it started and tells in
 // its heartbeat (status.Process.Denied): what a process denied between two
@@ -44,7 +51,7 @@ type history struct {
 	sent      map[int64]map[string]int     // unix second -> class -> units
 	denied    map[int64]map[string]float64 // unix second -> class -> deliveries denied
 	delivered map[int64]map[string]float64 // unix second of a reading -> class -> ratio
-	throttled map[int64]int                // unix second of a reading -> accounts in a 429 penalty
+	throttled map[int64][]string           // unix second of a reading -> the accounts in a 429's penalty
 	told      map[processCount]toldCount   // each process's denials at the last reading that listed them
 	last      time.Time                    // the latest reading's time; zero before the first
 	readings  int
@@ -62,7 +69,7 @@ type toldCount struct {
 
 func newHistory() *history {
 	return &history{sent: map[int64]map[string]int{}, denied: map[int64]map[string]float64{},
-		delivered: map[int64]map[string]float64{}, throttled: map[int64]int{}, told: map[processCount]toldCount{}}
+		delivered: map[int64]map[string]float64{}, throttled: map[int64][]string{}, told: map[processCount]toldCount{}}
 }
 
 // add takes in one report.
@@ -71,7 +78,7 @@ func (h *history) add(rep status.Report) {
 	last := rep.Time.Truncate(time.Second).Add(-time.Second).Unix()
 	sent := map[int64]map[string]int{}
 	finals, delivered := map[string]int64{}, map[string]int64{}
-	throttled := 0
+	var throttled []string
 	for _, a := range rep.Accounts {
 		for class, s := range a.Sent {
 			for i, n := range s.PerSecond {
@@ -87,7 +94,7 @@ func (h *history) add(rep status.Report) {
 			delivered[class] += d.Delivered
 		}
 		if a.Penalty != nil && a.Penalty.Reason == "429" {
-			throttled++
+			throttled = append(throttled, a.Name)
 		}
 	}
 	h.mu.Lock()
@@ -172,11 +179,14 @@ type chartView struct {
 	ContractY     int     // the contract line's height
 	Contract      float64 // units per second, every account's
 	MaxRPS        float64 // the top of the scale
-	Throttled     []int   // x of the buckets with an account in a 429's penalty
+	RatioHeight   int     // the delivered ratio's strip, on its own 0-100 % scale
+	Penalties     []accountPenalties
+	PenaltyHeight int
 	Last60s       []classCount
-	Updated       time.Time
-	SpanMinutes   int // the span drawn
+	Updated       time.Time // the latest reading's time: a sampler that stopped reading shows
+	SpanMinutes   int       // the span drawn
 	BucketSeconds int
+	SampleSeconds float64 // how often the sampler reads (the handler sets it)
 }
 
 type series struct {
@@ -184,8 +194,16 @@ type series struct {
 	Color     string
 	Sent      string // the polyline's points: units per second
 	Denied    string // the polyline's points: deliveries denied per second
-	Delivered string // the delivered ratio's points, on a 0-100 % scale
+	Delivered string // the delivered ratio's points, on the ratio strip's 0-100 % scale
 	Ratio     string // the last delivered ratio, "" none
+}
+
+// accountPenalties is an account's row of 429 penalties: the x of each
+// bucket with a reading that found it in one.
+type accountPenalties struct {
+	Account string
+	Y       int // the row's top
+	X       []int
 }
 
 type classCount struct {
@@ -197,9 +215,9 @@ type classCount struct {
 // palette colours the classes in their order.
 var palette = []string{"#d1495b", "#2e86ab", "#66a182", "#edae49", "#8e6c8a"}
 
-// view draws the last hour up to now for classes, against contract
-// units per second.
-func (h *history) view(now time.Time, classes []string, contract float64) chartView {
+// view draws the last hour up to now for classes and accounts, against
+// contract units per second.
+func (h *history) view(now time.Time, classes, accounts []string, contract float64) chartView {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	end := now.Truncate(time.Second).Unix()
@@ -211,8 +229,8 @@ func (h *history) view(now time.Time, classes []string, contract float64) chartV
 	buckets := chartBuckets
 	per := int64(span/time.Second) / int64(buckets)
 	start := end - int64(buckets)*per
-	v := chartView{Width: chartWidth, Height: chartHeight, Readings: h.readings, Contract: contract, Updated: now.UTC(),
-		SpanMinutes: int(span / time.Minute), BucketSeconds: int(per)}
+	v := chartView{Width: chartWidth, Height: chartHeight, RatioHeight: ratioHeight, Readings: h.readings, Contract: contract, Updated: h.last.UTC(),
+		SpanMinutes: int(span / time.Minute), BucketSeconds: int(per), PenaltyHeight: penaltyRow * len(accounts)}
 	rates, deniedRates := make([][]float64, len(classes)), make([][]float64, len(classes))
 	for ci, class := range classes {
 		rates[ci], deniedRates[ci] = make([]float64, buckets), make([]float64, buckets)
@@ -254,17 +272,21 @@ func (h *history) view(now time.Time, classes []string, contract float64) chartV
 		s := series{Class: class, Color: palette[ci%len(palette)], Sent: sent.String(), Denied: denied.String()}
 		for _, sec := range readings {
 			if r, ok := h.delivered[sec][class]; ok {
-				fmt.Fprintf(&deliv, "%d,%d ", x(int((sec-start)/per)), chartHeight-int(r*chartHeight))
+				fmt.Fprintf(&deliv, "%d,%d ", x(int((sec-start)/per)), ratioHeight-int(r*ratioHeight))
 				s.Ratio = fmt.Sprintf("%.1f %%", r*100)
 			}
 		}
 		s.Delivered = deliv.String()
 		v.Series = append(v.Series, s)
 	}
-	for _, sec := range readings {
-		if h.throttled[sec] > 0 {
-			v.Throttled = append(v.Throttled, x(int((sec-start)/per)))
+	for i, account := range accounts {
+		p := accountPenalties{Account: account, Y: i * penaltyRow}
+		for _, sec := range readings {
+			if xb := x(int((sec - start) / per)); slices.Contains(h.throttled[sec], account) && !slices.Contains(p.X, xb) {
+				p.X = append(p.X, xb)
+			}
 		}
+		v.Penalties = append(v.Penalties, p)
 	}
 	return v
 }

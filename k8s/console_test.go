@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -158,6 +159,23 @@ func TestConsoleOverlay(t *testing.T) {
 	}
 	if !routed || len(ing.Spec.TLS) == 0 || ing.Annotations["kubernetes.io/ingress.allow-http"] != "false" {
 		t.Errorf("Ingress %s: want TLS only, routing to the Service's port", consoleName)
+	}
+
+	// Prometheus scrapes sms_console_actions_total on the http port,
+	// which the NetworkPolicy opens to it.
+	pm := one[*monitoringv1.PodMonitor](t, b, consoleName)
+	if pm.Spec.Selector.MatchLabels["app.kubernetes.io/component"] != "console" || len(pm.Spec.PodMetricsEndpoints) != 1 {
+		t.Errorf("PodMonitor %s: %+v, want one endpoint on the console's pods", consoleName, pm.Spec)
+	} else if ep := pm.Spec.PodMetricsEndpoints[0]; ptrValue(ep.Port) != "http" || ep.Path != "/metrics" {
+		t.Errorf("PodMonitor %s: port %q path %q, want http and /metrics (CONSOLE_METRICS_ADDR)", consoleName, ptrValue(ep.Port), ep.Path)
+	}
+	for k, v := range pm.Spec.Selector.MatchLabels {
+		if d.Spec.Template.Labels[k] != v {
+			t.Errorf("PodMonitor %s selects %s=%s, which the console's pods lack", consoleName, k, v)
+		}
+	}
+	if pool := one[*monitoringv1.PodMonitor](t, b, poolName); pool.Spec.Selector.MatchLabels["app.kubernetes.io/component"] == "console" {
+		t.Errorf("the pool's PodMonitor selects the console")
 	}
 
 	np := one[*networkingv1.NetworkPolicy](t, b, consoleName)

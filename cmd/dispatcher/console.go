@@ -68,6 +68,7 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	defer h.Close()
 	servers := []listening{{addr, "CONSOLE_ADDR", h}}
 	// /metrics (sms_console_actions_total) and /healthz, unauthenticated,
 	// on a port of their own that only the cluster reaches.

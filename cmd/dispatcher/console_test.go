@@ -242,7 +242,6 @@ func TestConsoleInABrowser(t *testing.T) {
 	if story := text(".story"); !strings.Contains(story, "admitted on "+h.account+": sent") {
 		t.Errorf("hello-1's story:\n%s", story)
 	}
-	screenshot("message")
 
 	// The refused message: a dry run, then the replay; it is sent. A read
 	// of the inspect subscription right after another's end finds, now and
@@ -300,17 +299,19 @@ func TestConsoleInABrowser(t *testing.T) {
 	if story := text(".story"); !strings.Contains(story, "admitted on "+h.account+": sent") {
 		t.Errorf("refused-1's story after the replay:\n%s", story)
 	}
+	screenshot("message") // an OTP's story: its send and receipt have their times
 	do("the configuration", chromedp.Navigate(base+"/config"), visible("#routes"))
 	screenshot("config")
 	// An opt-out `suppressions add` put on the list: the operator finds
-	// it on the lists page and removes it, with a reason; it is gone.
+	// it on the lists page, its number masked, and removes it (the row's
+	// token), with a reason; it is gone.
 	const optedOut = "+447700900777"
 	if _, errs, err := h.cmd("suppressions", "add", "--reason", "STOP by phone", optedOut); err != nil {
 		t.Fatalf("suppressions add: %v\n%s", err, errs)
 	}
 	do("the lists", chromedp.Navigate(base+"/lists?optouts=900777"), visible("#list-optouts table"))
-	if row := text("#list-optouts table"); !strings.Contains(row, optedOut) || !strings.Contains(row, "STOP by phone") {
-		t.Errorf("the opt-out's row:\n%s", row)
+	if row := text("#list-optouts table"); strings.Contains(row, optedOut) || !strings.Contains(row, "+********0777") || !strings.Contains(row, "STOP by phone") {
+		t.Errorf("the opt-out's row, want the number masked:\n%s", row)
 	}
 	screenshot("lists")
 	do("an opt-out removed", chromedp.SendKeys(chromedp.CSS("#list-optouts input[name=reason]"), "opted in again"),
@@ -413,15 +414,15 @@ func (l *lockedBuffer) String() string {
 }
 
 // TestDemoServesTheConsole: `demo --console` prints the console's URL and
-// serves the overview of its own stack while the campaign runs, and stops
-// it with the run.
+// serves the overview of its own stack while the campaign runs, logs its
+// actions' audit lines, and stops it with the run.
 func TestDemoServesTheConsole(t *testing.T) {
 	t.Setenv("CONSOLE_ADDR", freeAddr(t))
-	var out lockedBuffer
+	var out, errs lockedBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(context.Background(), []string{"demo", "--console", "--campaign", "300", "--otp-rate", "10", "--instances", "2",
-			"--progress", "off", "--redis-timeout", "2s"}, &out, io.Discard)
+			"--progress", "off", "--redis-timeout", "2s"}, &out, &errs)
 	}()
 	url := ""
 	waitWithin(t, 30*time.Second, "the console's URL printed", func() bool {
@@ -437,6 +438,18 @@ func TestDemoServesTheConsole(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(page), "local (operator)") || !strings.Contains(string(page), `id="chart-summary"`) {
 		t.Errorf("the demo's console: %d\n%s", resp.StatusCode, page)
+	}
+	// A replay without a dry run: refused, and its audit line logged.
+	req, _ := http.NewRequest("POST", url+"deadletters/replay", strings.NewReader("letter=x"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 400 {
+		t.Errorf("the demo's console, a replay without a dry run: %v %v, want 400", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if !strings.Contains(errs.String(), `"msg":"audit","user":"local","role":"operator","action":"replay"`) {
+		t.Errorf("the demo logged no audit line for the refused replay:\n%s", errs.String())
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())

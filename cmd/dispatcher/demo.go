@@ -94,15 +94,18 @@ func demoConsole(stdout, stderr io.Writer) func(cfg config.Settings, rdb redis.U
 		if err != nil {
 			return nil, err
 		}
+		// Info: the audit lines are Info, and a newcomer's actions in the
+		// demo's console are shown as an operator's would be.
 		h, err := console.NewHandler(console.Options{Settings: cfg, Redis: rdb, PubSub: ps, Auth: auth, Lists: lists,
-			Logger: slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+			Logger: slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 		if err == nil {
 			var served []net.Addr
 			var stop stopper
 			if served, stop, err = serveHTTP([]listening{{addr, "CONSOLE_ADDR", h}}); err == nil {
 				fmt.Fprintf(stdout, "console: http://%s/ (while the demo runs)\n", served[0])
-				return func() { stop.now(); stopLists() }, nil
+				return func() { stop.now(); h.Close(); stopLists() }, nil
 			}
+			h.Close()
 		}
 		stopLists()
 		return nil, err

@@ -36,17 +36,13 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	// Refused before anything is read or written: a rate below the
 	// minimum would not lower the account's rate, and a negative --ttl
 	// would make the override permanent.
-	for _, f := range []struct {
-		flag string
-		rps  float64
-	}{{"--set-target-rps", *target}, {"--set-marketing-rps", *marketing}} {
-		if err := admission.CheckOverrideRate(f.rps); err != nil {
-			return fmt.Errorf("override: %s %w", f.flag, err)
-		}
+	change := operator.Override{TargetRPS: *target, MarketingRPS: *marketing, TTL: *ttl, Clear: *clear}
+	check := change
+	check.Clear = *clear || (*target == 0 && *marketing == 0) // no rate given: only --ttl to check
+	if err := operator.CheckOverride(check, [3]string{"--set-target-rps", "--set-marketing-rps", "--ttl"}); err != nil {
+		return fmt.Errorf("override: %w", err)
 	}
-	if *ttl < 0 {
-		return fmt.Errorf("override: --ttl must not be negative (0: until cleared), got %v", *ttl)
-	}
+	overriding := *clear || *target > 0 || *marketing > 0
 	cfg, err := load()
 	if err != nil {
 		return err
@@ -56,7 +52,6 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer rdb.Close()
-	overriding := *clear || *target > 0 || *marketing > 0
 	if *reset && *pin > 0 {
 		return fmt.Errorf("override: give --pin-learned-rps or --reset-learned, not both")
 	}
@@ -84,18 +79,11 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}
 	if overriding {
-		if *clear {
-			*target, *marketing = 0, 0
-		}
-		if err := lim.Override(ctx, *target, *marketing, *ttl); err != nil {
+		did, err := operator.ChangeOverride(ctx, lim, c, change)
+		if err != nil {
 			return err
 		}
-		if *clear {
-			fmt.Fprintf(stdout, "%s: override cleared: configured rates apply\n", c.Name)
-		} else {
-			fmt.Fprintf(stdout, "%s: override set for %v: target %g/s, marketing %g/s (each only where below the configured %g and %g)\n",
-				c.Name, *ttl, *target, *marketing, c.TargetRPS, c.MarketingRPS)
-		}
+		fmt.Fprintln(stdout, did)
 	}
 	var st admission.Learned
 	switch {

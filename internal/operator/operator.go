@@ -1,16 +1,17 @@
 // Package operator is what an operator's tools (the dispatcher's status,
-// message, deadletters, suppressions, deferred and guard commands, and the
-// console) read and act through: each account's limiter on the operator's
-// Redis client, the dead-letter replay's options for the configured
-// classes, and the lists (lists.go: the suppression list, the deferred
-// messages, the guard's blocks) with their actions. One place, so that the
-// console and the commands read the same state the same way and change it
-// by the same change.
+// message, deadletters, suppressions, deferred, guard and override
+// commands, and the console) read and act through: each account's limiter
+// on the operator's Redis client, the dead-letter replay's options for the
+// configured classes, an account's override (override.go), and the lists
+// (lists.go: the suppression list, the deferred messages, the guard's
+// blocks) with their actions. One place, so that the console and the
+// commands read the same state the same way and change it by the same
+// change.
 //
 // Invariant: nothing here writes to Redis or Pub/Sub but a List's Act and
 // the changes it shares with the commands (ChangeSuppression,
-// ActOnDeferred, guard's BlockRange and UnblockRange), each an operator's
-// action; the limiters' reads and the replay (package deadletter) do what
+// ActOnDeferred, guard's BlockRange and UnblockRange, ChangeOverride),
+// each an operator's action; the limiters' reads and the replay (package deadletter) do what
 // they document.
 package operator
 

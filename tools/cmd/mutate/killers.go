@@ -208,4 +208,18 @@ var killers = map[string]string{
 	// An early release passes the window, never the cap.
 	"DR7": "TestAnEarlyReleasePassesTheWindowNotTheCap",
 	"DR8": "TestAnEarlyReleasePassesTheWindowNotTheCap",
+	// The console's replay, chart, override, masking, rules, timeline, mounting and pause.
+	"CG1":  "TestReplayReplaysWhatItsDryRunListed",
+	"CG2":  "TestReplayReplaysWhatItsDryRunListed",
+	"CG3":  "TestTheSamplerReadsWhileNobodyLooks",
+	"CG4":  "TestHistory",
+	"CG5":  "TestHistory",
+	"CG6":  "TestTheOverrideAction",
+	"CG7":  "TestSupportRevealsOneMessagesNumber",
+	"CG8":  "TestConfigurationShowsTheRulesInForce",
+	"CG9":  "TestDemoServesTheConsole",
+	"CG10": "TestTheTimelineInTimeOrder",
+	"CG11": "TestMountedUnderAPrefix",
+	"CG12": "TestMountedUnderAPrefix",
+	"CG13": "TestTheOverviewShowsAnAccountPause",
 }

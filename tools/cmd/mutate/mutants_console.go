@@ -30,10 +30,10 @@ var consoleMutants = []mutant{
 
 	// The console's lists.
 	{"M37", "a list's action takes a viewer: a viewer removes an opt-out", []edit{
-		{"console/pages.go", "if !h.allowed(w, r, Operator, name+\".\"+action, key) {", "if !h.allowed(w, r, Viewer, name+\".\"+action, key) {"},
+		{"console/pages.go", "if !h.allowed(w, r, Operator, name+\".\"+action, shownKey(name, key)) {", "if !h.allowed(w, r, Viewer, name+\".\"+action, shownKey(name, key)) {"},
 	}, "./console/"},
-	{"M38", "the lists show a viewer the numbers in clear", []edit{
-		{"console/pages.go", "rows, err := l.list.Search(r.Context(), v.Query, listRows, u.Role >= Support)", "rows, err := l.list.Search(r.Context(), v.Query, listRows, true)"},
+	{"M38", "the lists show an operator the numbers in clear", []edit{
+		{"console/pages.go", "shown.Cells[0] = shownKey(l.name, row[0])", "shown.Cells[0] = row[0]"},
 	}, "./console/"},
 
 	// The chart's denied series: counted in each process, told in its
@@ -41,7 +41,7 @@ var consoleMutants = []mutant{
 	{"CD1", "the chart adds a process's whole count of denials at every reading, not what it denied since the last", []edit{
 		{"console/history.go", "denied[class] += max(n-before.n, 0)", "denied[class] += n"},
 	}, "./console/"},
-	{"CD2", "the chart counts what the processes denied before the console first looked", []edit{
+	{"CD2", "the chart counts what the processes denied before the console started", []edit{
 		{"console/history.go", "if known || h.readings > 0 {", "if known || h.readings >= 0 {"},
 	}, "./console/"},
 	{"CD3", "a beat tells no denials", []edit{
@@ -64,4 +64,44 @@ var consoleMutants = []mutant{
 	{"GB2", "a verification that comes while its send lingers is ignored as unknown", []edit{
 		{"guard/verifications.go", "if err == nil && len(in) == 0 {", "if false {"},
 	}, "./guard/"},
+	// The console's replay, chart, override, masking, rules, timeline, mounting and pause.
+	{"CG1", "the console replays without a dry run's list", []edit{
+		{"console/pages.go", "if len(ids) == 0 || !h.proof.valid(", "if len(ids) == 0 && !h.proof.valid("},
+	}, "./console/"},
+	{"CG2", "the console's replay re-reads the selection instead of the dry run's ids", []edit{
+		{"console/pages.go", "h.runReplay(w, r, deadletter.Filter{IDs: ids}, false)", "h.runReplay(w, r, deadletter.Filter{}, false)"},
+	}, "./console/"},
+	{"CG3", "the console's chart has no sampler: it reads only when a page asks", []edit{
+		{"console/console.go", "	go h.sample(ctx)\n", "	go func() { <-ctx.Done(); close(h.sampled) }()\n"},
+	}, "./console/"},
+	{"CG4", "the chart draws an account's 429 on every account's row", []edit{
+		{"console/history.go", "slices.Contains(h.throttled[sec], account)", "len(h.throttled[sec]) > 0"},
+	}, "./console/"},
+	{"CG5", "the delivered ratio is drawn on the sends' scale", []edit{
+		{"console/history.go", "ratioHeight-int(r*ratioHeight)", "chartHeight-int(r*chartHeight)"},
+	}, "./console/"},
+	{"CG6", "a viewer sets an account's override from the console", []edit{
+		{"console/pages.go", "if !h.allowed(w, r, Operator, action, name) {", "if !h.allowed(w, r, Viewer, action, name) {"},
+	}, "./console/"},
+	{"CG7", "a viewer reads a message's number from the Message page", []edit{
+		{"console/pages.go", "id := strings.TrimSpace(r.FormValue(\"message_id\"))\n\tif !h.allowed(w, r, Support,", "id := strings.TrimSpace(r.FormValue(\"message_id\"))\n\tif !h.allowed(w, r, Viewer,"},
+	}, "./console/"},
+	{"CG8", "the configuration page says a class without suppression is on the list", []edit{
+		{"console/rules.go", "if !pol.Suppressed {", "if pol.Suppressed {"},
+	}, "./console/"},
+	{"CG9", "the demo's console logs at Warn: its audit lines are dropped", []edit{
+		{"cmd/dispatcher/demo.go", "&slog.HandlerOptions{Level: slog.LevelInfo}", "&slog.HandlerOptions{Level: slog.LevelWarn}"},
+	}, "./cmd/dispatcher/"},
+	{"CG10", "the message's timeline is not in time order: the notes after the ledger's events", []edit{
+		{"console/pages.go", "slices.SortStableFunc(all, func(a, b event) int { return a.sortAt.Compare(b.sortAt) })", "_ = all"},
+	}, "./console/"},
+	{"CG11", "the overview's chart fetches /chart from the root, not under the console's path", []edit{
+		{"console/templates/overview.html", `data-src="{{.Base}}/chart"`, `data-src="/chart"`},
+	}, "./console/"},
+	{"CG12", "a list's action redirects to the root's /lists, not under the console's path", []edit{
+		{"console/pages.go", `http.Redirect(w, r, h.o.Path+"/lists?"`, `http.Redirect(w, r, "/lists?"`},
+	}, "./console/"},
+	{"CG13", "the overview shows an account pause without its reason", []edit{
+		{"console/console.go", `return fmt.Sprintf("account paused, %v left (%s)", left, p.Detail)`, `return fmt.Sprintf("account paused, %v left", left)`},
+	}, "./console/"},
 }
