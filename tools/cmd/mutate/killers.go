@@ -222,4 +222,6 @@ var killers = map[string]string{
 	"CG11": "TestMountedUnderAPrefix",
 	"CG12": "TestMountedUnderAPrefix",
 	"CG13": "TestTheOverviewShowsAnAccountPause",
+	// A stopped message is its home's.
+	"HM1": "TestAStoppedOverflowNamesItsHome",
 }

@@ -10,7 +10,7 @@ var gateMutants = []mutant{
 		{"dispatch/pipeline.go", "	case d.refused(ctx, class, msg, r[0], &t):\n", "	case false && d.refused(ctx, class, msg, r[0], &t):\n"},
 	}, "./dispatch/"},
 	{"SL2", "the list not checked again before the send: a STOP while a message waits for its slot is not honoured", []edit{
-		{"dispatch/send.go", "	if d.refused(ctx, class, m, a, &t) {", "	if false && d.refused(ctx, class, m, a, &t) {"},
+		{"dispatch/send.go", "	if d.refused(ctx, class, m, t.home, &t) {", "	if false && d.refused(ctx, class, m, t.home, &t) {"},
 	}, "./dispatch/"},
 	{"SL3", "a 21610 settles the message but puts nothing on the list", []edit{
 		{"dispatch/send.go", "		d.optedOut(ctx, a, m)\n", ""},
@@ -68,7 +68,7 @@ var gateMutants = []mutant{
 		{"guard/rules.go", "if g != nil && !countryAllowed(g, to) {", "if false {"},
 	}, "./dispatch/"},
 	{"GU2", "the dispatcher never asks the guard: a blocked message is sent", []edit{
-		{"dispatch/suppress.go", "if b := d.guardBlocks(ctx, class, m, a); b.blocked != \"\" {", "if b := d.guardBlocks(ctx, class, m, a); false && b.blocked != \"\" {"},
+		{"dispatch/suppress.go", "if b := d.guardBlocks(ctx, class, m, home); b.blocked != \"\" {", "if b := d.guardBlocks(ctx, class, m, home); false && b.blocked != \"\" {"},
 	}, "./dispatch/"},
 	{"GU3", "a range's brake never blocks", []edit{
 		{"guard/sent.lua", "    if n >= pcount then", "    if n > pcount * 1000 then"},
@@ -118,4 +118,7 @@ var gateMutants = []mutant{
 	{"DR8", "a message released early past its window is sent without its cap's check", []edit{
 		{"deferral/store.go", "			if err != nil || j.Verdict != Send {\n				return j, err\n			}\n", "			return j, err\n"},
 	}, "./deferral/"},
+	{"HM1", "a message stopped after its admission on another account names that account, not its home", []edit{
+		{"dispatch/pipeline.go", "	case (t.outcome == nack.Suppressed || t.outcome == nack.Blocked) && len(r) > 0:", "	case false:"},
+	}, "./dispatch/"},
 }
