@@ -75,14 +75,19 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request) {
 	}
 
 	if dr.OptedOut != "" && s.cfg.Inbound != nil {
-		// Before the fold: a resend it hands out finds the number on the
-		// list, and is stopped.
+		// Before the fold, whose answer the provider waits for: a 503
+		// here and the provider posts it again, the fold not yet run.
 		if err := s.cfg.Inbound.OptedOut(r.Context(), dr.OptedOut, a.Name); err != nil {
 			http.Error(w, "try again", http.StatusServiceUnavailable)
 			return
 		}
 	}
 	rep := reportOf(dr)
+	if dr.OptedOut != "" {
+		// Settled as a 21610 is: suppressed, never resent (the fold
+		// drops its resend), its event source provider.
+		rep.Status, rep.Final, rep.Delivered = ledger.StatusSuppressed, true, false
+	}
 	rep.Again = rep.ProviderID != "" && a.retried(rep.ProviderID)
 	f, err := s.fold(r.Context(), a, rep)
 	if err != nil {

@@ -12,14 +12,16 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/ledger"
 	"smsdispatcher/provider"
 	"smsdispatcher/receipts"
 	"smsdispatcher/suppress"
 )
 
 // StatusSuppressed is the status event of a message the suppression list
-// stopped (docs/contract.md).
-const StatusSuppressed = "suppressed"
+// stopped, or its provider refused for the recipient's opt-out
+// (docs/contract.md): the receipts' fold names it alike.
+const StatusSuppressed = ledger.StatusSuppressed
 
 // listLoadBound bounds the load of the suppression list at start, before
 // the lanes pull: a million numbers load in a few seconds; a Redis that
@@ -114,13 +116,6 @@ func (s *Server) stopPublishers() {
 	s.list.inbound.Stop()
 }
 
-// statusEvent is a suppressed message's status event: the receipts'
-// StatusEvent, with the source of the entry that stopped it.
-type statusEvent struct {
-	receipts.StatusEvent
-	Source string `json:"source"`
-}
-
 // Refused records which change stopped id (dispatcher message) and
 // publishes its status event suppressed, waiting for Pub/Sub's answer
 // (bounded): the message is acked already, and a lost record or event is
@@ -128,10 +123,9 @@ type statusEvent struct {
 // message only.
 func (s *suppressions) Refused(ctx context.Context, id, number string, class admission.Class, account, source string) {
 	s.recordRefusal(ctx, id, number, source)
-	data, _ := json.Marshal(statusEvent{ // strings only: it cannot fail
-		StatusEvent: receipts.StatusEvent{ID: id, Status: StatusSuppressed, Account: account, Class: class.String(),
-			StatusAt: time.Now().UTC().Format(receipts.TimeLayout)},
-		Source: source,
+	data, _ := json.Marshal(receipts.StatusEvent{ // strings only: it cannot fail
+		ID: id, Status: StatusSuppressed, Account: account, Class: class.String(),
+		StatusAt: time.Now().UTC().Format(receipts.TimeLayout), Source: source,
 	})
 	pctx, cancel := context.WithTimeout(ctx, publishBound)
 	defer cancel()

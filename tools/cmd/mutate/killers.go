@@ -200,4 +200,8 @@ var killers = map[string]string{
 	// The deferral store's release.
 	"DR1": "TestARemoveTakesAPageAndKeepsADeferralMadeSince",
 	"DR2": "TestStatsReadNoMoreThanTheNextAskedFor",
+	// The opt-outs' gaps.
+	"OX1": "TestServeSettlesAVonageOptOutSuppressed",
+	"OX2": "TestASuppressedFailureIsNeverResent",
+	"OX3": "TestAnOptedOutAnswerIsReadAsSuch",
 }
