@@ -61,12 +61,15 @@ func (s *suppressions) OptedOut(ctx context.Context, number, account string) err
 		Reason: "the provider refused it: the recipient opted out of the sender", At: time.Now()}
 	s.list.Apply(e)
 	changed, err := s.store.Add(ctx, e)
-	if err != nil || !changed {
+	if err != nil {
 		return err
 	}
-	if s.changed != nil {
+	if changed && s.changed != nil {
 		s.changed(suppress.SourceProvider, suppress.ActionAdd, account)
 	}
+	// Waited for even when the list held the number already: the
+	// provider's retry of a receipt answered 503 for a failed publish
+	// publishes it again (the mirror is at least once).
 	pctx, cancel := context.WithTimeout(ctx, publishBound)
 	defer cancel()
 	return s.mirror.Wait(pctx)

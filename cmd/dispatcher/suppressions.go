@@ -119,7 +119,7 @@ func runSuppressionsChange(ctx context.Context, action string, args []string, st
 		fmt.Fprintf(stdout, "%s: %s\n", provider.MaskNumber(n), what[changed])
 	}
 	if err := mirror.Wait(ctx); err != nil {
-		return fmt.Errorf("suppressions %s: the list changed, but its publish to %s failed: %w", action, cfg.SuppressionsTopic, err)
+		return fmt.Errorf("suppressions %s: the list changed, but its publish to %s failed (run it again: it publishes again): %w", action, cfg.SuppressionsTopic, err)
 	}
 	return nil
 }
@@ -250,7 +250,7 @@ func runSuppressionsImport(ctx context.Context, args []string, stdout, stderr io
 		return n, mirror.Wait(ctx)
 	})
 	if err != nil {
-		return fmt.Errorf("suppressions import: %w (imported %d so far)", err, added)
+		return fmt.Errorf("suppressions import: %w (imported %d so far; run it again: it publishes every line again)", err, added)
 	}
 	fmt.Fprintf(stdout, "read %d, added %d, already on the list %d, in %v\n", read, added, read-added, time.Since(start).Round(time.Millisecond))
 	return nil

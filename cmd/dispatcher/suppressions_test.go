@@ -61,13 +61,17 @@ func TestSuppressionsCommands(t *testing.T) {
 		t.Fatalf("status: %v\n%s%s", err, out, errs)
 	}
 	pub := h.published("sms-suppressions")
-	if len(pub) != 2 {
-		t.Fatalf("%d changes published to sms-suppressions, want 2 (the second add changed nothing)", len(pub))
+	if len(pub) != 3 {
+		t.Fatalf("%d changes published to sms-suppressions, want 3 (the second add, which changed nothing, publishes the first entry again)", len(pub))
 	}
 	var change map[string]string
 	if err := json.Unmarshal(pub[0].Data, &change); err != nil || change["action"] != "add" || change["source"] != "operator" ||
 		change["reason"] != "asked by phone" || change["account"] != "acme" || change["at"] == "" || pub[0].Attributes["action"] != "add" {
 		t.Fatalf("published change %s %v (%v)", pub[0].Data, pub[0].Attributes, err)
+	}
+	var again map[string]string
+	if err := json.Unmarshal(pub[2].Data, &again); err != nil || again["number"] != a || again["reason"] != "asked by phone" || again["at"] != change["at"] {
+		t.Fatalf("the second add published %s (%v); want the first entry again", pub[2].Data, err)
 	}
 
 	export := mustRun("export")
