@@ -204,4 +204,9 @@ var killers = map[string]string{
 	"OX1": "TestServeSettlesAVonageOptOutSuppressed",
 	"OX2": "TestASuppressedFailureIsNeverResent",
 	"OX3": "TestAnOptedOutAnswerIsReadAsSuch",
+	"OX4": "TestAnInboundSTOPSuppressesAndASTARTLifts",
+	"OX5": "TestAForgedInboundChangesNothing",
+	"OX6": "TestFlushThenImportRestoresEveryNumber",
+	"OX7": "TestAnInboundSTOPSuppressesAndASTARTLifts",
+	"OX8": "TestARetriedSTOPPublishesItsChangeAgain",
 }

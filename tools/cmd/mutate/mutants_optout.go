@@ -13,4 +13,19 @@ var optOutMutants = []mutant{
 	{"OX3", "the generic API's opted-out answer read as any refusal: dead-lettered", []edit{
 		{"provider/client.go", "if json.Unmarshal(head, &a) == nil && a.Code == GenericOptedOut {", "if json.Unmarshal(head, &a) == nil && false {"},
 	}, "./provider/"},
+	{"OX4", "a START does not lift a STOP: it puts the number on the list", []edit{
+		{"server/suppress.go", "			if kw == suppress.KeywordStart {\n				change, action = s.store.Remove, suppress.ActionRemove", "			if false {\n				change, action = s.store.Remove, suppress.ActionRemove"},
+	}, "./server/"},
+	{"OX5", "a forged Vonage inbound message is taken: a forger's STOP changes the list", []edit{
+		{"provider/inbound.go", "if err := v.verify(params); err != nil {", "if err := v.verify(params); false && err != nil {"},
+	}, "./server/"},
+	{"OX6", "an import forgets each entry's source: a flush then an import does not restore the list", []edit{
+		{"suppress/store.go", "			if e.Source == \"\" {\n				e.Source = SourceImport", "			if true {\n				e.Source = SourceImport"},
+	}, "./suppress/"},
+	{"OX7", "the mirror is never told: no change reaches SUPPRESSIONS_TOPIC", []edit{
+		{"suppress/store.go", "	if s.mirror != nil {\n		s.mirror.Mirror(mirrored)\n	}\n	return changed, nil", "	_ = mirrored\n	return changed, nil"},
+	}, "./server/"},
+	{"OX8", "the mirror is told only when the list changed: a change whose publish failed is missing for good", []edit{
+		{"suppress/store.go", "	if s.mirror != nil {\n		s.mirror.Mirror(mirrored)\n	}\n	return changed, nil", "	if s.mirror != nil && changed {\n		s.mirror.Mirror(mirrored)\n	}\n	return changed, nil"},
+	}, "./server/"},
 }
