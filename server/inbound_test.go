@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -151,5 +152,36 @@ func TestAForgedInboundChangesNothing(t *testing.T) {
 	}
 	if got := published[inboundEvent](t, p.ps, "sms-inbound"); len(got) != 1 || got[0].From != from || !strings.HasPrefix(got[0].To, "+") {
 		t.Fatalf("published to sms-inbound: %+v; want the STOP, from and to in E.164", got)
+	}
+}
+
+// TestEveryInboundPostIsCounted: sms_inbound_total counts every post to
+// an account's inbound URL: a forged one, a signed one that does not
+// parse and one too large, by their outcome (keyword none: never read),
+// as well as a verified STOP.
+func TestEveryInboundPostIsCounted(t *testing.T) {
+	p := newInboundPath(t)
+	stop := providertest.Inbound{ID: "MO-2", From: "+447547232824", To: "+15005550006", Body: "STOP"}
+	if status := p.post(t, stop, "forged-"+inboundSecret); status != http.StatusForbidden {
+		t.Fatalf("forged: %d, want 403", status)
+	}
+	noID := stop
+	noID.ID = ""
+	if status := p.post(t, noID, inboundSecret); status != http.StatusBadRequest {
+		t.Fatalf("without an id: %d, want 400", status)
+	}
+	big := stop
+	big.Body = strings.Repeat("x", receipts.MaxBodyBytes)
+	if status := p.post(t, big, inboundSecret); status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("too large: %d, want 413", status)
+	}
+	if status := p.post(t, stop, inboundSecret); status != http.StatusOK {
+		t.Fatalf("signed: %d, want 200", status)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	want := []string{"vo none forged", "vo none malformed", "vo none too_large", "vo stop changed"}
+	if !slices.Equal(p.counted, want) {
+		t.Fatalf("sms_inbound_total counted %q, want %q", p.counted, want)
 	}
 }

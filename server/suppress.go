@@ -182,13 +182,24 @@ func (s *suppressions) Inbound(ctx context.Context, account string, in provider.
 	return err
 }
 
-// The outcomes of an inbound reply, sms_inbound_total's outcome.
+// The outcomes of an inbound reply, sms_inbound_total's outcome; a post
+// refused before it was read counts as the receipts' forged, malformed
+// or too_large (Unread).
 const (
 	inboundChanged   = "changed"   // the list changed
 	inboundUnchanged = "unchanged" // no keyword, no change, or a sender that is no E.164 number
 	inboundDuplicate = "duplicate" // a webhook posted again: handled already
 	inboundFailed    = "failed"    // answered 503: the provider posts it again
 )
+
+// Unread counts an inbound post to account refused before it was read
+// (receipts' InboundHandler): its keyword is none, since its body was
+// never read.
+func (s *suppressions) Unread(account, outcome string) {
+	if s.counted != nil {
+		s.counted(account, suppress.KeywordNone, outcome)
+	}
+}
 
 // inbound1 handles in and says its keyword and outcome.
 func (s *suppressions) inbound1(ctx context.Context, account string, in provider.Inbound) (kw, outcome string, err error) {
