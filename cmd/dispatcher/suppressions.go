@@ -239,8 +239,9 @@ func runSuppressionsList(ctx context.Context, cmd string, args []string, stdout,
 // listCursor is where `suppressions list` goes on: the HSCAN cursor of
 // a page and how many of that page's entries were printed already, read
 // and printed "<scan>:<skip>" ("<scan>" when skip is 0). A page read
-// again from its cursor is the same while the list is unchanged; a list
-// that changed meanwhile may show an entry twice, as HSCAN may.
+// again from its cursor is the same while the list is unchanged; while
+// it changes, an entry may show twice (as HSCAN's may) or, shifted within
+// a page, be passed by.
 type listCursor struct {
 	scan uint64
 	skip int
