@@ -37,6 +37,8 @@ func (l *inboundLog) OptedOut(_ context.Context, number, account string) error {
 	return nil
 }
 
+func (l *inboundLog) SettledSuppressed(_ context.Context, id, number string) {}
+
 func (l *inboundLog) Unread(account, outcome string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -75,6 +75,14 @@ func (s *suppressions) OptedOut(ctx context.Context, number, account string) err
 	return s.mirror.Wait(pctx)
 }
 
+// SettledSuppressed records that the message id, settled suppressed by
+// a receipt saying number opted out (Vonage's err-code 9), was stopped
+// by number's entry, as a message the list stops is (recordRefusal):
+// dispatcher message says when and by which change.
+func (s *suppressions) SettledSuppressed(ctx context.Context, id, number string) {
+	s.recordRefusal(ctx, id, number, suppress.SourceProvider)
+}
+
 // newSuppressions is s's suppression list, on s's Redis, mirrored to
 // SUPPRESSIONS_TOPIC; its changes are counted when s has metrics.
 func (s *Server) newSuppressions(rdb redis.Cmdable, ps *pubsub.Client) *suppressions {

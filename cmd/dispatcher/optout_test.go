@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/pubsub/v2/pstest"
 
@@ -23,7 +25,8 @@ import (
 // the simulator's own opt-out list is accepted, and its receipt (failed,
 // err-code 9) puts the number on the list (source provider, through the
 // Vonage account), settles the message suppressed (its story and its
-// status event, source provider) and hands out no resend; a later message
+// status event, source provider; dispatcher message says by which
+// change) and hands out no resend; a later message
 // to the number through the generic account is stopped before it is sent.
 func TestServeSettlesAVonageOptOutSuppressed(t *testing.T) {
 	clearList(t)
@@ -86,6 +89,12 @@ func TestServeSettlesAVonageOptOutSuppressed(t *testing.T) {
 		}
 		var m status.Message
 		return json.Unmarshal(out.Bytes(), &m) == nil && len(m.Accounts) == 1 && m.Accounts[0].Status == "suppressed"
+	})
+	waitWithin(t, 30*time.Second, "dispatcher message says when and by which change the OTP was suppressed", func() bool {
+		// Written just after the fold the story shows.
+		var story bytes.Buffer
+		return run(ctx, []string{"message", otp}, &story, io.Discard) == nil && strings.Contains(story.String(), "suppressed at ") &&
+			strings.Contains(story.String(), "source provider, through "+voName)
 	})
 	if st := vo.Stats(); st.Accepted != 1 || st.OptedOut != 1 {
 		t.Fatalf("the Vonage simulator accepted %d, %d of them opted out; want the OTP accepted, its receipt saying err-code 9", st.Accepted, st.OptedOut)

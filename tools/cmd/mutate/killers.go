@@ -209,4 +209,5 @@ var killers = map[string]string{
 	"OX6": "TestFlushThenImportRestoresEveryNumber",
 	"OX7": "TestAnInboundSTOPSuppressesAndASTARTLifts",
 	"OX8": "TestARetriedSTOPPublishesItsChangeAgain",
+	"OX9": "TestServeSettlesAVonageOptOutSuppressed",
 }

@@ -28,4 +28,7 @@ var optOutMutants = []mutant{
 	{"OX8", "the mirror is told only when the list changed: a change whose publish failed is missing for good", []edit{
 		{"suppress/store.go", "	if s.mirror != nil {\n		s.mirror.Mirror(mirrored)\n	}\n	return changed, nil", "	if s.mirror != nil && changed {\n		s.mirror.Mirror(mirrored)\n	}\n	return changed, nil"},
 	}, "./server/"},
+	{"OX9", "a Vonage opt-out's message settled suppressed without the record of its change: dispatcher message cannot say it", []edit{
+		{"receipts/handler.go", "		s.cfg.Inbound.SettledSuppressed(r.Context(), f.ID, dr.OptedOut)\n", ""},
+	}, "./cmd/dispatcher/"},
 }
