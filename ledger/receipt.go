@@ -13,7 +13,9 @@ import (
 // Report is one verified delivery receipt, in the fold's terms.
 type Report struct {
 	ProviderID string
-	Status     string // one of the 11 names of provider.DeliveryStatus
+	// Status is one of the 11 names of provider.DeliveryStatus, or
+	// StatusSuppressed.
+	Status string
 	// Final and Delivered say what Status is; Receipt refuses a Report
 	// whose flags disagree with it.
 	Final, Delivered bool
@@ -62,14 +64,21 @@ type Fold struct {
 	dlr, counted string
 }
 
+// StatusSuppressed is the final state of a message its provider refused
+// for the recipient's opt-out (a Vonage receipt with err-code 9): a
+// failure that is never resent (its resend payload is dropped), whose
+// status event says suppressed, as a message the list stopped does.
+const StatusSuppressed = "suppressed"
+
 // Delivery statuses as receipt.lua folds them, final or intermediate.
 var deliveryStatuses = map[string]bool{
 	"queued": false, "accepted": false, "sending": false, "sent": false, "buffered": false, "unknown": false,
-	"delivered": true, "undelivered": true, "failed": true, "expired": true, "rejected": true,
+	"delivered": true, "undelivered": true, "failed": true, "expired": true, "rejected": true, StatusSuppressed: true,
 }
 
-// ErrBadReport reports a Report whose status is not one of the 11 names,
-// or whose Final and Delivered disagree with it.
+// ErrBadReport reports a Report whose status is not one the fold knows
+// (the 11 names of provider.DeliveryStatus, and StatusSuppressed), or
+// whose Final and Delivered disagree with it.
 var ErrBadReport = errors.New("admission: a receipt's status is not one the fold knows")
 
 // DeliveryBuckets are the upper bounds of the latency buckets the delivery

@@ -303,6 +303,33 @@ func TestAResendIsHandedOutOnceWhateverBecomesOfItsEvent(t *testing.T) {
 	}
 }
 
+// TestASuppressedFailureIsNeverResent: a receipt that settles a message
+// suppressed (its provider refused it for the recipient's opt-out) makes
+// it final and owes its event, but drops its resend payload instead of
+// handing it out: no sweep hands it out later, and its story says it was
+// not resent.
+func TestASuppressedFailureIsNeverResent(t *testing.T) {
+	rdb := redistest.Client(t)
+	l := newLimiter(t, rdb, testConfig(t))
+	ctx := context.Background()
+	payload := []byte(`{"id":"v","to":"+447547232824"}`)
+	keepStory(t, l, "v", ledger.Story{Class: "otp", ProviderIDs: []string{"pv"}, Resend: payload, ResendUntil: time.Now().Add(time.Minute)})
+
+	f := fold(t, l, report("pv", ledger.StatusSuppressed, "9"))
+	if !f.Owed || !f.Final || f.Status != ledger.StatusSuppressed || f.ErrorCode != "9" || f.Resend != nil {
+		t.Fatalf("the opt-out's receipt: %+v, want final suppressed (code 9), owed, no resend", f)
+	}
+	if n := rdb.Exists(ctx, key(l).Resend("v")).Val(); n != 0 {
+		t.Fatal("a suppressed message's resend payload was kept")
+	}
+	if got := owedIDs(t, l, 0); !got["v"].Owed || got["v"].Resend != nil || got["v"].Status != ledger.StatusSuppressed {
+		t.Fatalf("the sweep: %+v, want its event owed, suppressed, without a resend", got["v"])
+	}
+	if s, _, _ := l.Ledger().Story(ctx, "v"); s.Resent || s.Status != ledger.StatusSuppressed {
+		t.Fatalf("v's story: %+v, want suppressed, not resent", s)
+	}
+}
+
 // TestAnUnknownReceiptWritesNothing: a provider id the account never kept
 // is not Known and leaves no key; a status the fold does not know, or
 // flags that disagree with it, are refused before Redis is asked, and

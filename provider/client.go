@@ -398,6 +398,16 @@ func (c *Client) answer(resp *http.Response, head []byte, m Message, token strin
 	if e.Throttled() {
 		e.RetryAfter = retryAfter(resp.Header, c.now())
 	}
+	if e.Permanent() {
+		var a struct {
+			Code string `json:"code"`
+		}
+		// Only the one code the contract names is kept: any other is the
+		// provider's own, and the message's excerpt shows it.
+		if json.Unmarshal(head, &a) == nil && a.Code == GenericOptedOut {
+			e.Code = GenericOptedOut
+		}
+	}
 	return Receipt{}, e
 }
 

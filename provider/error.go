@@ -55,7 +55,8 @@ type Error struct {
 	// Status is the HTTP status code.
 	Status int
 	// Code is the provider's own error code (Twilio's code, Vonage's
-	// status), empty for the generic API.
+	// status); for the generic API, GenericOptedOut when a refusal's
+	// answer says so, empty otherwise.
 	Code string
 	// Kind is what the answer means; KindByStatus derives it from Status
 	// (see Meaning).
@@ -134,13 +135,25 @@ func (e *Error) Backoff() time.Duration { return e.RetryAfter }
 // Sending it again will not help.
 func (e *Error) Permanent() bool { return e.Meaning() == KindRefused }
 
+// GenericOptedOut is the "code" of the generic API's answer refusing a
+// message for its recipient's opt-out: a 4xx (not 401, 403 or 429) whose
+// JSON body is {"error": "...", "code": "opted_out"} (docs/contract.md
+// section 7).
+const GenericOptedOut = "opted_out"
+
 // OptedOut reports whether the provider refused the message because its
-// recipient opted out of the sender's messages (Twilio 21610): the
-// dispatcher puts the number on the suppression list for every account
-// and settles the message suppressed (docs/suppressions.md). It is
-// Permanent too.
+// recipient opted out of the sender's messages (Twilio 21610, the
+// generic API's GenericOptedOut): the dispatcher puts the number on the
+// suppression list for every account and settles the message suppressed
+// (docs/suppressions.md). It is Permanent too.
 func (e *Error) OptedOut() bool {
-	return e.Provider == "twilio" && e.Code == strconv.Itoa(wire.TwilioUnsubscribed)
+	switch e.Provider {
+	case "twilio":
+		return e.Code == strconv.Itoa(wire.TwilioUnsubscribed)
+	case "":
+		return e.Code == GenericOptedOut && e.Meaning() == KindRefused
+	}
+	return false
 }
 
 // AccountFailure reports whether the account cannot send at all: the

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+
+	"smsdispatcher/provider/internal/wire"
 )
 
 // An Inbound is a message a recipient sent to one of the account's
@@ -56,8 +58,9 @@ func twilioInbound(form url.Values) Inbound {
 }
 
 // ReadInbound reads Vonage's inbound SMS (msisdn, to, text, messageId),
-// signed with sig as its receipts are. msisdn has no '+': it is
-// added.
+// signed with sig as its receipts are. Vonage writes both numbers
+// without the '+': it is added to each (vonageE164), so that from and to
+// read as Twilio's and the generic API's do.
 func (v *Vonage) ReadInbound(r ReceiptRequest) (Inbound, error) {
 	params, malformed := vonageParams(r)
 	if err := v.verify(params); err != nil {
@@ -66,11 +69,16 @@ func (v *Vonage) ReadInbound(r ReceiptRequest) (Inbound, error) {
 	if malformed != nil {
 		return Inbound{}, malformed
 	}
-	from := params["msisdn"]
-	if from != "" && from[0] != '+' {
-		from = "+" + from
+	return checkInbound(Inbound{ID: params["messageId"], From: vonageE164(params["msisdn"]), To: vonageE164(params["to"]), Body: params["text"]})
+}
+
+// vonageE164 is a number as Vonage writes it (447547232824) in E.164
+// (+447547232824); anything else (a '+' already, a name) as it is.
+func vonageE164(n string) string {
+	if n == "" || !wire.AllDigits(n) {
+		return n
 	}
-	return checkInbound(Inbound{ID: params["messageId"], From: from, To: params["to"], Body: params["text"]})
+	return "+" + n
 }
 
 // ReadInbound reads the generic API's inbound message, {"from", "to",

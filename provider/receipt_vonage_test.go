@@ -237,3 +237,13 @@ func TestNewVonageSignatureMethod(t *testing.T) {
 		}
 	}
 }
+
+// TestVonageE164: Vonage's numbers, written without the '+', read in
+// E.164; one with its '+' already, or a name, as it is.
+func TestVonageE164(t *testing.T) {
+	for in, want := range map[string]string{"447547232824": "+447547232824", "+447547232824": "+447547232824", "Acme": "Acme", "": ""} {
+		if got := vonageE164(in); got != want {
+			t.Errorf("vonageE164(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

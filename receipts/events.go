@@ -37,15 +37,27 @@ type StatusEvent struct {
 	// Until is, for a deferred message (status deferred), when it is due
 	// for release; absent otherwise.
 	Until string `json:"until,omitempty"`
+	// Source is, for a suppressed message (status suppressed), the
+	// source of the list's entry that stopped it ("provider" when its
+	// provider refused it for the recipient's opt-out); absent otherwise.
+	Source string `json:"source,omitempty"`
 }
+
+// SourceProvider is the Source of a message its provider refused for
+// the recipient's opt-out (suppress.SourceProvider).
+const SourceProvider = "provider"
 
 // statusEvent returns f's status event on account: its data and
 // attributes.
 func statusEvent(account string, f ledger.Fold) ([]byte, map[string]string) {
-	data, _ := json.Marshal(StatusEvent{ // strings only: it cannot fail
+	ev := StatusEvent{
 		ID: f.ID, Status: f.Status, ErrorCode: f.ErrorCode, ProviderID: f.ProviderID,
 		Account: account, Class: f.Class, SentAt: eventTime(f.SentAt), StatusAt: eventTime(f.StatusAt),
-	})
+	}
+	if f.Status == ledger.StatusSuppressed {
+		ev.Source = SourceProvider // the fold's suppressed is only ever the provider's word
+	}
+	data, _ := json.Marshal(ev) // strings only: it cannot fail
 	return data, map[string]string{AttrID: f.ID, AttrClass: f.Class, AttrStatus: f.Status}
 }
 

@@ -75,14 +75,19 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request) {
 	}
 
 	if dr.OptedOut != "" && s.cfg.Inbound != nil {
-		// Before the fold: a resend it hands out finds the number on the
-		// list, and is stopped.
+		// Before the fold, whose answer the provider waits for: a 503
+		// here and the provider posts it again, the fold not yet run.
 		if err := s.cfg.Inbound.OptedOut(r.Context(), dr.OptedOut, a.Name); err != nil {
 			http.Error(w, "try again", http.StatusServiceUnavailable)
 			return
 		}
 	}
 	rep := reportOf(dr)
+	if dr.OptedOut != "" {
+		// Settled as a 21610 is: suppressed, never resent (the fold
+		// drops its resend), its event source provider.
+		rep.Status, rep.Final, rep.Delivered = ledger.StatusSuppressed, true, false
+	}
 	rep.Again = rep.ProviderID != "" && a.retried(rep.ProviderID)
 	f, err := s.fold(r.Context(), a, rep)
 	if err != nil {
@@ -106,6 +111,9 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request) {
 		outcome = OutcomeDuplicate
 	}
 	s.metrics.Receipt(a.Name, f.Class, f.Status, outcome)
+	if f.Changed && f.Status == ledger.StatusSuppressed && dr.OptedOut != "" && s.cfg.Inbound != nil {
+		s.cfg.Inbound.SettledSuppressed(r.Context(), f.ID, dr.OptedOut)
+	}
 	if f.Changed && f.Final && !f.SentAt.IsZero() {
 		s.metrics.Delivery(a.Name, f.Class, max(0, f.StatusAt.Sub(f.SentAt)))
 	}

@@ -19,6 +19,15 @@ type InboundHandler interface {
 	// OptedOut puts number on the list, on the word of account's
 	// provider in a receipt (Vonage's err-code 9).
 	OptedOut(ctx context.Context, number, account string) error
+	// SettledSuppressed records that the message id, which a receipt
+	// saying number opted out settled suppressed, was stopped by the
+	// number's entry (dispatcher message says it). A failure is logged,
+	// not returned: the receipt is folded already.
+	SettledSuppressed(ctx context.Context, id, number string)
+	// Unread counts an inbound post to account refused before it was
+	// read: outcome is OutcomeForged, OutcomeMalformed or
+	// OutcomeTooLarge. Nothing of the post is handed over.
+	Unread(account, outcome string)
 }
 
 // twiML is Twilio's answer to an incoming message that sends nothing
@@ -44,21 +53,25 @@ func (s *Server) inbound(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
 		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+			s.cfg.Inbound.Unread(a.Name, OutcomeTooLarge)
 			http.Error(w, "message too large", http.StatusRequestEntityTooLarge)
 			return
 		}
+		s.cfg.Inbound.Unread(a.Name, OutcomeMalformed)
 		http.Error(w, "message unreadable", http.StatusBadRequest)
 		return
 	}
 	in, err := reader.ReadInbound(provider.ReceiptRequest{URL: InboundURL(s.cfg.PublicURL, a.Name), Header: r.Header, Body: body})
 	switch {
 	case errors.Is(err, provider.ErrForged):
+		s.cfg.Inbound.Unread(a.Name, OutcomeForged)
 		if held, ok := a.forged.allow(time.Now()); ok {
 			s.logger.Warn("receipts: an inbound message did not verify: refused", "account", a.Name, "refused_unlogged", held)
 		}
 		http.Error(w, "message does not verify", http.StatusForbidden)
 		return
 	case err != nil:
+		s.cfg.Inbound.Unread(a.Name, OutcomeMalformed)
 		http.Error(w, "malformed message", http.StatusBadRequest)
 		return
 	}

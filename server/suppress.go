@@ -12,14 +12,16 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/admission"
+	"smsdispatcher/ledger"
 	"smsdispatcher/provider"
 	"smsdispatcher/receipts"
 	"smsdispatcher/suppress"
 )
 
 // StatusSuppressed is the status event of a message the suppression list
-// stopped (docs/contract.md).
-const StatusSuppressed = "suppressed"
+// stopped, or its provider refused for the recipient's opt-out
+// (docs/contract.md): the receipts' fold names it alike.
+const StatusSuppressed = ledger.StatusSuppressed
 
 // listLoadBound bounds the load of the suppression list at start, before
 // the lanes pull: a million numbers load in a few seconds; a Redis that
@@ -59,15 +61,26 @@ func (s *suppressions) OptedOut(ctx context.Context, number, account string) err
 		Reason: "the provider refused it: the recipient opted out of the sender", At: time.Now()}
 	s.list.Apply(e)
 	changed, err := s.store.Add(ctx, e)
-	if err != nil || !changed {
+	if err != nil {
 		return err
 	}
-	if s.changed != nil {
+	if changed && s.changed != nil {
 		s.changed(suppress.SourceProvider, suppress.ActionAdd, account)
 	}
+	// Waited for even when the list held the number already: the
+	// provider's retry of a receipt answered 503 for a failed publish
+	// publishes it again (the mirror is at least once).
 	pctx, cancel := context.WithTimeout(ctx, publishBound)
 	defer cancel()
 	return s.mirror.Wait(pctx)
+}
+
+// SettledSuppressed records that the message id, settled suppressed by
+// a receipt saying number opted out (Vonage's err-code 9), was stopped
+// by number's entry, as a message the list stops is (recordRefusal):
+// dispatcher message says when and by which change.
+func (s *suppressions) SettledSuppressed(ctx context.Context, id, number string) {
+	s.recordRefusal(ctx, id, number, suppress.SourceProvider)
 }
 
 // newSuppressions is s's suppression list, on s's Redis, mirrored to
@@ -114,13 +127,6 @@ func (s *Server) stopPublishers() {
 	s.list.inbound.Stop()
 }
 
-// statusEvent is a suppressed message's status event: the receipts'
-// StatusEvent, with the source of the entry that stopped it.
-type statusEvent struct {
-	receipts.StatusEvent
-	Source string `json:"source"`
-}
-
 // Refused records which change stopped id (dispatcher message) and
 // publishes its status event suppressed, waiting for Pub/Sub's answer
 // (bounded): the message is acked already, and a lost record or event is
@@ -128,10 +134,9 @@ type statusEvent struct {
 // message only.
 func (s *suppressions) Refused(ctx context.Context, id, number string, class admission.Class, account, source string) {
 	s.recordRefusal(ctx, id, number, source)
-	data, _ := json.Marshal(statusEvent{ // strings only: it cannot fail
-		StatusEvent: receipts.StatusEvent{ID: id, Status: StatusSuppressed, Account: account, Class: class.String(),
-			StatusAt: time.Now().UTC().Format(receipts.TimeLayout)},
-		Source: source,
+	data, _ := json.Marshal(receipts.StatusEvent{ // strings only: it cannot fail
+		ID: id, Status: StatusSuppressed, Account: account, Class: class.String(),
+		StatusAt: time.Now().UTC().Format(receipts.TimeLayout), Source: source,
 	})
 	pctx, cancel := context.WithTimeout(ctx, publishBound)
 	defer cancel()
@@ -185,13 +190,24 @@ func (s *suppressions) Inbound(ctx context.Context, account string, in provider.
 	return err
 }
 
-// The outcomes of an inbound reply, sms_inbound_total's outcome.
+// The outcomes of an inbound reply, sms_inbound_total's outcome; a post
+// refused before it was read counts as the receipts' forged, malformed
+// or too_large (Unread).
 const (
 	inboundChanged   = "changed"   // the list changed
 	inboundUnchanged = "unchanged" // no keyword, no change, or a sender that is no E.164 number
 	inboundDuplicate = "duplicate" // a webhook posted again: handled already
 	inboundFailed    = "failed"    // answered 503: the provider posts it again
 )
+
+// Unread counts an inbound post to account refused before it was read
+// (receipts' InboundHandler): its keyword is none, since its body was
+// never read.
+func (s *suppressions) Unread(account, outcome string) {
+	if s.counted != nil {
+		s.counted(account, suppress.KeywordNone, outcome)
+	}
+}
 
 // inbound1 handles in and says its keyword and outcome.
 func (s *suppressions) inbound1(ctx context.Context, account string, in provider.Inbound) (kw, outcome string, err error) {

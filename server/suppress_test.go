@@ -173,3 +173,67 @@ func TestAnAccountsOwnKeywords(t *testing.T) {
 		t.Errorf("keywords published: %v, want %v", kw, want)
 	}
 }
+
+// TestARetriedSTOPPublishesItsChangeAgain: a STOP whose change could not
+// be published (SUPPRESSIONS_TOPIC missing) is answered with an error
+// (the webhook's 503), though the list changed; the provider's retry
+// finds the number on the list already and publishes the change all the
+// same, with the first entry: the mirror is at least once, never missing
+// a change for good.
+func TestARetriedSTOPPublishesItsChangeAgain(t *testing.T) {
+	ps := pstest.NewServer()
+	t.Cleanup(func() { ps.Close() })
+	ctx := context.Background()
+	client, err := topology.NewClient(ctx, "proj", ps.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	topics := topology.Topology{OTPTopic: "sms-otp", MarketingTopic: "sms-marketing", DeadLetterTopic: "dl",
+		OTPSubscription: "o", MarketingSubscription: "m", DeadLetterInspect: "dli", DeadLetterRetention: time.Hour, WithoutDeadLetterPolicy: true,
+		Inspected: []topology.Inspected{{Topic: "sms-inbound", Inspect: "sms-inbound-inspect"}},
+	}
+	if err := topology.Setup(ctx, client, topics, func(string, string, string) {}); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redistest.Client(t)
+	names := keys.Suppressions("{sms:suppress:" + redistest.UniqueAccount(t) + "}")
+	mirror := &suppress.TopicMirror{Publisher: client.Publisher("sms-suppressions")}
+	store := suppress.NewStore(rdb, names, mirror)
+	s := &suppressions{list: suppress.NewList(store, nil), store: store, mirror: mirror, inbound: client.Publisher("sms-inbound"), logger: slog.New(slog.DiscardHandler)}
+	t.Cleanup(func() {
+		mirror.Publisher.Stop()
+		s.inbound.Stop()
+		rdb.Del(context.Background(), names.List(), names.Log(), names.Seq(), names.Inbound("otp", "SM1"))
+	})
+	const from = "+819011112222"
+	stop := provider.Inbound{ID: "SM1", From: from, To: "+15005550006", Body: "STOP"}
+	if err := s.Inbound(ctx, "otp", stop); err == nil {
+		t.Fatal("a STOP whose change was not published: no error, so no 503 and no retry")
+	}
+	first, ok, err := store.Get(ctx, from)
+	if err != nil || !ok {
+		t.Fatalf("after the first delivery: on the list %v, %v; want on it", ok, err)
+	}
+	topics.Inspected = append(topics.Inspected, topology.Inspected{Topic: "sms-suppressions", Inspect: "sms-suppressions-inspect"})
+	if err := topology.Setup(ctx, client, topics, func(string, string, string) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Inbound(ctx, "otp", stop); err != nil { // the provider's retry
+		t.Fatalf("the retry: %v", err)
+	}
+	var got []suppress.Entry
+	for _, m := range ps.Messages() {
+		if m.Topic != "projects/proj/topics/sms-suppressions" || m.Attributes[suppress.AttrAction] == "" {
+			continue
+		}
+		var e suppress.Entry
+		if err := json.Unmarshal(m.Data, &e); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e)
+	}
+	if len(got) != 1 || got[0].Number != from || got[0].Action != suppress.ActionAdd || !got[0].At.Equal(first.At) || got[0].Source != suppress.SourceInbound {
+		t.Fatalf("published to sms-suppressions: %+v; want the STOP's add once, with its first entry (at %v)", got, first.At)
+	}
+}

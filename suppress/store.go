@@ -77,9 +77,14 @@ func parseValue(number, v string) (Entry, error) {
 	return Entry{Number: number, Source: f[1], Account: f[2], Reason: f[3], At: time.UnixMilli(ms).UTC()}, nil
 }
 
-// A Mirror is told of every change the Store made, for the deployment's
-// own record of the list (SUPPRESSIONS_TOPIC). Mirror must not block:
-// its owner waits for what it published (TopicMirror.Wait).
+// A Mirror is told of every change the Store is asked for, for the
+// deployment's own record of the list (SUPPRESSIONS_TOPIC), whether or
+// not the list changed: a request retried after its publish failed (a
+// STOP answered 503, an add or an import run again) finds the list
+// changed already, and its publish is the one that counts. So the
+// mirror is told at least once of every change, and a mirror that
+// records it must be idempotent. Mirror must not block: its owner waits
+// for what it published (TopicMirror.Wait).
 type Mirror interface {
 	Mirror(e Entry)
 }
@@ -109,13 +114,15 @@ func NewStore(rdb redis.Cmdable, names keys.Suppressions, mirror Mirror) *Store 
 }
 
 // Add puts e.Number on the list and reports whether it changed (a number
-// already on it keeps its first entry).
+// already on it keeps its first entry). The mirror is told either way:
+// of e, or of the first entry the list keeps.
 func (s *Store) Add(ctx context.Context, e Entry) (bool, error) {
 	e.Action = ActionAdd
 	return s.change(ctx, e)
 }
 
 // Remove takes e.Number off the list and reports whether it was on it.
+// The mirror is told of e either way.
 func (s *Store) Remove(ctx context.Context, e Entry) (bool, error) {
 	e.Action = ActionRemove
 	return s.change(ctx, e)
@@ -129,18 +136,44 @@ func (s *Store) change(ctx context.Context, e Entry) (bool, error) {
 		e.At = time.Now()
 	}
 	e.At = e.At.UTC().Truncate(time.Millisecond)
-	res, err := changeScript.Run(ctx, s.rdb, s.keys(), s.args(e)...).Int64Slice()
+	res, err := changeScript.Run(ctx, s.rdb, s.keys(), s.args(e)...).Slice()
 	if err != nil {
 		return false, fmt.Errorf("suppress: %s %s: %w", e.Action, maskedForError(e.Number), err)
 	}
-	if len(res) != 2 {
-		return false, fmt.Errorf("suppress: change.lua answered %v", res)
+	changed, mirrored, err := changeReply(e, res)
+	if err != nil {
+		return false, err
 	}
-	changed := res[0] == 1
-	if changed && s.mirror != nil {
-		s.mirror.Mirror(e)
+	if s.mirror != nil {
+		s.mirror.Mirror(mirrored)
 	}
 	return changed, nil
+}
+
+// changeReply reads change.lua's reply to the change e: whether the list
+// changed, and what the mirror is told: e, or for an add of a number on
+// the list already, the first entry it keeps.
+func changeReply(e Entry, res []any) (changed bool, mirrored Entry, err error) {
+	if len(res) < 2 || len(res) > 3 {
+		return false, Entry{}, fmt.Errorf("suppress: change.lua answered %v", res)
+	}
+	flag, ok := res[0].(int64)
+	if !ok {
+		return false, Entry{}, fmt.Errorf("suppress: change.lua answered %v", res)
+	}
+	if len(res) == 2 {
+		return flag == 1, e, nil
+	}
+	v, ok := res[2].(string)
+	if !ok {
+		return false, Entry{}, fmt.Errorf("suppress: change.lua answered %v", res)
+	}
+	first, err := parseValue(e.Number, v)
+	if err != nil {
+		return false, Entry{}, err
+	}
+	first.Action = e.Action
+	return false, first, nil
 }
 
 func (s *Store) keys() []string {
@@ -253,6 +286,15 @@ func (s *Store) All(ctx context.Context) iter.Seq2[Entry, error] {
 	}
 }
 
+// Scan reads one page of the list (HSCAN, ScanPage entries asked for)
+// from cursor (0: the start) and returns its entries and the next
+// cursor (0: the end). The same cursor read again while the list is
+// unchanged returns the same page in the same order: a reader may stop
+// within a page and go on from its cursor, skipping what it has read.
+func (s *Store) Scan(ctx context.Context, cursor uint64) ([]Entry, uint64, error) {
+	return s.scan(ctx, cursor)
+}
+
 // scan reads one page of the list from cursor (0: the start) and returns
 // its entries and the next cursor (0: the end).
 func (s *Store) scan(ctx context.Context, cursor uint64) ([]Entry, uint64, error) {
@@ -278,6 +320,8 @@ const ImportBatch = 1000
 // changes nothing: importing an export twice is harmless), in pipelines
 // of ImportBatch, and returns how many numbers it added. The source is
 // the entry's own (an export keeps it), SourceImport when it has none.
+// The mirror is told of every entry, added or not (as Add tells it): an
+// import run again after its publish failed publishes again.
 func (s *Store) Import(ctx context.Context, entries []Entry) (int, error) {
 	added := 0
 	for start := 0; start < len(entries); start += ImportBatch {
@@ -303,15 +347,19 @@ func (s *Store) Import(ctx context.Context, entries []Entry) (int, error) {
 			return added, fmt.Errorf("suppress: import: %w", err)
 		}
 		for i, c := range cmds {
-			res, err := c.Int64Slice()
+			res, err := c.Slice()
 			if err != nil {
 				return added, fmt.Errorf("suppress: import: %w", err)
 			}
-			if len(res) == 2 && res[0] == 1 {
+			changed, mirrored, err := changeReply(batch[i], res)
+			if err != nil {
+				return added, fmt.Errorf("suppress: import: %w", err)
+			}
+			if changed {
 				added++
-				if s.mirror != nil {
-					s.mirror.Mirror(batch[i])
-				}
+			}
+			if s.mirror != nil {
+				s.mirror.Mirror(mirrored)
 			}
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"smsdispatcher/config"
@@ -22,7 +24,8 @@ const suppressionsUsage = `usage: dispatcher suppressions add|remove|check|list|
   add --reason R NUMBER...     put numbers (E.164) on the suppression list
   remove --reason R NUMBER...  take numbers off it
   check NUMBER                 say whether a number is on it, since when and why
-  list                         print its entries, numbers masked (--show-numbers, --limit)
+  list                         print its entries, numbers masked (--show-numbers, --limit,
+                               --cursor: go on where the last page stopped)
   export                       print every entry as JSON lines, numbers in clear (the restore file)
   import --file F              add the entries of JSON lines (--file, - for stdin); idempotent
 
@@ -119,7 +122,7 @@ func runSuppressionsChange(ctx context.Context, action string, args []string, st
 		fmt.Fprintf(stdout, "%s: %s\n", provider.MaskNumber(n), what[changed])
 	}
 	if err := mirror.Wait(ctx); err != nil {
-		return fmt.Errorf("suppressions %s: the list changed, but its publish to %s failed: %w", action, cfg.SuppressionsTopic, err)
+		return fmt.Errorf("suppressions %s: the list changed, but its publish to %s failed (run it again: it publishes again): %w", action, cfg.SuppressionsTopic, err)
 	}
 	return nil
 }
@@ -160,19 +163,29 @@ func runSuppressionsCheck(ctx context.Context, args []string, stdout, stderr io.
 }
 
 // runSuppressionsList is `suppressions list` (a line each, numbers masked
-// unless --show-numbers, at most --limit) and `suppressions export` (JSON
-// lines of every entry, numbers in clear), both reading the list in pages.
+// unless --show-numbers, at most --limit from --cursor, then the cursor
+// the next page starts at) and `suppressions export` (JSON lines of every
+// entry, numbers in clear), both reading the list in pages.
 func runSuppressionsList(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("suppressions "+cmd, stderr)
 	load := listSettings(fs)
 	var show *bool
-	limit := new(int)
+	var limit *int
+	var from *string
 	if cmd == "list" {
 		show = fs.Bool("show-numbers", false, "print the numbers in clear")
 		limit = fs.Int("limit", 100, "print at most this many entries (0: all)")
+		from = fs.String("cursor", "", "start where the last page stopped: the cursor it printed")
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	var at listCursor
+	if from != nil {
+		var err error
+		if at, err = parseListCursor(*from); err != nil {
+			return fmt.Errorf("suppressions list: --cursor %q: %w", *from, err)
+		}
 	}
 	cfg, err := load()
 	if err != nil {
@@ -185,30 +198,79 @@ func runSuppressionsList(ctx context.Context, cmd string, args []string, stdout,
 	defer done()
 	out := bufio.NewWriter(stdout)
 	defer out.Flush()
-	printed := 0
-	for e, err := range store.All(ctx) {
-		if err != nil {
-			return err
-		}
-		if *limit > 0 && printed == *limit {
-			n, _ := store.Len(ctx)
-			fmt.Fprintf(out, "… %d entries in all (--limit 0 prints every one)\n", n)
-			return nil
-		}
-		printed++
-		if cmd == "export" {
+	if cmd == "export" {
+		for e, err := range store.All(ctx) {
+			if err != nil {
+				return err
+			}
 			e.Action = ""
 			out.Write(suppress.MirrorJSON(e))
 			out.WriteByte('\n')
-			continue
 		}
-		n := provider.MaskNumber(e.Number)
-		if *show {
-			n = e.Number
-		}
-		fmt.Fprintf(out, "%s  %s  %s\n", n, e.At.Format(time.RFC3339), operator.DescribeEntry(e))
+		return nil
 	}
-	return nil
+	printed := 0
+	for {
+		page, next, err := store.Scan(ctx, at.scan)
+		if err != nil {
+			return err
+		}
+		for i := min(at.skip, len(page)); i < len(page); i++ {
+			if *limit > 0 && printed == *limit {
+				n, _ := store.Len(ctx)
+				fmt.Fprintf(out, "… %d entries in all; the next page: --cursor %s (--limit 0 prints every one)\n", n, listCursor{at.scan, i})
+				return nil
+			}
+			printed++
+			e := page[i]
+			n := provider.MaskNumber(e.Number)
+			if *show {
+				n = e.Number
+			}
+			fmt.Fprintf(out, "%s  %s  %s\n", n, e.At.Format(time.RFC3339), operator.DescribeEntry(e))
+		}
+		if next == 0 {
+			return nil
+		}
+		at = listCursor{scan: next}
+	}
+}
+
+// listCursor is where `suppressions list` goes on: the HSCAN cursor of
+// a page and how many of that page's entries were printed already, read
+// and printed "<scan>:<skip>" ("<scan>" when skip is 0). A page read
+// again from its cursor is the same while the list is unchanged; while
+// it changes, an entry may show twice (as HSCAN's may) or, shifted within
+// a page, be passed by.
+type listCursor struct {
+	scan uint64
+	skip int
+}
+
+func (c listCursor) String() string {
+	if c.skip == 0 {
+		return strconv.FormatUint(c.scan, 10)
+	}
+	return strconv.FormatUint(c.scan, 10) + ":" + strconv.Itoa(c.skip)
+}
+
+// parseListCursor reads a cursor list printed; "" is the start.
+func parseListCursor(s string) (listCursor, error) {
+	if s == "" {
+		return listCursor{}, nil
+	}
+	scan, skip, hasSkip := strings.Cut(s, ":")
+	var c listCursor
+	var err error
+	if c.scan, err = strconv.ParseUint(scan, 10, 64); err != nil {
+		return listCursor{}, errors.New("not a cursor list printed")
+	}
+	if hasSkip {
+		if c.skip, err = strconv.Atoi(skip); err != nil || c.skip < 0 {
+			return listCursor{}, errors.New("not a cursor list printed")
+		}
+	}
+	return c, nil
 }
 
 // runSuppressionsImport is `suppressions import --file F`: JSON lines of
@@ -250,7 +312,7 @@ func runSuppressionsImport(ctx context.Context, args []string, stdout, stderr io
 		return n, mirror.Wait(ctx)
 	})
 	if err != nil {
-		return fmt.Errorf("suppressions import: %w (imported %d so far)", err, added)
+		return fmt.Errorf("suppressions import: %w (imported %d so far; run it again: it publishes every line again)", err, added)
 	}
 	fmt.Fprintf(stdout, "read %d, added %d, already on the list %d, in %v\n", read, added, read-added, time.Since(start).Round(time.Millisecond))
 	return nil

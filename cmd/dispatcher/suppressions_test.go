@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,13 +62,17 @@ func TestSuppressionsCommands(t *testing.T) {
 		t.Fatalf("status: %v\n%s%s", err, out, errs)
 	}
 	pub := h.published("sms-suppressions")
-	if len(pub) != 2 {
-		t.Fatalf("%d changes published to sms-suppressions, want 2 (the second add changed nothing)", len(pub))
+	if len(pub) != 3 {
+		t.Fatalf("%d changes published to sms-suppressions, want 3 (the second add, which changed nothing, publishes the first entry again)", len(pub))
 	}
 	var change map[string]string
 	if err := json.Unmarshal(pub[0].Data, &change); err != nil || change["action"] != "add" || change["source"] != "operator" ||
 		change["reason"] != "asked by phone" || change["account"] != "acme" || change["at"] == "" || pub[0].Attributes["action"] != "add" {
 		t.Fatalf("published change %s %v (%v)", pub[0].Data, pub[0].Attributes, err)
+	}
+	var again map[string]string
+	if err := json.Unmarshal(pub[2].Data, &again); err != nil || again["number"] != a || again["reason"] != "asked by phone" || again["at"] != change["at"] {
+		t.Fatalf("the second add published %s (%v); want the first entry again", pub[2].Data, err)
 	}
 
 	export := mustRun("export")
@@ -130,5 +135,60 @@ func TestDeadlettersReplaySkipsASuppressedNumber(t *testing.T) {
 	}
 	if pub := h.published("sms-otp"); len(pub) != 1 || killDataID(pub[0].Data) != "to-other" {
 		t.Fatalf("republished %d messages, want to-other alone", len(pub))
+	}
+}
+
+// TestSuppressionsListGoesOnFromItsCursor: `suppressions list` stops at
+// --limit and prints the cursor its next page starts at; following the
+// cursors, within a page and across HSCAN's pages, prints every entry
+// once, and the last page prints no cursor.
+func TestSuppressionsListGoesOnFromItsCursor(t *testing.T) {
+	h := newDLHarness(t)
+	clearList(t)
+	const count = 2500 // more than one HSCAN page
+	entries := make([]suppress.Entry, count)
+	for i := range entries {
+		entries[i] = suppress.Entry{Number: fmt.Sprintf("+1415%07d", i), Source: suppress.SourceOperator}
+	}
+	if _, err := suppress.NewStore(redistest.Client(t), "", nil).Import(context.Background(), entries); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	cursor, pages := "", 0
+	for {
+		args := []string{"suppressions", "list", "--show-numbers", "--limit", "700"}
+		if cursor != "" {
+			args = append(args, "--cursor", cursor)
+		}
+		out, errs, err := h.cmd(args...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, errs)
+		}
+		pages++
+		cursor = ""
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if rest, ok := strings.CutPrefix(line, fmt.Sprintf("… %d entries in all; the next page: --cursor ", count)); ok {
+				cursor, _, _ = strings.Cut(rest, " ")
+				continue
+			}
+			seen[strings.Fields(line)[0]]++
+		}
+		if cursor == "" {
+			break
+		}
+		if pages > 10 {
+			t.Fatalf("still a next page after %d pages: the cursor does not move", pages)
+		}
+	}
+	if pages != 4 || len(seen) != count {
+		t.Fatalf("%d pages printed %d numbers, want 4 pages, all %d", pages, len(seen), count)
+	}
+	for n, times := range seen {
+		if times != 1 {
+			t.Fatalf("%s printed %d times, want once", n, times)
+		}
+	}
+	if _, _, err := h.cmd("suppressions", "list", "--cursor", "x:1"); err == nil {
+		t.Fatal("a cursor list never printed: no error")
 	}
 }

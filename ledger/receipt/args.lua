@@ -3,7 +3,8 @@
 -- keys with: num, and pre (the account's '{sms:<account>}:', from the
 -- owed set's key, KEYS[2]).
 --
--- ARGV[1] -> the receipt's status, one of the 11 names ('': a sweep)
+-- ARGV[1] -> the receipt's status, one of the 11 names or 'suppressed'
+--            (a refusal for the recipient's opt-out) ('': a sweep)
 -- ARGV[2] -> its error code ('' none)
 -- ARGV[3] -> when the status happened, ms since the epoch (below 1:
 --            Redis's clock)
@@ -13,7 +14,7 @@
 --            ascending, space-separated; one more bucket counts the rest
 
 -- @check
-local FINAL = {delivered = true, undelivered = true, failed = true, expired = true, rejected = true}
+local FINAL = {delivered = true, undelivered = true, failed = true, expired = true, rejected = true, suppressed = true}
 local RANK = {unknown = 1, queued = 2, accepted = 3, sending = 4, sent = 5, buffered = 6}
 local NAMES = {'unknown', 'queued', 'accepted', 'sending', 'sent', 'buffered'}
 local MAX_PARTS = 64

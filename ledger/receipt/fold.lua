@@ -116,11 +116,16 @@ if owed then
     counted = 'f'
     -- A failure made final: the resend payload, taken from its key and
     -- handed out once (a publish that fails gives it back: giveback.lua).
+    -- A suppressed message is never resent: its payload is dropped.
     local key = pre .. 'resend:' .. id
-    resend = redis.call('GET', key) or ''
-    if resend ~= '' then
+    if new == 'suppressed' then
       redis.call('DEL', key)
-      h.resent = '1'
+    else
+      resend = redis.call('GET', key) or ''
+      if resend ~= '' then
+        redis.call('DEL', key)
+        h.resent = '1'
+      end
     end
   end
   if rule and (h.prefix or '') ~= '' then

@@ -148,8 +148,9 @@ type Stats struct {
 	Suspended bool
 	// Unauthorized counts the Rejected answers for a bad credential.
 	Unauthorized int
-	// OptedOut counts the Rejected answers for a number on the
-	// Simulator's own opt-out list (OptOut).
+	// OptedOut counts the messages to a number on the Simulator's own
+	// opt-out list (OptOut): Rejected answers, and on Vonage acceptances
+	// whose receipt says so.
 	OptedOut int
 	// AcceptedSegments is the segments of the accepted messages.
 	AcceptedSegments int

@@ -91,6 +91,9 @@ func (genericDialect) write(w http.ResponseWriter, a answer) {
 	}
 	w.WriteHeader(a.status)
 	body := map[string]string{"error": a.reason}
+	if a.optedOut && a.outcome == outRefused {
+		body["code"] = "opted_out" // docs/contract.md section 7; written here, not read from package provider, so each checks the other
+	}
 	if a.status >= 200 && a.status < 300 {
 		body = map[string]string{"status": a.reason}
 		if a.messageID != "" {

@@ -250,7 +250,8 @@ type sentMessage struct {
 	parts    []string // the provider's ids: one, or one per Vonage part
 	ref      string
 	to, from string
-	echo     any // the dialect's echo of the send
+	echo     any  // the dialect's echo of the send
+	optedOut bool // to a number on the opt-out list: its receipt says so (optOutLater)
 }
 
 // receiptStep is one receipt of a message.
@@ -268,10 +269,16 @@ type receiptStep struct {
 func (p *receiptPoster) plan(m sentMessage, now time.Time) []receiptStep {
 	c := &p.cfg
 	rule := p.rule(m.to)
-	delivered := p.take("delivered "+rule.Prefix, rule.Share)
 	defStatus, defCode := p.dialect.receiptFailure()
 	failStatus := firstNonEmpty(rule.Status, c.FailStatus, defStatus)
 	failCode := firstNonEmpty(rule.ErrorCode, c.FailCode, defCode)
+	var delivered bool
+	if o, ok := p.dialect.(optOutLater); ok && m.optedOut {
+		// Not drawn: the shares stay exact for the other messages.
+		failStatus, failCode = o.optOutReceipt()
+	} else {
+		delivered = p.take("delivered "+rule.Prefix, rule.Share)
+	}
 	dup := p.take("duplicate", c.Duplicates)
 	replay := p.take("replay", c.Replayed)
 	reorder := len(c.Intermediate) > 0 && p.take("reorder", c.OutOfOrder)

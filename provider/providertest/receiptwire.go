@@ -194,6 +194,10 @@ func nonce() string {
 
 func (vonageDialect) receiptFailure() (status, code string) { return "rejected", "6" }
 
+// optOutReceipt is Vonage's receipt of a message to a number that opted
+// out of the sender ("Messaging Opted-out Numbers"): failed, err-code 9.
+func (vonageDialect) optOutReceipt() (status, code string) { return "failed", "9" }
+
 // parts returns the id of each of a message's n parts, as write answers
 // them.
 func (vonageDialect) parts(id string, n int) []string {

@@ -132,7 +132,10 @@ func (s *Simulator) RefuseNumber(to string) {
 // OptOut puts the number to (E.164 with its '+') on the Simulator's own
 // opt-out list, as a provider keeps one per sender after a STOP: every
 // message to it is refused as the recipient's opt-out (Twilio's 21610;
-// the generic API's 400 "recipient opted out").
+// the generic API's 400 {"error": "recipient opted out", "code":
+// "opted_out"}), or, on Vonage, accepted (status 0) and its receipt says
+// failed with err-code 9 (when the send asked for receipts), as Vonage
+// does.
 func (s *Simulator) OptOut(to string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -243,7 +246,7 @@ type answer struct {
 	reason     string        // for the body; never holds request content
 	messageID  string        // for an acceptance
 	badNumber  bool          // refused for its number (RefuseNumber, or not E.164)
-	optedOut   bool          // refused for its recipient's opt-out (OptOut)
+	optedOut   bool          // to a number on the opt-out list (OptOut): refused, or accepted by an optOutLater dialect
 	echo       any           // the request's echo, for the dialect's write
 }
 
@@ -277,7 +280,7 @@ func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.receipts.enqueue(sentMessage{
 			callback: in.callback, parts: s.dialect.parts(a.messageID, in.segments),
-			ref: in.ref, to: in.to, from: in.from, echo: in.echo,
+			ref: in.ref, to: in.to, from: in.from, echo: in.echo, optedOut: a.optedOut,
 		})
 	}
 }
@@ -295,8 +298,17 @@ func isE164(to string) bool {
 	return wire.AllDigits(to[1:])
 }
 
+// optOutLater is a dialect whose provider accepts a message to a number
+// on its opt-out list and says so in the receipt (Vonage).
+type optOutLater interface {
+	// optOutReceipt is the final status and error code of the receipt.
+	optOutReceipt() (status, code string)
+}
+
 // decide answers one request at now. s.mu must be held.
 func (s *Simulator) decide(now time.Time, in request) answer {
+	optedOut := s.optedOut[in.to]
+	_, later := s.dialect.(optOutLater)
 	switch {
 	case in.routeFault != 0:
 		s.stats.Rejected++
@@ -319,7 +331,7 @@ func (s *Simulator) decide(now time.Time, in request) answer {
 	case in.bodyFault != 0:
 		s.stats.Rejected++
 		return answer{outcome: outRefused, status: in.bodyFault, reason: "invalid message"}
-	case s.optedOut[in.to]:
+	case optedOut && !later:
 		s.stats.Rejected++
 		s.stats.OptedOut++
 		return answer{outcome: outRefused, status: http.StatusBadRequest, reason: "recipient opted out", optedOut: true}
@@ -345,7 +357,10 @@ func (s *Simulator) decide(now time.Time, in request) answer {
 	s.stats.AcceptedSegments += in.segments
 	s.sent[in.id]++
 	s.seq++
-	return answer{outcome: outAccepted, status: http.StatusOK, reason: "accepted", messageID: s.dialect.messageID(s.seq)}
+	if optedOut {
+		s.stats.OptedOut++ // accepted: its receipt says the opt-out (optOutLater)
+	}
+	return answer{outcome: outAccepted, status: http.StatusOK, reason: "accepted", messageID: s.dialect.messageID(s.seq), optedOut: optedOut}
 }
 
 // cost is what in counts toward Limit.

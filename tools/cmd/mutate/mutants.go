@@ -46,9 +46,10 @@ func (m mutant) scriptsOnly() (string, bool) {
 }
 
 // mutants is every mutant the check applies: the rates' and the send's
-// (below), whether a message may go at all (mutants_gate.go), and the
-// console's (mutants_console.go).
-var mutants = slices.Concat(coreMutants, gateMutants, consoleMutants)
+// (below), whether a message may go at all (mutants_gate.go), the
+// console's (mutants_console.go) and the opt-outs' gaps
+// (mutants_optout.go).
+var mutants = slices.Concat(coreMutants, gateMutants, consoleMutants, optOutMutants)
 
 // coreMutants break the limiter, the send, the receipts and their records.
 var coreMutants = []mutant{
