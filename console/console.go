@@ -102,13 +102,16 @@ func FeatureLists(cfg config.Settings, rdb redis.UniversalClient, ps *pubsub.Cli
 		mirror.Publisher.Stop()
 		return Lists{}, nil, err
 	}
+	stop = mirror.Publisher.Stop
 	if len(deferring) > 0 {
-		lists.Deferred = operator.Deferred{Store: deferral.New(rdb, nil, nil), Classes: deferring}
+		status := ps.Publisher(cfg.StatusTopic) // a drop's final status event
+		lists.Deferred = operator.Deferred{Store: deferral.New(rdb, nil, nil), Classes: deferring, Status: status}
+		stop = func() { mirror.Publisher.Stop(); status.Stop() }
 	}
 	if guarded := operator.GuardedClasses(cfg.ClassList()); len(guarded) > 0 {
 		lists.Blocks = operator.Blocks{Redis: rdb, Classes: guarded}
 	}
-	return lists, mirror.Publisher.Stop, nil
+	return lists, stop, nil
 }
 
 // MetricActions counts the console's actions by action and outcome

@@ -81,6 +81,7 @@ type harness struct {
 	h      *Handler
 	srv    *httptest.Server
 	ps     *pubsub.Client
+	psSrv  *pstest.Server // what was published, for a test to read
 	cfg    config.Settings
 	log    *syncBuffer
 	client *http.Client
@@ -157,7 +158,7 @@ func newHarnessMounted(t *testing.T, auth Auth, lists Lists, env map[string]stri
 	}
 	srv := httptest.NewServer(served)
 	t.Cleanup(srv.Close)
-	return &harness{t: t, h: h, srv: srv, ps: ps, cfg: cfg, log: log, client: srv.Client()}
+	return &harness{t: t, h: h, srv: srv, ps: ps, psSrv: psSrv, cfg: cfg, log: log, client: srv.Client()}
 }
 
 // deadLetter publishes a dead letter as a dispatcher does.
@@ -543,6 +544,22 @@ func TestMessageShowsItsDeferral(t *testing.T) {
 	}
 	if code, body := h.request("", "GET", "/message?id=promo-1", nil); code != 200 || !strings.Contains(body, "deferred (window): class "+class) || strings.Contains(body, "No record") {
 		t.Errorf("/message?id=promo-1: %d\n%s", code, body)
+	}
+
+	// A drop from the lists page publishes the message's final status
+	// event, as `dispatcher deferred drop` does: its producer learns its end.
+	if got, err := lists.Deferred.Act(context.Background(), Action{Name: "drop", Key: class + "/promo-1"}); err != nil || got != "dropped" {
+		t.Fatalf("drop promo-1: %q, %v", got, err)
+	}
+	var ev map[string]string
+	for _, m := range h.psSrv.Messages() {
+		var e map[string]string
+		if json.Unmarshal(m.Data, &e) == nil && e["id"] == "promo-1" && strings.HasSuffix(m.Topic, "/"+h.cfg.StatusTopic) {
+			ev = e
+		}
+	}
+	if ev["status"] != "dropped" || ev["reason"] != "operator" || ev["class"] != class {
+		t.Fatalf("the drop's status event on %s: %v; want promo-1 dropped by an operator", h.cfg.StatusTopic, ev)
 	}
 }
 

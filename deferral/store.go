@@ -102,6 +102,13 @@ func New(rdb Redis, now func() time.Time, events Events) *Store {
 	return &Store{rdb: rdb, now: now, events: events}
 }
 
+// WithEvents is the store with events in place of its own.
+func (s *Store) WithEvents(events Events) *Store {
+	c := *s
+	c.events = events
+	return &c
+}
+
 // Judge decides whether m may be sent now under its class's rules: in
 // its window (rules.Window), then under its cap (rules.Cap). A message
 // it defers is stored before Judge returns Deferred. The zero rules

@@ -2,20 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"time"
 
-	"cloud.google.com/go/pubsub/v2"
-
 	"smsdispatcher/config"
 	"smsdispatcher/deferral"
 	"smsdispatcher/internal/operator"
 	"smsdispatcher/internal/topology"
-	"smsdispatcher/receipts"
 )
 
 // runDeferred is `dispatcher deferred list|release|drop`: the deferral
@@ -55,7 +51,7 @@ func runDeferred(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	defer rdb.Close()
 	var (
 		events deferral.Events // none but a drop's
-		drops  *dropEvents
+		drops  *operator.DropEvents
 	)
 	if verb == "drop" && !*dryRun {
 		ps, err := topology.NewClient(ctx, cfg.ProjectID, "")
@@ -63,8 +59,8 @@ func runDeferred(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return fmt.Errorf("deferred: %v", err)
 		}
 		defer ps.Close()
-		drops = &dropEvents{publisher: ps.Publisher(cfg.StatusTopic)}
-		defer drops.publisher.Stop()
+		drops = &operator.DropEvents{Publisher: ps.Publisher(cfg.StatusTopic)}
+		defer drops.Publisher.Stop()
 		events = drops
 	}
 	store := deferral.New(rdb, nil, events)
@@ -79,44 +75,12 @@ func runDeferred(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			}
 		}
 	}
-	if drops != nil && drops.failed > 0 {
-		return fmt.Errorf("deferred: dropped, but the status events of %d messages were not published to %s: %v", drops.failed, cfg.StatusTopic, drops.err)
+	if drops != nil {
+		if failed, err := drops.Err(); failed > 0 {
+			return fmt.Errorf("deferred: dropped, but the status events of %d messages were not published to %s: %v", failed, cfg.StatusTopic, err)
+		}
 	}
 	return nil
-}
-
-// dropEvents publishes the final status event of each message an
-// operator drops: status dropped, reason operator, to STATUS_TOPIC, so
-// that its producer learns its end. Each publish is waited for; a
-// failure is counted and said once the drops are done (the drop stands:
-// the store, not the event, decides).
-type dropEvents struct {
-	publisher *pubsub.Publisher
-	failed    int
-	err       error // the last failure
-}
-
-// dropEvent is receipts.StatusEvent with the drop's reason.
-type dropEvent struct {
-	receipts.StatusEvent
-	Reason string `json:"reason"`
-}
-
-// dropReason is a drop's reason in its status event.
-const dropReason = "operator"
-
-// Event publishes id's status event (deferral.Events).
-func (d *dropEvents) Event(ctx context.Context, class, id, status string, _ time.Time) {
-	data, _ := json.Marshal(dropEvent{StatusEvent: receipts.StatusEvent{ID: id, Status: status, Class: class,
-		StatusAt: time.Now().UTC().Format(receipts.TimeLayout)}, Reason: dropReason}) // strings only: it cannot fail
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	res := d.publisher.Publish(ctx, &pubsub.Message{Data: data, Attributes: map[string]string{
-		receipts.AttrID: id, receipts.AttrClass: class, receipts.AttrStatus: status, "reason": dropReason}})
-	if _, err := res.Get(ctx); err != nil {
-		d.failed++
-		d.err = err
-	}
 }
 
 func orAny(class, otherwise string) string {

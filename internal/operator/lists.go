@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2"
+
 	"smsdispatcher/config"
 	"smsdispatcher/config/policy"
 	"smsdispatcher/deferral"
@@ -194,6 +196,9 @@ func ActOnDeferred(ctx context.Context, store *deferral.Store, verb, class, id s
 type Deferred struct {
 	Store   *deferral.Store
 	Classes []string
+	// Status, if set, is STATUS_TOPIC's publisher: a drop publishes the
+	// message's final status event there (DropEvents).
+	Status *pubsub.Publisher
 }
 
 func (Deferred) Columns() []string {
@@ -233,9 +238,19 @@ func (d Deferred) Act(ctx context.Context, a Action) (string, error) {
 	if !ok || !slices.Contains(d.Classes, class) {
 		return "", fmt.Errorf("%q: want class/id of a class with send windows or a cap", a.Key)
 	}
-	found, err := ActOnDeferred(ctx, d.Store, a.Name, class, id)
+	store, drops := d.Store, (*DropEvents)(nil)
+	if a.Name == "drop" && d.Status != nil {
+		drops = &DropEvents{Publisher: d.Status}
+		store = store.WithEvents(drops)
+	}
+	found, err := ActOnDeferred(ctx, store, a.Name, class, id)
 	if err != nil || !found {
 		return "not deferred", err
+	}
+	if drops != nil {
+		if _, err := drops.Err(); err != nil {
+			return "dropped", fmt.Errorf("dropped, but its status event was not published: %w", err)
+		}
 	}
 	return map[string]string{"release": "released", "drop": "dropped"}[a.Name], nil
 }

@@ -225,13 +225,14 @@ var killers = map[string]string{
 	// A stopped message is its home's.
 	"HM1": "TestAStoppedOverflowNamesItsHome",
 	// The opt-outs' gaps.
-	"OX1": "TestServeSettlesAVonageOptOutSuppressed",
-	"OX2": "TestASuppressedFailureIsNeverResent",
-	"OX3": "TestAnOptedOutAnswerIsReadAsSuch",
-	"OX4": "TestAnInboundSTOPSuppressesAndASTARTLifts",
-	"OX5": "TestAForgedInboundChangesNothing",
-	"OX6": "TestFlushThenImportRestoresEveryNumber",
-	"OX7": "TestAnInboundSTOPSuppressesAndASTARTLifts",
-	"OX8": "TestARetriedSTOPPublishesItsChangeAgain",
-	"OX9": "TestServeSettlesAVonageOptOutSuppressed",
+	"OX1":  "TestServeSettlesAVonageOptOutSuppressed",
+	"OX2":  "TestASuppressedFailureIsNeverResent",
+	"OX3":  "TestAnOptedOutAnswerIsReadAsSuch",
+	"OX4":  "TestAnInboundSTOPSuppressesAndASTARTLifts",
+	"OX5":  "TestAForgedInboundChangesNothing",
+	"OX6":  "TestFlushThenImportRestoresEveryNumber",
+	"OX7":  "TestAnInboundSTOPSuppressesAndASTARTLifts",
+	"OX8":  "TestARetriedSTOPPublishesItsChangeAgain",
+	"OX9":  "TestServeSettlesAVonageOptOutSuppressed",
+	"CG14": "TestMessageShowsItsDeferral",
 }
