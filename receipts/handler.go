@@ -112,7 +112,7 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.Receipt(a.Name, f.Class, f.Status, outcome)
 	if f.Changed && f.Status == ledger.StatusSuppressed && dr.OptedOut != "" && s.cfg.Inbound != nil {
-		s.cfg.Inbound.SettledSuppressed(r.Context(), f.ID, dr.OptedOut)
+		s.cfg.Inbound.SettledSuppressed(r.Context(), f.ID, f.Class, dr.OptedOut)
 	}
 	if f.Changed && f.Final && !f.SentAt.IsZero() {
 		s.metrics.Delivery(a.Name, f.Class, max(0, f.StatusAt.Sub(f.SentAt)))

@@ -19,11 +19,12 @@ type InboundHandler interface {
 	// OptedOut puts number on the list, on the word of account's
 	// provider in a receipt (Vonage's err-code 9).
 	OptedOut(ctx context.Context, number, account string) error
-	// SettledSuppressed records that the message id, which a receipt
-	// saying number opted out settled suppressed, was stopped by the
-	// number's entry (dispatcher message says it). A failure is logged,
-	// not returned: the receipt is folded already.
-	SettledSuppressed(ctx context.Context, id, number string)
+	// SettledSuppressed records that the message id of class, which a
+	// receipt saying number opted out settled suppressed, was stopped by
+	// the number's entry (dispatcher message says it), and counts it as
+	// a message the list stopped. A failure is logged, not returned: the
+	// receipt is folded already.
+	SettledSuppressed(ctx context.Context, id, class, number string)
 	// Unread counts an inbound post to account refused before it was
 	// read: outcome is OutcomeForged, OutcomeMalformed or
 	// OutcomeTooLarge. Nothing of the post is handed over.

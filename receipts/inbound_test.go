@@ -37,7 +37,7 @@ func (l *inboundLog) OptedOut(_ context.Context, number, account string) error {
 	return nil
 }
 
-func (l *inboundLog) SettledSuppressed(_ context.Context, id, number string) {}
+func (l *inboundLog) SettledSuppressed(_ context.Context, id, class, number string) {}
 
 func (l *inboundLog) Unread(account, outcome string) {
 	l.mu.Lock()

@@ -42,6 +42,9 @@ type suppressions struct {
 	mirror  *suppress.TopicMirror
 	status  *pubsub.Publisher
 	changed func(source, action, account string) // counts a change; nil: not counted
+	// suppressed counts a message a receipt settled suppressed, by class
+	// and source; nil: not counted.
+	suppressed func(class, source string)
 	// counted counts an inbound reply by account, keyword and outcome
 	// (telemetry's Inbound); nil: not counted.
 	counted func(account, keyword, outcome string)
@@ -75,11 +78,15 @@ func (s *suppressions) OptedOut(ctx context.Context, number, account string) err
 	return s.mirror.Wait(pctx)
 }
 
-// SettledSuppressed records that the message id, settled suppressed by
-// a receipt saying number opted out (Vonage's err-code 9), was stopped
-// by number's entry, as a message the list stops is (recordRefusal):
-// dispatcher message says when and by which change.
-func (s *suppressions) SettledSuppressed(ctx context.Context, id, number string) {
+// SettledSuppressed records that the message id of class, settled
+// suppressed by a receipt saying number opted out (Vonage's err-code 9),
+// was stopped by number's entry, as a message the list stops is
+// (recordRefusal: dispatcher message says when and by which change), and
+// counts it in sms_suppressed_total as a 21610 is counted.
+func (s *suppressions) SettledSuppressed(ctx context.Context, id, class, number string) {
+	if s.suppressed != nil {
+		s.suppressed(class, suppress.SourceProvider)
+	}
 	s.recordRefusal(ctx, id, number, suppress.SourceProvider)
 }
 
@@ -92,6 +99,7 @@ func (s *Server) newSuppressions(rdb redis.Cmdable, ps *pubsub.Client) *suppress
 		inbound: ps.Publisher(s.cfg.InboundTopic), keywords: accountKeywords(s.accounts)}
 	if s.opts.Telemetry != nil {
 		l.changed = s.opts.Telemetry.Metrics.SuppressionChange
+		l.suppressed = s.opts.Telemetry.Metrics.Suppressed
 		l.counted = s.opts.Telemetry.Metrics.Inbound
 	}
 	return l

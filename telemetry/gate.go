@@ -45,6 +45,14 @@ func (m *Metrics) SuppressionChange(source, action, account string) {
 	m.listChanges.Add(context.Background(), 1, metric.WithAttributes(AttrListSource.String(source), AttrListAction.String(action), AttrAccount.String(account)))
 }
 
+// Suppressed counts a message of class the suppression list stopped
+// after its send: a receipt that said its recipient opted out (Vonage's
+// err-code 9) settled it suppressed. Those stopped before the send are
+// counted with their delivery (Observe).
+func (m *Metrics) Suppressed(class, source string) {
+	m.suppressed.Add(context.Background(), 1, metric.WithAttributes(AttrClass.String(class), AttrListSource.String(source)))
+}
+
 // Inbound counts a verified inbound reply through account.
 func (m *Metrics) Inbound(account, keyword, outcome string) {
 	m.inbound.Add(context.Background(), 1, metric.WithAttributes(AttrAccount.String(account), AttrInboundKeyword.String(keyword), AttrInboundOutcome.String(outcome)))

@@ -281,11 +281,11 @@ func NewMetrics() (*Metrics, error) {
 	m.hedges = counter(MetricHedges, "{message}",
 		"First-class deliveries sent through the next account too because their home had not answered within the hedge's bound, by the home account.")
 	m.suppressed = counter(MetricSuppressed, "{message}",
-		"Deliveries the suppression list stopped before their send (acked, never sent), by class and the source of the entry that stopped them.")
+		"Messages the suppression list stopped, by class and the source of the entry that stopped them: before their send (acked, never sent), or settled suppressed by a receipt saying the recipient opted out (Vonage's err-code 9).")
 	m.listChanges = counter(MetricSuppressionChange, "{change}",
 		"Changes this process made to the suppression list, by source (inbound, provider), action (add, remove) and the account they came through.")
 	m.inbound = counter(MetricInbound, "{message}",
-		"Verified inbound replies, by account, keyword (stop, start, help, none) and outcome (changed: the list changed; unchanged; duplicate: a webhook posted again; failed: answered 503).")
+		"Posts to an account's inbound URL, by account, keyword (stop, start, help, none) and outcome: a verified reply changed (the list changed), unchanged, duplicate (a webhook posted again) or failed (answered 503); a post refused unread (keyword none) forged, malformed or too_large.")
 	m.receiptInstruments, err = newReceiptInstruments(meter)
 	must(err)
 	m.attempts, err = meter.Int64Histogram(MetricDeliveryAttempt, metric.WithUnit("{attempt}"),

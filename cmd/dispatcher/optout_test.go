@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -26,7 +27,7 @@ import (
 // err-code 9) puts the number on the list (source provider, through the
 // Vonage account), settles the message suppressed (its story and its
 // status event, source provider; dispatcher message says by which
-// change) and hands out no resend; a later message
+// change; sms_suppressed_total counts it) and hands out no resend; a later message
 // to the number through the generic account is stopped before it is sent.
 func TestServeSettlesAVonageOptOutSuppressed(t *testing.T) {
 	clearList(t)
@@ -56,12 +57,12 @@ func TestServeSettlesAVonageOptOutSuppressed(t *testing.T) {
     classes: [marketing]
 `, voName, vonageKey, vonageSecret, writeFile(t, "vonage-sig", vonageSig+"\n"), voSrv.URL,
 		geName, geSrv.URL, writeFile(t, "generic-token", "g-s3cret\n"), writeFile(t, "generic-receipt", "g-r3ceipt\n")))
-	receipts := freeAddr(t)
+	receipts, httpAddr := freeAddr(t), freeAddr(t)
 	t.Setenv("PUBSUB_EMULATOR_HOST", ps.Addr)
 	t.Setenv("PUBSUB_PROJECT_ID", "proj")
 	t.Setenv("REDIS_URL", "redis://"+redistest.Addr(t))
 	t.Setenv("ACCOUNTS_FILE", file)
-	t.Setenv("HTTP_ADDR", freeAddr(t))
+	t.Setenv("HTTP_ADDR", httpAddr)
 	t.Setenv("RECEIPTS_ADDR", receipts)
 	t.Setenv("RECEIPTS_PUBLIC_URL", "http://"+receipts+"/")
 	ctx := context.Background()
@@ -114,6 +115,17 @@ func TestServeSettlesAVonageOptOutSuppressed(t *testing.T) {
 			}
 		}
 		return false
+	})
+
+	// Counted as a message the list stopped, as a 21610 is.
+	waitWithin(t, 10*time.Second, "sms_suppressed_total counts the OTP the receipt settled", func() bool {
+		resp, err := http.Get("http://" + httpAddr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(body), `sms_suppressed_total{sms_class="otp",source="provider"} 1`)
 	})
 
 	const sale = "sale-optout"
