@@ -235,4 +235,5 @@ var killers = map[string]string{
 	"OX8":  "TestARetriedSTOPPublishesItsChangeAgain",
 	"OX9":  "TestServeSettlesAVonageOptOutSuppressed",
 	"CG14": "TestMessageShowsItsDeferral",
+	"OX10": "TestServeSettlesAVonageOptOutSuppressed",
 }

@@ -29,6 +29,9 @@ var optOutMutants = []mutant{
 		{"suppress/store.go", "	if s.mirror != nil {\n		s.mirror.Mirror(mirrored)\n	}\n	return changed, nil", "	if s.mirror != nil && changed {\n		s.mirror.Mirror(mirrored)\n	}\n	return changed, nil"},
 	}, "./server/"},
 	{"OX9", "a Vonage opt-out's message settled suppressed without the record of its change: dispatcher message cannot say it", []edit{
-		{"receipts/handler.go", "		s.cfg.Inbound.SettledSuppressed(r.Context(), f.ID, dr.OptedOut)\n", ""},
+		{"receipts/handler.go", "		s.cfg.Inbound.SettledSuppressed(r.Context(), f.ID, f.Class, dr.OptedOut)\n", ""},
+	}, "./cmd/dispatcher/"},
+	{"OX10", "a message a Vonage receipt settles suppressed is not counted in sms_suppressed_total", []edit{
+		{"server/suppress.go", "		s.suppressed(class, suppress.SourceProvider)\n", ""},
 	}, "./cmd/dispatcher/"},
 }
