@@ -5,13 +5,21 @@
 -- 8,000 values) always takes them.
 -- With a token, an id is removed only while still claimed by it: a
 -- deferral of the id since (its release came back outside its window)
--- stays. Returns a 1 (removed) or 0 per id, in their order.
+-- stays. Without, only an id still held and claimed by no releaser: a
+-- message released, or being released, is not dropped (nor said to be).
+-- Returns a 1 (removed) or 0 per id, in their order.
 local owners, gone, out = {}, {}, {}
-if ARGV[1] ~= '' and #ARGV > 1 then
+if #ARGV > 1 then
   owners = redis.call('HMGET', KEYS[3], unpack(ARGV, 2))
 end
 for i = 2, #ARGV do
-  if ARGV[1] == '' or owners[i - 1] == ARGV[1] then
+  local ok
+  if ARGV[1] == '' then
+    ok = not owners[i - 1] and redis.call('HEXISTS', KEYS[2], ARGV[i]) == 1
+  else
+    ok = owners[i - 1] == ARGV[1]
+  end
+  if ok then
     gone[#gone + 1] = ARGV[i]
     out[#out + 1] = 1
   else

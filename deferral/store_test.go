@@ -344,6 +344,13 @@ func TestATraceTellsADeferralAfterItsEnd(t *testing.T) {
 	if err != nil || len(claimed) != 2 {
 		t.Fatalf("claimed %d (%v), want rel and exp", len(claimed), err)
 	}
+	// A message being released, or one never held, is not dropped: no
+	// event, no trace's end.
+	for _, id := range []string{"rel", "never"} {
+		if ok, err := s.Drop(ctx, cl, id); err != nil || ok {
+			t.Errorf("drop of %s (being released, or never held): %v %v, want not dropped", id, ok, err)
+		}
+	}
 	if _, err := s.removeEnded(ctx, cl, "p", EndReleased, []string{"rel"}); err != nil {
 		t.Fatal(err)
 	}

@@ -236,4 +236,5 @@ var killers = map[string]string{
 	"OX9":  "TestServeSettlesAVonageOptOutSuppressed",
 	"CG14": "TestMessageShowsItsDeferral",
 	"OX10": "TestServeSettlesAVonageOptOutSuppressed",
+	"DR9":  "TestATraceTellsADeferralAfterItsEnd",
 }

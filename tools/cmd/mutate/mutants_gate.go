@@ -93,7 +93,7 @@ var gateMutants = []mutant{
 
 	// The deferral store's release, a page of ids removed per call.
 	{"DR1", "a release's remove erases a deferral made since its claim: the message is never sent", []edit{
-		{"deferral/remove.lua", "if ARGV[1] == '' or owners[i - 1] == ARGV[1] then", "if true then"},
+		{"deferral/remove.lua", "    ok = owners[i - 1] == ARGV[1]\n", "    ok = true\n"},
 	}, "./deferral/"},
 	{"DR2", "the releasers' stats read the whole deferred set every 10 s: a million block Redis for seconds", []edit{
 		{"deferral/stats.lua", "if tonumber(ARGV[2]) > 0 then", "if true then"},
@@ -121,4 +121,7 @@ var gateMutants = []mutant{
 	{"HM1", "a message stopped after its admission on another account names that account, not its home", []edit{
 		{"dispatch/pipeline.go", "	case (t.outcome == nack.Suppressed || t.outcome == nack.Blocked) && len(r) > 0:", "	case false:"},
 	}, "./dispatch/"},
+	{"DR9", "an operator's drop of a message released, or being released, says dropped and publishes its final event", []edit{
+		{"deferral/remove.lua", "    ok = not owners[i - 1] and redis.call('HEXISTS', KEYS[2], ARGV[i]) == 1\n", "    ok = true\n"},
+	}, "./deferral/"},
 }
