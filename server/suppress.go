@@ -60,6 +60,7 @@ func (s *suppressions) Suppressed(number string) (string, bool) { return s.list.
 // copy at once (even when Redis failed), in Redis for every process, and
 // on the mirror's topic.
 func (s *suppressions) OptedOut(ctx context.Context, number, account string) error {
+	ctx = suppress.Batch(ctx) // its publish, not another request's, decides its answer
 	e := suppress.Entry{Number: number, Action: suppress.ActionAdd, Source: suppress.SourceProvider, Account: account,
 		Reason: "the provider refused it: the recipient opted out of the sender", At: time.Now()}
 	s.list.Apply(e)
@@ -250,6 +251,7 @@ func (s *suppressions) keywordOf(account string, in provider.Inbound) string {
 }
 
 func (s *suppressions) inboundOnce(ctx context.Context, account, kw string, in provider.Inbound) (changed bool, err error) {
+	ctx = suppress.Batch(ctx) // its publish, not another request's, decides its answer
 	if kw == suppress.KeywordStop || kw == suppress.KeywordStart {
 		if _, err := suppress.Key(in.From); err == nil {
 			e := suppress.Entry{Number: in.From, Source: suppress.SourceInbound, Account: account, Reason: "replied " + strings.ToUpper(kw), At: time.Now()}

@@ -18,7 +18,7 @@ type mirrorLog struct {
 
 var _ Mirror = (*mirrorLog)(nil)
 
-func (m *mirrorLog) Mirror(e Entry) {
+func (m *mirrorLog) Mirror(_ context.Context, e Entry) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.got = append(m.got, e)

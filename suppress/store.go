@@ -86,7 +86,7 @@ func parseValue(number, v string) (Entry, error) {
 // records it must be idempotent. Mirror must not block: its owner waits
 // for what it published (TopicMirror.Wait).
 type Mirror interface {
-	Mirror(e Entry)
+	Mirror(ctx context.Context, e Entry)
 }
 
 // MirrorJSON is a change as the mirror publishes it:
@@ -145,7 +145,7 @@ func (s *Store) change(ctx context.Context, e Entry) (bool, error) {
 		return false, err
 	}
 	if s.mirror != nil {
-		s.mirror.Mirror(mirrored)
+		s.mirror.Mirror(ctx, mirrored)
 	}
 	return changed, nil
 }
@@ -359,7 +359,7 @@ func (s *Store) Import(ctx context.Context, entries []Entry) (int, error) {
 				added++
 			}
 			if s.mirror != nil {
-				s.mirror.Mirror(mirrored)
+				s.mirror.Mirror(ctx, mirrored)
 			}
 		}
 	}

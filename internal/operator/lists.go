@@ -116,6 +116,7 @@ func (o OptOuts) Search(ctx context.Context, query string, limit int, clear bool
 }
 
 func (o OptOuts) Act(ctx context.Context, a Action) (string, error) {
+	ctx = suppress.Batch(ctx) // Wait waits for this action's publish alone
 	changed, err := ChangeSuppression(ctx, o.Store, a.Name, a.Key, "", a.Reason)
 	if err != nil {
 		return "", err

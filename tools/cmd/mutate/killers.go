@@ -237,4 +237,5 @@ var killers = map[string]string{
 	"CG14": "TestMessageShowsItsDeferral",
 	"OX10": "TestServeSettlesAVonageOptOutSuppressed",
 	"DR9":  "TestATraceTellsADeferralAfterItsEnd",
+	"OX11": "TestAWaitTakesOnlyItsOwnBatch",
 }

@@ -23,10 +23,10 @@ var optOutMutants = []mutant{
 		{"suppress/store.go", "			if e.Source == \"\" {\n				e.Source = SourceImport", "			if true {\n				e.Source = SourceImport"},
 	}, "./suppress/"},
 	{"OX7", "the mirror is never told: no change reaches SUPPRESSIONS_TOPIC", []edit{
-		{"suppress/store.go", "	if s.mirror != nil {\n		s.mirror.Mirror(mirrored)\n	}\n	return changed, nil", "	_ = mirrored\n	return changed, nil"},
+		{"suppress/store.go", "	if s.mirror != nil {\n		s.mirror.Mirror(ctx, mirrored)\n	}\n	return changed, nil", "	_ = mirrored\n	return changed, nil"},
 	}, "./server/"},
 	{"OX8", "the mirror is told only when the list changed: a change whose publish failed is missing for good", []edit{
-		{"suppress/store.go", "	if s.mirror != nil {\n		s.mirror.Mirror(mirrored)\n	}\n	return changed, nil", "	if s.mirror != nil && changed {\n		s.mirror.Mirror(mirrored)\n	}\n	return changed, nil"},
+		{"suppress/store.go", "	if s.mirror != nil {\n		s.mirror.Mirror(ctx, mirrored)\n	}\n	return changed, nil", "	if s.mirror != nil && changed {\n		s.mirror.Mirror(ctx, mirrored)\n	}\n	return changed, nil"},
 	}, "./server/"},
 	{"OX9", "a Vonage opt-out's message settled suppressed without the record of its change: dispatcher message cannot say it", []edit{
 		{"receipts/handler.go", "		s.cfg.Inbound.SettledSuppressed(r.Context(), f.ID, f.Class, dr.OptedOut)\n", ""},
@@ -34,4 +34,7 @@ var optOutMutants = []mutant{
 	{"OX10", "a message a Vonage receipt settles suppressed is not counted in sms_suppressed_total", []edit{
 		{"server/suppress.go", "		s.suppressed(class, suppress.SourceProvider)\n", ""},
 	}, "./cmd/dispatcher/"},
+	{"OX11", "every request waits for every publish: one takes another's failure, which answers 200 and never publishes its change", []edit{
+		{"suppress/mirror.go", "	return context.WithValue(ctx, batchKey{}, &batch{})\n", "	return ctx\n"},
+	}, "./suppress/"},
 }
