@@ -561,6 +561,10 @@ func TestMessageShowsItsDeferral(t *testing.T) {
 	if ev["status"] != "dropped" || ev["reason"] != "operator" || ev["class"] != class {
 		t.Fatalf("the drop's status event on %s: %v; want promo-1 dropped by an operator", h.cfg.StatusTopic, ev)
 	}
+	// Dropped, its deferral is still told, at the time it was deferred.
+	if code, body := h.request("", "GET", "/message?id=promo-1", nil); code != 200 || !regexp.MustCompile(`<time>[^<]+</time>deferred \(window\): class `+regexp.QuoteMeta(class)+`[^<]*dropped at`).MatchString(body) {
+		t.Errorf("/message?id=promo-1 after its drop: %d\n%s", code, body)
+	}
 }
 
 func last(audits []map[string]string) map[string]string {

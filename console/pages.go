@@ -209,43 +209,18 @@ func (h *Handler) story(ctx context.Context, id string) (status.Message, []event
 	if err != nil || !blocked {
 		return m, notes, err
 	}
-	note, _, err := operator.BlockedNote(ctx, h.o.Redis, h.o.Settings.ClassList(), id)
-	return m, append(notes, noteAt(n.At, note)), err
+	return m, append(notes, noteAt(n.At, operator.BlockedLine(id, n))), nil
 }
 
 // deferredNotes are `dispatcher message`'s deferral lines of id
-// (operator.DeferredNotes), each at the time it was deferred: the
-// entries are read once more for their times, class by class in the
-// same order; should they differ (a release between the reads), the
-// lines show without a time.
+// (operator.Deferrals), each at the time it was deferred.
 func (h *Handler) deferredNotes(ctx context.Context, id string) ([]event, error) {
-	lines, err := operator.DeferredNotes(ctx, h.o.Redis, h.o.Settings, id)
-	if err != nil || len(lines) == 0 {
-		return nil, err
+	ds, err := operator.Deferrals(ctx, h.o.Redis, h.o.Settings, id)
+	out := make([]event, len(ds))
+	for i, d := range ds {
+		out[i] = noteAt(d.DeferredAt, d.Note())
 	}
-	classes, err := operator.DeferringClasses(h.o.Settings, "")
-	if err != nil {
-		return nil, err
-	}
-	var times []time.Time
-	store := deferral.New(h.o.Redis, nil, nil)
-	for _, c := range classes {
-		e, found, err := store.Get(ctx, c, id)
-		if err != nil {
-			return nil, err
-		}
-		if found {
-			times = append(times, e.DeferredAt)
-		}
-	}
-	out := make([]event, len(lines))
-	for i, line := range lines {
-		out[i] = event{What: line}
-		if len(times) == len(lines) {
-			out[i] = noteAt(times[i], line)
-		}
-	}
-	return out, nil
+	return out, err
 }
 
 // messageOf is the id of the message whose story a provider id names on

@@ -444,5 +444,10 @@ func BlockedNote(ctx context.Context, rdb guard.Redis, classes []config.Class, i
 	if err != nil || !ok {
 		return "", false, err
 	}
-	return fmt.Sprintf("%s: blocked by the guard (%s), never sent; class %s, home %s, at %s", id, n.Reason, n.Class, n.Account, n.At.UTC().Format(time.RFC3339)), true, nil
+	return BlockedLine(id, n), true, nil
+}
+
+// BlockedLine is BlockedNote's line of n, the guard's note of id.
+func BlockedLine(id string, n guard.Note) string {
+	return fmt.Sprintf("%s: blocked by the guard (%s), never sent; class %s, home %s, at %s", id, n.Reason, n.Class, n.Account, n.At.UTC().Format(time.RFC3339))
 }
