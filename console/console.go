@@ -359,17 +359,7 @@ var funcs = template.FuncMap{
 	"clock":   func(t time.Time) string { return t.Format("15:04:05 UTC") },
 	"secs":    func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + " s" },
 	"deref":   func(v *float64) float64 { return *v },
-	"penalty": penaltyText,
+	"penalty": (*status.Penalty).Text,
 	"round":   math.Round,
 }
 
-// penaltyText is an account's pause as `dispatcher status` says it
-// (status's Penalty.text, unexported there): a 429's penalty and its time
-// left, or an account pause, its time left and the provider's reason.
-func penaltyText(p *status.Penalty) string {
-	left := time.Duration(p.LeftSeconds * float64(time.Second)).Round(100 * time.Millisecond)
-	if p.Reason == "account" {
-		return fmt.Sprintf("account paused, %v left (%s)", left, p.Detail)
-	}
-	return fmt.Sprintf("429, %v left", left)
-}

@@ -2,6 +2,7 @@ package console
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -61,13 +62,7 @@ func windowsOf(s policy.Sending) []string {
 	if len(w.Rule.Closed) > 0 {
 		lines = append(lines, "closed "+strings.Join(w.Rule.Closed, ", "))
 	}
-	for _, p := range slices.Sorted(func(yield func(string) bool) {
-		for p := range w.ByPrefix {
-			if !yield(p) {
-				return
-			}
-		}
-	}) {
+	for _, p := range slices.Sorted(maps.Keys(w.ByPrefix)) {
 		line := p + ": hours " + hoursOf(w.ByPrefix[p].Hours)
 		if c := w.ByPrefix[p].Closed; len(c) > 0 {
 			line += ", closed " + strings.Join(c, ", ")

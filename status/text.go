@@ -35,7 +35,7 @@ func (r Report) WriteText(w io.Writer) {
 				class, s.Last1s, s.Last10s, float64(s.Last10s)/10, s.Last60s, float64(s.Last60s)/60)
 		}
 		a.writeDelivery(tw)
-		fmt.Fprintf(tw, "  penalty\t%s\n", a.Penalty.text())
+		fmt.Fprintf(tw, "  penalty\t%s\n", a.Penalty.Text())
 		if h, ok := a.Health.text(r.Time); ok {
 			fmt.Fprintf(tw, "  health\t%s\n", h)
 		}
@@ -155,7 +155,10 @@ func (l *Learned) text() string {
 	return fmt.Sprintf("%g/s %s (last good %g/s, last throttled %g/s)", l.RPS, l.Mode, l.LowRPS, l.HighRPS)
 }
 
-func (p *Penalty) text() string {
+// Text is p for a person: a 429's penalty and its time left, or an
+// account pause, its time left and the provider's reason; "none" for no
+// penalty. The console's overview says it so too.
+func (p *Penalty) Text() string {
 	if p == nil {
 		return "none"
 	}

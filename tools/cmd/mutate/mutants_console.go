@@ -102,7 +102,7 @@ var consoleMutants = []mutant{
 		{"console/pages.go", `http.Redirect(w, r, h.o.Path+"/lists?"`, `http.Redirect(w, r, "/lists?"`},
 	}, "./console/"},
 	{"CG13", "the overview shows an account pause without its reason", []edit{
-		{"console/console.go", `return fmt.Sprintf("account paused, %v left (%s)", left, p.Detail)`, `return fmt.Sprintf("account paused, %v left", left)`},
+		{"status/text.go", `return fmt.Sprintf("account paused, %v left (%s)", left, p.Detail)`, `return fmt.Sprintf("account paused, %v left", left)`},
 	}, "./console/"},
 	{"CG14", "a drop from the lists page publishes no final status event: its producer never learns the message's end", []edit{
 		{"console/console.go", "Classes: deferring, Status: status}", "Classes: deferring}"},
