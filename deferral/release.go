@@ -151,7 +151,12 @@ func (r *Releaser) Pass(ctx context.Context, l Lane) (int, error) {
 			continue
 		}
 		removed, err := r.Store.removeEnded(ctx, l.Class, r.Token, g.how, g.ids)
-		if err != nil {
+		switch {
+		case err != nil && len(removed) == len(g.ids):
+			// Removed; only their traces' end failed.
+			r.Logger.Warn("released messages were removed, but their traces not ended: dispatcher message says them still deferred until the traces expire",
+				"class", l.Class, "messages", len(g.ids), "err", err)
+		case err != nil:
 			// Released twice at worst: their send-once records hold.
 			r.Logger.Warn("released messages could not be removed; they are released again later",
 				"class", l.Class, "messages", len(g.ids)-len(removed), "err", err)
