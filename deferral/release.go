@@ -154,7 +154,7 @@ func (r *Releaser) Pass(ctx context.Context, l Lane) (int, error) {
 		switch {
 		case err != nil && len(removed) == len(g.ids):
 			// Removed; only their traces' end failed.
-			r.Logger.Warn("released messages were removed, but their traces not ended: dispatcher message says them still deferred until the traces expire",
+			r.Logger.Warn("released messages were removed, but their traces not ended: dispatcher message does not tell these deferrals",
 				"class", l.Class, "messages", len(g.ids), "err", err)
 		case err != nil:
 			// Released twice at worst: their send-once records hold.
