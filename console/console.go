@@ -362,4 +362,3 @@ var funcs = template.FuncMap{
 	"penalty": (*status.Penalty).Text,
 	"round":   math.Round,
 }
-
