@@ -24,7 +24,11 @@
 //
 // Files: console.go (the handler, its options, the chart's sampler,
 // rendering, audit), auth.go (users, roles, Local, Basic, IAP, the
-// settings), pages.go (each page), proof.go (the signature of a dry run's
-// list), history.go (the chart's history and drawing), templates/ and
-// assets/.
+// settings), a file a page: pages.go (the overview, an account's
+// override, the configuration), message.go (a message's timeline, a
+// number's reveal), deadletters.go (the list, the dry run, the replay),
+// lists.go (opt-outs, deferred messages, guard blocks); rules.go (a
+// class's rules as the configuration shows them), proof.go (the
+// signature of a dry run's list), history.go (the chart's history and
+// drawing), templates/ and assets/.
 package console

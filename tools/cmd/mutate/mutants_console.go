@@ -13,7 +13,7 @@ var consoleMutants = []mutant{
 		{"console/console.go", "if err := crossOrigin.Check(r); err != nil {", "if err := crossOrigin.Check(r); err != nil && false {"},
 	}, "./console/"},
 	{"M36", "the dead letters page shows the message as sent: number and body", []edit{
-		{"console/pages.go", "To: l.MaskedTo(),", "To: string(l.Data),"},
+		{"console/deadletters.go", "To: l.MaskedTo(),", "To: string(l.Data),"},
 	}, "./console/"},
 	{"SL13", "an account's own keywords ignored: ARRET through it says nothing", []edit{
 		{"server/suppress.go", "	words, ok := s.keywords[account]\n", "	words, ok := s.keywords[\"\"]\n"},
@@ -30,10 +30,10 @@ var consoleMutants = []mutant{
 
 	// The console's lists.
 	{"M37", "a list's action takes a viewer: a viewer removes an opt-out", []edit{
-		{"console/pages.go", "if !h.allowed(w, r, Operator, name+\".\"+action, shownKey(name, key)) {", "if !h.allowed(w, r, Viewer, name+\".\"+action, shownKey(name, key)) {"},
+		{"console/lists.go", "if !h.allowed(w, r, Operator, name+\".\"+action, shownKey(name, key)) {", "if !h.allowed(w, r, Viewer, name+\".\"+action, shownKey(name, key)) {"},
 	}, "./console/"},
 	{"M38", "the lists show an operator the numbers in clear", []edit{
-		{"console/pages.go", "shown.Cells[0] = shownKey(l.name, row[0])", "shown.Cells[0] = row[0]"},
+		{"console/lists.go", "shown.Cells[0] = shownKey(l.name, row[0])", "shown.Cells[0] = row[0]"},
 	}, "./console/"},
 
 	// The chart's denied series: counted in each process, told in its
@@ -66,10 +66,10 @@ var consoleMutants = []mutant{
 	}, "./guard/"},
 	// The console's replay, chart, override, masking, rules, timeline, mounting and pause.
 	{"CG1", "the console replays without a dry run's list", []edit{
-		{"console/pages.go", "if len(ids) == 0 || !h.proof.valid(", "if len(ids) == 0 && !h.proof.valid("},
+		{"console/deadletters.go", "if len(ids) == 0 || !h.proof.valid(", "if len(ids) == 0 && !h.proof.valid("},
 	}, "./console/"},
 	{"CG2", "the console's replay re-reads the selection instead of the dry run's ids", []edit{
-		{"console/pages.go", "h.runReplay(w, r, deadletter.Filter{IDs: ids}, false)", "h.runReplay(w, r, deadletter.Filter{}, false)"},
+		{"console/deadletters.go", "h.runReplay(w, r, deadletter.Filter{IDs: ids}, false)", "h.runReplay(w, r, deadletter.Filter{}, false)"},
 	}, "./console/"},
 	{"CG3", "the console's chart has no sampler: it reads only when a page asks", []edit{
 		{"console/console.go", "	go h.sample(ctx)\n", "	go func() { <-ctx.Done(); close(h.sampled) }()\n"},
@@ -84,7 +84,7 @@ var consoleMutants = []mutant{
 		{"console/pages.go", "if !h.allowed(w, r, Operator, action, name) {", "if !h.allowed(w, r, Viewer, action, name) {"},
 	}, "./console/"},
 	{"CG7", "a viewer reads a message's number from the Message page", []edit{
-		{"console/pages.go", "id := strings.TrimSpace(r.FormValue(\"message_id\"))\n\tif !h.allowed(w, r, Support,", "id := strings.TrimSpace(r.FormValue(\"message_id\"))\n\tif !h.allowed(w, r, Viewer,"},
+		{"console/message.go", "id := strings.TrimSpace(r.FormValue(\"message_id\"))\n\tif !h.allowed(w, r, Support,", "id := strings.TrimSpace(r.FormValue(\"message_id\"))\n\tif !h.allowed(w, r, Viewer,"},
 	}, "./console/"},
 	{"CG8", "the configuration page says a class without suppression is on the list", []edit{
 		{"console/rules.go", "if !pol.Suppressed {", "if pol.Suppressed {"},
@@ -93,13 +93,13 @@ var consoleMutants = []mutant{
 		{"cmd/dispatcher/demo.go", "&slog.HandlerOptions{Level: slog.LevelInfo}", "&slog.HandlerOptions{Level: slog.LevelWarn}"},
 	}, "./cmd/dispatcher/"},
 	{"CG10", "the message's timeline is not in time order: the notes after the ledger's events", []edit{
-		{"console/pages.go", "slices.SortStableFunc(all, func(a, b event) int { return a.sortAt.Compare(b.sortAt) })", "_ = all"},
+		{"console/message.go", "slices.SortStableFunc(all, func(a, b event) int { return a.sortAt.Compare(b.sortAt) })", "_ = all"},
 	}, "./console/"},
 	{"CG11", "the overview's chart fetches /chart from the root, not under the console's path", []edit{
 		{"console/templates/overview.html", `data-src="{{.Base}}/chart"`, `data-src="/chart"`},
 	}, "./console/"},
 	{"CG12", "a list's action redirects to the root's /lists, not under the console's path", []edit{
-		{"console/pages.go", `http.Redirect(w, r, h.o.Path+"/lists?"`, `http.Redirect(w, r, "/lists?"`},
+		{"console/lists.go", `http.Redirect(w, r, h.o.Path+"/lists?"`, `http.Redirect(w, r, "/lists?"`},
 	}, "./console/"},
 	{"CG13", "the overview shows an account pause without its reason", []edit{
 		{"status/text.go", `return fmt.Sprintf("account paused, %v left (%s)", left, p.Detail)`, `return fmt.Sprintf("account paused, %v left", left)`},
