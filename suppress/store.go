@@ -286,15 +286,6 @@ func (s *Store) All(ctx context.Context) iter.Seq2[Entry, error] {
 	}
 }
 
-// Scan reads one page of the list (HSCAN, ScanPage entries asked for)
-// from cursor (0: the start) and returns its entries and the next
-// cursor (0: the end). The same cursor read again while the list is
-// unchanged returns the same page in the same order: a reader may stop
-// within a page and go on from its cursor, skipping what it has read.
-func (s *Store) Scan(ctx context.Context, cursor uint64) ([]Entry, uint64, error) {
-	return s.scan(ctx, cursor)
-}
-
 // scan reads one page of the list from cursor (0: the start) and returns
 // its entries and the next cursor (0: the end).
 func (s *Store) scan(ctx context.Context, cursor uint64) ([]Entry, uint64, error) {

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"smsdispatcher/config"
@@ -180,10 +178,10 @@ func runSuppressionsList(ctx context.Context, cmd string, args []string, stdout,
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var at listCursor
+	var at suppress.Cursor
 	if from != nil {
 		var err error
-		if at, err = parseListCursor(*from); err != nil {
+		if at, err = suppress.ParseCursor(*from); err != nil {
 			return fmt.Errorf("suppressions list: --cursor %q: %w", *from, err)
 		}
 	}
@@ -209,68 +207,20 @@ func runSuppressionsList(ctx context.Context, cmd string, args []string, stdout,
 		}
 		return nil
 	}
-	printed := 0
-	for {
-		page, next, err := store.Scan(ctx, at.scan)
-		if err != nil {
-			return err
+	entries, next, more, err := store.Page(ctx, at, *limit)
+	for _, e := range entries {
+		n := provider.MaskNumber(e.Number)
+		if *show {
+			n = e.Number
 		}
-		for i := min(at.skip, len(page)); i < len(page); i++ {
-			if *limit > 0 && printed == *limit {
-				n, _ := store.Len(ctx)
-				fmt.Fprintf(out, "… %d entries in all; the next page: --cursor %s (--limit 0 prints every one)\n", n, listCursor{at.scan, i})
-				return nil
-			}
-			printed++
-			e := page[i]
-			n := provider.MaskNumber(e.Number)
-			if *show {
-				n = e.Number
-			}
-			fmt.Fprintf(out, "%s  %s  %s\n", n, e.At.Format(time.RFC3339), operator.DescribeEntry(e))
-		}
-		if next == 0 {
-			return nil
-		}
-		at = listCursor{scan: next}
+		fmt.Fprintf(out, "%s  %s  %s\n", n, e.At.Format(time.RFC3339), operator.DescribeEntry(e))
 	}
-}
-
-// listCursor is where `suppressions list` goes on: the HSCAN cursor of
-// a page and how many of that page's entries were printed already, read
-// and printed "<scan>:<skip>" ("<scan>" when skip is 0). A page read
-// again from its cursor is the same while the list is unchanged; while
-// it changes, an entry may show twice (as HSCAN's may) or, shifted within
-// a page, be passed by.
-type listCursor struct {
-	scan uint64
-	skip int
-}
-
-func (c listCursor) String() string {
-	if c.skip == 0 {
-		return strconv.FormatUint(c.scan, 10)
+	if err != nil || !more {
+		return err
 	}
-	return strconv.FormatUint(c.scan, 10) + ":" + strconv.Itoa(c.skip)
-}
-
-// parseListCursor reads a cursor list printed; "" is the start.
-func parseListCursor(s string) (listCursor, error) {
-	if s == "" {
-		return listCursor{}, nil
-	}
-	scan, skip, hasSkip := strings.Cut(s, ":")
-	var c listCursor
-	var err error
-	if c.scan, err = strconv.ParseUint(scan, 10, 64); err != nil {
-		return listCursor{}, errors.New("not a cursor list printed")
-	}
-	if hasSkip {
-		if c.skip, err = strconv.Atoi(skip); err != nil || c.skip < 0 {
-			return listCursor{}, errors.New("not a cursor list printed")
-		}
-	}
-	return c, nil
+	n, _ := store.Len(ctx)
+	fmt.Fprintf(out, "… %d entries in all; the next page: --cursor %s (--limit 0 prints every one)\n", n, next)
+	return nil
 }
 
 // runSuppressionsImport is `suppressions import --file F`: JSON lines of
