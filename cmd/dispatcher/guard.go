@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"time"
 
 	"smsdispatcher/config"
@@ -37,18 +36,9 @@ func runGuard(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	// Only a guarded class's processes read its blocks: a block of any
-	// other class would be written and never enforced.
-	guarded := operator.GuardedClasses(cfg.ClassList())
-	switch {
-	case len(guarded) == 0:
-		return fmt.Errorf("guard %s: no class has guard rules (countries, deny_countries, max_per_prefix, min_conversion in ACCOUNTS_FILE's classes)", verb)
-	case *class != "" && !slices.Contains(guarded, *class):
-		return fmt.Errorf("guard %s: class %q has no guard rules, so no process would enforce its blocks; the guarded classes: %s", verb, *class, strings.Join(guarded, ", "))
-	case *class != "":
-		guarded = []string{*class}
-	case verb != "list":
-		guarded = guarded[:1]
+	guarded, err := operator.GuardTargets(cfg.ClassList(), *class, verb != "list")
+	if err != nil {
+		return fmt.Errorf("guard %s: %w", verb, err)
 	}
 	rdb, _, err := operatorRedis(cfg, "the guard's blocks live in the limiter's Redis", operatorTimeout)
 	if err != nil {

@@ -267,6 +267,25 @@ func GuardedClasses(classes []config.Class) []string {
 	return out
 }
 
+// GuardTargets are the classes a guard command reads or changes: class
+// when given, else every guarded class (one, the first, when it changes
+// a block). Only a guarded class's processes read its blocks, so a block
+// of any other class would be written and never enforced: refused.
+func GuardTargets(classes []config.Class, class string, one bool) ([]string, error) {
+	guarded := GuardedClasses(classes)
+	switch {
+	case len(guarded) == 0:
+		return nil, errors.New("no class has guard rules (countries, deny_countries, max_per_prefix, min_conversion in ACCOUNTS_FILE's classes)")
+	case class != "" && !slices.Contains(guarded, class):
+		return nil, fmt.Errorf("class %q has no guard rules, so no process would enforce its blocks; the guarded classes: %s", class, strings.Join(guarded, ", "))
+	case class != "":
+		return []string{class}, nil
+	case one:
+		return guarded[:1], nil
+	}
+	return guarded, nil
+}
+
 // Blocks are the guard's blocks of Classes as a List, a row's key
 // "class/+range".
 type Blocks struct {
