@@ -420,17 +420,6 @@ func (d Deferral) Note() string {
 	return s + fmt.Sprintf("; %s at %s", d.State, d.EndedAt.Format(time.RFC3339))
 }
 
-// DeferredNotes say, a line each, where id is deferred, or was within
-// deferral.TraceKeep and how that ended (Deferrals, Note).
-func DeferredNotes(ctx context.Context, rdb deferral.Redis, cfg config.Settings, id string) ([]string, error) {
-	ds, err := Deferrals(ctx, rdb, cfg, id)
-	var out []string
-	for _, d := range ds {
-		out = append(out, d.Note())
-	}
-	return out, err
-}
-
 // SuppressedNote says when the suppression list stopped a message and by
 // which entry (the number's, at, as suppress.Store.Refusal reads it), its
 // number masked: `dispatcher message`'s line.
