@@ -10,14 +10,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"cloud.google.com/go/pubsub/v2/pstest"
 
 	"smsdispatcher/dispatch"
-	"smsdispatcher/internal/keys"
-	"smsdispatcher/internal/redistest"
-	"smsdispatcher/internal/topology"
 	"smsdispatcher/provider"
 	"smsdispatcher/provider/providertest"
 	"smsdispatcher/receipts"
@@ -45,26 +41,9 @@ type noLedger struct{ receipts.Ledger }
 
 func newInboundPath(t *testing.T) *inboundPath {
 	t.Helper()
-	ps := pstest.NewServer()
-	t.Cleanup(func() { ps.Close() })
-	ctx := context.Background()
-	client, err := topology.NewClient(ctx, "proj", ps.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	if err := topology.Setup(ctx, client, topology.Topology{OTPTopic: "sms-otp", MarketingTopic: "sms-marketing", DeadLetterTopic: "dl",
-		OTPSubscription: "o", MarketingSubscription: "m", DeadLetterInspect: "dli", DeadLetterRetention: time.Hour, WithoutDeadLetterPolicy: true,
-		Inspected: []topology.Inspected{{Topic: "sms-inbound", Inspect: "sms-inbound-inspect"}, {Topic: "sms-suppressions", Inspect: "sms-suppressions-inspect"}},
-	}, func(string, string, string) {}); err != nil {
-		t.Fatal(err)
-	}
-	rdb := redistest.Client(t)
-	names := keys.Suppressions("{sms:suppress:" + redistest.UniqueAccount(t) + "}")
-	mirror := &suppress.TopicMirror{Publisher: client.Publisher("sms-suppressions")}
-	store := suppress.NewStore(rdb, names, mirror)
-	p := &inboundPath{sim: providertest.NewVonage(providertest.Config{}, "k"), store: store, ps: ps}
-	s := &suppressions{list: suppress.NewList(store, nil), store: store, mirror: mirror, inbound: client.Publisher("sms-inbound"), logger: slog.New(slog.DiscardHandler)}
+	l := newTestList(t, true)
+	s, client, store := l.suppressions, l.client, l.store
+	p := &inboundPath{sim: providertest.NewVonage(providertest.Config{}, "k"), store: store, ps: l.ps}
 	s.counted = func(account, keyword, outcome string) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -89,10 +68,8 @@ func newInboundPath(t *testing.T) *inboundPath {
 	handler = srv.Handler()
 	p.url = receipts.InboundURL(ts.URL, "vo")
 	t.Cleanup(func() {
-		mirror.Publisher.Stop()
-		s.inbound.Stop()
 		status.Stop()
-		rdb.Del(context.Background(), names.List(), names.Log(), names.Seq(), names.Inbound("vo", "MO-1"), names.Inbound("vo", "MO-2"))
+		l.rdb.Del(context.Background(), l.names.Inbound("vo", "MO-1"), l.names.Inbound("vo", "MO-2"))
 	})
 	return p
 }

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/pstest"
+	"github.com/redis/go-redis/v9"
 
 	"smsdispatcher/config"
 	"smsdispatcher/internal/keys"
@@ -25,33 +27,14 @@ import (
 // not, is published to INBOUND_TOPIC once per provider id, and every
 // change to SUPPRESSIONS_TOPIC.
 func TestAnInboundSTOPSuppressesAndASTARTLifts(t *testing.T) {
-	ps := pstest.NewServer()
-	t.Cleanup(func() { ps.Close() })
-	ctx := context.Background()
-	client, err := topology.NewClient(ctx, "proj", ps.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	if err := topology.Setup(ctx, client, topology.Topology{OTPTopic: "sms-otp", MarketingTopic: "sms-marketing", DeadLetterTopic: "dl",
-		OTPSubscription: "o", MarketingSubscription: "m", DeadLetterInspect: "dli", DeadLetterRetention: time.Hour, WithoutDeadLetterPolicy: true,
-		Inspected: []topology.Inspected{{Topic: "sms-inbound", Inspect: "sms-inbound-inspect"}, {Topic: "sms-suppressions", Inspect: "sms-suppressions-inspect"}},
-	}, func(string, string, string) {}); err != nil {
-		t.Fatal(err)
-	}
-	rdb := redistest.Client(t)
-	names := keys.Suppressions("{sms:suppress:" + redistest.UniqueAccount(t) + "}")
-	mirror := &suppress.TopicMirror{Publisher: client.Publisher("sms-suppressions")}
-	store := suppress.NewStore(rdb, names, mirror)
-	s := &suppressions{list: suppress.NewList(store, nil), store: store, mirror: mirror, inbound: client.Publisher("sms-inbound"), logger: slog.New(slog.DiscardHandler)}
+	l := newTestList(t, true)
+	s, ps, store, rdb, names, ctx := l.suppressions, l.ps, l.store, l.rdb, l.names, context.Background()
 	var counted []string // sms_inbound_total's increments
 	s.counted = func(account, keyword, outcome string) { counted = append(counted, account+" "+keyword+" "+outcome) }
 	var counts []string // sms_suppression_changes_total's increments
 	s.changed = func(source, action, account string) { counts = append(counts, source+" "+action+" "+account) }
 	t.Cleanup(func() {
-		mirror.Publisher.Stop()
-		s.inbound.Stop()
-		rdb.Del(context.Background(), names.List(), names.Log(), names.Seq(), names.Inbound("otp", "SM1"), names.Inbound("otp", "SM2"), names.Inbound("bulk", "SM3"), names.Refused("msg-1"))
+		rdb.Del(context.Background(), names.Inbound("otp", "SM1"), names.Inbound("otp", "SM2"), names.Inbound("bulk", "SM3"), names.Refused("msg-1"))
 	})
 	const from = "+819011112222"
 	stop := provider.Inbound{ID: "SM1", From: from, To: "+15005550006", Body: "stop please"}
@@ -181,31 +164,9 @@ func TestAnAccountsOwnKeywords(t *testing.T) {
 // same, with the first entry: the mirror is at least once, never missing
 // a change for good.
 func TestARetriedSTOPPublishesItsChangeAgain(t *testing.T) {
-	ps := pstest.NewServer()
-	t.Cleanup(func() { ps.Close() })
-	ctx := context.Background()
-	client, err := topology.NewClient(ctx, "proj", ps.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	topics := topology.Topology{OTPTopic: "sms-otp", MarketingTopic: "sms-marketing", DeadLetterTopic: "dl",
-		OTPSubscription: "o", MarketingSubscription: "m", DeadLetterInspect: "dli", DeadLetterRetention: time.Hour, WithoutDeadLetterPolicy: true,
-		Inspected: []topology.Inspected{{Topic: "sms-inbound", Inspect: "sms-inbound-inspect"}},
-	}
-	if err := topology.Setup(ctx, client, topics, func(string, string, string) {}); err != nil {
-		t.Fatal(err)
-	}
-	rdb := redistest.Client(t)
-	names := keys.Suppressions("{sms:suppress:" + redistest.UniqueAccount(t) + "}")
-	mirror := &suppress.TopicMirror{Publisher: client.Publisher("sms-suppressions")}
-	store := suppress.NewStore(rdb, names, mirror)
-	s := &suppressions{list: suppress.NewList(store, nil), store: store, mirror: mirror, inbound: client.Publisher("sms-inbound"), logger: slog.New(slog.DiscardHandler)}
-	t.Cleanup(func() {
-		mirror.Publisher.Stop()
-		s.inbound.Stop()
-		rdb.Del(context.Background(), names.List(), names.Log(), names.Seq(), names.Inbound("otp", "SM1"))
-	})
+	l := newTestList(t, false) // no SUPPRESSIONS_TOPIC yet: the first publish fails
+	s, ps, client, store, rdb, names, topics, ctx := l.suppressions, l.ps, l.client, l.store, l.rdb, l.names, l.topics, context.Background()
+	t.Cleanup(func() { rdb.Del(context.Background(), names.Inbound("otp", "SM1")) })
 	const from = "+819011112222"
 	stop := provider.Inbound{ID: "SM1", From: from, To: "+15005550006", Body: "STOP"}
 	if err := s.Inbound(ctx, "otp", stop); err == nil {
@@ -236,4 +197,53 @@ func TestARetriedSTOPPublishesItsChangeAgain(t *testing.T) {
 	if len(got) != 1 || got[0].Number != from || got[0].Action != suppress.ActionAdd || !got[0].At.Equal(first.At) || got[0].Source != suppress.SourceInbound {
 		t.Fatalf("published to sms-suppressions: %+v; want the STOP's add once, with its first entry (at %v)", got, first.At)
 	}
+}
+
+// testList is the server's suppressions on a list under the test's own
+// names in the test Redis, and a pstest holding the topics it publishes
+// to: INBOUND_TOPIC (sms-inbound) and, when mirrored, SUPPRESSIONS_TOPIC
+// (sms-suppressions; without it, every mirror publish fails). Its
+// publishers stop and its list's keys go when the test ends.
+type testList struct {
+	*suppressions
+	ps     *pstest.Server
+	client *pubsub.Client
+	store  *suppress.Store
+	rdb    *redis.Client
+	names  keys.Suppressions
+	topics topology.Topology // as Setup made them
+}
+
+func newTestList(t *testing.T, mirrored bool) testList {
+	t.Helper()
+	ps := pstest.NewServer()
+	t.Cleanup(func() { ps.Close() })
+	ctx := context.Background()
+	client, err := topology.NewClient(ctx, "proj", ps.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	inspected := []topology.Inspected{{Topic: "sms-inbound", Inspect: "sms-inbound-inspect"}}
+	if mirrored {
+		inspected = append(inspected, topology.Inspected{Topic: "sms-suppressions", Inspect: "sms-suppressions-inspect"})
+	}
+	topics := topology.Topology{OTPTopic: "sms-otp", MarketingTopic: "sms-marketing", DeadLetterTopic: "dl",
+		OTPSubscription: "o", MarketingSubscription: "m", DeadLetterInspect: "dli", DeadLetterRetention: time.Hour, WithoutDeadLetterPolicy: true,
+		Inspected: inspected,
+	}
+	if err := topology.Setup(ctx, client, topics, func(string, string, string) {}); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redistest.Client(t)
+	names := keys.Suppressions("{sms:suppress:" + redistest.UniqueAccount(t) + "}")
+	mirror := &suppress.TopicMirror{Publisher: client.Publisher("sms-suppressions")}
+	store := suppress.NewStore(rdb, names, mirror)
+	s := &suppressions{list: suppress.NewList(store, nil), store: store, mirror: mirror, inbound: client.Publisher("sms-inbound"), logger: slog.New(slog.DiscardHandler)}
+	t.Cleanup(func() {
+		mirror.Publisher.Stop()
+		s.inbound.Stop()
+		rdb.Del(context.Background(), names.List(), names.Log(), names.Seq())
+	})
+	return testList{suppressions: s, ps: ps, client: client, store: store, rdb: rdb, names: names, topics: topics}
 }
